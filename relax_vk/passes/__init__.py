@@ -1,0 +1,17 @@
+"""relax_vk's passes, one per module; each returns a ``tvm.transform.Pass``."""
+
+from .collect_consumer_scope_info import CollectConsumerScopeInfo
+from .collect_producer_scope_info import CollectProducerScopeInfo
+from .convert_layout import ConvertToPackedLayout
+from .define_vdevice import DefineVDevice
+from .partial_legalize import PartialLegalize
+from .remove_redundant_assignments import RemoveRedundantAssignments
+
+__all__ = [
+    "ConvertToPackedLayout",
+    "PartialLegalize",
+    "CollectConsumerScopeInfo",
+    "CollectProducerScopeInfo",
+    "DefineVDevice",
+    "RemoveRedundantAssignments",
+]

@@ -1,0 +1,86 @@
+"""CollectConsumerScopeInfo: what every consumer accepts and prefers for each tensor it reads.
+
+Requires: a module after partial legalization (``call_tir`` kernels carry ``op_pattern``; ops kept
+for scoping are still Relax ops with their attributes).
+
+Guarantees: every scoped Relax function gets a ``relax_vk.consumer_scope_info`` attribute holding,
+per call site, the admissible scopes of each tensor argument and output (registry sets filtered by
+the target's texture limits for the actual shapes, sync rules applied), the argument's preferred
+scope by :mod:`relax_vk.scope_rule`, and the sync structure. The IR is otherwise unchanged.
+Tensors reached through tuples, ``TupleGetItem`` and tuple-producing calls (``split``) are traced
+to their producer (see :mod:`relax_vk.passes.scope_graph`).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import tvm
+from tvm import relax
+
+from .. import target as _target
+from ..options import ScopeOptions
+from ..registry import OpRegistry, default_registry
+from ..representation import BUFFER_ONLY, SiteDemand, TensorRepSet, TensorSpec, make_op_repsets
+from ..scope import TextureLimits
+from ..scope_rule import Role
+from . import scope_info
+from .scope_graph import CallSite, ScopeGraph, scoped_functions
+
+
+def site_demand(
+    site: CallSite, mod: Optional[tvm.IRModule], registry: OpRegistry, limits: TextureLimits, options: ScopeOptions
+) -> SiteDemand:
+    """The :class:`SiteDemand` of one call site."""
+    reg = registry.lookup(site.call, mod)
+    args = [TensorSpec(a.spec.shape, a.spec.dtype, reg.role(a.position)) for a in site.args]
+    inputs, outputs = reg.inputs, reg.outputs
+    if not options.textures:
+        inputs, outputs = BUFFER_ONLY, BUFFER_ONLY
+    elif not options.weights_in_texture and any(t.role is Role.WEIGHT for t in args):
+        per_arg = [inputs] * len(args) if isinstance(inputs, TensorRepSet) else list(inputs)
+        per_arg += [BUFFER_ONLY] * (len(args) - len(per_arg))
+        inputs = [BUFFER_ONLY if t.role is Role.WEIGHT else s for s, t in zip(per_arg, args)]
+        if outputs is None:
+            outputs = per_arg[0]
+    reps = make_op_repsets(site.name, args, site.outs, inputs, outputs, limits, reg.preferences)
+    reason = reg.reason
+    if site.kind == "call_tir" and reg.name.startswith("<op_pattern"):
+        reason = f"{reg.reason} ({site.name})"
+    return reps.demand(registration=reg.name, reason=reason)
+
+
+def collect_consumer_scope_info(
+    func: relax.Function,
+    mod: Optional[tvm.IRModule],
+    limits: TextureLimits,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+) -> Dict[int, SiteDemand]:
+    """Per call site index, its :class:`SiteDemand` (the analysis behind the pass)."""
+    graph = ScopeGraph(func, mod)
+    registry = registry or default_registry()
+    options = options or ScopeOptions()
+    return {s.index: site_demand(s, mod, registry, limits, options) for s in graph.sites}
+
+
+def CollectConsumerScopeInfo(
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+    limits: Optional[TextureLimits] = None,
+) -> tvm.transform.Pass:
+    """Attach each consumer's scope demands to every scoped function (see module docstring)."""
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        lim = _target.texture_limits(_target.resolve(target), limits)
+        updates = {}
+        for gvar, func in scoped_functions(mod):
+            graph = ScopeGraph(func, mod)
+            demands = collect_consumer_scope_info(func, mod, lim, registry, options)
+            updates[gvar] = scope_info.attach(func, scope_info.CONSUMER_ATTR, graph, {k: d.to_json() for k, d in demands.items()})
+        for gvar, func in updates.items():
+            mod[gvar] = func
+        return mod
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.CollectConsumerScopeInfo")

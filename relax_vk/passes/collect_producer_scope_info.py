@@ -1,0 +1,137 @@
+"""CollectProducerScopeInfo: decide every producer's output scope by consumer demand and cost.
+
+Requires: ``CollectConsumerScopeInfo`` (its attribute is recomputed when missing or stale).
+
+Algorithm: one sweep over call sites in *reverse* order, so a call's consumers are decided before
+the call itself. For each output slot the candidate scopes are the producer's admissible set; the
+cost of a candidate is the bytes copied: one copy of the tensor per *distinct* demanded scope that
+differs from it (consumers that want the same scope share one copy). The cheapest candidate wins;
+ties go to the scope most consumers demand, then to texture over buffer (rule order). Outputs of
+an op registered with synced outputs are decided together. Slots that escape the dataflow block
+are buffers. Once a call's first output is decided, its arguments' demands follow the sync rules
+(an io-synced elementwise op asks its inputs for the scope its output got).
+
+Example: one producer with two texture consumers and one buffer consumer becomes a texture, with
+one copy to a buffer (upstream TVM makes it a buffer and copies once per texture consumer).
+
+Guarantees: a ``relax_vk.producer_scope_info`` attribute with, per call site, the decided scope of
+each output and the demanded scope of each tensor argument. The IR is otherwise unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import tvm
+from tvm import relax
+
+from .. import target as _target
+from ..options import ScopeOptions
+from ..registry import OpRegistry
+from ..representation import SiteDemand
+from ..scope import GLOBAL, scope_from_name, tensor_bytes
+from ..scope_rule import rank_scopes
+from . import scope_info
+from .collect_consumer_scope_info import collect_consumer_scope_info
+from .scope_graph import ScopeGraph, Slot, scoped_functions
+
+
+def _slot_cost(scope: str, demanded: Sequence[str], nbytes: int) -> int:
+    return nbytes * len({d for d in demanded if d != scope})
+
+
+def _choose(candidates: List[str], demands: List[List[str]], nbytes: List[int]) -> str:
+    """The candidate minimising bytes copied over all slots decided together."""
+    if not candidates:
+        raise ValueError("no admissible scope")
+    order = [s.name for s in rank_scopes(scope_from_name(c) for c in candidates)]
+
+    def key(scope: str):
+        cost = sum(_slot_cost(scope, d, b) for d, b in zip(demands, nbytes))
+        votes = sum(d.count(scope) for d in demands)
+        return (cost, -votes, order.index(scope))
+
+    return min(order, key=key)
+
+
+def decide_scopes(graph: ScopeGraph, demands: Dict[int, SiteDemand]) -> Dict[int, dict]:
+    """Per call site: ``{"outs": [scope per output], "args": [scope per tensor argument]}``."""
+    wanted: Dict[Slot, List[str]] = {}
+    decisions: Dict[int, dict] = {}
+    for site in reversed(graph.sites):
+        demand = demands[site.index]
+        outs = [GLOBAL.name] * len(site.outs)
+        slots = [(site.index, k) for k in range(len(site.outs))]
+
+        def slot_bytes(slot: Slot) -> int:
+            spec = graph.slot_spec(slot)
+            return tensor_bytes(spec.shape, spec.dtype) if spec.shape is not None and spec.dtype != "void" else 0
+
+        def candidates(k: int) -> List[str]:
+            if (site.index, k) in graph.pinned:
+                return [GLOBAL.name] if GLOBAL.name in demand.out_allowed[k] else list(demand.out_allowed[k])
+            return list(demand.out_allowed[k])
+
+        groups = [list(range(len(site.outs)))] if demand.sync_outs and site.outs else [[k] for k in range(len(site.outs))]
+        for group in groups:
+            common = set(candidates(group[0]))
+            for k in group[1:]:
+                common &= set(candidates(k))
+            if not common:
+                common = {GLOBAL.name}
+            ds = [wanted.get(slots[k], []) for k in group]
+            if any(ds):
+                chosen = _choose(sorted(common), ds, [slot_bytes(slots[k]) for k in group])
+            else:  # unused or escaping only: a buffer when the op can write one
+                chosen = GLOBAL.name if GLOBAL.name in common else rank_scopes(scope_from_name(c) for c in common)[0].name
+            for k in group:
+                outs[k] = chosen
+        args = demand.arg_scopes_given_output(outs[0] if outs else None)
+        for arg, scope in zip(site.args, args):
+            if arg.slot is not None:
+                wanted.setdefault(arg.slot, []).append(scope)
+        decisions[site.index] = {"outs": outs, "args": args}
+    return decisions
+
+
+def scope_decisions(
+    func: relax.Function,
+    mod: Optional[tvm.IRModule],
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+    limits=None,
+) -> Dict[int, dict]:
+    """Decisions for ``func``: the attached ones when fresh, else computed from scratch."""
+    graph = ScopeGraph(func, mod)
+    attached = scope_info.read(func, scope_info.PRODUCER_ATTR, graph)
+    if attached is not None:
+        return attached
+    consumer = scope_info.read(func, scope_info.CONSUMER_ATTR, graph)
+    if consumer is not None:
+        demands = scope_info.demands_from(consumer)
+    else:
+        lim = _target.texture_limits(_target.resolve(target), limits)
+        demands = collect_consumer_scope_info(func, mod, lim, registry, options)
+    return decide_scopes(graph, demands)
+
+
+def CollectProducerScopeInfo(
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+    limits=None,
+) -> tvm.transform.Pass:
+    """Decide producer scopes and attach them to every scoped function (see module docstring)."""
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        updates = {}
+        for gvar, func in scoped_functions(mod):
+            graph = ScopeGraph(func, mod)
+            decisions = scope_decisions(func, mod, target, registry, options, limits)
+            updates[gvar] = scope_info.attach(func, scope_info.PRODUCER_ATTR, graph, decisions)
+        for gvar, func in updates.items():
+            mod[gvar] = func
+        return mod
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.CollectProducerScopeInfo")

@@ -1,0 +1,145 @@
+"""The memory plan of a scoped module: every tensor's scope, image extents and bytes, and copies.
+
+``plan(mod)`` reads the VDevices that the scope passes wrote (running :func:`get_pipeline` first
+when the module has none). Its JSON form is a stable contract read by tools and tests::
+
+    {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind"}],
+     "texture_bytes", "buffer_bytes", "copies", "copy_bytes"}
+
+``image`` is ``[width, height, layers]`` for textures and null for buffers; ``kind`` is one of
+``param``, ``tensor``, ``constant``, ``copy``. Keys may be added, never renamed or removed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+import tvm
+from tvm import relax
+from tvm.ir.expr import Constant
+
+from .scope import GLOBAL, scope_from_name, static_shape, tensor_bytes
+from .passes.scope_graph import scoped_functions
+
+
+@dataclass
+class TensorEntry:
+    name: str
+    shape: Optional[List[int]]
+    dtype: str
+    scope: str
+    bytes: int
+    image: Optional[List[int]]
+    kind: str
+
+
+@dataclass
+class MemoryPlan:
+    tensors: List[TensorEntry] = field(default_factory=list)
+    texture_bytes: int = 0
+    buffer_bytes: int = 0
+    copies: int = 0
+    copy_bytes: int = 0
+
+    @property
+    def texture_share(self) -> float:
+        total = self.texture_bytes + self.buffer_bytes
+        return self.texture_bytes / total if total else 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "tensors": [asdict(t) for t in self.tensors],
+            "texture_bytes": self.texture_bytes,
+            "buffer_bytes": self.buffer_bytes,
+            "copies": self.copies,
+            "copy_bytes": self.copy_bytes,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def table(self) -> str:
+        """A fixed-width text table followed by totals."""
+        rows = [("name", "kind", "shape", "dtype", "scope", "image (w,h,layers)", "bytes")]
+        for t in self.tensors:
+            rows.append(
+                (
+                    t.name,
+                    t.kind,
+                    "x".join(map(str, t.shape)) if t.shape is not None else "?",
+                    t.dtype,
+                    t.scope,
+                    ",".join(map(str, t.image)) if t.image else "-",
+                    str(t.bytes),
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        lines.append("")
+        lines.append(
+            f"texture bytes: {self.texture_bytes}  buffer bytes: {self.buffer_bytes}  "
+            f"texture share: {100 * self.texture_share:.1f}%  copies: {self.copies} ({self.copy_bytes} bytes)"
+        )
+        return "\n".join(lines)
+
+
+def _entries_for(name: str, ty, kind: str) -> List[TensorEntry]:
+    if isinstance(ty, relax.TupleType):
+        out = []
+        for i, f in enumerate(ty.fields):
+            out += _entries_for(f"{name}[{i}]", f, kind)
+        return out
+    if not isinstance(ty, relax.TensorType) or ty.dtype is None:
+        return []
+    shape = static_shape(ty.shape.values) if ty.shape is not None and hasattr(ty.shape, "values") else None
+    scope = scope_from_name(str(ty.vdevice.memory_scope)) if ty.vdevice is not None else GLOBAL
+    nbytes = tensor_bytes(shape, str(ty.dtype)) if shape is not None else 0
+    image = list(scope.image_extents(shape).as_tuple()) if scope.is_texture and shape is not None else None
+    return [TensorEntry(name, list(shape) if shape is not None else None, str(ty.dtype), scope.name, nbytes, image, kind)]
+
+
+def _is_copy(value) -> bool:
+    return isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.to_vdevice"
+
+
+def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> MemoryPlan:
+    """The memory plan of ``mod`` (scoped by :func:`relax_vk.get_pipeline` first if it has no VDevices)."""
+    if "vdevice" not in mod.global_infos:
+        from .pipeline import get_pipeline
+
+        mod = get_pipeline(target)(mod)
+    result = MemoryPlan()
+    functions = list(scoped_functions(mod))
+    for gvar, func in functions:
+        prefix = "" if len(functions) == 1 else f"{gvar.name}/"
+        for p in func.params:
+            result.tensors += _entries_for(prefix + p.name, p.ty, "param")
+        constants: List = []
+        body = func.body
+        blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
+        for block in blocks:
+            for binding in block.bindings:
+                value = binding.value
+                kind = "copy" if _is_copy(value) else "tensor"
+                entries = _entries_for(prefix + binding.var.name, binding.var.ty, kind)
+                result.tensors += entries
+                if kind == "copy":
+                    result.copies += 1
+                    result.copy_bytes += sum(e.bytes for e in entries)
+
+                def visit(expr):
+                    if isinstance(expr, Constant) and not any(expr.same_as(c) for c in constants):
+                        constants.append(expr)
+
+                relax.analysis.post_order_visit(value, visit)
+        for i, c in enumerate(constants):
+            result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant")
+    for t in result.tensors:
+        if scope_from_name(t.scope).is_texture:
+            result.texture_bytes += t.bytes
+        else:
+            result.buffer_bytes += t.bytes
+    return result
