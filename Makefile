@@ -11,7 +11,7 @@ demo: setup
 	relax-vk demo
 
 test: setup
-	$(PYTHON) -m pytest -q -n 2 tests 2>/dev/null || $(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n 2 tests
 
 bench: setup
 	$(PYTHON) benchmarks/scope_passes.py

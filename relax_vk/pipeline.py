@@ -21,9 +21,16 @@ from .registry import OpRegistry
 
 
 def layout_stage() -> tvm.transform.Pass:
-    """Stage 1: inference decompositions, then packed layouts through the network."""
+    """Stage 1: inference decompositions, packed layouts through the network, then constant
+    folding so that packing (and channel padding) of constant weights happens at compile time."""
     return tvm.transform.Sequential(
-        [relax.transform.DecomposeOpsForInference(), relax.transform.Normalize(), ConvertToPackedLayout(), relax.transform.Normalize()],
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.Normalize(),
+            ConvertToPackedLayout(),
+            relax.transform.Normalize(),
+            relax.transform.FoldConstant(),
+        ],
         name="relax_vk.layout_stage",
     )
 

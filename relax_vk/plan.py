@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant
+from tvm.ir.expr import GenericConst
 
 from .scope import GLOBAL, scope_from_name, static_shape, tensor_bytes
 from .passes.scope_graph import scoped_functions
@@ -131,7 +131,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
                     result.copy_bytes += sum(e.bytes for e in entries)
 
                 def visit(expr):
-                    if isinstance(expr, Constant) and not any(expr.same_as(c) for c in constants):
+                    if isinstance(expr, GenericConst) and not any(expr.same_as(c) for c in constants):
                         constants.append(expr)
 
                 relax.analysis.post_order_visit(value, visit)

@@ -13,7 +13,7 @@ from typing import List, Sequence
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant, GenericConst
+from tvm.ir.expr import GenericConst
 
 from .legalize import LEGALIZE_MAP
 

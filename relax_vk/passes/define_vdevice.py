@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant, GenericConst
+from tvm.ir.expr import GenericConst
 
 from .. import target as _target
 from ..options import ScopeOptions
@@ -83,7 +83,7 @@ class _Definer(relax.PyExprMutator):
         return super().visit_dataflow_block_(block)
 
     def _hint(self, expr: relax.Expr, scope: str) -> relax.Expr:
-        if isinstance(expr, Constant):
+        if isinstance(expr, GenericConst):
             if scope == GLOBAL.name and expr.ty.vdevice is None:
                 return expr
             return GenericConst(expr.value, _with_vdevice(expr.ty, self.table[scope]))

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant, GenericConst
+from tvm.ir.expr import GenericConst
 
 from ..representation import TensorSpec
 from ..scope import static_shape
@@ -158,7 +158,7 @@ class ScopeGraph:
             if isinstance(a, relax.Var) and a in self._literal_tuples:
                 self._pin_uses(a)  # a tuple variable passed whole: its fields stay buffers
                 continue
-            spec = tensor_spec(a.ty) if isinstance(a, (relax.Var, Constant)) else None
+            spec = tensor_spec(a.ty) if isinstance(a, (relax.Var, GenericConst)) else None
             if spec is None:
                 if isinstance(a, relax.Var):
                     self._pin_var(a)

@@ -1,0 +1,99 @@
+"""Shared test helpers: building small modules, reading scopes back, checking semantics."""
+
+from typing import Dict, List, Tuple
+
+import numpy as np
+import tvm
+from tvm import relax
+
+import relax_vk
+from relax_vk.reference import random_inputs, run_on_cpu
+
+TARGET = relax_vk.target.opencl()
+
+
+def tensor(name, shape, dtype="float32"):
+    return relax.Var(name, relax.TensorType(shape, dtype))
+
+
+def const(shape, seed=0, dtype="float32"):
+    rng = np.random.default_rng(seed)
+    return relax.const((rng.standard_normal(shape) * 0.1).astype(dtype))
+
+
+def module(params, body_fn):
+    """A module whose main takes ``params`` and returns ``body_fn(bb, *params)`` from one dataflow block."""
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = body_fn(bb, *params)
+            gv = bb.emit_output(out)
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def scope_of(expr) -> str:
+    ty = expr.ty
+    return str(ty.vdevice.memory_scope) if isinstance(ty, relax.TensorType) and ty.vdevice is not None else "global"
+
+
+def out_scopes(ty) -> List[str]:
+    if isinstance(ty, relax.TupleType):
+        return [scope_of_ty(f) for f in ty.fields]
+    return [scope_of_ty(ty)]
+
+
+def scope_of_ty(ty) -> str:
+    return str(ty.vdevice.memory_scope) if ty.vdevice is not None else "global"
+
+
+def call_scopes(mod, func="main") -> List[Tuple[str, List[str], List[str]]]:
+    """(callee, argument scopes, output scopes) for every call of ``mod[func]``, in order.
+    ``to_vdevice`` copies appear as ("copy", [src scope], [dst scope])."""
+    rows = []
+    for block in mod[func].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if not isinstance(v, relax.Call):
+                continue
+            if isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.call_tir":
+                args = [a for a in v.args[1].fields]
+                rows.append((v.args[0].name_hint, [scope_of(a) for a in args if isinstance(a.ty, relax.TensorType)], out_scopes(v.ty)))
+            elif isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.to_vdevice":
+                rows.append(("copy", [scope_of(v.args[0])], out_scopes(v.ty)))
+            else:
+                name = v.op.name if isinstance(v.op, tvm.ir.Op) else str(v.op)
+                args = []
+                for a in v.args:
+                    args += list(a.fields) if isinstance(a, relax.Tuple) else [a]
+                rows.append((name, [scope_of(a) for a in args if isinstance(a.ty, relax.TensorType)], out_scopes(v.ty)))
+    return rows
+
+
+def copies(mod, func="main") -> List[Tuple[str, str]]:
+    return [(r[1][0], r[2][0]) for r in call_scopes(mod, func) if r[0] == "copy"]
+
+
+def op_count(mod, op_name, func="main") -> int:
+    count = [0]
+
+    def visit(e):
+        if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) and e.op.name == op_name:
+            count[0] += 1
+
+    relax.analysis.post_order_visit(mod[func], visit)
+    return count[0]
+
+
+def assert_same_numbers(original, transformed, rtol=1e-5, atol=1e-5, seed=0):
+    """``transformed`` (scopes mapped back to CPU buffers) computes what ``original`` computes."""
+    inputs = random_inputs(original, seed=seed)
+    expected = run_on_cpu(original, inputs)
+    actual = run_on_cpu(transformed, inputs)
+    assert len(expected) == len(actual)
+    for e, a in zip(expected, actual):
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
+
+
+def scoped(mod, target=TARGET, **kw):
+    return relax_vk.get_pipeline(target, **kw)(mod)
