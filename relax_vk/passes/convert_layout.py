@@ -326,7 +326,7 @@ class _Packer(relax.PyExprMutator):
             new = relax.op.nn.adaptive_avg_pool2d(src.var, a.output_size, "NCHW4c", "NCHW4c")
         else:
             new = relax.op.image.resize2d(
-                src.var, self.visit_expr(call.args[1]), a.roi, "NCHW4c", a.method, a.coordinate_transformation_mode,
+                src.var, self.visit_expr(call.args[1]), tuple(float(r) for r in a.roi), "NCHW4c", a.method, a.coordinate_transformation_mode,
                 a.rounding_method, a.cubic_alpha, a.cubic_exclude, a.extrapolation_value,
                 str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None,
             )
