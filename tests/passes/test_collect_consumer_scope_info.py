@@ -1,0 +1,62 @@
+import json
+
+import tvm
+from tvm import relax
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.passes.scope_info import CONSUMER_ATTR
+
+from helpers import TARGET, const, module, tensor
+
+
+def legalized(mod):
+    return relax_vk.passes.PartialLegalize()(relax_vk.layout_stage()(mod))
+
+
+def info(mod):
+    out = relax_vk.passes.CollectConsumerScopeInfo(TARGET)(mod)
+    return out, json.loads(str(out["main"].attrs[CONSUMER_ATTR]))["sites"]
+
+
+def test_rfc_example_demands():
+    mod = legalized(build_example("rfc-conv2d"))
+    out, sites = info(mod)
+    by_op = {s["op"]: s for s in sites.values()}
+    conv = by_op["relax.nn.conv2d"]
+    assert conv["arg_preferred"] == ["global.texture", "global.texture-weight"]
+    assert conv["follow_output"] == []  # conv's output does not dictate its inputs
+    unpack = [s for s in sites.values() if s["registration"] == "relax.layout_transform" and s["arg_allowed"][0] == ["global"]]
+    assert len(unpack) == 3  # every layout transform reads a buffer
+    # and may write any scope the tensor fits: x's packed form is 16*56*56 = 50176 texels wide
+    # in the weight mapping, over the 16384 limit
+    assert unpack[0]["out_allowed"] == [["global", "global.texture", "global.texture-nhwc"]]
+    assert len(unpack[1]["out_allowed"][0]) == 4
+    # the pass only adds the attribute
+    tvm.ir.assert_structural_equal(out["main"].without_attr(CONSUMER_ATTR), mod["main"])
+
+
+def test_elementwise_is_all_synced_and_reduction_is_buffer():
+    x = tensor("x", (1, 8, 8, 8))
+
+    def body(bb, x):
+        c = bb.emit(relax.op.nn.conv2d(x, const((8, 8, 3, 3), 1), padding=(1, 1)))
+        a = bb.emit(relax.op.add(c, const((1, 8, 1, 1), 2)))
+        return relax.op.sum(a, axis=[2, 3], keepdims=True)
+
+    _, sites = info(legalized(module([x], body)))
+    add = [s for s in sites.values() if s["registration"] == "<op_pattern < 3>"][0]
+    assert add["follow_output"] == [0, 1] and add["arg_preferred"] == ["global.texture"] * 2
+    red = [s for s in sites.values() if s["registration"] == "<op_pattern >= 3>"][0]
+    assert red["arg_allowed"] == [["global"]]
+    assert "reduction or opaque kernel" in red["reason"]
+
+
+def test_texture_limits_of_the_target_are_applied():
+    mod = legalized(build_example("rfc-conv2d"))
+    small = relax_vk.target.opencl(spatial_limit=32)
+    out = relax_vk.passes.CollectConsumerScopeInfo(small)(mod)
+    sites = json.loads(str(out["main"].attrs[CONSUMER_ATTR]))["sites"]
+    conv = [s for s in sites.values() if s["op"] == "relax.nn.conv2d"][0]
+    # 56x56 images no longer fit; nhwc/weight mappings are wider still: buffers
+    assert conv["arg_allowed"][0] == ["global"]
