@@ -1,0 +1,49 @@
+import json
+import subprocess
+import sys
+
+from relax_vk.cli import main
+
+
+def test_plan_json_is_the_plan_contract(capsys):
+    assert main(["plan", "rfc-conv2d", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"tensors", "texture_bytes", "buffer_bytes", "copies", "copy_bytes"} <= set(data)
+    assert any(t["scope"] == "global.texture-weight" for t in data["tensors"])
+
+
+def test_plan_options(capsys):
+    assert main(["plan", "rfc-conv2d", "--json", "--weights-in-buffers"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert not any(t["scope"] == "global.texture-weight" for t in data["tensors"])
+    assert main(["plan", "rfc-conv2d", "--json", "--no-textures"]) == 0
+    assert json.loads(capsys.readouterr().out)["texture_bytes"] == 0
+    assert main(["plan", "rfc-conv2d", "--json", "--target", "vulkan", "--spatial-limit", "32"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    act = [t for t in data["tensors"] if t["shape"] == [2, 16, 56, 56, 4]][0]
+    assert act["scope"] == "global"  # 56 > 32: no mapping fits the 32-texel limit
+
+
+def test_unknown_model_is_a_clear_error(capsys):
+    assert main(["plan", "resnet9000"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown model 'resnet9000'" in err and "rfc-conv2d" in err
+
+
+def test_demo_runs_as_a_console_script():
+    proc = subprocess.run([sys.executable, "-m", "relax_vk.cli", "demo"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "global.texture-weight" in proc.stdout and "texture share" in proc.stdout
+
+
+def test_show_prints_every_stage(capsys):
+    assert main(["show", "conv-relu-pool"]) == 0
+    out = capsys.readouterr().out
+    for stage in ("convert layout", "partial legalization", "DefineVDevice", "RealizeVDevice", "RemoveRedundantAssignments"):
+        assert f"after {stage}" in out
+    assert "R.hint_on_device" in out
+
+
+def test_models_lists_examples(capsys):
+    assert main(["models"]) == 0
+    assert "rfc-conv2d" in capsys.readouterr().out
