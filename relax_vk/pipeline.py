@@ -14,6 +14,7 @@ from .passes import (
     CollectProducerScopeInfo,
     ConvertToPackedLayout,
     DefineVDevice,
+    FoldSmallConstants,
     PartialLegalize,
     RemoveRedundantAssignments,
 )
@@ -21,15 +22,15 @@ from .registry import OpRegistry
 
 
 def layout_stage() -> tvm.transform.Pass:
-    """Stage 1: inference decompositions, packed layouts through the network, then constant
-    folding so that packing (and channel padding) of constant weights happens at compile time."""
+    """Stage 1: inference decompositions, their constant parts folded (numpy), then packed
+    layouts through the network; constant weights are packed (and padded) at compile time."""
     return tvm.transform.Sequential(
         [
             relax.transform.DecomposeOpsForInference(),
             relax.transform.Normalize(),
+            FoldSmallConstants(),
             ConvertToPackedLayout(),
             relax.transform.Normalize(),
-            relax.transform.FoldConstant(),
         ],
         name="relax_vk.layout_stage",
     )

@@ -135,7 +135,7 @@ class OpRegistry:
         return OPAQUE_CALL
 
     def _lookup_kernel(self, gvar, mod: Optional[tvm.IRModule]) -> OpRegistration:
-        func = mod[gvar] if mod is not None and gvar in mod.get_global_vars() else None
+        func = mod.functions.get(gvar) if mod is not None else None
         attrs = func.attrs if func is not None and func.attrs is not None else {}
         for key in (str(gvar.name_hint), str(attrs[SOURCE_OP_ATTR]) if SOURCE_OP_ATTR in attrs else None):
             entry = self._entries.get(key) if key else None

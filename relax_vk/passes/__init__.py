@@ -4,10 +4,12 @@ from .collect_consumer_scope_info import CollectConsumerScopeInfo
 from .collect_producer_scope_info import CollectProducerScopeInfo
 from .convert_layout import ConvertToPackedLayout
 from .define_vdevice import DefineVDevice
+from .fold_small_constants import FoldSmallConstants
 from .partial_legalize import PartialLegalize
 from .remove_redundant_assignments import RemoveRedundantAssignments
 
 __all__ = [
+    "FoldSmallConstants",
     "ConvertToPackedLayout",
     "PartialLegalize",
     "CollectConsumerScopeInfo",

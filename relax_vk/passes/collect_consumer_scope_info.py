@@ -51,17 +51,15 @@ def site_demand(
 
 
 def collect_consumer_scope_info(
-    func: relax.Function,
-    mod: Optional[tvm.IRModule],
+    graph: ScopeGraph,
     limits: TextureLimits,
     registry: Optional[OpRegistry] = None,
     options: Optional[ScopeOptions] = None,
 ) -> Dict[int, SiteDemand]:
     """Per call site index, its :class:`SiteDemand` (the analysis behind the pass)."""
-    graph = ScopeGraph(func, mod)
     registry = registry or default_registry()
     options = options or ScopeOptions()
-    return {s.index: site_demand(s, mod, registry, limits, options) for s in graph.sites}
+    return {s.index: site_demand(s, graph.mod, registry, limits, options) for s in graph.sites}
 
 
 def CollectConsumerScopeInfo(
@@ -77,7 +75,7 @@ def CollectConsumerScopeInfo(
         updates = {}
         for gvar, func in scoped_functions(mod):
             graph = ScopeGraph(func, mod)
-            demands = collect_consumer_scope_info(func, mod, lim, registry, options)
+            demands = collect_consumer_scope_info(graph, lim, registry, options)
             updates[gvar] = scope_info.attach(func, scope_info.CONSUMER_ATTR, graph, {k: d.to_json() for k, d in demands.items()})
         for gvar, func in updates.items():
             mod[gvar] = func

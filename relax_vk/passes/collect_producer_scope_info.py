@@ -95,15 +95,14 @@ def decide_scopes(graph: ScopeGraph, demands: Dict[int, SiteDemand]) -> Dict[int
 
 
 def scope_decisions(
-    func: relax.Function,
-    mod: Optional[tvm.IRModule],
+    graph: ScopeGraph,
     target: "tvm.target.Target | str | None" = None,
     registry: Optional[OpRegistry] = None,
     options: Optional[ScopeOptions] = None,
     limits=None,
 ) -> Dict[int, dict]:
-    """Decisions for ``func``: the attached ones when fresh, else computed from scratch."""
-    graph = ScopeGraph(func, mod)
+    """Decisions for ``graph.func``: the attached ones when fresh, else computed from scratch."""
+    func = graph.func
     attached = scope_info.read(func, scope_info.PRODUCER_ATTR, graph)
     if attached is not None:
         return attached
@@ -112,7 +111,7 @@ def scope_decisions(
         demands = scope_info.demands_from(consumer)
     else:
         lim = _target.texture_limits(_target.resolve(target), limits)
-        demands = collect_consumer_scope_info(func, mod, lim, registry, options)
+        demands = collect_consumer_scope_info(graph, lim, registry, options)
     return decide_scopes(graph, demands)
 
 
@@ -128,7 +127,7 @@ def CollectProducerScopeInfo(
         updates = {}
         for gvar, func in scoped_functions(mod):
             graph = ScopeGraph(func, mod)
-            decisions = scope_decisions(func, mod, target, registry, options, limits)
+            decisions = scope_decisions(graph, target, registry, options, limits)
             updates[gvar] = scope_info.attach(func, scope_info.PRODUCER_ATTR, graph, decisions)
         for gvar, func in updates.items():
             mod[gvar] = func

@@ -30,8 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
 import tvm
 from tvm import relax
+from tvm.ir.expr import GenericConst
 
 from ..scope import static_shape
 
@@ -98,6 +100,27 @@ class Packed:
     @property
     def padded(self) -> bool:
         return self.channels % LANES != 0
+
+
+def pack_array(a: np.ndarray, pad_value: float = 0.0) -> np.ndarray:
+    """NCHW -> NCHW4c in numpy, padding channels to a multiple of 4 with ``pad_value``."""
+    n, c, h, w = a.shape
+    cp = _ceil4(c)
+    if cp != c:
+        a = np.concatenate([a, np.full((n, cp - c, h, w), pad_value, a.dtype)], axis=1)
+    return np.ascontiguousarray(a.reshape(n, cp // LANES, LANES, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def pack_weight_array(w: np.ndarray, in_channels: Optional[int] = None) -> np.ndarray:
+    """OIHW -> OIHW4o in numpy, zero-padding O to a multiple of 4 (and I to ``in_channels``)."""
+    o, i, kh, kw = w.shape
+    if in_channels is not None and in_channels != i:
+        w = np.concatenate([w, np.zeros((o, in_channels - i, kh, kw), w.dtype)], axis=1)
+        i = in_channels
+    op = _ceil4(o)
+    if op != o:
+        w = np.concatenate([w, np.zeros((op - o, i, kh, kw), w.dtype)], axis=0)
+    return np.ascontiguousarray(w.reshape(op // LANES, LANES, i, kh, kw).transpose(0, 2, 3, 4, 1))
 
 
 def _pack_map(n, c, h, w):
@@ -185,6 +208,8 @@ class _Packer(relax.PyExprMutator):
         shape = _shape(expr)
         if shape is None or len(shape) != 4 or not _float(expr):
             return None
+        if isinstance(expr, GenericConst):
+            return Packed(relax.const(pack_array(expr.value.numpy(), pad_value)), shape[1], pad_value == 0.0)
         new = self._emit(relax.op.layout_transform(self.visit_expr(expr), _pack_map, pad_value=pad_value))
         packed = Packed(new, shape[1], True)
         if isinstance(expr, relax.Var) and pad_value == 0.0:
@@ -239,10 +264,14 @@ class _Packer(relax.PyExprMutator):
         packed_data = self._pack(data)
         if packed_data is None:
             return None
-        w = self.visit_expr(weight)
-        if groups == 1 and _ceil4(cin) != cin:
-            w = self._emit(relax.op.nn.pad(w, [0, 0, 0, _ceil4(cin) - cin, 0, 0, 0, 0]))
-        w = self._emit(relax.op.layout_transform(w, _weight_map, pad_value=0.0))
+        padded_in = _ceil4(cin) if groups == 1 else None
+        if isinstance(weight, GenericConst):
+            w = relax.const(pack_weight_array(weight.value.numpy(), padded_in))
+        else:
+            w = self.visit_expr(weight)
+            if padded_in is not None and padded_in != cin:
+                w = self._emit(relax.op.nn.pad(w, [0, 0, 0, padded_in - cin, 0, 0, 0, 0]))
+            w = self._emit(relax.op.layout_transform(w, _weight_map, pad_value=0.0))
         out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None
         conv = relax.op.nn.conv2d(
             packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
@@ -274,6 +303,13 @@ class _Packer(relax.PyExprMutator):
         if len(shape) == 0:
             return self.visit_expr(expr), False
         full = (1,) * (4 - len(shape)) + shape
+        if isinstance(expr, GenericConst):
+            array = expr.value.numpy().reshape(full)
+            if full[1] == 1:
+                return relax.const(array.reshape(full + (1,))), False
+            if full[1] != channels:
+                return None, False
+            return Packed(relax.const(pack_array(array, pad_value)), channels, pad_value == 0.0), True
         value = self.visit_expr(expr)
         if full[1] == 1:
             return self._emit(relax.op.reshape(value, full + (1,))), False

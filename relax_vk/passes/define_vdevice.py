@@ -73,10 +73,18 @@ class _Definer(relax.PyExprMutator):
     def __init__(self, mod, graph: ScopeGraph, decisions, table, device: tvm.runtime.Device):
         super().__init__(mod)
         self.graph = graph
+        self.params = set(graph.func.params)
         self.decisions = decisions
         self.table = table
         self.device = device
         self._hints: Dict[Tuple[relax.Var, str], relax.Var] = {}
+
+    def visit_var_def_(self, var):
+        # parameters keep their buffer ABI: typed "global", so hints on them become copies
+        ty = var.ty
+        if var in self.params and isinstance(ty, relax.TensorType) and ty.vdevice is None and ty.dtype is not None:
+            return relax.Var(var.name, _with_vdevice(ty, self.table[GLOBAL.name]))
+        return var  # (super().visit_var_def_ recurses back here in TVM 0.27)
 
     def visit_dataflow_block_(self, block):
         self._hints = {}
@@ -137,37 +145,15 @@ class _Definer(relax.PyExprMutator):
         return site.name in _WRAPPED or site.name == "relax.nn.conv2d"
 
 
-def define_vdevice(
-    mod: tvm.IRModule,
-    gvar: tvm.ir.GlobalVar,
-    func: relax.Function,
-    target: tvm.target.Target,
-    decisions: Dict[int, dict],
-) -> relax.Function:
-    graph = ScopeGraph(func, mod)
+def define_vdevice(mod: tvm.IRModule, graph: ScopeGraph, target: tvm.target.Target, decisions: Dict[int, dict]) -> relax.Function:
+    """``graph.func`` rewritten with the decided scopes (see the module docstring)."""
     used = {GLOBAL.name}
     for d in decisions.values():
         used.update(d["outs"])
         used.update(d["args"])
     table = canonical_vdevices(mod, target, used)
-    # Parameters keep their buffer ABI: type them "global" so hints on them become copies.
-    new_params = []
-    binds = {}
-    for p in func.params:
-        if isinstance(p.ty, relax.TensorType) and p.ty.vdevice is None and p.ty.dtype is not None:
-            q = relax.Var(p.name, _with_vdevice(p.ty, table[GLOBAL.name]))
-            binds[p] = q
-            new_params.append(q)
-        else:
-            new_params.append(p)
-    body_func = func
-    if binds:
-        bound = func.bind_params(binds)
-        body_func = relax.Function(new_params, bound.body, func.ret_ty, func.is_pure, func.attrs, func.span)
-        graph = ScopeGraph(body_func, mod)
     device = tvm.device(target.kind.name, 0)
-    definer = _Definer(mod, graph, decisions, table, device)
-    new_func = definer.visit_expr(body_func)
+    new_func = _Definer(mod, graph, decisions, table, device).visit_expr(graph.func)
     return scope_info.strip(new_func)
 
 
@@ -183,8 +169,9 @@ def DefineVDevice(
         tgt = _target.resolve(target)
         updates = {}
         for gvar, func in scoped_functions(mod):
-            decisions = scope_decisions(func, mod, tgt, registry, options, limits)
-            updates[gvar] = define_vdevice(mod, gvar, func, tgt, decisions)
+            graph = ScopeGraph(func, mod)
+            decisions = scope_decisions(graph, tgt, registry, options, limits)
+            updates[gvar] = define_vdevice(mod, graph, tgt, decisions)
         for gvar, func in updates.items():
             mod[gvar] = func
         return mod

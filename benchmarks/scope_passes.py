@@ -1,0 +1,126 @@
+"""Time relax_vk's scope stages on generated conv/elementwise graphs and on the RFC example.
+
+Usage: python benchmarks/scope_passes.py [--sizes 100 1000 10000] [--repeat 3]
+
+For each graph: the number of Relax ops, then the median wall time of
+  * layout   : DecomposeOpsForInference + ConvertToPackedLayout + FoldConstant (stage 1)
+  * legalize : PartialLegalize (TVM's LegalizeOps with skip_ops + AnnotateTIROpPattern, stage 2)
+  * scope    : CollectConsumerScopeInfo + CollectProducerScopeInfo + DefineVDevice +
+               RealizeVDevice + RemoveRedundantAssignments (stages 3-4, relax_vk's scope assignment)
+and scope time per 1,000 ops, to show growth is linear. Graphs are ``conv_chain`` networks
+(3x3 conv, bias add, relu, a residual add every two convs) with parameters as inputs, so no
+constant folding cost hides in stage 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import tvm
+from tvm import relax
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.passes import (
+    CollectConsumerScopeInfo,
+    CollectProducerScopeInfo,
+    DefineVDevice,
+    PartialLegalize,
+    RemoveRedundantAssignments,
+)
+
+
+def chain(num_ops: int) -> tvm.IRModule:
+    """A conv/elementwise chain with about ``num_ops`` Relax ops (weights are parameters)."""
+    bb = relax.BlockBuilder()
+    c = 8
+    x = relax.Var("x", relax.TensorType((1, c, 8, 8), "float32"))
+    params = [x]
+    with bb.function("main"):
+        with bb.dataflow():
+            h = skip = x
+            ops = 0
+            i = 0
+            while ops < num_ops:
+                w = relax.Var(f"w{i}", relax.TensorType((c, c, 3, 3), "float32"))
+                b = relax.Var(f"b{i}", relax.TensorType((1, c, 1, 1), "float32"))
+                params += [w, b]
+                h = bb.emit(relax.op.nn.conv2d(h, w, padding=(1, 1)))
+                h = bb.emit(relax.op.add(h, b))
+                ops += 2
+                if i % 2:
+                    h = bb.emit(relax.op.add(h, skip))
+                    ops += 1
+                h = bb.emit(relax.op.nn.relu(h))
+                ops += 1
+                if i % 2:
+                    skip = h
+                i += 1
+            gv = bb.emit_output(h)
+        bb.emit_func_output(gv, params=params)
+    return bb.get()
+
+
+def count_ops(mod: tvm.IRModule) -> int:
+    return sum(len(b.bindings) for b in mod["main"].body.blocks)
+
+
+def timed(fn, repeat: int):
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def measure(name: str, mod: tvm.IRModule, repeat: int, target) -> dict:
+    ops = count_ops(mod)
+    t_layout, packed = timed(lambda: relax_vk.layout_stage()(mod), repeat)
+    t_legal, legal = timed(lambda: PartialLegalize()(packed), 1)
+    scope = tvm.transform.Sequential(
+        [
+            CollectConsumerScopeInfo(target),
+            CollectProducerScopeInfo(target),
+            DefineVDevice(target),
+            relax.transform.RealizeVDevice(),
+            RemoveRedundantAssignments(),
+        ]
+    )
+    t_scope, scoped = timed(lambda: scope(legal), repeat)
+    plan = relax_vk.plan(scoped)
+    return {
+        "graph": name,
+        "ops": ops,
+        "layout_s": t_layout,
+        "legalize_s": t_legal,
+        "scope_s": t_scope,
+        "scope_ms_per_1k_ops": 1000 * t_scope / ops * 1000,
+        "texture_pct": 100 * plan.texture_share,
+        "copies": plan.copies,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[100, 1000, 10000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    target = relax_vk.target.opencl()
+    rows = [measure("rfc-conv2d", build_example("rfc-conv2d"), args.repeat, target)]
+    for n in args.sizes:
+        rows.append(measure(f"chain-{n}", chain(n), args.repeat if n <= 1000 else 1, target))
+    header = f"{'graph':<12} {'ops':>6} {'layout s':>9} {'legalize s':>11} {'scope s':>8} {'scope ms/1k ops':>16} {'texture %':>10} {'copies':>7}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['graph']:<12} {r['ops']:>6} {r['layout_s']:>9.3f} {r['legalize_s']:>11.3f} {r['scope_s']:>8.3f} "
+            f"{r['scope_ms_per_1k_ops']:>16.1f} {r['texture_pct']:>10.1f} {r['copies']:>7}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""FoldSmallConstants: evaluate cheap ops on constants with numpy, before packing.
+
+Requires: nothing. Guarantees: every dataflow binding whose value is one of the ops below with
+only tensor-constant (and attribute) arguments is replaced by the constant it computes; nothing
+else changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
+(``expand_dims`` of the statistics, ``sqrt(var + eps)``) and what packing a constant weight needs,
+at numpy speed. TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
+milliseconds each, so tens of seconds on a mid-sized network).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir.expr import GenericConst
+
+
+def _ints(values) -> List[int]:
+    return [int(getattr(v, "value", v)) for v in values]
+
+
+def _binary(fn):
+    return lambda call, a: fn(a[0], a[1])
+
+
+def _unary(fn):
+    return lambda call, a: fn(a[0])
+
+
+FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
+    "relax.add": _binary(np.add),
+    "relax.subtract": _binary(np.subtract),
+    "relax.multiply": _binary(np.multiply),
+    "relax.divide": _binary(np.divide),
+    "relax.maximum": _binary(np.maximum),
+    "relax.minimum": _binary(np.minimum),
+    "relax.power": _binary(np.power),
+    "relax.sqrt": _unary(np.sqrt),
+    "relax.rsqrt": _unary(lambda x: 1.0 / np.sqrt(x)),
+    "relax.negative": _unary(np.negative),
+    "relax.abs": _unary(np.abs),
+    "relax.exp": _unary(np.exp),
+    "relax.expand_dims": lambda call, a: np.expand_dims(a[0], tuple(_ints(call.attrs.axis))),
+    "relax.squeeze": lambda call, a: np.squeeze(a[0], None if call.attrs.axis is None else tuple(_ints(call.attrs.axis))),
+    "relax.permute_dims": lambda call, a: np.transpose(a[0], None if call.attrs.axes is None else _ints(call.attrs.axes)),
+    "relax.astype": lambda call, a: a[0].astype(str(call.attrs.dtype)),
+}
+
+
+def _fold(call: relax.Call) -> Optional[np.ndarray]:
+    if not isinstance(call.op, tvm.ir.Op):
+        return None
+    name = call.op.name
+    if name == "relax.reshape":
+        if not isinstance(call.args[0], GenericConst) or not isinstance(call.args[1], relax.ShapeExpr):
+            return None
+        shape = _ints(call.args[1].values)
+        return call.args[0].value.numpy().reshape(shape)
+    fold = FOLDERS.get(name)
+    if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
+        return None
+    arrays = [a.value.numpy() for a in call.args]
+    result = np.asarray(fold(call, arrays))
+    out_dtype = str(call.ty.dtype) if isinstance(call.ty, relax.TensorType) else None
+    return result.astype(out_dtype) if out_dtype else result
+
+
+@relax.expr_functor.mutator
+class _Folder(relax.PyExprMutator):
+    def __init__(self, mod):
+        super().__init__(mod)
+        self.folded: Dict[relax.Var, relax.Expr] = {}
+
+    def visit_dataflow_var_(self, var):
+        if var in self.folded:
+            return self.folded[var]
+        return super().visit_dataflow_var_(var)
+
+    def visit_var_binding_(self, binding):
+        if isinstance(binding.var, relax.DataflowVar):
+            value = self.visit_expr(binding.value)
+            folded = _fold(value) if isinstance(value, relax.Call) else None
+            if folded is not None:
+                self.folded[binding.var] = relax.const(folded)
+                return
+        super().visit_var_binding_(binding)
+
+
+def FoldSmallConstants() -> tvm.transform.Pass:
+    """Fold cheap ops on constants with numpy (see module docstring)."""
+
+    def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
+        return _Folder(mod).visit_expr(func)
+
+    return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.FoldSmallConstants")
