@@ -297,3 +297,16 @@ def test_function_without_dataflow_block_is_all_buffers():
     relax.analysis.well_formed(out)
     assert relax_vk.plan(out).texture_bytes == 0
     assert_same_numbers(mod, out)
+
+
+def test_passes_leave_their_input_module_unchanged():
+    mod = build_example("mixed-consumers")
+    packed = PartialLegalize()(relax_vk.layout_stage()(mod))
+    before = packed.script(show_meta=True)
+    first = scoped(mod)
+    for stage in (CollectConsumerScopeInfo(TARGET), CollectProducerScopeInfo(TARGET), DefineVDevice(TARGET)):
+        stage(packed)
+        assert packed.script(show_meta=True) == before
+    assert "vdevice" not in packed.global_infos
+    # running the pipeline again on the same module gives the same result
+    tvm.ir.assert_structural_equal(scoped(mod), first)

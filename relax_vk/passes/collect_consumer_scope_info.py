@@ -13,6 +13,7 @@ to their producer (see :mod:`relax_vk.passes.scope_graph`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, Optional
 
 import tvm
@@ -25,14 +26,19 @@ from ..representation import BUFFER_ONLY, SiteDemand, TensorRepSet, TensorSpec, 
 from ..scope import TextureLimits
 from ..scope_rule import Role
 from . import scope_info
-from .scope_graph import CallSite, ScopeGraph, scoped_functions
+from .scope_graph import with_functions, CallSite, ScopeGraph, scoped_functions
 
 
 def site_demand(
-    site: CallSite, mod: Optional[tvm.IRModule], registry: OpRegistry, limits: TextureLimits, options: ScopeOptions
+    site: CallSite,
+    mod: Optional[tvm.IRModule],
+    registry: OpRegistry,
+    limits: TextureLimits,
+    options: ScopeOptions,
+    reg=None,
 ) -> SiteDemand:
-    """The :class:`SiteDemand` of one call site."""
-    reg = registry.lookup(site.call, mod)
+    """The :class:`SiteDemand` of one call site (``reg``: its registration, when already looked up)."""
+    reg = reg or registry.lookup(site.call, mod)
     args = [TensorSpec(a.spec.shape, a.spec.dtype, reg.role(a.position)) for a in site.args]
     inputs, outputs = reg.inputs, reg.outputs
     if not options.textures:
@@ -44,10 +50,7 @@ def site_demand(
         if outputs is None:
             outputs = per_arg[0]
     reps = make_op_repsets(site.name, args, site.outs, inputs, outputs, limits, reg.preferences)
-    reason = reg.reason
-    if site.kind == "call_tir" and reg.name.startswith("<op_pattern"):
-        reason = f"{reg.reason} ({site.name})"
-    return reps.demand(registration=reg.name, reason=reason)
+    return reps.demand(registration=reg.name, reason=reg.reason)
 
 
 def collect_consumer_scope_info(
@@ -59,7 +62,18 @@ def collect_consumer_scope_info(
     """Per call site index, its :class:`SiteDemand` (the analysis behind the pass)."""
     registry = registry or default_registry()
     options = options or ScopeOptions()
-    return {s.index: site_demand(s, graph.mod, registry, limits, options) for s in graph.sites}
+    memo: Dict[tuple, SiteDemand] = {}
+    result = {}
+    for site in graph.sites:
+        # sites with the same registration and tensor types have the same demand (conv chains
+        # repeat a handful of shapes thousands of times)
+        reg = registry.lookup(site.call, graph.mod)
+        key = (id(reg), tuple(a.spec for a in site.args), tuple(site.outs))
+        if key not in memo:
+            memo[key] = site_demand(site, graph.mod, registry, limits, options, reg)
+        demand = memo[key]
+        result[site.index] = demand if demand.op == site.name else replace(demand, op=site.name)
+    return result
 
 
 def CollectConsumerScopeInfo(
@@ -77,8 +91,6 @@ def CollectConsumerScopeInfo(
             graph = ScopeGraph(func, mod)
             demands = collect_consumer_scope_info(graph, lim, registry, options)
             updates[gvar] = scope_info.attach(func, scope_info.CONSUMER_ATTR, graph, {k: d.to_json() for k, d in demands.items()})
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+        return with_functions(mod, updates)
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.CollectConsumerScopeInfo")

@@ -33,7 +33,7 @@ from ..scope import GLOBAL, scope_from_name, tensor_bytes
 from ..scope_rule import rank_scopes
 from . import scope_info
 from .collect_consumer_scope_info import collect_consumer_scope_info
-from .scope_graph import ScopeGraph, Slot, scoped_functions
+from .scope_graph import with_functions, ScopeGraph, Slot, scoped_functions
 
 
 def _slot_cost(scope: str, demanded: Sequence[str], nbytes: int) -> int:
@@ -129,8 +129,6 @@ def CollectProducerScopeInfo(
             graph = ScopeGraph(func, mod)
             decisions = scope_decisions(graph, target, registry, options, limits)
             updates[gvar] = scope_info.attach(func, scope_info.PRODUCER_ATTR, graph, decisions)
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+        return with_functions(mod, updates)
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.CollectProducerScopeInfo")

@@ -29,6 +29,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from .. import target as _target
+from ..op_typing import honours_ty_args
 from ..options import ScopeOptions
 from ..registry import OpRegistry
 from ..scope import GLOBAL, TEXTURE_SCOPES
@@ -139,10 +140,9 @@ class _Definer(relax.PyExprMutator):
             new_var = self.builder_.emit_output(new_call, name)
         self.set_var_remap(binding.var, new_var)
 
-    def _sets_ty_args(self, site: CallSite) -> bool:
-        from ..op_typing import _WRAPPED
-
-        return site.name in _WRAPPED or site.name == "relax.nn.conv2d"
+    @staticmethod
+    def _sets_ty_args(site: CallSite) -> bool:
+        return honours_ty_args(site.name)
 
 
 def define_vdevice(mod: tvm.IRModule, graph: ScopeGraph, target: tvm.target.Target, decisions: Dict[int, dict]) -> relax.Function:
@@ -167,6 +167,7 @@ def DefineVDevice(
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         tgt = _target.resolve(target)
+        mod = mod.clone()  # canonical_vdevices updates global infos: never touch the input
         updates = {}
         for gvar, func in scoped_functions(mod):
             graph = ScopeGraph(func, mod)

@@ -158,12 +158,16 @@ class ScopeGraph:
             if isinstance(a, relax.Var) and a in self._literal_tuples:
                 self._pin_uses(a)  # a tuple variable passed whole: its fields stay buffers
                 continue
-            spec = tensor_spec(a.ty) if isinstance(a, (relax.Var, GenericConst)) else None
-            if spec is None:
-                if isinstance(a, relax.Var):
+            is_var = isinstance(a, relax.Var)
+            slot = self._slot_of.get(a) if is_var else None
+            if slot is not None:  # the producer already read this tensor's type
+                spec = self.slot_spec(slot)
+            else:
+                spec = tensor_spec(a.ty) if is_var or isinstance(a, GenericConst) else None
+            if spec is None or spec.dtype == "void":
+                if is_var:
                     self._pin_var(a)
                 continue
-            slot = self._slot_of.get(a) if isinstance(a, relax.Var) else None
             args.append(TensorArg(len(args), raw_index, a, spec, slot))
         outs, is_tuple = output_specs(out_ty)
         site = CallSite(index, var, call, kind, name, args, outs, is_tuple)
@@ -206,3 +210,12 @@ def scoped_functions(mod: tvm.IRModule):
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function) and not (func.attrs is not None and "Primitive" in func.attrs):
             yield gvar, func
+
+
+def with_functions(mod: tvm.IRModule, updates) -> tvm.IRModule:
+    """A copy of ``mod`` with ``updates`` (GlobalVar -> function) applied; ``mod`` is unchanged.
+    Passes must never mutate their input module: callers may reuse it."""
+    out = mod.clone()
+    for gvar, func in updates.items():
+        out[gvar] = func
+    return out
