@@ -105,6 +105,20 @@ def _is_copy(value) -> bool:
     return isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.to_vdevice"
 
 
+def _constants(func: relax.Function) -> List[GenericConst]:
+    """The distinct tensor constants of ``func``, in first-use order."""
+    found: List[GenericConst] = []
+    seen = set()
+
+    def visit(expr):
+        if isinstance(expr, GenericConst) and expr not in seen:
+            seen.add(expr)
+            found.append(expr)
+
+    relax.analysis.post_order_visit(func, visit)
+    return found
+
+
 def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> MemoryPlan:
     """The memory plan of ``mod`` (scoped by :func:`relax_vk.get_pipeline` first if it has no VDevices)."""
     if "vdevice" not in mod.global_infos:
@@ -117,24 +131,17 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
         for p in func.params:
             result.tensors += _entries_for(prefix + p.name, p.ty, "param")
-        constants: List = []
+        constants = _constants(func)
         body = func.body
         blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
         for block in blocks:
             for binding in block.bindings:
-                value = binding.value
-                kind = "copy" if _is_copy(value) else "tensor"
+                kind = "copy" if _is_copy(binding.value) else "tensor"
                 entries = _entries_for(prefix + binding.var.name, binding.var.ty, kind)
                 result.tensors += entries
                 if kind == "copy":
                     result.copies += 1
                     result.copy_bytes += sum(e.bytes for e in entries)
-
-                def visit(expr):
-                    if isinstance(expr, GenericConst) and not any(expr.same_as(c) for c in constants):
-                        constants.append(expr)
-
-                relax.analysis.post_order_visit(value, visit)
         for i, c in enumerate(constants):
             result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant")
     for t in result.tensors:

@@ -27,7 +27,7 @@ output). Users add or replace entries with :func:`register_op`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import tvm

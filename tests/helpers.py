@@ -1,6 +1,6 @@
 """Shared test helpers: building small modules, reading scopes back, checking semantics."""
 
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import tvm

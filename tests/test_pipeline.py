@@ -1,6 +1,5 @@
 """The whole scope pipeline: the RFC worked example, semantics, well-formedness, bad input."""
 
-import numpy as np
 import pytest
 import tvm
 from tvm import relax

@@ -2,7 +2,6 @@ import numpy as np
 import tvm
 from tvm import relax
 
-import relax_vk
 from relax_vk.models import build_example
 from relax_vk.reference import random_inputs, run_on_cpu, strip_scopes
 

@@ -1,9 +1,8 @@
 import pytest
-import tvm
 from tvm import relax
 
 import relax_vk
-from relax_vk.registry import OPAQUE_CALL, PATTERN_ANY, PATTERN_BUFFER, UNKNOWN, default_registry
+from relax_vk.registry import OPAQUE_CALL, PATTERN_BUFFER, UNKNOWN, default_registry
 from relax_vk.representation import ANY_SCOPE, BUFFER_ONLY
 
 from helpers import call_scopes, const, module, scoped, tensor

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import tvm
 from tvm import relax, te, topi
 
-from ..scope import static_shape
 
 LANES = 4
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence
 
 import tvm
-from tvm import relax
 
 from .. import target as _target
 from ..options import ScopeOptions
@@ -54,38 +53,42 @@ def _choose(candidates: List[str], demands: List[List[str]], nbytes: List[int]) 
     return min(order, key=key)
 
 
+def _slot_bytes(graph: ScopeGraph, slot: Slot) -> int:
+    spec = graph.slot_spec(slot)
+    return tensor_bytes(spec.shape, spec.dtype) if spec.shape is not None and spec.dtype != "void" else 0
+
+
+def _decide_outputs(graph: ScopeGraph, site, demand: SiteDemand, wanted: Dict[Slot, List[str]]) -> List[str]:
+    """The scope of each output of ``site``, given what its (already decided) consumers want."""
+    outs = [GLOBAL.name] * len(site.outs)
+    n = len(site.outs)
+    groups = [list(range(n))] if demand.sync_outs and n else [[k] for k in range(n)]
+    for group in groups:
+        slots = [(site.index, k) for k in group]
+        common = None
+        for slot, k in zip(slots, group):
+            allowed = set(demand.out_allowed[k])
+            if slot in graph.pinned and GLOBAL.name in allowed:
+                allowed = {GLOBAL.name}  # escapes the block: a buffer
+            common = allowed if common is None else common & allowed
+        common = common or {GLOBAL.name}
+        demanded = [wanted.get(slot, []) for slot in slots]
+        if any(demanded):
+            chosen = _choose(sorted(common), demanded, [_slot_bytes(graph, slot) for slot in slots])
+        else:  # unused or escaping only: a buffer when the op can write one
+            chosen = GLOBAL.name if GLOBAL.name in common else rank_scopes(scope_from_name(c) for c in common)[0].name
+        for k in group:
+            outs[k] = chosen
+    return outs
+
+
 def decide_scopes(graph: ScopeGraph, demands: Dict[int, SiteDemand]) -> Dict[int, dict]:
     """Per call site: ``{"outs": [scope per output], "args": [scope per tensor argument]}``."""
     wanted: Dict[Slot, List[str]] = {}
     decisions: Dict[int, dict] = {}
     for site in reversed(graph.sites):
         demand = demands[site.index]
-        outs = [GLOBAL.name] * len(site.outs)
-        slots = [(site.index, k) for k in range(len(site.outs))]
-
-        def slot_bytes(slot: Slot) -> int:
-            spec = graph.slot_spec(slot)
-            return tensor_bytes(spec.shape, spec.dtype) if spec.shape is not None and spec.dtype != "void" else 0
-
-        def candidates(k: int) -> List[str]:
-            if (site.index, k) in graph.pinned:
-                return [GLOBAL.name] if GLOBAL.name in demand.out_allowed[k] else list(demand.out_allowed[k])
-            return list(demand.out_allowed[k])
-
-        groups = [list(range(len(site.outs)))] if demand.sync_outs and site.outs else [[k] for k in range(len(site.outs))]
-        for group in groups:
-            common = set(candidates(group[0]))
-            for k in group[1:]:
-                common &= set(candidates(k))
-            if not common:
-                common = {GLOBAL.name}
-            ds = [wanted.get(slots[k], []) for k in group]
-            if any(ds):
-                chosen = _choose(sorted(common), ds, [slot_bytes(slots[k]) for k in group])
-            else:  # unused or escaping only: a buffer when the op can write one
-                chosen = GLOBAL.name if GLOBAL.name in common else rank_scopes(scope_from_name(c) for c in common)[0].name
-            for k in group:
-                outs[k] = chosen
+        outs = _decide_outputs(graph, site, demand, wanted)
         args = demand.arg_scopes_given_output(outs[0] if outs else None)
         for arg, scope in zip(site.args, args):
             if arg.slot is not None:

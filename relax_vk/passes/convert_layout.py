@@ -28,7 +28,7 @@ contribute nothing to a following conv.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numpy as np
 import tvm
@@ -183,7 +183,7 @@ class _Packer(relax.PyExprMutator):
     def _emit(self, expr, name: str = "") -> relax.Var:
         return self.builder_.emit(expr, name)
 
-    def _unpack_expr(self, packed: Packed, shape) -> relax.Expr:
+    def _unpack_expr(self, packed: Packed) -> relax.Expr:
         unpacked = relax.op.layout_transform(packed.var, _unpack_map)
         if packed.padded:
             unpacked = relax.op.strided_slice(self._emit(unpacked), axes=[1], begin=[0], end=[packed.channels])
@@ -192,10 +192,10 @@ class _Packer(relax.PyExprMutator):
     def _materialize(self, var: relax.Var) -> None:
         """Bind ``var``'s NCHW value (unpacking its packed stand-in) and use it from now on."""
         if var in self.packed_tuples:
-            fields = [self._emit(self._unpack_expr(p, None)) for p in self.packed_tuples[var]]
+            fields = [self._emit(self._unpack_expr(p)) for p in self.packed_tuples[var]]
             expr = relax.Tuple(fields)
         else:
-            expr = self._unpack_expr(self.packed[var], _shape(var))
+            expr = self._unpack_expr(self.packed[var])
         new = self._emit(expr, var.name) if isinstance(var, relax.DataflowVar) else self.builder_.emit_output(expr, var.name)
         self.set_var_remap(var, new)
         self.materialized.add(var)

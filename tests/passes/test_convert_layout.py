@@ -1,7 +1,6 @@
 """ConvertToPackedLayout (run through relax_vk.layout_stage, which also folds constant weights)."""
 
 import numpy as np
-import pytest
 from tvm import relax
 
 import relax_vk

@@ -1,5 +1,3 @@
-import tvm
-from tvm import relax
 
 import relax_vk
 from relax_vk.models import build_example
