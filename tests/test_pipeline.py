@@ -309,3 +309,18 @@ def test_passes_leave_their_input_module_unchanged():
     assert "vdevice" not in packed.global_infos
     # running the pipeline again on the same module gives the same result
     tvm.ir.assert_structural_equal(scoped(mod), first)
+
+
+def test_residual_block():
+    mod = build_example("residual")
+    out = scoped(mod)
+    rows = call_scopes(out)
+    convs = [r for r in rows if r[0] == "relax.nn.conv2d"]
+    # both convs read textures (activation and weight mappings)
+    assert all(r[1] == ["global.texture", "global.texture-weight"] for r in convs)
+    # the first conv's bias/relu chain stays in texture for the second conv
+    assert convs[0][2] == ["global.texture"]
+    # the skip add feeds the NCHW output (a buffer) and is all-synced, so the packed input it
+    # shares with the first conv is copied once; upstream's vote would copy per texture consumer
+    assert copies(out) == [("global.texture", "global")]
+    assert_same_numbers(mod, out)
