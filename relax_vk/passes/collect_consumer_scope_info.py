@@ -25,7 +25,7 @@ from ..representation import BUFFER_ONLY, SiteDemand, TensorRepSet, TensorSpec, 
 from ..scope import TextureLimits
 from ..scope_rule import Role
 from . import scope_info
-from .scope_graph import with_functions, CallSite, ScopeGraph, scoped_functions
+from .scope_graph import CallSite, ScopeGraph, scope_module_pass
 
 
 def site_demand(
@@ -83,13 +83,10 @@ def CollectConsumerScopeInfo(
 ) -> tvm.transform.Pass:
     """Attach each consumer's scope demands to every scoped function (see module docstring)."""
 
-    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        lim = _target.texture_limits(_target.resolve(target), limits)
-        updates = {}
-        for gvar, func in scoped_functions(mod):
-            graph = ScopeGraph(func, mod)
-            demands = collect_consumer_scope_info(graph, lim, registry, options)
-            updates[gvar] = scope_info.attach(func, scope_info.CONSUMER_ATTR, graph, {k: d.to_json() for k, d in demands.items()})
-        return with_functions(mod, updates)
+    lim = _target.texture_limits(_target.resolve(target), limits)
 
-    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.CollectConsumerScopeInfo")
+    def rewrite(_mod: tvm.IRModule, graph: ScopeGraph) -> relax.Function:
+        demands = collect_consumer_scope_info(graph, lim, registry, options)
+        return scope_info.attach(graph.func, scope_info.CONSUMER_ATTR, graph, {k: d.to_json() for k, d in demands.items()})
+
+    return scope_module_pass("relax_vk.CollectConsumerScopeInfo", rewrite)

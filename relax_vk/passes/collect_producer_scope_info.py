@@ -32,7 +32,7 @@ from ..scope import GLOBAL, scope_from_name, tensor_bytes
 from ..scope_rule import rank_scopes
 from . import scope_info
 from .collect_consumer_scope_info import collect_consumer_scope_info
-from .scope_graph import with_functions, ScopeGraph, Slot, scoped_functions
+from .scope_graph import ScopeGraph, Slot, scope_module_pass
 
 
 def _slot_cost(scope: str, demanded: Sequence[str], nbytes: int) -> int:
@@ -126,12 +126,8 @@ def CollectProducerScopeInfo(
 ) -> tvm.transform.Pass:
     """Decide producer scopes and attach them to every scoped function (see module docstring)."""
 
-    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        updates = {}
-        for gvar, func in scoped_functions(mod):
-            graph = ScopeGraph(func, mod)
-            decisions = scope_decisions(graph, target, registry, options, limits)
-            updates[gvar] = scope_info.attach(func, scope_info.PRODUCER_ATTR, graph, decisions)
-        return with_functions(mod, updates)
+    def rewrite(_mod: tvm.IRModule, graph: ScopeGraph) -> relax.Function:
+        decisions = scope_decisions(graph, target, registry, options, limits)
+        return scope_info.attach(graph.func, scope_info.PRODUCER_ATTR, graph, decisions)
 
-    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.CollectProducerScopeInfo")
+    return scope_module_pass("relax_vk.CollectProducerScopeInfo", rewrite)

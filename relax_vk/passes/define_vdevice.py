@@ -35,7 +35,7 @@ from ..registry import OpRegistry
 from ..scope import GLOBAL, TEXTURE_SCOPES
 from . import scope_info
 from .collect_producer_scope_info import scope_decisions
-from .scope_graph import CallSite, ScopeGraph, scoped_functions
+from .scope_graph import CallSite, ScopeGraph, scope_module_pass
 
 _SCOPE_ORDER = [GLOBAL.name] + [s.name for s in TEXTURE_SCOPES]
 
@@ -165,16 +165,9 @@ def DefineVDevice(
 ) -> tvm.transform.Pass:
     """Insert hints, ``ty_args`` and canonical VDevices for the decided scopes (module docstring)."""
 
-    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        tgt = _target.resolve(target)
-        mod = mod.clone()  # canonical_vdevices updates global infos: never touch the input
-        updates = {}
-        for gvar, func in scoped_functions(mod):
-            graph = ScopeGraph(func, mod)
-            decisions = scope_decisions(graph, tgt, registry, options, limits)
-            updates[gvar] = define_vdevice(mod, graph, tgt, decisions)
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+    tgt = _target.resolve(target)
 
-    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.DefineVDevice")
+    def rewrite(mod: tvm.IRModule, graph: ScopeGraph) -> relax.Function:
+        return define_vdevice(mod, graph, tgt, scope_decisions(graph, tgt, registry, options, limits))
+
+    return scope_module_pass("relax_vk.DefineVDevice", rewrite)

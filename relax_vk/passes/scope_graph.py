@@ -212,10 +212,17 @@ def scoped_functions(mod: tvm.IRModule):
             yield gvar, func
 
 
-def with_functions(mod: tvm.IRModule, updates) -> tvm.IRModule:
-    """A copy of ``mod`` with ``updates`` (GlobalVar -> function) applied; ``mod`` is unchanged.
-    Passes must never mutate their input module: callers may reuse it."""
-    out = mod.clone()
-    for gvar, func in updates.items():
-        out[gvar] = func
-    return out
+def scope_module_pass(name: str, rewrite) -> tvm.transform.Pass:
+    """A module pass applying ``rewrite(module, ScopeGraph) -> Function`` to every scoped function.
+
+    It works on a clone, so the input module is never mutated (callers may reuse it); ``rewrite``
+    may update the clone's global infos."""
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        work = mod.clone()
+        updates = {gvar: rewrite(work, ScopeGraph(func, work)) for gvar, func in scoped_functions(work)}
+        for gvar, func in updates.items():
+            work[gvar] = func
+        return work
+
+    return tvm.transform.module_pass(transform, opt_level=0, name=name)
