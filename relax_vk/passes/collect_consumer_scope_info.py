@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Dict, Optional
 
 import tvm
+from tvm import relax
 
 from .. import target as _target
 from ..options import ScopeOptions

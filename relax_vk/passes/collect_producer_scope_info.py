@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence
 
 import tvm
+from tvm import relax
 
 from .. import target as _target
 from ..options import ScopeOptions
