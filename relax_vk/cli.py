@@ -49,9 +49,9 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
 
 
 def _scoped(args, model: str):
-    from .pipeline import get_pipeline
+    from .pipeline import scope_pipeline
 
-    return get_pipeline(_target(args), options=_options(args))(_load(model))
+    return scope_pipeline(_target(args), options=_options(args))(_load(model))
 
 
 def cmd_plan(args) -> int:

@@ -1,4 +1,5 @@
-"""``get_pipeline``: the scope stages as one composable ``Sequential``."""
+"""The pipelines: ``scope_pipeline`` (stages 1-4: layouts and memory scopes) and ``get_pipeline``
+(everything ``tvm.compile`` needs as its ``relax_pipeline``)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from tvm import relax
 
 from . import target as _target
 from .options import ScopeOptions
+from .legalize import LegalizeWithScopes
 from .passes import (
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
     ConvertToPackedLayout,
     DefineVDevice,
+    FoldScopeCopies,
     FoldSmallConstants,
     PartialLegalize,
     RemoveRedundantAssignments,
+    SpecializeKernelScopes,
 )
 from .registry import OpRegistry
 
@@ -56,12 +60,62 @@ def scope_stage(
     )
 
 
+def scope_pipeline(
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+) -> tvm.transform.Pass:
+    """Stages 1-4 (layout, partial legalization, scope assignment, realization) as one
+    ``Sequential``: the module it returns has every tensor's scope decided (``relax_vk.plan``)."""
+    tgt = _target.resolve(target)
+    return tvm.transform.Sequential([layout_stage(), scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
+
+
+def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
+    """Stage 5 on a scoped module: legalize keeping VDevices, fuse, fold copies into kernels,
+    specialize kernels per call site, schedule. The result still has readable Relax and TIR."""
+    from .schedule import schedule_passes
+
+    tgt = _target.resolve(target)
+    passes = [
+        LegalizeWithScopes(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+        relax.transform.DeadCodeElimination(),
+        FoldScopeCopies(),
+        RemoveRedundantAssignments(),
+        relax.transform.DeadCodeElimination(),
+        SpecializeKernelScopes(),
+        relax.transform.Normalize(),
+    ]
+
+    @tvm.transform.module_pass(opt_level=0, name="relax_vk.lowering_stage")
+    def _lower(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with tgt:
+            return tvm.transform.Sequential(passes + schedule_passes())(mod)
+
+    return _lower
+
+
 def get_pipeline(
     target: "tvm.target.Target | str | None" = None,
     registry: Optional[OpRegistry] = None,
     options: Optional[ScopeOptions] = None,
 ) -> tvm.transform.Pass:
-    """All scope stages (layout, partial legalization, scope assignment, realization) as one
-    ``Sequential``. Usable as a pass: ``relax_vk.get_pipeline(target)(mod)``."""
+    """The complete Relax pipeline, for ``tvm.compile(mod, target, relax_pipeline=...,
+    tir_pipeline="relax_vk.texture")``: scope assignment, lowering, then TVM's GPU dataflow
+    lowering and finalisation (memory planning, VM lowering)."""
+    from tvm.relax.backend import gpu_generic
+
     tgt = _target.resolve(target)
-    return tvm.transform.Sequential([layout_stage(), scope_stage(tgt, registry, options)], name="relax_vk.pipeline")
+    tail = gpu_generic.dataflow_lower_passes(tgt) + gpu_generic.finalize_passes(tgt)
+
+    @tvm.transform.module_pass(opt_level=0, name="relax_vk.pipeline")
+    def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        mod = scope_pipeline(tgt, registry, options)(mod)
+        mod = lowering_stage(tgt)(mod)
+        with tgt:
+            return tvm.transform.Sequential(tail)(mod)
+
+    return _pipeline

@@ -1,6 +1,6 @@
 """The memory plan of a scoped module: every tensor's scope, image extents and bytes, and copies.
 
-``plan(mod)`` reads the VDevices that the scope passes wrote (running :func:`get_pipeline` first
+``plan(mod)`` reads the VDevices that the scope passes wrote (running :func:`scope_pipeline` first
 when the module has none). Its JSON form is a stable contract read by tools and tests::
 
     {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind"}],
@@ -120,11 +120,11 @@ def _constants(func: relax.Function) -> List[GenericConst]:
 
 
 def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> MemoryPlan:
-    """The memory plan of ``mod`` (scoped by :func:`relax_vk.get_pipeline` first if it has no VDevices)."""
+    """The memory plan of ``mod`` (scoped by :func:`relax_vk.scope_pipeline` first if it has no VDevices)."""
     if "vdevice" not in mod.global_infos:
-        from .pipeline import get_pipeline
+        from .pipeline import scope_pipeline
 
-        mod = get_pipeline(target)(mod)
+        mod = scope_pipeline(target)(mod)
     result = MemoryPlan()
     functions = list(scoped_functions(mod))
     for gvar, func in functions:

@@ -96,4 +96,4 @@ def assert_same_numbers(original, transformed, rtol=1e-5, atol=1e-5, seed=0):
 
 
 def scoped(mod, target=TARGET, **kw):
-    return relax_vk.get_pipeline(target, **kw)(mod)
+    return relax_vk.scope_pipeline(target, **kw)(mod)

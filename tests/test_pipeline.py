@@ -143,7 +143,7 @@ def test_well_formed_after_every_pass_and_semantics_kept(name):
 
 
 def test_usable_inside_a_sequential():
-    seq = tvm.transform.Sequential([relax.transform.Normalize(), relax_vk.get_pipeline(TARGET), relax.transform.DeadCodeElimination()])
+    seq = tvm.transform.Sequential([relax.transform.Normalize(), relax_vk.scope_pipeline(TARGET), relax.transform.DeadCodeElimination()])
     out = seq(build_example("conv-relu-pool"))
     assert "vdevice" in out.global_infos
 

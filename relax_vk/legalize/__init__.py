@@ -1,7 +1,8 @@
-"""relax_vk's legalizers: ``LegalizeOps`` entries for the packed ops TVM cannot legalize itself."""
+"""relax_vk's legalizers: the packed ops TVM cannot legalize itself, and scope-keeping legalization."""
 
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
+from .scoped import LegalizeWithScopes, ScopeLostError
 
 LEGALIZE_MAP = {"relax.nn.conv2d": legalize_conv2d_nchw4c}
 
-__all__ = ["LEGALIZE_MAP", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]
+__all__ = ["LEGALIZE_MAP", "LegalizeWithScopes", "ScopeLostError", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]

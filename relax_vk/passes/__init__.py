@@ -4,9 +4,11 @@ from .collect_consumer_scope_info import CollectConsumerScopeInfo
 from .collect_producer_scope_info import CollectProducerScopeInfo
 from .convert_layout import ConvertToPackedLayout
 from .define_vdevice import DefineVDevice
+from .fold_scope_copies import FoldScopeCopies
 from .fold_small_constants import FoldSmallConstants
 from .partial_legalize import PartialLegalize
 from .remove_redundant_assignments import RemoveRedundantAssignments
+from .specialize_kernel_scopes import SpecializeKernelScopes
 
 __all__ = [
     "FoldSmallConstants",
@@ -16,4 +18,6 @@ __all__ = [
     "CollectProducerScopeInfo",
     "DefineVDevice",
     "RemoveRedundantAssignments",
+    "FoldScopeCopies",
+    "SpecializeKernelScopes",
 ]

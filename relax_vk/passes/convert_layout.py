@@ -210,7 +210,13 @@ class _Packer(relax.PyExprMutator):
             return None
         if isinstance(expr, GenericConst):
             return Packed(relax.const(pack_array(expr.value.numpy(), pad_value)), shape[1], pad_value == 0.0)
-        new = self._emit(relax.op.layout_transform(self.visit_expr(expr), _pack_map, pad_value=pad_value))
+        value = self.visit_expr(expr)
+        if shape[1] % LANES:
+            # Pad channels in NCHW first: a layout transform that pads itself gets a conditional
+            # texel store, which texture lowering cannot vectorise (it must store whole texels).
+            extra = _ceil4(shape[1]) - shape[1]
+            value = self._emit(relax.op.nn.pad(value, [0, 0, 0, extra, 0, 0, 0, 0], "constant", pad_value))
+        new = self._emit(relax.op.layout_transform(value, _pack_map))
         packed = Packed(new, shape[1], True)
         if isinstance(expr, relax.Var) and pad_value == 0.0:
             self.packed[expr] = packed
@@ -269,9 +275,11 @@ class _Packer(relax.PyExprMutator):
             w = relax.const(pack_weight_array(weight.value.numpy(), padded_in))
         else:
             w = self.visit_expr(weight)
-            if padded_in is not None and padded_in != cin:
-                w = self._emit(relax.op.nn.pad(w, [0, 0, 0, padded_in - cin, 0, 0, 0, 0]))
-            w = self._emit(relax.op.layout_transform(w, _weight_map, pad_value=0.0))
+            pad_in = padded_in - cin if padded_in is not None else 0
+            pad_out = _ceil4(cout) - cout
+            if pad_in or pad_out:  # pad before packing: texture stores must be whole texels
+                w = self._emit(relax.op.nn.pad(w, [0, pad_out, 0, pad_in, 0, 0, 0, 0]))
+            w = self._emit(relax.op.layout_transform(w, _weight_map))
         out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None
         conv = relax.op.nn.conv2d(
             packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
@@ -317,7 +325,9 @@ class _Packer(relax.PyExprMutator):
             return None, False
         if len(shape) < 4:
             value = self._emit(relax.op.reshape(value, full))
-        packed = self._emit(relax.op.layout_transform(value, _pack_map, pad_value=pad_value))
+        if channels % LANES:
+            value = self._emit(relax.op.nn.pad(value, [0, 0, 0, _ceil4(channels) - channels, 0, 0, 0, 0], "constant", pad_value))
+        packed = self._emit(relax.op.layout_transform(value, _pack_map))
         return Packed(packed, channels, pad_value == 0.0), True
 
     def _binary(self, call):

@@ -19,7 +19,8 @@ from tvm import relax
 from ..registry import SOURCE_OP_ATTR, OpRegistry, default_registry
 
 
-def _ops_in(mod: tvm.IRModule) -> Set[str]:
+def ops_in(mod: tvm.IRModule) -> Set[str]:
+    """Names of the Relax ops called anywhere in ``mod``'s Relax functions."""
     names: Set[str] = set()
 
     def visit(expr):
@@ -59,7 +60,7 @@ def PartialLegalize(registry: Optional[OpRegistry] = None) -> tvm.transform.Pass
         reg = registry or default_registry()
         skip = reg.keep_for_scoping()
         custom = {}
-        for name in _ops_in(mod) - set(skip):
+        for name in ops_in(mod) - set(skip):
             legalize = tvm.ir.Op.get(name).get_attr("FLegalize")
             if legalize is not None:
                 custom[name] = _tagging_legalizer(name, legalize)

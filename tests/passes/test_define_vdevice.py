@@ -80,7 +80,7 @@ def test_parameters_and_results_keep_buffer_abi():
     def body(bb, x):
         return relax.op.nn.relu(bb.emit(relax.op.nn.max_pool2d(x, (2, 2), layout="NCHW4c")))
 
-    out = relax_vk.get_pipeline(TARGET)(module([x], body))
+    out = relax_vk.scope_pipeline(TARGET)(module([x], body))
     assert scope_of(out["main"].params[0]) == "global"
     assert str(out["main"].ret_ty.vdevice.memory_scope) == "global"
     # upstream would give x a texture-typed signature; here the copy happens inside
@@ -95,7 +95,7 @@ def test_constants_get_their_scope_without_mutation():
         return relax.op.nn.conv2d(x, w, padding=(1, 1))
 
     mod = module([x], body)
-    out = relax_vk.get_pipeline(TARGET)(mod)
+    out = relax_vk.scope_pipeline(TARGET)(mod)
     consts = []
 
     def visit(e):

@@ -1,0 +1,100 @@
+"""Compile OpenCL C with a real OpenCL compiler (``clBuildProgram`` through pyopencl).
+
+``find_device`` picks a device whose compiler works: it builds a probe kernel on each candidate,
+because an installed platform can be unusable (the pocl 3.0 bundled with pip's pyopencl cannot
+target CPUs its LLVM does not know and fails every build with "unknown target CPU 'generic'";
+Debian's ``pocl-opencl-icd`` works). Devices without image support are skipped when images are
+required, since relax_vk's texture kernels read and write ``image2d_array_t``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+_PROBE = "__kernel void relax_vk_probe(__write_only image2d_array_t img) { write_imagef(img, (int4)(0, 0, 0, 0), (float4)(1.0f)); }"
+_KERNEL_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+class OpenCLUnavailable(RuntimeError):
+    """No usable OpenCL device (pyopencl missing, no platform, or no working compiler)."""
+
+
+class OpenCLBuildError(RuntimeError):
+    """``clBuildProgram`` rejected a program; the message holds the build log."""
+
+    def __init__(self, device: str, log: str, source: str):
+        super().__init__(f"OpenCL build failed on {device}:\n{log}")
+        self.device = device
+        self.log = log
+        self.source = source
+
+
+def kernel_names(source: str) -> List[str]:
+    """Names of the ``__kernel`` functions in ``source`` (each once, in order of appearance;
+    TVM's OpenCL codegen declares every kernel before defining it)."""
+    return list(dict.fromkeys(_KERNEL_RE.findall(source)))
+
+
+def _pyopencl():
+    try:
+        import pyopencl
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise OpenCLUnavailable("pyopencl is not installed: pip install 'relax_vk[opencl]'") from err
+    return pyopencl
+
+
+_CACHE: dict = {}
+
+
+def find_device(prefer: str = "pocl", need_images: bool = True):
+    """The first OpenCL device (platforms whose name contains ``prefer`` first) that builds an
+    image-writing probe kernel. Raises :class:`OpenCLUnavailable` with every reason otherwise."""
+    key = (prefer, need_images)
+    if key in _CACHE:
+        return _CACHE[key]
+    cl = _pyopencl()
+    reasons = []
+    try:
+        platforms = cl.get_platforms()
+    except Exception as err:  # no ICD loader / no platform
+        raise OpenCLUnavailable(f"no OpenCL platform: {err}") from err
+    platforms = sorted(platforms, key=lambda p: (prefer.lower() not in (p.name + p.version).lower()))
+    for platform in platforms:
+        for device in platform.get_devices():
+            label = f"{device.name} ({platform.version.strip()})"
+            if need_images and not device.image_support:
+                reasons.append(f"{label}: no image support")
+                continue
+            try:
+                ctx = cl.Context([device])
+                cl.Program(ctx, _PROBE if need_images else "__kernel void relax_vk_probe() {}").build()
+            except Exception as err:
+                first = str(err).strip().splitlines()
+                reasons.append(f"{label}: probe build failed: {next((l for l in first if 'error' in l), first[-1] if first else err)}")
+                continue
+            _CACHE[key] = device
+            return device
+    raise OpenCLUnavailable(
+        "no OpenCL device can build kernels"
+        + ("".join(f"\n  - {r}" for r in reasons) if reasons else " (no devices found)")
+        + "\nOn Debian/Ubuntu: apt-get install pocl-opencl-icd"
+    )
+
+
+def build_program(source: str, device=None) -> List[str]:
+    """Build ``source`` with ``clBuildProgram`` and return the kernel names the program defines.
+    Raises :class:`OpenCLBuildError` with the build log on failure."""
+    cl = _pyopencl()
+    device = device if device is not None else find_device()
+    ctx = cl.Context([device])
+    program = cl.Program(ctx, source)
+    try:
+        program.build()
+    except cl.RuntimeError as err:
+        try:
+            log = program.get_build_info(device, cl.program_build_info.LOG)
+        except Exception:
+            log = str(err)
+        raise OpenCLBuildError(device.name, log or str(err), source) from err
+    return sorted(k.function_name for k in program.all_kernels())
