@@ -2,6 +2,8 @@
 
 * ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
 * ``relax-vk show MODEL``: the module after every scope stage;
+* ``relax-vk build MODEL --target opencl -o DIR``: compile; writes ``kernels.cl``, ``plan.json``
+  (the ``plan --json`` contract) and ``module.py`` (the final Relax module as TVMScript);
 * ``relax-vk demo``: the README's main job on the built-in default model;
 * ``relax-vk models``: the built-in example models.
 
@@ -102,6 +104,40 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_build(args) -> int:
+    import os
+    import shutil
+    import tempfile
+
+    from .build import build
+
+    print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
+    compiled = build(_load(args.model), _target(args), options=_options(args))
+    out = os.path.abspath(args.output)
+    parent = os.path.dirname(out) or "."
+    os.makedirs(parent, exist_ok=True)
+    # write everything into a sibling temporary folder, then move it into place: an interrupted
+    # or failed build never leaves a half-written output folder
+    staging = tempfile.mkdtemp(prefix=".relax-vk-build-", dir=parent)
+    os.chmod(staging, 0o755)
+    try:
+        with open(os.path.join(staging, "kernels.cl"), "w") as f:
+            f.write(compiled.opencl_source)
+        with open(os.path.join(staging, "plan.json"), "w") as f:
+            json.dump(compiled.plan().to_json(), f, indent=2)
+        with open(os.path.join(staging, "module.py"), "w") as f:
+            f.write(compiled.lowered.script(show_meta=False))
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
+    print(f"[2/2] wrote {out}: {len(compiled.kernels)} kernels ({timings})")
+    return 0
+
+
 def cmd_models(_args) -> int:
     from .models import EXAMPLES
 
@@ -120,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print the module after each scope stage")
     _add_model_args(p)
     p.set_defaults(func=cmd_show)
+    p = sub.add_parser("build", help="compile a model to OpenCL texture kernels")
+    _add_model_args(p)
+    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists)")
+    p.set_defaults(func=cmd_build)
     p = sub.add_parser("demo", help="scope the built-in default model and print its plan")
     _add_model_args(p, model_default=DEFAULT_MODEL)
     p.add_argument("--model", default=DEFAULT_MODEL)

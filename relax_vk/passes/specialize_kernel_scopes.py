@@ -90,20 +90,20 @@ def SpecializeKernelScopes() -> tvm.transform.Pass:
                 sig = call_signature(call)
                 if sig not in signatures.setdefault(gv.name_hint, []):
                     signatures[gv.name_hint].append(sig)
-        out = mod.clone()
+        builder = relax.BlockBuilder(mod.clone())  # gives clones properly typed GlobalVars
         targets: Dict[Tuple[str, Signature], tvm.ir.GlobalVar] = {}
         for name, sigs in signatures.items():
             func = mod[gvars[name]]
             if len(sigs) == 1:
-                out[gvars[name]] = specialize(func, sigs[0])
+                builder.update_func(gvars[name], specialize(func, sigs[0]))
                 continue
             for k, sig in enumerate(sigs):
-                clone_gv = tvm.ir.GlobalVar(f"{name}_{k}")
                 clone = specialize(func, sig)
                 if clone.attrs is not None and "global_symbol" in clone.attrs:
                     clone = clone.with_attr("global_symbol", f"{name}_{k}")
-                out[clone_gv] = clone
-                targets[(name, sig)] = clone_gv
+                targets[(name, sig)] = builder.add_func(clone, f"{name}_{k}")
+        out = builder.get()
+        for name in {n for n, _ in targets}:
             del out[gvars[name]]
         if not targets:
             return out

@@ -1,0 +1,48 @@
+"""Helpers for tests that compile with the full pipeline and a real OpenCL compiler."""
+
+import re
+from typing import Dict, List, Tuple
+
+from tvm import relax
+
+import relax_vk
+from relax_vk.opencl import build_program
+
+
+def build_and_compile(mod, **kw):
+    """``relax_vk.build`` + ``clBuildProgram`` on pocl of the whole program; every kernel TVM
+    generated must be in the built program."""
+    compiled = relax_vk.build(mod, **kw)
+    built = build_program(compiled.opencl_source)
+    assert compiled.kernels, "no kernels generated"
+    assert sorted(built) == sorted(compiled.kernels)
+    return compiled
+
+
+def kernel_scopes(compiled) -> Dict[str, Tuple[List[str], List[str]]]:
+    """{kernel PrimFunc name: ([argument scopes], [output scopes])} for every call_tir of main,
+    read from the call sites and checked against the PrimFunc's own buffer scopes."""
+    mod = compiled.lowered
+    rows = {}
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if not (isinstance(v, relax.Call) and hasattr(v.op, "name") and v.op.name == "relax.call_tir"):
+                continue
+            args = [a for a in v.args[1].fields if isinstance(a.ty, relax.TensorType)]
+            out = v.ty_args[0]
+            outs = list(out.fields) if isinstance(out, relax.TupleType) else [out]
+            scope = lambda t: str(t.vdevice.memory_scope) if t.vdevice is not None else "global"  # noqa: E731
+            arg_scopes, out_scopes = [scope(a.ty) for a in args], [scope(t) for t in outs]
+            func = mod[v.args[0]]
+            buffers = [str(p.ty.storage_scope) or "global" for p in func.params][: len(arg_scopes) + len(out_scopes)]
+            assert buffers == arg_scopes + out_scopes, f"{v.args[0].name_hint}: buffers {buffers} vs call {arg_scopes + out_scopes}"
+            rows[v.args[0].name_hint] = (arg_scopes, out_scopes)
+    return rows
+
+
+def image_params(source: str, kernel: str) -> List[str]:
+    """Access qualifiers of the image parameters of ``kernel`` in the OpenCL source."""
+    m = re.search(r"__kernel\s+void\s+" + re.escape(kernel) + r"\s*\(([^)]*)\)\s*\{", source)
+    assert m, f"kernel {kernel} not defined"
+    return re.findall(r"(__read_only|__write_only)\s+image2d_array_t", m.group(1))
