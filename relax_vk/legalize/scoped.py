@@ -17,8 +17,9 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from ..passes.partial_legalize import ops_in
+from ..ir_utils import ops_in
 from .conv2d import legalize_conv2d_nchw4c
+from .elementwise import MISSING_LEGALIZERS
 
 
 def _vdevices(ty):
@@ -77,7 +78,7 @@ def legalize_map(mod: tvm.IRModule) -> dict:
         if name == "relax.nn.conv2d":
             custom[name] = keep_vdevice(name, legalize_conv2d_nchw4c)
             continue
-        legalize = tvm.ir.Op.get(name).get_attr("FLegalize")
+        legalize = tvm.ir.Op.get(name).get_attr("FLegalize") or MISSING_LEGALIZERS.get(name)
         if legalize is not None:
             custom[name] = keep_vdevice(name, legalize)
     return custom

@@ -91,11 +91,13 @@ def _float(expr) -> bool:
 
 @dataclass
 class Packed:
-    """A packed (N, C/4, H, W, 4) stand-in for an NCHW tensor with ``channels`` real channels."""
+    """A packed (N, C/4, H, W, 4) stand-in for a 4-D tensor with ``channels`` real channels whose
+    original (logical) layout is ``layout`` (NCHW, or NHWC for NHWC convs)."""
 
     var: relax.Var
     channels: int
     clean: bool  # padding lanes are exactly zero
+    layout: str = "NCHW"
 
     @property
     def padded(self) -> bool:
@@ -129,6 +131,18 @@ def _pack_map(n, c, h, w):
 
 def _unpack_map(n, c, h, w, b):
     return (n, c * LANES + b, h, w)
+
+
+def _pack_nhwc_map(n, h, w, c):
+    return (n, c // LANES, h, w, c % LANES)
+
+
+def _unpack_nhwc_map(n, c, h, w, b):
+    return (n, h, w, c * LANES + b)
+
+
+#: kernel layout -> axes that transpose it to OIHW
+KERNEL_TO_OIHW = {"OIHW": None, "OHWI": (0, 3, 1, 2), "HWIO": (3, 2, 0, 1)}
 
 
 def _weight_map(o, i, h, w):
@@ -184,9 +198,11 @@ class _Packer(relax.PyExprMutator):
         return self.builder_.emit(expr, name)
 
     def _unpack_expr(self, packed: Packed) -> relax.Expr:
-        unpacked = relax.op.layout_transform(packed.var, _unpack_map)
+        nhwc = packed.layout == "NHWC"
+        unpacked = relax.op.layout_transform(packed.var, _unpack_nhwc_map if nhwc else _unpack_map)
         if packed.padded:
-            unpacked = relax.op.strided_slice(self._emit(unpacked), axes=[1], begin=[0], end=[packed.channels])
+            axis = 3 if nhwc else 1
+            unpacked = relax.op.strided_slice(self._emit(unpacked), axes=[axis], begin=[0], end=[packed.channels])
         return unpacked
 
     def _materialize(self, var: relax.Var) -> None:
@@ -200,30 +216,41 @@ class _Packer(relax.PyExprMutator):
         self.set_var_remap(var, new)
         self.materialized.add(var)
 
-    def _pack(self, expr: relax.Expr, pad_value: float = 0.0) -> Optional[Packed]:
-        """The packed stand-in of a 4-D NCHW tensor (packing it here if needed)."""
+    def _pack(self, expr: relax.Expr, pad_value: float = 0.0, layout: str = "NCHW") -> Optional[Packed]:
+        """The packed stand-in of a 4-D tensor in ``layout`` (packing it here if needed)."""
         if isinstance(expr, relax.Var) and expr in self.packed:
             found = self.packed[expr]
-            return found if (pad_value == 0.0 or not found.padded) else None
+            return found if (pad_value == 0.0 or not found.padded) and found.layout == layout else None
         shape = _shape(expr)
         if shape is None or len(shape) != 4 or not _float(expr):
             return None
+        caxis = 3 if layout == "NHWC" else 1
         if isinstance(expr, GenericConst):
-            return Packed(relax.const(pack_array(expr.value.numpy(), pad_value)), shape[1], pad_value == 0.0)
+            array = expr.value.numpy()
+            array = array.transpose(0, 3, 1, 2) if layout == "NHWC" else array
+            return Packed(relax.const(pack_array(array, pad_value)), shape[caxis], pad_value == 0.0, layout)
         value = self.visit_expr(expr)
-        if shape[1] % LANES:
-            # Pad channels in NCHW first: a layout transform that pads itself gets a conditional
-            # texel store, which texture lowering cannot vectorise (it must store whole texels).
-            extra = _ceil4(shape[1]) - shape[1]
-            value = self._emit(relax.op.nn.pad(value, [0, 0, 0, extra, 0, 0, 0, 0], "constant", pad_value))
-        new = self._emit(relax.op.layout_transform(value, _pack_map))
-        packed = Packed(new, shape[1], True)
+        if shape[caxis] % LANES:
+            # Pad channels first: a layout transform that pads itself gets a conditional texel
+            # store, which texture lowering cannot vectorise (it must store whole texels).
+            width = [0] * 8
+            width[2 * caxis + 1] = _ceil4(shape[caxis]) - shape[caxis]
+            value = self._emit(relax.op.nn.pad(value, width, "constant", pad_value))
+        new = self._emit(relax.op.layout_transform(value, _pack_nhwc_map if layout == "NHWC" else _pack_map))
+        packed = Packed(new, shape[caxis], True, layout)
         if isinstance(expr, relax.Var) and pad_value == 0.0:
             self.packed[expr] = packed
         return packed
 
     def _source(self, expr) -> Optional[Packed]:
+        """The packed stand-in of ``expr``, whatever its logical layout."""
         return self.packed.get(expr) if isinstance(expr, relax.Var) else None
+
+    def _nchw_source(self, expr) -> Optional[Packed]:
+        """The packed stand-in of ``expr`` when it is logically NCHW: ops whose attributes name
+        axes (binary broadcasts, pools, concat, split, pad, reductions) are only rewritten then."""
+        found = self._source(expr)
+        return found if found is not None and found.layout == "NCHW" else None
 
     # ------------------------------------------------------------ ops
     def _convert(self, call: relax.Call):
@@ -248,13 +275,18 @@ class _Packer(relax.PyExprMutator):
 
     def _conv2d(self, call):
         a = call.attrs
-        if (str(a.data_layout), str(a.kernel_layout)) != ("NCHW", "OIHW") or str(a.out_layout) not in ("NCHW", ""):
+        data_layout, kernel_layout = str(a.data_layout), str(a.kernel_layout)
+        out_layout = str(a.out_layout) or data_layout
+        if data_layout not in ("NCHW", "NHWC") or out_layout != data_layout or kernel_layout not in KERNEL_TO_OIHW:
             return None
         data, weight = call.args
         dshape, wshape = _shape(data), _shape(weight)
         if dshape is None or wshape is None or not (_float(data) and _float(weight)):
             return None
-        cin, cout, groups = dshape[1], wshape[0], int(a.groups)
+        to_oihw = KERNEL_TO_OIHW[kernel_layout]
+        wshape = tuple(wshape[i] for i in to_oihw) if to_oihw else wshape
+        cin = dshape[3] if data_layout == "NHWC" else dshape[1]
+        cout, groups = wshape[0], int(a.groups)
         depthwise = groups == cin and wshape[1] == 1 and cout == cin
         if depthwise:
             new_groups = _ceil4(cin)
@@ -264,17 +296,19 @@ class _Packer(relax.PyExprMutator):
             new_groups = groups
         else:
             return None
-        src = self._source(data)
-        if src is not None and src.padded and not depthwise and groups != 1:
-            return None
-        packed_data = self._pack(data)
+        # a packed stand-in serves a conv in either layout: the NCHW4c form is the same
+        packed_data = self._source(data) or self._pack(data, layout=data_layout)
         if packed_data is None:
             return None
         padded_in = _ceil4(cin) if groups == 1 else None
         if isinstance(weight, GenericConst):
-            w = relax.const(pack_weight_array(weight.value.numpy(), padded_in))
+            array = weight.value.numpy()
+            array = array.transpose(to_oihw) if to_oihw else array
+            w = relax.const(pack_weight_array(array, padded_in))
         else:
             w = self.visit_expr(weight)
+            if to_oihw:
+                w = self._emit(relax.op.permute_dims(w, list(to_oihw)))
             pad_in = padded_in - cin if padded_in is not None else 0
             pad_out = _ceil4(cout) - cout
             if pad_in or pad_out:  # pad before packing: texture stores must be whole texels
@@ -284,7 +318,7 @@ class _Packer(relax.PyExprMutator):
         conv = relax.op.nn.conv2d(
             packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
         )
-        return Packed(self._emit(conv), cout, True)
+        return Packed(self._emit(conv), cout, True, data_layout)
 
     def _unary(self, call):
         src = self._source(call.args[0])
@@ -304,7 +338,7 @@ class _Packer(relax.PyExprMutator):
         """A 5-D form of a binary-op operand next to a packed tensor with ``channels`` channels."""
         if isinstance(expr, relax.Var) and expr in self.packed:
             found = self.packed[expr]
-            return (found, True) if found.channels == channels else (None, False)
+            return (found, True) if found.channels == channels and found.layout == "NCHW" else (None, False)
         shape = _shape(expr)
         if shape is None or len(shape) > 4:
             return None, False
@@ -332,14 +366,14 @@ class _Packer(relax.PyExprMutator):
 
     def _binary(self, call):
         lhs, rhs = call.args
-        anchor = self._source(lhs) or self._source(rhs)
+        anchor = self._nchw_source(lhs) or self._nchw_source(rhs)
         out_shape = _shape(call)
         if anchor is None or out_shape is None or len(out_shape) != 4 or out_shape[1] != anchor.channels:
             return None
         name = call.op.name
         if anchor.padded and name not in BINARY_SAFE_ON_PADDING and name != "relax.divide":
             return None
-        if name == "relax.divide" and anchor.padded and self._source(rhs) is not None:
+        if name == "relax.divide" and anchor.padded and self._nchw_source(rhs) is not None:
             return None  # a padded divisor would divide by its padding lanes
         operands, channel_matched = [], []
         for i, operand in enumerate((lhs, rhs)):
@@ -360,7 +394,7 @@ class _Packer(relax.PyExprMutator):
         return Packed(new, anchor.channels, clean)
 
     def _spatial(self, call):
-        src = self._source(call.args[0])
+        src = self._nchw_source(call.args[0])
         if src is None or str(call.attrs.layout) != "NCHW":
             return None
         a = call.attrs
@@ -380,7 +414,7 @@ class _Packer(relax.PyExprMutator):
 
     def _concat(self, call):
         fields = call.args[0].fields if isinstance(call.args[0], relax.Tuple) else None
-        if not fields or not any(self._source(f) is not None for f in fields):
+        if not fields or not any(self._nchw_source(f) is not None for f in fields):
             return None
         axis = int(call.attrs.axis)
         axis = axis + 4 if axis < 0 else axis
@@ -403,7 +437,7 @@ class _Packer(relax.PyExprMutator):
         return Packed(new, channels, all(p.clean for p in packed))
 
     def _split(self, call):
-        src = self._source(call.args[0])
+        src = self._nchw_source(call.args[0])
         shape = _shape(call.args[0])
         if src is None or shape is None:
             return None
@@ -435,7 +469,7 @@ class _Packer(relax.PyExprMutator):
         return result
 
     def _pad(self, call):
-        src = self._source(call.args[0])
+        src = self._nchw_source(call.args[0])
         if src is None:
             return None
         width = [int(getattr(w, "value", w)) for w in call.attrs.pad_width]
@@ -448,7 +482,7 @@ class _Packer(relax.PyExprMutator):
         return Packed(self._emit(new), src.channels, clean)
 
     def _reduce(self, call):
-        src = self._source(call.args[0])
+        src = self._nchw_source(call.args[0])
         if src is None or not bool(call.attrs.keepdims) or call.attrs.axis is None:
             return None
         axes = sorted({int(x) % 4 for x in call.attrs.axis})

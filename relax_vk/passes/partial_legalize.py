@@ -11,26 +11,14 @@ transform whose input must be a buffer, instead of guessing from kernel names.
 
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import Optional
 
 import tvm
 from tvm import relax
 
+from ..ir_utils import ops_in
+from ..legalize.elementwise import MISSING_LEGALIZERS
 from ..registry import SOURCE_OP_ATTR, OpRegistry, default_registry
-
-
-def ops_in(mod: tvm.IRModule) -> Set[str]:
-    """Names of the Relax ops called anywhere in ``mod``'s Relax functions."""
-    names: Set[str] = set()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-            names.add(expr.op.name)
-
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return names
 
 
 def _tagging_legalizer(op_name: str, legalize):
@@ -61,7 +49,7 @@ def PartialLegalize(registry: Optional[OpRegistry] = None) -> tvm.transform.Pass
         skip = reg.keep_for_scoping()
         custom = {}
         for name in ops_in(mod) - set(skip):
-            legalize = tvm.ir.Op.get(name).get_attr("FLegalize")
+            legalize = tvm.ir.Op.get(name).get_attr("FLegalize") or MISSING_LEGALIZERS.get(name)
             if legalize is not None:
                 custom[name] = _tagging_legalizer(name, legalize)
         seq = tvm.transform.Sequential(
