@@ -12,7 +12,6 @@ finalisation passes, and is registered as ``"relax_vk.texture"``::
 
 from __future__ import annotations
 
-import tvm
 from tvm.s_tir import pipeline as s_tir_pipeline
 from tvm.s_tir.backend.adreno import pipeline as adreno_pipeline
 from tvm.tirx import compilation_pipeline

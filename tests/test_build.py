@@ -1,6 +1,5 @@
 """relax_vk.build: the full pipeline, every kernel compiled by a real OpenCL compiler (pocl)."""
 
-import numpy as np
 import pytest
 from tvm import relax
 

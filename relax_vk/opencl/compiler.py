@@ -10,7 +10,7 @@ required, since relax_vk's texture kernels read and write ``image2d_array_t``.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List
 
 _PROBE = "__kernel void relax_vk_probe(__write_only image2d_array_t img) { write_imagef(img, (int4)(0, 0, 0, 0), (float4)(1.0f)); }"
 _KERNEL_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(")

@@ -1,14 +1,10 @@
 """LegalizeWithScopes keeps the decided VDevice on every call_tir."""
 
-import numpy as np
-import pytest
-import tvm
 from tvm import relax
 
-import relax_vk
 from relax_vk.legalize import LegalizeWithScopes
 
-from helpers import TARGET, tensor
+from helpers import TARGET
 
 TEX = relax.VDevice(TARGET, 0, "global.texture")
 GLB = relax.VDevice(TARGET, 0, "global")

@@ -1,4 +1,3 @@
-import tvm
 from tvm import relax, te, topi
 
 from relax_vk.passes import FoldScopeCopies, RemoveRedundantAssignments
