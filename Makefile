@@ -22,3 +22,4 @@ test: setup
 
 bench: setup
 	$(PYTHON) benchmarks/scope_passes.py
+	$(PYTHON) benchmarks/compile.py
