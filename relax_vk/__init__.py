@@ -4,56 +4,66 @@ Public API (kept small; see README):
 
 * targets: :func:`relax_vk.target.opencl`, :func:`relax_vk.target.vulkan`
 * pipelines: :func:`scope_pipeline` (memory scopes), :func:`get_pipeline` (complete, for
-  ``tvm.compile``), :func:`build`; the individual passes in :mod:`relax_vk.passes`
+  ``tvm.compile``), :func:`build` / :func:`export` (compile, write a ``.rvk`` artifact); the
+  individual passes in :mod:`relax_vk.passes`
 * the registry: :func:`register_op`, :func:`default_registry`, the sets ``ANY_SCOPE``,
   ``BUFFER_ONLY``, ``TEXTURE_ONLY``
 * the memory plan: :func:`plan`
+* the runtime: :mod:`relax_vk.runtime` (needs numpy and pyopencl only, not TVM)
+
+The compiler API is imported lazily, so ``relax_vk.runtime`` works on a machine without TVM.
+The installed tvm-ffi is checked at import when TVM is installed.
 """
 
-from ._compat import check_toolchain as _check_toolchain
+import importlib
+import importlib.util
 
-_check_toolchain()
+from ._compat import check_ffi_if_installed as _check_ffi
 
-from . import target  # noqa: E402
-from .options import ScopeOptions  # noqa: E402
-from . import tir_pipeline  # noqa: E402,F401  (registers the "relax_vk.texture" TIR pipeline)
-from .pipeline import get_pipeline, layout_stage, lowering_stage, scope_pipeline, scope_stage  # noqa: E402
-from .build import CompiledModule, UnsupportedTargetError, build  # noqa: E402
-from .plan import MemoryPlan, plan  # noqa: E402
-from .registry import OpRegistration, OpRegistry, default_registry, register_op  # noqa: E402
-from .representation import ANY_SCOPE, BUFFER_ONLY, TEXTURE_ONLY, TensorRepSet  # noqa: E402
-from .scope import GLOBAL, TEXTURE, TEXTURE_NHWC, TEXTURE_WEIGHT, MemoryScope, TextureLimitError, TextureLimits  # noqa: E402
-from .scope_rule import Role  # noqa: E402
+_check_ffi()
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "target",
-    "get_pipeline",
-    "scope_pipeline",
-    "lowering_stage",
-    "layout_stage",
-    "scope_stage",
-    "ScopeOptions",
-    "plan",
-    "build",
-    "CompiledModule",
-    "UnsupportedTargetError",
-    "MemoryPlan",
-    "register_op",
-    "default_registry",
-    "OpRegistration",
-    "OpRegistry",
-    "TensorRepSet",
-    "ANY_SCOPE",
-    "BUFFER_ONLY",
-    "TEXTURE_ONLY",
-    "MemoryScope",
-    "GLOBAL",
-    "TEXTURE",
-    "TEXTURE_NHWC",
-    "TEXTURE_WEIGHT",
-    "TextureLimits",
-    "TextureLimitError",
-    "Role",
-]
+_API = {
+    "get_pipeline": "pipeline",
+    "scope_pipeline": "pipeline",
+    "layout_stage": "pipeline",
+    "scope_stage": "pipeline",
+    "lowering_stage": "pipeline",
+    "build": "compiler",
+    "export": "compiler",
+    "CompiledModule": "compiler",
+    "UnsupportedTargetError": "compiler",
+    "plan": "memory_plan",
+    "MemoryPlan": "memory_plan",
+    "ScopeOptions": "options",
+    "register_op": "registry",
+    "default_registry": "registry",
+    "OpRegistration": "registry",
+    "OpRegistry": "registry",
+    "TensorRepSet": "representation",
+    "ANY_SCOPE": "representation",
+    "BUFFER_ONLY": "representation",
+    "TEXTURE_ONLY": "representation",
+    "MemoryScope": "scope",
+    "GLOBAL": "scope",
+    "TEXTURE": "scope",
+    "TEXTURE_NHWC": "scope",
+    "TEXTURE_WEIGHT": "scope",
+    "TextureLimits": "scope",
+    "TextureLimitError": "scope",
+    "Role": "scope_rule",
+}
+
+__all__ = sorted(_API) + ["target", "passes", "runtime", "artifact"]
+
+
+def __getattr__(name):
+    if name in _API:
+        module = importlib.import_module(f".{_API[name]}", __name__)
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'relax_vk' has no attribute {name!r}")

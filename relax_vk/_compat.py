@@ -30,3 +30,12 @@ def check_toolchain() -> None:
             f"apache-tvm-ffi is not installed: pip install 'apache-tvm=={REQUIRED_TVM}' 'apache-tvm-ffi=={REQUIRED_FFI}'"
         ) from None
     check_ffi_version(ffi)
+
+
+def check_ffi_if_installed() -> None:
+    """Refuse a known-bad tvm-ffi at import; without TVM (runtime-only use) there is nothing to check."""
+    try:
+        ffi = metadata.version("apache-tvm-ffi")
+    except metadata.PackageNotFoundError:
+        return
+    check_ffi_version(ffi)

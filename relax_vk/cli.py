@@ -57,7 +57,7 @@ def _scoped(args, model: str):
 
 
 def cmd_plan(args) -> int:
-    from .plan import plan
+    from .memory_plan import plan
 
     result = plan(_scoped(args, args.model))
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
@@ -93,7 +93,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .plan import plan
+    from .memory_plan import plan
 
     print(f"relax_vk demo: model {args.model!r}, target {args.target}")
     print("[1/2] running the scope stages ...", flush=True)
@@ -109,7 +109,7 @@ def cmd_build(args) -> int:
     import shutil
     import tempfile
 
-    from .build import build
+    from .compiler import build
 
     print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
     compiled = build(_load(args.model), _target(args), options=_options(args))

@@ -10,6 +10,7 @@ from tvm import relax
 
 from . import target as _target
 from .options import ScopeOptions
+from . import tir_pipeline as _tir_pipeline  # noqa: F401  (registers the "relax_vk.texture" TIR pipeline)
 from .legalize import LegalizeWithScopes
 from .passes import (
     CollectConsumerScopeInfo,

@@ -1,9 +1,14 @@
 """Scheduling: dlight rules that give every kernel GPU threads and vectorised texel stores.
 
-Order: TVM's adreno rules for the kernels they recognise (textured NCHW4c conv2d, layout
-transforms, pools); then the adreno fallback, which handles any remaining kernel that *writes* a
-texture by vectorising the 4-lane texel axis of its store (TVM's texture lowering requires the
-store width to equal the texel); then the generic GPU rules (reductions, everything else).
+Order: relax_vk's pool schedule (:mod:`relax_vk.pool_schedule`); TVM's adreno rules for textured
+NCHW4c conv2d and layout transforms; the adreno fallback, which handles any
+remaining kernel that *writes* a texture by vectorising its 4-lane texel axis (TVM's texture
+lowering requires the store width to equal the texel); then the generic GPU rules (reductions,
+everything else). TVM's adreno pool rule is not used: its kernels accumulate four texel lanes
+into a one-element local buffer (wrong numbers on pocl).
+
+TVM 0.27 then scalarises every vectorised texture store during lowering; relax_vk's TIR pipeline
+repairs them (:mod:`relax_vk.texture_store_fix`).
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from typing import List
 import tvm
 from tvm.s_tir import dlight as dl
 
+from .pool_schedule import SchedulePools
+
 
 def schedule_passes() -> List[tvm.transform.Pass]:
     """The scheduling passes (they need the target to be entered, as dlight reads it)."""
     return [
-        dl.ApplyDefaultSchedule(dl.adreno.Conv2d(), dl.adreno.LayoutTransform(), dl.adreno.Pool2D()),
+        SchedulePools(),
+        dl.ApplyDefaultSchedule(dl.adreno.Conv2d(), dl.adreno.LayoutTransform()),
         dl.ApplyDefaultSchedule(dl.adreno.Fallback()),
         dl.ApplyDefaultSchedule(dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()),
     ]

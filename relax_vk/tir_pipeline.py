@@ -12,11 +12,20 @@ finalisation passes, and is registered as ``"relax_vk.texture"``::
 
 from __future__ import annotations
 
+import tvm
 from tvm.s_tir import pipeline as s_tir_pipeline
 from tvm.s_tir.backend.adreno import pipeline as adreno_pipeline
 from tvm.tirx import compilation_pipeline
 
+from .texture_store_fix import RepairTextureStores
+
 NAME = "relax_vk.texture"
+
+
+def _finalize_device_passes():
+    """TVM's device finalisation, preceded by the repair of scalarised texture stores
+    (:mod:`relax_vk.texture_store_fix`)."""
+    return tvm.transform.Sequential([RepairTextureStores(), s_tir_pipeline.finalize_device_passes()])
 
 
 def texture_tir_pipeline(**_kwargs):
@@ -24,7 +33,7 @@ def texture_tir_pipeline(**_kwargs):
     return (
         adreno_pipeline.default_tir_pipeline(),
         s_tir_pipeline.finalize_host_passes,
-        s_tir_pipeline.finalize_device_passes,
+        _finalize_device_passes,
     )
 
 

@@ -33,35 +33,36 @@ class RFCExpected:
         I.vdevice(TGT, 0, "global.texture-weight"),
     ]})
 
+    # relax_vk legalizes layout transforms as gathers over the output (texel lane innermost)
     @T.prim_func(private=True, s_tir=True)
     def te_layout_transform(x: T.Buffer((T.int64(2), T.int64(64), T.int64(56), T.int64(56)), "float32"), te_layout_transform: T.Buffer((T.int64(2), T.int64(16), T.int64(56), T.int64(56), T.int64(4)), "float32")):
         T.func_attr({"op_pattern": 8, "relax_vk.source_op": "relax.layout_transform", "tirx.noalias": True})
-        for self, i0, i1, i2 in T.grid(T.int64(2), T.int64(64), T.int64(56), T.int64(56)):
+        for i0, i1, i2, i3, i4 in T.grid(T.int64(2), T.int64(16), T.int64(56), T.int64(56), T.int64(4)):
             with T.sblock("te_layout_transform"):
-                v_self, v_i0, v_i1, v_i2 = T.axis.remap("SSSS", [self, i0, i1, i2])
-                T.reads(x[v_self, v_i0, v_i1, v_i2])
-                T.writes(te_layout_transform[v_self, v_i0 // T.int64(4), v_i1, v_i2, v_i0 % T.int64(4)])
-                te_layout_transform[v_self, v_i0 // T.int64(4), v_i1, v_i2, v_i0 % T.int64(4)] = x[v_self, v_i0, v_i1, v_i2]
+                v_i0, v_i1, v_i2, v_i3, v_i4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
+                T.reads(x[v_i0, v_i1 * T.int64(4) + v_i4, v_i2, v_i3])
+                T.writes(te_layout_transform[v_i0, v_i1, v_i2, v_i3, v_i4])
+                te_layout_transform[v_i0, v_i1, v_i2, v_i3, v_i4] = x[v_i0, v_i1 * T.int64(4) + v_i4, v_i2, v_i3]
 
     @T.prim_func(private=True, s_tir=True)
     def te_layout_transform1(w: T.Buffer((T.int64(32), T.int64(64), T.int64(3), T.int64(3)), "float32"), te_layout_transform: T.Buffer((T.int64(8), T.int64(64), T.int64(3), T.int64(3), T.int64(4)), "float32")):
         T.func_attr({"op_pattern": 8, "relax_vk.source_op": "relax.layout_transform", "tirx.noalias": True})
-        for self, i0, i1, i2 in T.grid(T.int64(32), T.int64(64), T.int64(3), T.int64(3)):
+        for i0, i1, i2, i3, i4 in T.grid(T.int64(8), T.int64(64), T.int64(3), T.int64(3), T.int64(4)):
             with T.sblock("te_layout_transform"):
-                v_self, v_i0, v_i1, v_i2 = T.axis.remap("SSSS", [self, i0, i1, i2])
-                T.reads(w[v_self, v_i0, v_i1, v_i2])
-                T.writes(te_layout_transform[v_self // T.int64(4), v_i0, v_i1, v_i2, v_self % T.int64(4)])
-                te_layout_transform[v_self // T.int64(4), v_i0, v_i1, v_i2, v_self % T.int64(4)] = w[v_self, v_i0, v_i1, v_i2]
+                v_i0, v_i1, v_i2, v_i3, v_i4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
+                T.reads(w[v_i0 * T.int64(4) + v_i4, v_i1, v_i2, v_i3])
+                T.writes(te_layout_transform[v_i0, v_i1, v_i2, v_i3, v_i4])
+                te_layout_transform[v_i0, v_i1, v_i2, v_i3, v_i4] = w[v_i0 * T.int64(4) + v_i4, v_i1, v_i2, v_i3]
 
     @T.prim_func(private=True, s_tir=True)
     def te_layout_transform2(lv2: T.Buffer((T.int64(2), T.int64(8), T.int64(54), T.int64(54), T.int64(4)), "float32"), te_layout_transform: T.Buffer((T.int64(2), T.int64(32), T.int64(54), T.int64(54)), "float32")):
         T.func_attr({"op_pattern": 8, "relax_vk.source_op": "relax.layout_transform", "tirx.noalias": True})
-        for self, i0, i1, i2, i3 in T.grid(T.int64(2), T.int64(8), T.int64(54), T.int64(54), T.int64(4)):
+        for i0, i1, i2, i3 in T.grid(T.int64(2), T.int64(32), T.int64(54), T.int64(54)):
             with T.sblock("te_layout_transform"):
-                v_self, v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSSS", [self, i0, i1, i2, i3])
-                T.reads(lv2[v_self, v_i0, v_i1, v_i2, v_i3])
-                T.writes(te_layout_transform[v_self, v_i0 * T.int64(4) + v_i3, v_i1, v_i2])
-                te_layout_transform[v_self, v_i0 * T.int64(4) + v_i3, v_i1, v_i2] = lv2[v_self, v_i0, v_i1, v_i2, v_i3]
+                v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+                T.reads(lv2[v_i0, v_i1 // T.int64(4), v_i2, v_i3, v_i1 % T.int64(4)])
+                T.writes(te_layout_transform[v_i0, v_i1, v_i2, v_i3])
+                te_layout_transform[v_i0, v_i1, v_i2, v_i3] = lv2[v_i0, v_i1 // T.int64(4), v_i2, v_i3, v_i1 % T.int64(4)]
 
     @R.function
     def main(x: R.Tensor((2, 64, 56, 56), dtype="float32", vdevice="opencl:0:global"), w: R.Tensor((32, 64, 3, 3), dtype="float32", vdevice="opencl:0:global")) -> R.Tensor((2, 32, 54, 54), dtype="float32", vdevice="opencl:0:global"):

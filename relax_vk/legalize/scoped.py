@@ -20,6 +20,9 @@ from tvm import relax
 from ..ir_utils import ops_in
 from .conv2d import legalize_conv2d_nchw4c
 from .elementwise import MISSING_LEGALIZERS
+from .layout_transform import legalize_layout_transform
+
+OWN = {"relax.layout_transform": legalize_layout_transform, **MISSING_LEGALIZERS}
 
 
 def _vdevices(ty):
@@ -78,7 +81,7 @@ def legalize_map(mod: tvm.IRModule) -> dict:
         if name == "relax.nn.conv2d":
             custom[name] = keep_vdevice(name, legalize_conv2d_nchw4c)
             continue
-        legalize = tvm.ir.Op.get(name).get_attr("FLegalize") or MISSING_LEGALIZERS.get(name)
+        legalize = OWN.get(name) or tvm.ir.Op.get(name).get_attr("FLegalize")
         if legalize is not None:
             custom[name] = keep_vdevice(name, legalize)
     return custom

@@ -20,8 +20,10 @@ def _tensor(name: str, shape, dtype: str = "float32") -> relax.Var:
 
 
 def _const(shape, seed: int) -> relax.Expr:
+    """A seeded constant; conv weights are scaled by 1/sqrt(fan_in) so deep stacks stay O(1)."""
     rng = np.random.default_rng(seed)
-    return relax.const(rng.standard_normal(shape).astype("float32") * 0.1)
+    fan_in = int(np.prod(shape[1:])) if len(shape) == 4 and shape[0] > 1 else 1
+    return relax.const((rng.standard_normal(shape) / np.sqrt(fan_in) * (1.0 if fan_in > 1 else 0.1)).astype("float32"))
 
 
 def rfc_conv2d() -> tvm.IRModule:

@@ -47,38 +47,56 @@ def _pyopencl():
 _CACHE: dict = {}
 
 
-def find_device(prefer: str = "pocl", need_images: bool = True):
-    """The first OpenCL device (platforms whose name contains ``prefer`` first) that builds an
-    image-writing probe kernel. Raises :class:`OpenCLUnavailable` with every reason otherwise."""
-    key = (prefer, need_images)
-    if key in _CACHE:
-        return _CACHE[key]
+def describe(device) -> str:
+    return f"{device.name} ({device.platform.version.strip()})"
+
+
+def all_devices() -> list:
+    """Every OpenCL device pyopencl sees, as ``(platform index, device index, device)``."""
     cl = _pyopencl()
-    reasons = []
     try:
         platforms = cl.get_platforms()
     except Exception as err:  # no ICD loader / no platform
         raise OpenCLUnavailable(f"no OpenCL platform: {err}") from err
-    platforms = sorted(platforms, key=lambda p: (prefer.lower() not in (p.name + p.version).lower()))
-    for platform in platforms:
-        for device in platform.get_devices():
-            label = f"{device.name} ({platform.version.strip()})"
-            if need_images and not device.image_support:
-                reasons.append(f"{label}: no image support")
-                continue
-            try:
-                ctx = cl.Context([device])
-                cl.Program(ctx, _PROBE if need_images else "__kernel void relax_vk_probe() {}").build()
-            except Exception as err:
-                first = str(err).strip().splitlines()
-                reasons.append(f"{label}: probe build failed: {next((l for l in first if 'error' in l), first[-1] if first else err)}")
-                continue
-            _CACHE[key] = device
-            return device
+    return [(p, d, dev) for p, platform in enumerate(platforms) for d, dev in enumerate(platform.get_devices())]
+
+
+def device_works(device, need_images: bool = True) -> str:
+    """Empty when ``device`` builds an (image-writing) probe kernel, else the reason it cannot."""
+    cl = _pyopencl()
+    if need_images and not device.image_support:
+        return "no image support"
+    try:
+        ctx = cl.Context([device])
+        cl.Program(ctx, _PROBE if need_images else "__kernel void relax_vk_probe() {}").build()
+    except Exception as err:
+        lines = str(err).strip().splitlines()
+        return "probe build failed: " + next((l for l in lines if "error" in l), lines[-1] if lines else str(err))
+    return ""
+
+
+def find_device(prefer: str = "pocl", need_images: bool = True, gpu_only: bool = False):
+    """The first OpenCL device (platforms whose name contains ``prefer`` first) that builds an
+    image-writing probe kernel. Raises :class:`OpenCLUnavailable` with every reason otherwise."""
+    key = (prefer, need_images, gpu_only)
+    if key in _CACHE:
+        return _CACHE[key]
+    cl = _pyopencl()
+    reasons = []
+    candidates = sorted(all_devices(), key=lambda t: (prefer.lower() not in (t[2].platform.name + t[2].platform.version).lower(), t[0], t[1]))
+    for _, _, device in candidates:
+        if gpu_only and not device.type & cl.device_type.GPU:
+            continue
+        problem = device_works(device, need_images)
+        if problem:
+            reasons.append(f"{describe(device)}: {problem}")
+            continue
+        _CACHE[key] = device
+        return device
     raise OpenCLUnavailable(
         "no OpenCL device can build kernels"
         + ("".join(f"\n  - {r}" for r in reasons) if reasons else " (no devices found)")
-        + "\nOn Debian/Ubuntu: apt-get install pocl-opencl-icd"
+        + ("\n(only GPU devices were considered)" if gpu_only else "\nOn Debian/Ubuntu: apt-get install pocl-opencl-icd")
     )
 
 

@@ -4,7 +4,7 @@ import pytest
 from tvm import relax
 
 import relax_vk
-from relax_vk.build import UnsupportedTargetError
+from relax_vk.compiler import UnsupportedTargetError
 from relax_vk.models import EXAMPLES, build_example
 
 from helpers_build import build_and_compile, image_params, kernel_scopes

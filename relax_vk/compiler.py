@@ -13,12 +13,13 @@ from typing import Dict, List, Optional
 
 import tvm
 from tvm import relax
+from tvm.ir.instrument import pass_instrument
 
 from . import target as _target
 from .opencl.compiler import kernel_names
 from .options import ScopeOptions
 from .pipeline import lowering_stage, scope_pipeline
-from .plan import MemoryPlan, plan
+from .memory_plan import MemoryPlan, plan
 from .registry import OpRegistry
 from .tir_pipeline import NAME as TIR_PIPELINE
 
@@ -37,7 +38,9 @@ class CompiledModule:
     executable: relax.VMExecutable
     opencl_source: str
     kernels: List[str]
+    host_tir: Optional[tvm.IRModule] = None  # host functions right after SplitHostDevice
     stage_seconds: Dict[str, float] = field(default_factory=dict)
+    model: Dict[str, str] = field(default_factory=dict)  # where the model came from (for --check)
 
     @property
     def main(self) -> relax.Function:
@@ -46,6 +49,30 @@ class CompiledModule:
 
     def plan(self) -> MemoryPlan:
         return plan(self.lowered)
+
+    def artifact(self):
+        """The portable program (:class:`relax_vk.artifact.Artifact`) of this module."""
+        from .lowered_program import export_program
+
+        return export_program(self.lowered, self.host_tir, self.opencl_source, self.target.kind.name, self.model)
+
+
+def export(compiled: CompiledModule, path: str) -> None:
+    """Write ``compiled`` as one ``.rvk`` file (atomically; see :mod:`relax_vk.artifact`)."""
+    compiled.artifact().write(path)
+
+
+@pass_instrument
+class _CaptureHostTIR:
+    """Keeps the TIR module right after ``SplitHostDevice``: host functions still have their buffer
+    parameters and show each device kernel launch with its arguments and thread extents."""
+
+    def __init__(self):
+        self.module = None
+
+    def run_after_pass(self, mod, info):
+        if info.name == "tirx.SplitHostDevice":
+            self.module = mod
 
 
 def _opencl_module(module):
@@ -63,8 +90,11 @@ def build(
     target: "tvm.target.Target | str | None" = None,
     registry: Optional[OpRegistry] = None,
     options: Optional[ScopeOptions] = None,
+    model: Optional[Dict[str, str]] = None,
 ) -> CompiledModule:
-    """Scope, lower and compile ``mod`` for an OpenCL target (see :class:`CompiledModule`)."""
+    """Scope, lower and compile ``mod`` for an OpenCL target (see :class:`CompiledModule`).
+    ``model`` records where the module came from (e.g. ``{"example": "rfc-conv2d"}``), so a
+    runtime can rebuild a CPU reference for it."""
     tgt = _target.resolve(target)
     if tgt.kind.name == "vulkan":
         raise UnsupportedTargetError(
@@ -82,8 +112,13 @@ def build(
     seconds["lowering"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tail = tvm.transform.Sequential(gpu_generic.dataflow_lower_passes(tgt) + gpu_generic.finalize_passes(tgt))
-    executable = tvm.compile(lowered, tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)
+    capture = _CaptureHostTIR()
+    outer = tvm.transform.PassContext.current()
+    with tvm.transform.PassContext(
+        opt_level=outer.opt_level, config=dict(outer.config), instruments=list(outer.instruments) + [capture]
+    ):
+        executable = tvm.compile(lowered, tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)
     seconds["codegen"] = time.perf_counter() - t0
     device_module = _opencl_module(executable.mod)
     source = str(device_module.inspect_source("cl")) if device_module is not None else ""
-    return CompiledModule(tgt, scoped, lowered, executable, source, kernel_names(source), seconds)
+    return CompiledModule(tgt, scoped, lowered, executable, source, kernel_names(source), capture.module, seconds, dict(model or {}))

@@ -1,0 +1,141 @@
+"""The ``.rvk`` artifact: one file holding a lowered model (after ExecuTorch's ``preprocess``).
+
+Layout (little endian)::
+
+    offset 0   magic            8 bytes  b"RELAXVK\\0"
+           8   version          u32
+          12   section count    u32      (3)
+          16   sections         3 x (offset u64, size u64, crc32 u32, reserved u32)
+          88   ...              program JSON | kernel source (UTF-8) | constants (16-byte aligned)
+
+The program JSON describes tensors (shape, dtype, scope, image extents, kind), kernels (name,
+launch geometry), the ordered steps (kernel launches, scope copies, aliases) and the inputs and
+outputs. Constants live in the last section; each constant's offset is a multiple of 16.
+Loading checks the magic, the version, that every section lies inside the file, each section's
+CRC32, and that every constant lies inside the constant section, and refuses anything else with an
+:class:`ArtifactError` that says what is wrong. Writing is atomic (a temporary file renamed into
+place), so a failed export never leaves a half-written file. Needs only the standard library and
+numpy: this module must stay importable without TVM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import numpy as np
+
+MAGIC = b"RELAXVK\0"
+VERSION = 1
+ALIGN = 16
+_HEADER = struct.Struct("<8sII")
+_SECTION = struct.Struct("<QQII")
+SECTIONS = ("program", "source", "constants")
+HEADER_SIZE = _HEADER.size + _SECTION.size * len(SECTIONS)
+
+
+class ArtifactError(ValueError):
+    """A file is not a valid relax_vk artifact (truncated, corrupted, wrong version, ...)."""
+
+
+@dataclass
+class Artifact:
+    """A lowered model: the program description, the OpenCL source and the constant bytes."""
+
+    program: dict
+    source: str
+    constants: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ write
+    def to_bytes(self) -> bytes:
+        program = dict(self.program)
+        blob = bytearray()
+        table: List[dict] = []
+        for name in sorted(self.constants):
+            array = np.ascontiguousarray(self.constants[name])
+            pad = (-len(blob)) % ALIGN
+            blob += b"\0" * pad
+            table.append({"name": name, "offset": len(blob), "nbytes": array.nbytes, "dtype": str(array.dtype), "shape": list(array.shape)})
+            blob += array.tobytes()
+        program["constants"] = table
+        sections = [json.dumps(program, sort_keys=True).encode(), self.source.encode(), bytes(blob)]
+        out = bytearray(HEADER_SIZE)
+        offset = HEADER_SIZE
+        entries = []
+        for data in sections:
+            offset += (-offset) % ALIGN
+            entries.append((offset, len(data), zlib.crc32(data) & 0xFFFFFFFF, 0))
+            offset += len(data)
+        _HEADER.pack_into(out, 0, MAGIC, VERSION, len(sections))
+        for i, entry in enumerate(entries):
+            _SECTION.pack_into(out, _HEADER.size + i * _SECTION.size, *entry)
+        for (start, _, _, _), data in zip(entries, sections):
+            out += b"\0" * (start - len(out))
+            out += data
+        return bytes(out)
+
+    def write(self, path: str) -> None:
+        """Write atomically: a temporary file in the same folder, then renamed over ``path``."""
+        data = self.to_bytes()
+        folder = os.path.dirname(os.path.abspath(path)) or "."
+        fd, tmp = tempfile.mkstemp(prefix=".rvk-", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    # ------------------------------------------------------------------- read
+    @staticmethod
+    def from_bytes(data: bytes, what: str = "artifact") -> "Artifact":
+        if len(data) < HEADER_SIZE:
+            raise ArtifactError(f"{what}: truncated: {len(data)} bytes, the header alone is {HEADER_SIZE}")
+        magic, version, count = _HEADER.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise ArtifactError(f"{what}: not a relax_vk artifact (magic {magic!r}, expected {MAGIC!r})")
+        if version != VERSION:
+            raise ArtifactError(f"{what}: format version {version}, this relax_vk reads version {VERSION}; rebuild the model")
+        if count != len(SECTIONS):
+            raise ArtifactError(f"{what}: {count} sections, expected {len(SECTIONS)}")
+        parts = []
+        for i, name in enumerate(SECTIONS):
+            offset, size, crc, _ = _SECTION.unpack_from(data, _HEADER.size + i * _SECTION.size)
+            if offset < HEADER_SIZE or offset + size > len(data):
+                raise ArtifactError(
+                    f"{what}: section '{name}' [{offset}, {offset + size}) lies outside the file ({len(data)} bytes): truncated?"
+                )
+            part = data[offset : offset + size]
+            if zlib.crc32(part) & 0xFFFFFFFF != crc:
+                raise ArtifactError(f"{what}: section '{name}' is corrupted (CRC32 mismatch)")
+            parts.append(part)
+        try:
+            program = json.loads(parts[0].decode())
+            source = parts[1].decode()
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ArtifactError(f"{what}: unreadable program section: {err}") from None
+        constants = {}
+        blob = parts[2]
+        for entry in program.get("constants", []):
+            start, nbytes = int(entry["offset"]), int(entry["nbytes"])
+            if start % ALIGN or start + nbytes > len(blob):
+                raise ArtifactError(f"{what}: constant {entry['name']} at [{start}, {start + nbytes}) is misaligned or outside its section")
+            array = np.frombuffer(blob, dtype=entry["dtype"], count=nbytes // np.dtype(entry["dtype"]).itemsize, offset=start)
+            constants[entry["name"]] = array.reshape(entry["shape"])
+        return Artifact(program, source, constants)
+
+    @staticmethod
+    def read(path: str) -> "Artifact":
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as err:
+            raise ArtifactError(f"{path}: cannot read: {err}") from None
+        return Artifact.from_bytes(data, path)

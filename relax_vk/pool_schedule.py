@@ -1,0 +1,77 @@
+"""A schedule for NCHW4c pooling kernels (max, avg, adaptive avg; with fused pads and epilogues).
+
+TVM's adreno pool rule accumulates four texel lanes into a one-element local buffer (wrong numbers
+on pocl) and its fallback rule fails on pools that write textures. This schedule: inline the pad,
+let the final block (the pool, or its fused epilogue) own the threads -- spatial loops fused and
+bound to ``blockIdx.x``/``threadIdx.x``, the 4-lane texel loop vectorised -- and compute the
+reduction per thread into a 4-lane local accumulator.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tvm
+from tvm import s_tir, tirx
+
+THREADS = 64
+
+
+def _is_pool_reduction(sch, block) -> bool:
+    stmt = sch.get(block)
+    kinds = [iv.iter_type for iv in stmt.iter_vars]
+    spatial = [k for k in kinds if k == tirx.IterVar.DataPar]
+    reduce = [k for k in kinds if k == tirx.IterVar.CommReduce]
+    if len(spatial) != 5 or len(reduce) != 2 or len(stmt.writes) != 1:
+        return False
+    lanes = stmt.iter_vars[4].dom.extent
+    return int(getattr(lanes, "value", -1)) == 4
+
+
+def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
+    """The scheduled pool kernel, or None when ``func`` is not one."""
+    sch = s_tir.Schedule(func)
+    try:
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    except Exception:
+        return None
+    reductions = [b for b in blocks if _is_pool_reduction(sch, b)]
+    if len(reductions) != 1:
+        return None
+    red = reductions[0]
+    index = [sch.get(b).same_as(sch.get(red)) for b in blocks].index(True)
+    for b in blocks[:index]:  # pads and other producers
+        sch.compute_inline(b)
+    after = blocks[index + 1 :]
+    for b in after[:-1]:
+        sch.compute_inline(b)
+    if after:
+        out = after[-1]
+        sch.set_scope(red, 0, "local")
+    else:
+        out = sch.cache_write(red, 0, "local")
+    loops = sch.get_loops(out)
+    if len(loops) != 5:
+        return None
+    fused = sch.fuse(*loops[:4])
+    bx, tx = sch.split(fused, [None, THREADS])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(loops[4])
+    sch.compute_at(red, tx)
+    return sch.mod["main"].with_attrs(func.attrs).with_attr("tirx.is_scheduled", True)
+
+
+def SchedulePools() -> tvm.transform.Pass:
+    """Schedule every NCHW4c pooling PrimFunc (see the module docstring)."""
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        out = mod.clone()
+        for gvar, func in mod.functions_items():
+            if isinstance(func, tirx.PrimFunc) and not (func.attrs is not None and "tirx.is_scheduled" in func.attrs):
+                scheduled = schedule_pool(func)
+                if scheduled is not None:
+                    out[gvar] = scheduled
+        return out
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.SchedulePools")

@@ -1,0 +1,147 @@
+"""Repair texture stores that TVM 0.27's ``VectorizeLoop`` scalarised.
+
+``TextureFlatten`` types each ``texture2d_store`` call with its image pointer's type, which is not
+a primitive type, so ``VectorizeLoop`` never reaches its texture-store rule: it scalarises the
+4-lane loop instead, and every iteration writes a *whole texel* built from one scalar
+(``write_imagef(img, p, as_float4(v))`` broadcasts ``v``). OpenCL compiles it and the last lane
+wins everywhere: wrong numbers, no error. Every texture-writing kernel of upstream's pipeline is
+affected; relax_vk found it by running the kernels on pocl.
+
+This device-side pass (run first among the finalisation passes, on fully lowered kernels)
+rewrites each such loop (its body: texture stores and ``Bind``s)::
+
+    for l_s in range(4): texture2d_store(img, x, y, z, bits, value(l_s)); ...
+
+(``x, y, z`` independent of ``l_s``) into::
+
+    <loop-invariant Binds>
+    stage = alloc local float32[4]
+    for l_s in range(4): <Binds that depend on l_s>; stage[l_s] = value(l_s); ...
+    texture2d_store(img, x, y, z, bits, stage[0:4]); ...
+
+which writes each texel once with its four lanes. A texture store left inside any other loop
+shape raises an error naming the kernel rather than producing wrong code.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+from tvm.tirx import stmt as S
+
+_STORE = "tirx.texture2d_store"
+
+
+class TextureStoreError(RuntimeError):
+    """A texture store the repair cannot prove correct."""
+
+
+def _is_store(node) -> bool:
+    return (
+        isinstance(node, S.Evaluate)
+        and isinstance(node.value, tvm.ir.expr.Call)
+        and getattr(node.value.op, "name", "") == _STORE
+    )
+
+
+def _body_list(body):
+    return list(body.seq) if isinstance(body, S.SeqStmt) else [body]
+
+
+def _is_scalarised_store_loop(loop: S.For) -> bool:
+    """A serial loop whose body is texture stores (and ``Bind``s) only: what scalarisation leaves."""
+    if loop.kind == S.ForKind.VECTORIZED:
+        return False
+    stmts = _body_list(loop.body)
+    return any(_is_store(x) for x in stmts) and all(_is_store(x) or isinstance(x, S.Bind) for x in stmts)
+
+
+def _uses_any(expr, variables) -> bool:
+    if not variables:
+        return False
+    free = tirx.analysis._ffi_api.UndefinedVars(expr, [])
+    return any(any(v.same_as(u) for u in variables) for v in free)
+
+
+def _repair_loop(loop: S.For, kernel: str, counter: list):
+    lanes = int(loop.extent.value) if hasattr(loop.extent, "value") else -1
+    if lanes != 4:
+        raise TextureStoreError(f"kernel {kernel}: texture stores in a {lanes}-iteration scalarised loop")
+    dependent = [loop.loop_var]  # the loop var and every Bind computed from it
+    hoisted, inner, stages, stores = [], [], [], []
+    for x in _body_list(loop.body):
+        if isinstance(x, S.Bind):
+            if _uses_any(x.value, dependent):
+                dependent.append(x.var)
+                inner.append(x)
+            else:
+                hoisted.append(x)  # loop-invariant: defined once, before the loop
+            continue
+        args = list(x.value.args)
+        if any(_uses_any(a, dependent) for a in args[1:4]):
+            raise TextureStoreError(f"kernel {kernel}: a scalarised texture store changes its texel coordinate per lane")
+        value = args[-1]
+        stage = tirx.decl_buffer((4,), str(value.ty.dtype), f"texel_stage{counter[0]}", scope="local")
+        counter[0] += 1
+        stages.append(stage)
+        inner.append(S.BufferStore(stage, value, [loop.loop_var]))
+        vector = tirx.BufferLoad(stage, [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), 4)])
+        stores.append(S.Evaluate(tirx.call_intrin("handle", _STORE, *args[:-1], vector)))
+    fill = S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, S.SeqStmt(inner) if len(inner) > 1 else inner[0])
+    return hoisted + [S.AllocBuffer(stage) for stage in stages] + [fill] + stores
+
+
+def _rewrite(node, kernel: str, counter: list):
+    """``node`` with repaired stores (a Stmt, or a list of Stmts to splice into a sequence)."""
+    if isinstance(node, S.SeqStmt):
+        out, changed = [], False
+        for s in node.seq:
+            new = _rewrite(s, kernel, counter)
+            if isinstance(new, list):
+                out.extend(new)
+                changed = True
+            else:
+                out.append(new)
+                changed = changed or not new.same_as(s)
+        return S.SeqStmt(out) if changed else node
+    if isinstance(node, S.For):
+        if _is_scalarised_store_loop(node):
+            return _repair_loop(node, kernel, counter)
+        body = _as_stmt(_rewrite(node.body, kernel, counter))
+        if body.same_as(node.body):
+            return node
+        return S.For(node.loop_var, node.min, node.extent, node.kind, body, node.thread_binding, node.annotations)
+    if isinstance(node, S.AttrStmt):
+        body = _as_stmt(_rewrite(node.body, kernel, counter))
+        return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
+    if isinstance(node, S.IfThenElse):
+        then_case = _as_stmt(_rewrite(node.then_case, kernel, counter))
+        else_case = _as_stmt(_rewrite(node.else_case, kernel, counter)) if node.else_case is not None else None
+        if then_case.same_as(node.then_case) and (else_case is None or else_case.same_as(node.else_case)):
+            return node
+        return S.IfThenElse(node.condition, then_case, else_case)
+    return node
+
+
+def _as_stmt(new):
+    return S.SeqStmt(new) if isinstance(new, list) else new
+
+
+def repair_texture_stores(func: tirx.PrimFunc, name: str) -> tirx.PrimFunc:
+    body = _as_stmt(_rewrite(func.body, name, [0]))
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def RepairTextureStores() -> tvm.transform.Pass:
+    """Apply :func:`repair_texture_stores` to every device kernel."""
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        out = mod.clone()
+        for gvar, func in mod.functions_items():
+            if isinstance(func, tirx.PrimFunc):
+                fixed = repair_texture_stores(func, gvar.name_hint)
+                if not fixed.same_as(func):
+                    out[gvar] = fixed
+        return out
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.RepairTextureStores")
