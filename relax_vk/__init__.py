@@ -60,7 +60,16 @@ __all__ = sorted(_API) + ["target", "passes", "runtime", "artifact"]
 
 def __getattr__(name):
     if name in _API:
-        module = importlib.import_module(f".{_API[name]}", __name__)
+        try:
+            module = importlib.import_module(f".{_API[name]}", __name__)
+        except ImportError as err:
+            if "tvm" not in f"{getattr(err, 'name', '')} {err}".lower():
+                raise
+            raise ImportError(
+                f"relax_vk.{name} needs TVM ({err}); install it with "
+                "pip install 'apache-tvm==0.27.0.post1' 'apache-tvm-ffi==0.1.14.post1' "
+                "(relax_vk.runtime runs .rvk artifacts without it)"
+            ) from err
         value = getattr(module, name)
         globals()[name] = value
         return value

@@ -11,8 +11,9 @@ Layout (little endian)::
 The program JSON describes tensors (shape, dtype, scope, image extents, kind), kernels (name,
 launch geometry), the ordered steps (kernel launches, scope copies, aliases) and the inputs and
 outputs. Constants live in the last section; each constant's offset is a multiple of 16.
-Loading checks the magic, the version, that every section lies inside the file, each section's
-CRC32, and that every constant lies inside the constant section, and refuses anything else with an
+Loading checks the magic, the version, that the sections lie inside the file in order with
+zero padding between them and nothing after, each section's CRC32, and that every constant lies
+inside the constant section, and refuses anything else with an
 :class:`ArtifactError` that says what is wrong. Writing is atomic (a temporary file renamed into
 place), so a failed export never leaves a half-written file. Needs only the standard library and
 numpy: this module must stay importable without TVM.
@@ -106,16 +107,22 @@ class Artifact:
         if count != len(SECTIONS):
             raise ArtifactError(f"{what}: {count} sections, expected {len(SECTIONS)}")
         parts = []
+        end = HEADER_SIZE
         for i, name in enumerate(SECTIONS):
             offset, size, crc, _ = _SECTION.unpack_from(data, _HEADER.size + i * _SECTION.size)
-            if offset < HEADER_SIZE or offset + size > len(data):
+            if offset < end or offset + size > len(data):
                 raise ArtifactError(
                     f"{what}: section '{name}' [{offset}, {offset + size}) lies outside the file ({len(data)} bytes): truncated?"
                 )
+            if any(data[end:offset]):
+                raise ArtifactError(f"{what}: padding before section '{name}' is corrupted (not zero)")
+            end = offset + size
             part = data[offset : offset + size]
             if zlib.crc32(part) & 0xFFFFFFFF != crc:
                 raise ArtifactError(f"{what}: section '{name}' is corrupted (CRC32 mismatch)")
             parts.append(part)
+        if len(data) != end:
+            raise ArtifactError(f"{what}: {len(data) - end} unexpected bytes after the last section")
         try:
             program = json.loads(parts[0].decode())
             source = parts[1].decode()

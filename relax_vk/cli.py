@@ -3,12 +3,17 @@
 * ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
 * ``relax-vk show MODEL``: the module after every scope stage;
 * ``relax-vk build MODEL --target opencl -o DIR``: compile; writes ``kernels.cl``, ``plan.json``
-  (the ``plan --json`` contract) and ``module.py`` (the final Relax module as TVMScript);
+  (the ``plan --json`` contract), ``module.py`` (the final Relax module as TVMScript) and
+  ``model.rvk``; ``-o FILE.rvk`` writes just the portable artifact;
+* ``relax-vk run MODEL_OR_RVK [--device D] [--check] [--repeat N] [--json]``: run on OpenCL;
+* ``relax-vk devices``: the OpenCL devices pyopencl sees;
 * ``relax-vk demo``: the README's main job on the built-in default model;
 * ``relax-vk models``: the built-in example models.
 
-MODEL is a built-in example name (``relax-vk models``). ``--json`` output follows the contract in
-:mod:`relax_vk.plan` and does not change shape between versions.
+MODEL is a built-in example name (``relax-vk models``). ``--json`` outputs are stable contracts:
+``plan`` as in :mod:`relax_vk.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
+"max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}]}``.
+``run`` and ``devices`` on ``.rvk`` files need only numpy and pyopencl (no TVM).
 """
 
 from __future__ import annotations
@@ -93,48 +98,166 @@ def cmd_show(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .memory_plan import plan
+    import numpy as np
+
+    from .reference import run_on_cpu
+    from .runtime import load
 
     print(f"relax_vk demo: model {args.model!r}, target {args.target}")
-    print("[1/2] running the scope stages ...", flush=True)
-    mod = _scoped(args, args.model)
-    print(mod["main"].script(show_meta=False))
-    print("[2/2] memory plan")
-    print(plan(mod).table())
-    return 0
+    print("[1/4] scope, lower and compile ...", flush=True)
+    compiled = _compile(args, args.model)
+    print(compiled.main.script(show_meta=False))
+    print("[2/4] memory plan")
+    print(compiled.plan().table())
+    print("[3/4] run on OpenCL ...", flush=True)
+    session = load(compiled.artifact(), device=args.device)
+    inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
+    outputs = session.run(inputs)
+    reference = run_on_cpu(_load(args.model), inputs)
+    abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
+    ok = all(np.allclose(o, r, rtol=1e-4, atol=1e-4) for o, r in zip(outputs, reference))
+    print(f"device: {session.device.name.strip()}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
+    print("[4/4] timing")
+    lat = session.time(inputs, repeat=10)
+    print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
+    for k in session.last_profile:
+        print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f} ms")
+    return 0 if ok else 1
 
 
-def cmd_build(args) -> int:
+def _write_atomically(out: str, files) -> None:
+    """Write ``{name: text or bytes}`` into folder ``out`` via a sibling staging folder renamed into
+    place: an interrupted or failed build never leaves a half-written output folder."""
     import os
     import shutil
     import tempfile
 
-    from .compiler import build
-
-    print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
-    compiled = build(_load(args.model), _target(args), options=_options(args))
-    out = os.path.abspath(args.output)
+    out = os.path.abspath(out)
     parent = os.path.dirname(out) or "."
     os.makedirs(parent, exist_ok=True)
-    # write everything into a sibling temporary folder, then move it into place: an interrupted
-    # or failed build never leaves a half-written output folder
     staging = tempfile.mkdtemp(prefix=".relax-vk-build-", dir=parent)
     os.chmod(staging, 0o755)
     try:
-        with open(os.path.join(staging, "kernels.cl"), "w") as f:
-            f.write(compiled.opencl_source)
-        with open(os.path.join(staging, "plan.json"), "w") as f:
-            json.dump(compiled.plan().to_json(), f, indent=2)
-        with open(os.path.join(staging, "module.py"), "w") as f:
-            f.write(compiled.lowered.script(show_meta=False))
+        for name, data in files.items():
+            with open(os.path.join(staging, name), "wb" if isinstance(data, bytes) else "w") as f:
+                f.write(data)
         if os.path.isdir(out):
             shutil.rmtree(out)
         os.replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _compile(args, model: str):
+    from .compiler import build
+
+    return build(_load(model), _target(args), options=_options(args), model={"example": model})
+
+
+def cmd_build(args) -> int:
+    print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
+    compiled = _compile(args, args.model)
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
-    print(f"[2/2] wrote {out}: {len(compiled.kernels)} kernels ({timings})")
+    artifact = compiled.artifact()
+    if args.output.endswith(".rvk"):
+        artifact.write(args.output)
+        print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
+        return 0
+    _write_atomically(
+        args.output,
+        {
+            "kernels.cl": compiled.opencl_source,
+            "plan.json": json.dumps(compiled.plan().to_json(), indent=2),
+            "module.py": compiled.lowered.script(show_meta=False),
+            "model.rvk": artifact.to_bytes(),
+        },
+    )
+    print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
+    return 0
+
+
+def _inputs(args, session):
+    import numpy as np
+
+    if args.inputs:
+        return [np.load(path) for path in args.inputs]
+    rng = np.random.default_rng(args.seed)
+    arrays = []
+    for i, tid in enumerate(session.program["inputs"]):
+        t = session.tensors[tid]
+        fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
+        arrays.append((rng.standard_normal(t["shape"]) / np.sqrt(fan_in)).astype(t["dtype"]))
+    return arrays
+
+
+def _reference(artifact, inputs):
+    """CPU reference outputs (TVM llvm) for the artifact's model, or (None, reason)."""
+    source = artifact.program.get("model", {})
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        return None, "skipped: TVM is not installed here (the reference runs TVM's llvm target)"
+    if "example" not in source:
+        return None, "skipped: the artifact does not say which model it was built from"
+    from .reference import run_on_cpu
+
+    return run_on_cpu(_load(source["example"]), inputs), ""
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from .artifact import Artifact
+    from .runtime import load
+
+    if args.model.endswith(".rvk"):
+        artifact = Artifact.read(args.model)
+    else:
+        print(f"building {args.model} ...", file=sys.stderr, flush=True)
+        artifact = _compile(args, args.model).artifact()
+    session = load(artifact, device=args.device)
+    inputs = _inputs(args, session)
+    outputs = session.run(inputs)
+    result = {"backend": "opencl", "device": session.device.name.strip(), "ok": None, "max_abs_err": None, "max_rel_err": None}
+    note = ""
+    if args.check:
+        reference, note = _reference(artifact, inputs)
+        if reference is not None:
+            abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
+            rel_err = max(float(np.max(np.abs(o - r) / np.maximum(np.abs(r), 1e-6))) for o, r in zip(outputs, reference))
+            ok = all(np.allclose(o, r, rtol=args.rtol, atol=args.atol) for o, r in zip(outputs, reference))
+            result.update(ok=bool(ok), max_abs_err=abs_err, max_rel_err=rel_err)
+    result["latency_ms"] = session.time(inputs, repeat=args.repeat)
+    result["kernels"] = session.last_profile
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"device: {result['device']}")
+        if args.check:
+            if result["ok"] is None:
+                print(f"check: {note}")
+            else:
+                print(f"check: {'OK' if result['ok'] else 'MISMATCH'}  max abs err {result['max_abs_err']:.3g}  max rel err {result['max_rel_err']:.3g}")
+        lat = result["latency_ms"]
+        print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
+        print(f"{'kernel / copy':<60} {'ms':>9}")
+        for k in result["kernels"]:
+            print(f"{k['name'][:60]:<60} {k['ms']:>9.4f}")
+    return 0 if result["ok"] in (None, True) else 1
+
+
+def cmd_devices(args) -> int:
+    from .runtime import list_devices
+
+    rows = list_devices()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        limits = f"image2d {r['image2d_max'][0]}x{r['image2d_max'][1]}, {r['image_max_array_size']} layers" if r["image_support"] else "no images"
+        state = "usable" if r["usable"] else f"unusable: {r['problem']}"
+        print(f"{r['index']:>5}  {r['type']:<4} {r['device']} [{r['platform']}]  {limits}  ({state})")
     return 0
 
 
@@ -158,11 +281,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("build", help="compile a model to OpenCL texture kernels")
     _add_model_args(p)
-    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists)")
+    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), or FILE.rvk")
     p.set_defaults(func=cmd_build)
+    p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device")
+    _add_model_args(p)
+    p.add_argument("--device", default=None, help="pocl, gpu, or PLATFORM:DEVICE (default: a GPU if usable, else pocl)")
+    p.add_argument("--check", action="store_true", help="compare with TVM's llvm target on the CPU")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("devices", help="list OpenCL devices")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_devices)
     p = sub.add_parser("demo", help="scope the built-in default model and print its plan")
     _add_model_args(p, model_default=DEFAULT_MODEL)
     p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--device", default=None, help="pocl, gpu, or PLATFORM:DEVICE")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("models", help="list the built-in example models")
     p.set_defaults(func=cmd_models)
@@ -173,7 +311,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, ImportError) as err:
+    except (ValueError, ImportError, RuntimeError, OSError) as err:
         print(f"relax-vk: error: {err}", file=sys.stderr)
         return 2
 

@@ -47,3 +47,40 @@ def test_show_prints_every_stage(capsys):
 def test_models_lists_examples(capsys):
     assert main(["models"]) == 0
     assert "rfc-conv2d" in capsys.readouterr().out
+
+
+def test_build_rvk_then_run_with_check_json(tmp_path, capsys):
+    path = str(tmp_path / "m.rvk")
+    assert main(["build", "conv-relu-pool", "-o", path]) == 0
+    capsys.readouterr()
+    assert main(["run", path, "--device", "pocl", "--check", "--repeat", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
+    assert result["ok"] is True and result["max_abs_err"] < 1e-4
+    assert set(result["latency_ms"]) == {"median", "min", "max"}
+    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+
+
+def test_build_folder_holds_the_artifact_too(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", "rfc-conv2d", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["kernels.cl", "model.rvk", "module.py", "plan.json"]
+
+
+def test_run_a_model_name_and_text_output(capsys):
+    assert main(["run", "rfc-conv2d", "--device", "pocl", "--check", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "check: OK" in out and "latency over 2 runs" in out and "conv2d_NCHWc_OIHWo" in out
+
+
+def test_run_refuses_a_corrupt_artifact(tmp_path, capsys):
+    bad = tmp_path / "bad.rvk"
+    bad.write_bytes(b"RELAXVK\0" + b"\0" * 10)
+    assert main(["run", str(bad)]) == 2
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_devices_lists_a_usable_device(capsys):
+    assert main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert any(r["usable"] and r["image_support"] for r in rows)

@@ -33,7 +33,6 @@ def list_devices() -> List[dict]:
 def select_device(spec: Optional[str] = None):
     """A device for ``spec``: ``None`` (a GPU if one works, else pocl), ``"pocl"``, ``"gpu"``,
     or ``"P:D"`` (platform and device index from :func:`list_devices`)."""
-    import pyopencl as cl
 
     if spec is None:
         try:

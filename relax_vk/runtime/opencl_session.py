@@ -86,7 +86,7 @@ class OpenCLSession:
         cl = self.cl
         if t["image"]:
             fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
-            return cl.Image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=tuple(t["image"]), is_array=True)
+            return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=tuple(t["image"]), is_array=True)
         return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=max(int(t["bytes"]), 4))
 
     def _region(self, t: dict):
