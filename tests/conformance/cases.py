@@ -4,6 +4,8 @@ rebuilt with the BlockBuilder. Weights are parameters, as upstream."""
 
 from tvm import relax
 
+from helpers import module
+
 X = (2, 16, 28, 28)
 W = (4, 16, 3, 3)
 
@@ -12,14 +14,7 @@ def _v(name, shape):
     return relax.Var(name, relax.TensorType(shape, "float32"))
 
 
-def _module(params, body):
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = body(bb, *params)
-            gv = bb.emit_output(out)
-        bb.emit_func_output(gv)
-    return bb.get()
+_module = module  # one dataflow block returning body(bb, *params), shared with the other tests
 
 
 def conv(x, w, **kw):
