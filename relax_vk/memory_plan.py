@@ -136,6 +136,8 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
         blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
         for block in blocks:
             for binding in block.bindings:
+                if isinstance(binding.value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
+                    continue  # aliases of tensors listed where they are produced
                 kind = "copy" if _is_copy(binding.value) else "tensor"
                 entries = _entries_for(prefix + binding.var.name, binding.var.ty, kind)
                 result.tensors += entries

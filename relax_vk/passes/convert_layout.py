@@ -155,6 +155,7 @@ class _Packer(relax.PyExprMutator):
         super().__init__(mod)
         self.packed: Dict[relax.Var, Packed] = {}
         self.packed_tuples: Dict[relax.Var, List[Packed]] = {}
+        self.literal_tuples: Dict[relax.Var, relax.Tuple] = {}  # tuple literals holding packed fields
         self.materialized: set = set()
         self.pending: List[relax.Var] = []
         self.in_dataflow = False
@@ -164,6 +165,7 @@ class _Packer(relax.PyExprMutator):
         self.builder_._begin_dataflow_block()
         self.in_dataflow = True
         self.packed, self.packed_tuples, self.materialized, self.pending = {}, {}, set(), []
+        self.literal_tuples = {}
         for binding in block.bindings:
             self.visit_binding(binding)
         for var in self.pending:  # block outputs leave in NCHW
@@ -181,13 +183,24 @@ class _Packer(relax.PyExprMutator):
             result = self._convert(value)
         elif isinstance(value, relax.TupleGetItem) and value.tuple_value in self.packed_tuples:
             result = self.packed_tuples[value.tuple_value][value.index]
+        elif isinstance(value, relax.TupleGetItem) and value.tuple_value in self.literal_tuples:
+            field = self.literal_tuples[value.tuple_value].fields[value.index]
+            result = self._source(field)
+            if result is None:  # a plain field: bind it under the new name
+                self.set_var_remap(var, self._bind(var, self.visit_expr(field)))
+                return
+        elif isinstance(value, relax.Tuple) and isinstance(var, relax.DataflowVar) and any(self._source(f) is not None for f in value.fields):
+            # forward packed fields to TupleGetItem users (batch norm and max-pool-with-indices
+            # return tuple literals); the tuple itself is only built if something else reads it
+            self.literal_tuples[var] = value
+            return
         if isinstance(result, Packed):
             self.packed[var] = result
         elif isinstance(result, list):
             self.packed_tuples[var] = result
         else:
             for used in relax.analysis.free_vars(value):
-                if (used in self.packed or used in self.packed_tuples) and used not in self.materialized:
+                if (used in self.packed or used in self.packed_tuples or used in self.literal_tuples) and used not in self.materialized:
                     self._materialize(used)
             return super().visit_var_binding_(binding)
         if not isinstance(var, relax.DataflowVar):
@@ -205,15 +218,25 @@ class _Packer(relax.PyExprMutator):
             unpacked = relax.op.strided_slice(self._emit(unpacked), axes=[axis], begin=[0], end=[packed.channels])
         return unpacked
 
+    def _bind(self, var: relax.Var, expr: relax.Expr) -> relax.Var:
+        return self._emit(expr, var.name) if isinstance(var, relax.DataflowVar) else self.builder_.emit_output(expr, var.name)
+
     def _materialize(self, var: relax.Var) -> None:
         """Bind ``var``'s NCHW value (unpacking its packed stand-in) and use it from now on."""
+        if var in self.literal_tuples:
+            for field in self.literal_tuples[var].fields:
+                if isinstance(field, relax.Var) and field in self.packed and field not in self.materialized:
+                    self._materialize(field)
+            new = self._bind(var, self.visit_expr(self.literal_tuples[var]))
+            self.set_var_remap(var, new)
+            self.materialized.add(var)
+            return
         if var in self.packed_tuples:
             fields = [self._emit(self._unpack_expr(p)) for p in self.packed_tuples[var]]
             expr = relax.Tuple(fields)
         else:
             expr = self._unpack_expr(self.packed[var])
-        new = self._emit(expr, var.name) if isinstance(var, relax.DataflowVar) else self.builder_.emit_output(expr, var.name)
-        self.set_var_remap(var, new)
+        self.set_var_remap(var, self._bind(var, expr))
         self.materialized.add(var)
 
     def _pack(self, expr: relax.Expr, pad_value: float = 0.0, layout: str = "NCHW") -> Optional[Packed]:
