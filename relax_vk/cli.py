@@ -10,7 +10,8 @@
 * ``relax-vk demo``: the README's main job on the built-in default model;
 * ``relax-vk models``: the built-in example models.
 
-MODEL is a built-in example name (``relax-vk models``). ``--json`` outputs are stable contracts:
+MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file or a ``.pt2`` file
+(``torch.export.save``). ``--json`` outputs are stable contracts:
 ``plan`` as in :mod:`relax_vk.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}]}``.
 ``run`` and ``devices`` on ``.rvk`` files need only numpy and pyopencl (no TVM).
@@ -27,9 +28,13 @@ DEFAULT_MODEL = "rfc-conv2d"
 
 
 def _load(name: str):
-    from .models import build_example
+    return _load_with_source(name)[0]
 
-    return build_example(name)
+
+def _load_with_source(name: str):
+    from .frontends import load_model
+
+    return load_model(name)
 
 
 def _target(args):
@@ -47,7 +52,7 @@ def _options(args):
 
 def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = None) -> None:
     if model_default is None:
-        p.add_argument("model", help="built-in example name (see `relax-vk models`)")
+        p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), or a .onnx / .pt2 file")
     p.add_argument("--target", choices=("opencl", "vulkan"), default="opencl")
     p.add_argument("--spatial-limit", type=int, default=16384, help="max texture width/height (default 16384)")
     p.add_argument("--depth-limit", type=int, default=2048, help="max texture array layers (default 2048)")
@@ -152,7 +157,8 @@ def _write_atomically(out: str, files) -> None:
 def _compile(args, model: str):
     from .compiler import build
 
-    return build(_load(model), _target(args), options=_options(args), model={"example": model})
+    mod, source = _load_with_source(model)
+    return build(mod, _target(args), options=_options(args), model=source)
 
 
 def cmd_build(args) -> int:
@@ -198,11 +204,12 @@ def _reference(artifact, inputs):
         import tvm  # noqa: F401
     except ImportError:
         return None, "skipped: TVM is not installed here (the reference runs TVM's llvm target)"
-    if "example" not in source:
+    spec = source.get("example") or source.get("zoo") or source.get("onnx") or source.get("pt2")
+    if not spec:
         return None, "skipped: the artifact does not say which model it was built from"
     from .reference import run_on_cpu
 
-    return run_on_cpu(_load(source["example"]), inputs), ""
+    return run_on_cpu(_load(spec), inputs), ""
 
 
 def cmd_run(args) -> int:
@@ -266,6 +273,13 @@ def cmd_models(_args) -> int:
 
     for name, (_, description) in sorted(EXAMPLES.items()):
         print(f"{name:18s} {description}")
+    try:
+        from .zoo import ZOO
+    except ImportError as err:
+        print(f"(zoo models need the torch extra: {err})")
+        return 0
+    for name, entry in sorted(ZOO.items()):
+        print(f"{name:18s} [zoo] {entry.note}")
     return 0
 
 

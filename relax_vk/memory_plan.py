@@ -3,11 +3,13 @@
 ``plan(mod)`` reads the VDevices that the scope passes wrote (running :func:`scope_pipeline` first
 when the module has none). Its JSON form is a stable contract read by tools and tests::
 
-    {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind"}],
-     "texture_bytes", "buffer_bytes", "copies", "copy_bytes"}
+    {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind", "reason"}],
+     "texture_bytes", "buffer_bytes", "copies", "copy_bytes", "activation_texture_share"}
 
 ``image`` is ``[width, height, layers]`` for textures and null for buffers; ``kind`` is one of
-``param``, ``tensor``, ``constant``, ``copy``. Keys may be added, never renamed or removed.
+``param``, ``tensor``, ``constant``, ``copy``; ``reason`` says why a buffer is a buffer (empty for
+textures). ``activation_texture_share`` is the fraction of activation bytes (kind ``tensor``) held
+in textures. Keys may be added, never renamed or removed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
-from .scope import GLOBAL, scope_from_name, static_shape, tensor_bytes
+from .scope import GLOBAL, TEXTURE_SCOPES, is_texturable, scope_from_name, static_shape, tensor_bytes
 from .passes.scope_graph import scoped_functions
 
 
@@ -33,6 +35,7 @@ class TensorEntry:
     bytes: int
     image: Optional[List[int]]
     kind: str
+    reason: str = ""
 
 
 @dataclass
@@ -48,6 +51,12 @@ class MemoryPlan:
         total = self.texture_bytes + self.buffer_bytes
         return self.texture_bytes / total if total else 0.0
 
+    @property
+    def activation_texture_share(self) -> float:
+        acts = [t for t in self.tensors if t.kind == "tensor"]
+        total = sum(t.bytes for t in acts)
+        return sum(t.bytes for t in acts if t.scope != GLOBAL.name) / total if total else 0.0
+
     def to_json(self) -> dict:
         return {
             "tensors": [asdict(t) for t in self.tensors],
@@ -55,6 +64,7 @@ class MemoryPlan:
             "buffer_bytes": self.buffer_bytes,
             "copies": self.copies,
             "copy_bytes": self.copy_bytes,
+            "activation_texture_share": self.activation_texture_share,
         }
 
     def dumps(self) -> str:
@@ -62,7 +72,7 @@ class MemoryPlan:
 
     def table(self) -> str:
         """A fixed-width text table followed by totals."""
-        rows = [("name", "kind", "shape", "dtype", "scope", "image (w,h,layers)", "bytes")]
+        rows = [("name", "kind", "shape", "dtype", "scope", "image (w,h,layers)", "bytes", "why a buffer")]
         for t in self.tensors:
             rows.append(
                 (
@@ -73,6 +83,7 @@ class MemoryPlan:
                     t.scope,
                     ",".join(map(str, t.image)) if t.image else "-",
                     str(t.bytes),
+                    t.reason,
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -81,16 +92,30 @@ class MemoryPlan:
         lines.append("")
         lines.append(
             f"texture bytes: {self.texture_bytes}  buffer bytes: {self.buffer_bytes}  "
-            f"texture share: {100 * self.texture_share:.1f}%  copies: {self.copies} ({self.copy_bytes} bytes)"
+            f"texture share: {100 * self.texture_share:.1f}% (activations {100 * self.activation_texture_share:.1f}%)  "
+            f"copies: {self.copies} ({self.copy_bytes} bytes)"
         )
         return "\n".join(lines)
 
 
-def _entries_for(name: str, ty, kind: str) -> List[TensorEntry]:
+def _buffer_reason(kind: str, shape, dtype: str, limits) -> str:
+    """Why a tensor is a buffer, as far as its own type tells."""
+    if kind == "param":
+        return "model input: buffer ABI"
+    if kind == "constant":
+        return "constant read from a buffer"
+    if not is_texturable(shape, dtype):
+        return f"not a packed float tensor (shape {list(shape) if shape else shape}, {dtype})"
+    if limits is not None and not any(s.fits(shape, dtype, limits) for s in TEXTURE_SCOPES):
+        return "fits no texture mapping under the target's limits"
+    return "its producer or consumers need a buffer (fewest copies)"
+
+
+def _entries_for(name: str, ty, kind: str, limits=None) -> List[TensorEntry]:
     if isinstance(ty, relax.TupleType):
         out = []
         for i, f in enumerate(ty.fields):
-            out += _entries_for(f"{name}[{i}]", f, kind)
+            out += _entries_for(f"{name}[{i}]", f, kind, limits)
         return out
     if not isinstance(ty, relax.TensorType) or ty.dtype is None:
         return []
@@ -98,11 +123,21 @@ def _entries_for(name: str, ty, kind: str) -> List[TensorEntry]:
     scope = scope_from_name(str(ty.vdevice.memory_scope)) if ty.vdevice is not None else GLOBAL
     nbytes = tensor_bytes(shape, str(ty.dtype)) if shape is not None else 0
     image = list(scope.image_extents(shape).as_tuple()) if scope.is_texture and shape is not None else None
-    return [TensorEntry(name, list(shape) if shape is not None else None, str(ty.dtype), scope.name, nbytes, image, kind)]
+    reason = "" if scope.is_texture else _buffer_reason(kind, shape, str(ty.dtype), limits)
+    return [TensorEntry(name, list(shape) if shape is not None else None, str(ty.dtype), scope.name, nbytes, image, kind, reason)]
 
 
 def _is_copy(value) -> bool:
     return isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.to_vdevice"
+
+
+def _module_limits(mod: tvm.IRModule):
+    from .target import texture_limits
+
+    for vdev in mod.global_infos["vdevice"] if "vdevice" in mod.global_infos else []:
+        if vdev.target is not None:
+            return texture_limits(vdev.target)
+    return None
 
 
 def _constants(func: relax.Function) -> List[GenericConst]:
@@ -127,10 +162,11 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
         mod = scope_pipeline(target)(mod)
     result = MemoryPlan()
     functions = list(scoped_functions(mod))
+    limits = _module_limits(mod)
     for gvar, func in functions:
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
         for p in func.params:
-            result.tensors += _entries_for(prefix + p.name, p.ty, "param")
+            result.tensors += _entries_for(prefix + p.name, p.ty, "param", limits)
         constants = _constants(func)
         body = func.body
         blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
@@ -139,13 +175,13 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
                 if isinstance(binding.value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                     continue  # aliases of tensors listed where they are produced
                 kind = "copy" if _is_copy(binding.value) else "tensor"
-                entries = _entries_for(prefix + binding.var.name, binding.var.ty, kind)
+                entries = _entries_for(prefix + binding.var.name, binding.var.ty, kind, limits)
                 result.tensors += entries
                 if kind == "copy":
                     result.copies += 1
                     result.copy_bytes += sum(e.bytes for e in entries)
         for i, c in enumerate(constants):
-            result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant")
+            result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits)
     for t in result.tensors:
         if scope_from_name(t.scope).is_texture:
             result.texture_bytes += t.bytes

@@ -36,6 +36,9 @@ def layout_stage() -> tvm.transform.Pass:
             FoldSmallConstants(),
             ConvertToPackedLayout(),
             relax.transform.Normalize(),
+            # drop what packing left unused, e.g. the unpacked pool output that only fed the
+            # zeros_like standing in for max_pool2d_with_indices' unused indices
+            relax.transform.DeadCodeElimination(),
         ],
         name="relax_vk.layout_stage",
     )

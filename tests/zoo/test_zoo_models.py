@@ -1,0 +1,47 @@
+"""Every zoo model: imported from PyTorch, compiled, run on pocl with real images, and compared
+with PyTorch eager (rtol = atol = 1e-3); its texture share and copies are asserted."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the zoo needs the torch extra")
+
+import relax_vk  # noqa: E402
+from relax_vk.frontends import from_torch  # noqa: E402
+from relax_vk.runtime import load  # noqa: E402
+from relax_vk.zoo import ZOO, build_zoo_model  # noqa: E402
+
+# minimum share of activation bytes in textures in the compiled (fused) module, and maximum
+# copies. Anchors: ExecuTorch's Vulkan backend puts 100% in textures with at most one transition on
+# ResNet-18, MobileNetV2 and a small UNet, and 1.3% on a ViT whose attention uses a 5-D reshape (as
+# this one does); upstream TVM 0.27 reaches 66.6% / fails / 40% / 0%. relax_vk's shortfall from 100%
+# is the tail before the NCHW output (the synced elementwise chain feeding the unpacking layout
+# transform, whose input is a buffer by the registry's default) and the padded RGB input.
+TARGETS = {
+    "resnet18": (0.92, 1),
+    "mobilenet_v2": (0.91, 0),
+    "unet_small": (0.95, 0),
+    "rgb_stem": (0.79, 0),
+    "vit_small": (0.04, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_model_runs_and_matches_pytorch(name):
+    model, example = build_zoo_model(name)
+    mod = from_torch(model, (example,))
+    compiled = relax_vk.build(mod)
+    with torch.no_grad():
+        expected = model(example).numpy()
+    assert float(np.std(expected)) > 1e-3  # a meaningful comparison, not of near-zero outputs
+    out = load(compiled.artifact(), device="pocl").run([example.numpy()])[0]
+    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
+    plan = compiled.plan()
+    share, copies = TARGETS[name]
+    assert plan.activation_texture_share >= share
+    assert plan.copies <= copies
+
+
+def test_unknown_zoo_name():
+    with pytest.raises(ValueError, match="the zoo has: mobilenet_v2, resnet18"):
+        build_zoo_model("alexnet")
