@@ -25,12 +25,13 @@ import numpy as np
 
 def build(outdir: str, models) -> None:
     import relax_vk
-    from relax_vk.models import build_example
+    from relax_vk.frontends import load_model
 
     os.makedirs(outdir, exist_ok=True)
     for name in models:
         for plan, options in PLANS(relax_vk):
-            compiled = relax_vk.build(build_example(name), options=options, model={"example": name})
+            mod, source = load_model(name)
+            compiled = relax_vk.build(mod, options=options, model=source)
             path = os.path.join(outdir, f"{name}.{plan}.rvk")
             compiled.artifact().write(path)
             plan_info = compiled.plan()
@@ -40,7 +41,7 @@ def build(outdir: str, models) -> None:
         from relax_vk.reference import run_on_cpu
 
         inputs = _inputs_for(Artifact.read(os.path.join(outdir, f"{name}.texture.rvk")).program)
-        np.savez(os.path.join(outdir, f"{name}.reference.npz"), *run_on_cpu(build_example(name), inputs))
+        np.savez(os.path.join(outdir, f"{name}.reference.npz"), *run_on_cpu(load_model(name)[0], inputs))
 
 
 def PLANS(relax_vk):
@@ -76,8 +77,8 @@ def run(outdir: str, device: str, repeat: int, json_path: str = "") -> None:
     dev = select_device(device)
     print(f"device: {dev.name.strip()} ({dev.platform.version.strip()})")
     rows = []
-    for texture_path in sorted(glob.glob(os.path.join(outdir, "*.texture.rvk"))):
-        name = os.path.basename(texture_path)[: -len(".texture.rvk")]
+    names = sorted({os.path.basename(p).rsplit(".", 2)[0] for p in glob.glob(os.path.join(outdir, "*.rvk"))})
+    for name in names:
         results = {}
         outputs = {}
         plans = [p for p in PLAN_NAMES if os.path.exists(os.path.join(outdir, f"{name}.{p}.rvk"))]
@@ -110,8 +111,8 @@ def run(outdir: str, device: str, repeat: int, json_path: str = "") -> None:
                 f"{r['model']:<14} {plan:<13} {p['wall_ms']['median']:>15.3f} {p['wall_ms']['min']:>12.3f} {p['device_ms']:>10.3f} {p['launches']:>8} {p['copies']:>7}"
                 + (f"   max abs err vs llvm {err:.2e}" if err is not None else "")
             )
-        b = r["buffer"]
-        for plan in r["plans"]:
+        b = r.get("buffer")
+        for plan in r["plans"] if b else []:
             if plan != "buffer":
                 t = r[plan]
                 print(
