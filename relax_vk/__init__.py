@@ -39,6 +39,7 @@ _API = {
     "ScopeOptions": "options",
     "register_op": "registry",
     "default_registry": "registry",
+    "rfc_registry": "registry",
     "OpRegistration": "registry",
     "OpRegistry": "registry",
     "TensorRepSet": "representation",

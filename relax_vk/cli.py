@@ -50,6 +50,12 @@ def _options(args):
     return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers)
 
 
+def _registry(args):
+    from .registry import default_registry, rfc_registry
+
+    return rfc_registry() if args.registry == "rfc" else default_registry()
+
+
 def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = None) -> None:
     if model_default is None:
         p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), or a .onnx / .pt2 file")
@@ -58,12 +64,16 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
     p.add_argument("--depth-limit", type=int, default=2048, help="max texture array layers (default 2048)")
     p.add_argument("--weights-in-buffers", action="store_true", help="keep conv2d weights in buffers")
     p.add_argument("--no-textures", action="store_true", help="all-buffer plan (for comparisons)")
+    p.add_argument(
+        "--registry", choices=("default", "rfc"), default="default",
+        help="op registry: relax_vk's default, or the RFC's (layout transforms read buffers)",
+    )
 
 
 def _scoped(args, model: str):
     from .pipeline import scope_pipeline
 
-    return scope_pipeline(_target(args), options=_options(args))(_load(model))
+    return scope_pipeline(_target(args), registry=_registry(args), options=_options(args))(_load(model))
 
 
 def cmd_plan(args) -> int:
@@ -85,12 +95,15 @@ def cmd_show(args) -> int:
     )
     import tvm
 
-    tgt, opts = _target(args), _options(args)
+    tgt, opts, reg = _target(args), _options(args), _registry(args)
     stages = [
         ("convert layout", layout_stage()),
-        ("partial legalization", PartialLegalize()),
-        ("consumer + producer scope info", tvm.transform.Sequential([CollectConsumerScopeInfo(tgt, options=opts), CollectProducerScopeInfo(tgt, options=opts)])),
-        ("DefineVDevice", DefineVDevice(tgt, options=opts)),
+        ("partial legalization", PartialLegalize(reg)),
+        (
+            "consumer + producer scope info",
+            tvm.transform.Sequential([CollectConsumerScopeInfo(tgt, reg, opts), CollectProducerScopeInfo(tgt, reg, opts)]),
+        ),
+        ("DefineVDevice", DefineVDevice(tgt, reg, opts)),
         ("RealizeVDevice", tvm.relax.transform.RealizeVDevice()),
         ("RemoveRedundantAssignments", RemoveRedundantAssignments()),
     ]
@@ -158,7 +171,7 @@ def _compile(args, model: str):
     from .compiler import build
 
     mod, source = _load_with_source(model)
-    return build(mod, _target(args), options=_options(args), model=source)
+    return build(mod, _target(args), registry=_registry(args), options=_options(args), model=source)
 
 
 def cmd_build(args) -> int:

@@ -18,7 +18,7 @@ from tvm.ir.instrument import pass_instrument
 from . import target as _target
 from .opencl.compiler import kernel_names
 from .options import ScopeOptions
-from .pipeline import lowering_stage, scope_pipeline
+from .pipeline import finalize_stage, lowering_stage, scope_pipeline
 from .memory_plan import MemoryPlan, plan
 from .registry import OpRegistry
 from .tir_pipeline import NAME as TIR_PIPELINE
@@ -101,8 +101,6 @@ def build(
             "building for Vulkan needs relax_vk's Vulkan shader backend (the 'Vulkan textures' feature), "
             "which is not available yet; relax_vk.scope_pipeline(relax_vk.target.vulkan()) gives the scope plan"
         )
-    from tvm.relax.backend import gpu_generic
-
     seconds: Dict[str, float] = {}
     t0 = time.perf_counter()
     scoped = scope_pipeline(tgt, registry, options)(mod)
@@ -111,7 +109,7 @@ def build(
     lowered = lowering_stage(tgt)(scoped)
     seconds["lowering"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    tail = tvm.transform.Sequential(gpu_generic.dataflow_lower_passes(tgt) + gpu_generic.finalize_passes(tgt))
+    tail = tvm.transform.Sequential(finalize_stage(tgt))
     capture = _CaptureHostTIR()
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(

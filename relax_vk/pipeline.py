@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import tvm
 from tvm import relax
@@ -21,6 +21,7 @@ from .passes import (
     FoldSmallConstants,
     PartialLegalize,
     RemoveRedundantAssignments,
+    RewriteBufferReshapes,
     SpecializeKernelScopes,
 )
 from .registry import OpRegistry
@@ -102,6 +103,20 @@ def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.trans
     return _lower
 
 
+def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.transform.Pass]:
+    """What follows :func:`lowering_stage`: TVM's GPU dataflow lowering and finalisation (memory
+    planning, VM lowering), with ``RewriteDataflowReshape`` replaced by
+    :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong)."""
+    from tvm.relax.backend import gpu_generic
+
+    tgt = _target.resolve(target)
+    dataflow = [
+        RewriteBufferReshapes() if p.info.name == "RewriteDataflowReshape" else p
+        for p in gpu_generic.dataflow_lower_passes(tgt)
+    ]
+    return dataflow + list(gpu_generic.finalize_passes(tgt))
+
+
 def get_pipeline(
     target: "tvm.target.Target | str | None" = None,
     registry: Optional[OpRegistry] = None,
@@ -110,10 +125,8 @@ def get_pipeline(
     """The complete Relax pipeline, for ``tvm.compile(mod, target, relax_pipeline=...,
     tir_pipeline="relax_vk.texture")``: scope assignment, lowering, then TVM's GPU dataflow
     lowering and finalisation (memory planning, VM lowering)."""
-    from tvm.relax.backend import gpu_generic
-
     tgt = _target.resolve(target)
-    tail = gpu_generic.dataflow_lower_passes(tgt) + gpu_generic.finalize_passes(tgt)
+    tail = finalize_stage(tgt)
 
     @tvm.transform.module_pass(opt_level=0, name="relax_vk.pipeline")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:

@@ -21,8 +21,12 @@ Calls are matched as follows (first match wins):
 4. anything else (unknown ops, calls to Relax functions, extern/packed functions): buffers.
 
 Defaults: NCHW4c conv2d (data, weight and output texture-capable, weight as a ``WEIGHT``), NCHW4c
-max/avg/adaptive-avg pool2d (texture-capable), layout transforms (buffer input, texture-capable
-output). Users add or replace entries with :func:`register_op`.
+max/avg/adaptive-avg pool2d (texture-capable), layout transforms (input and output each
+texture-capable), mean/sum/max/min (texture-capable, output synced with the input; only packed
+tensors are texturable, and the layout stage packs only spatial reductions). Users add or replace
+entries with :func:`register_op`. The RFC's listing keeps layout-transform inputs in buffers;
+:func:`rfc_registry` reproduces it.
+
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ RepSetSpec = Union[TensorRepSet, Sequence[TensorRepSet]]
 #: op_pattern values of TVM's ``OpPatternKind``
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, TUPLE, OPAQUE = 0, 1, 2, 3, 4, 7, 8
 SOURCE_OP_ATTR = "relax_vk.source_op"
+REDUCTIONS = ("relax.mean", "relax.sum", "relax.max", "relax.min")
 
 
 @dataclass(frozen=True)
@@ -167,16 +172,28 @@ def _default_entries() -> List[OpRegistration]:
         )
         for name in ("relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d")
     ]
-    layout = OpRegistration(
-        "relax.layout_transform",
-        inputs=[BUFFER_ONLY],
-        outputs=[ANY_SCOPE],
-        reason="layout-transform input: buffer",
-    )
-    return [conv, *pools, layout]
+    # independent sets: packing reads an NCHW buffer and may write a texture; unpacking may read
+    # a texture (one texel per element, lane selected) and writes the NCHW result
+    layout = OpRegistration("relax.layout_transform", inputs=[ANY_SCOPE], outputs=[ANY_SCOPE])
+    # spatial reductions of packed tensors (global pooling as ``mean``): the output follows the input
+    reductions = [OpRegistration(name, inputs=ANY_SCOPE) for name in REDUCTIONS]
+    return [conv, *pools, layout, *reductions]
 
 
 _DEFAULT = OpRegistry(_default_entries())
+
+
+def rfc_registry() -> OpRegistry:
+    """The registry of the RFC's worked example: the defaults, except that layout transforms
+    read buffers (so a conv feeding the NCHW output writes a buffer, as the RFC's listing shows).
+    A fresh object each call."""
+    reg = OpRegistry(e for e in _default_entries() if e.name != "relax.layout_transform")
+    reg.register(
+        OpRegistration(
+            "relax.layout_transform", inputs=[BUFFER_ONLY], outputs=[ANY_SCOPE], reason="layout-transform input: buffer (RFC)"
+        )
+    )
+    return reg
 
 
 def default_registry() -> OpRegistry:

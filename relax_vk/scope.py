@@ -16,7 +16,7 @@ scope                       width            height       layers
 ==========================  ===============  ===========  =================
 
 Invariants checked here: a texture scope only ever describes a tensor that is texturable
-(static shape, rank >= 3, last axis 4, float32/float16), and extents are compared against
+(static shape, rank 5 with last axis 4, float32/float16), and extents are compared against
 inclusive limits (an OpenCL ``CL_DEVICE_IMAGE2D_MAX_WIDTH`` is a maximum, not a bound).
 """
 
@@ -88,11 +88,21 @@ def static_shape(shape) -> Optional[Tuple[int, ...]]:
     return tuple(out)
 
 
+#: rank of the tensors texture scopes hold: packed NCHW4c activations and OIHW4o weights
+PACKED_RANK = 5
+
+
 def is_texturable(shape: Optional[Sequence[int]], dtype: str) -> bool:
-    """Whether a tensor can live in any texture scope at all (limits aside)."""
+    """Whether a tensor can live in any texture scope at all (limits aside): a packed tensor
+    (rank 5, last axis the 4 texel lanes) of a texture dtype with a static shape.
+
+    :meth:`MemoryScope.image_extents` flattens any rank >= 3, but an unpacked tensor whose last
+    axis happens to be 4 (an NCHW tensor with W = 4) would make W the texel lanes: a kernel that
+    reads a packed texture (lanes = channels) and writes such a tensor cannot vectorise its texel
+    store, and TVM's texture lowering fails on it."""
     return (
         shape is not None
-        and len(shape) >= 3
+        and len(shape) == PACKED_RANK
         and shape[-1] == TEXEL_LANES
         and str(dtype) in TEXTURE_DTYPES
         and all(d > 0 for d in shape)

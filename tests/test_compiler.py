@@ -31,12 +31,14 @@ def test_rfc_example_kernels():
     assert scopes["te_layout_transform"] == (["global"], ["global.texture"])
     assert scopes["te_layout_transform1"] == (["global"], ["global.texture-weight"])
     conv = [k for k in scopes if k.startswith("conv2d_NCHWc_OIHWo")][0]
-    assert scopes[conv] == (["global.texture", "global.texture-weight"], ["global"])
+    assert scopes[conv] == (["global.texture", "global.texture-weight"], ["global.texture"])
+    assert scopes["te_layout_transform2"] == (["global.texture"], ["global"])
     src = compiled.opencl_source
     # textures are real image2d_array_t parameters, written with write_imagef and read with read_imagef
     assert image_params(src, "te_layout_transform_kernel") == ["__write_only"]
     conv_kernels = [k for k in compiled.kernels if k.startswith(conv)]
-    assert any(image_params(src, k) == ["__read_only", "__read_only"] for k in conv_kernels)
+    assert any(image_params(src, k) == ["__write_only", "__read_only", "__read_only"] for k in conv_kernels)
+    assert image_params(src, "te_layout_transform2_kernel") == ["__read_only"]
     assert "write_imagef" in src and "READ_IMAGEF" in src
 
 

@@ -26,7 +26,7 @@ def test_json_contract():
 
 
 def test_copies_are_counted():
-    data = relax_vk.plan(scoped(build_example("mixed-consumers"))).to_json()
+    data = relax_vk.plan(scoped(build_example("mixed-consumers"), registry=relax_vk.rfc_registry())).to_json()
     assert data["copies"] == 1
     copy = [t for t in data["tensors"] if t["kind"] == "copy"]
     assert len(copy) == 1 and data["copy_bytes"] == copy[0]["bytes"] == 1 * 4 * 20 * 20 * 4 * 4

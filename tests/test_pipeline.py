@@ -56,7 +56,7 @@ class RFCExpected:
 
     @T.prim_func(private=True, s_tir=True)
     def te_layout_transform2(lv2: T.Buffer((T.int64(2), T.int64(8), T.int64(54), T.int64(54), T.int64(4)), "float32"), te_layout_transform: T.Buffer((T.int64(2), T.int64(32), T.int64(54), T.int64(54)), "float32")):
-        T.func_attr({"op_pattern": 8, "relax_vk.source_op": "relax.layout_transform", "tirx.noalias": True})
+        T.func_attr({"op_pattern": 2, "relax_vk.source_op": "relax.layout_transform", "tirx.noalias": True})
         for i0, i1, i2, i3 in T.grid(T.int64(2), T.int64(32), T.int64(54), T.int64(54)):
             with T.sblock("te_layout_transform"):
                 v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
@@ -99,7 +99,17 @@ def _with_op_ty_args(mod):
 
 
 def test_rfc_worked_example():
-    tvm.ir.assert_structural_equal(scoped(build_example("rfc-conv2d")), _with_op_ty_args(RFCExpected))
+    """The RFC's listing, with the RFC's registry (layout transforms read buffers)."""
+    out = scoped(build_example("rfc-conv2d"), registry=relax_vk.rfc_registry())
+    tvm.ir.assert_structural_equal(out, _with_op_ty_args(RFCExpected))
+
+
+def test_rfc_example_with_the_default_registry():
+    """relax_vk's default: the unpacking transform reads the conv's output from a texture."""
+    rows = call_scopes(scoped(build_example("rfc-conv2d")))
+    conv = [r for r in rows if r[0] == "relax.nn.conv2d"][0]
+    assert conv[1] == ["global.texture", "global.texture-weight"] and conv[2] == ["global.texture"]
+    assert rows[-1][1] == ["global.texture"] and rows[-1][2] == ["global"]
 
 
 def test_rfc_example_with_weights_in_buffers():
@@ -170,9 +180,9 @@ def test_conv_pool_keeps_conv_output_in_texture():
     rows = call_scopes(out)
     conv = [r for r in rows if r[0] == "relax.nn.conv2d"][0]
     pool = [r for r in rows if r[0] == "relax.nn.max_pool2d"][0]
-    # relu is synced with the pool's input; the pool reads a texture and writes the buffer the
-    # final layout transform needs (upstream: a texture output and a folded copy)
-    assert pool[1] == ["global.texture"] and pool[2] == ["global"]
+    # relu is synced with the pool's input; the pool reads and writes textures, and the final
+    # layout transform reads the pool's texture (upstream: a texture output and a folded copy)
+    assert pool[1] == ["global.texture"] and pool[2] == ["global.texture"]
     assert conv[2] == ["global.texture"]
     assert copies(out) == []
 
@@ -321,7 +331,13 @@ def test_residual_block():
     assert all(r[1] == ["global.texture", "global.texture-weight"] for r in convs)
     # the first conv's bias/relu chain stays in texture for the second conv
     assert convs[0][2] == ["global.texture"]
-    # the skip add feeds the NCHW output (a buffer) and is all-synced, so the packed input it
-    # shares with the first conv is copied once; upstream's vote would copy per texture consumer
-    assert copies(out) == [("global.texture", "global")]
+    # the skip add is all-synced with its output, which the unpacking transform reads as a
+    # texture: everything stays in textures, no copy
+    assert copies(out) == []
     assert_same_numbers(mod, out)
+    # under the RFC's registry the unpacking transform reads a buffer: the skip add's output is a
+    # buffer, so the packed input it shares with the first conv is copied once (upstream's vote
+    # would copy per texture consumer)
+    rfc = scoped(mod, registry=relax_vk.rfc_registry())
+    assert copies(rfc) == [("global.texture", "global")]
+    assert_same_numbers(mod, rfc)

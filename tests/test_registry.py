@@ -39,17 +39,25 @@ def test_defaults():
 
 
 def test_kernels_matched_by_source_op_then_pattern():
-    mod = relax_vk.passes.PartialLegalize()(relax_vk.layout_stage()(_conv_sum()))
+    x = tensor("x", (1, 8, 16, 16))
+
+    def body(bb, x):
+        c = bb.emit(relax.op.nn.conv2d(x, const((8, 8, 3, 3), 1), padding=(1, 1)))
+        s = bb.emit(relax.op.sum(c, axis=[2, 3], keepdims=True))
+        return relax.op.nn.softmax(s, axis=1)
+
+    mod = relax_vk.passes.PartialLegalize()(relax_vk.layout_stage()(module([x], body)))
     reg = default_registry()
     kernels = {}
     for b in mod["main"].body.blocks[0].bindings:
         v = b.value
         if isinstance(v, relax.Call) and v.op.name == "relax.call_tir":
             kernels[v.args[0].name_hint] = reg.lookup(v, mod)
-    # the packing transform of x is matched by its source op, the sum by its reduction pattern
+    # the packing transform and the (packed, spatial) sum are matched by their source ops; the
+    # channel softmax, a reduction nobody registered, by its op_pattern
     assert kernels["te_layout_transform"].name == "relax.layout_transform"
-    assert kernels["sum"] is PATTERN_BUFFER
-    assert any(k is PATTERN_BUFFER for k in kernels.values())
+    assert kernels["sum"].name == "relax.sum"
+    assert kernels["softmax"] is PATTERN_BUFFER
 
 
 def test_duplicate_registration_needs_override():
@@ -65,24 +73,29 @@ def test_custom_registration_changes_the_plan():
     mod = _conv_sum()
     before = call_scopes(scoped(mod))
     conv_before = [r for r in before if r[0] == "relax.nn.conv2d"][0]
-    assert conv_before[2] == ["global"]  # its only consumer is a reduction: buffer
+    assert conv_before[2] == ["global.texture"]  # the default sum reads textures
 
     reg = default_registry().copy()
-    relax_vk.register_op("relax.sum", inputs=[ANY_SCOPE], outputs=[BUFFER_ONLY], registry=reg, reason="texture-reading sum")
+    relax_vk.register_op("relax.sum", inputs=[BUFFER_ONLY], outputs=[BUFFER_ONLY], registry=reg, reason="buffer sum", override=True)
     after = call_scopes(scoped(mod, registry=reg))
     conv_after = [r for r in after if r[0] == "relax.nn.conv2d"][0]
-    assert conv_after[2] == ["global.texture"]
+    assert conv_after[2] == ["global"]  # its only consumer now reads buffers: no copy, a buffer
     sum_after = [r for r in after if r[0].startswith("sum")][0]
-    assert sum_after[1] == ["global.texture"] and sum_after[2] == ["global"]
+    assert sum_after[1] == ["global"] and sum_after[2] == ["global"]
+    assert default_registry().get("relax.sum").inputs == ANY_SCOPE  # the copy is independent
 
 
 def test_global_register_op_is_used_by_default_and_removable():
     mod = _conv_sum()
-    relax_vk.register_op("relax.sum", inputs=[ANY_SCOPE], outputs=[BUFFER_ONLY])
+    original = default_registry().get("relax.sum")
+    relax_vk.register_op("relax.sum", inputs=[BUFFER_ONLY], outputs=[BUFFER_ONLY], override=True)
     try:
         conv = [r for r in call_scopes(scoped(mod)) if r[0] == "relax.nn.conv2d"][0]
-        assert conv[2] == ["global.texture"]
+        assert conv[2] == ["global"]
+        default_registry().unregister("relax.sum")  # unregistered: matched by its op_pattern (buffers)
+        conv = [r for r in call_scopes(scoped(mod)) if r[0] == "relax.nn.conv2d"][0]
+        assert conv[2] == ["global"]
     finally:
-        default_registry().unregister("relax.sum")
+        default_registry().register(original, override=True)
     conv = [r for r in call_scopes(scoped(mod)) if r[0] == "relax.nn.conv2d"][0]
-    assert conv[2] == ["global"]
+    assert conv[2] == ["global.texture"]

@@ -47,6 +47,8 @@ def test_not_texturable():
     assert not is_texturable((2, 16, 56, 56, 4), "int8")
     assert not is_texturable(None, "float32")  # dynamic
     assert not is_texturable((4, 4), "float32")
+    # an unpacked tensor whose last axis happens to be 4 (NCHW with W = 4) is not packed
+    assert not is_texturable((1, 96, 4, 4), "float32")
     assert is_texturable((1, 1, 1, 1, 4), "float16")
     assert GLOBAL.fits(None, "int8", TextureLimits())
 

@@ -8,6 +8,7 @@ from .fold_scope_copies import FoldScopeCopies
 from .fold_small_constants import FoldSmallConstants
 from .partial_legalize import PartialLegalize
 from .remove_redundant_assignments import RemoveRedundantAssignments
+from .rewrite_buffer_reshapes import RewriteBufferReshapes
 from .specialize_kernel_scopes import SpecializeKernelScopes
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "CollectProducerScopeInfo",
     "DefineVDevice",
     "RemoveRedundantAssignments",
+    "RewriteBufferReshapes",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
 ]

@@ -13,7 +13,8 @@ Guarantees:
   (relu, clip/ReLU6, tanh, sigmoid, gelu, silu, ...), binary broadcast ops (per-channel biases
   ``(C,1,1)``/``(1,C,1,1)`` are packed, channel-broadcast and scalar operands broadcast in 5-D),
   concat and split (along channels when the boundaries are multiples of 4, or along H/W), pad
-  (spatial), max/avg/adaptive-avg pool2d, resize2d, and mean/sum/max/min over H/W with keepdims;
+  (spatial), max/avg/adaptive-avg pool2d, resize2d, and mean/sum/max/min over H/W (with
+  keepdims, or over both without: global pooling);
 * ``layout_transform`` (and a ``strided_slice`` dropping channel padding) remains only where a
   packed tensor meets an op without a packed form, or leaves the dataflow block (model outputs),
   and packing transforms only where a model input or NCHW tensor meets a packed op. A tensor is
@@ -194,6 +195,9 @@ class _Packer(relax.PyExprMutator):
             # return tuple literals); the tuple itself is only built if something else reads it
             self.literal_tuples[var] = value
             return
+        if isinstance(result, relax.Expr):  # converted to a plain (unpacked) value
+            self.set_var_remap(var, self._bind(var, result))
+            return
         if isinstance(result, Packed):
             self.packed[var] = result
         elif isinstance(result, list):
@@ -253,13 +257,13 @@ class _Packer(relax.PyExprMutator):
             array = array.transpose(0, 3, 1, 2) if layout == "NHWC" else array
             return Packed(relax.const(pack_array(array, pad_value)), shape[caxis], pad_value == 0.0, layout)
         value = self.visit_expr(expr)
-        if shape[caxis] % LANES:
-            # Pad channels first: a layout transform that pads itself gets a conditional texel
-            # store, which texture lowering cannot vectorise (it must store whole texels).
-            width = [0] * 8
-            width[2 * caxis + 1] = _ceil4(shape[caxis]) - shape[caxis]
-            value = self._emit(relax.op.nn.pad(value, width, "constant", pad_value))
-        new = self._emit(relax.op.layout_transform(value, _pack_nhwc_map if layout == "NHWC" else _pack_map))
+        # channels that are not a multiple of 4 are padded by the packing transform itself (no
+        # unpacked padded copy of the tensor; relax_vk's legalizer selects the pad value per lane)
+        new = self._emit(
+            relax.op.layout_transform(
+                value, _pack_nhwc_map if layout == "NHWC" else _pack_map, pad_value=pad_value if shape[caxis] % LANES else None
+            )
+        )
         packed = Packed(new, shape[caxis], True, layout)
         if isinstance(expr, relax.Var) and pad_value == 0.0:
             self.packed[expr] = packed
@@ -506,13 +510,21 @@ class _Packer(relax.PyExprMutator):
 
     def _reduce(self, call):
         src = self._nchw_source(call.args[0])
-        if src is None or not bool(call.attrs.keepdims) or call.attrs.axis is None:
+        if src is None or call.attrs.axis is None:
             return None
         axes = sorted({int(x) % 4 for x in call.attrs.axis})
         if not axes or any(x not in (2, 3) for x in axes):
             return None
         make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
-        return Packed(self._emit(make(src.var, axes, keepdims=True)), src.channels, src.clean)
+        reduced = Packed(self._emit(make(src.var, axes, keepdims=True)), src.channels, src.clean)
+        if bool(call.attrs.keepdims):
+            return reduced
+        if axes != [2, 3]:
+            return None
+        # global pooling that drops H and W (``x.mean([2, 3])``): reduce packed, then unpack the
+        # small (N, C, 1, 1) result and drop its unit axes (a plain value, not a packed stand-in)
+        n = _shape(call.args[0])[0]
+        return relax.op.reshape(self._emit(self._unpack_expr(reduced)), [n, src.channels])
 
 
 def ConvertToPackedLayout() -> tvm.transform.Pass:

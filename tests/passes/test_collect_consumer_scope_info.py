@@ -26,12 +26,16 @@ def test_rfc_example_demands():
     conv = by_op["relax.nn.conv2d"]
     assert conv["arg_preferred"] == ["global.texture", "global.texture-weight"]
     assert conv["follow_output"] == []  # conv's output does not dictate its inputs
-    unpack = [s for s in sites.values() if s["registration"] == "relax.layout_transform" and s["arg_allowed"][0] == ["global"]]
-    assert len(unpack) == 3  # every layout transform reads a buffer
+    layout = [s for s in sites.values() if s["registration"] == "relax.layout_transform"]
+    pack = [s for s in layout if s["arg_allowed"][0] == ["global"]]
+    assert len(pack) == 2  # x and w: 4-D NCHW inputs are not texturable
     # and may write any scope the tensor fits: x's packed form is 16*56*56 = 50176 texels wide
     # in the weight mapping, over the 16384 limit
-    assert unpack[0]["out_allowed"] == [["global", "global.texture", "global.texture-nhwc"]]
-    assert len(unpack[1]["out_allowed"][0]) == 4
+    assert pack[0]["out_allowed"] == [["global", "global.texture", "global.texture-nhwc"]]
+    assert len(pack[1]["out_allowed"][0]) == 4
+    # the unpacking transform may read the conv's output from a texture, and writes NCHW
+    (unpack,) = [s for s in layout if s not in pack]
+    assert "global.texture" in unpack["arg_allowed"][0] and unpack["out_allowed"] == [["global"]]
     # the pass only adds the attribute
     tvm.ir.assert_structural_equal(out["main"].body, mod["main"].body)
     assert out["main"].params[0].same_as(mod["main"].params[0])
@@ -43,11 +47,16 @@ def test_elementwise_is_all_synced_and_reduction_is_buffer():
     def body(bb, x):
         c = bb.emit(relax.op.nn.conv2d(x, const((8, 8, 3, 3), 1), padding=(1, 1)))
         a = bb.emit(relax.op.add(c, const((1, 8, 1, 1), 2)))
-        return relax.op.sum(a, axis=[2, 3], keepdims=True)
+        s = bb.emit(relax.op.sum(a, axis=[2, 3], keepdims=True))
+        return relax.op.nn.softmax(s, axis=1)
 
     _, sites = info(legalized(module([x], body)))
     add = [s for s in sites.values() if s["registration"] == "<op_pattern < 3>"][0]
     assert add["follow_output"] == [0, 1] and add["arg_preferred"] == ["global.texture"] * 2
+    # a spatial sum of a packed tensor is registered texture-capable, its output synced
+    total = [s for s in sites.values() if s["registration"] == "relax.sum"][0]
+    assert "global.texture" in total["arg_allowed"][0] and total["follow_output"] == [0]
+    # an unregistered reduction kernel is matched by its op_pattern: buffers
     red = [s for s in sites.values() if s["registration"] == "<op_pattern >= 3>"][0]
     assert red["arg_allowed"] == [["global"]]
     assert "reduction or opaque kernel" in red["reason"]

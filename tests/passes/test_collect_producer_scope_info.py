@@ -18,14 +18,19 @@ def decide(mod):
 
 
 def test_two_texture_consumers_and_one_buffer_consumer():
-    """Upstream: the producer becomes a buffer and each texture consumer gets a copy (2 copies).
-    relax_vk: the producer stays a texture and only the buffer consumer gets one copy."""
+    """Under the RFC's registry the softmax's unpacking transform reads a buffer. Upstream: the
+    producer becomes a buffer and each texture consumer gets a copy (2 copies). relax_vk: the
+    producer stays a texture and only the buffer consumer gets one copy. With relax_vk's default
+    registry the unpacking transform reads the texture itself: no copy at all."""
     mod = build_example("mixed-consumers")
-    out = scoped(mod)
+    out = scoped(mod, registry=relax_vk.rfc_registry())
     rows = call_scopes(out)
     producer = [r for r in rows if r[0] == "relax.nn.conv2d"][0]
     assert producer[2] == ["global.texture"]
     assert copies(out) == [("global.texture", "global")]
+    default = scoped(mod)
+    assert [r for r in call_scopes(default) if r[0] == "relax.nn.conv2d"][0][2] == ["global.texture"]
+    assert copies(default) == []
 
 
 def test_buffer_producer_with_two_texture_consumers_shares_one_copy():

@@ -98,6 +98,23 @@ def test_rgb_stem_and_two_channel_head_are_padded_and_packed():
     assert convs(out)[2][2] == (1, 1, 32, 32, 4)
     assert op_count(out, "relax.strided_slice") == 1
     assert op_count(out, "relax.layout_transform") == 2
+    assert op_count(out, "relax.nn.pad") == 0  # the packing transform pads the RGB input itself
+    assert_same_numbers(mod, out)
+
+
+def test_global_pooling_without_keepdims_reduces_packed():
+    x = tensor("x", (1, 6, 8, 8))
+
+    def body(bb, x):
+        c = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, const((6, 6, 3, 3), 1), padding=(1, 1))))
+        return relax.op.mean(c, axis=[2, 3], keepdims=False)  # torch's x.mean([2, 3])
+
+    mod = module([x], body)
+    out = packed(mod)
+    # the mean reads the packed (padded) tensor; only its (1, 8, 1, 1, 4) result is unpacked,
+    # sliced to 6 channels and reshaped to (1, 6)
+    assert ranks_into(out, "relax.mean") == [5]
+    assert op_count(out, "relax.layout_transform") == 2
     assert_same_numbers(mod, out)
 
 

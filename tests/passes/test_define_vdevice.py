@@ -10,9 +10,9 @@ from relax_vk.passes.scope_info import CONSUMER_ATTR, PRODUCER_ATTR
 from helpers import TARGET, const, module, op_count, scope_of, tensor
 
 
-def defined(mod, target=TARGET):
-    mod = relax_vk.passes.PartialLegalize()(relax_vk.layout_stage()(mod))
-    return relax_vk.passes.DefineVDevice(target)(mod)
+def defined(mod, target=TARGET, registry=None):
+    mod = relax_vk.passes.PartialLegalize(registry)(relax_vk.layout_stage()(mod))
+    return relax_vk.passes.DefineVDevice(target, registry)(mod)
 
 
 def hints(mod):
@@ -25,7 +25,7 @@ def hints(mod):
 
 
 def test_every_tensor_argument_is_hinted_once_per_scope():
-    out = defined(build_example("mixed-consumers"))
+    out = defined(build_example("mixed-consumers"), registry=relax_vk.rfc_registry())
     rows = hints(out)
     assert len(rows) == len(set(rows))  # one hint per (tensor, scope)
     # every call argument that is a variable reads a hint
@@ -48,7 +48,10 @@ def test_calls_carry_their_output_vdevice():
         if v.op.name == "relax.call_tir" or v.op.name == "relax.nn.conv2d":
             assert len(v.ty_args) == 1 and v.ty_args[0].vdevice is not None
     conv = [b.value for b in out["main"].body.blocks[0].bindings if b.value.op.name == "relax.nn.conv2d"][0]
-    assert str(conv.ty_args[0].vdevice.memory_scope) == "global"
+    assert str(conv.ty_args[0].vdevice.memory_scope) == "global.texture"  # the unpack reads textures
+    rfc = defined(build_example("rfc-conv2d"), registry=relax_vk.rfc_registry())
+    conv = [b.value for b in rfc["main"].body.blocks[0].bindings if b.value.op.name == "relax.nn.conv2d"][0]
+    assert str(conv.ty_args[0].vdevice.memory_scope) == "global"  # the RFC's listing
     assert CONSUMER_ATTR not in out["main"].attrs and PRODUCER_ATTR not in out["main"].attrs
 
 
