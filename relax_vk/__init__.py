@@ -30,6 +30,7 @@ _API = {
     "layout_stage": "pipeline",
     "scope_stage": "pipeline",
     "lowering_stage": "pipeline",
+    "finalize_stage": "pipeline",
     "build": "compiler",
     "export": "compiler",
     "CompiledModule": "compiler",
