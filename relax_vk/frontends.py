@@ -38,7 +38,9 @@ def from_torch(module, example_inputs: Sequence) -> tvm.IRModule:
 
 
 def from_onnx(path_or_model) -> tvm.IRModule:
-    """Relax module of an ONNX model (a path or an ``onnx.ModelProto``)."""
+    """Relax module of an ONNX model (a path or an ``onnx.ModelProto``). The prebuilt TOPI kernels
+    TVM's ONNX frontend emits for binary ops (``Clip`` as maximum/minimum) are raised back to Relax
+    ops (:func:`relax_vk.passes.RaisePrebuiltBinary`), so the layout stage packs through them."""
     onnx = require("onnx", "onnx")
     from tvm.relax.frontend.onnx import from_onnx as _from_onnx
 
@@ -49,7 +51,9 @@ def from_onnx(path_or_model) -> tvm.IRModule:
             onnx.checker.check_model(model)
         except Exception as err:
             raise ModelLoadError(f"{path_or_model}: not a readable ONNX model: {err}") from None
-    return _from_onnx(model, keep_params_in_input=False)
+    from .passes import RaisePrebuiltBinary
+
+    return RaisePrebuiltBinary()(_from_onnx(model, keep_params_in_input=False))
 
 
 def load_pt2(path: str) -> tvm.IRModule:

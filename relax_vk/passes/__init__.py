@@ -7,6 +7,7 @@ from .define_vdevice import DefineVDevice
 from .fold_scope_copies import FoldScopeCopies
 from .fold_small_constants import FoldSmallConstants
 from .partial_legalize import PartialLegalize
+from .raise_prebuilt_binary import RaisePrebuiltBinary
 from .remove_redundant_assignments import RemoveRedundantAssignments
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
 from .specialize_kernel_scopes import SpecializeKernelScopes
@@ -15,6 +16,7 @@ __all__ = [
     "FoldSmallConstants",
     "ConvertToPackedLayout",
     "PartialLegalize",
+    "RaisePrebuiltBinary",
     "CollectConsumerScopeInfo",
     "CollectProducerScopeInfo",
     "DefineVDevice",
