@@ -33,6 +33,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
@@ -359,7 +360,7 @@ class _Packer(relax.PyExprMutator):
             return None
         args = [src.var] + [self.visit_expr(x) for x in call.args[1:]]
         new = self._emit(relax.Call(call.op, args, call.attrs, call.ty_args))
-        return Packed(new, src.channels, src.clean and bool(zero_preserving))
+        return Packed(new, src.channels, src.clean and bool(zero_preserving), src.layout)
 
     def _broadcast_operand(self, expr, channels: int, pad_value: float):
         """A 5-D form of a binary-op operand next to a packed tensor with ``channels`` channels."""
@@ -531,6 +532,13 @@ def ConvertToPackedLayout() -> tvm.transform.Pass:
     """Pack NCHW tensors into NCHW4c through the whole network (see module docstring)."""
 
     def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
-        return _Packer(mod).visit_expr(func)
+        out = _Packer(mod).visit_expr(func)
+        # invariant: packing is internal; the function's signature (its result type) never changes
+        if not tvm_ffi.structural_equal(out.body.ty, func.body.ty):
+            raise RuntimeError(
+                f"relax_vk internal error: packing changed a function's result type from {func.body.ty} "
+                f"to {out.body.ty}; please report it with the model"
+            )
+        return out
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.ConvertToPackedLayout")

@@ -203,3 +203,19 @@ def test_functions_without_dataflow_blocks_are_untouched():
     mod = bb.get()
     out = packed(mod)
     assert convs(out) == [("NCHW", 1, (1, 4, 6, 6))]
+
+
+def test_nhwc_conv_then_unary_keeps_the_nhwc_result():
+    """A unary op on an NHWC conv's packed output keeps its logical layout: the result is unpacked
+    back to NHWC (it used to come back as NCHW, changing the model's signature)."""
+    x = tensor("x", (1, 9, 9, 3))
+
+    def body(bb, x):
+        c = bb.emit(relax.op.nn.conv2d(x, const((8, 3, 3, 3), 1), padding=(1, 1), data_layout="NHWC", kernel_layout="OHWI"))
+        return relax.op.nn.relu(c)
+
+    mod = module([x], body)
+    out = packed(mod)
+    assert [tuple(int(d) for d in out["main"].body.ty.shape.values)] == [(1, 9, 9, 8)]
+    assert ranks_into(out, "relax.nn.relu") == [5]
+    assert_same_numbers(mod, out)
