@@ -7,6 +7,15 @@ from typing import Set
 import tvm
 from tvm import relax
 
+from .scope import GLOBAL, MemoryScope, scope_from_name
+
+
+def tensor_scope(ty) -> MemoryScope:
+    """The memory scope a tensor type's VDevice names; ``global`` without one (or for non-tensors)."""
+    if isinstance(ty, relax.TensorType) and ty.vdevice is not None:
+        return scope_from_name(str(ty.vdevice.memory_scope))
+    return GLOBAL
+
 
 def ops_in(mod: tvm.IRModule) -> Set[str]:
     """Names of the Relax ops called anywhere in ``mod``'s Relax functions."""

@@ -25,7 +25,8 @@ from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
 
 from .artifact import Artifact
-from .scope import scope_from_name, static_shape
+from .ir_utils import tensor_scope
+from .scope import static_shape
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -139,7 +140,7 @@ class _ProgramBuilder:
         shape = static_shape(ty.shape.values)
         if shape is None:
             raise ExportError(f"{name}: dynamic shape {ty.shape} is not supported by the runtime")
-        scope = scope_from_name(str(ty.vdevice.memory_scope)) if ty.vdevice is not None else scope_from_name("global")
+        scope = tensor_scope(ty)
         entry = {
             "id": len(self.tensors),
             "name": name,

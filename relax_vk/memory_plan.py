@@ -22,6 +22,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
+from .ir_utils import tensor_scope
 from .scope import GLOBAL, TEXTURE_SCOPES, is_texturable, scope_from_name, static_shape, tensor_bytes
 from .passes.scope_graph import scoped_functions
 
@@ -120,7 +121,7 @@ def _entries_for(name: str, ty, kind: str, limits=None) -> List[TensorEntry]:
     if not isinstance(ty, relax.TensorType) or ty.dtype is None:
         return []
     shape = static_shape(ty.shape.values) if ty.shape is not None and hasattr(ty.shape, "values") else None
-    scope = scope_from_name(str(ty.vdevice.memory_scope)) if ty.vdevice is not None else GLOBAL
+    scope = tensor_scope(ty)
     nbytes = tensor_bytes(shape, str(ty.dtype)) if shape is not None else 0
     image = list(scope.image_extents(shape).as_tuple()) if scope.is_texture and shape is not None else None
     reason = "" if scope.is_texture else _buffer_reason(kind, shape, str(ty.dtype), limits)

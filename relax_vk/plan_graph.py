@@ -8,13 +8,13 @@ matplotlib (the ``notebook`` extra) as a layered drawing, inputs at the top.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import tvm
 from tvm import relax
-from tvm.ir.expr import GenericConst
 
-from .scope import GLOBAL, scope_from_name
+from .ir_utils import tensor_scope
+from .scope import GLOBAL
 
 #: node colours by memory scope (buffers grey, each texture flattening its own colour)
 SCOPE_COLOURS = {
@@ -63,9 +63,7 @@ class PlanGraph:
 def _scope_of(ty) -> str:
     if isinstance(ty, relax.TupleType):
         return _scope_of(ty.fields[0]) if len(ty.fields) else GLOBAL.name
-    if isinstance(ty, relax.TensorType) and ty.vdevice is not None:
-        return scope_from_name(str(ty.vdevice.memory_scope)).name
-    return GLOBAL.name
+    return tensor_scope(ty).name
 
 
 def _op_name(call: relax.Call) -> str:
@@ -111,12 +109,8 @@ def dataflow_graph(mod: tvm.IRModule, func: str = "main") -> PlanGraph:
             op = _op_name(value)
             is_copy = op == "to_vdevice"
             is_tir = isinstance(value.op, tvm.ir.Op) and value.op.name.startswith("relax.call_tir")
-            inputs = sources(value.args[1]) if is_tir else sources(value)
-            seen: List[str] = []
-            for i in inputs:
-                if i not in seen:
-                    seen.append(i)
-            nodes.append(GraphNode(b.var.name, "copy" if is_copy else op, _scope_of(b.var.ty), is_copy, seen))
+            inputs = list(dict.fromkeys(sources(value.args[1]) if is_tir else sources(value)))  # unique, in order
+            nodes.append(GraphNode(b.var.name, "copy" if is_copy else op, _scope_of(b.var.ty), is_copy, inputs))
     outputs = sources(body.body) if isinstance(body, relax.SeqExpr) else []
     return PlanGraph(nodes, outputs)
 
