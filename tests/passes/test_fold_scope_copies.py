@@ -1,3 +1,4 @@
+import pytest
 from tvm import relax, te, topi
 
 from relax_vk.passes import FoldScopeCopies, RemoveRedundantAssignments
@@ -49,32 +50,20 @@ def _fold(mod):
     return out
 
 
-def test_texture_to_buffer_copy_folds_into_its_producer():
-    def build(bb, x):
-        relu = _kernel(bb, "relu", topi.nn.relu)
-        neg = _kernel(bb, "neg", topi.negative)
-        y = bb.emit(relax.call_tir(relu, (x,), out_ty=_t(TEX)))
-        c = bb.emit(relax.op.to_vdevice(y, GLB))
-        return relax.call_tir(neg, (c,), out_ty=_t(GLB))
-
-    out = _fold(_module(build))
-    assert op_count(out, "relax.to_vdevice") == 0
-    assert _call_scopes(out) == [("relu", ["global"]), ("neg", ["global"])]
-
-
-def test_buffer_to_texture_copy_folds_too():
-    """Upstream folds only texture -> buffer."""
+@pytest.mark.parametrize("produced,copied_to", [(TEX, GLB), (GLB, TEX)], ids=["texture-to-buffer", "buffer-to-texture"])
+def test_copy_folds_into_its_producer(produced, copied_to):
+    """Both directions fold (upstream folds only texture -> buffer)."""
 
     def build(bb, x):
         relu = _kernel(bb, "relu", topi.nn.relu)
         neg = _kernel(bb, "neg", topi.negative)
-        y = bb.emit(relax.call_tir(relu, (x,), out_ty=_t(GLB)))
-        c = bb.emit(relax.op.to_vdevice(y, TEX))
+        y = bb.emit(relax.call_tir(relu, (x,), out_ty=_t(produced)))
+        c = bb.emit(relax.op.to_vdevice(y, copied_to))
         return relax.call_tir(neg, (c,), out_ty=_t(GLB))
 
     out = _fold(_module(build))
     assert op_count(out, "relax.to_vdevice") == 0
-    assert _call_scopes(out)[0] == ("relu", ["global.texture"])
+    assert _call_scopes(out) == [("relu", [str(copied_to.memory_scope)]), ("neg", ["global"])]
 
 
 def test_tuple_output_field_folds():
