@@ -2,11 +2,12 @@
 
 * ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
 * ``relax-vk show MODEL``: the module after every scope stage;
-* ``relax-vk build MODEL --target opencl -o DIR``: compile; writes ``kernels.cl``, ``plan.json``
-  (the ``plan --json`` contract), ``module.py`` (the final Relax module as TVMScript) and
-  ``model.rvk``; ``-o FILE.rvk`` writes just the portable artifact;
-* ``relax-vk run MODEL_OR_RVK [--device D] [--check] [--repeat N] [--json]``: run on OpenCL;
-* ``relax-vk devices``: the OpenCL devices pyopencl sees;
+* ``relax-vk build MODEL [--target opencl|vulkan] -o DIR``: compile; writes ``kernels.cl`` (OpenCL)
+  or ``kernels.wgsl`` (Vulkan), ``plan.json`` (the ``plan --json`` contract), ``module.py`` (the
+  final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
+* ``relax-vk run MODEL_OR_RVK [--backend opencl|vulkan] [--device D] [--check] [--repeat N] [--json]``:
+  run on OpenCL (pyopencl) or Vulkan (wgpu); an ``.rvk`` file runs on the backend it was built for;
+* ``relax-vk devices``: the OpenCL devices pyopencl sees and the Vulkan adapters wgpu sees;
 * ``relax-vk demo``: the README's main job on the built-in default model;
 * ``relax-vk models``: the built-in example models.
 
@@ -14,7 +15,13 @@ MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file 
 (``torch.export.save``). ``--json`` outputs are stable contracts:
 ``plan`` as in :mod:`relax_vk.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}]}``.
-``run`` and ``devices`` on ``.rvk`` files need only numpy and pyopencl (no TVM).
+``devices`` prints a list of ``{"api", "index", "platform", "device", "type", "image_support",
+"image2d_max", "image_max_array_size", "usable", "problem"}``. ``run`` and ``devices`` on ``.rvk``
+files need only numpy and pyopencl or wgpu (no TVM).
+
+Vulkan texture limits: ``--spatial-limit``/``--depth-limit`` when given; else, when ``run`` or
+``plan`` is given a Vulkan ``--device``, the adapter's max 2D texture dimension and max array
+layers; else the target's defaults.
 """
 
 from __future__ import annotations
@@ -39,9 +46,23 @@ def _load_with_source(name: str):
 
 def _target(args):
     from . import target
+    from .target import DEFAULT_LIMITS
 
-    make = target.opencl if args.target == "opencl" else target.vulkan
-    return make(spatial_limit=args.spatial_limit, depth_limit=args.depth_limit)
+    spatial, depth = args.spatial_limit, args.depth_limit
+    if args.target == "vulkan":
+        return target.vulkan(spatial, depth, adapter=getattr(args, "adapter", None))
+    spatial = DEFAULT_LIMITS.spatial if spatial is None else spatial
+    depth = DEFAULT_LIMITS.depth if depth is None else depth
+    return target.opencl(spatial_limit=spatial, depth_limit=depth)
+
+
+def _select_vulkan_adapter(args) -> None:
+    """For Vulkan with a --device: the adapter (its limits shape the plan); else None."""
+    args.adapter = None
+    if args.target == "vulkan" and getattr(args, "device", None) is not None:
+        from .runtime.vulkan_devices import select_adapter
+
+        args.adapter = select_adapter(args.device)
 
 
 def _options(args):
@@ -59,9 +80,12 @@ def _registry(args):
 def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = None) -> None:
     if model_default is None:
         p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), or a .onnx / .pt2 file")
-    p.add_argument("--target", choices=("opencl", "vulkan"), default="opencl")
-    p.add_argument("--spatial-limit", type=int, default=16384, help="max texture width/height (default 16384)")
-    p.add_argument("--depth-limit", type=int, default=2048, help="max texture array layers (default 2048)")
+    p.add_argument("--target", "--backend", dest="target", choices=("opencl", "vulkan"), default=None,
+                   help="GPU API to plan and build for (default opencl; an .rvk file's own target for run)")
+    p.add_argument("--spatial-limit", type=int, default=None,
+                   help="max texture width/height (default: the Vulkan adapter's with --device, else 16384)")
+    p.add_argument("--depth-limit", type=int, default=None,
+                   help="max texture array layers (default: the Vulkan adapter's with --device, else 2048)")
     p.add_argument("--weights-in-buffers", action="store_true", help="keep conv2d weights in buffers")
     p.add_argument("--no-textures", action="store_true", help="all-buffer plan (for comparisons)")
     p.add_argument(
@@ -79,6 +103,7 @@ def _scoped(args, model: str):
 def cmd_plan(args) -> int:
     from .memory_plan import plan
 
+    _select_vulkan_adapter(args)
     result = plan(_scoped(args, args.model))
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
     return 0
@@ -121,20 +146,21 @@ def cmd_demo(args) -> int:
     from .reference import run_on_cpu
     from .runtime import load
 
+    _select_vulkan_adapter(args)
     print(f"relax_vk demo: model {args.model!r}, target {args.target}")
     print("[1/4] scope, lower and compile ...", flush=True)
     compiled = _compile(args, args.model)
     print(compiled.main.script(show_meta=False))
     print("[2/4] memory plan")
     print(compiled.plan().table())
-    print("[3/4] run on OpenCL ...", flush=True)
-    session = load(compiled.artifact(), device=args.device)
+    print(f"[3/4] run on {'Vulkan' if args.target == 'vulkan' else 'OpenCL'} ...", flush=True)
+    session = load(compiled.artifact(), device=args.adapter or args.device)
     inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
     outputs = session.run(inputs)
     reference = run_on_cpu(_load(args.model), inputs)
     abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
     ok = all(np.allclose(o, r, rtol=1e-4, atol=1e-4) for o, r in zip(outputs, reference))
-    print(f"device: {session.device.name.strip()}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
+    print(f"device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
     print("[4/4] timing")
     lat = session.time(inputs, repeat=10)
     print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
@@ -175,6 +201,7 @@ def _compile(args, model: str):
 
 
 def cmd_build(args) -> int:
+    args.adapter = None
     print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
     compiled = _compile(args, args.model)
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
@@ -186,7 +213,7 @@ def cmd_build(args) -> int:
     _write_atomically(
         args.output,
         {
-            "kernels.cl": compiled.opencl_source,
+            ("kernels.wgsl" if compiled.backend == "vulkan" else "kernels.cl"): compiled.source,
             "plan.json": json.dumps(compiled.plan().to_json(), indent=2),
             "module.py": compiled.lowered.script(show_meta=False),
             "model.rvk": artifact.to_bytes(),
@@ -233,13 +260,20 @@ def cmd_run(args) -> int:
 
     if args.model.endswith(".rvk"):
         artifact = Artifact.read(args.model)
+        built_for = artifact.program.get("target", "opencl")
+        if args.target is not None and args.target != built_for:
+            raise ValueError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
+        args.target = built_for
+        args.adapter = None
     else:
-        print(f"building {args.model} ...", file=sys.stderr, flush=True)
+        args.target = args.target or "opencl"
+        _select_vulkan_adapter(args)
+        print(f"building {args.model} for {args.target} ...", file=sys.stderr, flush=True)
         artifact = _compile(args, args.model).artifact()
-    session = load(artifact, device=args.device)
+    session = load(artifact, device=args.adapter or args.device)
     inputs = _inputs(args, session)
     outputs = session.run(inputs)
-    result = {"backend": "opencl", "device": session.device.name.strip(), "ok": None, "max_abs_err": None, "max_rel_err": None}
+    result = {"backend": args.target, "device": session.device_name, "ok": None, "max_abs_err": None, "max_rel_err": None}
     note = ""
     if args.check:
         reference, note = _reference(artifact, inputs)
@@ -267,17 +301,43 @@ def cmd_run(args) -> int:
     return 0 if result["ok"] in (None, True) else 1
 
 
-def cmd_devices(args) -> int:
-    from .runtime import list_devices
+def _device_rows():
+    """OpenCL devices then Vulkan adapters, one row shape (see the module docstring), and a note
+    per API that could not be listed."""
+    rows, notes = [], []
+    try:
+        from .runtime import list_devices
 
-    rows = list_devices()
+        rows += [dict(r, api="opencl") for r in list_devices()]
+    except Exception as err:  # no pyopencl, no ICD loader, no platform: say so, list Vulkan anyway
+        notes.append(f"OpenCL: {err}")
+    try:
+        from .runtime.vulkan_devices import list_adapters
+
+        for a in list_adapters():
+            rows.append(
+                {
+                    "api": "vulkan", "index": a["index"], "platform": f"Vulkan ({a['description']})", "device": a["device"],
+                    "type": a["type"], "image_support": True, "image2d_max": [a["texture2d_max"]] * 2,
+                    "image_max_array_size": a["texture_max_array_layers"], "usable": a["usable"], "problem": a["problem"],
+                }
+            )  # fmt: skip
+    except Exception as err:
+        notes.append(f"Vulkan: {err}")
+    return rows, notes
+
+
+def cmd_devices(args) -> int:
+    rows, notes = _device_rows()
+    for note in notes:
+        print(f"relax-vk: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
         limits = f"image2d {r['image2d_max'][0]}x{r['image2d_max'][1]}, {r['image_max_array_size']} layers" if r["image_support"] else "no images"
         state = "usable" if r["usable"] else f"unusable: {r['problem']}"
-        print(f"{r['index']:>5}  {r['type']:<4} {r['device']} [{r['platform']}]  {limits}  ({state})")
+        print(f"{r['api']:<6} {r['index']:>5}  {r['type']:<4} {r['device']} [{r['platform']}]  {limits}  ({state})")
     return 0
 
 
@@ -302,17 +362,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="print the memory plan of a model")
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.add_argument("--device", default=None, help="Vulkan: plan with this adapter's texture limits (lavapipe, gpu or N)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("show", help="print the module after each scope stage")
     _add_model_args(p)
     p.set_defaults(func=cmd_show)
-    p = sub.add_parser("build", help="compile a model to OpenCL texture kernels")
+    p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
     _add_model_args(p)
     p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), or FILE.rvk")
     p.set_defaults(func=cmd_build)
-    p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device")
+    p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
     _add_model_args(p)
-    p.add_argument("--device", default=None, help="pocl, gpu, or PLATFORM:DEVICE (default: a GPU if usable, else pocl)")
+    p.add_argument(
+        "--device", default=None,
+        help="OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N (default: a GPU if usable, else the CPU one)",
+    )
     p.add_argument("--check", action="store_true", help="compare with TVM's llvm target on the CPU")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
@@ -321,13 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=1e-4)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("devices", help="list OpenCL devices")
+    p = sub.add_parser("devices", help="list OpenCL devices and Vulkan adapters")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_devices)
     p = sub.add_parser("demo", help="scope the built-in default model and print its plan")
     _add_model_args(p, model_default=DEFAULT_MODEL)
     p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--device", default=None, help="pocl, gpu, or PLATFORM:DEVICE")
+    p.add_argument("--device", default=None, help="OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("models", help="list the built-in example models")
     p.set_defaults(func=cmd_models)
@@ -336,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "target", "") is None and args.func is not cmd_run:
+        args.target = "opencl"
     try:
         return args.func(args)
     except (ValueError, ImportError, RuntimeError, OSError) as err:

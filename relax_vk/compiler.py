@@ -1,8 +1,16 @@
 """``relax_vk.build``: compile a Relax module with the full texture pipeline.
 
-The result keeps what tools and tests need: the OpenCL source, its kernel names, the final Relax
-module (VDevices on every tensor, scheduled and scope-specialized PrimFuncs), the memory plan,
-the TVM executable, and the time spent per stage.
+The result keeps what tools and tests need: the kernel source (OpenCL C, or WGSL shaders for
+Vulkan), its kernel names, the final Relax module (VDevices on every tensor, scheduled and
+scope-specialized PrimFuncs), the memory plan, the TVM executable, and the time spent per stage.
+
+Vulkan: the scope plan is made for the Vulkan target (its texture limits), exactly as for OpenCL.
+TVM's texture lowering (``TextureFlatten``, the adreno schedules) is keyed to OpenCL-kind
+targets, so the kernels are lowered under :func:`relax_vk.target.lowering_target` (an OpenCL
+target with the same limits); the finalized device TIR is then emitted as WGSL by
+:mod:`relax_vk.wgsl` (``texture2d_load``/``texture2d_store`` become ``textureLoad``/``textureStore``
+on 2D-array textures). TVM's own WGSL codegen cannot take these kernels (no texture intrinsics, no
+``blockIdx.z``) and the wheel has no SPIR-V codegen; docs/vulkan.md has the evidence.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from tvm.ir.instrument import pass_instrument
 from . import target as _target
 from .opencl.compiler import kernel_names
 from .options import ScopeOptions
+from .passes import RetargetVDevices
 from .pipeline import finalize_stage, lowering_stage, scope_pipeline
 from .memory_plan import MemoryPlan, plan
 from .registry import OpRegistry
@@ -25,7 +34,7 @@ from .tir_pipeline import NAME as TIR_PIPELINE
 
 
 class UnsupportedTargetError(ValueError):
-    """The target kind cannot be built (yet)."""
+    """The target kind cannot be built."""
 
 
 @dataclass
@@ -36,11 +45,25 @@ class CompiledModule:
     scoped: tvm.IRModule  # after the scope stages (what the memory plan describes)
     lowered: tvm.IRModule  # after lowering: final Relax + scheduled, scope-specialized PrimFuncs
     executable: relax.VMExecutable
-    opencl_source: str
+    opencl_source: str  # the OpenCL C TVM generated (for Vulkan builds: of the lowering target)
     kernels: List[str]
     host_tir: Optional[tvm.IRModule] = None  # host functions right after SplitHostDevice
     stage_seconds: Dict[str, float] = field(default_factory=dict)
     model: Dict[str, str] = field(default_factory=dict)  # where the model came from (for --check)
+    device_tir: Optional[tvm.IRModule] = None  # finalized device kernels (what the codegen saw)
+    shaders: Dict[str, object] = field(default_factory=dict)  # Vulkan: kernel -> relax_vk.wgsl.Shader
+
+    @property
+    def backend(self) -> str:
+        """``"opencl"`` or ``"vulkan"``."""
+        return self.target.kind.name
+
+    @property
+    def source(self) -> str:
+        """The kernel source the runtime loads: OpenCL C, or the WGSL shaders one after another."""
+        if self.backend == "vulkan":
+            return "".join(self.shaders[name].source for name in sorted(self.shaders))
+        return self.opencl_source
 
     @property
     def main(self) -> relax.Function:
@@ -54,7 +77,9 @@ class CompiledModule:
         """The portable program (:class:`relax_vk.artifact.Artifact`) of this module."""
         from .lowered_program import export_program
 
-        return export_program(self.lowered, self.host_tir, self.opencl_source, self.target.kind.name, self.model)
+        if self.backend == "vulkan":
+            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders)
+        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model)
 
 
 def export(compiled: CompiledModule, path: str) -> None:
@@ -63,16 +88,28 @@ def export(compiled: CompiledModule, path: str) -> None:
 
 
 @pass_instrument
-class _CaptureHostTIR:
-    """Keeps the TIR module right after ``SplitHostDevice``: host functions still have their buffer
-    parameters and show each device kernel launch with its arguments and thread extents."""
+class _CaptureTIR:
+    """Keeps the TIR module right after ``SplitHostDevice`` (host functions still have their buffer
+    parameters and show each device kernel launch with its arguments and thread extents) and the
+    device module after its finalisation (``LowerIntrin`` is the last device pass)."""
 
     def __init__(self):
         self.module = None
+        self.device = None
 
     def run_after_pass(self, mod, info):
         if info.name == "tirx.SplitHostDevice":
             self.module = mod
+        elif info.name == "tirx.LowerIntrin" and _is_device_module(mod):
+            self.device = mod
+
+
+def _is_device_module(mod) -> bool:
+    for _, func in mod.functions_items():
+        target = func.attrs.get("target") if func.attrs is not None else None
+        if target is not None and target.kind.name != "llvm" and int(func.attrs.get("calling_conv", 0)) == 2:
+            return True
+    return False
 
 
 def _opencl_module(module):
@@ -92,31 +129,38 @@ def build(
     options: Optional[ScopeOptions] = None,
     model: Optional[Dict[str, str]] = None,
 ) -> CompiledModule:
-    """Scope, lower and compile ``mod`` for an OpenCL target (see :class:`CompiledModule`).
-    ``model`` records where the module came from (e.g. ``{"example": "rfc-conv2d"}``), so a
-    runtime can rebuild a CPU reference for it."""
+    """Scope, lower and compile ``mod`` for an OpenCL or Vulkan target (see :class:`CompiledModule`
+    and, for Vulkan, the module docstring). ``model`` records where the module came from (e.g.
+    ``{"example": "rfc-conv2d"}``), so a runtime can rebuild a CPU reference for it."""
     tgt = _target.resolve(target)
-    if tgt.kind.name == "vulkan":
-        raise UnsupportedTargetError(
-            "building for Vulkan needs relax_vk's Vulkan shader backend (the 'Vulkan textures' feature), "
-            "which is not available yet; relax_vk.scope_pipeline(relax_vk.target.vulkan()) gives the scope plan"
-        )
+    lower_tgt = _target.lowering_target(tgt)
     seconds: Dict[str, float] = {}
     t0 = time.perf_counter()
     scoped = scope_pipeline(tgt, registry, options)(mod)
     seconds["scope"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    lowered = lowering_stage(tgt)(scoped)
+    to_lower = scoped if lower_tgt.same_as(tgt) else RetargetVDevices(tgt.kind.name, lower_tgt)(scoped)
+    lowered = lowering_stage(lower_tgt)(to_lower)
     seconds["lowering"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    tail = tvm.transform.Sequential(finalize_stage(tgt))
-    capture = _CaptureHostTIR()
+    tail = tvm.transform.Sequential(finalize_stage(lower_tgt))
+    capture = _CaptureTIR()
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(
         opt_level=outer.opt_level, config=dict(outer.config), instruments=list(outer.instruments) + [capture]
     ):
-        executable = tvm.compile(lowered, tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)
+        executable = tvm.compile(lowered, lower_tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)
     seconds["codegen"] = time.perf_counter() - t0
     device_module = _opencl_module(executable.mod)
     source = str(device_module.inspect_source("cl")) if device_module is not None else ""
-    return CompiledModule(tgt, scoped, lowered, executable, source, kernel_names(source), capture.module, seconds, dict(model or {}))
+    compiled = CompiledModule(
+        tgt, scoped, lowered, executable, source, kernel_names(source), capture.module, seconds, dict(model or {}), capture.device
+    )
+    if tgt.kind.name == "vulkan":
+        from .wgsl import emit_module
+
+        t0 = time.perf_counter()
+        compiled.shaders = emit_module(capture.device) if capture.device is not None else {}
+        compiled.kernels = sorted(compiled.shaders)
+        seconds["wgsl"] = time.perf_counter() - t0
+    return compiled

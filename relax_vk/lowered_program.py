@@ -218,8 +218,37 @@ class _ProgramBuilder:
         return None
 
 
-def export_program(lowered: tvm.IRModule, host_tir: tvm.IRModule, source: str, target_kind: str, model: Optional[dict] = None) -> Artifact:
-    """The :class:`Artifact` of a lowered module (see the module docstring)."""
+def _attach_shaders(program: dict, shaders: dict) -> str:
+    """Vulkan: the WGSL source section (the shaders one after another, in kernel-name order) and,
+    on each kernel, where its shader lies in it, its bindings and its workgroup size."""
+    source = ""
+    for kernel in program["kernels"]:
+        name = kernel["name"]
+        if name not in shaders:
+            raise ExportError(f"kernel {name} is launched but has no WGSL shader")
+        shader = shaders[name]
+        if list(shader.workgroup) != list(kernel["local"]):
+            raise ExportError(f"kernel {name}: shader workgroup {list(shader.workgroup)} differs from its launch {kernel['local']}")
+        kernel["shader"] = {"offset": len(source), "length": len(shader.source)}
+        kernel["bindings"] = list(shader.bindings)
+        source += shader.source
+    for t in program["tensors"]:
+        elements = t["bytes"] // max(np.dtype(t["dtype"]).itemsize, 1)
+        if elements >= 2**31:
+            raise ExportError(f"tensor {t['name']} has {elements} elements; Vulkan shaders index with 32-bit integers")
+    return source
+
+
+def export_program(
+    lowered: tvm.IRModule,
+    host_tir: tvm.IRModule,
+    source: str,
+    target_kind: str,
+    model: Optional[dict] = None,
+    shaders: Optional[dict] = None,
+) -> Artifact:
+    """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
+    ``shaders`` (kernel name -> :class:`relax_vk.wgsl.Shader`) replace ``source``."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir)
     inputs = []
@@ -247,4 +276,6 @@ def export_program(lowered: tvm.IRModule, host_tir: tvm.IRModule, source: str, t
         "inputs": inputs,
         "outputs": outputs,
     }
+    if target_kind == "vulkan":
+        source = _attach_shaders(program, shaders or {})
     return Artifact(program, source, builder.constants)

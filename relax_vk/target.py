@@ -1,7 +1,8 @@
 """TVM targets for relax_vk's two GPU APIs, carrying their texture limits.
 
 ``opencl()`` defaults to Adreno-like limits (spatial 16384, depth 2048) and the target keys TVM's
-adreno schedules look for; ``vulkan()`` uses the same limits by default. Both accept overrides.
+adreno schedules look for; ``vulkan()`` uses the same limits by default, or a wgpu adapter's
+(``vulkan(adapter=...)``). Both accept overrides.
 The scope passes read the limits back with :func:`texture_limits`, so a target built by hand
 with ``texture_spatial_limit`` / ``texture_depth_limit`` attributes works too.
 """
@@ -41,16 +42,29 @@ def opencl(
     )
 
 
+def adapter_limits(adapter) -> TextureLimits:
+    """The texture limits of a wgpu adapter (``relax_vk.runtime.select_adapter``): its max 2D
+    texture dimension and max texture array layers."""
+    limits = adapter.limits
+    return TextureLimits(int(limits["max-texture-dimension-2d"]), int(limits["max-texture-array-layers"]))
+
+
 def vulkan(
-    spatial_limit: int = DEFAULT_LIMITS.spatial,
-    depth_limit: int = DEFAULT_LIMITS.depth,
+    spatial_limit: Optional[int] = None,
+    depth_limit: Optional[int] = None,
+    adapter=None,
 ) -> tvm.target.Target:
-    """A Vulkan target with texture limits.
+    """A Vulkan target with texture limits: the ones given, else the ``adapter``'s (a wgpu
+    adapter), else the defaults.
 
     TVM's vulkan target kind has no texture-limit attributes (only OpenCL's has), so the limits
     travel as two extra target keys, ``texture_spatial_limit=N`` and ``texture_depth_limit=N``,
     which :func:`texture_limits` reads back. Extra keys do not affect TVM's dispatch."""
-    limits = TextureLimits(spatial_limit, depth_limit)
+    base = adapter_limits(adapter) if adapter is not None else DEFAULT_LIMITS
+    limits = TextureLimits(
+        base.spatial if spatial_limit is None else spatial_limit,
+        base.depth if depth_limit is None else depth_limit,
+    )
     return tvm.target.Target(
         {
             "kind": "vulkan",
@@ -58,6 +72,17 @@ def vulkan(
         },
         host=_host(),
     )
+
+
+def lowering_target(target: tvm.target.Target) -> tvm.target.Target:
+    """The target kernels are lowered and scheduled under: the target itself for OpenCL; for
+    Vulkan an OpenCL target with the same texture limits, because TVM's texture lowering and
+    adreno schedules are keyed to OpenCL-kind targets (relax_vk emits the Vulkan shaders from the
+    device TIR itself, :mod:`relax_vk.wgsl`)."""
+    if check_kind(target) == "opencl":
+        return target
+    limits = texture_limits(target)
+    return opencl(limits.spatial, limits.depth)
 
 
 def texture_limits(target: tvm.target.Target, override: Optional[TextureLimits] = None) -> TextureLimits:

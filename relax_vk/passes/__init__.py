@@ -9,6 +9,7 @@ from .fold_small_constants import FoldSmallConstants
 from .partial_legalize import PartialLegalize
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 from .remove_redundant_assignments import RemoveRedundantAssignments
+from .retarget_vdevices import RetargetVDevices
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
 from .specialize_kernel_scopes import SpecializeKernelScopes
 
@@ -21,6 +22,7 @@ __all__ = [
     "CollectProducerScopeInfo",
     "DefineVDevice",
     "RemoveRedundantAssignments",
+    "RetargetVDevices",
     "RewriteBufferReshapes",
     "FoldScopeCopies",
     "SpecializeKernelScopes",

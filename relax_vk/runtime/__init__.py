@@ -1,14 +1,63 @@
-"""The relax_vk runtime: run ``.rvk`` artifacts on OpenCL devices with real images.
+"""The relax_vk runtime: run ``.rvk`` artifacts on OpenCL devices (pyopencl) or Vulkan adapters
+(wgpu), with real images for texture-scoped tensors.
 
-Needs only numpy and pyopencl (never TVM), so a model compiled on one machine runs on another::
+Needs only numpy and pyopencl or wgpu (never TVM), so a model compiled on one machine runs on
+another::
 
     from relax_vk.runtime import load
-    session = load("model.rvk", device="pocl")      # or "gpu", or "0:1" (platform:device)
+    session = load("model.rvk", device="gpu")       # OpenCL: "pocl", "gpu", "P:D"
+                                                    # Vulkan: "lavapipe", "gpu", "N"
     outputs = session.run([x])                      # numpy in, numpy out
-    print(session.last_profile)                     # per-kernel milliseconds
+    print(session.last_profile)                     # per-step milliseconds
+
+The artifact's target (``program["target"]``) picks the runtime.
 """
 
-from .devices import list_devices, select_device
-from .opencl_session import DeviceLimitError, OpenCLSession, load
+from __future__ import annotations
 
-__all__ = ["DeviceLimitError", "OpenCLSession", "list_devices", "load", "select_device"]
+from ..artifact import Artifact
+from .devices import list_devices, select_device
+from .session import DeviceLimitError, Session
+
+__all__ = [
+    "DeviceLimitError",
+    "OpenCLSession",
+    "Session",
+    "ShaderError",
+    "VulkanSession",
+    "list_adapters",
+    "list_devices",
+    "load",
+    "select_adapter",
+    "select_device",
+]
+
+
+def load(artifact, device=None, profile: bool = True) -> Session:
+    """A session for an artifact (a path or an :class:`~relax_vk.artifact.Artifact`) on ``device``
+    (a device object or a spec string), on the runtime its target names."""
+    if isinstance(artifact, str):
+        artifact = Artifact.read(artifact)
+    if artifact.program.get("target") == "vulkan":
+        from .vulkan_session import load as load_vulkan
+
+        return load_vulkan(artifact, device, profile)
+    from .opencl_session import load as load_opencl
+
+    return load_opencl(artifact, device, profile)
+
+
+def __getattr__(name):  # the sessions import their GPU API lazily: a Vulkan user needs no pyopencl
+    if name == "OpenCLSession":
+        from .opencl_session import OpenCLSession
+
+        return OpenCLSession
+    if name in ("VulkanSession", "ShaderError"):
+        from . import vulkan_session
+
+        return getattr(vulkan_session, name)
+    if name in ("list_adapters", "select_adapter"):
+        from . import vulkan_devices
+
+        return getattr(vulkan_devices, name)
+    raise AttributeError(name)

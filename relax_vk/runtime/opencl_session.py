@@ -12,17 +12,13 @@ raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and th
 
 from __future__ import annotations
 
-import time
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from ..artifact import Artifact
 from ..opencl import OpenCLBuildError, describe
-
-
-class DeviceLimitError(RuntimeError):
-    """The device cannot hold or run the program (names the tensor or kernel and the limit)."""
+from .session import DeviceLimitError, Session, texture_limit_problems
 
 
 def check_limits(program: dict, device) -> None:
@@ -34,13 +30,7 @@ def check_limits(program: dict, device) -> None:
     max_layers = int(device.image_max_array_size) if device.image_support else 0
     for t in textures:
         w, h, layers = t["image"]
-        problems = []
-        if w > max_w:
-            problems.append(f"width {w} > image2d max width {max_w}")
-        if h > max_h:
-            problems.append(f"height {h} > image2d max height {max_h}")
-        if layers > max_layers:
-            problems.append(f"{layers} layers > max array layers {max_layers}")
+        problems = texture_limit_problems(t["image"], max_w, max_h, max_layers)
         if problems:
             raise DeviceLimitError(
                 f"tensor {t['name']} ({t['scope']}, image {w}x{h}x{layers}) does not fit {describe(device)}: " + "; ".join(problems)
@@ -54,7 +44,7 @@ def check_limits(program: dict, device) -> None:
             raise DeviceLimitError(f"kernel {k['name']} needs work groups of {group} items; {describe(device)} allows {max_group}")
 
 
-class OpenCLSession:
+class OpenCLSession(Session):
     """A loaded program on one device: memory allocated, kernels built, constants uploaded."""
 
     def __init__(self, artifact: Artifact, device, profile: bool = True):
@@ -64,6 +54,7 @@ class OpenCLSession:
         self.artifact = artifact
         self.program = artifact.program
         self.device = device
+        self.device_name = device.name.strip()
         check_limits(self.program, device)
         self.context = cl.Context([device])
         props = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
@@ -130,21 +121,6 @@ class OpenCLSession:
         return cl.enqueue_copy(q, self.memory[dst], self.memory[src], byte_count=int(s["bytes"]))
 
     # ------------------------------------------------------------------- run
-    def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        ids = self.program["inputs"]
-        if len(inputs) != len(ids):
-            raise ValueError(f"the model takes {len(ids)} inputs, got {len(inputs)}")
-        out = []
-        for tid, array in zip(ids, inputs):
-            t = self.tensors[tid]
-            array = np.asarray(array)
-            if list(array.shape) != t["shape"]:
-                raise ValueError(f"input {t['name']}: shape {list(array.shape)}, expected {t['shape']}")
-            if str(array.dtype) != t["dtype"]:
-                raise ValueError(f"input {t['name']}: dtype {array.dtype}, expected {t['dtype']}")
-            out.append(array)
-        return out
-
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Run once; returns the outputs and records per-kernel times in ``last_profile``."""
         cl, q = self.cl, self.queue
@@ -170,16 +146,6 @@ class OpenCLSession:
                 ms = float("nan")
             self.last_profile.append({"name": name, "ms": ms})
         return outputs
-
-    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
-        """Wall-clock latency of ``run`` over ``repeat`` runs (after one warm-up run)."""
-        self.run(inputs)
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            self.run(inputs)
-            times.append((time.perf_counter() - start) * 1e3)
-        return {"median": float(np.median(times)), "min": float(np.min(times)), "max": float(np.max(times))}
 
 
 def load(artifact, device=None, profile: bool = True) -> OpenCLSession:

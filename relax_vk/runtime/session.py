@@ -1,0 +1,63 @@
+"""What every runtime session shares: input checking and wall-clock timing."""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+
+class DeviceLimitError(RuntimeError):
+    """The device cannot hold or run the program (names the tensor or kernel and the limit)."""
+
+
+def texture_limit_problems(image, max_w: int, max_h: int, max_layers: int, what: str = "image2d") -> List[str]:
+    """Why an image of extents ``(W, H, L)`` does not fit (empty when it does)."""
+    w, h, layers = image
+    problems = []
+    if w > max_w:
+        problems.append(f"width {w} > {what} max width {max_w}")
+    if h > max_h:
+        problems.append(f"height {h} > {what} max height {max_h}")
+    if layers > max_layers:
+        problems.append(f"{layers} layers > max array layers {max_layers}")
+    return problems
+
+
+class Session:
+    """Base of :class:`~relax_vk.runtime.OpenCLSession` and :class:`~relax_vk.runtime.VulkanSession`:
+    ``run(inputs) -> outputs`` (numpy in, numpy out) and ``last_profile`` (per-step milliseconds)."""
+
+    program: dict
+    tensors: List[dict]
+    device_name: str
+    last_profile: List[dict]
+
+    def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        ids = self.program["inputs"]
+        if len(inputs) != len(ids):
+            raise ValueError(f"the model takes {len(ids)} inputs, got {len(inputs)}")
+        out = []
+        for tid, array in zip(ids, inputs):
+            t = self.tensors[tid]
+            array = np.asarray(array)
+            if list(array.shape) != t["shape"]:
+                raise ValueError(f"input {t['name']}: shape {list(array.shape)}, expected {t['shape']}")
+            if str(array.dtype) != t["dtype"]:
+                raise ValueError(f"input {t['name']}: dtype {array.dtype}, expected {t['dtype']}")
+            out.append(array)
+        return out
+
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
+        """Wall-clock latency of ``run`` over ``repeat`` runs (after one warm-up run)."""
+        self.run(inputs)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self.run(inputs)
+            times.append((time.perf_counter() - start) * 1e3)
+        return {"median": float(np.median(times)), "min": float(np.min(times)), "max": float(np.max(times))}

@@ -1,0 +1,273 @@
+"""Run a Vulkan ``.rvk`` program through ``wgpu`` on its Vulkan backend.
+
+Texture-scoped tensors are real Vulkan images: 2D array textures, RGBA float32, bound as
+``texture_2d_array<f32>`` where a kernel reads them and as write-only storage textures where it
+writes them; buffers are storage buffers. Every tensor, bind group and pipeline is created when
+the session is loaded (constants uploaded then), so runs allocate nothing but their readback.
+Scope copies are small WGSL shaders (:mod:`relax_vk.runtime.vulkan_copies`). One run is one
+command buffer: a compute pass per step (WebGPU orders the passes' memory accesses), with a
+timestamp pair per pass when the adapter offers ``timestamp-query`` (``last_profile``).
+
+Before anything is created the program is checked against the adapter's limits (2D texture
+size, array layers, workgroup size and count, bindings per stage, buffer sizes);
+a violation raises :class:`DeviceLimitError` naming the tensor or kernel, the extents and the
+limit. A shader the device rejects raises :class:`ShaderError` with the device's message and the
+numbered WGSL. Needs numpy and wgpu only (never TVM).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from ..artifact import Artifact
+from .session import DeviceLimitError, Session, texture_limit_problems
+from .vulkan_copies import copy_grid, copy_items, copy_shader
+from .vulkan_devices import LIMIT_KEYS, _wgpu, describe_adapter
+
+
+class ShaderError(RuntimeError):
+    """The device rejected a WGSL shader; the message holds the error and the numbered shader."""
+
+    def __init__(self, kernel: str, error: str, source: str):
+        numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))
+        super().__init__(f"shader for kernel {kernel} was rejected by the device:\n{error}\n--- shader ---\n{numbered}")
+        self.kernel, self.error, self.source = kernel, error, source
+
+
+def shader_source(artifact: Artifact, kernel: dict) -> str:
+    where = kernel.get("shader")
+    if not where:
+        raise ValueError(f"kernel {kernel['name']} has no shader: is this a Vulkan artifact? (target {artifact.program.get('target')})")
+    start, length = int(where["offset"]), int(where["length"])
+    if start < 0 or start + length > len(artifact.source):
+        raise ValueError(f"kernel {kernel['name']}: shader [{start}, {start + length}) lies outside the source section")
+    return artifact.source[start : start + length]
+
+
+def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the device") -> None:
+    """Raise :class:`DeviceLimitError` for the first tensor or kernel the adapter cannot handle."""
+    max_dim, max_layers = int(limits["max-texture-dimension-2d"]), int(limits["max-texture-array-layers"])
+    for t in program["tensors"]:
+        if t["image"]:
+            problems = texture_limit_problems(t["image"], max_dim, max_dim, max_layers, "texture2d")
+            if problems:
+                w, h, layers = t["image"]
+                raise DeviceLimitError(
+                    f"tensor {t['name']} ({t['scope']}, image {w}x{h}x{layers}) does not fit {device_name}: " + "; ".join(problems)
+                )
+            if t["dtype"] != "float32":
+                raise DeviceLimitError(f"tensor {t['name']}: {t['dtype']} textures are not supported by this runtime (float32 only)")
+        elif int(t["bytes"]) > int(limits["max-storage-buffer-binding-size"]):
+            raise DeviceLimitError(
+                f"tensor {t['name']} ({t['bytes']} bytes) exceeds {device_name}'s max storage buffer binding size "
+                f"{limits['max-storage-buffer-binding-size']}"
+            )
+    for k in program["kernels"]:
+        local, global_ = k["local"], k["global"]
+        if int(np.prod(local)) > int(limits["max-compute-invocations-per-workgroup"]):
+            raise DeviceLimitError(
+                f"kernel {k['name']} needs workgroups of {int(np.prod(local))} invocations; {device_name} allows "
+                f"{limits['max-compute-invocations-per-workgroup']}"
+            )
+        for axis, size, groups in zip("xyz", local, (g // l for g, l in zip(global_, local))):
+            if size > int(limits[f"max-compute-workgroup-size-{axis}"]):
+                raise DeviceLimitError(f"kernel {k['name']}: workgroup size {axis}={size} > {limits[f'max-compute-workgroup-size-{axis}']}")
+            if groups > int(limits["max-compute-workgroups-per-dimension"]):
+                raise DeviceLimitError(
+                    f"kernel {k['name']}: {groups} workgroups along {axis} > {device_name}'s limit {limits['max-compute-workgroups-per-dimension']}"
+                )
+        bindings = k.get("bindings", [])
+        for kind, key in (
+            ("buffer", "max-storage-buffers-per-shader-stage"),
+            ("texture", "max-sampled-textures-per-shader-stage"),
+            ("storage_texture", "max-storage-textures-per-shader-stage"),
+        ):
+            if bindings.count(kind) > int(limits[key]):
+                raise DeviceLimitError(f"kernel {k['name']} binds {bindings.count(kind)} {kind}s; {device_name} allows {limits[key]} ({key})")
+
+
+class VulkanSession(Session):
+    """A loaded program on one Vulkan adapter: memory, pipelines and bind groups created,
+    constants uploaded."""
+
+    def __init__(self, artifact: Artifact, adapter, profile: bool = True):
+        wgpu = _wgpu()
+        self.wgpu = wgpu
+        self.artifact = artifact
+        self.program = artifact.program
+        if self.program.get("target") != "vulkan":
+            raise ValueError(f"this artifact was built for {self.program.get('target')!r}; the Vulkan runtime runs Vulkan builds")
+        self.adapter = adapter
+        self.device_name = str(adapter.info.get("device", "")).strip()
+        limits = {k: int(adapter.limits[k]) for k in LIMIT_KEYS}
+        check_limits(self.program, limits, describe_adapter(adapter))
+        self.profiling = profile and "timestamp-query" in adapter.features
+        features = ["timestamp-query"] if self.profiling else []
+        self.device = adapter.request_device_sync(required_features=features, required_limits=limits)
+        self.max_groups = limits["max-compute-workgroups-per-dimension"]
+        self.tensors = self.program["tensors"]
+        self.memory = [self._allocate(t) for t in self.tensors]
+        self.pipelines = {k["name"]: self._kernel_pipeline(k) for k in self.program["kernels"]}
+        kernels = {k["name"]: k for k in self.program["kernels"]}
+        self.steps = [self._prepare(step, kernels) for step in self.program["steps"]]
+        if self.profiling:
+            self.queries = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * max(len(self.steps), 1))
+            size = 16 * max(len(self.steps), 1)
+            usage = wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+            self.query_buffer = self.device.create_buffer(size=size, usage=usage)
+        self._upload_constants()
+        self.last_profile: List[dict] = []
+
+    # ---------------------------------------------------------------- memory
+    def _allocate(self, t: dict):
+        wgpu = self.wgpu
+        if t["image"]:
+            w, h, layers = t["image"]
+            usage = wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC
+            texture = self.device.create_texture(size=(w, h, layers), format=wgpu.TextureFormat.rgba32float, usage=usage, dimension="2d")
+            return texture
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+        return self.device.create_buffer(size=max(4, -(-int(t["bytes"]) // 4) * 4), usage=usage)
+
+    def _resource(self, tid: int):
+        t, mem = self.tensors[tid], self.memory[tid]
+        if t["image"]:
+            return mem.create_view(dimension="2d-array")
+        return {"buffer": mem, "offset": 0, "size": mem.size}
+
+    def _write(self, tid: int, array: np.ndarray) -> None:
+        t = self.tensors[tid]
+        data = np.ascontiguousarray(array, dtype=t["dtype"])
+        if t["image"]:
+            w, h, layers = t["image"]
+            self.device.queue.write_texture(
+                {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
+                data.tobytes(),
+                {"offset": 0, "bytes_per_row": 16 * w, "rows_per_image": h},
+                (w, h, layers),
+            )
+        else:
+            raw = data.tobytes()
+            raw += b"\0" * ((-len(raw)) % 4)
+            self.device.queue.write_buffer(self.memory[tid], 0, raw)
+
+    def _read(self, tid: int) -> np.ndarray:
+        t = self.tensors[tid]
+        if t["image"]:
+            w, h, layers = t["image"]
+            raw = self.device.queue.read_texture(
+                {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
+                {"offset": 0, "bytes_per_row": 16 * w, "rows_per_image": h},
+                (w, h, layers),
+            )
+        else:
+            raw = self.device.queue.read_buffer(self.memory[tid])
+        nbytes = int(t["bytes"])
+        return np.frombuffer(bytes(raw)[:nbytes], dtype=t["dtype"]).reshape(t["shape"]).copy()
+
+    def _upload_constants(self) -> None:
+        for t in self.tensors:
+            if t["kind"] == "constant":
+                self._write(t["id"], self.artifact.constants[f"t{t['id']}"].reshape(t["shape"]))
+
+    # ------------------------------------------------------------- pipelines
+    def _layout_entry(self, binding: int, kind: str) -> dict:
+        wgpu = self.wgpu
+        entry = {"binding": binding, "visibility": wgpu.ShaderStage.COMPUTE}
+        if kind == "buffer":
+            entry["buffer"] = {"type": wgpu.BufferBindingType.storage}
+        elif kind == "texture":
+            entry["texture"] = {
+                "sample_type": wgpu.TextureSampleType.unfilterable_float,
+                "view_dimension": wgpu.TextureViewDimension.d2_array,
+                "multisampled": False,
+            }
+        elif kind == "storage_texture":
+            entry["storage_texture"] = {
+                "access": wgpu.StorageTextureAccess.write_only,
+                "format": wgpu.TextureFormat.rgba32float,
+                "view_dimension": wgpu.TextureViewDimension.d2_array,
+            }
+        else:
+            raise ValueError(f"unknown binding kind {kind!r}")
+        return entry
+
+    def _pipeline(self, name: str, source: str, bindings: Sequence[str]):
+        wgpu = self.wgpu
+        try:
+            module = self.device.create_shader_module(code=source)
+            layout = self.device.create_bind_group_layout(entries=[self._layout_entry(i, k) for i, k in enumerate(bindings)])
+            pipeline = self.device.create_compute_pipeline(
+                layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]), compute={"module": module, "entry_point": "main"}
+            )
+        except (wgpu.GPUError, RuntimeError, ValueError) as err:
+            raise ShaderError(name, str(err), source) from None
+        return pipeline, layout
+
+    def _kernel_pipeline(self, kernel: dict):
+        return self._pipeline(kernel["name"], shader_source(self.artifact, kernel), kernel["bindings"])
+
+    def _prepare(self, step: dict, kernels: Dict[str, dict]) -> tuple:
+        if step["op"] == "launch":
+            kernel = kernels[step["kernel"]]
+            pipeline, layout = self.pipelines[step["kernel"]]
+            groups = tuple(g // l for g, l in zip(kernel["global"], kernel["local"]))
+            args = step["args"]
+            name = step["kernel"]
+        elif step["op"] == "copy":
+            s, d = self.tensors[step["src"]], self.tensors[step["dst"]]
+            floats = int(s["bytes"]) // 4
+            items = copy_items(s["image"], d["image"], floats)
+            gx, gy = copy_grid(items, self.max_groups)
+            bindings = ["texture" if s["image"] else "buffer", "storage_texture" if d["image"] else "buffer"]
+            name = f"copy {s['name']}->{d['name']}"
+            pipeline, layout = self._pipeline(name, copy_shader(s["image"], d["image"], floats, gx), bindings)
+            groups = (gx, gy, 1)
+            args = [step["src"], step["dst"]]
+        else:
+            raise ValueError(f"unknown step {step['op']}")
+        group = self.device.create_bind_group(
+            layout=layout, entries=[{"binding": i, "resource": self._resource(tid)} for i, tid in enumerate(args)]
+        )
+        return name, pipeline, group, groups
+
+    # ------------------------------------------------------------------- run
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once; returns the outputs and records per-step times in ``last_profile`` (when the
+        adapter has timestamp queries)."""
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array)
+        encoder = self.device.create_command_encoder()
+        for i, (_, pipeline, group, groups) in enumerate(self.steps):
+            kwargs = {}
+            if self.profiling:
+                kwargs["timestamp_writes"] = {"query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
+            compute = encoder.begin_compute_pass(**kwargs)
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, group)
+            compute.dispatch_workgroups(*groups)
+            compute.end()
+        if self.profiling and self.steps:
+            encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
+        self.device.queue.submit([encoder.finish()])
+        outputs = [self._read(tid) for tid in self.program["outputs"]]
+        self.last_profile = []
+        if self.profiling and self.steps:
+            stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64)
+            for i, (name, *_rest) in enumerate(self.steps):
+                self.last_profile.append({"name": name, "ms": float(stamps[2 * i + 1] - stamps[2 * i]) * 1e-6})
+        return outputs
+
+
+def load(artifact, device=None, profile: bool = True) -> VulkanSession:
+    """A session for an artifact (a path or an :class:`Artifact`) on ``device`` (a wgpu adapter,
+    or a spec for :func:`relax_vk.runtime.select_adapter`)."""
+    from .vulkan_devices import select_adapter
+
+    if isinstance(artifact, str):
+        artifact = Artifact.read(artifact)
+    if device is None or isinstance(device, str):
+        device = select_adapter(device)
+    return VulkanSession(artifact, device, profile)

@@ -1,0 +1,686 @@
+"""Emit a WGSL compute shader from one finalized TVM device kernel (after ``TextureFlatten``,
+``RepairTextureStores`` and ``LowerIntrin``).
+
+Contract
+--------
+Requires a device ``PrimFunc`` whose parameters are all pointers (buffers or textures), whose
+thread extents are constants, and whose texture accesses are ``tirx.texture2d_load`` /
+``tirx.texture2d_store`` of whole RGBA float32 texels (or single lanes of a loaded texel).
+Guarantees a self-contained WGSL module with one entry point ``main`` and these bindings, all in
+group 0, binding ``i`` = parameter ``i``:
+
+* a texture the kernel only reads: ``texture_2d_array<f32>``, read with ``textureLoad``;
+* a texture the kernel writes: ``texture_storage_2d_array<rgba32float, write>``, written with
+  ``textureStore`` (a kernel that reads and writes one texture is refused);
+* a buffer: ``var<storage, read_write> array<T>``.
+
+``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
+(all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
+``int64`` index arithmetic is emitted as ``i32`` (the exporter refuses tensors of 2**31 elements
+or more, so every index fits). Anything the emitter cannot translate exactly raises
+:class:`WGSLEmitError` naming the kernel and the construct; it never guesses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tvm
+from tvm import tirx
+
+from .helpers import HELPERS, MATH_FUNCTIONS
+
+TEXTURE_PREFIX = "global.texture"
+_AXES = "xyz"
+
+# WGSL keywords and reserved words an identifier must not take (WGSL spec, section 15).
+_RESERVED = set(
+    """alias break case const const_assert continue continuing default diagnostic discard else enable
+    false fn for if let loop override requires return struct switch true var while NULL Self abstract
+    active alignas alignof as asm asm_fragment async attribute auto await become binding_array cast
+    catch class co_await co_return co_yield coherent column_major common compile compile_fragment
+    concept const_cast consteval constexpr constinit crate debugger decltype delete demote
+    demote_to_helper do dynamic_cast enum explicit export extends extern external fallthrough filter
+    final finally friend from fxgroup get goto groupshared highp impl implements import inline
+    instanceof interface layout lowp macro macro_rules match mediump meta mod module move mut
+    mutable namespace new nil noexcept noinline nointerpolation noperspective null nullptr of
+    operator package packoffset partition pass patch pixelfragment precise precision premerge priv
+    protected pub public readonly ref regardless register reinterpret_cast require resource restrict
+    self set shared sizeof smooth snorm static static_assert static_cast std subroutine super target
+    template this thread_local throw trait try type typedef typeid typename typeof union unless
+    unorm unsafe unsized use using varying virtual volatile wgsl where with writeonly yield
+    array atomic bool f16 f32 i32 u32 mat2x2 mat2x3 mat2x4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4
+    ptr sampler sampler_comparison texture_1d texture_2d texture_2d_array texture_3d texture_cube
+    texture_cube_array vec2 vec3 vec4 main select min max abs exp log sqrt floor ceil round""".split()
+)
+
+
+class WGSLEmitError(ValueError):
+    """A device kernel uses something the WGSL emitter cannot translate exactly."""
+
+
+@dataclass(frozen=True)
+class Shader:
+    """One kernel as a WGSL module: its source, workgroup size and the kind of each binding
+    (``"buffer"``, ``"texture"`` (sampled, read) or ``"storage_texture"`` (written))."""
+
+    name: str
+    source: str
+    workgroup: Tuple[int, int, int]
+    bindings: Tuple[str, ...]
+
+
+def _dtype(expr_or_dtype):
+    if hasattr(expr_or_dtype, "ty"):
+        ty = expr_or_dtype.ty
+        if not hasattr(ty, "dtype"):
+            raise TypeError(f"{expr_or_dtype} has no primitive type")
+        return ty.dtype
+    return tvm.DataType(str(expr_or_dtype)) if isinstance(expr_or_dtype, str) else expr_or_dtype
+
+
+def _scalar_type(dtype, where: str) -> str:
+    code, bits = int(dtype.type_code), int(dtype.bits)
+    if code == 2 and bits == 32:
+        return "f32"
+    if code == 0 and bits in (32, 64):
+        return "i32"  # int64 indices: see the module docstring
+    if code == 1 and bits == 32:
+        return "u32"
+    if code == 1 and bits == 1:
+        return "bool"
+    raise WGSLEmitError(f"{where}: dtype {dtype} has no WGSL type (float32, int32/int64 indices, uint32 and bool only)")
+
+
+def wgsl_type(dtype, where: str = "kernel") -> str:
+    """The WGSL type of a TVM dtype (vectors of 2-4 lanes)."""
+    dtype = _dtype(dtype)
+    base = _scalar_type(dtype, where)
+    lanes = int(dtype.lanes)
+    if lanes == 1:
+        return base
+    if lanes in (2, 3, 4):
+        return f"vec{lanes}<{base}>"
+    raise WGSLEmitError(f"{where}: {lanes}-lane vectors ({dtype}) have no WGSL type (2-4 lanes only)")
+
+
+def _float_literal(value: float) -> str:
+    if math.isnan(value):
+        return "rvk_nan()"
+    if math.isinf(value):
+        return "rvk_inf()" if value > 0 else "(-rvk_inf())"
+    f32 = np.float32(value)
+    if abs(float(f32)) > float(np.finfo(np.float32).max):
+        return "rvk_inf()" if value > 0 else "(-rvk_inf())"
+    text = format(float(f32), ".9g")
+    if not any(c in text for c in ".en"):
+        text += ".0"
+    return f"{text}f" if not text.startswith("-") else f"({text}f)"
+
+
+def _is_ramp_lanes(expr, base: int, lanes: int) -> bool:
+    return (
+        type(expr).__name__ == "Ramp"
+        and isinstance(expr.base, tirx.IntImm)
+        and int(expr.base.value) == base
+        and isinstance(expr.stride, tirx.IntImm)
+        and int(expr.stride.value) == 1
+        and int(expr.lanes) == lanes
+    )
+
+
+class _Emitter:
+    def __init__(self, func: tirx.PrimFunc, name: str):
+        self.func = func
+        self.kernel = name
+        self.lines: List[str] = []
+        self.module_vars: List[str] = []
+        self.helpers: set = set()
+        self.names: Dict[object, str] = {}  # Var -> identifier
+        self.taken: set = set()
+        self.buffers: Dict[object, str] = {}  # data Var -> identifier of its storage
+        self.textures: Dict[object, set] = {}  # data Var -> {"load", "store"} uses seen
+        self.roots: Dict[object, object] = {}  # Buffer -> the parameter Var or allocated Buffer it views
+        self.thread_extent: Dict[str, int] = {}
+        self.temp = 0
+        self.bindings: List[str] = []
+
+    # ------------------------------------------------------------- naming
+    def fail(self, what: str) -> WGSLEmitError:
+        return WGSLEmitError(f"kernel {self.kernel}: {what}")
+
+    def fresh(self, hint: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        base = base.lstrip("_") or "v"
+        name, n = base, 0
+        while name in self.taken or name in _RESERVED or name.startswith("rvk_"):
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+    def bind(self, var, hint: Optional[str] = None) -> str:
+        name = self.fresh(hint or str(var.name))
+        self.names[var] = name
+        return name
+
+    def var(self, var) -> str:
+        if var in self.names:
+            return self.names[var]
+        raise self.fail(f"variable {var.name} is used but never defined")
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    # -------------------------------------------------------- parameters
+    def params(self) -> None:
+        """Name every parameter; buffers are declared here, textures after the body (whether a
+        texture is sampled or a storage texture depends on how the body uses it)."""
+        for param in self.func.params:
+            ty = param.ty
+            if not isinstance(ty, tvm.ir.PointerType):
+                raise self.fail(f"parameter {param.name} is a scalar ({ty}); kernels take buffers and textures only")
+            scope = str(ty.storage_scope) or "global"
+            self.bind(param)
+            if scope.startswith(TEXTURE_PREFIX):
+                elem = str(ty.element_type.dtype)
+                if elem != "float32":
+                    raise self.fail(f"texture parameter {param.name} holds {elem}; textures are RGBA float32")
+                self.textures[param] = set()
+            elif scope == "global":
+                elem = wgsl_type(str(ty.element_type.dtype), f"kernel {self.kernel}: buffer {param.name}")
+                if elem == "bool":
+                    raise self.fail(f"buffer {param.name} holds bool; storage buffers hold 32-bit values only")
+                self.buffers[param] = self.names[param]
+            else:
+                raise self.fail(f"parameter {param.name} has memory scope {scope!r}; kernels take global buffers and textures")
+
+    def declare_params(self) -> List[str]:
+        decls = []
+        for index, param in enumerate(self.func.params):
+            name = self.names[param]
+            if param in self.textures:
+                uses = self.textures[param]
+                if uses == {"load", "store"}:
+                    raise self.fail(f"texture {param.name} is read and written by one kernel (write-only storage textures)")
+                if "store" in uses:
+                    kind, decl = "storage_texture", "texture_storage_2d_array<rgba32float, write>"
+                else:
+                    kind, decl = "texture", "texture_2d_array<f32>"
+                decls.append(f"@group(0) @binding({index}) var {name}: {decl};")
+            else:
+                elem = wgsl_type(str(param.ty.element_type.dtype))
+                kind = "buffer"
+                decls.append(f"@group(0) @binding({index}) var<storage, read_write> {name}: array<{elem}>;")
+            self.bindings.append(kind)
+        return decls
+
+    # -------------------------------------------------------- expressions
+    def expr(self, e) -> str:
+        kind = type(e).__name__
+        method = getattr(self, "e_" + kind, None)
+        if method is None:
+            raise self.fail(f"expression {kind} ({e}) has no WGSL translation")
+        return method(e)
+
+    def e_IntImm(self, e) -> str:
+        dt = _dtype(e)
+        wt = _scalar_type(dt, f"kernel {self.kernel}")
+        v = int(e.value)
+        if wt == "bool":
+            return "true" if v else "false"
+        if wt == "u32":
+            return f"{v}u"
+        if not -(2**31) <= v < 2**31:
+            raise self.fail(f"integer constant {v} does not fit WGSL's i32")
+        return f"i32({v})" if v < 0 else str(v)
+
+    def e_FloatImm(self, e) -> str:
+        if str(_dtype(e)) != "float32":
+            raise self.fail(f"{_dtype(e)} constant {e.value}: float32 only")
+        lit = _float_literal(float(e.value))
+        if "rvk_" in lit:
+            self.helpers.add("rvk_inf" if "inf" in lit else "rvk_nan")
+        return lit
+
+    def e_Var(self, e) -> str:
+        return self.var(e)
+
+    def _binary(self, e, op: str) -> str:
+        return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+
+    def e_Add(self, e):
+        return self._binary(e, "+")
+
+    def e_Sub(self, e):
+        return self._binary(e, "-")
+
+    def e_Mul(self, e):
+        return self._binary(e, "*")
+
+    def e_Div(self, e):  # truncating for integers, as WGSL's '/'
+        return self._binary(e, "/")
+
+    def e_Mod(self, e):  # truncating for integers, as WGSL's '%'
+        return self._binary(e, "%")
+
+    def _is_float(self, e) -> bool:
+        return int(_dtype(e).type_code) == 2
+
+    def e_FloorDiv(self, e):
+        if self._is_float(e):
+            return f"floor({self._binary(e, '/')})"
+        self.helpers.add("rvk_floordiv")
+        return self._call_helper("rvk_floordiv", e)
+
+    def e_FloorMod(self, e):
+        if self._is_float(e):
+            a, b = self.expr(e.a), self.expr(e.b)
+            return f"({a} - floor({a} / {b}) * {b})"
+        self.helpers.add("rvk_floormod")
+        return self._call_helper("rvk_floormod", e)
+
+    def _call_helper(self, name: str, e) -> str:
+        if int(_dtype(e).lanes) != 1:
+            raise self.fail(f"{name} on vectors")
+        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def e_Min(self, e):
+        return f"min({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def e_Max(self, e):
+        return f"max({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def e_EQ(self, e):
+        return self._binary(e, "==")
+
+    def e_NE(self, e):
+        return self._binary(e, "!=")
+
+    def e_LT(self, e):
+        return self._binary(e, "<")
+
+    def e_LE(self, e):
+        return self._binary(e, "<=")
+
+    def e_GT(self, e):
+        return self._binary(e, ">")
+
+    def e_GE(self, e):
+        return self._binary(e, ">=")
+
+    def e_And(self, e):
+        return self._binary(e, "&&" if int(_dtype(e).lanes) == 1 else "&")
+
+    def e_Or(self, e):
+        return self._binary(e, "||" if int(_dtype(e).lanes) == 1 else "|")
+
+    def e_Not(self, e):
+        return f"(!{self.expr(e.a)})"
+
+    def e_BitwiseAnd(self, e):
+        return self._binary(e, "&")
+
+    def e_BitwiseOr(self, e):
+        return self._binary(e, "|")
+
+    def e_BitwiseXor(self, e):
+        return self._binary(e, "^")
+
+    def e_BitwiseNot(self, e):
+        return f"(~{self.expr(e.a)})"
+
+    def e_LShift(self, e):
+        return f"({self.expr(e.a)} << {self._shift_amount(e.b)})"
+
+    def e_RShift(self, e):
+        return f"({self.expr(e.a)} >> {self._shift_amount(e.b)})"
+
+    def _shift_amount(self, b) -> str:
+        lanes = int(_dtype(b).lanes)
+        return f"u32({self.expr(b)})" if lanes == 1 else f"vec{lanes}<u32>({self.expr(b)})"
+
+    def e_Select(self, e):
+        return f"select({self.expr(e.false_value)}, {self.expr(e.true_value)}, {self.expr(e.condition)})"
+
+    def e_Cast(self, e):
+        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
+
+    def e_Broadcast(self, e):
+        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
+
+    def e_Ramp(self, e):
+        lanes = int(e.lanes)
+        t = wgsl_type(_dtype(e), f"kernel {self.kernel}")
+        steps = ", ".join(str(i) for i in range(lanes))
+        return f"({t}({self.expr(e.base)}) + {t}({steps}) * {t}({self.expr(e.stride)}))"
+
+    def e_Shuffle(self, e):
+        vectors = list(e.vectors)
+        indices = [int(i.value) for i in e.indices]
+        comps = []
+        for v in vectors:
+            lanes = int(_dtype(v).lanes)
+            text = self.expr(v)
+            comps.extend([text] if lanes == 1 else [f"{text}[{k}]" for k in range(lanes)])
+        picked = [comps[i] for i in indices]
+        if len(picked) == 1:
+            return picked[0]
+        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(picked)})"
+
+    def _lane_indices(self, index) -> Optional[List[str]]:
+        """Per-lane index strings of a vector index, or None for a scalar index."""
+        lanes = int(_dtype(index).lanes)
+        if lanes == 1:
+            return None
+        if type(index).__name__ == "Ramp":
+            base, stride = self.expr(index.base), index.stride
+            if isinstance(stride, tirx.IntImm) and isinstance(index.base, tirx.IntImm):
+                b, s = int(index.base.value), int(stride.value)
+                return [str(b + i * s) for i in range(lanes)]
+            if isinstance(stride, tirx.IntImm):
+                s = int(stride.value)
+                return [base if i == 0 else f"({base} + {i * s})" for i in range(lanes)]
+            st = self.expr(stride)
+            return [f"({base} + {i} * {st})" for i in range(lanes)]
+        text = self.expr(index)
+        return [f"{text}[{k}]" for k in range(lanes)]
+
+    def storage(self, buffer) -> str:
+        if buffer not in self.roots:
+            raise self.fail(f"buffer {buffer.name} is used before it is declared or allocated")
+        data = self.roots[buffer]
+        if data in self.textures:
+            raise self.fail(f"texture {buffer.name} is accessed as a buffer (texture accesses must be flattened first)")
+        if data in self.buffers:
+            return self.buffers[data]
+        raise self.fail(f"buffer {buffer.name} has no storage (its allocation was not seen)")
+
+    def e_BufferLoad(self, e):
+        buffer = e.buffer if hasattr(e, "buffer") else e.source  # TVM 0.27: TensorLoad.source
+        if not isinstance(buffer, tirx.Buffer):
+            raise self.fail(f"load from {buffer} (not a buffer)")
+        if len(e.indices) != 1:
+            raise self.fail(f"buffer {buffer.name} is not flattened ({len(e.indices)} indices)")
+        name = self.storage(buffer)
+        if int(_dtype(str(buffer.dtype)).lanes) != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
+            if int(_dtype(e.indices[0]).lanes) != 1:
+                raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
+            return f"{name}[{self.expr(e.indices[0])}]"
+        lanes = self._lane_indices(e.indices[0])
+        if lanes is None:
+            return f"{name}[{self.expr(e.indices[0])}]"
+        t = wgsl_type(_dtype(e), f"kernel {self.kernel}")
+        return f"{t}({', '.join(f'{name}[{i}]' for i in lanes)})"
+
+    e_TensorLoad = e_BufferLoad  # TVM 0.27's name for a BufferLoad
+
+    def e_Call(self, e):
+        full = getattr(e.op, "name", None)
+        if full is None:
+            raise self.fail(f"call of {e.op} (not an intrinsic)")
+        prefix, _, op = full.partition(".")
+        if prefix not in ("tirx", "prim"):
+            raise self.fail(f"call of {full} has no WGSL translation")
+        if op == "texture2d_load":
+            return self.texture_load(e)
+        if op in ("call_pure_extern", "call_extern"):
+            return self.math(str(e.args[0].value), list(e.args[1:]), e)
+        if op == "if_then_else":
+            c, t, f = e.args
+            return f"select({self.expr(f)}, {self.expr(t)}, {self.expr(c)})"
+        if op == "likely":
+            return self.expr(e.args[0])
+        if op in ("shift_right", "shift_left"):
+            sym = ">>" if op == "shift_right" else "<<"
+            return f"({self.expr(e.args[0])} {sym} {self._shift_amount(e.args[1])})"
+        if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            sym = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[op]
+            return f"({self.expr(e.args[0])} {sym} {self.expr(e.args[1])})"
+        if op == "bitwise_not":
+            return f"(~{self.expr(e.args[0])})"
+        if op == "reinterpret":
+            return f"bitcast<{wgsl_type(_dtype(e), f'kernel {self.kernel}')}>({self.expr(e.args[0])})"
+        if op in MATH_FUNCTIONS:
+            return self.math(op, list(e.args), e)
+        raise self.fail(f"call of {full} has no WGSL translation")
+
+    def math(self, name: str, args, e) -> str:
+        base = name[:-1] if name.endswith("f") and name[:-1] in MATH_FUNCTIONS else name
+        if base not in MATH_FUNCTIONS:
+            raise self.fail(f"math function {name} has no WGSL translation")
+        for a in list(args) + [e]:
+            if int(_dtype(a).type_code) == 2 and str(_dtype(a)).split("x")[0] != "float32":
+                raise self.fail(f"{name} on {_dtype(a)}: float32 only")
+        wgsl, helper = MATH_FUNCTIONS[base]
+        if helper:
+            self.helpers.add(wgsl)
+            if int(_dtype(e).lanes) != 1:
+                raise self.fail(f"{name} on vectors")
+        return f"{wgsl}({', '.join(self.expr(a) for a in args)})"
+
+    def texture_args(self, e, what: str):
+        data = self.root(e.args[0])
+        if data not in self.textures:
+            raise self.fail(f"{what} of {data}, which is not a texture parameter")
+        self.textures[data].add("store" if what == "texture store" else "load")
+        if not (isinstance(e.args[4], tirx.IntImm) and int(e.args[4].value) == 128):
+            raise self.fail(f"{what} of {e.args[4]}-bit texels (RGBA float32 texels are 128 bits)")
+        x, y, layer = (self.expr(a) for a in e.args[1:4])
+        return self.names[data], f"vec2<i32>({x}, {y})", layer
+
+    def texture_load(self, e) -> str:
+        name, coords, layer = self.texture_args(e, "texture load")
+        texel = f"textureLoad({name}, {coords}, {layer}, 0)"
+        lane = e.args[5]
+        if _is_ramp_lanes(lane, 0, 4):
+            return texel
+        lanes = int(_dtype(lane).lanes)
+        if lanes == 1:
+            return f"{texel}[{self.expr(lane)}]"
+        picks = self._lane_indices(lane)
+        return f"vec{lanes}<f32>({', '.join(f'{texel}[{p}]' for p in picks)})"
+
+    def e_StringImm(self, e):
+        raise self.fail(f"string {e.value!r} used as a value")
+
+    # --------------------------------------------------------- statements
+    def stmt(self, s, depth: int) -> None:
+        kind = type(s).__name__
+        method = getattr(self, "s_" + kind, None)
+        if method is None:
+            raise self.fail(f"statement {kind} has no WGSL translation")
+        method(s, depth)
+
+    def s_SeqStmt(self, s, depth):
+        for x in s.seq:
+            self.stmt(x, depth)
+
+    def s_Bind(self, s, depth):
+        if not hasattr(s.var.ty, "dtype"):
+            raise self.fail(f"binding of a non-value variable {s.var.name}")
+        value = self.expr(s.value)
+        name = self.bind(s.var)
+        self.emit(depth, f"let {name}: {wgsl_type(_dtype(s.var), f'kernel {self.kernel}')} = {value};")
+
+    def root(self, data):
+        """The parameter Var or allocated Buffer a data pointer expression refers to."""
+        if isinstance(data, tvm.ir.expr.Call) and getattr(data.op, "name", "") == "tirx.buffer_data":
+            buf = data.args[0]
+            if buf in self.roots:
+                return self.roots[buf]
+            raise self.fail(f"buffer {buf.name} is used before it is declared")
+        if data in self.buffers or data in self.textures:
+            return data
+        raise self.fail(f"pointer {data} is neither a parameter nor an allocation")
+
+    def s_DeclBuffer(self, s, depth):
+        self.roots[s.buffer] = self.root(s.data)
+
+    def s_AllocBuffer(self, s, depth):
+        buf = s.buffer
+        scope = str(buf.scope()) if callable(getattr(buf, "scope", None)) else str(buf.data.ty.storage_scope)
+        shape = list(buf.shape)
+        if len(shape) != 1 or not isinstance(shape[0], tirx.IntImm):
+            raise self.fail(f"allocation {buf.name} of shape {shape}: constant 1-D allocations only")
+        n = int(shape[0].value)
+        elem = wgsl_type(str(buf.dtype), f"kernel {self.kernel}: allocation {buf.name}")
+        name = self.fresh(str(buf.name))
+        self.buffers[buf] = name
+        self.roots[buf] = buf
+        if scope == "local":
+            self.emit(depth, f"var {name}: array<{elem}, {n}>;")
+        elif scope == "shared":
+            self.module_vars.append(f"var<workgroup> {name}: array<{elem}, {n}>;")
+        else:
+            raise self.fail(f"allocation {buf.name} in scope {scope!r} (local and shared only)")
+        if hasattr(s, "body") and s.body is not None:
+            self.stmt(s.body, depth)
+
+    def s_AttrStmt(self, s, depth):
+        if s.attr_key == "thread_extent":
+            iv = s.node
+            tag = str(iv.thread_tag)
+            scope, _, axis = tag.partition(".")
+            if scope not in ("blockIdx", "threadIdx") or axis not in _AXES:
+                raise self.fail(f"thread binding {tag}")
+            if not isinstance(s.value, tirx.IntImm):
+                raise self.fail(f"{tag} has a symbolic extent {s.value}")
+            extent = int(s.value.value)
+            if self.thread_extent.setdefault(tag, extent) != extent:
+                raise self.fail(f"{tag} launched with extents {self.thread_extent[tag]} and {extent}")
+            builtin = "rvk_wid" if scope == "blockIdx" else "rvk_lid"
+            name = self.bind(iv.var)
+            self.emit(depth, f"let {name}: i32 = i32({builtin}.{axis});")
+        self.stmt(s.body, depth)
+
+    def s_For(self, s, depth):
+        kind = int(s.kind)
+        if kind not in (int(tirx.stmt.ForKind.SERIAL), int(tirx.stmt.ForKind.UNROLLED)):
+            raise self.fail(f"loop {s.loop_var.name} of kind {s.kind} (serial and unrolled loops only)")
+        if self._unrolls(s):
+            # small constant trip count: one block per iteration with the loop variable a constant,
+            # so local arrays indexed by it are indexed statically (registers, not memory)
+            for i in range(int(s.min.value), int(s.min.value) + int(s.extent.value)):
+                self.emit(depth, "{")
+                self.emit(depth + 1, f"let {self.bind(s.loop_var)}: i32 = {i};")
+                self.stmt(s.body, depth + 1)
+                self.emit(depth, "}")
+            return
+        lo, ext = self.expr(s.min), self.expr(s.extent)
+        name = self.bind(s.loop_var)
+        bound = ext if isinstance(s.min, tirx.IntImm) and int(s.min.value) == 0 else f"{lo} + {ext}"
+        self.emit(depth, f"for (var {name}: i32 = {lo}; {name} < {bound}; {name}++) {{")
+        self.stmt(s.body, depth + 1)
+        self.emit(depth, "}")
+
+    UNROLL_TRIPS = 4
+
+    def _unrolls(self, s) -> bool:
+        return (
+            isinstance(s.min, tirx.IntImm)
+            and isinstance(s.extent, tirx.IntImm)
+            and int(s.extent.value) <= self.UNROLL_TRIPS
+        )
+
+    def s_While(self, s, depth):
+        self.emit(depth, "loop {")
+        self.emit(depth + 1, f"if (!({self.expr(s.condition)})) {{ break; }}")
+        self.stmt(s.body, depth + 1)
+        self.emit(depth, "}")
+
+    def s_IfThenElse(self, s, depth):
+        self.emit(depth, f"if ({self.expr(s.condition)}) {{")
+        self.stmt(s.then_case, depth + 1)
+        if s.else_case is not None:
+            self.emit(depth, "} else {")
+            self.stmt(s.else_case, depth + 1)
+        self.emit(depth, "}")
+
+    def s_Break(self, s, depth):
+        self.emit(depth, "break;")
+
+    def s_Continue(self, s, depth):
+        self.emit(depth, "continue;")
+
+    def s_BufferStore(self, s, depth):
+        if len(s.indices) != 1:
+            raise self.fail(f"buffer {s.buffer.name} is not flattened ({len(s.indices)} indices)")
+        name = self.storage(s.buffer)
+        if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:
+            raise self.fail(f"vector index into the vector-typed buffer {s.buffer.name} ({s.buffer.dtype})")
+        lanes = self._lane_indices(s.indices[0])
+        value = self.expr(s.value)
+        if lanes is None:
+            if int(_dtype(s.value).lanes) != int(_dtype(str(s.buffer.dtype)).lanes):
+                raise self.fail(f"{_dtype(s.value)} store into {s.buffer.name} ({s.buffer.dtype}) at a scalar index")
+            self.emit(depth, f"{name}[{self.expr(s.indices[0])}] = {value};")
+            return
+        tmp = self.fresh(f"{name}_v")
+        self.emit(depth, "{")
+        self.emit(depth + 1, f"let {tmp} = {value};")
+        for k, index in enumerate(lanes):
+            self.emit(depth + 1, f"{name}[{index}] = {tmp}[{k}];")
+        self.emit(depth, "}")
+
+    s_TensorStore = s_BufferStore
+
+    def s_Evaluate(self, s, depth):
+        v = s.value
+        if isinstance(v, tirx.IntImm):
+            return
+        if not isinstance(v, tvm.ir.expr.Call):
+            raise self.fail(f"evaluated expression {v}")
+        op = getattr(v.op, "name", "").replace("prim.", "tirx.", 1)
+        if op == "tirx.texture2d_store":
+            name, coords, layer = self.texture_args(v, "texture store")
+            value = v.args[5]
+            if str(_dtype(value)) != "float32x4":
+                raise self.fail(f"texture store of {_dtype(value)} (whole float32x4 texels only)")
+            self.emit(depth, f"textureStore({name}, {coords}, {layer}, {self.expr(value)});")
+        elif op == "tirx.tvm_storage_sync":
+            scope = str(v.args[0].value)
+            if scope not in ("shared", "warp"):
+                raise self.fail(f"storage sync of scope {scope!r} (a grid-wide barrier has no WGSL equivalent)")
+            self.emit(depth, "workgroupBarrier();")
+        else:
+            raise self.fail(f"statement call {op} has no WGSL translation")
+
+    # ------------------------------------------------------------- module
+    def run(self) -> Shader:
+        self.params()
+        self.stmt(self.func.body, 1)
+        params = self.declare_params()
+        workgroup = tuple(self.thread_extent.get(f"threadIdx.{a}", 1) for a in _AXES)
+        header = [
+            f"// relax_vk: kernel {self.kernel}",
+            *params,
+            *self.module_vars,
+            *[HELPERS[h] for h in sorted(self.helpers)],
+            "",
+            f"@compute @workgroup_size({workgroup[0]}, {workgroup[1]}, {workgroup[2]})",
+            "fn main(@builtin(workgroup_id) rvk_wid: vec3<u32>, @builtin(local_invocation_id) rvk_lid: vec3<u32>) {",
+        ]
+        source = "\n".join(header + self.lines + ["}", ""])
+        return Shader(self.kernel, source, workgroup, tuple(self.bindings))
+
+
+def emit_kernel(func: tirx.PrimFunc, name: str) -> Shader:
+    """The WGSL :class:`Shader` of one device kernel (see the module docstring)."""
+    return _Emitter(func, name).run()
+
+
+def emit_module(device_mod: tvm.IRModule) -> Dict[str, Shader]:
+    """``{kernel name: Shader}`` for every device kernel of a finalized device module."""
+    shaders = {}
+    for gvar, func in device_mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else gvar.name_hint
+            shaders[name] = emit_kernel(func, name)
+    return shaders
