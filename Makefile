@@ -6,12 +6,17 @@ PIP ?= $(PYTHON) -m pip
 
 setup:
 	$(PIP) install -q -e ".[test]"
-	@# A working OpenCL compiler with image support for the tests (pip's bundled pocl 3.0 cannot
-	@# target CPUs newer than its LLVM). Root on Debian/Ubuntu installs Debian's pocl.
-	@if ! $(PYTHON) -c "from relax_vk.opencl import find_device; find_device()" >/dev/null 2>&1; then \
+	@# The test devices: a working OpenCL compiler with image support (pip's bundled pocl 3.0 cannot
+	@# target CPUs newer than its LLVM) and a Vulkan driver for wgpu. As root on Debian/Ubuntu this
+	@# installs Debian's pocl and Mesa's lavapipe when they are missing.
+	@missing=""; \
+	$(PYTHON) -c "from relax_vk.opencl import find_device; find_device()" >/dev/null 2>&1 || missing="$$missing pocl-opencl-icd"; \
+	$(PYTHON) -c "from relax_vk.runtime.vulkan_devices import select_adapter; select_adapter()" >/dev/null 2>&1 || missing="$$missing mesa-vulkan-drivers libvulkan1"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pocl-opencl-icd >/dev/null; \
-	  else echo "warning: no working OpenCL device; install pocl-opencl-icd (Debian/Ubuntu)"; fi; \
+	    echo "installing$$missing"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
+	  else echo "warning: missing test devices; install$$missing (Debian/Ubuntu)"; fi; \
 	fi
 
 demo: setup

@@ -132,7 +132,10 @@ def build(
     """Scope, lower and compile ``mod`` for an OpenCL or Vulkan target (see :class:`CompiledModule`
     and, for Vulkan, the module docstring). ``model`` records where the module came from (e.g.
     ``{"example": "rfc-conv2d"}``), so a runtime can rebuild a CPU reference for it."""
-    tgt = _target.resolve(target)
+    try:
+        tgt = _target.resolve(target)
+    except ValueError as err:
+        raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
     lower_tgt = _target.lowering_target(tgt)
     seconds: Dict[str, float] = {}
     t0 = time.perf_counter()

@@ -84,3 +84,57 @@ def test_devices_lists_a_usable_device(capsys):
     assert main(["devices", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert any(r["usable"] and r["image_support"] for r in rows)
+
+
+def test_devices_lists_opencl_devices_and_vulkan_adapters(capsys):
+    assert main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    apis = {r["api"] for r in rows if r["usable"]}
+    assert apis == {"opencl", "vulkan"}
+    vulkan = [r for r in rows if r["api"] == "vulkan"]
+    assert any("llvmpipe" in r["device"] and r["type"] == "CPU" for r in vulkan)  # lavapipe
+    assert all(set(r) == set(rows[0]) for r in rows)  # one row shape for both APIs
+    assert main(["devices"]) == 0
+    assert "vulkan" in capsys.readouterr().out
+
+
+def test_run_on_vulkan_has_the_same_json_contract(capsys):
+    assert main(["run", "conv-relu-pool", "--backend", "vulkan", "--device", "lavapipe", "--check", "--repeat", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
+    assert result["backend"] == "vulkan" and "llvmpipe" in result["device"]
+    assert result["ok"] is True and result["max_abs_err"] < 1e-4
+    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+
+
+def test_vulkan_build_folder_and_rvk_runs_on_its_own_backend(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", "rfc-conv2d", "--target", "vulkan", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["kernels.wgsl", "model.rvk", "module.py", "plan.json"]
+    assert "texture_storage_2d_array<rgba32float, write>" in (out / "kernels.wgsl").read_text()
+    capsys.readouterr()
+    assert main(["run", str(out / "model.rvk"), "--device", "lavapipe", "--check", "--repeat", "1"]) == 0
+    assert "check: OK" in capsys.readouterr().out
+    assert main(["run", str(out / "model.rvk"), "--backend", "opencl"]) == 2
+    assert "was built for vulkan; rebuild it with --target opencl" in capsys.readouterr().err
+
+
+def test_plan_takes_vulkan_limits_from_the_adapter(capsys, monkeypatch):
+    from relax_vk.runtime import select_adapter, vulkan_devices
+
+    real = select_adapter("lavapipe")
+
+    class SmallAdapter:  # lavapipe with a 32-texel 2D texture limit
+        info = real.info
+        limits = dict(real.limits, **{"max-texture-dimension-2d": 32})
+
+    monkeypatch.setattr(vulkan_devices, "select_adapter", lambda spec=None: SmallAdapter() if spec == "small" else select_adapter(spec))
+
+    def activation_scope(args):
+        assert main(["plan", "rfc-conv2d", "--json", "--target", "vulkan", *args]) == 0
+        return [t for t in json.loads(capsys.readouterr().out)["tensors"] if t["shape"] == [2, 16, 56, 56, 4]][0]["scope"]
+
+    assert activation_scope([]) == "global.texture"  # the target's default limits
+    assert activation_scope(["--device", "lavapipe"]) == "global.texture"  # 16384 x 2048
+    assert activation_scope(["--device", "small"]) == "global"  # 56 > 32: no mapping fits
+    assert activation_scope(["--device", "small", "--spatial-limit", "64"]) == "global.texture"  # explicit wins

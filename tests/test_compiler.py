@@ -42,9 +42,17 @@ def test_rfc_example_kernels():
     assert "write_imagef" in src and "READ_IMAGEF" in src
 
 
-def test_vulkan_build_is_refused_clearly():
-    with pytest.raises(UnsupportedTargetError, match="Vulkan textures"):
-        relax_vk.build(build_example("rfc-conv2d"), relax_vk.target.vulkan())
+def test_other_target_kinds_are_refused_clearly():
+    import tvm
+
+    with pytest.raises(UnsupportedTargetError, match=r"\('opencl', 'vulkan'\) targets, got kind 'cuda'"):
+        relax_vk.build(build_example("rfc-conv2d"), tvm.target.Target("cuda"))
+
+
+def test_vulkan_build_reports_its_shader_stage():
+    compiled = relax_vk.build(build_example("conv-relu-pool"), relax_vk.target.vulkan())
+    assert compiled.backend == "vulkan" and set(compiled.stage_seconds) == {"scope", "lowering", "codegen", "wgsl"}
+    assert sorted(compiled.shaders) == compiled.kernels and compiled.source.startswith("// relax_vk: kernel")
 
 
 def test_build_reports_stage_times_and_plan():

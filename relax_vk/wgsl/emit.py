@@ -146,7 +146,7 @@ class _Emitter:
         self.textures: Dict[object, set] = {}  # data Var -> {"load", "store"} uses seen
         self.roots: Dict[object, object] = {}  # Buffer -> the parameter Var or allocated Buffer it views
         self.thread_extent: Dict[str, int] = {}
-        self.temp = 0
+        self.pending: List[str] = []
         self.bindings: List[str] = []
 
     # ------------------------------------------------------------- naming
@@ -176,6 +176,11 @@ class _Emitter:
         raise self.fail(f"variable {var.name} is used but never defined")
 
     def emit(self, depth: int, text: str) -> None:
+        # let-expressions met while building ``text`` become let statements just before it (they
+        # are pure, so evaluating them first is exact; WGSL has no let-expressions)
+        pending, self.pending = self.pending, []
+        for line in pending:
+            self.lines.append("    " * depth + line)
         self.lines.append("    " * depth + text)
 
     # -------------------------------------------------------- parameters
@@ -248,6 +253,12 @@ class _Emitter:
         if "rvk_" in lit:
             self.helpers.add("rvk_inf" if "inf" in lit else "rvk_nan")
         return lit
+
+    def e_Let(self, e) -> str:
+        value = self.expr(e.value)
+        name = self.bind(e.var)
+        self.pending.append(f"let {name}: {wgsl_type(_dtype(e.var), f'kernel {self.kernel}')} = {value};")
+        return self.expr(e.body)
 
     def e_Var(self, e) -> str:
         return self.var(e)

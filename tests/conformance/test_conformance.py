@@ -1,13 +1,17 @@
 """The 30 upstream texture-scoping conformance cases, built with relax_vk: each builds, every
 kernel compiles on pocl (clBuildProgram), the compiled model runs on pocl with real images and
 matches TVM's llvm target (rtol = atol = 1e-4), and the scope of every kernel argument and output
-is asserted. Where relax_vk differs from upstream, the comment says why.
+is asserted. Each case is also built for Vulkan (same scopes), its WGSL shaders created on
+lavapipe, and run there against the same reference. Where relax_vk differs from upstream, the
+comment says why.
 (Kernel names are TVM's; "tex" = global.texture, "wt" = global.texture-weight, "G" = global.)"""
 
 import pytest
 
 from conformance.cases import CASES
 import numpy as np
+
+import relax_vk
 
 from relax_vk.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
@@ -279,5 +283,16 @@ def test_conformance_case(name):
     # run the compiled kernels on pocl with real images and compare with TVM's llvm target
     inputs = random_inputs(mod)
     outputs = load(compiled.artifact(), device="pocl").run(inputs)
+    for out, ref in zip(outputs, run_on_cpu(mod, inputs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_conformance_case_on_vulkan(name):
+    mod = CASES[name]()
+    compiled = relax_vk.build(mod, target="vulkan")
+    assert kernel_scopes(compiled) == EXPECTED[name]
+    inputs = random_inputs(mod)
+    outputs = load(compiled.artifact(), device="lavapipe").run(inputs)
     for out, ref in zip(outputs, run_on_cpu(mod, inputs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

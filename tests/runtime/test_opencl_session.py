@@ -10,6 +10,7 @@ from relax_vk.opencl import find_device
 from relax_vk.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import DeviceLimitError, load
 from relax_vk.scope import scope_from_name
+from runtime_helpers import copy_program as _copy_program
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -47,21 +48,6 @@ def test_bad_inputs_are_named():
         session.run([x, w[..., :2]])
     with pytest.raises(ValueError, match="input x: dtype float64"):
         session.run([x.astype("float64"), w])
-
-
-def _copy_program(shape, scope_a, scope_b=None):
-    """input buffer -> texture(scope_a) [-> texture(scope_b)] -> output buffer."""
-    tensors = [{"id": 0, "name": "in", "shape": list(shape), "dtype": "float32", "scope": "global", "image": None, "kind": "input", "bytes": int(np.prod(shape)) * 4}]
-    chain = [scope_a] + ([scope_b] if scope_b else [])
-    for scope in chain:
-        s = scope_from_name(scope)
-        tensors.append({"id": len(tensors), "name": scope, "shape": list(shape), "dtype": "float32", "scope": scope,
-                        "image": list(s.image_extents(shape).as_tuple()), "kind": "intermediate", "bytes": tensors[0]["bytes"]})  # fmt: skip
-    tensors.append(dict(tensors[0], id=len(tensors), name="out", kind="intermediate"))
-    steps = [{"op": "copy", "src": i, "dst": i + 1} for i in range(len(tensors) - 1)]
-    program = {"format": "relax_vk.program", "target": "opencl", "model": {}, "tensors": tensors, "kernels": [],
-               "steps": steps, "inputs": [0], "outputs": [len(tensors) - 1]}  # fmt: skip
-    return Artifact(program, "__kernel void relax_vk_noop(void) {}")
 
 
 def _awkward_shapes():

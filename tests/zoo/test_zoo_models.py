@@ -1,5 +1,6 @@
-"""Every zoo model: imported from PyTorch, compiled, run on pocl with real images, and compared
-with PyTorch eager (rtol = atol = 1e-3); its texture share and copies are asserted."""
+"""Every zoo model: imported from PyTorch, compiled, run on pocl (OpenCL) and on lavapipe (Vulkan)
+with real images, and compared with PyTorch eager (rtol = atol = 1e-3); its texture share and
+copies are asserted."""
 
 import numpy as np
 import pytest
@@ -39,6 +40,19 @@ def test_zoo_model_runs_and_matches_pytorch(name):
     share, copies = TARGETS[name]
     assert plan.activation_texture_share >= share
     assert plan.copies <= copies
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_model_runs_on_vulkan_and_matches_pytorch(name):
+    model, example = build_zoo_model(name)
+    compiled = relax_vk.build(from_torch(model, (example,)), target="vulkan")
+    with torch.no_grad():
+        expected = model(example).numpy()
+    out = load(compiled.artifact(), device="lavapipe").run([example.numpy()])[0]
+    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
+    plan = compiled.plan()
+    share, copies = TARGETS[name]
+    assert plan.activation_texture_share >= share and plan.copies <= copies
 
 
 def test_unknown_zoo_name():

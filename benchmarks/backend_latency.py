@@ -1,0 +1,164 @@
+"""Latency of the same models on OpenCL and Vulkan, texture plans vs all-buffer plan, side by side.
+
+Usage:
+    python benchmarks/backend_latency.py --build OUTDIR [MODEL ...]      # (needs TVM)
+    python benchmarks/backend_latency.py --run OUTDIR [--opencl-device gpu] [--vulkan-device gpu]
+        [--repeat 50] [--json FILE]                                     # numpy + pyopencl + wgpu only
+
+``--build`` compiles every model for both backends under three plans (relax_vk's default
+``texture``; ``texture_wbuf``, the same with conv weights in buffers; ``buffer``, all buffers) and
+writes a transport bundle: ``index.json`` with each artifact's program and kernel source, its
+constants once per distinct content under ``blobs/`` (the plans and backends share weights, so
+ResNet-18's six artifacts carry its weights once), and the CPU reference outputs (TVM llvm).
+``--run`` rebuilds each :class:`relax_vk.artifact.Artifact` from the bundle, loads all of them in one
+process (OpenCL device and Vulkan adapter), runs each (warm-up first) and prints per model: median
+and min wall-clock latency of a full run (inputs uploaded, outputs read back), summed device time
+of the dispatches (OpenCL profiling events / Vulkan timestamp queries), error against the CPU
+reference, and the ratios ``buffer/plan`` (> 1: the texture plan is faster) and
+``opencl/vulkan`` (> 1: Vulkan is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from opencl_latency import PLANS, _inputs_for  # noqa: E402  (same plans and inputs as the OpenCL benchmark)
+
+BACKENDS = ("opencl", "vulkan")
+DEFAULT_MODELS = ["rfc-conv2d", "conv20", "resnet18", "mobilenet_v2", "unet_small", "vit_small", "rgb_stem"]
+
+
+def build(outdir: str, models) -> None:
+    import relax_vk
+    from relax_vk.frontends import load_model
+    from relax_vk.reference import run_on_cpu
+
+    os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
+    index = []
+    for name in models:
+        program = None
+        for backend in BACKENDS:
+            for plan, options in PLANS(relax_vk):
+                mod, source = load_model(name)
+                artifact = relax_vk.build(mod, target=backend, options=options, model=source).artifact()
+                blobs = {}
+                for key, array in artifact.constants.items():
+                    array = np.ascontiguousarray(array)
+                    digest = hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
+                    path = os.path.join(outdir, "blobs", f"{digest}.npy")
+                    if not os.path.exists(path):
+                        np.save(path, array)
+                    blobs[key] = digest
+                index.append({"model": name, "backend": backend, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs})
+                program = artifact.program
+                print(f"built {name} {backend} {plan}: {len(artifact.program['kernels'])} kernels", flush=True)
+        inputs = _inputs_for(program)
+        np.savez(os.path.join(outdir, f"{name}.reference.npz"), *run_on_cpu(load_model(name)[0], inputs))
+    with open(os.path.join(outdir, "index.json"), "w") as f:
+        json.dump(index, f)
+    total = sum(os.path.getsize(os.path.join(outdir, "blobs", b)) for b in os.listdir(os.path.join(outdir, "blobs")))
+    print(f"wrote {len(index)} artifacts to {outdir} ({total / 2**20:.1f} MiB of distinct constants)")
+
+
+def _artifact(outdir: str, entry: dict):
+    from relax_vk.artifact import Artifact
+
+    constants = {key: np.load(os.path.join(outdir, "blobs", f"{digest}.npy")) for key, digest in entry["constants"].items()}
+    return Artifact(entry["program"], entry["source"], constants)
+
+
+def _measure(session, inputs, repeat: int) -> dict:
+    lat = session.time(inputs, repeat=repeat)
+    outputs = session.run(inputs)
+    device_ms = []
+    for _ in range(min(repeat, 20)):
+        session.run(inputs)
+        device_ms.append(sum(k["ms"] for k in session.last_profile))
+    steps = session.program["steps"]
+    copies = sum(1 for s in steps if s["op"] == "copy")
+    return {"wall_ms": lat, "device_ms": float(np.median(device_ms)), "launches": len(steps) - copies, "copies": copies}, outputs
+
+
+def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str = "") -> None:
+    from relax_vk.runtime import load, select_adapter, select_device
+
+    devices = {"opencl": select_device(opencl_device), "vulkan": select_adapter(vulkan_device)}
+    print(f"opencl device: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()})")
+    print(f"vulkan adapter: {devices['vulkan'].info['device']} ({devices['vulkan'].info['description']})")
+    with open(os.path.join(outdir, "index.json")) as f:
+        index = json.load(f)
+    rows = []
+    for name in dict.fromkeys(e["model"] for e in index):
+        refs = list(np.load(os.path.join(outdir, f"{name}.reference.npz")).values())
+        row = {"model": name, "results": {}}
+        for entry in [e for e in index if e["model"] == name]:
+            session = load(_artifact(outdir, entry), device=devices[entry["backend"]])
+            result, outputs = _measure(session, _inputs_for(entry["program"]), repeat)
+            result["max_abs_err_vs_llvm"] = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, refs))
+            result["matches_llvm"] = all(np.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(outputs, refs))
+            row["results"][f"{entry['backend']}/{entry['plan']}"] = result
+            del session
+        rows.append(row)
+        _print_model(row)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"opencl_device": devices["opencl"].name.strip(), "vulkan_adapter": devices["vulkan"].info["device"], "rows": rows}, f, indent=2)
+
+
+def _print_model(row: dict) -> None:
+    header = f"{'model':<13} {'backend':<7} {'plan':<13} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'launch':>6} {'copy':>4} {'err vs llvm':>11}"
+    print(header)
+    print("-" * len(header))
+    res = row["results"]
+    for key, r in res.items():
+        backend, plan = key.split("/")
+        print(
+            f"{row['model']:<13} {backend:<7} {plan:<13} {r['wall_ms']['median']:>11.3f} {r['wall_ms']['min']:>11.3f} {r['device_ms']:>10.3f} "
+            f"{r['launches']:>6} {r['copies']:>4} {r['max_abs_err_vs_llvm']:>11.1e}" + ("" if r["matches_llvm"] else "  MISMATCH")
+        )
+    for backend in BACKENDS:
+        buf = res.get(f"{backend}/buffer")
+        for plan in ("texture", "texture_wbuf"):
+            tex = res.get(f"{backend}/{plan}")
+            if buf and tex:
+                print(
+                    f"{row['model']:<13} {backend:<7} buffer/{plan:<6} {buf['wall_ms']['median'] / tex['wall_ms']['median']:>11.2f} {'':>11} "
+                    f"{buf['device_ms'] / tex['device_ms']:>10.2f}   (> 1: the texture plan is faster)"
+                )
+    for plan in ("texture", "texture_wbuf", "buffer"):
+        ocl, vk = res.get(f"opencl/{plan}"), res.get(f"vulkan/{plan}")
+        if ocl and vk:
+            print(
+                f"{row['model']:<13} {'ocl/vk':<7} {plan:<13} {ocl['wall_ms']['median'] / vk['wall_ms']['median']:>11.2f} {'':>11} "
+                f"{ocl['device_ms'] / vk['device_ms']:>10.2f}   (> 1: Vulkan is faster)"
+            )
+    print(flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", metavar="OUTDIR")
+    parser.add_argument("--run", metavar="OUTDIR")
+    parser.add_argument("--opencl-device", default=None)
+    parser.add_argument("--vulkan-device", default=None)
+    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--json", default="")
+    parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    args = parser.parse_args()
+    if args.build:
+        build(args.build, args.models)
+    elif args.run:
+        run(args.run, args.opencl_device, args.vulkan_device, args.repeat, args.json)
+    else:
+        parser.error("give --build OUTDIR or --run OUTDIR")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

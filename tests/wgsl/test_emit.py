@@ -1,0 +1,124 @@
+"""The WGSL emitter (relax_vk.wgsl): texture kernels become textureLoad/textureStore shaders, math
+intrinsics and WGSL's missing helpers compute what TVM's CPU build computes (run on lavapipe), and
+what WGSL cannot express fails naming the kernel and the construct."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import tirx as T
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.reference import run_on_cpu
+from relax_vk.runtime import load
+from relax_vk.wgsl import WGSLEmitError, emit_kernel
+
+
+def test_texture_kernels_read_sampled_and_write_storage_textures():
+    compiled = relax_vk.build(build_example("rfc-conv2d"), target="vulkan")
+    conv = next(s for name, s in compiled.shaders.items() if name.startswith("conv2d_NCHWc_OIHWo"))
+    # output texture, input texture, weight texture, in parameter order
+    assert conv.bindings == ("storage_texture", "texture", "texture")
+    assert "texture_storage_2d_array<rgba32float, write>" in conv.source
+    assert conv.source.count("texture_2d_array<f32>") == 2
+    assert "textureStore(" in conv.source and "textureLoad(" in conv.source
+    assert conv.workgroup == (16, 16, 1)  # the adreno conv schedule's, with blockIdx.z (WebGPU codegen refuses it)
+    assert "rvk_wid.z" in conv.source
+    # the packing transform reads a buffer and writes a texture
+    pack = compiled.shaders["te_layout_transform_kernel"]
+    assert pack.bindings == ("storage_texture", "buffer")
+
+
+def _math_module():
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float32"))
+    i = relax.Var("i", relax.TensorType((1, 4, 8, 8), "int32"))
+    with bb.function("main", [x, i]):
+        with bb.dataflow():
+            outs = [
+                bb.emit(relax.op.erf(x)),
+                bb.emit(relax.op.round(relax.op.multiply(x, relax.const(2.5, "float32")))),
+                bb.emit(relax.op.sigmoid(x)),
+                bb.emit(relax.op.tanh(x)),
+                bb.emit(relax.op.log(relax.op.add(relax.op.abs(x), relax.const(1.0, "float32")))),
+                bb.emit(relax.op.rsqrt(relax.op.add(relax.op.abs(x), relax.const(0.5, "float32")))),
+                bb.emit(relax.op.floor_mod(x, relax.const(0.7, "float32"))),
+                bb.emit(relax.op.floor_divide(i, relax.const(3, "int32"))),
+                bb.emit(relax.op.floor_mod(i, relax.const(3, "int32"))),
+                bb.emit(relax.op.floor_divide(i, relax.const(-4, "int32"))),
+            ]
+            gv = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def test_math_intrinsics_and_helpers_match_tvm_cpu_on_lavapipe():
+    mod = _math_module()
+    compiled = relax_vk.build(mod, target="vulkan")
+    source = compiled.source
+    # WGSL has no erf: a relax_vk helper (TVM's LowerIntrin has already turned floordiv/floormod
+    # into truncating division with let-bound corrections, which become let statements)
+    assert "fn rvk_erf(" in source
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((1, 4, 8, 8)) * 2).astype("float32")
+    x.flat[:4] = [0.2, -0.2, 0.6, -1.0]  # x * 2.5 = 0.5, -0.5, 1.5, -2.5: rounding ties as TVM's CPU build does
+    i = rng.integers(-50, 50, size=(1, 4, 8, 8)).astype("int32")
+    outputs = load(compiled.artifact(), device="lavapipe").run([x, i])
+    reference = run_on_cpu(mod, [x, i])
+    assert len(outputs) == len(reference) == 10
+    for k, (out, ref) in enumerate(zip(outputs, reference)):
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-6, err_msg=f"output {k}")
+
+
+@T.prim_func(s_tir=True)
+def _float64_kernel(a_ptr: T.handle("float64", "global")):
+    a = T.decl_buffer((4,), "float64", data=a_ptr)
+    a[0] = T.float64(1)
+
+
+@T.prim_func(s_tir=True)
+def _scalar_param_kernel(a_ptr: T.handle("float32", "global"), n: T.int32):
+    a = T.decl_buffer((4,), data=a_ptr)
+    a[0] = T.Cast("float32", n)
+
+
+@T.prim_func(s_tir=True)
+def _wide_vector_kernel(a_ptr: T.handle("float32", "global")):
+    a = T.decl_buffer((16,), data=a_ptr)
+    a[0:8] = T.Broadcast(T.float32(0), 8)
+
+
+@T.prim_func(s_tir=True)
+def _read_write_texture_kernel(t_ptr: T.handle("float32", "global.texture")):
+    t = T.decl_buffer((64,), data=t_ptr, scope="global.texture")
+    texel = T.call_intrin("float32x4", "tirx.texture2d_load", t.data, 1, 0, 0, 128, T.Ramp(0, 1, 4))
+    T.evaluate(T.call_intrin("handle", "tirx.texture2d_store", t.data, 0, 0, 0, 128, texel))
+
+
+@pytest.mark.parametrize(
+    "func, message",
+    [
+        (_float64_kernel, "dtype float64 has no WGSL type"),
+        (_scalar_param_kernel, "parameter n is a scalar"),
+        (_wide_vector_kernel, "8-lane vectors"),
+        (_read_write_texture_kernel, "texture t_ptr is read and written by one kernel"),
+    ],
+)
+def test_what_wgsl_cannot_express_fails_naming_kernel_and_construct(func, message):
+    with pytest.raises(WGSLEmitError, match=message) as err:
+        emit_kernel(func, "my_kernel")
+    assert "kernel my_kernel" in str(err.value)
+
+
+def test_float64_model_fails_at_build_naming_the_kernel():
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float64"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            gv = bb.emit_output(relax.op.exp(x))
+        bb.emit_func_output(gv)
+    with pytest.raises(WGSLEmitError, match=r"kernel \w*exp\w*: .*float64"):
+        relax_vk.build(bb.get(), target="vulkan")
+    # OpenCL keeps the same model in buffers and builds it
+    assert relax_vk.build(bb.get(), target="opencl").kernels
