@@ -7,7 +7,7 @@ Usage:
 
 ``--build`` compiles every model for both backends under three plans (relax_vk's default
 ``texture``; ``texture_wbuf``, the same with conv weights in buffers; ``buffer``, all buffers) and
-writes a transport bundle: ``index.json`` with each artifact's program and kernel source, its
+writes a transport bundle: ``index.json.gz`` with each artifact's program and kernel source, its
 constants once per distinct content under ``blobs/`` (the plans and backends share weights, so
 ResNet-18's six artifacts carry its weights once), and the CPU reference outputs (TVM llvm).
 ``--run`` rebuilds each :class:`relax_vk.artifact.Artifact` from the bundle, loads all of them in one
@@ -21,6 +21,7 @@ reference, and the ratios ``buffer/plan`` (> 1: the texture plan is faster) and
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -61,7 +62,7 @@ def build(outdir: str, models) -> None:
                 print(f"built {name} {backend} {plan}: {len(artifact.program['kernels'])} kernels", flush=True)
         inputs = _inputs_for(program)
         np.savez(os.path.join(outdir, f"{name}.reference.npz"), *run_on_cpu(load_model(name)[0], inputs))
-    with open(os.path.join(outdir, "index.json"), "w") as f:
+    with gzip.open(os.path.join(outdir, "index.json.gz"), "wt") as f:
         json.dump(index, f)
     total = sum(os.path.getsize(os.path.join(outdir, "blobs", b)) for b in os.listdir(os.path.join(outdir, "blobs")))
     print(f"wrote {len(index)} artifacts to {outdir} ({total / 2**20:.1f} MiB of distinct constants)")
@@ -92,7 +93,7 @@ def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str =
     devices = {"opencl": select_device(opencl_device), "vulkan": select_adapter(vulkan_device)}
     print(f"opencl device: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()})")
     print(f"vulkan adapter: {devices['vulkan'].info['device']} ({devices['vulkan'].info['description']})")
-    with open(os.path.join(outdir, "index.json")) as f:
+    with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
         index = json.load(f)
     rows = []
     for name in dict.fromkeys(e["model"] for e in index):

@@ -5,8 +5,9 @@ Texture-scoped tensors are real Vulkan images: 2D array textures, RGBA float32, 
 writes them; buffers are storage buffers. Every tensor, bind group and pipeline is created when
 the session is loaded (constants uploaded then), so runs allocate nothing but their readback.
 Scope copies are small WGSL shaders (:mod:`relax_vk.runtime.vulkan_copies`). One run is one
-command buffer: a compute pass per step (WebGPU orders the passes' memory accesses), with a
-timestamp pair per pass when the adapter offers ``timestamp-query`` (``last_profile``).
+command buffer; WebGPU orders each dispatch's memory accesses after the previous one's. A profiled
+run (``run``, when the adapter offers ``timestamp-query``) records a compute pass per step with a
+timestamp pair each (``last_profile``); ``time`` measures unprofiled runs, all steps in one pass.
 
 Before anything is created the program is checked against the adapter's limits (2D texture
 size, array layers, workgroup size and count, bindings per stage, buffer sizes);
@@ -78,7 +79,7 @@ def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the 
                 raise DeviceLimitError(
                     f"kernel {k['name']}: {groups} workgroups along {axis} > {device_name}'s limit {limits['max-compute-workgroups-per-dimension']}"
                 )
-        bindings = k.get("bindings", [])
+        bindings = ["buffer" if b == "buffer_read" else b for b in k.get("bindings", [])]
         for kind, key in (
             ("buffer", "max-storage-buffers-per-shader-stage"),
             ("texture", "max-sampled-textures-per-shader-stage"),
@@ -178,6 +179,8 @@ class VulkanSession(Session):
         entry = {"binding": binding, "visibility": wgpu.ShaderStage.COMPUTE}
         if kind == "buffer":
             entry["buffer"] = {"type": wgpu.BufferBindingType.storage}
+        elif kind == "buffer_read":
+            entry["buffer"] = {"type": wgpu.BufferBindingType.read_only_storage}
         elif kind == "texture":
             entry["texture"] = {
                 "sample_type": wgpu.TextureSampleType.unfilterable_float,
@@ -235,30 +238,46 @@ class VulkanSession(Session):
 
     # ------------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Run once; returns the outputs and records per-step times in ``last_profile`` (when the
-        adapter has timestamp queries)."""
+        """Run once; returns the outputs. A profiled run (the default, when the adapter has
+        timestamp queries) records a compute pass per step and its time in ``last_profile``; an
+        unprofiled one (:meth:`time`) records all steps in one compute pass."""
         for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
             self._write(tid, array)
         encoder = self.device.create_command_encoder()
+        compute = None
         for i, (_, pipeline, group, groups) in enumerate(self.steps):
-            kwargs = {}
             if self.profiling:
-                kwargs["timestamp_writes"] = {"query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
-            compute = encoder.begin_compute_pass(**kwargs)
+                stamps = {"query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
+                compute = encoder.begin_compute_pass(timestamp_writes=stamps)
+            elif compute is None:
+                compute = encoder.begin_compute_pass()
             compute.set_pipeline(pipeline)
             compute.set_bind_group(0, group)
-            compute.dispatch_workgroups(*groups)
+            compute.dispatch_workgroups(*groups)  # WebGPU orders each dispatch's accesses after the last's
+            if self.profiling:
+                compute.end()
+        if compute is not None and not self.profiling:
             compute.end()
         if self.profiling and self.steps:
             encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
         self.device.queue.submit([encoder.finish()])
         outputs = [self._read(tid) for tid in self.program["outputs"]]
         self.last_profile = []
+        if not self.profiling:
+            return outputs
         if self.profiling and self.steps:
             stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64)
             for i, (name, *_rest) in enumerate(self.steps):
                 self.last_profile.append({"name": name, "ms": float(stamps[2 * i + 1] - stamps[2 * i]) * 1e-6})
         return outputs
+
+    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
+        """Wall-clock latency of unprofiled runs (one compute pass, no timestamp queries)."""
+        profiling, self.profiling = self.profiling, False
+        try:
+            return super().time(inputs, repeat)
+        finally:
+            self.profiling = profiling
 
 
 def load(artifact, device=None, profile: bool = True) -> VulkanSession:

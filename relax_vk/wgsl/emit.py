@@ -12,7 +12,8 @@ group 0, binding ``i`` = parameter ``i``:
 * a texture the kernel only reads: ``texture_2d_array<f32>``, read with ``textureLoad``;
 * a texture the kernel writes: ``texture_storage_2d_array<rgba32float, write>``, written with
   ``textureStore`` (a kernel that reads and writes one texture is refused);
-* a buffer: ``var<storage, read_write> array<T>``.
+* a buffer: ``var<storage, read_write> array<T>`` (``"buffer"``), or ``var<storage, read>`` where the
+  kernel never writes it (``"buffer_read"``).
 
 ``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
 (all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
@@ -66,7 +67,8 @@ class WGSLEmitError(ValueError):
 @dataclass(frozen=True)
 class Shader:
     """One kernel as a WGSL module: its source, workgroup size and the kind of each binding
-    (``"buffer"``, ``"texture"`` (sampled, read) or ``"storage_texture"`` (written))."""
+    (``"buffer"``, ``"buffer_read"`` (never written), ``"texture"`` (sampled, read) or
+    ``"storage_texture"`` (written))."""
 
     name: str
     source: str
@@ -147,6 +149,7 @@ class _Emitter:
         self.roots: Dict[object, object] = {}  # Buffer -> the parameter Var or allocated Buffer it views
         self.thread_extent: Dict[str, int] = {}
         self.pending: List[str] = []
+        self.stored: set = set()  # parameters (and allocations) the kernel writes
         self.bindings: List[str] = []
 
     # ------------------------------------------------------------- naming
@@ -221,8 +224,10 @@ class _Emitter:
                 decls.append(f"@group(0) @binding({index}) var {name}: {decl};")
             else:
                 elem = wgsl_type(str(param.ty.element_type.dtype))
-                kind = "buffer"
-                decls.append(f"@group(0) @binding({index}) var<storage, read_write> {name}: array<{elem}>;")
+                # a buffer the kernel never writes is bound read-only: the driver may then read it
+                # through its read-only (texture/constant) cache
+                kind, access = ("buffer", "read_write") if param in self.stored else ("buffer_read", "read")
+                decls.append(f"@group(0) @binding({index}) var<storage, {access}> {name}: array<{elem}>;")
             self.bindings.append(kind)
         return decls
 
@@ -624,6 +629,7 @@ class _Emitter:
         if len(s.indices) != 1:
             raise self.fail(f"buffer {s.buffer.name} is not flattened ({len(s.indices)} indices)")
         name = self.storage(s.buffer)
+        self.stored.add(self.roots[s.buffer])
         if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:
             raise self.fail(f"vector index into the vector-typed buffer {s.buffer.name} ({s.buffer.dtype})")
         lanes = self._lane_indices(s.indices[0])

@@ -25,9 +25,12 @@ def test_texture_kernels_read_sampled_and_write_storage_textures():
     assert "textureStore(" in conv.source and "textureLoad(" in conv.source
     assert conv.workgroup == (16, 16, 1)  # the adreno conv schedule's, with blockIdx.z (WebGPU codegen refuses it)
     assert "rvk_wid.z" in conv.source
-    # the packing transform reads a buffer and writes a texture
+    # the packing transform reads a buffer (bound read-only) and writes a texture; the unpacking
+    # transform reads a texture and writes a buffer
     pack = compiled.shaders["te_layout_transform_kernel"]
-    assert pack.bindings == ("storage_texture", "buffer")
+    assert pack.bindings == ("storage_texture", "buffer_read")
+    assert "var<storage, read> x_ptr: array<f32>;" in pack.source
+    assert compiled.shaders["te_layout_transform2_kernel"].bindings == ("texture", "buffer")
 
 
 def _math_module():
