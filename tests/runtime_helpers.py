@@ -6,13 +6,14 @@ from relax_vk.artifact import Artifact
 from relax_vk.scope import scope_from_name
 
 
-def copy_program(shape, scope_a, scope_b=None, target="opencl"):
+def copy_program(shape, scope_a, scope_b=None, target="opencl", dtype="float32"):
     """input buffer -> texture(scope_a) [-> texture(scope_b)] -> output buffer, as scope copies only."""
-    tensors = [{"id": 0, "name": "in", "shape": list(shape), "dtype": "float32", "scope": "global", "image": None, "kind": "input", "bytes": int(np.prod(shape)) * 4}]
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    tensors = [{"id": 0, "name": "in", "shape": list(shape), "dtype": dtype, "scope": "global", "image": None, "kind": "input", "bytes": nbytes}]
     chain = [scope_a] + ([scope_b] if scope_b else [])
     for scope in chain:
         s = scope_from_name(scope)
-        tensors.append({"id": len(tensors), "name": scope, "shape": list(shape), "dtype": "float32", "scope": scope,
+        tensors.append({"id": len(tensors), "name": scope, "shape": list(shape), "dtype": dtype, "scope": scope,
                         "image": list(s.image_extents(shape).as_tuple()), "kind": "intermediate", "bytes": tensors[0]["bytes"]})  # fmt: skip
     tensors.append(dict(tensors[0], id=len(tensors), name="out", kind="intermediate"))
     steps = [{"op": "copy", "src": i, "dst": i + 1} for i in range(len(tensors) - 1)]

@@ -24,7 +24,9 @@ import numpy as np
 
 from ..artifact import Artifact
 from .session import DeviceLimitError, Session, texture_limit_problems
-from .vulkan_copies import copy_grid, copy_items, copy_shader
+from .vulkan_copies import copy_bindings, copy_grid, copy_items, copy_shader
+
+TEXTURE_FORMATS = {"float32": "rgba32float", "float16": "rgba16float"}
 from .vulkan_devices import LIMIT_KEYS, _wgpu, describe_adapter
 
 
@@ -47,8 +49,9 @@ def shader_source(artifact: Artifact, kernel: dict) -> str:
     return artifact.source[start : start + length]
 
 
-def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the device") -> None:
-    """Raise :class:`DeviceLimitError` for the first tensor or kernel the adapter cannot handle."""
+def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the device", features=frozenset()) -> None:
+    """Raise :class:`DeviceLimitError` for the first tensor or kernel the adapter cannot handle
+    (``features``: the adapter's features; float16 tensors need ``shader-f16``)."""
     max_dim, max_layers = int(limits["max-texture-dimension-2d"]), int(limits["max-texture-array-layers"])
     for t in program["tensors"]:
         if t["image"]:
@@ -58,9 +61,11 @@ def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the 
                 raise DeviceLimitError(
                     f"tensor {t['name']} ({t['scope']}, image {w}x{h}x{layers}) does not fit {device_name}: " + "; ".join(problems)
                 )
-            if t["dtype"] != "float32":
-                raise DeviceLimitError(f"tensor {t['name']}: {t['dtype']} textures are not supported by this runtime (float32 only)")
-        elif int(t["bytes"]) > int(limits["max-storage-buffer-binding-size"]):
+            if t["dtype"] not in TEXTURE_FORMATS:
+                raise DeviceLimitError(f"tensor {t['name']}: {t['dtype']} textures are not supported (float32 and float16 only)")
+        if t["dtype"] == "float16" and "shader-f16" not in features:
+            raise DeviceLimitError(f"tensor {t['name']} is float16; {device_name} lacks the shader-f16 feature (rebuild the model in float32)")
+        if not t["image"] and int(t["bytes"]) > int(limits["max-storage-buffer-binding-size"]):
             raise DeviceLimitError(
                 f"tensor {t['name']} ({t['bytes']} bytes) exceeds {device_name}'s max storage buffer binding size "
                 f"{limits['max-storage-buffer-binding-size']}"
@@ -79,7 +84,7 @@ def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the 
                 raise DeviceLimitError(
                     f"kernel {k['name']}: {groups} workgroups along {axis} > {device_name}'s limit {limits['max-compute-workgroups-per-dimension']}"
                 )
-        bindings = ["buffer" if b == "buffer_read" else b for b in k.get("bindings", [])]
+        bindings = [{"buffer_read": "buffer", "storage_texture_f16": "storage_texture"}.get(b, b) for b in k.get("bindings", [])]
         for kind, key in (
             ("buffer", "max-storage-buffers-per-shader-stage"),
             ("texture", "max-sampled-textures-per-shader-stage"),
@@ -103,9 +108,11 @@ class VulkanSession(Session):
         self.adapter = adapter
         self.device_name = str(adapter.info.get("device", "")).strip()
         limits = {k: int(adapter.limits[k]) for k in LIMIT_KEYS}
-        check_limits(self.program, limits, describe_adapter(adapter))
+        check_limits(self.program, limits, describe_adapter(adapter), set(adapter.features))
         self.profiling = profile and "timestamp-query" in adapter.features
         features = ["timestamp-query"] if self.profiling else []
+        if any(t["dtype"] == "float16" for t in self.program["tensors"]):
+            features.append("shader-f16")
         self.device = adapter.request_device_sync(required_features=features, required_limits=limits)
         self.max_groups = limits["max-compute-workgroups-per-dimension"]
         self.tensors = self.program["tensors"]
@@ -127,8 +134,7 @@ class VulkanSession(Session):
         if t["image"]:
             w, h, layers = t["image"]
             usage = wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC
-            texture = self.device.create_texture(size=(w, h, layers), format=wgpu.TextureFormat.rgba32float, usage=usage, dimension="2d")
-            return texture
+            return self.device.create_texture(size=(w, h, layers), format=TEXTURE_FORMATS[t["dtype"]], usage=usage, dimension="2d")
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
         return self.device.create_buffer(size=max(4, -(-int(t["bytes"]) // 4) * 4), usage=usage)
 
@@ -146,7 +152,7 @@ class VulkanSession(Session):
             self.device.queue.write_texture(
                 {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
                 data.tobytes(),
-                {"offset": 0, "bytes_per_row": 16 * w, "rows_per_image": h},
+                {"offset": 0, "bytes_per_row": 4 * data.itemsize * w, "rows_per_image": h},
                 (w, h, layers),
             )
         else:
@@ -160,7 +166,7 @@ class VulkanSession(Session):
             w, h, layers = t["image"]
             raw = self.device.queue.read_texture(
                 {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
-                {"offset": 0, "bytes_per_row": 16 * w, "rows_per_image": h},
+                {"offset": 0, "bytes_per_row": 4 * np.dtype(t["dtype"]).itemsize * w, "rows_per_image": h},
                 (w, h, layers),
             )
         else:
@@ -187,10 +193,10 @@ class VulkanSession(Session):
                 "view_dimension": wgpu.TextureViewDimension.d2_array,
                 "multisampled": False,
             }
-        elif kind == "storage_texture":
+        elif kind in ("storage_texture", "storage_texture_f16"):
             entry["storage_texture"] = {
                 "access": wgpu.StorageTextureAccess.write_only,
-                "format": wgpu.TextureFormat.rgba32float,
+                "format": TEXTURE_FORMATS["float16" if kind.endswith("f16") else "float32"],
                 "view_dimension": wgpu.TextureViewDimension.d2_array,
             }
         else:
@@ -221,12 +227,11 @@ class VulkanSession(Session):
             name = step["kernel"]
         elif step["op"] == "copy":
             s, d = self.tensors[step["src"]], self.tensors[step["dst"]]
-            floats = int(s["bytes"]) // 4
-            items = copy_items(s["image"], d["image"], floats)
-            gx, gy = copy_grid(items, self.max_groups)
-            bindings = ["texture" if s["image"] else "buffer", "storage_texture" if d["image"] else "buffer"]
+            nbytes, dtype = int(s["bytes"]), s["dtype"]
+            gx, gy = copy_grid(copy_items(s["image"], d["image"], nbytes, np.dtype(dtype).itemsize), self.max_groups)
             name = f"copy {s['name']}->{d['name']}"
-            pipeline, layout = self._pipeline(name, copy_shader(s["image"], d["image"], floats, gx), bindings)
+            source = copy_shader(s["image"], d["image"], nbytes, dtype, gx)
+            pipeline, layout = self._pipeline(name, source, copy_bindings(s["image"], d["image"], dtype))
             groups = (gx, gy, 1)
             args = [step["src"], step["dst"]]
         else:

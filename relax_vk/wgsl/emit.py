@@ -5,20 +5,23 @@ Contract
 --------
 Requires a device ``PrimFunc`` whose parameters are all pointers (buffers or textures), whose
 thread extents are constants, and whose texture accesses are ``tirx.texture2d_load`` /
-``tirx.texture2d_store`` of whole RGBA float32 texels (or single lanes of a loaded texel).
+``tirx.texture2d_store`` of whole RGBA texels (float32, or float16 with the device's
+``shader-f16``), or single lanes of a loaded texel.
 Guarantees a self-contained WGSL module with one entry point ``main`` and these bindings, all in
 group 0, binding ``i`` = parameter ``i``:
 
 * a texture the kernel only reads: ``texture_2d_array<f32>``, read with ``textureLoad``;
-* a texture the kernel writes: ``texture_storage_2d_array<rgba32float, write>``, written with
-  ``textureStore`` (a kernel that reads and writes one texture is refused);
+* a texture the kernel writes: ``texture_storage_2d_array<rgba32float, write>`` (``rgba16float``
+  for float16), written with ``textureStore`` (a kernel that reads and writes one texture is
+  refused);
 * a buffer: ``var<storage, read_write> array<T>`` (``"buffer"``), or ``var<storage, read>`` where the
   kernel never writes it (``"buffer_read"``).
 
 ``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
 (all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
 ``int64`` index arithmetic is emitted as ``i32`` (the exporter refuses tensors of 2**31 elements
-or more, so every index fits). Anything the emitter cannot translate exactly raises
+or more, so every index fits). Vectors wider than WGSL's 4 lanes (float16x8 loads) are stored
+lane by lane. Anything the emitter cannot translate exactly raises
 :class:`WGSLEmitError` naming the kernel and the construct; it never guesses.
 """
 
@@ -89,13 +92,15 @@ def _scalar_type(dtype, where: str) -> str:
     code, bits = int(dtype.type_code), int(dtype.bits)
     if code == 2 and bits == 32:
         return "f32"
+    if code == 2 and bits == 16:
+        return "f16"  # needs the device's shader-f16 feature (the shader says `enable f16;`)
     if code == 0 and bits in (32, 64):
         return "i32"  # int64 indices: see the module docstring
     if code == 1 and bits == 32:
         return "u32"
     if code == 1 and bits == 1:
         return "bool"
-    raise WGSLEmitError(f"{where}: dtype {dtype} has no WGSL type (float32, int32/int64 indices, uint32 and bool only)")
+    raise WGSLEmitError(f"{where}: dtype {dtype} has no WGSL type (float32, float16, int32/int64 indices, uint32 and bool only)")
 
 
 def wgsl_type(dtype, where: str = "kernel") -> str:
@@ -150,6 +155,7 @@ class _Emitter:
         self.thread_extent: Dict[str, int] = {}
         self.pending: List[str] = []
         self.stored: set = set()  # parameters (and allocations) the kernel writes
+        self.texture_dtype: Dict[object, str] = {}  # texture parameter -> "float32" | "float16"
         self.bindings: List[str] = []
 
     # ------------------------------------------------------------- naming
@@ -198,9 +204,10 @@ class _Emitter:
             self.bind(param)
             if scope.startswith(TEXTURE_PREFIX):
                 elem = str(ty.element_type.dtype)
-                if elem != "float32":
-                    raise self.fail(f"texture parameter {param.name} holds {elem}; textures are RGBA float32")
+                if elem not in ("float32", "float16"):
+                    raise self.fail(f"texture parameter {param.name} holds {elem}; textures are RGBA float32 or float16")
                 self.textures[param] = set()
+                self.texture_dtype[param] = elem
             elif scope == "global":
                 elem = wgsl_type(str(ty.element_type.dtype), f"kernel {self.kernel}: buffer {param.name}")
                 if elem == "bool":
@@ -217,7 +224,9 @@ class _Emitter:
                 uses = self.textures[param]
                 if uses == {"load", "store"}:
                     raise self.fail(f"texture {param.name} is read and written by one kernel (write-only storage textures)")
-                if "store" in uses:
+                if "store" in uses and self.texture_dtype[param] == "float16":
+                    kind, decl = "storage_texture_f16", "texture_storage_2d_array<rgba16float, write>"
+                elif "store" in uses:
                     kind, decl = "storage_texture", "texture_storage_2d_array<rgba32float, write>"
                 else:
                     kind, decl = "texture", "texture_2d_array<f32>"
@@ -252,8 +261,16 @@ class _Emitter:
         return f"i32({v})" if v < 0 else str(v)
 
     def e_FloatImm(self, e) -> str:
-        if str(_dtype(e)) != "float32":
-            raise self.fail(f"{_dtype(e)} constant {e.value}: float32 only")
+        dtype = str(_dtype(e))
+        if dtype == "float16":
+            value = float(np.float16(e.value))
+            if not math.isfinite(value):
+                raise self.fail(f"float16 constant {e.value} is not finite")
+            text = format(abs(value), ".6g")
+            text = f"{text if any(c in text for c in '.e') else text + '.0'}h"
+            return f"(-{text})" if value < 0 else text
+        if dtype != "float32":
+            raise self.fail(f"{dtype} constant {e.value}: float32 and float16 only")
         lit = _float_literal(float(e.value))
         if "rvk_" in lit:
             self.helpers.add("rvk_inf" if "inf" in lit else "rvk_nan")
@@ -472,13 +489,17 @@ class _Emitter:
         if base not in MATH_FUNCTIONS:
             raise self.fail(f"math function {name} has no WGSL translation")
         for a in list(args) + [e]:
-            if int(_dtype(a).type_code) == 2 and str(_dtype(a)).split("x")[0] != "float32":
-                raise self.fail(f"{name} on {_dtype(a)}: float32 only")
+            if int(_dtype(a).type_code) == 2 and str(_dtype(a)).split("x")[0] not in ("float32", "float16"):
+                raise self.fail(f"{name} on {_dtype(a)}: float32 and float16 only")
         wgsl, helper = MATH_FUNCTIONS[base]
         if helper:
             self.helpers.add(wgsl)
             if int(_dtype(e).lanes) != 1:
                 raise self.fail(f"{name} on vectors")
+            # helpers are float32 functions: float16 arguments are widened, the result narrowed
+            texts = [f"f32({self.expr(a)})" if str(_dtype(a)) == "float16" else self.expr(a) for a in args]
+            call = f"{wgsl}({', '.join(texts)})"
+            return f"f16({call})" if str(_dtype(e)) == "float16" else call
         return f"{wgsl}({', '.join(self.expr(a) for a in args)})"
 
     def texture_args(self, e, what: str):
@@ -486,14 +507,18 @@ class _Emitter:
         if data not in self.textures:
             raise self.fail(f"{what} of {data}, which is not a texture parameter")
         self.textures[data].add("store" if what == "texture store" else "load")
-        if not (isinstance(e.args[4], tirx.IntImm) and int(e.args[4].value) == 128):
-            raise self.fail(f"{what} of {e.args[4]}-bit texels (RGBA float32 texels are 128 bits)")
+        bits = 16 * 4 if self.texture_dtype[data] == "float16" else 32 * 4
+        if not (isinstance(e.args[4], tirx.IntImm) and int(e.args[4].value) == bits):
+            raise self.fail(f"{what} of {e.args[4]}-bit texels ({self.texture_dtype[data]} RGBA texels are {bits} bits)")
         x, y, layer = (self.expr(a) for a in e.args[1:4])
         return self.names[data], f"vec2<i32>({x}, {y})", layer
 
     def texture_load(self, e) -> str:
         name, coords, layer = self.texture_args(e, "texture load")
-        texel = f"textureLoad({name}, {coords}, {layer}, 0)"
+        texel = f"textureLoad({name}, {coords}, {layer}, 0)"  # vec4<f32> for rgba32float and rgba16float
+        elem = "f16" if self.texture_dtype[self.root(e.args[0])] == "float16" else "f32"
+        if elem == "f16":
+            texel = f"vec4<f16>({texel})"
         lane = e.args[5]
         if _is_ramp_lanes(lane, 0, 4):
             return texel
@@ -501,7 +526,7 @@ class _Emitter:
         if lanes == 1:
             return f"{texel}[{self.expr(lane)}]"
         picks = self._lane_indices(lane)
-        return f"vec{lanes}<f32>({', '.join(f'{texel}[{p}]' for p in picks)})"
+        return f"vec{lanes}<{elem}>({', '.join(f'{texel}[{p}]' for p in picks)})"
 
     def e_StringImm(self, e):
         raise self.fail(f"string {e.value!r} used as a value")
@@ -632,6 +657,11 @@ class _Emitter:
         self.stored.add(self.roots[s.buffer])
         if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:
             raise self.fail(f"vector index into the vector-typed buffer {s.buffer.name} ({s.buffer.dtype})")
+        if int(_dtype(s.value).lanes) > 4:  # no WGSL vector that wide: one store per lane
+            index = s.indices[0]
+            for k in range(int(_dtype(s.value).lanes)):
+                self.emit(depth, f"{name}[{self.lane(index, k)}] = {self.lane(s.value, k)};")
+            return
         lanes = self._lane_indices(s.indices[0])
         value = self.expr(s.value)
         if lanes is None:
@@ -648,6 +678,40 @@ class _Emitter:
 
     s_TensorStore = s_BufferStore
 
+    _LANE_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Mod": "%", "EQ": "==", "NE": "!=",
+                    "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}  # fmt: skip
+
+    def lane(self, e, k: int) -> str:
+        """Lane ``k`` of a (possibly wide) vector expression, as a scalar WGSL expression: how
+        vectors wider than WGSL's 4 lanes (e.g. float16x8 loads) are written out."""
+        if int(_dtype(e).lanes) == 1:
+            return self.expr(e)
+        kind = type(e).__name__
+        if kind == "Ramp":
+            return f"({self.expr(e.base)} + {k} * {self.expr(e.stride)})"
+        if kind == "Broadcast":
+            return self.expr(e.value)
+        if kind in ("BufferLoad", "TensorLoad"):
+            buffer = e.buffer if hasattr(e, "buffer") else e.source
+            if int(_dtype(str(buffer.dtype)).lanes) != 1:
+                raise self.fail(f"wide load from the vector-typed buffer {buffer.name}")
+            return f"{self.storage(buffer)}[{self.lane(e.indices[0], k)}]"
+        if kind in self._LANE_BINARY:
+            return f"({self.lane(e.a, k)} {self._LANE_BINARY[kind]} {self.lane(e.b, k)})"
+        if kind in ("Min", "Max"):
+            return f"{kind.lower()}({self.lane(e.a, k)}, {self.lane(e.b, k)})"
+        if kind == "Select":
+            return f"select({self.lane(e.false_value, k)}, {self.lane(e.true_value, k)}, {self.lane(e.condition, k)})"
+        if kind == "Cast":
+            return f"{_scalar_type(_dtype(e), f'kernel {self.kernel}')}({self.lane(e.value, k)})"
+        if kind == "Shuffle":
+            flat = []
+            for v in e.vectors:
+                flat.extend([(v, j) for j in range(int(_dtype(v).lanes))])
+            v, j = flat[int(e.indices[k].value)]
+            return self.lane(v, j)
+        raise self.fail(f"{_dtype(e)} expression {kind} wider than WGSL's 4-lane vectors")
+
     def s_Evaluate(self, s, depth):
         v = s.value
         if isinstance(v, tirx.IntImm):
@@ -658,9 +722,11 @@ class _Emitter:
         if op == "tirx.texture2d_store":
             name, coords, layer = self.texture_args(v, "texture store")
             value = v.args[5]
-            if str(_dtype(value)) != "float32x4":
-                raise self.fail(f"texture store of {_dtype(value)} (whole float32x4 texels only)")
-            self.emit(depth, f"textureStore({name}, {coords}, {layer}, {self.expr(value)});")
+            texel = f"{self.texture_dtype[self.root(v.args[0])]}x4"
+            if str(_dtype(value)) != texel:
+                raise self.fail(f"texture store of {_dtype(value)} into a {texel} texture (whole texels only)")
+            text = self.expr(value)
+            self.emit(depth, f"textureStore({name}, {coords}, {layer}, {text if texel == 'float32x4' else f'vec4<f32>({text})'});")
         elif op == "tirx.tvm_storage_sync":
             scope = str(v.args[0].value)
             if scope not in ("shared", "warp"):
@@ -684,7 +750,10 @@ class _Emitter:
             f"@compute @workgroup_size({workgroup[0]}, {workgroup[1]}, {workgroup[2]})",
             "fn main(@builtin(workgroup_id) rvk_wid: vec3<u32>, @builtin(local_invocation_id) rvk_lid: vec3<u32>) {",
         ]
-        source = "\n".join(header + self.lines + ["}", ""])
+        body = header + self.lines + ["}", ""]
+        if any(re.search(r"\bf16\b|(?<![\w.])\d+(\.\d*)?(e[-+]?\d+)?h\b", line) for line in body[1:]):
+            body.insert(1, "enable f16;")
+        source = "\n".join(body)
         return Shader(self.kernel, source, workgroup, tuple(self.bindings))
 
 

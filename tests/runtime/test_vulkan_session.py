@@ -154,3 +154,47 @@ def test_opencl_artifact_is_not_run_by_the_vulkan_runtime(lavapipe):
     artifact = relax_vk.build(build_example("rfc-conv2d"), target="opencl").artifact()
     with pytest.raises(ValueError, match="built for 'opencl'"):
         VulkanSession(artifact, lavapipe)
+
+
+def _float16_conv_relu():
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 16, 32, 32), "float16"))
+    w = relax.Var("w", relax.TensorType((32, 16, 3, 3), "float16"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, w, padding=1, out_dtype="float16"))
+            gv = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def test_float16_model_runs_in_rgba16float_textures(lavapipe):
+    assert "shader-f16" in lavapipe.features
+    mod = _float16_conv_relu()
+    compiled = relax_vk.build(mod, target="vulkan")
+    assert "enable f16;" in compiled.source and "texture_storage_2d_array<rgba16float, write>" in compiled.source
+    session = load(compiled.artifact(), device=lavapipe)
+    textures = [m for t, m in zip(session.tensors, session.memory) if t["image"]]
+    assert textures and all(t.format == "rgba16float" for t in textures)
+    inputs = random_inputs(mod)
+    out = session.run(inputs)[0]
+    ref = run_on_cpu(mod, inputs)[0]
+    assert out.dtype == np.float16 and float(np.abs(ref).max()) > 1
+    # float16 results (TVM's CPU build also computes in float16): a few units in the last place
+    np.testing.assert_allclose(out.astype("float32"), ref.astype("float32"), rtol=1e-2, atol=1e-2)
+
+
+def test_float16_image_round_trip(lavapipe):
+    x = np.random.default_rng(3).standard_normal((2, 3, 5, 7, 4)).astype("float16")
+    out = load(copy_program(x.shape, "global.texture", "global.texture-weight", target="vulkan", dtype="float16"), device=lavapipe).run([x])[0]
+    np.testing.assert_array_equal(out, x)
+
+
+def test_float16_needs_the_shader_f16_feature():
+    program = copy_program((1, 1, 2, 2, 4), "global.texture", target="vulkan", dtype="float16").program
+    limits = dict.fromkeys(["max-texture-dimension-2d", "max-texture-array-layers", "max-storage-buffer-binding-size"], 1 << 20)
+    with pytest.raises(DeviceLimitError, match=r"tensor in is float16; my adapter lacks the shader-f16 feature"):
+        check_limits(program, limits, "my adapter", features=set())
+    check_limits(program, limits, "my adapter", features={"shader-f16"})

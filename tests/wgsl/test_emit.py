@@ -87,9 +87,15 @@ def _scalar_param_kernel(a_ptr: T.handle("float32", "global"), n: T.int32):
 
 
 @T.prim_func(s_tir=True)
-def _wide_vector_kernel(a_ptr: T.handle("float32", "global")):
-    a = T.decl_buffer((16,), data=a_ptr)
-    a[0:8] = T.Broadcast(T.float32(0), 8)
+def _wide_vector_kernel(a_ptr: T.handle("float16", "global")):
+    a = T.decl_buffer((16,), "float16", data=a_ptr)
+    a[T.Ramp(8, 1, 8)] = a[T.Ramp(0, 1, 8)] * T.Broadcast(T.float16(0.5), 8)
+
+
+@T.prim_func(s_tir=True)
+def _extern_call_kernel(a_ptr: T.handle("float32", "global")):
+    a = T.decl_buffer((4,), data=a_ptr)
+    a[0] = T.call_pure_extern("float32", "my_special_fn", a[1])
 
 
 @T.prim_func(s_tir=True)
@@ -104,7 +110,7 @@ def _read_write_texture_kernel(t_ptr: T.handle("float32", "global.texture")):
     [
         (_float64_kernel, "dtype float64 has no WGSL type"),
         (_scalar_param_kernel, "parameter n is a scalar"),
-        (_wide_vector_kernel, "8-lane vectors"),
+        (_extern_call_kernel, "math function my_special_fn has no WGSL translation"),
         (_read_write_texture_kernel, "texture t_ptr is read and written by one kernel"),
     ],
 )
@@ -125,3 +131,10 @@ def test_float64_model_fails_at_build_naming_the_kernel():
         relax_vk.build(bb.get(), target="vulkan")
     # OpenCL keeps the same model in buffers and builds it
     assert relax_vk.build(bb.get(), target="opencl").kernels
+
+
+def test_vectors_wider_than_wgsl_are_written_lane_by_lane():
+    shader = emit_kernel(_wide_vector_kernel, "wide")
+    assert shader.source.splitlines()[1] == "enable f16;"
+    for k in range(8):
+        assert f"a_ptr[(8 + {k} * 1)] = (a_ptr[(0 + {k} * 1)] * 0.5h);" in shader.source
