@@ -140,12 +140,29 @@ def cmd_show(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def _demo_run(compiled, device, model: str, label: str):
+    """Run a compiled model, check it against TVM llvm, time it; returns whether it matched."""
     import numpy as np
 
     from .reference import run_on_cpu
     from .runtime import load
 
+    session = load(compiled.artifact(), device=device)
+    inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
+    outputs = session.run(inputs)
+    reference = run_on_cpu(_load(model), inputs)
+    abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
+    ok = all(np.allclose(o, r, rtol=1e-4, atol=1e-4) for o, r in zip(outputs, reference))
+    print(f"{label} device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
+    lat = session.time(inputs, repeat=10)
+    print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
+    session.run(inputs)  # a profiled run, for the per-dispatch times
+    for k in session.last_profile:
+        print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f} ms")
+    return ok
+
+
+def cmd_demo(args) -> int:
     _select_vulkan_adapter(args)
     print(f"relax_vk demo: model {args.model!r}, target {args.target}")
     print("[1/4] scope, lower and compile ...", flush=True)
@@ -153,19 +170,16 @@ def cmd_demo(args) -> int:
     print(compiled.main.script(show_meta=False))
     print("[2/4] memory plan")
     print(compiled.plan().table())
-    print(f"[3/4] run on {'Vulkan' if args.target == 'vulkan' else 'OpenCL'} ...", flush=True)
-    session = load(compiled.artifact(), device=args.adapter or args.device)
-    inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
-    outputs = session.run(inputs)
-    reference = run_on_cpu(_load(args.model), inputs)
-    abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
-    ok = all(np.allclose(o, r, rtol=1e-4, atol=1e-4) for o, r in zip(outputs, reference))
-    print(f"device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
-    print("[4/4] timing")
-    lat = session.time(inputs, repeat=10)
-    print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
-    for k in session.last_profile:
-        print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f} ms")
+    api = "Vulkan" if args.target == "vulkan" else "OpenCL"
+    print(f"[3/4] run on {api}, check, time ...", flush=True)
+    ok = _demo_run(compiled, args.adapter or args.device, args.model, api)
+    other = "vulkan" if args.target == "opencl" else "opencl"
+    print(f"[4/4] the same plan on {other.capitalize() if other == 'vulkan' else 'OpenCL'} ...", flush=True)
+    try:
+        compiled_other = _compile(argparse.Namespace(**dict(vars(args), target=other, adapter=None)), args.model)
+        ok = _demo_run(compiled_other, None, args.model, "Vulkan" if other == "vulkan" else "OpenCL") and ok
+    except (RuntimeError, ImportError) as err:  # no device of the other API here: say so
+        print(f"skipped: {err}")
     return 0 if ok else 1
 
 
