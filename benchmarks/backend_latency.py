@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/backend_latency.py --build OUTDIR [MODEL ...]      # (needs TVM)
     python benchmarks/backend_latency.py --run OUTDIR [--opencl-device gpu] [--vulkan-device gpu]
-        [--repeat 50] [--json FILE]                                     # numpy + pyopencl + wgpu only
+        [--repeat 50] [--json FILE] [MODEL ...]                         # numpy + pyopencl + wgpu only
 
 ``--build`` compiles every model for both backends under three plans (relax_vk's default
 ``texture``; ``texture_wbuf``, the same with conv weights in buffers; ``buffer``, all buffers) and
@@ -87,14 +87,14 @@ def _measure(session, inputs, repeat: int) -> dict:
     return {"wall_ms": lat, "device_ms": float(np.median(device_ms)), "launches": len(steps) - copies, "copies": copies}, outputs
 
 
-def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str = "") -> None:
+def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str = "", models=None) -> None:
     from relax_vk.runtime import load, select_adapter, select_device
 
     devices = {"opencl": select_device(opencl_device), "vulkan": select_adapter(vulkan_device)}
     print(f"opencl device: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()})")
     print(f"vulkan adapter: {devices['vulkan'].info['device']} ({devices['vulkan'].info['description']})")
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
-        index = json.load(f)
+        index = [e for e in json.load(f) if not models or e["model"] in models]
     rows = []
     for name in dict.fromkeys(e["model"] for e in index):
         refs = list(np.load(os.path.join(outdir, f"{name}.reference.npz")).values())
@@ -151,12 +151,12 @@ def main() -> None:
     parser.add_argument("--vulkan-device", default=None)
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--json", default="")
-    parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    parser.add_argument("models", nargs="*", default=DEFAULT_MODELS, help="models to build / run (default: all)")
     args = parser.parse_args()
     if args.build:
         build(args.build, args.models)
     elif args.run:
-        run(args.run, args.opencl_device, args.vulkan_device, args.repeat, args.json)
+        run(args.run, args.opencl_device, args.vulkan_device, args.repeat, args.json, args.models)
     else:
         parser.error("give --build OUTDIR or --run OUTDIR")
 

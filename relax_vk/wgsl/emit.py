@@ -140,6 +140,19 @@ def _is_ramp_lanes(expr, base: int, lanes: int) -> bool:
     )
 
 
+def _has_loop(stmt) -> bool:
+    kind = type(stmt).__name__
+    if kind in ("For", "While"):
+        return True
+    if kind == "SeqStmt":
+        return any(_has_loop(x) for x in stmt.seq)
+    if kind == "IfThenElse":
+        return _has_loop(stmt.then_case) or (stmt.else_case is not None and _has_loop(stmt.else_case))
+    if kind in ("AttrStmt", "LetStmt"):
+        return _has_loop(stmt.body)
+    return False
+
+
 class _Emitter:
     def __init__(self, func: tirx.PrimFunc, name: str):
         self.func = func
@@ -624,10 +637,13 @@ class _Emitter:
     UNROLL_TRIPS = 4
 
     def _unrolls(self, s) -> bool:
+        """Innermost loops of at most UNROLL_TRIPS constant iterations (unrolling nests as well
+        multiplies the shader size, and the drivers' compile time with it: a 6 MB UNet)."""
         return (
             isinstance(s.min, tirx.IntImm)
             and isinstance(s.extent, tirx.IntImm)
             and int(s.extent.value) <= self.UNROLL_TRIPS
+            and not _has_loop(s.body)
         )
 
     def s_While(self, s, depth):
