@@ -267,9 +267,9 @@ class VulkanSession(Session):
             encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
         self.device.queue.submit([encoder.finish()])
         outputs = [self._read(tid) for tid in self.program["outputs"]]
-        self.last_profile = []
-        if not self.profiling:
+        if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
+        self.last_profile = []
         if self.profiling and self.steps:
             stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64)
             for i, (name, *_rest) in enumerate(self.steps):

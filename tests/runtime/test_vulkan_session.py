@@ -65,6 +65,9 @@ def test_runs_reuse_memory_and_repeat_exactly(lavapipe):
     assert all(a is b for a, b in zip(memory, session.memory))
     np.testing.assert_array_equal(first[0], second[0])
     assert not np.allclose(session.run(random_inputs(mod, seed=1))[0], first[0])
+    # timing runs (one compute pass, no timestamps) keep the last profiled run's per-step times
+    profile = session.last_profile
+    assert session.time(inputs, repeat=2)["median"] > 0 and session.last_profile == profile and profile
 
 
 @pytest.mark.parametrize("scope", ["global.texture", "global.texture-nhwc", "global.texture-weight"])
