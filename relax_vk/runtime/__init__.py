@@ -35,16 +35,20 @@ __all__ = [
 
 def load(artifact, device=None, profile: bool = True) -> Session:
     """A session for an artifact (a path or an :class:`~relax_vk.artifact.Artifact`) on ``device``
-    (a device object or a spec string), on the runtime its target names."""
+    (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
+    :func:`select_adapter`), on the runtime its target names."""
     if isinstance(artifact, str):
         artifact = Artifact.read(artifact)
     if artifact.program.get("target") == "vulkan":
-        from .vulkan_session import load as load_vulkan
+        from .vulkan_devices import select_adapter as select
+        from .vulkan_session import VulkanSession as session_type
+    else:
+        from .opencl_session import OpenCLSession as session_type
 
-        return load_vulkan(artifact, device, profile)
-    from .opencl_session import load as load_opencl
-
-    return load_opencl(artifact, device, profile)
+        select = select_device
+    if device is None or isinstance(device, str):
+        device = select(device)
+    return session_type(artifact, device, profile)
 
 
 def __getattr__(name):  # the sessions import their GPU API lazily: a Vulkan user needs no pyopencl

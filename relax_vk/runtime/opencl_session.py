@@ -146,15 +146,3 @@ class OpenCLSession(Session):
                 ms = float("nan")
             self.last_profile.append({"name": name, "ms": ms})
         return outputs
-
-
-def load(artifact, device=None, profile: bool = True) -> OpenCLSession:
-    """A session for an artifact (a path or an :class:`Artifact`) on ``device`` (a pyopencl device,
-    or a spec for :func:`relax_vk.runtime.select_device`)."""
-    from .devices import select_device
-
-    if isinstance(artifact, str):
-        artifact = Artifact.read(artifact)
-    if device is None or isinstance(device, str):
-        device = select_device(device)
-    return OpenCLSession(artifact, device, profile)

@@ -283,15 +283,3 @@ class VulkanSession(Session):
             return super().time(inputs, repeat)
         finally:
             self.profiling = profiling
-
-
-def load(artifact, device=None, profile: bool = True) -> VulkanSession:
-    """A session for an artifact (a path or an :class:`Artifact`) on ``device`` (a wgpu adapter,
-    or a spec for :func:`relax_vk.runtime.select_adapter`)."""
-    from .vulkan_devices import select_adapter
-
-    if isinstance(artifact, str):
-        artifact = Artifact.read(artifact)
-    if device is None or isinstance(device, str):
-        device = select_adapter(device)
-    return VulkanSession(artifact, device, profile)

@@ -39,6 +39,13 @@ from tvm import tirx
 from .helpers import HELPERS, MATH_FUNCTIONS
 
 TEXTURE_PREFIX = "global.texture"
+# TIR binary expressions that are WGSL infix operators with the same meaning (integer Div and Mod
+# truncate in both; shift amounts need u32 and are handled apart)
+_BINARY_OPS = {
+    "Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Mod": "%",
+    "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=",
+    "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^",
+}  # fmt: skip
 _AXES = "xyz"
 
 # WGSL keywords and reserved words an identifier must not take (WGSL spec, section 15).
@@ -256,6 +263,8 @@ class _Emitter:
     # -------------------------------------------------------- expressions
     def expr(self, e) -> str:
         kind = type(e).__name__
+        if kind in _BINARY_OPS:
+            return self._binary(e, _BINARY_OPS[kind])
         method = getattr(self, "e_" + kind, None)
         if method is None:
             raise self.fail(f"expression {kind} ({e}) has no WGSL translation")
@@ -301,21 +310,6 @@ class _Emitter:
     def _binary(self, e, op: str) -> str:
         return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
 
-    def e_Add(self, e):
-        return self._binary(e, "+")
-
-    def e_Sub(self, e):
-        return self._binary(e, "-")
-
-    def e_Mul(self, e):
-        return self._binary(e, "*")
-
-    def e_Div(self, e):  # truncating for integers, as WGSL's '/'
-        return self._binary(e, "/")
-
-    def e_Mod(self, e):  # truncating for integers, as WGSL's '%'
-        return self._binary(e, "%")
-
     def _is_float(self, e) -> bool:
         return int(_dtype(e).type_code) == 2
 
@@ -343,24 +337,6 @@ class _Emitter:
     def e_Max(self, e):
         return f"max({self.expr(e.a)}, {self.expr(e.b)})"
 
-    def e_EQ(self, e):
-        return self._binary(e, "==")
-
-    def e_NE(self, e):
-        return self._binary(e, "!=")
-
-    def e_LT(self, e):
-        return self._binary(e, "<")
-
-    def e_LE(self, e):
-        return self._binary(e, "<=")
-
-    def e_GT(self, e):
-        return self._binary(e, ">")
-
-    def e_GE(self, e):
-        return self._binary(e, ">=")
-
     def e_And(self, e):
         return self._binary(e, "&&" if int(_dtype(e).lanes) == 1 else "&")
 
@@ -369,15 +345,6 @@ class _Emitter:
 
     def e_Not(self, e):
         return f"(!{self.expr(e.a)})"
-
-    def e_BitwiseAnd(self, e):
-        return self._binary(e, "&")
-
-    def e_BitwiseOr(self, e):
-        return self._binary(e, "|")
-
-    def e_BitwiseXor(self, e):
-        return self._binary(e, "^")
 
     def e_BitwiseNot(self, e):
         return f"(~{self.expr(e.a)})"
@@ -694,9 +661,6 @@ class _Emitter:
 
     s_TensorStore = s_BufferStore
 
-    _LANE_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Mod": "%", "EQ": "==", "NE": "!=",
-                    "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}  # fmt: skip
-
     def lane(self, e, k: int) -> str:
         """Lane ``k`` of a (possibly wide) vector expression, as a scalar WGSL expression: how
         vectors wider than WGSL's 4 lanes (e.g. float16x8 loads) are written out."""
@@ -712,8 +676,8 @@ class _Emitter:
             if int(_dtype(str(buffer.dtype)).lanes) != 1:
                 raise self.fail(f"wide load from the vector-typed buffer {buffer.name}")
             return f"{self.storage(buffer)}[{self.lane(e.indices[0], k)}]"
-        if kind in self._LANE_BINARY:
-            return f"({self.lane(e.a, k)} {self._LANE_BINARY[kind]} {self.lane(e.b, k)})"
+        if kind in _BINARY_OPS:
+            return f"({self.lane(e.a, k)} {_BINARY_OPS[kind]} {self.lane(e.b, k)})"
         if kind in ("Min", "Max"):
             return f"{kind.lower()}({self.lane(e.a, k)}, {self.lane(e.b, k)})"
         if kind == "Select":
