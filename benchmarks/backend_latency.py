@@ -113,6 +113,11 @@ def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str =
             json.dump({"opencl_device": devices["opencl"].name.strip(), "vulkan_adapter": devices["vulkan"].info["device"], "rows": rows}, f, indent=2)
 
 
+def _ratio(a: float, b: float) -> str:
+    """``a / b`` for the table ('-' where a device gave no times, e.g. no timestamp queries)."""
+    return f"{a / b:>10.2f}" if a > 0 and b > 0 else f"{'-':>10}"
+
+
 def _print_model(row: dict) -> None:
     header = f"{'model':<13} {'backend':<7} {'plan':<13} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'launch':>6} {'copy':>4} {'err vs llvm':>11}"
     print(header)
@@ -131,14 +136,14 @@ def _print_model(row: dict) -> None:
             if buf and tex:
                 print(
                     f"{row['model']:<13} {backend:<7} buffer/{plan:<6} {buf['wall_ms']['median'] / tex['wall_ms']['median']:>11.2f} {'':>11} "
-                    f"{buf['device_ms'] / tex['device_ms']:>10.2f}   (> 1: the texture plan is faster)"
+                    f"{_ratio(buf['device_ms'], tex['device_ms'])}   (> 1: the texture plan is faster)"
                 )
     for plan in ("texture", "texture_wbuf", "buffer"):
         ocl, vk = res.get(f"opencl/{plan}"), res.get(f"vulkan/{plan}")
         if ocl and vk:
             print(
                 f"{row['model']:<13} {'ocl/vk':<7} {plan:<13} {ocl['wall_ms']['median'] / vk['wall_ms']['median']:>11.2f} {'':>11} "
-                f"{ocl['device_ms'] / vk['device_ms']:>10.2f}   (> 1: Vulkan is faster)"
+                f"{_ratio(ocl['device_ms'], vk['device_ms'])}   (> 1: Vulkan is faster)"
             )
     print(flush=True)
 

@@ -231,6 +231,7 @@ def _attach_shaders(program: dict, shaders: dict) -> str:
             raise ExportError(f"kernel {name}: shader workgroup {list(shader.workgroup)} differs from its launch {kernel['local']}")
         kernel["shader"] = {"offset": len(source), "length": len(shader.source)}
         kernel["bindings"] = list(shader.bindings)
+        kernel["workgroup_bytes"] = int(shader.workgroup_bytes)
         source += shader.source
     for t in program["tensors"]:
         elements = t["bytes"] // max(np.dtype(t["dtype"]).itemsize, 1)

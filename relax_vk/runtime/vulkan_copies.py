@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 
 WORKGROUP = 64
 _ELEM = {"float32": "f32", "float16": "f16"}
-_FORMAT = {"float32": "rgba32float", "float16": "rgba16float"}
+TEXTURE_FORMATS = {"float32": "rgba32float", "float16": "rgba16float"}  # texel dtype -> WebGPU format
 
 
 def copy_items(src_image, dst_image, nbytes: int, itemsize: int) -> int:
@@ -32,10 +32,10 @@ def copy_shader(
     src_image: Optional[Tuple[int, int, int]], dst_image: Optional[Tuple[int, int, int]], nbytes: int, dtype: str, groups_x: int
 ) -> str:
     """The WGSL of one copy (``*_image`` = ``(W, H, L)`` of a texture side, None for a buffer)."""
-    if dtype not in _ELEM:
-        raise ValueError(f"copies of {dtype} tensors are not supported (float32 and float16)")
-    elem = _ELEM[dtype]
     src, dst = ("texture" if src_image else "buffer"), ("texture" if dst_image else "buffer")
+    if dtype not in _ELEM and not (src == dst == "buffer"):
+        raise ValueError(f"texture copies of {dtype} tensors are not supported (float32 and float16)")
+    elem = _ELEM.get(dtype, "u32")
     count = copy_items(src_image, dst_image, nbytes, 2 if dtype == "float16" else 4)
     decls = []
     if src == dst == "buffer":
@@ -51,7 +51,7 @@ def copy_shader(
             read = f"vec4<f32>(vec4<{elem}>(src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]))"
         if dst_image:
             w, h, _ = dst_image
-            decls.append(f"@group(0) @binding(1) var dst: texture_storage_2d_array<{_FORMAT[dtype]}, write>;")
+            decls.append(f"@group(0) @binding(1) var dst: texture_storage_2d_array<{TEXTURE_FORMATS[dtype]}, write>;")
             body = f"textureStore(dst, vec2<i32>(i % {w}, (i / {w}) % {h}), i / {w * h}, {read});"
         else:
             decls.append(f"@group(0) @binding(1) var<storage, read_write> dst: array<{elem}>;")

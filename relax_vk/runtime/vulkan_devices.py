@@ -30,7 +30,13 @@ class VulkanUnavailable(RuntimeError):
     """No usable Vulkan adapter (or wgpu is not installed)."""
 
 
+_INSTANCE_CONFIGURED = False
+
+
 def _wgpu():
+    """wgpu, its instance configured once (before any adapter exists) to report timestamp queries
+    in nanoseconds on every adapter (wgpu-native otherwise returns raw ticks)."""
+    global _INSTANCE_CONFIGURED
     # wgpu-native prints a warning about XDG_RUNTIME_DIR on headless machines; it is harmless.
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     try:
@@ -40,6 +46,11 @@ def _wgpu():
             "the Vulkan runtime needs the 'wgpu' package: pip install 'relax_vk[vulkan]' "
             "(and a Vulkan driver: Debian 'mesa-vulkan-drivers libvulkan1' gives lavapipe on a CPU)"
         ) from err
+    if not _INSTANCE_CONFIGURED:
+        _INSTANCE_CONFIGURED = True
+        from wgpu.backends.wgpu_native import extras
+
+        extras.set_instance_extras(flags=["Default", "AutomaticTimestampNormalization"])
     return wgpu
 
 

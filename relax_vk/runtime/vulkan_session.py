@@ -24,9 +24,9 @@ import numpy as np
 
 from ..artifact import Artifact
 from .session import DeviceLimitError, Session, texture_limit_problems
-from .vulkan_copies import copy_bindings, copy_grid, copy_items, copy_shader
+from .vulkan_copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 
-TEXTURE_FORMATS = {"float32": "rgba32float", "float16": "rgba16float"}
+MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
 from .vulkan_devices import LIMIT_KEYS, _wgpu, describe_adapter
 
 
@@ -72,6 +72,11 @@ def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the 
             )
     for k in program["kernels"]:
         local, global_ = k["local"], k["global"]
+        if int(k.get("workgroup_bytes", 0)) > int(limits["max-compute-workgroup-storage-size"]):
+            raise DeviceLimitError(
+                f"kernel {k['name']} needs {k['workgroup_bytes']} bytes of workgroup memory; {device_name} allows "
+                f"{limits['max-compute-workgroup-storage-size']}"
+            )
         if int(np.prod(local)) > int(limits["max-compute-invocations-per-workgroup"]):
             raise DeviceLimitError(
                 f"kernel {k['name']} needs workgroups of {int(np.prod(local))} invocations; {device_name} allows "
@@ -109,9 +114,10 @@ class VulkanSession(Session):
         self.device_name = str(adapter.info.get("device", "")).strip()
         limits = {k: int(adapter.limits[k]) for k in LIMIT_KEYS}
         check_limits(self.program, limits, describe_adapter(adapter), set(adapter.features))
-        self.profiling = profile and "timestamp-query" in adapter.features
+        steps = len(self.program["steps"])
+        self.profiling = profile and "timestamp-query" in adapter.features and 0 < 2 * steps <= MAX_QUERIES
         features = ["timestamp-query"] if self.profiling else []
-        if any(t["dtype"] == "float16" for t in self.program["tensors"]):
+        if any(t["dtype"] == "float16" for t in self.program["tensors"]) or "enable f16;" in artifact.source:
             features.append("shader-f16")
         self.device = adapter.request_device_sync(required_features=features, required_limits=limits)
         self.max_groups = limits["max-compute-workgroups-per-dimension"]
@@ -205,7 +211,7 @@ class VulkanSession(Session):
 
     def _pipeline(self, name: str, source: str, bindings: Sequence[str]):
         wgpu = self.wgpu
-        try:
+        try:  # wgpu validates eagerly: a rejected shader or layout raises here, with the driver's message
             module = self.device.create_shader_module(code=source)
             layout = self.device.create_bind_group_layout(entries=[self._layout_entry(i, k) for i, k in enumerate(bindings)])
             pipeline = self.device.create_compute_pipeline(
@@ -236,9 +242,13 @@ class VulkanSession(Session):
             args = [step["src"], step["dst"]]
         else:
             raise ValueError(f"unknown step {step['op']}")
-        group = self.device.create_bind_group(
-            layout=layout, entries=[{"binding": i, "resource": self._resource(tid)} for i, tid in enumerate(args)]
-        )
+        try:
+            group = self.device.create_bind_group(
+                layout=layout, entries=[{"binding": i, "resource": self._resource(tid)} for i, tid in enumerate(args)]
+            )
+        except (self.wgpu.GPUError, RuntimeError, ValueError) as err:
+            described = ", ".join(f"{self.tensors[t]['name']} ({self.tensors[t]['dtype']}, {'texture' if self.tensors[t]['image'] else 'buffer'})" for t in args)
+            raise ValueError(f"step {name}: its tensors [{described}] do not match the kernel's bindings: {err}") from None
         return name, pipeline, group, groups
 
     # ------------------------------------------------------------------- run
@@ -263,17 +273,17 @@ class VulkanSession(Session):
                 compute.end()
         if compute is not None and not self.profiling:
             compute.end()
-        if self.profiling and self.steps:
+        if self.profiling:
             encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
         self.device.queue.submit([encoder.finish()])
         outputs = [self._read(tid) for tid in self.program["outputs"]]
         if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
         self.last_profile = []
-        if self.profiling and self.steps:
-            stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64)
+        if self.profiling:  # nanoseconds (the instance normalizes timestamps: vulkan_devices._wgpu)
+            stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64).astype(np.int64)
             for i, (name, *_rest) in enumerate(self.steps):
-                self.last_profile.append({"name": name, "ms": float(stamps[2 * i + 1] - stamps[2 * i]) * 1e-6})
+                self.last_profile.append({"name": name, "ms": max(int(stamps[2 * i + 1] - stamps[2 * i]), 0) * 1e-6})
         return outputs
 
     def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:

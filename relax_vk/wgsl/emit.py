@@ -66,7 +66,9 @@ _RESERVED = set(
     unorm unsafe unsized use using varying virtual volatile wgsl where with writeonly yield
     array atomic bool f16 f32 i32 u32 mat2x2 mat2x3 mat2x4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4
     ptr sampler sampler_comparison texture_1d texture_2d texture_2d_array texture_3d texture_cube
-    texture_cube_array vec2 vec3 vec4 main select min max abs exp log sqrt floor ceil round""".split()
+    texture_cube_array vec2 vec3 vec4 main select min max abs exp exp2 log log2 sqrt inverseSqrt floor
+    ceil round trunc sign sin cos tan asin acos atan atan2 sinh cosh tanh pow fma textureLoad
+    textureStore bitcast workgroupBarrier""".split()
 )
 
 
@@ -77,13 +79,15 @@ class WGSLEmitError(ValueError):
 @dataclass(frozen=True)
 class Shader:
     """One kernel as a WGSL module: its source, workgroup size and the kind of each binding
-    (``"buffer"``, ``"buffer_read"`` (never written), ``"texture"`` (sampled, read) or
-    ``"storage_texture"`` (written))."""
+    (``"buffer"``, ``"buffer_read"`` (never written), ``"texture"`` (sampled, read),
+    ``"storage_texture"`` / ``"storage_texture_f16"`` (written, rgba32float / rgba16float)), and
+    its ``var<workgroup>`` bytes."""
 
     name: str
     source: str
     workgroup: Tuple[int, int, int]
     bindings: Tuple[str, ...]
+    workgroup_bytes: int = 0
 
 
 def _dtype(expr_or_dtype):
@@ -176,6 +180,7 @@ class _Emitter:
         self.pending: List[str] = []
         self.stored: set = set()  # parameters (and allocations) the kernel writes
         self.texture_dtype: Dict[object, str] = {}  # texture parameter -> "float32" | "float16"
+        self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
         self.bindings: List[str] = []
 
     # ------------------------------------------------------------- naming
@@ -229,9 +234,11 @@ class _Emitter:
                 self.textures[param] = set()
                 self.texture_dtype[param] = elem
             elif scope == "global":
-                elem = wgsl_type(str(ty.element_type.dtype), f"kernel {self.kernel}: buffer {param.name}")
-                if elem == "bool":
-                    raise self.fail(f"buffer {param.name} holds bool; storage buffers hold 32-bit values only")
+                dtype = str(ty.element_type.dtype)
+                elem = wgsl_type(dtype, f"kernel {self.kernel}: buffer {param.name}")
+                if elem == "bool" or dtype.startswith(("int64", "uint64")):
+                    # (int64 *indices* are computed in i32; int64 *data* would be read as halves)
+                    raise self.fail(f"buffer {param.name} holds {dtype}; WGSL storage buffers hold 16/32-bit values only")
                 self.buffers[param] = self.names[param]
             else:
                 raise self.fail(f"parameter {param.name} has memory scope {scope!r}; kernels take global buffers and textures")
@@ -559,10 +566,9 @@ class _Emitter:
             self.emit(depth, f"var {name}: array<{elem}, {n}>;")
         elif scope == "shared":
             self.module_vars.append(f"var<workgroup> {name}: array<{elem}, {n}>;")
+            self.workgroup_bytes += n * max(int(_dtype(str(buf.dtype)).bits) * int(_dtype(str(buf.dtype)).lanes) // 8, 4)
         else:
             raise self.fail(f"allocation {buf.name} in scope {scope!r} (local and shared only)")
-        if hasattr(s, "body") and s.body is not None:
-            self.stmt(s.body, depth)
 
     def s_AttrStmt(self, s, depth):
         if s.attr_key == "thread_extent":
@@ -640,10 +646,15 @@ class _Emitter:
         self.stored.add(self.roots[s.buffer])
         if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:
             raise self.fail(f"vector index into the vector-typed buffer {s.buffer.name} ({s.buffer.dtype})")
-        if int(_dtype(s.value).lanes) > 4:  # no WGSL vector that wide: one store per lane
-            index = s.indices[0]
-            for k in range(int(_dtype(s.value).lanes)):
-                self.emit(depth, f"{name}[{self.lane(index, k)}] = {self.lane(s.value, k)};")
+        if int(_dtype(s.value).lanes) > 4:  # no WGSL vector that wide: every lane read, then stored
+            index, lanes = s.indices[0], int(_dtype(s.value).lanes)
+            temps = [self.fresh(f"{name}_l{k}") for k in range(lanes)]
+            self.emit(depth, "{")
+            for k, tmp in enumerate(temps):
+                self.emit(depth + 1, f"let {tmp} = {self.lane(s.value, k)};")
+            for k, tmp in enumerate(temps):
+                self.emit(depth + 1, f"{name}[{self.lane(index, k)}] = {tmp};")
+            self.emit(depth, "}")
             return
         lanes = self._lane_indices(s.indices[0])
         value = self.expr(s.value)
@@ -658,8 +669,6 @@ class _Emitter:
         for k, index in enumerate(lanes):
             self.emit(depth + 1, f"{name}[{index}] = {tmp}[{k}];")
         self.emit(depth, "}")
-
-    s_TensorStore = s_BufferStore
 
     def lane(self, e, k: int) -> str:
         """Lane ``k`` of a (possibly wide) vector expression, as a scalar WGSL expression: how
@@ -734,7 +743,7 @@ class _Emitter:
         if any(re.search(r"\bf16\b|(?<![\w.])\d+(\.\d*)?(e[-+]?\d+)?h\b", line) for line in body[1:]):
             body.insert(1, "enable f16;")
         source = "\n".join(body)
-        return Shader(self.kernel, source, workgroup, tuple(self.bindings))
+        return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes)
 
 
 def emit_kernel(func: tirx.PrimFunc, name: str) -> Shader:

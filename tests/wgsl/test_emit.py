@@ -93,6 +93,12 @@ def _wide_vector_kernel(a_ptr: T.handle("float16", "global")):
 
 
 @T.prim_func(s_tir=True)
+def _int64_buffer_kernel(a_ptr: T.handle("int64", "global")):
+    a = T.decl_buffer((4,), "int64", data=a_ptr)
+    a[0] = a[1]
+
+
+@T.prim_func(s_tir=True)
 def _extern_call_kernel(a_ptr: T.handle("float32", "global")):
     a = T.decl_buffer((4,), data=a_ptr)
     a[0] = T.call_pure_extern("float32", "my_special_fn", a[1])
@@ -111,6 +117,7 @@ def _read_write_texture_kernel(t_ptr: T.handle("float32", "global.texture")):
         (_float64_kernel, "dtype float64 has no WGSL type"),
         (_scalar_param_kernel, "parameter n is a scalar"),
         (_extern_call_kernel, "math function my_special_fn has no WGSL translation"),
+        (_int64_buffer_kernel, "buffer a_ptr holds int64; WGSL storage buffers hold 16/32-bit values only"),
         (_read_write_texture_kernel, "texture t_ptr is read and written by one kernel"),
     ],
 )
@@ -133,8 +140,46 @@ def test_float64_model_fails_at_build_naming_the_kernel():
     assert relax_vk.build(bb.get(), target="opencl").kernels
 
 
+@T.prim_func(s_tir=True)
+def _overlapping_wide_store_kernel(a_ptr: T.handle("float16", "global")):
+    a = T.decl_buffer((16,), "float16", data=a_ptr)
+    a[T.Ramp(1, 1, 8)] = a[T.Ramp(0, 1, 8)]
+
+
 def test_vectors_wider_than_wgsl_are_written_lane_by_lane():
     shader = emit_kernel(_wide_vector_kernel, "wide")
     assert shader.source.splitlines()[1] == "enable f16;"
     for k in range(8):
-        assert f"a_ptr[(8 + {k} * 1)] = (a_ptr[(0 + {k} * 1)] * 0.5h);" in shader.source
+        assert f"let a_ptr_l{k} = (a_ptr[(0 + {k} * 1)] * 0.5h);" in shader.source
+        assert f"a_ptr[(8 + {k} * 1)] = a_ptr_l{k};" in shader.source
+
+
+def test_overlapping_wide_store_reads_every_lane_first(lavapipe_device):
+    # a[1:9] = a[0:9]: TIR reads the whole vector before storing; lane-by-lane code must too
+    import wgpu
+
+    shader = emit_kernel(_overlapping_wide_store_kernel, "shift")
+    source = shader.source
+    device = lavapipe_device
+    data = np.arange(16, dtype="float16")
+    buf = device.create_buffer_with_data(data=data.tobytes(), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=source), "entry_point": "main"})
+    group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf}}])
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, group)
+    compute.dispatch_workgroups(1, 1, 1)
+    compute.end()
+    device.queue.submit([encoder.finish()])
+    out = np.frombuffer(bytes(device.queue.read_buffer(buf)), dtype="float16")
+    expected = data.copy()
+    expected[1:9] = data[0:8]
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.fixture(scope="module")
+def lavapipe_device():
+    from relax_vk.runtime import select_adapter
+
+    return select_adapter("lavapipe").request_device_sync(required_features=["shader-f16"])
