@@ -48,9 +48,12 @@ def _wgpu():
         ) from err
     if not _INSTANCE_CONFIGURED:
         _INSTANCE_CONFIGURED = True
-        from wgpu.backends.wgpu_native import extras
+        try:
+            from wgpu.backends.wgpu_native import extras
 
-        extras.set_instance_extras(flags=["Default", "AutomaticTimestampNormalization"])
+            extras.set_instance_extras(flags=["Default", "AutomaticTimestampNormalization"])
+        except (ImportError, AttributeError, KeyError, RuntimeError, ValueError):
+            pass  # an instance made before (or a wgpu without the flag): timestamps stay in device ticks
     return wgpu
 
 

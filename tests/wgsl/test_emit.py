@@ -183,3 +183,18 @@ def lavapipe_device():
     from relax_vk.runtime import select_adapter
 
     return select_adapter("lavapipe").request_device_sync(required_features=["shader-f16"])
+
+
+@pytest.mark.parametrize(
+    "textures, message",
+    [(True, "Unresolved call .*tirx.texture2d_load"), (False, "blockIdx.z is not supported in WebGPU")],
+)
+def test_tvm_webgpu_codegen_cannot_take_these_kernels(textures, message):
+    # the evidence for relax_vk's own emitter (docs/vulkan.md): TVM's WGSL codegen fails on the
+    # texture plan's kernels and even on the all-buffer plan's (adreno schedules use blockIdx.z)
+    compiled = relax_vk.build(build_example("conv-relu-pool"), target="vulkan", options=relax_vk.ScopeOptions(textures=textures))
+    webgpu = tvm.target.Target("webgpu")
+    device = tvm.IRModule({gv: f.with_attr("target", webgpu) for gv, f in compiled.device_tir.functions_items()})
+    with pytest.raises(tvm.error.InternalError, match=message):
+        tvm.get_global_func("target.build.webgpu")(device, webgpu)
+    assert compiled.shaders  # while relax_vk's emitter translates every one of them
