@@ -46,6 +46,8 @@ _BINARY_OPS = {
     "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=",
     "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^",
 }  # fmt: skip
+_SHIFT_OPS = {"LShift": "<<", "RShift": ">>"}  # WGSL shifts take a u32 amount
+_UNARY_OPS = {"Not": "!", "BitwiseNot": "~"}
 _AXES = "xyz"
 
 # WGSL keywords and reserved words an identifier must not take (WGSL spec, section 15).
@@ -272,6 +274,10 @@ class _Emitter:
         kind = type(e).__name__
         if kind in _BINARY_OPS:
             return self._binary(e, _BINARY_OPS[kind])
+        if kind in _SHIFT_OPS:
+            return f"({self.expr(e.a)} {_SHIFT_OPS[kind]} {self._shift_amount(e.b)})"
+        if kind in _UNARY_OPS:
+            return f"({_UNARY_OPS[kind]}{self.expr(e.a)})"
         method = getattr(self, "e_" + kind, None)
         if method is None:
             raise self.fail(f"expression {kind} ({e}) has no WGSL translation")
@@ -350,18 +356,6 @@ class _Emitter:
     def e_Or(self, e):
         return self._binary(e, "||" if int(_dtype(e).lanes) == 1 else "|")
 
-    def e_Not(self, e):
-        return f"(!{self.expr(e.a)})"
-
-    def e_BitwiseNot(self, e):
-        return f"(~{self.expr(e.a)})"
-
-    def e_LShift(self, e):
-        return f"({self.expr(e.a)} << {self._shift_amount(e.b)})"
-
-    def e_RShift(self, e):
-        return f"({self.expr(e.a)} >> {self._shift_amount(e.b)})"
-
     def _shift_amount(self, b) -> str:
         lanes = int(_dtype(b).lanes)
         return f"u32({self.expr(b)})" if lanes == 1 else f"vec{lanes}<u32>({self.expr(b)})"
@@ -372,8 +366,7 @@ class _Emitter:
     def e_Cast(self, e):
         return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
 
-    def e_Broadcast(self, e):
-        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
+    e_Broadcast = e_Cast  # vecN<T>(scalar) splats, as Broadcast means
 
     def e_Ramp(self, e):
         lanes = int(e.lanes)

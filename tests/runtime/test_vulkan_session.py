@@ -11,6 +11,7 @@ from relax_vk.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import DeviceLimitError, ShaderError, load, select_adapter
 from relax_vk.runtime.vulkan_session import check_limits
 from relax_vk.scope import scope_from_name
+from helpers import module, tensor
 from runtime_helpers import copy_program
 
 
@@ -168,15 +169,10 @@ def test_opencl_artifact_is_not_run_by_the_vulkan_runtime(lavapipe):
 def _float16_conv_relu():
     from tvm import relax
 
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 16, 32, 32), "float16"))
-    w = relax.Var("w", relax.TensorType((32, 16, 3, 3), "float16"))
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            y = bb.emit(relax.op.nn.conv2d(x, w, padding=1, out_dtype="float16"))
-            gv = bb.emit_output(relax.op.nn.relu(y))
-        bb.emit_func_output(gv)
-    return bb.get()
+    def body(bb, x, w):
+        return relax.op.nn.relu(bb.emit(relax.op.nn.conv2d(x, w, padding=1, out_dtype="float16")))
+
+    return module([tensor("x", (1, 16, 32, 32), "float16"), tensor("w", (32, 16, 3, 3), "float16")], body)
 
 
 def test_float16_model_runs_in_rgba16float_textures(lavapipe):

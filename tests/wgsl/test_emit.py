@@ -13,6 +13,7 @@ from relax_vk.models import build_example
 from relax_vk.reference import run_on_cpu
 from relax_vk.runtime import load
 from relax_vk.wgsl import WGSLEmitError, emit_kernel
+from helpers import module, tensor
 
 
 def test_texture_kernels_read_sampled_and_write_storage_textures():
@@ -34,26 +35,24 @@ def test_texture_kernels_read_sampled_and_write_storage_textures():
 
 
 def _math_module():
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float32"))
-    i = relax.Var("i", relax.TensorType((1, 4, 8, 8), "int32"))
-    with bb.function("main", [x, i]):
-        with bb.dataflow():
-            outs = [
-                bb.emit(relax.op.erf(x)),
-                bb.emit(relax.op.round(relax.op.multiply(x, relax.const(2.5, "float32")))),
-                bb.emit(relax.op.sigmoid(x)),
-                bb.emit(relax.op.tanh(x)),
-                bb.emit(relax.op.log(relax.op.add(relax.op.abs(x), relax.const(1.0, "float32")))),
-                bb.emit(relax.op.rsqrt(relax.op.add(relax.op.abs(x), relax.const(0.5, "float32")))),
-                bb.emit(relax.op.floor_mod(x, relax.const(0.7, "float32"))),
-                bb.emit(relax.op.floor_divide(i, relax.const(3, "int32"))),
-                bb.emit(relax.op.floor_mod(i, relax.const(3, "int32"))),
-                bb.emit(relax.op.floor_divide(i, relax.const(-4, "int32"))),
-            ]
-            gv = bb.emit_output(relax.Tuple(outs))
-        bb.emit_func_output(gv)
-    return bb.get()
+    def body(bb, x, i):
+        f = lambda v: relax.const(v, "float32")  # noqa: E731
+        n = lambda v: relax.const(v, "int32")  # noqa: E731
+        ops = [
+            relax.op.erf(x),
+            relax.op.round(relax.op.multiply(x, f(2.5))),
+            relax.op.sigmoid(x),
+            relax.op.tanh(x),
+            relax.op.log(relax.op.add(relax.op.abs(x), f(1.0))),
+            relax.op.rsqrt(relax.op.add(relax.op.abs(x), f(0.5))),
+            relax.op.floor_mod(x, f(0.7)),
+            relax.op.floor_divide(i, n(3)),
+            relax.op.floor_mod(i, n(3)),
+            relax.op.floor_divide(i, n(-4)),
+        ]
+        return relax.Tuple([bb.emit(op) for op in ops])
+
+    return module([tensor("x", (1, 4, 8, 8)), tensor("i", (1, 4, 8, 8), "int32")], body)
 
 
 def test_math_intrinsics_and_helpers_match_tvm_cpu_on_lavapipe():
@@ -128,16 +127,11 @@ def test_what_wgsl_cannot_express_fails_naming_kernel_and_construct(func, messag
 
 
 def test_float64_model_fails_at_build_naming_the_kernel():
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float64"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            gv = bb.emit_output(relax.op.exp(x))
-        bb.emit_func_output(gv)
+    mod = module([tensor("x", (1, 4, 8, 8), "float64")], lambda bb, x: relax.op.exp(x))
     with pytest.raises(WGSLEmitError, match=r"kernel \w*exp\w*: .*float64"):
-        relax_vk.build(bb.get(), target="vulkan")
+        relax_vk.build(mod, target="vulkan")
     # OpenCL keeps the same model in buffers and builds it
-    assert relax_vk.build(bb.get(), target="opencl").kernels
+    assert relax_vk.build(mod, target="opencl").kernels
 
 
 @T.prim_func(s_tir=True)
