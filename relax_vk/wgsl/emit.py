@@ -48,6 +48,11 @@ _BINARY_OPS = {
 }  # fmt: skip
 _SHIFT_OPS = {"LShift": "<<", "RShift": ">>"}  # WGSL shifts take a u32 amount
 _UNARY_OPS = {"Not": "!", "BitwiseNot": "~"}
+# the same operators written as intrinsic calls
+_CALL_OPS = {
+    "shift_left": "LShift", "shift_right": "RShift", "bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
+    "bitwise_xor": "BitwiseXor", "bitwise_not": "BitwiseNot",
+}  # fmt: skip
 _AXES = "xyz"
 
 # WGSL keywords and reserved words an identifier must not take (WGSL spec, section 15).
@@ -128,18 +133,18 @@ def wgsl_type(dtype, where: str = "kernel") -> str:
     raise WGSLEmitError(f"{where}: {lanes}-lane vectors ({dtype}) have no WGSL type (2-4 lanes only)")
 
 
-def _float_literal(value: float) -> str:
-    if math.isnan(value):
+def _float_literal(value: float, dtype: str = "float32") -> str:
+    """A WGSL literal of ``value`` rounded to ``dtype`` (``1.5f``, ``(-2.0h)``); non-finite float32
+    values call the ``rvk_inf``/``rvk_nan`` helpers (WGSL has no such literals)."""
+    with np.errstate(over="ignore"):  # beyond the dtype's range rounds to infinity, as intended
+        rounded = float(np.float16(value) if dtype == "float16" else np.float32(value))
+    if math.isnan(rounded):
         return "rvk_nan()"
-    if math.isinf(value):
+    if math.isinf(rounded):
         return "rvk_inf()" if value > 0 else "(-rvk_inf())"
-    f32 = np.float32(value)
-    if abs(float(f32)) > float(np.finfo(np.float32).max):
-        return "rvk_inf()" if value > 0 else "(-rvk_inf())"
-    text = format(float(f32), ".9g")
-    if not any(c in text for c in ".en"):
-        text += ".0"
-    return f"{text}f" if not text.startswith("-") else f"({text}f)"
+    text = format(abs(rounded), ".6g" if dtype == "float16" else ".9g")
+    text = (text if any(c in text for c in ".e") else text + ".0") + ("h" if dtype == "float16" else "f")
+    return f"(-{text})" if rounded < 0 else text
 
 
 def _is_ramp_lanes(expr, base: int, lanes: int) -> bool:
@@ -272,12 +277,10 @@ class _Emitter:
     # -------------------------------------------------------- expressions
     def expr(self, e) -> str:
         kind = type(e).__name__
-        if kind in _BINARY_OPS:
-            return self._binary(e, _BINARY_OPS[kind])
-        if kind in _SHIFT_OPS:
-            return f"({self.expr(e.a)} {_SHIFT_OPS[kind]} {self._shift_amount(e.b)})"
+        if kind in _BINARY_OPS or kind in _SHIFT_OPS:
+            return self.operator(kind, e.a, e.b)
         if kind in _UNARY_OPS:
-            return f"({_UNARY_OPS[kind]}{self.expr(e.a)})"
+            return self.operator(kind, e.a)
         method = getattr(self, "e_" + kind, None)
         if method is None:
             raise self.fail(f"expression {kind} ({e}) has no WGSL translation")
@@ -297,16 +300,11 @@ class _Emitter:
 
     def e_FloatImm(self, e) -> str:
         dtype = str(_dtype(e))
-        if dtype == "float16":
-            value = float(np.float16(e.value))
-            if not math.isfinite(value):
-                raise self.fail(f"float16 constant {e.value} is not finite")
-            text = format(abs(value), ".6g")
-            text = f"{text if any(c in text for c in '.e') else text + '.0'}h"
-            return f"(-{text})" if value < 0 else text
-        if dtype != "float32":
+        if dtype not in ("float32", "float16"):
             raise self.fail(f"{dtype} constant {e.value}: float32 and float16 only")
-        lit = _float_literal(float(e.value))
+        lit = _float_literal(float(e.value), dtype)
+        if "rvk_" in lit and dtype == "float16":
+            raise self.fail(f"float16 constant {e.value} is not finite")
         if "rvk_" in lit:
             self.helpers.add("rvk_inf" if "inf" in lit else "rvk_nan")
         return lit
@@ -322,6 +320,14 @@ class _Emitter:
 
     def _binary(self, e, op: str) -> str:
         return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+
+    def operator(self, kind: str, a, b=None) -> str:
+        """An operator of :data:`_BINARY_OPS` / :data:`_SHIFT_OPS` / :data:`_UNARY_OPS` on TIR operands."""
+        if kind in _UNARY_OPS:
+            return f"({_UNARY_OPS[kind]}{self.expr(a)})"
+        if kind in _SHIFT_OPS:
+            return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
+        return f"({self.expr(a)} {_BINARY_OPS[kind]} {self.expr(b)})"
 
     def _is_float(self, e) -> bool:
         return int(_dtype(e).type_code) == 2
@@ -450,14 +456,8 @@ class _Emitter:
             return f"select({self.expr(f)}, {self.expr(t)}, {self.expr(c)})"
         if op == "likely":
             return self.expr(e.args[0])
-        if op in ("shift_right", "shift_left"):
-            sym = ">>" if op == "shift_right" else "<<"
-            return f"({self.expr(e.args[0])} {sym} {self._shift_amount(e.args[1])})"
-        if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-            sym = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[op]
-            return f"({self.expr(e.args[0])} {sym} {self.expr(e.args[1])})"
-        if op == "bitwise_not":
-            return f"(~{self.expr(e.args[0])})"
+        if op in _CALL_OPS:
+            return self.operator(_CALL_OPS[op], *e.args)
         if op == "reinterpret":
             return f"bitcast<{wgsl_type(_dtype(e), f'kernel {self.kernel}')}>({self.expr(e.args[0])})"
         if op in MATH_FUNCTIONS:
