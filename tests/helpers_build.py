@@ -1,6 +1,8 @@
 """Helpers for tests that compile with the full pipeline and a real OpenCL compiler."""
 
 import re
+
+import pytest
 from typing import Dict, List, Tuple
 
 from tvm import relax
@@ -17,6 +19,16 @@ def build_and_compile(mod, **kw):
     assert compiled.kernels, "no kernels generated"
     assert sorted(built) == sorted(compiled.kernels)
     return compiled
+
+
+# (backend, the CPU device its tests run on): pocl for OpenCL, lavapipe for Vulkan
+BACKENDS = [pytest.param("opencl", "pocl", id="opencl"), pytest.param("vulkan", "lavapipe", id="vulkan")]
+
+
+def build_for(mod, backend: str):
+    """``relax_vk.build`` for a backend; OpenCL builds are also compiled by pocl
+    (:func:`build_and_compile`), Vulkan shaders are created by the driver when a session loads."""
+    return build_and_compile(mod) if backend == "opencl" else relax_vk.build(mod, target=backend)
 
 
 def kernel_scopes(compiled) -> Dict[str, Tuple[List[str], List[str]]]:

@@ -11,11 +11,9 @@ import pytest
 from conformance.cases import CASES
 import numpy as np
 
-import relax_vk
-
 from relax_vk.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
-from helpers_build import build_and_compile, kernel_scopes
+from helpers_build import BACKENDS, build_for, kernel_scopes
 
 G, TEX, WT = "global", "global.texture", "global.texture-weight"
 
@@ -275,24 +273,14 @@ def test_every_upstream_case_is_covered():
     assert sorted(CASES) == sorted(EXPECTED) and len(CASES) == 30
 
 
+@pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_conformance_case(name):
+def test_conformance_case(name, backend, device):
     mod = CASES[name]()
-    compiled = build_and_compile(mod)
+    compiled = build_for(mod, backend)
     assert kernel_scopes(compiled) == EXPECTED[name]
-    # run the compiled kernels on pocl with real images and compare with TVM's llvm target
+    # run the compiled kernels with real images and compare with TVM's llvm target
     inputs = random_inputs(mod)
-    outputs = load(compiled.artifact(), device="pocl").run(inputs)
-    for out, ref in zip(outputs, run_on_cpu(mod, inputs)):
-        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_conformance_case_on_vulkan(name):
-    mod = CASES[name]()
-    compiled = relax_vk.build(mod, target="vulkan")
-    assert kernel_scopes(compiled) == EXPECTED[name]
-    inputs = random_inputs(mod)
-    outputs = load(compiled.artifact(), device="lavapipe").run(inputs)
+    outputs = load(compiled.artifact(), device=device).run(inputs)
     for out, ref in zip(outputs, run_on_cpu(mod, inputs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import relax_vk
-from relax_vk.artifact import Artifact
 from relax_vk.models import EXAMPLES, build_example
 from relax_vk.opencl import find_device
 from relax_vk.reference import random_inputs, run_on_cpu

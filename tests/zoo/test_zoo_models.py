@@ -11,6 +11,7 @@ import relax_vk  # noqa: E402
 from relax_vk.frontends import from_torch  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 from relax_vk.zoo import ZOO, build_zoo_model  # noqa: E402
+from helpers_build import BACKENDS  # noqa: E402
 
 # minimum share of activation bytes in textures in the compiled (fused) module, and maximum
 # copies. Anchors: ExecuTorch's Vulkan backend puts 100% in textures with at most one transition on
@@ -26,33 +27,20 @@ TARGETS = {
 }
 
 
+@pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("name", sorted(ZOO))
-def test_zoo_model_runs_and_matches_pytorch(name):
+def test_zoo_model_runs_and_matches_pytorch(name, backend, device):
     model, example = build_zoo_model(name)
-    mod = from_torch(model, (example,))
-    compiled = relax_vk.build(mod)
+    compiled = relax_vk.build(from_torch(model, (example,)), target=backend)
     with torch.no_grad():
         expected = model(example).numpy()
     assert float(np.std(expected)) > 1e-3  # a meaningful comparison, not of near-zero outputs
-    out = load(compiled.artifact(), device="pocl").run([example.numpy()])[0]
+    out = load(compiled.artifact(), device=device).run([example.numpy()])[0]
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
     plan = compiled.plan()
     share, copies = TARGETS[name]
     assert plan.activation_texture_share >= share
     assert plan.copies <= copies
-
-
-@pytest.mark.parametrize("name", sorted(ZOO))
-def test_zoo_model_runs_on_vulkan_and_matches_pytorch(name):
-    model, example = build_zoo_model(name)
-    compiled = relax_vk.build(from_torch(model, (example,)), target="vulkan")
-    with torch.no_grad():
-        expected = model(example).numpy()
-    out = load(compiled.artifact(), device="lavapipe").run([example.numpy()])[0]
-    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
-    plan = compiled.plan()
-    share, copies = TARGETS[name]
-    assert plan.activation_texture_share >= share and plan.copies <= copies
 
 
 def test_unknown_zoo_name():
