@@ -140,23 +140,28 @@ def cmd_show(args) -> int:
     return 0
 
 
-def _demo_run(compiled, device, model: str, label: str):
-    """Run a compiled model, check it against TVM llvm, time it; returns whether it matched."""
+def _compare(outputs, reference, rtol: float, atol: float):
+    """``(all close, max abs error, max relative error)`` of outputs against reference outputs."""
     import numpy as np
 
+    abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
+    rel_err = max(float(np.max(np.abs(o - r) / np.maximum(np.abs(r), 1e-6))) for o, r in zip(outputs, reference))
+    ok = all(np.allclose(o, r, rtol=rtol, atol=atol) for o, r in zip(outputs, reference))
+    return bool(ok), abs_err, rel_err
+
+
+def _demo_run(compiled, device, model: str, label: str):
+    """Run a compiled model, check it against TVM llvm, time it; returns whether it matched."""
     from .reference import run_on_cpu
     from .runtime import load
 
     session = load(compiled.artifact(), device=device)
     inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
-    outputs = session.run(inputs)
-    reference = run_on_cpu(_load(model), inputs)
-    abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
-    ok = all(np.allclose(o, r, rtol=1e-4, atol=1e-4) for o, r in zip(outputs, reference))
+    outputs = session.run(inputs)  # (profiled: last_profile holds its per-dispatch times)
+    ok, abs_err, _ = _compare(outputs, run_on_cpu(_load(model), inputs), rtol=1e-4, atol=1e-4)
     print(f"{label} device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
     lat = session.time(inputs, repeat=10)
     print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
-    session.run(inputs)  # a profiled run, for the per-dispatch times
     for k in session.last_profile:
         print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f} ms")
     return ok
@@ -275,8 +280,6 @@ def _reference(artifact, inputs):
 
 
 def cmd_run(args) -> int:
-    import numpy as np
-
     from .artifact import Artifact
     from .runtime import load
 
@@ -300,10 +303,8 @@ def cmd_run(args) -> int:
     if args.check:
         reference, note = _reference(artifact, inputs)
         if reference is not None:
-            abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
-            rel_err = max(float(np.max(np.abs(o - r) / np.maximum(np.abs(r), 1e-6))) for o, r in zip(outputs, reference))
-            ok = all(np.allclose(o, r, rtol=args.rtol, atol=args.atol) for o, r in zip(outputs, reference))
-            result.update(ok=bool(ok), max_abs_err=abs_err, max_rel_err=rel_err)
+            ok, abs_err, rel_err = _compare(outputs, reference, args.rtol, args.atol)
+            result.update(ok=ok, max_abs_err=abs_err, max_rel_err=rel_err)
     result["latency_ms"] = session.time(inputs, repeat=args.repeat)
     result["kernels"] = session.last_profile
     if args.json:

@@ -124,13 +124,13 @@ class VulkanSession(Session):
         self.tensors = self.program["tensors"]
         self.memory = [self._allocate(t) for t in self.tensors]
         self.pipelines = {k["name"]: self._kernel_pipeline(k) for k in self.program["kernels"]}
+        self._copy_pipelines: Dict[str, tuple] = {}  # copy shader source -> (pipeline, layout)
         kernels = {k["name"]: k for k in self.program["kernels"]}
         self.steps = [self._prepare(step, kernels) for step in self.program["steps"]]
         if self.profiling:
-            self.queries = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * max(len(self.steps), 1))
-            size = 16 * max(len(self.steps), 1)
+            self.queries = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * steps)
             usage = wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
-            self.query_buffer = self.device.create_buffer(size=size, usage=usage)
+            self.query_buffer = self.device.create_buffer(size=16 * steps, usage=usage)
         self._upload_constants()
         self.last_profile: List[dict] = []
 
@@ -237,7 +237,9 @@ class VulkanSession(Session):
             gx, gy = copy_grid(copy_items(s["image"], d["image"], nbytes, np.dtype(dtype).itemsize), self.max_groups)
             name = f"copy {s['name']}->{d['name']}"
             source = copy_shader(s["image"], d["image"], nbytes, dtype, gx)
-            pipeline, layout = self._pipeline(name, source, copy_bindings(s["image"], d["image"], dtype))
+            if source not in self._copy_pipelines:  # copies of the same shape share one pipeline
+                self._copy_pipelines[source] = self._pipeline(name, source, copy_bindings(s["image"], d["image"], dtype))
+            pipeline, layout = self._copy_pipelines[source]
             groups = (gx, gy, 1)
             args = [step["src"], step["dst"]]
         else:
