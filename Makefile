@@ -10,8 +10,8 @@ setup:
 	@# target CPUs newer than its LLVM) and a Vulkan driver for wgpu. As root on Debian/Ubuntu this
 	@# installs Debian's pocl and Mesa's lavapipe when they are missing.
 	@missing=""; \
-	$(PYTHON) -c "from relax_vk.opencl import find_device; find_device()" >/dev/null 2>&1 || missing="$$missing pocl-opencl-icd"; \
-	$(PYTHON) -c "from relax_vk.runtime.vulkan_devices import select_adapter; select_adapter()" >/dev/null 2>&1 || missing="$$missing mesa-vulkan-drivers libvulkan1"; \
+	$(PYTHON) -c "from relax_vk.runtime.opencl import find_device; find_device()" >/dev/null 2>&1 || missing="$$missing pocl-opencl-icd"; \
+	$(PYTHON) -c "from relax_vk.runtime.vulkan.devices import select_adapter; select_adapter()" >/dev/null 2>&1 || missing="$$missing mesa-vulkan-drivers libvulkan1"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing$$missing"; \

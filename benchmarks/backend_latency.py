@@ -10,7 +10,7 @@ Usage:
 writes a transport bundle: ``index.json.gz`` with each artifact's program and kernel source, its
 constants once per distinct content under ``blobs/`` (the plans and backends share weights, so
 ResNet-18's six artifacts carry its weights once), and the CPU reference outputs (TVM llvm).
-``--run`` rebuilds each :class:`relax_vk.artifact.Artifact` from the bundle, loads all of them in one
+``--run`` rebuilds each :class:`relax_vk.serialization.artifact.Artifact` from the bundle, loads all of them in one
 process (OpenCL device and Vulkan adapter), runs each (warm-up first) and prints per model: median
 and min wall-clock latency of a full run (inputs uploaded, outputs read back), summed device time
 of the dispatches (OpenCL profiling events / Vulkan timestamp queries), error against the CPU
@@ -39,7 +39,7 @@ DEFAULT_MODELS = ["rfc-conv2d", "conv20", "resnet18", "mobilenet_v2", "unet_smal
 def build(outdir: str, models) -> None:
     import relax_vk
     from relax_vk.frontends import load_model
-    from relax_vk.reference import run_on_cpu
+    from relax_vk.tools.reference import run_on_cpu
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []
@@ -69,7 +69,7 @@ def build(outdir: str, models) -> None:
 
 
 def _artifact(outdir: str, entry: dict):
-    from relax_vk.artifact import Artifact
+    from relax_vk.serialization.artifact import Artifact
 
     constants = {key: np.load(os.path.join(outdir, "blobs", f"{digest}.npy")) for key, digest in entry["constants"].items()}
     return Artifact(entry["program"], entry["source"], constants)

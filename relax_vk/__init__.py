@@ -18,7 +18,7 @@ The installed tvm-ffi is checked at import when TVM is installed.
 import importlib
 import importlib.util
 
-from ._compat import check_ffi_if_installed as _check_ffi
+from .core.compat import check_ffi_if_installed as _check_ffi
 
 _check_ffi()
 
@@ -35,29 +35,32 @@ _API = {
     "export": "compiler",
     "CompiledModule": "compiler",
     "UnsupportedTargetError": "compiler",
-    "plan": "memory_plan",
-    "MemoryPlan": "memory_plan",
-    "ScopeOptions": "options",
-    "register_op": "registry",
-    "default_registry": "registry",
-    "rfc_registry": "registry",
-    "OpRegistration": "registry",
-    "OpRegistry": "registry",
-    "TensorRepSet": "representation",
-    "ANY_SCOPE": "representation",
-    "BUFFER_ONLY": "representation",
-    "TEXTURE_ONLY": "representation",
-    "MemoryScope": "scope",
-    "GLOBAL": "scope",
-    "TEXTURE": "scope",
-    "TEXTURE_NHWC": "scope",
-    "TEXTURE_WEIGHT": "scope",
-    "TextureLimits": "scope",
-    "TextureLimitError": "scope",
-    "Role": "scope_rule",
+    "plan": "tools.memory_plan",
+    "MemoryPlan": "tools.memory_plan",
+    "ScopeOptions": "core.options",
+    "register_op": "core.registry",
+    "default_registry": "core.registry",
+    "rfc_registry": "core.registry",
+    "OpRegistration": "core.registry",
+    "OpRegistry": "core.registry",
+    "TensorRepSet": "core.representation",
+    "ANY_SCOPE": "core.representation",
+    "BUFFER_ONLY": "core.representation",
+    "TEXTURE_ONLY": "core.representation",
+    "MemoryScope": "core.scope",
+    "GLOBAL": "core.scope",
+    "TEXTURE": "core.scope",
+    "TEXTURE_NHWC": "core.scope",
+    "TEXTURE_WEIGHT": "core.scope",
+    "TextureLimits": "core.scope",
+    "TextureLimitError": "core.scope",
+    "Role": "core.scope_rule",
 }
 
-__all__ = sorted(_API) + ["target", "passes", "runtime", "artifact"]
+#: public names that are modules living deeper in the tree (``relax_vk.target.opencl()``)
+_MODULES = {"target": "core.target"}
+
+__all__ = sorted(_API) + ["target", "passes", "runtime", "frontends"]
 
 
 def __getattr__(name):
@@ -73,6 +76,10 @@ def __getattr__(name):
                 "(relax_vk.runtime runs .rvk artifacts without it)"
             ) from err
         value = getattr(module, name)
+        globals()[name] = value
+        return value
+    if name in _MODULES:
+        value = importlib.import_module(f".{_MODULES[name]}", __name__)
         globals()[name] = value
         return value
     if importlib.util.find_spec(f"{__name__}.{name}") is not None:

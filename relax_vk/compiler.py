@@ -6,9 +6,9 @@ scope-specialized PrimFuncs), the memory plan, the TVM executable, and the time 
 
 Vulkan: the scope plan is made for the Vulkan target (its texture limits), exactly as for OpenCL.
 TVM's texture lowering (``TextureFlatten``, the adreno schedules) is keyed to OpenCL-kind
-targets, so the kernels are lowered under :func:`relax_vk.target.lowering_target` (an OpenCL
+targets, so the kernels are lowered under :func:`relax_vk.core.target.lowering_target` (an OpenCL
 target with the same limits); the finalized device TIR is then emitted as WGSL by
-:mod:`relax_vk.wgsl` (``texture2d_load``/``texture2d_store`` become ``textureLoad``/``textureStore``
+:mod:`relax_vk.codegen.wgsl` (``texture2d_load``/``texture2d_store`` become ``textureLoad``/``textureStore``
 on 2D-array textures). TVM's own WGSL codegen cannot take these kernels (no texture intrinsics, no
 ``blockIdx.z``) and the wheel has no SPIR-V codegen; docs/vulkan.md has the evidence.
 """
@@ -23,14 +23,14 @@ import tvm
 from tvm import relax
 from tvm.ir.instrument import pass_instrument
 
-from . import target as _target
-from .opencl.compiler import kernel_names
-from .options import ScopeOptions
+from .core import target as _target
+from .codegen.opencl import kernel_names, opencl_source
+from .core.options import ScopeOptions
 from .passes import RetargetVDevices
-from .pipeline import finalize_stage, lowering_stage, scope_pipeline
-from .memory_plan import MemoryPlan, plan
-from .registry import OpRegistry
-from .tir_pipeline import NAME as TIR_PIPELINE
+from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
+from .tools.memory_plan import MemoryPlan, plan
+from .core.registry import OpRegistry
+from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 
 
 class UnsupportedTargetError(ValueError):
@@ -51,7 +51,7 @@ class CompiledModule:
     stage_seconds: Dict[str, float] = field(default_factory=dict)
     model: Dict[str, str] = field(default_factory=dict)  # where the model came from (for --check)
     device_tir: Optional[tvm.IRModule] = None  # finalized device kernels (what the codegen saw)
-    shaders: Dict[str, object] = field(default_factory=dict)  # Vulkan: kernel -> relax_vk.wgsl.Shader
+    shaders: Dict[str, object] = field(default_factory=dict)  # Vulkan: kernel -> relax_vk.codegen.wgsl.Shader
 
     @property
     def backend(self) -> str:
@@ -74,8 +74,8 @@ class CompiledModule:
         return plan(self.lowered)
 
     def artifact(self):
-        """The portable program (:class:`relax_vk.artifact.Artifact`) of this module."""
-        from .lowered_program import export_program
+        """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module."""
+        from .serialization.export import export_program
 
         if self.backend == "vulkan":
             return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders)
@@ -83,7 +83,7 @@ class CompiledModule:
 
 
 def export(compiled: CompiledModule, path: str) -> None:
-    """Write ``compiled`` as one ``.rvk`` file (atomically; see :mod:`relax_vk.artifact`)."""
+    """Write ``compiled`` as one ``.rvk`` file (atomically; see :mod:`relax_vk.serialization.artifact`)."""
     compiled.artifact().write(path)
 
 
@@ -112,16 +112,6 @@ def _is_device_module(mod) -> bool:
     return False
 
 
-def _opencl_module(module):
-    if module.kind == "opencl":
-        return module
-    for child in module.imports:
-        found = _opencl_module(child)
-        if found is not None:
-            return found
-    return None
-
-
 def build(
     mod: tvm.IRModule,
     target: "tvm.target.Target | str | None" = None,
@@ -139,14 +129,14 @@ def build(
     lower_tgt = _target.lowering_target(tgt)
     seconds: Dict[str, float] = {}
     t0 = time.perf_counter()
-    scoped = scope_pipeline(tgt, registry, options)(mod)
+    scoped = _scope_pipeline(tgt, registry, options)(mod)
     seconds["scope"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     to_lower = scoped if lower_tgt.same_as(tgt) else RetargetVDevices(tgt.kind.name, lower_tgt)(scoped)
-    lowered = lowering_stage(lower_tgt)(to_lower)
+    lowered = _lowering_stage(lower_tgt)(to_lower)
     seconds["lowering"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    tail = tvm.transform.Sequential(finalize_stage(lower_tgt))
+    tail = tvm.transform.Sequential(_finalize_stage(lower_tgt))
     capture = _CaptureTIR()
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(
@@ -154,13 +144,12 @@ def build(
     ):
         executable = tvm.compile(lowered, lower_tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)
     seconds["codegen"] = time.perf_counter() - t0
-    device_module = _opencl_module(executable.mod)
-    source = str(device_module.inspect_source("cl")) if device_module is not None else ""
+    source = opencl_source(executable)
     compiled = CompiledModule(
         tgt, scoped, lowered, executable, source, kernel_names(source), capture.module, seconds, dict(model or {}), capture.device
     )
     if tgt.kind.name == "vulkan":
-        from .wgsl import emit_module
+        from .codegen.wgsl import emit_module
 
         t0 = time.perf_counter()
         compiled.shaders = emit_module(capture.device) if capture.device is not None else {}

@@ -1,5 +1,20 @@
-"""The pipelines: ``scope_pipeline`` (stages 1-4: layouts and memory scopes) and ``get_pipeline``
-(everything ``tvm.compile`` needs as its ``relax_pipeline``)."""
+"""The RFC's stages composed into pipelines.
+
+==============  ==============================  ==============================================
+function        stages                          passes (``relax_vk.passes`` unless TVM's)
+==============  ==============================  ==============================================
+layout_stage    1 convert layout                ``passes.layout``
+scope_stage     2-4 scope assignment            ``passes.scope`` + TVM's ``RealizeVDevice``
+scope_pipeline  1-4                             the two above
+lowering_stage  5 lowering + scheduling         ``passes.lower``, TVM's fusion, ``schedules``
+finalize_stage  after 5                         TVM's GPU dataflow lowering and finalisation
+get_pipeline    everything ``tvm.compile`` runs  all of the above
+==============  ==============================  ==============================================
+
+Every public function resolves its ``target`` argument once (a ``Target``, ``"opencl"`` /
+``"vulkan"``, or None for the current target) and hands the resolved target down to the stages
+and passes it composes, so one pipeline never sees two targets.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +23,11 @@ from typing import List, Optional
 import tvm
 from tvm import relax
 
-from . import target as _target
-from .options import ScopeOptions
-from . import tir_pipeline as _tir_pipeline  # noqa: F401  (registers the "relax_vk.texture" TIR pipeline)
-from .legalize import LegalizeWithScopes
+from .core import target as _target
+from .core.options import ScopeOptions
+from .codegen import tir_pipeline as _tir_pipeline  # noqa: F401  (registers the "relax_vk.texture" TIR pipeline)
 from .passes import (
+    LegalizeWithScopes,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
     ConvertToPackedLayout,
@@ -24,7 +39,7 @@ from .passes import (
     RewriteBufferReshapes,
     SpecializeKernelScopes,
 )
-from .registry import OpRegistry
+from .core.registry import OpRegistry
 
 
 def layout_stage() -> tvm.transform.Pass:
@@ -45,13 +60,7 @@ def layout_stage() -> tvm.transform.Pass:
     )
 
 
-def scope_stage(
-    target: "tvm.target.Target | str | None" = None,
-    registry: Optional[OpRegistry] = None,
-    options: Optional[ScopeOptions] = None,
-) -> tvm.transform.Pass:
-    """Stages 2-4 on an already packed module: partial legalization, scope assignment, realization."""
-    tgt = _target.resolve(target)
+def _scope_stage(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
     return tvm.transform.Sequential(
         [
             PartialLegalize(registry),
@@ -65,23 +74,13 @@ def scope_stage(
     )
 
 
-def scope_pipeline(
-    target: "tvm.target.Target | str | None" = None,
-    registry: Optional[OpRegistry] = None,
-    options: Optional[ScopeOptions] = None,
-) -> tvm.transform.Pass:
-    """Stages 1-4 (layout, partial legalization, scope assignment, realization) as one
-    ``Sequential``: the module it returns has every tensor's scope decided (``relax_vk.plan``)."""
-    tgt = _target.resolve(target)
-    return tvm.transform.Sequential([layout_stage(), scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
+def _scope_pipeline(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
+    return tvm.transform.Sequential([layout_stage(), _scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
 
 
-def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
-    """Stage 5 on a scoped module: legalize keeping VDevices, fuse, fold copies into kernels,
-    specialize kernels per call site, schedule. The result still has readable Relax and TIR."""
-    from .schedule import schedule_passes
+def _lowering_stage(tgt: tvm.target.Target) -> tvm.transform.Pass:
+    from .schedules import schedule_passes
 
-    tgt = _target.resolve(target)
     passes = [
         LegalizeWithScopes(),
         relax.transform.AnnotateTIROpPattern(),
@@ -103,18 +102,46 @@ def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.trans
     return _lower
 
 
-def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.transform.Pass]:
-    """What follows :func:`lowering_stage`: TVM's GPU dataflow lowering and finalisation (memory
-    planning, VM lowering), with ``RewriteDataflowReshape`` replaced by
-    :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong)."""
+def _finalize_stage(tgt: tvm.target.Target) -> List[tvm.transform.Pass]:
     from tvm.relax.backend import gpu_generic
 
-    tgt = _target.resolve(target)
     dataflow = [
         RewriteBufferReshapes() if p.info.name == "RewriteDataflowReshape" else p
         for p in gpu_generic.dataflow_lower_passes(tgt)
     ]
     return dataflow + list(gpu_generic.finalize_passes(tgt))
+
+
+def scope_stage(
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+) -> tvm.transform.Pass:
+    """Stages 2-4 on an already packed module: partial legalization, scope assignment, realization."""
+    return _scope_stage(_target.resolve(target), registry, options)
+
+
+def scope_pipeline(
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+) -> tvm.transform.Pass:
+    """Stages 1-4 (layout, partial legalization, scope assignment, realization) as one
+    ``Sequential``: the module it returns has every tensor's scope decided (``relax_vk.plan``)."""
+    return _scope_pipeline(_target.resolve(target), registry, options)
+
+
+def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
+    """Stage 5 on a scoped module: legalize keeping VDevices, fuse, fold copies into kernels,
+    specialize kernels per call site, schedule. The result still has readable Relax and TIR."""
+    return _lowering_stage(_target.resolve(target))
+
+
+def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.transform.Pass]:
+    """What follows :func:`lowering_stage`: TVM's GPU dataflow lowering and finalisation (memory
+    planning, VM lowering), with ``RewriteDataflowReshape`` replaced by
+    :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong)."""
+    return _finalize_stage(_target.resolve(target))
 
 
 def get_pipeline(
@@ -124,15 +151,16 @@ def get_pipeline(
 ) -> tvm.transform.Pass:
     """The complete Relax pipeline, for ``tvm.compile(mod, target, relax_pipeline=...,
     tir_pipeline="relax_vk.texture")``: scope assignment, lowering, then TVM's GPU dataflow
-    lowering and finalisation (memory planning, VM lowering)."""
+    lowering and finalisation (memory planning, VM lowering). The target is resolved once, here."""
     tgt = _target.resolve(target)
-    tail = finalize_stage(tgt)
+    stages = [_scope_pipeline(tgt, registry, options), _lowering_stage(tgt)]
+    tail = tvm.transform.Sequential(_finalize_stage(tgt))
 
     @tvm.transform.module_pass(opt_level=0, name="relax_vk.pipeline")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        mod = scope_pipeline(tgt, registry, options)(mod)
-        mod = lowering_stage(tgt)(mod)
+        for stage in stages:
+            mod = stage(mod)
         with tgt:
-            return tvm.transform.Sequential(tail)(mod)
+            return tail(mod)
 
     return _pipeline

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from relax_vk.artifact import Artifact
-from relax_vk.scope import scope_from_name
+from relax_vk.serialization.artifact import Artifact
+from relax_vk.core.scope import scope_from_name
 
 
 def copy_program(shape, scope_a, scope_b=None, target="opencl", dtype="float32"):

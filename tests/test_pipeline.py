@@ -341,3 +341,24 @@ def test_residual_block():
     rfc = scoped(mod, registry=relax_vk.rfc_registry())
     assert copies(rfc) == [("global.texture", "global")]
     assert_same_numbers(mod, rfc)
+
+
+def test_get_pipeline_resolves_its_target_once(monkeypatch):
+    """The target argument (None: the current target) is resolved once by the public function and
+    the resolved ``Target`` is handed down to every stage and pass: a pipeline built under one
+    current target keeps it when it runs under another."""
+    from relax_vk.core import target as target_mod
+
+    looked_up = []
+    real = target_mod.resolve
+    monkeypatch.setattr(target_mod, "resolve", lambda t=None: (looked_up.append(t) if not isinstance(t, tvm.target.Target) else None) or real(t))
+    with relax_vk.target.vulkan(spatial_limit=32):
+        pipeline = relax_vk.get_pipeline()
+        scoping = relax_vk.scope_pipeline()
+    assert looked_up == [None, None]  # one lookup per public call, none by the stages or passes inside
+    with relax_vk.target.opencl():
+        mod = scoping(build_example("rfc-conv2d"))
+    assert looked_up == [None, None]
+    acts = [t for t in relax_vk.plan(mod).tensors if t.shape == [2, 16, 56, 56, 4]]
+    assert acts and acts[0].scope == "global"  # the 32-texel limit of the target current at construction
+    assert isinstance(pipeline, tvm.transform.Pass)

@@ -1,9 +1,11 @@
-"""relax_vk's legalizers: the packed ops TVM cannot legalize itself, and scope-keeping legalization."""
+"""relax_vk's legalizers (op -> TE compute -> ``call_tir``): the packed ops TVM cannot legalize
+itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``) and the layout transform whose upstream
+legalization is wrong for textures. The pass that applies them while keeping every decided scope
+is :class:`relax_vk.passes.LegalizeWithScopes`."""
 
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
 from .elementwise import MISSING_LEGALIZERS
 from .layout_transform import legalize_layout_transform
-from .scoped import LegalizeWithScopes, ScopeLostError
 
 #: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize)
 #: and ops whose upstream legalization is wrong for textures (layout_transform)
@@ -13,4 +15,4 @@ LEGALIZE_MAP = {
     **MISSING_LEGALIZERS,
 }
 
-__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "LegalizeWithScopes", "ScopeLostError", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]
+__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]

@@ -1,29 +1,44 @@
-"""relax_vk's passes, one per module; each returns a ``tvm.transform.Pass``."""
+"""relax_vk's passes, one per module, grouped by the RFC stage they implement; each returns a
+``tvm.transform.Pass`` (compose them with ``tvm.transform.Sequential`` or use the stages of
+:mod:`relax_vk.pipeline`).
 
-from .collect_consumer_scope_info import CollectConsumerScopeInfo
-from .collect_producer_scope_info import CollectProducerScopeInfo
-from .convert_layout import ConvertToPackedLayout
-from .define_vdevice import DefineVDevice
-from .fold_scope_copies import FoldScopeCopies
-from .fold_small_constants import FoldSmallConstants
-from .partial_legalize import PartialLegalize
-from .raise_prebuilt_binary import RaisePrebuiltBinary
-from .remove_redundant_assignments import RemoveRedundantAssignments
-from .retarget_vdevices import RetargetVDevices
-from .rewrite_buffer_reshapes import RewriteBufferReshapes
-from .specialize_kernel_scopes import SpecializeKernelScopes
+* :mod:`.layout` -- stage 1: packed layouts (NCHW -> NCHW4c) and compile-time constant packing;
+* :mod:`.scope` -- stages 2-4: partial legalization, consumer/producer scope analysis,
+  ``DefineVDevice``, redundant-assignment removal (``RealizeVDevice`` is TVM's);
+* :mod:`.lower` -- stage 5: scope-keeping legalization and the fix-ups that keep decided scopes
+  through fusion, copy folding, per-call-site kernels and TVM's finalisation.
+"""
+
+from .layout import ConvertToPackedLayout, FoldSmallConstants
+from .lower import (
+    FoldScopeCopies,
+    LegalizeWithScopes,
+    RetargetVDevices,
+    RewriteBufferReshapes,
+    SpecializeKernelScopes,
+)
+from .scope import (
+    CollectConsumerScopeInfo,
+    CollectProducerScopeInfo,
+    DefineVDevice,
+    PartialLegalize,
+    RemoveRedundantAssignments,
+)
 
 __all__ = [
+    # stage 1
     "FoldSmallConstants",
     "ConvertToPackedLayout",
+    # stages 2-4
     "PartialLegalize",
-    "RaisePrebuiltBinary",
     "CollectConsumerScopeInfo",
     "CollectProducerScopeInfo",
     "DefineVDevice",
     "RemoveRedundantAssignments",
-    "RetargetVDevices",
-    "RewriteBufferReshapes",
+    # stage 5
+    "LegalizeWithScopes",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
+    "RetargetVDevices",
+    "RewriteBufferReshapes",
 ]

@@ -15,8 +15,8 @@ The artifact's target (``program["target"]``) picks the runtime.
 
 from __future__ import annotations
 
-from ..artifact import Artifact
-from .devices import list_devices, select_device
+from ..serialization.artifact import Artifact
+from .opencl.devices import list_devices, select_device
 from .session import DeviceLimitError, Session
 
 __all__ = [
@@ -34,16 +34,16 @@ __all__ = [
 
 
 def load(artifact, device=None, profile: bool = True) -> Session:
-    """A session for an artifact (a path or an :class:`~relax_vk.artifact.Artifact`) on ``device``
+    """A session for an artifact (a path or an :class:`~relax_vk.serialization.artifact.Artifact`) on ``device``
     (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
     :func:`select_adapter`), on the runtime its target names."""
     if isinstance(artifact, str):
         artifact = Artifact.read(artifact)
     if artifact.program.get("target") == "vulkan":
-        from .vulkan_devices import select_adapter as select
-        from .vulkan_session import VulkanSession as session_type
+        from .vulkan.devices import select_adapter as select
+        from .vulkan.session import VulkanSession as session_type
     else:
-        from .opencl_session import OpenCLSession as session_type
+        from .opencl.session import OpenCLSession as session_type
 
         select = select_device
     if device is None or isinstance(device, str):
@@ -53,15 +53,15 @@ def load(artifact, device=None, profile: bool = True) -> Session:
 
 def __getattr__(name):  # the sessions import their GPU API lazily: a Vulkan user needs no pyopencl
     if name == "OpenCLSession":
-        from .opencl_session import OpenCLSession
+        from .opencl.session import OpenCLSession
 
         return OpenCLSession
     if name in ("VulkanSession", "ShaderError"):
-        from . import vulkan_session
+        from .vulkan import session
 
-        return getattr(vulkan_session, name)
+        return getattr(session, name)
     if name in ("list_adapters", "select_adapter"):
-        from . import vulkan_devices
+        from .vulkan import devices
 
-        return getattr(vulkan_devices, name)
+        return getattr(devices, name)
     raise AttributeError(name)

@@ -2,9 +2,18 @@
 no CPU build here, so the architectures are written out). Input sizes are reduced to keep the test
 suite fast on a CPU OpenCL device; :data:`ZOO` says which.
 
-Requires the ``torch`` extra: ``pip install 'relax_vk[torch]'``.
+The catalogue (:data:`ZOO`) is plain data; building a model needs the ``torch`` extra:
+``pip install 'relax_vk[torch]'``.
 """
 
-from .models import ZOO, ZooEntry, build_zoo_model
+from .catalog import ZOO, ZooEntry
+
+
+def build_zoo_model(name: str, seed: int = 0):
+    """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``."""
+    from .models import build_zoo_model as build
+
+    return build(name, seed)
+
 
 __all__ = ["ZOO", "ZooEntry", "build_zoo_model"]

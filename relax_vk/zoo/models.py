@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
-
-from .._extras import require
+from ..core.extras import require
+from .catalog import ZOO
 
 torch = require("torch", "torch")
 nn = torch.nn
@@ -140,22 +138,6 @@ class RGBStem(nn.Module):
         return self.body(x)
 
 
-@dataclass(frozen=True)
-class ZooEntry:
-    make: Callable[[], "nn.Module"]
-    input_shape: Tuple[int, ...]
-    note: str
-
-
-ZOO: Dict[str, ZooEntry] = {
-    "resnet18": ZooEntry(ResNet18, (1, 3, 64, 64), "ResNet-18, 10 classes, input 64x64 (224 in the paper)"),
-    "mobilenet_v2": ZooEntry(MobileNetV2, (1, 3, 64, 64), "MobileNetV2 width 0.5, depthwise convs, ReLU6, input 64x64"),
-    "vit_small": ZooEntry(SmallViT, (1, 3, 64, 64), "ViT: 16x16 patch conv, 4 blocks, dim 192, 3 heads, input 64x64 (16 tokens)"),
-    "unet_small": ZooEntry(SmallUNet, (1, 4, 64, 64), "UNet: two down/up levels, concat skips, nearest upsampling, input 64x64"),
-    "rgb_stem": ZooEntry(RGBStem, (1, 3, 64, 64), "3-channel stem conv, then convs, 2-channel head, input 64x64"),
-}
-
-
 def _randomize_batchnorm(model, generator):
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -172,7 +154,7 @@ def build_zoo_model(name: str, seed: int = 0):
         raise ValueError(f"unknown zoo model {name!r}; the zoo has: {', '.join(sorted(ZOO))}")
     entry = ZOO[name]
     torch.manual_seed(seed)
-    model = entry.make()
+    model = globals()[entry.architecture]()
     _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1))
     model.eval()
     example = torch.randn(*entry.input_shape, generator=torch.Generator().manual_seed(seed + 2))

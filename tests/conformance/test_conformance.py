@@ -11,7 +11,7 @@ import pytest
 from conformance.cases import CASES
 import numpy as np
 
-from relax_vk.reference import random_inputs, run_on_cpu
+from relax_vk.tools.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
 from helpers_build import BACKENDS, build_for, kernel_scopes
 

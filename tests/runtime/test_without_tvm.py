@@ -10,7 +10,7 @@ import numpy as np
 
 import relax_vk
 from relax_vk.models import build_example
-from relax_vk.reference import random_inputs, run_on_cpu
+from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 BLOCK_TVM = textwrap.dedent(
     """
@@ -90,7 +90,7 @@ def test_cli_run_without_tvm_skips_the_check_clearly(tmp_path):
     proc = _run(
         """
         import sys
-        from relax_vk.cli import main
+        from relax_vk.tools.cli import main
         sys.exit(main(["run", "m.rvk", "--device", "pocl", "--check", "--repeat", "2", "--json"]))
         """,
         tmp_path,

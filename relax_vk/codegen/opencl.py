@@ -1,0 +1,27 @@
+"""OpenCL C: TVM's own codegen writes it (``target.build.opencl``); this reads it back out of a
+compiled executable."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..runtime.opencl.compiler import kernel_names
+
+__all__ = ["kernel_names", "opencl_source"]
+
+
+def _opencl_module(module) -> Optional[object]:
+    if module.kind == "opencl":
+        return module
+    for child in module.imports:
+        found = _opencl_module(child)
+        if found is not None:
+            return found
+    return None
+
+
+def opencl_source(executable) -> str:
+    """The OpenCL C of a ``relax.VMExecutable`` built for an OpenCL target ("" when it has no
+    device module)."""
+    device_module = _opencl_module(executable.mod)
+    return str(device_module.inspect_source("cl")) if device_module is not None else ""

@@ -1,0 +1,544 @@
+"""ConvertToPackedLayout: pack NCHW networks into NCHW4c (weights OIHW4o) end to end.
+
+Requires: a Relax module in NCHW (run ``DecomposeOpsForInference`` first so batch norm is
+elementwise). Only dataflow blocks are converted.
+
+Guarantees:
+
+* every static float conv2d in NCHW/OIHW becomes an NCHW4c/OIHW4o conv2d: plain, depthwise
+  (groups = channels) and grouped convs. Channel counts that are not a multiple of 4 are zero-padded
+  (an RGB stem's 3 input channels, a 2-channel head): the weight gets zero rows/columns for the
+  padding, so padding lanes never reach a real channel;
+* the packed layout then flows through every op that has a packed form: unary elementwise ops
+  (relu, clip/ReLU6, tanh, sigmoid, gelu, silu, ...), binary broadcast ops (per-channel biases
+  ``(C,1,1)``/``(1,C,1,1)`` are packed, channel-broadcast and scalar operands broadcast in 5-D),
+  concat and split (along channels when the boundaries are multiples of 4, or along H/W), pad
+  (spatial), max/avg/adaptive-avg pool2d, resize2d, and mean/sum/max/min over H/W (with
+  keepdims, or over both without: global pooling);
+* ``layout_transform`` (and a ``strided_slice`` dropping channel padding) remains only where a
+  packed tensor meets an op without a packed form, or leaves the dataflow block (model outputs),
+  and packing transforms only where a model input or NCHW tensor meets a packed op. A tensor is
+  packed or unpacked at most once per block.
+
+Padding lanes hold values that are finite, though not always zero: an op is only applied to a
+padded tensor when it keeps finite lanes finite (``log``/``rsqrt``/``divide`` by a padded tensor are
+not; those ops fall back to NCHW). Since padded weight entries are zero, finite padding lanes
+contribute nothing to a following conv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax
+from tvm.ir.expr import GenericConst
+
+from ...core.scope import static_shape
+
+LANES = 4
+
+# name -> (zero_preserving: f(0) == 0, finite_total: finite inputs give finite outputs)
+UNARY = {
+    "relax.nn.relu": (True, True),
+    "relax.nn.relu6": (True, True),
+    "relax.nn.leakyrelu": (True, True),
+    "relax.nn.gelu": (True, True),
+    "relax.nn.gelu_tanh": (True, True),
+    "relax.nn.silu": (True, True),
+    "relax.tanh": (True, True),
+    "relax.sigmoid": (False, True),
+    "relax.negative": (True, True),
+    "relax.abs": (True, True),
+    "relax.erf": (True, True),
+    "relax.round": (True, True),
+    "relax.floor": (True, True),
+    "relax.ceil": (True, True),
+    "relax.sin": (True, True),
+    "relax.cos": (False, True),
+    "relax.exp": (False, False),
+    "relax.sqrt": (True, False),
+    "relax.square": (True, False),
+    "relax.log": (False, False),
+    "relax.rsqrt": (False, False),
+    "relax.clip": (None, True),  # zero-preserving iff min <= 0 <= max
+}
+BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum", "relax.power"}
+BINARY_SAFE_ON_PADDING = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum"}
+POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
+REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min"}
+
+
+def _ceil4(c: int) -> int:
+    return -(-c // LANES) * LANES
+
+
+def _shape(expr) -> Optional[tuple]:
+    ty = expr.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    return static_shape(ty.shape.values)
+
+
+def _dtype(expr) -> str:
+    return str(expr.ty.dtype) if isinstance(expr.ty, relax.TensorType) else ""
+
+
+def _float(expr) -> bool:
+    return _dtype(expr) in ("float32", "float16")
+
+
+@dataclass
+class Packed:
+    """A packed (N, C/4, H, W, 4) stand-in for a 4-D tensor with ``channels`` real channels whose
+    original (logical) layout is ``layout`` (NCHW, or NHWC for NHWC convs)."""
+
+    var: relax.Var
+    channels: int
+    clean: bool  # padding lanes are exactly zero
+    layout: str = "NCHW"
+
+    @property
+    def padded(self) -> bool:
+        return self.channels % LANES != 0
+
+
+def pack_array(a: np.ndarray, pad_value: float = 0.0) -> np.ndarray:
+    """NCHW -> NCHW4c in numpy, padding channels to a multiple of 4 with ``pad_value``."""
+    n, c, h, w = a.shape
+    cp = _ceil4(c)
+    if cp != c:
+        a = np.concatenate([a, np.full((n, cp - c, h, w), pad_value, a.dtype)], axis=1)
+    return np.ascontiguousarray(a.reshape(n, cp // LANES, LANES, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def pack_weight_array(w: np.ndarray, in_channels: Optional[int] = None) -> np.ndarray:
+    """OIHW -> OIHW4o in numpy, zero-padding O to a multiple of 4 (and I to ``in_channels``)."""
+    o, i, kh, kw = w.shape
+    if in_channels is not None and in_channels != i:
+        w = np.concatenate([w, np.zeros((o, in_channels - i, kh, kw), w.dtype)], axis=1)
+        i = in_channels
+    op = _ceil4(o)
+    if op != o:
+        w = np.concatenate([w, np.zeros((op - o, i, kh, kw), w.dtype)], axis=0)
+    return np.ascontiguousarray(w.reshape(op // LANES, LANES, i, kh, kw).transpose(0, 2, 3, 4, 1))
+
+
+def _pack_map(n, c, h, w):
+    return (n, c // LANES, h, w, c % LANES)
+
+
+def _unpack_map(n, c, h, w, b):
+    return (n, c * LANES + b, h, w)
+
+
+def _pack_nhwc_map(n, h, w, c):
+    return (n, c // LANES, h, w, c % LANES)
+
+
+def _unpack_nhwc_map(n, c, h, w, b):
+    return (n, h, w, c * LANES + b)
+
+
+#: kernel layout -> axes that transpose it to OIHW
+KERNEL_TO_OIHW = {"OIHW": None, "OHWI": (0, 3, 1, 2), "HWIO": (3, 2, 0, 1)}
+
+
+def _weight_map(o, i, h, w):
+    return (o // LANES, i, h, w, o % LANES)
+
+
+@relax.expr_functor.mutator
+class _Packer(relax.PyExprMutator):
+    def __init__(self, mod):
+        super().__init__(mod)
+        self.packed: Dict[relax.Var, Packed] = {}
+        self.packed_tuples: Dict[relax.Var, List[Packed]] = {}
+        self.literal_tuples: Dict[relax.Var, relax.Tuple] = {}  # tuple literals holding packed fields
+        self.materialized: set = set()
+        self.pending: List[relax.Var] = []
+        self.in_dataflow = False
+
+    # ------------------------------------------------------------ blocks
+    def visit_dataflow_block_(self, block):
+        self.builder_._begin_dataflow_block()
+        self.in_dataflow = True
+        self.packed, self.packed_tuples, self.materialized, self.pending = {}, {}, set(), []
+        self.literal_tuples = {}
+        for binding in block.bindings:
+            self.visit_binding(binding)
+        for var in self.pending:  # block outputs leave in NCHW
+            if var not in self.materialized:
+                self._materialize(var)
+        self.in_dataflow = False
+        return self.builder_._end_block()
+
+    def visit_var_binding_(self, binding):
+        if not self.in_dataflow:
+            return super().visit_var_binding_(binding)
+        var, value = binding.var, binding.value
+        result = None
+        if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+            result = self._convert(value)
+        elif isinstance(value, relax.TupleGetItem) and value.tuple_value in self.packed_tuples:
+            result = self.packed_tuples[value.tuple_value][value.index]
+        elif isinstance(value, relax.TupleGetItem) and value.tuple_value in self.literal_tuples:
+            field = self.literal_tuples[value.tuple_value].fields[value.index]
+            result = self._source(field)
+            if result is None:  # a plain field: bind it under the new name
+                self.set_var_remap(var, self._bind(var, self.visit_expr(field)))
+                return
+        elif isinstance(value, relax.Tuple) and isinstance(var, relax.DataflowVar) and any(self._source(f) is not None for f in value.fields):
+            # forward packed fields to TupleGetItem users (batch norm and max-pool-with-indices
+            # return tuple literals); the tuple itself is only built if something else reads it
+            self.literal_tuples[var] = value
+            return
+        if isinstance(result, relax.Expr):  # converted to a plain (unpacked) value
+            self.set_var_remap(var, self._bind(var, result))
+            return
+        if isinstance(result, Packed):
+            self.packed[var] = result
+        elif isinstance(result, list):
+            self.packed_tuples[var] = result
+        else:
+            for used in relax.analysis.free_vars(value):
+                if (used in self.packed or used in self.packed_tuples or used in self.literal_tuples) and used not in self.materialized:
+                    self._materialize(used)
+            return super().visit_var_binding_(binding)
+        if not isinstance(var, relax.DataflowVar):
+            self.pending.append(var)
+
+    # ----------------------------------------------------- pack / unpack
+    def _emit(self, expr, name: str = "") -> relax.Var:
+        return self.builder_.emit(expr, name)
+
+    def _unpack_expr(self, packed: Packed) -> relax.Expr:
+        nhwc = packed.layout == "NHWC"
+        unpacked = relax.op.layout_transform(packed.var, _unpack_nhwc_map if nhwc else _unpack_map)
+        if packed.padded:
+            axis = 3 if nhwc else 1
+            unpacked = relax.op.strided_slice(self._emit(unpacked), axes=[axis], begin=[0], end=[packed.channels])
+        return unpacked
+
+    def _bind(self, var: relax.Var, expr: relax.Expr) -> relax.Var:
+        return self._emit(expr, var.name) if isinstance(var, relax.DataflowVar) else self.builder_.emit_output(expr, var.name)
+
+    def _materialize(self, var: relax.Var) -> None:
+        """Bind ``var``'s NCHW value (unpacking its packed stand-in) and use it from now on."""
+        if var in self.literal_tuples:
+            for field in self.literal_tuples[var].fields:
+                if isinstance(field, relax.Var) and field in self.packed and field not in self.materialized:
+                    self._materialize(field)
+            new = self._bind(var, self.visit_expr(self.literal_tuples[var]))
+            self.set_var_remap(var, new)
+            self.materialized.add(var)
+            return
+        if var in self.packed_tuples:
+            fields = [self._emit(self._unpack_expr(p)) for p in self.packed_tuples[var]]
+            expr = relax.Tuple(fields)
+        else:
+            expr = self._unpack_expr(self.packed[var])
+        self.set_var_remap(var, self._bind(var, expr))
+        self.materialized.add(var)
+
+    def _pack(self, expr: relax.Expr, pad_value: float = 0.0, layout: str = "NCHW") -> Optional[Packed]:
+        """The packed stand-in of a 4-D tensor in ``layout`` (packing it here if needed)."""
+        if isinstance(expr, relax.Var) and expr in self.packed:
+            found = self.packed[expr]
+            return found if (pad_value == 0.0 or not found.padded) and found.layout == layout else None
+        shape = _shape(expr)
+        if shape is None or len(shape) != 4 or not _float(expr):
+            return None
+        caxis = 3 if layout == "NHWC" else 1
+        if isinstance(expr, GenericConst):
+            array = expr.value.numpy()
+            array = array.transpose(0, 3, 1, 2) if layout == "NHWC" else array
+            return Packed(relax.const(pack_array(array, pad_value)), shape[caxis], pad_value == 0.0, layout)
+        value = self.visit_expr(expr)
+        # channels that are not a multiple of 4 are padded by the packing transform itself (no
+        # unpacked padded copy of the tensor; relax_vk's legalizer selects the pad value per lane)
+        new = self._emit(
+            relax.op.layout_transform(
+                value, _pack_nhwc_map if layout == "NHWC" else _pack_map, pad_value=pad_value if shape[caxis] % LANES else None
+            )
+        )
+        packed = Packed(new, shape[caxis], True, layout)
+        if isinstance(expr, relax.Var) and pad_value == 0.0:
+            self.packed[expr] = packed
+        return packed
+
+    def _source(self, expr) -> Optional[Packed]:
+        """The packed stand-in of ``expr``, whatever its logical layout."""
+        return self.packed.get(expr) if isinstance(expr, relax.Var) else None
+
+    def _nchw_source(self, expr) -> Optional[Packed]:
+        """The packed stand-in of ``expr`` when it is logically NCHW: ops whose attributes name
+        axes (binary broadcasts, pools, concat, split, pad, reductions) are only rewritten then."""
+        found = self._source(expr)
+        return found if found is not None and found.layout == "NCHW" else None
+
+    # ------------------------------------------------------------ ops
+    def _convert(self, call: relax.Call):
+        name = call.op.name
+        if name == "relax.nn.conv2d":
+            return self._conv2d(call)
+        if name in UNARY:
+            return self._unary(call)
+        if name in BINARY:
+            return self._binary(call)
+        if name in POOLS or name == "relax.image.resize2d":
+            return self._spatial(call)
+        if name == "relax.concat":
+            return self._concat(call)
+        if name == "relax.split":
+            return self._split(call)
+        if name == "relax.nn.pad":
+            return self._pad(call)
+        if name in REDUCE:
+            return self._reduce(call)
+        return None
+
+    def _conv2d(self, call):
+        a = call.attrs
+        data_layout, kernel_layout = str(a.data_layout), str(a.kernel_layout)
+        out_layout = str(a.out_layout) or data_layout
+        if data_layout not in ("NCHW", "NHWC") or out_layout != data_layout or kernel_layout not in KERNEL_TO_OIHW:
+            return None
+        data, weight = call.args
+        dshape, wshape = _shape(data), _shape(weight)
+        if dshape is None or wshape is None or not (_float(data) and _float(weight)):
+            return None
+        to_oihw = KERNEL_TO_OIHW[kernel_layout]
+        wshape = tuple(wshape[i] for i in to_oihw) if to_oihw else wshape
+        cin = dshape[3] if data_layout == "NHWC" else dshape[1]
+        cout, groups = wshape[0], int(a.groups)
+        depthwise = groups == cin and wshape[1] == 1 and cout == cin
+        if depthwise:
+            new_groups = _ceil4(cin)
+        elif groups == 1:
+            new_groups = 1
+        elif cin % LANES == 0 and cout % LANES == 0:
+            new_groups = groups
+        else:
+            return None
+        # a packed stand-in serves a conv in either layout: the NCHW4c form is the same
+        packed_data = self._source(data) or self._pack(data, layout=data_layout)
+        if packed_data is None:
+            return None
+        padded_in = _ceil4(cin) if groups == 1 else None
+        if isinstance(weight, GenericConst):
+            array = weight.value.numpy()
+            array = array.transpose(to_oihw) if to_oihw else array
+            w = relax.const(pack_weight_array(array, padded_in))
+        else:
+            w = self.visit_expr(weight)
+            if to_oihw:
+                w = self._emit(relax.op.permute_dims(w, list(to_oihw)))
+            pad_in = padded_in - cin if padded_in is not None else 0
+            pad_out = _ceil4(cout) - cout
+            if pad_in or pad_out:  # pad before packing: texture stores must be whole texels
+                w = self._emit(relax.op.nn.pad(w, [0, pad_out, 0, pad_in, 0, 0, 0, 0]))
+            w = self._emit(relax.op.layout_transform(w, _weight_map))
+        out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None
+        conv = relax.op.nn.conv2d(
+            packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
+        )
+        return Packed(self._emit(conv), cout, True, data_layout)
+
+    def _unary(self, call):
+        src = self._source(call.args[0])
+        if src is None:
+            return None
+        zero_preserving, finite_total = UNARY[call.op.name]
+        if call.op.name == "relax.clip":
+            lo, hi = (float(getattr(x, "value", 0.0)) for x in call.args[1:3])
+            zero_preserving = lo <= 0.0 <= hi
+        if src.padded and not (finite_total or (src.clean and zero_preserving is not None)):
+            return None
+        args = [src.var] + [self.visit_expr(x) for x in call.args[1:]]
+        new = self._emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+        return Packed(new, src.channels, src.clean and bool(zero_preserving), src.layout)
+
+    def _broadcast_operand(self, expr, channels: int, pad_value: float):
+        """A 5-D form of a binary-op operand next to a packed tensor with ``channels`` channels."""
+        if isinstance(expr, relax.Var) and expr in self.packed:
+            found = self.packed[expr]
+            return (found, True) if found.channels == channels and found.layout == "NCHW" else (None, False)
+        shape = _shape(expr)
+        if shape is None or len(shape) > 4:
+            return None, False
+        if len(shape) == 0:
+            return self.visit_expr(expr), False
+        full = (1,) * (4 - len(shape)) + shape
+        if isinstance(expr, GenericConst):
+            array = expr.value.numpy().reshape(full)
+            if full[1] == 1:
+                return relax.const(array.reshape(full + (1,))), False
+            if full[1] != channels:
+                return None, False
+            return Packed(relax.const(pack_array(array, pad_value)), channels, pad_value == 0.0), True
+        value = self.visit_expr(expr)
+        if full[1] == 1:
+            return self._emit(relax.op.reshape(value, full + (1,))), False
+        if full[1] != channels:
+            return None, False
+        if len(shape) < 4:
+            value = self._emit(relax.op.reshape(value, full))
+        if channels % LANES:
+            value = self._emit(relax.op.nn.pad(value, [0, 0, 0, _ceil4(channels) - channels, 0, 0, 0, 0], "constant", pad_value))
+        packed = self._emit(relax.op.layout_transform(value, _pack_map))
+        return Packed(packed, channels, pad_value == 0.0), True
+
+    def _binary(self, call):
+        lhs, rhs = call.args
+        anchor = self._nchw_source(lhs) or self._nchw_source(rhs)
+        out_shape = _shape(call)
+        if anchor is None or out_shape is None or len(out_shape) != 4 or out_shape[1] != anchor.channels:
+            return None
+        name = call.op.name
+        if anchor.padded and name not in BINARY_SAFE_ON_PADDING and name != "relax.divide":
+            return None
+        if name == "relax.divide" and anchor.padded and self._nchw_source(rhs) is not None:
+            return None  # a padded divisor would divide by its padding lanes
+        operands, channel_matched = [], []
+        for i, operand in enumerate((lhs, rhs)):
+            pad = 1.0 if (name == "relax.divide" and i == 1) else 0.0
+            form, matched = self._broadcast_operand(operand, anchor.channels, pad)
+            if form is None:
+                return None
+            operands.append(form.var if isinstance(form, Packed) else form)
+            channel_matched.append(form if matched else None)
+        new = self._emit(relax.Call(call.op, operands, call.attrs, call.ty_args))
+        matched = [p for p in channel_matched if p is not None]
+        if name == "relax.multiply":
+            clean = any(p.clean for p in matched)
+        elif name in ("relax.add", "relax.subtract", "relax.maximum", "relax.minimum"):
+            clean = len(matched) == 2 and all(p.clean for p in matched)
+        else:
+            clean = False
+        return Packed(new, anchor.channels, clean)
+
+    def _spatial(self, call):
+        src = self._nchw_source(call.args[0])
+        if src is None or str(call.attrs.layout) != "NCHW":
+            return None
+        a = call.attrs
+        name = call.op.name
+        if name == "relax.nn.max_pool2d" or name == "relax.nn.avg_pool2d":
+            make = relax.op.nn.max_pool2d if name == "relax.nn.max_pool2d" else relax.op.nn.avg_pool2d
+            new = make(src.var, a.pool_size, a.strides, a.padding, a.dilation, a.ceil_mode, a.count_include_pad, "NCHW4c", "NCHW4c")
+        elif name == "relax.nn.adaptive_avg_pool2d":
+            new = relax.op.nn.adaptive_avg_pool2d(src.var, a.output_size, "NCHW4c", "NCHW4c")
+        else:
+            new = relax.op.image.resize2d(
+                src.var, self.visit_expr(call.args[1]), tuple(float(r) for r in a.roi), "NCHW4c", a.method, a.coordinate_transformation_mode,
+                a.rounding_method, a.cubic_alpha, a.cubic_exclude, a.extrapolation_value,
+                str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None,
+            )
+        return Packed(self._emit(new), src.channels, src.clean)
+
+    def _concat(self, call):
+        fields = call.args[0].fields if isinstance(call.args[0], relax.Tuple) else None
+        if not fields or not any(self._nchw_source(f) is not None for f in fields):
+            return None
+        axis = int(call.attrs.axis)
+        axis = axis + 4 if axis < 0 else axis
+        shapes = [_shape(f) for f in fields]
+        if any(s is None or len(s) != 4 for s in shapes) or not all(_float(f) for f in fields):
+            return None
+        if axis == 1:
+            if any(s[1] % LANES for s in shapes):
+                return None
+        elif axis in (2, 3):
+            if len({s[1] for s in shapes}) != 1:
+                return None
+        else:
+            return None
+        packed = [self._pack(f) for f in fields]
+        if any(p is None for p in packed):
+            return None
+        new = self._emit(relax.op.concat([p.var for p in packed], axis=axis))
+        channels = sum(s[1] for s in shapes) if axis == 1 else shapes[0][1]
+        return Packed(new, channels, all(p.clean for p in packed))
+
+    def _split(self, call):
+        src = self._nchw_source(call.args[0])
+        shape = _shape(call.args[0])
+        if src is None or shape is None:
+            return None
+        axis = int(call.attrs.axis)
+        axis = axis + 4 if axis < 0 else axis
+        spec = call.attrs.indices_or_sections
+        if isinstance(spec, (int, tvm.tirx.IntImm)) or hasattr(spec, "value"):
+            n = int(getattr(spec, "value", spec))
+            if shape[axis] % n:
+                return None
+            indices = [shape[axis] // n * i for i in range(1, n)]
+        else:
+            indices = [int(getattr(i, "value", i)) for i in spec]
+        if axis == 1:
+            if src.padded or any(i % LANES for i in indices):
+                return None
+            new_spec = [i // LANES for i in indices]
+        elif axis in (2, 3):
+            new_spec = indices
+        else:
+            return None
+        out = self._emit(relax.op.split(src.var, new_spec, axis=axis))
+        bounds = [0] + indices + [shape[axis]]
+        result = []
+        for k in range(len(bounds) - 1):
+            item = self._emit(relax.TupleGetItem(out, k))
+            channels = bounds[k + 1] - bounds[k] if axis == 1 else src.channels
+            result.append(Packed(item, channels, src.clean))
+        return result
+
+    def _pad(self, call):
+        src = self._nchw_source(call.args[0])
+        if src is None:
+            return None
+        width = [int(getattr(w, "value", w)) for w in call.attrs.pad_width]
+        if len(width) != 8 or any(width[:4]):
+            return None
+        a = call.attrs
+        new = relax.op.nn.pad(src.var, width + [0, 0], str(a.pad_mode), float(a.pad_value))
+        # a constant pad writes pad_value into the padding lanes too: clean only if it is 0
+        clean = src.clean and (str(a.pad_mode) != "constant" or float(a.pad_value) == 0.0)
+        return Packed(self._emit(new), src.channels, clean)
+
+    def _reduce(self, call):
+        src = self._nchw_source(call.args[0])
+        if src is None or call.attrs.axis is None:
+            return None
+        axes = sorted({int(x) % 4 for x in call.attrs.axis})
+        if not axes or any(x not in (2, 3) for x in axes):
+            return None
+        make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
+        reduced = Packed(self._emit(make(src.var, axes, keepdims=True)), src.channels, src.clean)
+        if bool(call.attrs.keepdims):
+            return reduced
+        if axes != [2, 3]:
+            return None
+        # global pooling that drops H and W (``x.mean([2, 3])``): reduce packed, then unpack the
+        # small (N, C, 1, 1) result and drop its unit axes (a plain value, not a packed stand-in)
+        n = _shape(call.args[0])[0]
+        return relax.op.reshape(self._emit(self._unpack_expr(reduced)), [n, src.channels])
+
+
+def ConvertToPackedLayout() -> tvm.transform.Pass:
+    """Pack NCHW tensors into NCHW4c through the whole network (see module docstring)."""
+
+    def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
+        out = _Packer(mod).visit_expr(func)
+        # invariant: packing is internal; the function's signature (its result type) never changes
+        if not tvm_ffi.structural_equal(out.body.ty, func.body.ty):
+            raise RuntimeError(
+                f"relax_vk internal error: packing changed a function's result type from {func.body.ty} "
+                f"to {out.body.ty}; please report it with the model"
+            )
+        return out
+
+    return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.ConvertToPackedLayout")

@@ -1,0 +1,18 @@
+"""Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, copy
+folding, per-call-site kernel specialization, the Vulkan retargeting of VDevices, and the
+reshape rewrite that only views buffers."""
+
+from .fold_scope_copies import FoldScopeCopies
+from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
+from .retarget_vdevices import RetargetVDevices
+from .rewrite_buffer_reshapes import RewriteBufferReshapes
+from .specialize_kernel_scopes import SpecializeKernelScopes
+
+__all__ = [
+    "LegalizeWithScopes",
+    "ScopeLostError",
+    "FoldScopeCopies",
+    "SpecializeKernelScopes",
+    "RetargetVDevices",
+    "RewriteBufferReshapes",
+]

@@ -1,0 +1,80 @@
+"""RewriteBufferReshapes: TVM's ``RewriteDataflowReshape``, limited to buffers.
+
+TVM's pass turns every ``call_tir`` of a kernel with a reshape pattern into ``relax.reshape``,
+which the VM runs as a *view* of its input's memory. A view is only a reshape of a buffer: an
+image's texels are not laid out in row-major element order, so a "reshape" kernel that reads a
+texture (for example an unpacking layout transform fused with the reshape after it, whose index
+arithmetic collapses to identity) must stay a kernel.
+
+Requires: a scoped, lowered module (VDevices on every tensor; ``call_tir`` with ``out_ty``).
+
+Guarantees: a ``call_tir`` bound to a dataflow var becomes ``relax.reshape(arg, shape)`` exactly
+when its kernel has a reshape pattern, it has one tensor argument, argument and result have the
+same dtype and the same static element count, and both are buffers (no VDevice, or a ``global``
+one). Every other binding is unchanged. Use it in place of ``RewriteDataflowReshape``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm import relax
+
+from ...core.scope import static_shape
+
+
+def _is_buffer(ty) -> bool:
+    return ty.vdevice is None or str(ty.vdevice.memory_scope) == "global"
+
+
+def _count(ty):
+    shape = static_shape(ty.shape.values) if ty.shape is not None and hasattr(ty.shape, "values") else None
+    return math.prod(shape) if shape is not None else None
+
+
+@relax.expr_functor.mutator
+class _Rewriter(relax.PyExprMutator):
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
+        self.mod = mod
+        self.in_dataflow = False
+
+    def visit_dataflow_block_(self, block):
+        self.in_dataflow = True
+        try:
+            return super().visit_dataflow_block_(block)
+        finally:
+            self.in_dataflow = False
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        view = self._as_view(binding.value) if self.in_dataflow and isinstance(binding.var, relax.DataflowVar) else None
+        if view is None:
+            return super().visit_var_binding_(binding)
+        self.set_var_remap(binding.var, self.builder_.emit(view, binding.var.name))
+
+    def _as_view(self, call):
+        if not (isinstance(call, relax.Call) and call.op == tvm.ir.Op.get("relax.call_tir")):
+            return None
+        kernel = self.mod[call.args[0]]
+        args = call.args[1].fields if isinstance(call.args[1], relax.Tuple) else []
+        if not isinstance(kernel, tvm.tirx.PrimFunc) or len(args) != 1 or not relax.analysis.has_reshape_pattern(kernel):
+            return None
+        arg_ty, out_ty = args[0].ty, call.ty
+        if not (isinstance(arg_ty, relax.TensorType) and isinstance(out_ty, relax.TensorType)):
+            return None
+        if str(arg_ty.dtype) != str(out_ty.dtype) or not (_is_buffer(arg_ty) and _is_buffer(out_ty)):
+            return None
+        count = _count(arg_ty)
+        if count is None or count != _count(out_ty):
+            return None
+        return relax.op.reshape(self.visit_expr(args[0]), out_ty.shape)
+
+
+def RewriteBufferReshapes() -> tvm.transform.Pass:
+    """Reshape kernels on buffers become ``relax.reshape`` views (see module docstring)."""
+
+    def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
+        return _Rewriter(mod).visit_expr(func)
+
+    return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.RewriteBufferReshapes")

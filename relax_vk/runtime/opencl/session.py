@@ -1,0 +1,148 @@
+"""Run an ``.rvk`` program on an OpenCL device with pyopencl.
+
+Texture-scoped tensors are real ``image2d_array`` objects (RGBA, float32) whose extents come from
+the scope's flattening; buffers are ``cl.Buffer``; copies between scopes use the OpenCL
+buffer<->image copy commands (a packed tensor's dense bytes are exactly its image's texels in
+layer/row/column order for all three mappings, so no kernel is needed); constants are uploaded once
+when the session is created, and every tensor and workspace is allocated then too, so runs
+allocate nothing. Before anything is allocated the plan is checked against the device's real
+limits (image support, image2d max width/height, max array layers, work-group size); a violation
+raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and the limit.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from ...serialization.artifact import Artifact
+from .compiler import OpenCLBuildError, describe
+from ..session import DeviceLimitError, Session, texture_limit_problems
+
+
+def check_limits(program: dict, device) -> None:
+    """Raise :class:`DeviceLimitError` for the first tensor or kernel the device cannot handle."""
+    textures = [t for t in program["tensors"] if t["image"]]
+    if textures and not device.image_support:
+        raise DeviceLimitError(f"{describe(device)} has no image support; the plan keeps {textures[0]['name']} in a texture")
+    max_w, max_h = (int(device.image2d_max_width), int(device.image2d_max_height)) if device.image_support else (0, 0)
+    max_layers = int(device.image_max_array_size) if device.image_support else 0
+    for t in textures:
+        w, h, layers = t["image"]
+        problems = texture_limit_problems(t["image"], max_w, max_h, max_layers)
+        if problems:
+            raise DeviceLimitError(
+                f"tensor {t['name']} ({t['scope']}, image {w}x{h}x{layers}) does not fit {describe(device)}: " + "; ".join(problems)
+            )
+        if t["dtype"] != "float32":
+            raise DeviceLimitError(f"tensor {t['name']}: {t['dtype']} textures are not supported by this runtime (float32 only)")
+    max_group = int(device.max_work_group_size)
+    for k in program["kernels"]:
+        group = int(np.prod(k["local"]))
+        if group > max_group:
+            raise DeviceLimitError(f"kernel {k['name']} needs work groups of {group} items; {describe(device)} allows {max_group}")
+
+
+class OpenCLSession(Session):
+    """A loaded program on one device: memory allocated, kernels built, constants uploaded."""
+
+    def __init__(self, artifact: Artifact, device, profile: bool = True):
+        import pyopencl as cl
+
+        self.cl = cl
+        self.artifact = artifact
+        self.program = artifact.program
+        self.device = device
+        self.device_name = device.name.strip()
+        check_limits(self.program, device)
+        self.context = cl.Context([device])
+        props = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
+        self.queue = cl.CommandQueue(self.context, properties=props)
+        built = cl.Program(self.context, artifact.source)
+        try:
+            built.build()
+        except cl.RuntimeError as err:
+            log = built.get_build_info(device, cl.program_build_info.LOG)
+            raise OpenCLBuildError(device.name, log or str(err), artifact.source) from err
+        self.kernels = {k["name"]: (cl.Kernel(built, k["name"]), tuple(k["global"]), tuple(k["local"])) for k in self.program["kernels"]}
+        self.tensors = self.program["tensors"]
+        self.memory = [self._allocate(t) for t in self.tensors]
+        self._scratch: Optional[object] = None
+        self._upload_constants()
+        self.last_profile: List[dict] = []
+
+    # ---------------------------------------------------------------- memory
+    def _allocate(self, t: dict):
+        cl = self.cl
+        if t["image"]:
+            fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+            return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=tuple(t["image"]), is_array=True)
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=max(int(t["bytes"]), 4))
+
+    def _region(self, t: dict):
+        return tuple(t["image"])
+
+    def _write(self, tid: int, array: np.ndarray) -> None:
+        t = self.tensors[tid]
+        array = np.ascontiguousarray(array, dtype=t["dtype"])
+        if t["image"]:
+            self.cl.enqueue_copy(self.queue, self.memory[tid], array, origin=(0, 0, 0), region=self._region(t))
+        else:
+            self.cl.enqueue_copy(self.queue, self.memory[tid], array)
+
+    def _read(self, tid: int) -> np.ndarray:
+        t = self.tensors[tid]
+        out = np.empty(t["shape"], dtype=t["dtype"])
+        if t["image"]:
+            self.cl.enqueue_copy(self.queue, out, self.memory[tid], origin=(0, 0, 0), region=self._region(t))
+        else:
+            self.cl.enqueue_copy(self.queue, out, self.memory[tid])
+        return out
+
+    def _upload_constants(self) -> None:
+        for t in self.tensors:
+            if t["kind"] == "constant":
+                self._write(t["id"], self.artifact.constants[f"t{t['id']}"].reshape(t["shape"]))
+        self.queue.finish()
+
+    def _copy(self, src: int, dst: int):
+        cl, q = self.cl, self.queue
+        s, d = self.tensors[src], self.tensors[dst]
+        if s["image"] and d["image"]:  # between mappings: through the dense layout
+            if self._scratch is None or self._scratch.size < s["bytes"]:
+                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=int(s["bytes"]))
+            cl.enqueue_copy(q, self._scratch, self.memory[src], offset=0, origin=(0, 0, 0), region=self._region(s))
+            return cl.enqueue_copy(q, self.memory[dst], self._scratch, offset=0, origin=(0, 0, 0), region=self._region(d))
+        if d["image"]:
+            return cl.enqueue_copy(q, self.memory[dst], self.memory[src], offset=0, origin=(0, 0, 0), region=self._region(d))
+        if s["image"]:
+            return cl.enqueue_copy(q, self.memory[dst], self.memory[src], offset=0, origin=(0, 0, 0), region=self._region(s))
+        return cl.enqueue_copy(q, self.memory[dst], self.memory[src], byte_count=int(s["bytes"]))
+
+    # ------------------------------------------------------------------- run
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once; returns the outputs and records per-kernel times in ``last_profile``."""
+        cl, q = self.cl, self.queue
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array)
+        events = []
+        for step in self.program["steps"]:
+            if step["op"] == "launch":
+                kernel, gsize, lsize = self.kernels[step["kernel"]]
+                kernel.set_args(*[self.memory[i] for i in step["args"]])
+                events.append((step["kernel"], cl.enqueue_nd_range_kernel(q, kernel, gsize, lsize)))
+            elif step["op"] == "copy":
+                events.append((f"copy {self.tensors[step['src']]['name']}->{self.tensors[step['dst']]['name']}", self._copy(step["src"], step["dst"])))
+            else:
+                raise ValueError(f"unknown step {step['op']}")
+        outputs = [self._read(tid) for tid in self.program["outputs"]]
+        q.finish()
+        self.last_profile = []
+        for name, event in events:
+            try:
+                ms = (event.profile.end - event.profile.start) * 1e-6
+            except Exception:
+                ms = float("nan")
+            self.last_profile.append({"name": name, "ms": ms})
+        return outputs

@@ -1,0 +1,297 @@
+"""Run a Vulkan ``.rvk`` program through ``wgpu`` on its Vulkan backend.
+
+Texture-scoped tensors are real Vulkan images: 2D array textures, RGBA float32, bound as
+``texture_2d_array<f32>`` where a kernel reads them and as write-only storage textures where it
+writes them; buffers are storage buffers. Every tensor, bind group and pipeline is created when
+the session is loaded (constants uploaded then), so runs allocate nothing but their readback.
+Scope copies are small WGSL shaders (:mod:`relax_vk.runtime.vulkan.copies`). One run is one
+command buffer; WebGPU orders each dispatch's memory accesses after the previous one's. A profiled
+run (``run``, when the adapter offers ``timestamp-query``) records a compute pass per step with a
+timestamp pair each (``last_profile``); ``time`` measures unprofiled runs, all steps in one pass.
+
+Before anything is created the program is checked against the adapter's limits (2D texture
+size, array layers, workgroup size and count, bindings per stage, buffer sizes);
+a violation raises :class:`DeviceLimitError` naming the tensor or kernel, the extents and the
+limit. A shader the device rejects raises :class:`ShaderError` with the device's message and the
+numbered WGSL. Needs numpy and wgpu only (never TVM).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from ...serialization.artifact import Artifact
+from ..session import DeviceLimitError, Session, texture_limit_problems
+from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
+
+MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
+from .devices import LIMIT_KEYS, _wgpu, describe_adapter
+
+
+class ShaderError(RuntimeError):
+    """The device rejected a WGSL shader; the message holds the error and the numbered shader."""
+
+    def __init__(self, kernel: str, error: str, source: str):
+        numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))
+        super().__init__(f"shader for kernel {kernel} was rejected by the device:\n{error}\n--- shader ---\n{numbered}")
+        self.kernel, self.error, self.source = kernel, error, source
+
+
+def shader_source(artifact: Artifact, kernel: dict) -> str:
+    where = kernel.get("shader")
+    if not where:
+        raise ValueError(f"kernel {kernel['name']} has no shader: is this a Vulkan artifact? (target {artifact.program.get('target')})")
+    start, length = int(where["offset"]), int(where["length"])
+    if start < 0 or start + length > len(artifact.source):
+        raise ValueError(f"kernel {kernel['name']}: shader [{start}, {start + length}) lies outside the source section")
+    return artifact.source[start : start + length]
+
+
+def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the device", features=frozenset()) -> None:
+    """Raise :class:`DeviceLimitError` for the first tensor or kernel the adapter cannot handle
+    (``features``: the adapter's features; float16 tensors need ``shader-f16``)."""
+    max_dim, max_layers = int(limits["max-texture-dimension-2d"]), int(limits["max-texture-array-layers"])
+    for t in program["tensors"]:
+        if t["image"]:
+            problems = texture_limit_problems(t["image"], max_dim, max_dim, max_layers, "texture2d")
+            if problems:
+                w, h, layers = t["image"]
+                raise DeviceLimitError(
+                    f"tensor {t['name']} ({t['scope']}, image {w}x{h}x{layers}) does not fit {device_name}: " + "; ".join(problems)
+                )
+            if t["dtype"] not in TEXTURE_FORMATS:
+                raise DeviceLimitError(f"tensor {t['name']}: {t['dtype']} textures are not supported (float32 and float16 only)")
+        if t["dtype"] == "float16" and "shader-f16" not in features:
+            raise DeviceLimitError(f"tensor {t['name']} is float16; {device_name} lacks the shader-f16 feature (rebuild the model in float32)")
+        if not t["image"] and int(t["bytes"]) > int(limits["max-storage-buffer-binding-size"]):
+            raise DeviceLimitError(
+                f"tensor {t['name']} ({t['bytes']} bytes) exceeds {device_name}'s max storage buffer binding size "
+                f"{limits['max-storage-buffer-binding-size']}"
+            )
+    for k in program["kernels"]:
+        local, global_ = k["local"], k["global"]
+        if int(k.get("workgroup_bytes", 0)) > int(limits["max-compute-workgroup-storage-size"]):
+            raise DeviceLimitError(
+                f"kernel {k['name']} needs {k['workgroup_bytes']} bytes of workgroup memory; {device_name} allows "
+                f"{limits['max-compute-workgroup-storage-size']}"
+            )
+        if int(np.prod(local)) > int(limits["max-compute-invocations-per-workgroup"]):
+            raise DeviceLimitError(
+                f"kernel {k['name']} needs workgroups of {int(np.prod(local))} invocations; {device_name} allows "
+                f"{limits['max-compute-invocations-per-workgroup']}"
+            )
+        for axis, size, groups in zip("xyz", local, (g // l for g, l in zip(global_, local))):
+            if size > int(limits[f"max-compute-workgroup-size-{axis}"]):
+                raise DeviceLimitError(f"kernel {k['name']}: workgroup size {axis}={size} > {limits[f'max-compute-workgroup-size-{axis}']}")
+            if groups > int(limits["max-compute-workgroups-per-dimension"]):
+                raise DeviceLimitError(
+                    f"kernel {k['name']}: {groups} workgroups along {axis} > {device_name}'s limit {limits['max-compute-workgroups-per-dimension']}"
+                )
+        bindings = [{"buffer_read": "buffer", "storage_texture_f16": "storage_texture"}.get(b, b) for b in k.get("bindings", [])]
+        for kind, key in (
+            ("buffer", "max-storage-buffers-per-shader-stage"),
+            ("texture", "max-sampled-textures-per-shader-stage"),
+            ("storage_texture", "max-storage-textures-per-shader-stage"),
+        ):
+            if bindings.count(kind) > int(limits[key]):
+                raise DeviceLimitError(f"kernel {k['name']} binds {bindings.count(kind)} {kind}s; {device_name} allows {limits[key]} ({key})")
+
+
+class VulkanSession(Session):
+    """A loaded program on one Vulkan adapter: memory, pipelines and bind groups created,
+    constants uploaded."""
+
+    def __init__(self, artifact: Artifact, adapter, profile: bool = True):
+        wgpu = _wgpu()
+        self.wgpu = wgpu
+        self.artifact = artifact
+        self.program = artifact.program
+        if self.program.get("target") != "vulkan":
+            raise ValueError(f"this artifact was built for {self.program.get('target')!r}; the Vulkan runtime runs Vulkan builds")
+        self.adapter = adapter
+        self.device_name = str(adapter.info.get("device", "")).strip()
+        limits = {k: int(adapter.limits[k]) for k in LIMIT_KEYS}
+        check_limits(self.program, limits, describe_adapter(adapter), set(adapter.features))
+        steps = len(self.program["steps"])
+        self.profiling = profile and "timestamp-query" in adapter.features and 0 < 2 * steps <= MAX_QUERIES
+        features = ["timestamp-query"] if self.profiling else []
+        if any(t["dtype"] == "float16" for t in self.program["tensors"]) or "enable f16;" in artifact.source:
+            features.append("shader-f16")
+        self.device = adapter.request_device_sync(required_features=features, required_limits=limits)
+        self.max_groups = limits["max-compute-workgroups-per-dimension"]
+        self.tensors = self.program["tensors"]
+        self.memory = [self._allocate(t) for t in self.tensors]
+        self.pipelines = {k["name"]: self._kernel_pipeline(k) for k in self.program["kernels"]}
+        self._copy_pipelines: Dict[str, tuple] = {}  # copy shader source -> (pipeline, layout)
+        kernels = {k["name"]: k for k in self.program["kernels"]}
+        self.steps = [self._prepare(step, kernels) for step in self.program["steps"]]
+        if self.profiling:
+            self.queries = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * steps)
+            usage = wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+            self.query_buffer = self.device.create_buffer(size=16 * steps, usage=usage)
+        self._upload_constants()
+        self.last_profile: List[dict] = []
+
+    # ---------------------------------------------------------------- memory
+    def _allocate(self, t: dict):
+        wgpu = self.wgpu
+        if t["image"]:
+            w, h, layers = t["image"]
+            usage = wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC
+            return self.device.create_texture(size=(w, h, layers), format=TEXTURE_FORMATS[t["dtype"]], usage=usage, dimension="2d")
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+        return self.device.create_buffer(size=max(4, -(-int(t["bytes"]) // 4) * 4), usage=usage)
+
+    def _resource(self, tid: int):
+        t, mem = self.tensors[tid], self.memory[tid]
+        if t["image"]:
+            return mem.create_view(dimension="2d-array")
+        return {"buffer": mem, "offset": 0, "size": mem.size}
+
+    def _write(self, tid: int, array: np.ndarray) -> None:
+        t = self.tensors[tid]
+        data = np.ascontiguousarray(array, dtype=t["dtype"])
+        if t["image"]:
+            w, h, layers = t["image"]
+            self.device.queue.write_texture(
+                {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
+                data.tobytes(),
+                {"offset": 0, "bytes_per_row": 4 * data.itemsize * w, "rows_per_image": h},
+                (w, h, layers),
+            )
+        else:
+            raw = data.tobytes()
+            raw += b"\0" * ((-len(raw)) % 4)
+            self.device.queue.write_buffer(self.memory[tid], 0, raw)
+
+    def _read(self, tid: int) -> np.ndarray:
+        t = self.tensors[tid]
+        if t["image"]:
+            w, h, layers = t["image"]
+            raw = self.device.queue.read_texture(
+                {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
+                {"offset": 0, "bytes_per_row": 4 * np.dtype(t["dtype"]).itemsize * w, "rows_per_image": h},
+                (w, h, layers),
+            )
+        else:
+            raw = self.device.queue.read_buffer(self.memory[tid])
+        nbytes = int(t["bytes"])
+        return np.frombuffer(bytes(raw)[:nbytes], dtype=t["dtype"]).reshape(t["shape"]).copy()
+
+    def _upload_constants(self) -> None:
+        for t in self.tensors:
+            if t["kind"] == "constant":
+                self._write(t["id"], self.artifact.constants[f"t{t['id']}"].reshape(t["shape"]))
+
+    # ------------------------------------------------------------- pipelines
+    def _layout_entry(self, binding: int, kind: str) -> dict:
+        wgpu = self.wgpu
+        entry = {"binding": binding, "visibility": wgpu.ShaderStage.COMPUTE}
+        if kind == "buffer":
+            entry["buffer"] = {"type": wgpu.BufferBindingType.storage}
+        elif kind == "buffer_read":
+            entry["buffer"] = {"type": wgpu.BufferBindingType.read_only_storage}
+        elif kind == "texture":
+            entry["texture"] = {
+                "sample_type": wgpu.TextureSampleType.unfilterable_float,
+                "view_dimension": wgpu.TextureViewDimension.d2_array,
+                "multisampled": False,
+            }
+        elif kind in ("storage_texture", "storage_texture_f16"):
+            entry["storage_texture"] = {
+                "access": wgpu.StorageTextureAccess.write_only,
+                "format": TEXTURE_FORMATS["float16" if kind.endswith("f16") else "float32"],
+                "view_dimension": wgpu.TextureViewDimension.d2_array,
+            }
+        else:
+            raise ValueError(f"unknown binding kind {kind!r}")
+        return entry
+
+    def _pipeline(self, name: str, source: str, bindings: Sequence[str]):
+        wgpu = self.wgpu
+        try:  # wgpu validates eagerly: a rejected shader or layout raises here, with the driver's message
+            module = self.device.create_shader_module(code=source)
+            layout = self.device.create_bind_group_layout(entries=[self._layout_entry(i, k) for i, k in enumerate(bindings)])
+            pipeline = self.device.create_compute_pipeline(
+                layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]), compute={"module": module, "entry_point": "main"}
+            )
+        except (wgpu.GPUError, RuntimeError, ValueError) as err:
+            raise ShaderError(name, str(err), source) from None
+        return pipeline, layout
+
+    def _kernel_pipeline(self, kernel: dict):
+        return self._pipeline(kernel["name"], shader_source(self.artifact, kernel), kernel["bindings"])
+
+    def _prepare(self, step: dict, kernels: Dict[str, dict]) -> tuple:
+        if step["op"] == "launch":
+            kernel = kernels[step["kernel"]]
+            pipeline, layout = self.pipelines[step["kernel"]]
+            groups = tuple(g // l for g, l in zip(kernel["global"], kernel["local"]))
+            args = step["args"]
+            name = step["kernel"]
+        elif step["op"] == "copy":
+            s, d = self.tensors[step["src"]], self.tensors[step["dst"]]
+            nbytes, dtype = int(s["bytes"]), s["dtype"]
+            gx, gy = copy_grid(copy_items(s["image"], d["image"], nbytes, np.dtype(dtype).itemsize), self.max_groups)
+            name = f"copy {s['name']}->{d['name']}"
+            source = copy_shader(s["image"], d["image"], nbytes, dtype, gx)
+            if source not in self._copy_pipelines:  # copies of the same shape share one pipeline
+                self._copy_pipelines[source] = self._pipeline(name, source, copy_bindings(s["image"], d["image"], dtype))
+            pipeline, layout = self._copy_pipelines[source]
+            groups = (gx, gy, 1)
+            args = [step["src"], step["dst"]]
+        else:
+            raise ValueError(f"unknown step {step['op']}")
+        try:
+            group = self.device.create_bind_group(
+                layout=layout, entries=[{"binding": i, "resource": self._resource(tid)} for i, tid in enumerate(args)]
+            )
+        except (self.wgpu.GPUError, RuntimeError, ValueError) as err:
+            described = ", ".join(f"{self.tensors[t]['name']} ({self.tensors[t]['dtype']}, {'texture' if self.tensors[t]['image'] else 'buffer'})" for t in args)
+            raise ValueError(f"step {name}: its tensors [{described}] do not match the kernel's bindings: {err}") from None
+        return name, pipeline, group, groups
+
+    # ------------------------------------------------------------------- run
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once; returns the outputs. A profiled run (the default, when the adapter has
+        timestamp queries) records a compute pass per step and its time in ``last_profile``; an
+        unprofiled one (:meth:`time`) records all steps in one compute pass."""
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array)
+        encoder = self.device.create_command_encoder()
+        compute = None
+        for i, (_, pipeline, group, groups) in enumerate(self.steps):
+            if self.profiling:
+                stamps = {"query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
+                compute = encoder.begin_compute_pass(timestamp_writes=stamps)
+            elif compute is None:
+                compute = encoder.begin_compute_pass()
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, group)
+            compute.dispatch_workgroups(*groups)  # WebGPU orders each dispatch's accesses after the last's
+            if self.profiling:
+                compute.end()
+        if compute is not None and not self.profiling:
+            compute.end()
+        if self.profiling:
+            encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
+        self.device.queue.submit([encoder.finish()])
+        outputs = [self._read(tid) for tid in self.program["outputs"]]
+        if not self.profiling:  # (timing runs keep the last profiled run's times)
+            return outputs
+        self.last_profile = []
+        if self.profiling:  # nanoseconds (the instance normalizes timestamps: devices._wgpu)
+            stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64).astype(np.int64)
+            for i, (name, *_rest) in enumerate(self.steps):
+                self.last_profile.append({"name": name, "ms": max(int(stamps[2 * i + 1] - stamps[2 * i]), 0) * 1e-6})
+        return outputs
+
+    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
+        """Wall-clock latency of unprofiled runs (one compute pass, no timestamp queries)."""
+        profiling, self.profiling = self.profiling, False
+        try:
+            return super().time(inputs, repeat)
+        finally:
+            self.profiling = profiling

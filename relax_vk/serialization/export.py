@@ -1,0 +1,282 @@
+"""Export a compiled module to the portable ``.rvk`` artifact (see :mod:`relax_vk.serialization.artifact`).
+
+The program is read off the compiled IR, not guessed:
+
+* the final Relax ``main`` (after lowering) gives the tensors (shape, dtype, scope), the ordered
+  kernel calls, the scope copies (``to_vdevice``), aliases, constants, inputs and outputs;
+* each kernel call's host function, captured right after TVM's ``SplitHostDevice``, gives the
+  device kernels it launches, in order, the buffers each one reads and writes (call arguments
+  or workspaces the host function allocates) and the launch geometry from the thread extents
+  (``blockIdx``/``threadIdx``) of ``call_ffi_kernel``.
+
+Anything that cannot be determined statically (a symbolic extent, an unknown launch parameter, a
+texture workspace, an op the runtime has no step for) fails the export with the kernel's or op's
+name.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tvm
+from tvm import relax, tirx
+from tvm.ir.expr import GenericConst
+
+from .artifact import Artifact
+from ..core.ir_utils import tensor_scope
+from ..core.scope import static_shape
+
+_AXES = {"x": 0, "y": 1, "z": 2}
+
+
+class ExportError(ValueError):
+    """The compiled module cannot be described as a portable program."""
+
+
+def _dtype_bytes(dtype: str) -> int:
+    dt = tvm.DataType(str(dtype)) if hasattr(tvm, "DataType") else None
+    if dt is not None:
+        return (dt.bits * dt.lanes + 7) // 8
+    base, _, lanes = str(dtype).partition("x")
+    return np.dtype(base).itemsize * (int(lanes) if lanes else 1)
+
+
+def _int(value, what: str) -> int:
+    if isinstance(value, (tirx.IntImm,)) or hasattr(value, "value"):
+        return int(value.value)
+    if isinstance(value, int):
+        return value
+    raise ExportError(f"{what} is not a compile-time constant: {value}")
+
+
+def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[dict]]:
+    """``(workspaces, launches)`` of one host function after ``SplitHostDevice``.
+
+    ``launches[i]`` = ``{"kernel", "args": [("param", k) | ("workspace", j)], "global", "local"}``.
+    """
+    params = {p: i for i, p in enumerate(host.params)}
+    alias: Dict[object, object] = {}
+    workspaces: List[dict] = []
+    workspace_of: Dict[object, int] = {}
+    launches: List[dict] = []
+
+    def resolve(var) -> Tuple[str, int]:
+        seen = set()
+        while var in alias and var not in seen:
+            seen.add(var)
+            var = alias[var]
+        if var in params:
+            return ("param", params[var])
+        if var in workspace_of:
+            return ("workspace", workspace_of[var])
+        raise ExportError(f"{name}: kernel argument {var} is neither a parameter nor a workspace")
+
+    def walk(stmt):
+        kind = type(stmt).__name__
+        if kind == "SeqStmt":
+            for s in stmt.seq:
+                walk(s)
+        elif kind == "DeclBuffer":
+            data = stmt.data
+            if data is not None and isinstance(data, tvm.ir.expr.Call) and data.op.name == "tirx.buffer_data":
+                alias[stmt.buffer] = data.args[0]
+        elif kind == "AllocBuffer":
+            buf = stmt.buffer
+            scope = str(buf.ty.storage_scope) or "global"
+            if scope != "global":
+                raise ExportError(f"{name}: allocates a {scope} workspace ({buf.name}); the runtime supports buffer workspaces only")
+            shape = [_int(d, f"{name}: workspace {buf.name} extent") for d in buf.ty.shape]
+            workspace_of[buf] = len(workspaces)
+            workspaces.append({"name": str(buf.name), "bytes": math.prod(shape) * _dtype_bytes(buf.ty.dtype)})
+        elif kind == "Evaluate":
+            call = stmt.value
+            if isinstance(call, tvm.ir.expr.Call) and call.op.name == "tirx.call_ffi_kernel":
+                launches.append(_launch(call, resolve, name))
+            elif isinstance(call, tvm.ir.expr.Call) and call.op.name not in ("tirx.tvm_call_packed",):
+                raise ExportError(f"{name}: unsupported host statement {call.op.name}")
+        elif kind in ("AttrStmt", "For", "IfThenElse", "LetStmt", "Bind", "While"):
+            raise ExportError(f"{name}: host code with control flow ({kind}) cannot be exported")
+        elif kind != "AssertStmt":
+            raise ExportError(f"{name}: unsupported host statement {kind}")
+
+    walk(host.body)
+    return workspaces, launches
+
+
+def _launch(call, resolve, name: str) -> dict:
+    kernel = str(call.args[0].value)
+    params = [str(p) for p in call.attrs.launch_params]
+    extents = list(call.args[len(call.args) - len(params) :])
+    data_args = call.args[1 : len(call.args) - len(params)]
+    grid, block = [1, 1, 1], [1, 1, 1]
+    for param, extent in zip(params, extents):
+        scope, _, axis = param.partition(".")
+        if scope not in ("blockIdx", "threadIdx") or axis not in _AXES:
+            raise ExportError(f"kernel {kernel}: unsupported launch parameter {param}")
+        (grid if scope == "blockIdx" else block)[_AXES[axis]] = _int(extent, f"kernel {kernel}: extent of {param}")
+    args = []
+    for arg in data_args:
+        if not (isinstance(arg, tvm.ir.expr.Call) and arg.op.name == "tirx.buffer_data"):
+            raise ExportError(f"kernel {kernel}: argument {arg} is not a buffer (scalar arguments are not supported)")
+        args.append(resolve(arg.args[0]))
+    return {"kernel": kernel, "args": args, "global": [g * b for g, b in zip(grid, block)], "local": block}
+
+
+class _ProgramBuilder:
+    def __init__(self, host_tir: tvm.IRModule):
+        self.host_tir = host_tir
+        self.tensors: List[dict] = []
+        self.steps: List[dict] = []
+        self.kernels: Dict[str, dict] = {}
+        self.constants: Dict[str, np.ndarray] = {}
+        self.of_var: Dict[relax.Var, object] = {}  # var -> tensor id, or list of ids for tuples
+        self._const_ids: Dict[GenericConst, int] = {}
+
+    def add_tensor(self, name: str, ty, kind: str) -> int:
+        if not isinstance(ty, relax.TensorType) or ty.shape is None:
+            raise ExportError(f"{name}: not a tensor with a known shape ({ty})")
+        shape = static_shape(ty.shape.values)
+        if shape is None:
+            raise ExportError(f"{name}: dynamic shape {ty.shape} is not supported by the runtime")
+        scope = tensor_scope(ty)
+        entry = {
+            "id": len(self.tensors),
+            "name": name,
+            "shape": list(shape),
+            "dtype": str(ty.dtype),
+            "scope": scope.name,
+            "image": list(scope.image_extents(shape).as_tuple()) if scope.is_texture else None,
+            "kind": kind,
+            "bytes": int(math.prod(shape)) * np.dtype(str(ty.dtype)).itemsize,
+        }
+        self.tensors.append(entry)
+        return entry["id"]
+
+    def tensor_of(self, expr) -> int:
+        if isinstance(expr, GenericConst):
+            if expr not in self._const_ids:
+                tid = self.add_tensor(f"const{len(self.constants)}", expr.ty, "constant")
+                self.constants[f"t{tid}"] = expr.value.numpy()
+                self._const_ids[expr] = tid
+            return self._const_ids[expr]
+        if isinstance(expr, relax.Var) and expr in self.of_var and isinstance(self.of_var[expr], int):
+            return self.of_var[expr]
+        raise ExportError(f"argument {expr} is not a tensor the program knows")
+
+    def call_tir(self, var: relax.Var, call: relax.Call) -> None:
+        gv = call.args[0]
+        if len(call.args) > 2:
+            raise ExportError(f"{gv.name_hint}: symbolic shape arguments are not supported by the runtime")
+        args = [self.tensor_of(a) for a in call.args[1].fields]
+        out_ty = call.ty_args[0]
+        fields = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else [out_ty]
+        outs = [self.add_tensor(f"{var.name}" + (f"[{i}]" if len(fields) > 1 else ""), t, "intermediate") for i, t in enumerate(fields)]
+        self.of_var[var] = outs if isinstance(out_ty, relax.TupleType) else outs[0]
+        if gv.name_hint not in [g.name_hint for g in self.host_tir.get_global_vars()]:
+            raise ExportError(f"{gv.name_hint}: no host function after TIR lowering")
+        host = self.host_tir[self.host_tir.get_global_var(gv.name_hint)]
+        workspaces, launches = kernel_launches(host, gv.name_hint)
+        operands = args + outs
+        ws_ids = [
+            self.add_tensor_raw(f"{gv.name_hint}.{w['name']}", w["bytes"]) for w in workspaces
+        ]
+        for launch in launches:
+            ids = [operands[i] if kind == "param" else ws_ids[i] for kind, i in launch["args"]]
+            self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"]}
+            self.steps.append({"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids})
+
+    def add_tensor_raw(self, name: str, nbytes: int) -> int:
+        entry = {"id": len(self.tensors), "name": name, "shape": [nbytes], "dtype": "uint8", "scope": "global",
+                 "image": None, "kind": "workspace", "bytes": nbytes}  # fmt: skip
+        self.tensors.append(entry)
+        return entry["id"]
+
+    def binding(self, var: relax.Var, value) -> None:
+        if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+            name = value.op.name
+            if name == "relax.call_tir":
+                return self.call_tir(var, value)
+            if name == "relax.to_vdevice":
+                src = self.tensor_of(value.args[0])
+                dst = self.add_tensor(var.name, value.ty, "intermediate")
+                self.of_var[var] = dst
+                self.steps.append({"op": "copy", "src": src, "dst": dst})
+                return None
+            raise ExportError(f"op {name} (bound to {var.name}) has no runtime step; it should have been legalized")
+        if isinstance(value, relax.Var):
+            self.of_var[var] = self.of_var[value]
+        elif isinstance(value, relax.TupleGetItem):
+            self.of_var[var] = self.of_var[value.tuple_value][int(value.index)]
+        elif isinstance(value, relax.Tuple):
+            self.of_var[var] = [self.tensor_of(f) for f in value.fields]
+        elif isinstance(value, GenericConst):
+            self.of_var[var] = self.tensor_of(value)
+        else:
+            raise ExportError(f"binding {var.name}: {type(value).__name__} has no runtime step")
+        return None
+
+
+def _attach_shaders(program: dict, shaders: dict) -> str:
+    """Vulkan: the WGSL source section (the shaders one after another, in kernel-name order) and,
+    on each kernel, where its shader lies in it, its bindings and its workgroup size."""
+    source = ""
+    for kernel in program["kernels"]:
+        name = kernel["name"]
+        if name not in shaders:
+            raise ExportError(f"kernel {name} is launched but has no WGSL shader")
+        shader = shaders[name]
+        if list(shader.workgroup) != list(kernel["local"]):
+            raise ExportError(f"kernel {name}: shader workgroup {list(shader.workgroup)} differs from its launch {kernel['local']}")
+        kernel["shader"] = {"offset": len(source), "length": len(shader.source)}
+        kernel["bindings"] = list(shader.bindings)
+        kernel["workgroup_bytes"] = int(shader.workgroup_bytes)
+        source += shader.source
+    for t in program["tensors"]:
+        elements = t["bytes"] // max(np.dtype(t["dtype"]).itemsize, 1)
+        if elements >= 2**31:
+            raise ExportError(f"tensor {t['name']} has {elements} elements; Vulkan shaders index with 32-bit integers")
+    return source
+
+
+def export_program(
+    lowered: tvm.IRModule,
+    host_tir: tvm.IRModule,
+    source: str,
+    target_kind: str,
+    model: Optional[dict] = None,
+    shaders: Optional[dict] = None,
+) -> Artifact:
+    """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
+    ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``."""
+    main = lowered["main"]
+    builder = _ProgramBuilder(host_tir)
+    inputs = []
+    for p in main.params:
+        tid = builder.add_tensor(p.name, p.ty, "input")
+        builder.of_var[p] = tid
+        inputs.append(tid)
+    body = main.body
+    for block in body.blocks:
+        for b in block.bindings:
+            builder.binding(b.var, b.value)
+    result = body.body
+    outs = builder.of_var[result] if isinstance(result, relax.Var) else [builder.tensor_of(f) for f in result.fields]
+    outputs = outs if isinstance(outs, list) else [outs]
+    for tid in outputs:
+        if builder.tensors[tid]["scope"] != "global":
+            raise ExportError(f"output {builder.tensors[tid]['name']} is a texture; outputs must be buffers")
+    program = {
+        "format": "relax_vk.program",
+        "target": target_kind,
+        "model": model or {},
+        "tensors": builder.tensors,
+        "kernels": sorted(builder.kernels.values(), key=lambda k: k["name"]),
+        "steps": builder.steps,
+        "inputs": inputs,
+        "outputs": outputs,
+    }
+    if target_kind == "vulkan":
+        source = _attach_shaders(program, shaders or {})
+    return Artifact(program, source, builder.constants)

@@ -1,0 +1,432 @@
+"""The ``relax-vk`` command line.
+
+* ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
+* ``relax-vk show MODEL``: the module after every scope stage;
+* ``relax-vk build MODEL [--target opencl|vulkan] -o DIR``: compile; writes ``kernels.cl`` (OpenCL)
+  or ``kernels.wgsl`` (Vulkan), ``plan.json`` (the ``plan --json`` contract), ``module.py`` (the
+  final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
+* ``relax-vk run MODEL_OR_RVK [--backend opencl|vulkan] [--device D] [--check] [--repeat N] [--json]``:
+  run on OpenCL (pyopencl) or Vulkan (wgpu); an ``.rvk`` file runs on the backend it was built for;
+* ``relax-vk devices``: the OpenCL devices pyopencl sees and the Vulkan adapters wgpu sees;
+* ``relax-vk demo``: the README's main job on the built-in default model;
+* ``relax-vk models``: the built-in example models.
+
+MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file or a ``.pt2`` file
+(``torch.export.save``). ``--json`` outputs are stable contracts:
+``plan`` as in :mod:`relax_vk.tools.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
+"max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}]}``.
+``devices`` prints a list of ``{"api", "index", "platform", "device", "type", "image_support",
+"image2d_max", "image_max_array_size", "usable", "problem"}``. ``run`` and ``devices`` on ``.rvk``
+files need only numpy and pyopencl or wgpu (no TVM).
+
+Vulkan texture limits: ``--spatial-limit``/``--depth-limit`` when given; else, when ``run`` or
+``plan`` is given a Vulkan ``--device``, the adapter's max 2D texture dimension and max array
+layers; else the target's defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+DEFAULT_MODEL = "rfc-conv2d"
+
+
+def _load(name: str):
+    return _load_with_source(name)[0]
+
+
+def _load_with_source(name: str):
+    from ..frontends import load_model
+
+    return load_model(name)
+
+
+def _target(args):
+    from ..core import target
+    from ..core.target import DEFAULT_LIMITS
+
+    spatial, depth = args.spatial_limit, args.depth_limit
+    if args.target == "vulkan":
+        return target.vulkan(spatial, depth, adapter=getattr(args, "adapter", None))
+    spatial = DEFAULT_LIMITS.spatial if spatial is None else spatial
+    depth = DEFAULT_LIMITS.depth if depth is None else depth
+    return target.opencl(spatial_limit=spatial, depth_limit=depth)
+
+
+def _select_vulkan_adapter(args) -> None:
+    """For Vulkan with a --device: the adapter (its limits shape the plan); else None."""
+    args.adapter = None
+    if args.target == "vulkan" and getattr(args, "device", None) is not None:
+        from ..runtime.vulkan.devices import select_adapter
+
+        args.adapter = select_adapter(args.device)
+
+
+def _options(args):
+    from ..core.options import ScopeOptions
+
+    return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers)
+
+
+def _registry(args):
+    from ..core.registry import default_registry, rfc_registry
+
+    return rfc_registry() if args.registry == "rfc" else default_registry()
+
+
+def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = None) -> None:
+    if model_default is None:
+        p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), or a .onnx / .pt2 file")
+    p.add_argument("--target", "--backend", dest="target", choices=("opencl", "vulkan"), default=None,
+                   help="GPU API to plan and build for (default opencl; an .rvk file's own target for run)")
+    p.add_argument("--spatial-limit", type=int, default=None,
+                   help="max texture width/height (default: the Vulkan adapter's with --device, else 16384)")
+    p.add_argument("--depth-limit", type=int, default=None,
+                   help="max texture array layers (default: the Vulkan adapter's with --device, else 2048)")
+    p.add_argument("--weights-in-buffers", action="store_true", help="keep conv2d weights in buffers")
+    p.add_argument("--no-textures", action="store_true", help="all-buffer plan (for comparisons)")
+    p.add_argument(
+        "--registry", choices=("default", "rfc"), default="default",
+        help="op registry: relax_vk's default, or the RFC's (layout transforms read buffers)",
+    )
+
+
+def _scoped(args, model: str):
+    from ..pipeline import scope_pipeline
+
+    return scope_pipeline(_target(args), registry=_registry(args), options=_options(args))(_load(model))
+
+
+def cmd_plan(args) -> int:
+    from .memory_plan import plan
+
+    _select_vulkan_adapter(args)
+    result = plan(_scoped(args, args.model))
+    print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
+    return 0
+
+
+def cmd_show(args) -> int:
+    from ..pipeline import layout_stage
+    from ..passes import (
+        CollectConsumerScopeInfo,
+        CollectProducerScopeInfo,
+        DefineVDevice,
+        PartialLegalize,
+        RemoveRedundantAssignments,
+    )
+    import tvm
+
+    tgt, opts, reg = _target(args), _options(args), _registry(args)
+    stages = [
+        ("convert layout", layout_stage()),
+        ("partial legalization", PartialLegalize(reg)),
+        (
+            "consumer + producer scope info",
+            tvm.transform.Sequential([CollectConsumerScopeInfo(tgt, reg, opts), CollectProducerScopeInfo(tgt, reg, opts)]),
+        ),
+        ("DefineVDevice", DefineVDevice(tgt, reg, opts)),
+        ("RealizeVDevice", tvm.relax.transform.RealizeVDevice()),
+        ("RemoveRedundantAssignments", RemoveRedundantAssignments()),
+    ]
+    mod = _load(args.model)
+    for title, stage in stages:
+        mod = stage(mod)
+        print(f"# ===== after {title} =====")
+        print(mod["main"].script(show_meta=False))
+    return 0
+
+
+def _compare(outputs, reference, rtol: float, atol: float):
+    """``(all close, max abs error, max relative error)`` of outputs against reference outputs."""
+    import numpy as np
+
+    abs_err = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
+    rel_err = max(float(np.max(np.abs(o - r) / np.maximum(np.abs(r), 1e-6))) for o, r in zip(outputs, reference))
+    ok = all(np.allclose(o, r, rtol=rtol, atol=atol) for o, r in zip(outputs, reference))
+    return bool(ok), abs_err, rel_err
+
+
+def _demo_run(compiled, device, model: str, label: str):
+    """Run a compiled model, check it against TVM llvm, time it; returns whether it matched."""
+    from .reference import run_on_cpu
+    from ..runtime import load
+
+    session = load(compiled.artifact(), device=device)
+    inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
+    outputs = session.run(inputs)  # (profiled: last_profile holds its per-dispatch times)
+    ok, abs_err, _ = _compare(outputs, run_on_cpu(_load(model), inputs), rtol=1e-4, atol=1e-4)
+    print(f"{label} device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
+    lat = session.time(inputs, repeat=10)
+    print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
+    for k in session.last_profile:
+        print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f} ms")
+    return ok
+
+
+def _unavailable_errors():
+    """The errors that mean "no usable device of this API here" (not a failure of relax_vk)."""
+    from ..runtime.opencl import OpenCLUnavailable
+    from ..runtime.vulkan.devices import VulkanUnavailable
+
+    return (OpenCLUnavailable, VulkanUnavailable, ImportError)
+
+
+def cmd_demo(args) -> int:
+    _select_vulkan_adapter(args)
+    print(f"relax_vk demo: model {args.model!r}, target {args.target}")
+    print("[1/4] scope, lower and compile ...", flush=True)
+    compiled = _compile(args, args.model)
+    print(compiled.main.script(show_meta=False))
+    print("[2/4] memory plan")
+    print(compiled.plan().table())
+    api = "Vulkan" if args.target == "vulkan" else "OpenCL"
+    print(f"[3/4] run on {api}, check, time ...", flush=True)
+    ok = _demo_run(compiled, args.adapter or args.device, args.model, api)
+    other = "vulkan" if args.target == "opencl" else "opencl"
+    print(f"[4/4] the same plan on {other.capitalize() if other == 'vulkan' else 'OpenCL'} ...", flush=True)
+    try:
+        compiled_other = _compile(argparse.Namespace(**dict(vars(args), target=other, adapter=None)), args.model)
+        ok = _demo_run(compiled_other, None, args.model, "Vulkan" if other == "vulkan" else "OpenCL") and ok
+    except _unavailable_errors() as err:  # no device of the other API here: say so (real failures still fail)
+        print(f"skipped: {err}")
+    return 0 if ok else 1
+
+
+def _write_atomically(out: str, files) -> None:
+    """Write ``{name: text or bytes}`` into folder ``out`` via a sibling staging folder renamed into
+    place: an interrupted or failed build never leaves a half-written output folder."""
+    import os
+    import shutil
+    import tempfile
+
+    out = os.path.abspath(out)
+    parent = os.path.dirname(out) or "."
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".relax-vk-build-", dir=parent)
+    os.chmod(staging, 0o755)
+    try:
+        for name, data in files.items():
+            with open(os.path.join(staging, name), "wb" if isinstance(data, bytes) else "w") as f:
+                f.write(data)
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _compile(args, model: str):
+    from ..compiler import build
+
+    mod, source = _load_with_source(model)
+    return build(mod, _target(args), registry=_registry(args), options=_options(args), model=source)
+
+
+def cmd_build(args) -> int:
+    args.adapter = None
+    print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
+    compiled = _compile(args, args.model)
+    timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
+    artifact = compiled.artifact()
+    if args.output.endswith(".rvk"):
+        artifact.write(args.output)
+        print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
+        return 0
+    _write_atomically(
+        args.output,
+        {
+            ("kernels.wgsl" if compiled.backend == "vulkan" else "kernels.cl"): compiled.source,
+            "plan.json": json.dumps(compiled.plan().to_json(), indent=2),
+            "module.py": compiled.lowered.script(show_meta=False),
+            "model.rvk": artifact.to_bytes(),
+        },
+    )
+    print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
+    return 0
+
+
+def _inputs(args, session):
+    import numpy as np
+
+    if args.inputs:
+        return [np.load(path) for path in args.inputs]
+    rng = np.random.default_rng(args.seed)
+    arrays = []
+    for i, tid in enumerate(session.program["inputs"]):
+        t = session.tensors[tid]
+        fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
+        arrays.append((rng.standard_normal(t["shape"]) / np.sqrt(fan_in)).astype(t["dtype"]))
+    return arrays
+
+
+def _reference(artifact, inputs):
+    """CPU reference outputs (TVM llvm) for the artifact's model, or (None, reason)."""
+    source = artifact.program.get("model", {})
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        return None, "skipped: TVM is not installed here (the reference runs TVM's llvm target)"
+    spec = source.get("example") or source.get("zoo") or source.get("onnx") or source.get("pt2")
+    if not spec:
+        return None, "skipped: the artifact does not say which model it was built from"
+    from .reference import run_on_cpu
+
+    return run_on_cpu(_load(spec), inputs), ""
+
+
+def cmd_run(args) -> int:
+    from ..serialization.artifact import Artifact
+    from ..runtime import load
+
+    if args.model.endswith(".rvk"):
+        artifact = Artifact.read(args.model)
+        built_for = artifact.program.get("target", "opencl")
+        if args.target is not None and args.target != built_for:
+            raise ValueError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
+        args.target = built_for
+        args.adapter = None
+    else:
+        args.target = args.target or "opencl"
+        _select_vulkan_adapter(args)
+        print(f"building {args.model} for {args.target} ...", file=sys.stderr, flush=True)
+        artifact = _compile(args, args.model).artifact()
+    session = load(artifact, device=args.adapter or args.device)
+    inputs = _inputs(args, session)
+    outputs = session.run(inputs)
+    result = {"backend": args.target, "device": session.device_name, "ok": None, "max_abs_err": None, "max_rel_err": None}
+    note = ""
+    if args.check:
+        reference, note = _reference(artifact, inputs)
+        if reference is not None:
+            ok, abs_err, rel_err = _compare(outputs, reference, args.rtol, args.atol)
+            result.update(ok=ok, max_abs_err=abs_err, max_rel_err=rel_err)
+    result["latency_ms"] = session.time(inputs, repeat=args.repeat)
+    result["kernels"] = session.last_profile
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"device: {result['device']}")
+        if args.check:
+            if result["ok"] is None:
+                print(f"check: {note}")
+            else:
+                print(f"check: {'OK' if result['ok'] else 'MISMATCH'}  max abs err {result['max_abs_err']:.3g}  max rel err {result['max_rel_err']:.3g}")
+        lat = result["latency_ms"]
+        print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
+        print(f"{'kernel / copy':<60} {'ms':>9}")
+        for k in result["kernels"]:
+            print(f"{k['name'][:60]:<60} {k['ms']:>9.4f}")
+    return 0 if result["ok"] in (None, True) else 1
+
+
+def _device_rows():
+    """OpenCL devices then Vulkan adapters, one row shape (see the module docstring), and a note
+    per API that could not be listed."""
+    rows, notes = [], []
+    try:
+        from ..runtime import list_devices
+
+        rows += [dict(r, api="opencl") for r in list_devices()]
+    except Exception as err:  # no pyopencl, no ICD loader, no platform: say so, list Vulkan anyway
+        notes.append(f"OpenCL: {err}")
+    try:
+        from ..runtime.vulkan.devices import list_adapters
+
+        for a in list_adapters():
+            rows.append(
+                {
+                    "api": "vulkan", "index": a["index"], "platform": f"Vulkan ({a['description']})", "device": a["device"],
+                    "type": a["type"], "image_support": True, "image2d_max": [a["texture2d_max"]] * 2,
+                    "image_max_array_size": a["texture_max_array_layers"], "usable": a["usable"], "problem": a["problem"],
+                }
+            )  # fmt: skip
+    except Exception as err:
+        notes.append(f"Vulkan: {err}")
+    return rows, notes
+
+
+def cmd_devices(args) -> int:
+    rows, notes = _device_rows()
+    for note in notes:
+        print(f"relax-vk: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        limits = f"image2d {r['image2d_max'][0]}x{r['image2d_max'][1]}, {r['image_max_array_size']} layers" if r["image_support"] else "no images"
+        state = "usable" if r["usable"] else f"unusable: {r['problem']}"
+        print(f"{r['api']:<6} {r['index']:>5}  {r['type']:<4} {r['device']} [{r['platform']}]  {limits}  ({state})")
+    return 0
+
+
+def cmd_models(_args) -> int:
+    from ..models import EXAMPLES
+    from ..zoo import ZOO
+
+    for name, (_, description) in sorted(EXAMPLES.items()):
+        print(f"{name:18s} {description}")
+    for name, entry in sorted(ZOO.items()):
+        print(f"{name:18s} [zoo] {entry.note}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relax-vk", description="Texture memory scoping for TVM Relax")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="print the memory plan of a model")
+    _add_model_args(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.add_argument("--device", default=None, help="Vulkan: plan with this adapter's texture limits (lavapipe, gpu or N)")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("show", help="print the module after each scope stage")
+    _add_model_args(p)
+    p.set_defaults(func=cmd_show)
+    p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
+    _add_model_args(p)
+    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), or FILE.rvk")
+    p.set_defaults(func=cmd_build)
+    p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
+    _add_model_args(p)
+    p.add_argument(
+        "--device", default=None,
+        help="OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N (default: a GPU if usable, else the CPU one)",
+    )
+    p.add_argument("--check", action="store_true", help="compare with TVM's llvm target on the CPU")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("devices", help="list OpenCL devices and Vulkan adapters")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_devices)
+    p = sub.add_parser("demo", help="scope the built-in default model and print its plan")
+    _add_model_args(p, model_default=DEFAULT_MODEL)
+    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--device", default=None, help="OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("models", help="list the built-in example models")
+    p.set_defaults(func=cmd_models)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "target", "") is None and args.func is not cmd_run:
+        args.target = "opencl"
+    try:
+        return args.func(args)
+    except (ValueError, ImportError, RuntimeError, OSError) as err:
+        print(f"relax-vk: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The .rvk format: round trip, and every kind of damage refused with a clear error."""
+
+import struct
+
+import numpy as np
+import pytest
+
+import relax_vk
+from relax_vk.serialization.artifact import ALIGN, HEADER_SIZE, VERSION, Artifact, ArtifactError
+from relax_vk.models import build_example
+
+
+@pytest.fixture(scope="module")
+def artifact():
+    return relax_vk.build(build_example("rgb-stem"), model={"example": "rgb-stem"}).artifact()
+
+
+def test_round_trip(artifact, tmp_path):
+    path = tmp_path / "m.rvk"
+    artifact.write(str(path))
+    back = Artifact.read(str(path))
+    assert back.program == {**artifact.program, "constants": back.program["constants"]}
+    assert back.source == artifact.source
+    assert set(back.constants) == set(artifact.constants) and back.constants
+    for name, array in artifact.constants.items():
+        np.testing.assert_array_equal(back.constants[name], array)
+    assert all(c["offset"] % ALIGN == 0 for c in back.program["constants"])
+    assert back.program["model"] == {"example": "rgb-stem"}
+
+
+def test_program_describes_kernels_and_steps(artifact):
+    p = artifact.program
+    kernels = {k["name"] for k in p["kernels"]}
+    launched = {s["kernel"] for s in p["steps"] if s["op"] == "launch"}
+    assert kernels == launched and kernels <= set(relax_vk.runtime.opencl.kernel_names(artifact.source))
+    for k in p["kernels"]:
+        assert len(k["global"]) == 3 and all(g % l == 0 for g, l in zip(k["global"], k["local"]))
+    textures = [t for t in p["tensors"] if t["image"]]
+    assert textures and all(t["scope"].startswith("global.texture") for t in textures)
+
+
+def _bytes(artifact):
+    return bytearray(artifact.to_bytes())
+
+
+def test_truncated_files_are_refused(artifact):
+    data = _bytes(artifact)
+    for cut in (0, 10, HEADER_SIZE - 1, HEADER_SIZE + 5, len(data) - 1):
+        with pytest.raises(ArtifactError, match="truncated|outside the file"):
+            Artifact.from_bytes(bytes(data[:cut]))
+
+
+def test_bit_flips_are_detected(artifact):
+    data = _bytes(artifact)
+    for position in (HEADER_SIZE + 3, len(data) // 2, len(data) - 2):
+        flipped = bytearray(data)
+        flipped[position] ^= 0x10
+        with pytest.raises(ArtifactError, match="corrupted"):
+            Artifact.from_bytes(bytes(flipped))
+
+
+def test_wrong_magic_and_version(artifact):
+    data = _bytes(artifact)
+    other = bytearray(data)
+    other[:8] = b"NOTRVK\0\0"
+    with pytest.raises(ArtifactError, match="not a relax_vk artifact"):
+        Artifact.from_bytes(bytes(other))
+    newer = bytearray(data)
+    struct.pack_into("<I", newer, 8, VERSION + 1)
+    with pytest.raises(ArtifactError, match=f"format version {VERSION + 1}.*reads version {VERSION}"):
+        Artifact.from_bytes(bytes(newer))
+
+
+def test_missing_file_is_an_artifact_error(tmp_path):
+    with pytest.raises(ArtifactError, match="cannot read"):
+        Artifact.read(str(tmp_path / "nope.rvk"))
+
+
+def test_write_is_atomic(artifact, tmp_path, monkeypatch):
+    path = tmp_path / "m.rvk"
+    path.write_bytes(b"old")
+
+    def boom(*_a, **_k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("relax_vk.serialization.artifact.os.replace", boom)
+    with pytest.raises(OSError):
+        artifact.write(str(path))
+    assert path.read_bytes() == b"old"  # the old file is untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["m.rvk"]  # and no temporary is left behind

@@ -1,0 +1,151 @@
+import json
+import subprocess
+import sys
+
+from relax_vk.tools.cli import main
+
+
+def test_plan_json_is_the_plan_contract(capsys):
+    assert main(["plan", "rfc-conv2d", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"tensors", "texture_bytes", "buffer_bytes", "copies", "copy_bytes"} <= set(data)
+    assert any(t["scope"] == "global.texture-weight" for t in data["tensors"])
+
+
+def test_plan_options(capsys):
+    assert main(["plan", "rfc-conv2d", "--json", "--weights-in-buffers"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert not any(t["scope"] == "global.texture-weight" for t in data["tensors"])
+    assert main(["plan", "rfc-conv2d", "--json", "--no-textures"]) == 0
+    assert json.loads(capsys.readouterr().out)["texture_bytes"] == 0
+    assert main(["plan", "rfc-conv2d", "--json", "--target", "vulkan", "--spatial-limit", "32"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    act = [t for t in data["tensors"] if t["shape"] == [2, 16, 56, 56, 4]][0]
+    assert act["scope"] == "global"  # 56 > 32: no mapping fits the 32-texel limit
+
+
+def test_unknown_model_is_a_clear_error(capsys):
+    assert main(["plan", "resnet9000"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown model 'resnet9000'" in err and "rfc-conv2d" in err
+
+
+def test_demo_runs_as_a_console_script():
+    proc = subprocess.run([sys.executable, "-m", "relax_vk.tools.cli", "demo"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "global.texture-weight" in proc.stdout and "texture share" in proc.stdout
+
+
+def test_python_dash_m_relax_vk_is_the_command_line(capsys):
+    """``python -m relax_vk`` prints what ``relax-vk`` prints and exits with its code."""
+    proc = subprocess.run([sys.executable, "-m", "relax_vk", "plan", "rfc-conv2d", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert main(["plan", "rfc-conv2d", "--json"]) == 0
+    assert json.loads(proc.stdout) == json.loads(capsys.readouterr().out)
+    bad = subprocess.run([sys.executable, "-m", "relax_vk", "plan", "resnet9000"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "unknown model 'resnet9000'" in bad.stderr
+
+
+def test_show_prints_every_stage(capsys):
+    assert main(["show", "conv-relu-pool"]) == 0
+    out = capsys.readouterr().out
+    for stage in ("convert layout", "partial legalization", "DefineVDevice", "RealizeVDevice", "RemoveRedundantAssignments"):
+        assert f"after {stage}" in out
+    assert "R.hint_on_device" in out
+
+
+def test_models_lists_examples(capsys):
+    assert main(["models"]) == 0
+    assert "rfc-conv2d" in capsys.readouterr().out
+
+
+def test_build_rvk_then_run_with_check_json(tmp_path, capsys):
+    path = str(tmp_path / "m.rvk")
+    assert main(["build", "conv-relu-pool", "-o", path]) == 0
+    capsys.readouterr()
+    assert main(["run", path, "--device", "pocl", "--check", "--repeat", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
+    assert result["ok"] is True and result["max_abs_err"] < 1e-4
+    assert set(result["latency_ms"]) == {"median", "min", "max"}
+    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+
+
+def test_build_folder_holds_the_artifact_too(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", "rfc-conv2d", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["kernels.cl", "model.rvk", "module.py", "plan.json"]
+
+
+def test_run_a_model_name_and_text_output(capsys):
+    assert main(["run", "rfc-conv2d", "--device", "pocl", "--check", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "check: OK" in out and "latency over 2 runs" in out and "conv2d_NCHWc_OIHWo" in out
+
+
+def test_run_refuses_a_corrupt_artifact(tmp_path, capsys):
+    bad = tmp_path / "bad.rvk"
+    bad.write_bytes(b"RELAXVK\0" + b"\0" * 10)
+    assert main(["run", str(bad)]) == 2
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_devices_lists_a_usable_device(capsys):
+    assert main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert any(r["usable"] and r["image_support"] for r in rows)
+
+
+def test_devices_lists_opencl_devices_and_vulkan_adapters(capsys):
+    assert main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    apis = {r["api"] for r in rows if r["usable"]}
+    assert apis == {"opencl", "vulkan"}
+    vulkan = [r for r in rows if r["api"] == "vulkan"]
+    assert any("llvmpipe" in r["device"] and r["type"] == "CPU" for r in vulkan)  # lavapipe
+    assert all(set(r) == set(rows[0]) for r in rows)  # one row shape for both APIs
+    assert main(["devices"]) == 0
+    assert "vulkan" in capsys.readouterr().out
+
+
+def test_run_on_vulkan_has_the_same_json_contract(capsys):
+    assert main(["run", "conv-relu-pool", "--backend", "vulkan", "--device", "lavapipe", "--check", "--repeat", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
+    assert result["backend"] == "vulkan" and "llvmpipe" in result["device"]
+    assert result["ok"] is True and result["max_abs_err"] < 1e-4
+    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+
+
+def test_vulkan_build_folder_and_rvk_runs_on_its_own_backend(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", "rfc-conv2d", "--target", "vulkan", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["kernels.wgsl", "model.rvk", "module.py", "plan.json"]
+    assert "texture_storage_2d_array<rgba32float, write>" in (out / "kernels.wgsl").read_text()
+    capsys.readouterr()
+    assert main(["run", str(out / "model.rvk"), "--device", "lavapipe", "--check", "--repeat", "1"]) == 0
+    assert "check: OK" in capsys.readouterr().out
+    assert main(["run", str(out / "model.rvk"), "--backend", "opencl"]) == 2
+    assert "was built for vulkan; rebuild it with --target opencl" in capsys.readouterr().err
+
+
+def test_plan_takes_vulkan_limits_from_the_adapter(capsys, monkeypatch):
+    from relax_vk.runtime import select_adapter
+    from relax_vk.runtime.vulkan import devices as vulkan_devices
+
+    real = select_adapter("lavapipe")
+
+    class SmallAdapter:  # lavapipe with a 32-texel 2D texture limit
+        info = real.info
+        limits = dict(real.limits, **{"max-texture-dimension-2d": 32})
+
+    monkeypatch.setattr(vulkan_devices, "select_adapter", lambda spec=None: SmallAdapter() if spec == "small" else select_adapter(spec))
+
+    def activation_scope(args):
+        assert main(["plan", "rfc-conv2d", "--json", "--target", "vulkan", *args]) == 0
+        return [t for t in json.loads(capsys.readouterr().out)["tensors"] if t["shape"] == [2, 16, 56, 56, 4]][0]["scope"]
+
+    assert activation_scope([]) == "global.texture"  # the target's default limits
+    assert activation_scope(["--device", "lavapipe"]) == "global.texture"  # 16384 x 2048
+    assert activation_scope(["--device", "small"]) == "global"  # 56 > 32: no mapping fits
+    assert activation_scope(["--device", "small", "--spatial-limit", "64"]) == "global.texture"  # explicit wins
