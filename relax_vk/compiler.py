@@ -23,17 +23,18 @@ import tvm
 from tvm import relax
 from tvm.ir.instrument import pass_instrument
 
-from .core import target as _target
 from .codegen.opencl import kernel_names, opencl_source
+from .codegen.tir_pipeline import NAME as TIR_PIPELINE
+from .core import target as _target
+from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
+from .core.registry import OpRegistry
 from .passes import RetargetVDevices
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .tools.memory_plan import MemoryPlan, plan
-from .core.registry import OpRegistry
-from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 
 
-class UnsupportedTargetError(ValueError):
+class UnsupportedTargetError(UnsupportedError):
     """The target kind cannot be built."""
 
 

@@ -29,10 +29,13 @@ import tvm
 from tvm import tirx
 from tvm.tirx import stmt as S
 
+from ..core.errors import RelaxVKError
+from ..core.ir_utils import tir_uses_any
+
 _STORE = "tirx.texture2d_store"
 
 
-class TextureStoreError(RuntimeError):
+class TextureStoreError(RelaxVKError, RuntimeError):
     """A texture store the repair cannot prove correct."""
 
 
@@ -56,13 +59,6 @@ def _is_scalarised_store_loop(loop: S.For) -> bool:
     return any(_is_store(x) for x in stmts) and all(_is_store(x) or isinstance(x, S.Bind) for x in stmts)
 
 
-def _uses_any(expr, variables) -> bool:
-    if not variables:
-        return False
-    free = tirx.analysis._ffi_api.UndefinedVars(expr, [])
-    return any(any(v.same_as(u) for u in variables) for v in free)
-
-
 def _repair_loop(loop: S.For, kernel: str, counter: list):
     lanes = int(loop.extent.value) if hasattr(loop.extent, "value") else -1
     if lanes != 4:
@@ -71,14 +67,14 @@ def _repair_loop(loop: S.For, kernel: str, counter: list):
     hoisted, inner, stages, stores = [], [], [], []
     for x in _body_list(loop.body):
         if isinstance(x, S.Bind):
-            if _uses_any(x.value, dependent):
+            if tir_uses_any(x.value, dependent):
                 dependent.append(x.var)
                 inner.append(x)
             else:
                 hoisted.append(x)  # loop-invariant: defined once, before the loop
             continue
         args = list(x.value.args)
-        if any(_uses_any(a, dependent) for a in args[1:4]):
+        if any(tir_uses_any(a, dependent) for a in args[1:4]):
             raise TextureStoreError(f"kernel {kernel}: a scalarised texture store changes its texel coordinate per lane")
         value = args[-1]
         stage = tirx.decl_buffer((4,), str(value.ty.dtype), f"texel_stage{counter[0]}", scope="local")

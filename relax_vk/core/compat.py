@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from .errors import RelaxVKError
+
 REQUIRED_TVM = "0.27.0.post1"
 REQUIRED_FFI = "0.1.14.post1"
 GOOD_FFI = ("0.1.14.post0", "0.1.14.post1")
 
 
-class IncompatibleToolchain(ImportError):
+class IncompatibleToolchain(RelaxVKError, ImportError):
     """The installed TVM or tvm-ffi is known not to work with relax_vk."""
 
 

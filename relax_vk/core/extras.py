@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 
+from .errors import UnsupportedError
 
-class MissingExtra(ImportError):
+
+class MissingExtra(UnsupportedError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 
 

@@ -29,3 +29,13 @@ def ops_in(mod: tvm.IRModule) -> Set[str]:
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func, visit)
     return names
+
+
+def tir_uses_any(expr, variables) -> bool:
+    """Whether the TIR expression ``expr`` reads any of ``variables``."""
+    if not variables:
+        return False
+    from tvm import tirx
+
+    free = tirx.analysis._ffi_api.UndefinedVars(expr, [])
+    return any(any(v.same_as(u) for u in variables) for v in free)

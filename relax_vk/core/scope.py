@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Sequence, Tuple
 
+from .errors import RelaxVKError
+
 TEXEL_LANES = 4
 TEXTURE_DTYPES = ("float32", "float16")
 
@@ -73,7 +75,7 @@ class ImageExtents:
         return (self.width, self.height, self.layers)
 
 
-class TextureLimitError(ValueError):
+class TextureLimitError(RelaxVKError, ValueError):
     """A tensor does not fit a texture scope that an op requires."""
 
 

@@ -7,8 +7,10 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from ..core.errors import LimitError
 
-class DeviceLimitError(RuntimeError):
+
+class DeviceLimitError(LimitError):
     """The device cannot hold or run the program (names the tensor or kernel and the limit)."""
 
 

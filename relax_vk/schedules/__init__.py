@@ -1,11 +1,20 @@
-"""Scheduling: dlight rules that give every kernel GPU threads and vectorised texel stores.
+"""GPU schedules for the lowered kernels, one module per op family, and the order they are tried in.
 
-Order: relax_vk's pool schedule (:mod:`relax_vk.schedules.pooling`); TVM's adreno rules for textured
-NCHW4c conv2d and layout transforms; the adreno fallback, which handles any
-remaining kernel that *writes* a texture by vectorising its 4-lane texel axis (TVM's texture
-lowering requires the store width to equal the texel); then the generic GPU rules (reductions,
-everything else). TVM's adreno pool rule is not used: its kernels accumulate four texel lanes
-into a one-element local buffer (wrong numbers on pocl).
+:data:`RULES` is that order; :func:`schedule_passes` applies it with
+:class:`~relax_vk.schedules.apply.ScheduleKernels`, which verifies every rule's result
+(:mod:`.verify`) and falls back to the next rule, then to the safe schedule (:mod:`.fallback`):
+
+1. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
+   accumulates four texel lanes into one element: wrong numbers on pocl);
+2. ``adreno.conv2d``, ``adreno.layout_transform`` -- TVM's dlight adreno rules;
+3. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
+   stores);
+4. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
+   (unwindowed) reductions only;
+5. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
+   replaces dlight's ``gpu.Fallback``).
+
+Kernels with a trivial (extent-1) reduction skip the upstream rules: :mod:`.analysis` says why.
 
 TVM 0.27 then scalarises every vectorised texture store during lowering; relax_vk's TIR pipeline
 repairs them (:mod:`relax_vk.codegen.texture_stores`).
@@ -18,14 +27,46 @@ from typing import List
 import tvm
 from tvm.s_tir import dlight as dl
 
-from .pooling import SchedulePools
+from .analysis import has_trivial_reduction, reductions_are_plain
+from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
+from .pooling import schedule_pool
+
+
+def _dlight(rule):
+    """A dlight rule as a relax_vk rule: the scheduled PrimFunc, or None when the rule declines."""
+
+    def apply(func, target):
+        space = rule.apply(func, target, False)
+        if isinstance(space, (list, tuple)):
+            space = space[0] if space else None
+        return space.mod["main"] if space is not None else None
+
+    return apply
+
+
+def _unless(predicate, rule):
+    return lambda func, target: None if predicate(func) else rule(func, target)
+
+
+def _only_if(predicate, rule):
+    return lambda func, target: rule(func, target) if predicate(func) else None
+
+
+# the upstream rules never see a kernel with a trivial reduction, and the generic reduction rules
+# only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis)
+RULES: List[Rule] = [
+    ("pool", lambda func, _target: schedule_pool(func)),
+    ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
+    ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),
+    ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
+    ("gpu.reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),
+    ("gpu.general_reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.GeneralReduction())))),
+]
 
 
 def schedule_passes() -> List[tvm.transform.Pass]:
-    """The scheduling passes (they need the target to be entered, as dlight reads it)."""
-    return [
-        SchedulePools(),
-        dl.ApplyDefaultSchedule(dl.adreno.Conv2d(), dl.adreno.LayoutTransform()),
-        dl.ApplyDefaultSchedule(dl.adreno.Fallback()),
-        dl.ApplyDefaultSchedule(dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()),
-    ]
+    """The scheduling passes (they need the target entered, as the rules read it)."""
+    return [ScheduleKernels(RULES)]
+
+
+__all__ = ["KernelScheduleError", "RULES", "ScheduleKernels", "schedule_kernel", "schedule_passes"]

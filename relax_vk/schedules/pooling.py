@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import tvm
 from tvm import s_tir, tirx
 
 THREADS = 64
@@ -60,18 +59,3 @@ def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.vectorize(loops[4])
     sch.compute_at(red, tx)
     return sch.mod["main"].with_attrs(func.attrs).with_attr("tirx.is_scheduled", True)
-
-
-def SchedulePools() -> tvm.transform.Pass:
-    """Schedule every NCHW4c pooling PrimFunc (see the module docstring)."""
-
-    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        out = mod.clone()
-        for gvar, func in mod.functions_items():
-            if isinstance(func, tirx.PrimFunc) and not (func.attrs is not None and "tirx.is_scheduled" in func.attrs):
-                scheduled = schedule_pool(func)
-                if scheduled is not None:
-                    out[gvar] = scheduled
-        return out
-
-    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.SchedulePools")

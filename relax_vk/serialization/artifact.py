@@ -31,6 +31,8 @@ from typing import Dict, List
 
 import numpy as np
 
+from ..core.errors import UnsupportedError
+
 MAGIC = b"RELAXVK\0"
 VERSION = 1
 ALIGN = 16
@@ -40,7 +42,7 @@ SECTIONS = ("program", "source", "constants")
 HEADER_SIZE = _HEADER.size + _SECTION.size * len(SECTIONS)
 
 
-class ArtifactError(ValueError):
+class ArtifactError(UnsupportedError):
     """A file is not a valid relax_vk artifact (truncated, corrupted, wrong version, ...)."""
 
 

@@ -24,14 +24,15 @@ import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
 
-from .artifact import Artifact
+from ..core.errors import RelaxVKError
 from ..core.ir_utils import tensor_scope
 from ..core.scope import static_shape
+from .artifact import Artifact
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
 
-class ExportError(ValueError):
+class ExportError(RelaxVKError, ValueError):
     """The compiled module cannot be described as a portable program."""
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
+from ...core.errors import RelaxVKError
 from .helpers import HELPERS, MATH_FUNCTIONS
 
 TEXTURE_PREFIX = "global.texture"
@@ -79,7 +80,7 @@ _RESERVED = set(
 )
 
 
-class WGSLEmitError(ValueError):
+class WGSLEmitError(RelaxVKError, ValueError):
     """A device kernel uses something the WGSL emitter cannot translate exactly."""
 
 

@@ -17,12 +17,9 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ...core.errors import RelaxVKError
 from ...core.ir_utils import ops_in
-from ...legalize.conv2d import legalize_conv2d_nchw4c
-from ...legalize.elementwise import MISSING_LEGALIZERS
-from ...legalize.layout_transform import legalize_layout_transform
-
-OWN = {"relax.layout_transform": legalize_layout_transform, **MISSING_LEGALIZERS}
+from ...legalize import LEGALIZE_MAP
 
 
 def _vdevices(ty):
@@ -43,7 +40,7 @@ def _same(a, b) -> bool:
     return str(a.memory_scope) == str(b.memory_scope) and a.target.kind.name == b.target.kind.name
 
 
-class ScopeLostError(RuntimeError):
+class ScopeLostError(RelaxVKError, RuntimeError):
     """A legalizer dropped the VDevice of a call in a way that cannot be repaired."""
 
 
@@ -78,10 +75,7 @@ def legalize_map(mod: tvm.IRModule) -> dict:
     """The ``LegalizeOps`` customisation map for every op in ``mod``."""
     custom = {}
     for name in ops_in(mod):
-        if name == "relax.nn.conv2d":
-            custom[name] = keep_vdevice(name, legalize_conv2d_nchw4c)
-            continue
-        legalize = OWN.get(name) or tvm.ir.Op.get(name).get_attr("FLegalize")
+        legalize = LEGALIZE_MAP.get(name) or tvm.ir.Op.get(name).get_attr("FLegalize")
         if legalize is not None:
             custom[name] = keep_vdevice(name, legalize)
     return custom

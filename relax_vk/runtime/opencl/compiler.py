@@ -12,15 +12,17 @@ from __future__ import annotations
 import re
 from typing import List
 
+from ...core.errors import RelaxVKError
+
 _PROBE = "__kernel void relax_vk_probe(__write_only image2d_array_t img) { write_imagef(img, (int4)(0, 0, 0, 0), (float4)(1.0f)); }"
 _KERNEL_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-class OpenCLUnavailable(RuntimeError):
+class OpenCLUnavailable(RelaxVKError, RuntimeError):
     """No usable OpenCL device (pyopencl missing, no platform, or no working compiler)."""
 
 
-class OpenCLBuildError(RuntimeError):
+class OpenCLBuildError(RelaxVKError, RuntimeError):
     """``clBuildProgram`` rejected a program; the message holds the build log."""
 
     def __init__(self, device: str, log: str, source: str):

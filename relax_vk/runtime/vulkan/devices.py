@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
+from ...core.errors import RelaxVKError
+
 LIMIT_KEYS = (
     "max-texture-dimension-2d",
     "max-texture-array-layers",
@@ -26,7 +28,7 @@ LIMIT_KEYS = (
 )
 
 
-class VulkanUnavailable(RuntimeError):
+class VulkanUnavailable(RelaxVKError, RuntimeError):
     """No usable Vulkan adapter (or wgpu is not installed)."""
 
 

@@ -22,15 +22,16 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from ...core.errors import RelaxVKError
 from ...serialization.artifact import Artifact
 from ..session import DeviceLimitError, Session, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
-
-MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
 
+MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
 
-class ShaderError(RuntimeError):
+
+class ShaderError(RelaxVKError, RuntimeError):
     """The device rejected a WGSL shader; the message holds the error and the numbered shader."""
 
     def __init__(self, kernel: str, error: str, source: str):

@@ -1,0 +1,78 @@
+"""Structural questions the scheduling driver asks before trusting a rule with a kernel.
+
+Two upstream defects found by relax_vk's differential fuzzer decide what is asked:
+
+* **trivial reductions.** dlight's ``normalize_prim_func`` drops unit loops, so a reduction whose
+  reduce axes all have extent 1 (a 1x1 conv with one input channel per group, a mean over a 1x1
+  map) becomes a block with spatial iter vars and an ``init``; ``reverse_compute_inline`` then folds
+  a following bias add into *both* the init and the update, counting it twice. Kernels with such a
+  block go straight to the safe schedule (:func:`has_trivial_reduction`).
+* **windowed reductions.** dlight's ``gpu.Reduction`` / ``GeneralReduction`` rules rfactor the
+  reduction and write results through a local array whose index runs past its extent when the
+  reduction reads its input through a window (``y + ry``, ``c // m + rc``: grouped and dilated
+  convs, pools): wrong numbers. They are only given kernels whose reductions read every buffer
+  with plain iter vars or constants (:func:`reductions_are_plain`): row sums, means, softmax,
+  norms, matmuls.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+
+
+def _blocks(func: tirx.PrimFunc) -> list:
+    found = []
+
+    def visit(node):
+        if isinstance(node, s_tir.SBlockRealize):
+            if node.block.name_hint != "root":
+                found.append(node.block)
+            visit(node.block.body)
+            return
+        for child in _children(node):
+            visit(child)
+
+    visit(func.body)
+    return found
+
+
+def _children(node) -> list:
+    seq = getattr(node, "seq", None)
+    if seq is not None:
+        return list(seq)
+    out = []
+    for attr in ("body", "then_case", "else_case"):
+        child = getattr(node, attr, None)
+        if isinstance(child, tirx.Stmt):
+            out.append(child)
+    return out
+
+
+def _is_reduction(block) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+
+
+def has_trivial_reduction(func: tirx.PrimFunc) -> bool:
+    """Whether a reduction block of ``func`` reduces only over extent-1 axes."""
+    for block in _blocks(func):
+        reduce = [iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
+        if reduce and all(int(getattr(iv.dom.extent, "value", 0)) == 1 for iv in reduce):
+            return True
+    return False
+
+
+def reductions_are_plain(func: tirx.PrimFunc) -> bool:
+    """Whether every reduction block of ``func`` reads each buffer with indices that are single
+    iter vars or constants (no windows, no index arithmetic)."""
+    for block in _blocks(func):
+        if not _is_reduction(block):
+            continue
+        ivs = [iv.var for iv in block.iter_vars]
+        for region in block.reads:
+            for rng in region.region:
+                index = rng.min
+                if isinstance(index, tirx.IntImm):
+                    continue
+                if not (isinstance(index, tirx.Var) and any(index.same_as(v) for v in ivs)):
+                    return False
+    return True

@@ -1,0 +1,174 @@
+"""The safe schedule: every kernel gets one, whatever its blocks are.
+
+It is what the scheduling driver falls back to when no rule gives a kernel that passes
+:func:`~relax_vk.schedules.verify.kernel_problems` (a conv whose fused epilogue the adreno rule
+leaves unbound, a reduction no rule recognises, ...). It is simple, not fast:
+
+1. every spatial block that is not an output is inlined into its consumers when possible (pads
+   fold into the reads of the op after them; epilogue chains collapse);
+2. every remaining block gets its own launch: its spatial loops are fused and split over
+   ``blockIdx.x``/``threadIdx.x`` (a second grid axis when one would exceed 65,535 groups), its
+   reduction loops run serially inside the thread;
+3. a block that writes a texture keeps the 4-lane texel loop innermost and vectorized (texture
+   stores write whole texels); a reduction that writes a texture accumulates in a per-thread local
+   buffer, written back texel by texel.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from tvm import s_tir, tirx
+
+MAX_GROUPS = 65535  # per grid dimension (Vulkan's guaranteed minimum, and OpenCL-safe)
+
+
+def _is_texture(buffer) -> bool:
+    return str(buffer.scope()).startswith("global.texture")
+
+
+def _realize(sch: s_tir.Schedule, block):
+    from tvm_ffi import get_global_func
+
+    return get_global_func("s_tir.schedule.GetSBlockRealize")(sch, block)
+
+
+def _loop_kinds(sch: s_tir.Schedule, block) -> List[str]:
+    """Per loop of ``block``: ``"S"`` (feeds only spatial iter vars), ``"R"`` (only reduction ones)
+    or ``"O"`` (both, or something else)."""
+    realize = _realize(sch, block)
+    ivs = list(realize.block.iter_vars)
+    kinds = []
+    from ..core.ir_utils import tir_uses_any
+
+    for loop in sch.get_loops(block):
+        var = sch.get(loop).loop_var
+        users = [iv for iv, value in zip(ivs, realize.iter_values) if tir_uses_any(value, [var])]
+        types = {iv.iter_type for iv in users}
+        if types == {tirx.IterVar.DataPar} or not types:
+            kinds.append("S")
+        elif types == {tirx.IterVar.CommReduce}:
+            kinds.append("R")
+        else:
+            kinds.append("O")
+    return kinds
+
+
+def _lane_loop(sch: s_tir.Schedule, block) -> Optional[object]:
+    """The loop that walks the texel lanes of the texture ``block`` writes (None if none)."""
+    from ..core.ir_utils import tir_uses_any
+
+    realize = _realize(sch, block)
+    stmt = realize.block
+    textures = [w for w in stmt.writes if _is_texture(w.source)]
+    if not textures:
+        return None
+    last = textures[0].region[-1].min
+    ivs = [iv.var for iv in stmt.iter_vars]
+    lane_ivs = [iv for iv in ivs if tir_uses_any(last, [iv])]
+    values = [value for iv, value in zip(ivs, realize.iter_values) if any(iv.same_as(v) for v in lane_ivs)]
+    for loop in sch.get_loops(block):
+        var = sch.get(loop).loop_var
+        if any(tir_uses_any(v, [var]) for v in values) and int(getattr(sch.get(loop).extent, "value", 0)) == 4:
+            return loop
+    return None
+
+
+def _is_spatial(sch: s_tir.Schedule, block) -> bool:
+    return all(iv.iter_type == tirx.IterVar.DataPar for iv in sch.get(block).iter_vars)
+
+
+def _writes_output(sch: s_tir.Schedule, block, outputs) -> bool:
+    return any(any(w.source.same_as(o) for o in outputs) for w in sch.get(block).writes)
+
+
+def _bind(sch: s_tir.Schedule, loops: list, threads: int):
+    """Fuse ``loops`` and spread them over blockIdx (x, then y past the group limit) and
+    threadIdx.x; returns the thread loop."""
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    extent = int(getattr(sch.get(fused).extent, "value", 0)) or threads
+    threads = max(1, min(threads, extent))
+    groups = -(-extent // threads)
+    if groups <= MAX_GROUPS:
+        bx, tx = sch.split(fused, [None, threads])
+        sch.bind(bx, "blockIdx.x")
+    else:
+        by, bx, tx = sch.split(fused, [None, MAX_GROUPS, threads])
+        sch.bind(by, "blockIdx.y")
+        sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return tx
+
+
+def _schedule_block(sch: s_tir.Schedule, block, threads: int) -> None:
+    lane = _lane_loop(sch, block)
+    reduction = not _is_spatial(sch, block)
+    if lane is not None and reduction:
+        # accumulate in registers, write whole texels: the write-back block owns the threads
+        write_back = sch.cache_write(block, 0, "local")
+        tx = _schedule_spatial(sch, write_back, threads)
+        sch.compute_at(block, tx)
+        return tx
+    return _schedule_spatial(sch, block, threads)
+
+
+def _schedule_spatial(sch: s_tir.Schedule, block, threads: int):
+    loops = sch.get_loops(block)
+    if not loops:
+        loops = [sch.add_unit_loop(block)]
+    kinds = _loop_kinds(sch, block)
+    lane = _lane_loop(sch, block)
+    lane_stmt = sch.get(lane) if lane is not None else None
+    spatial = [lp for lp, k in zip(loops, kinds) if k == "S" and (lane_stmt is None or not sch.get(lp).same_as(lane_stmt))]
+    inner = [lp for lp, k in zip(loops, kinds) if k != "S"]
+    order = spatial + ([lane] if lane is not None else []) + inner
+    if len(order) > 1:
+        sch.reorder(*order)
+    if not spatial:
+        spatial = [sch.add_unit_loop(block)] if lane is None else [sch.add_unit_loop(lane)]
+    tx = _bind(sch, spatial, threads)
+    if lane is not None:
+        sch.vectorize(lane)
+    return tx
+
+
+def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
+    """``func`` scheduled by the safe schedule (module docstring). Top-level blocks with nested
+    blocks (adaptive pools with uneven windows) get their outer spatial loops bound; what is nested
+    runs inside the thread as it is."""
+    sch = s_tir.Schedule(func)
+    root = sch.get_sblock("root")
+    outputs = list(func.params)  # blocks write parameters only when they are the kernel's outputs
+    changed = True
+    while changed:
+        changed = False
+        for block in sch.get_child_blocks(root):
+            if _writes_output(sch, block, outputs) or not _is_spatial(sch, block):
+                continue
+            try:
+                sch.compute_inline(block)
+            except Exception:  # not inlinable (e.g. read by an output in another shape): keep it
+                continue
+            changed = True
+            break
+    placed = set()
+    for block in reversed(sch.get_child_blocks(root)):  # consumers first
+        name = sch.get(block).name_hint
+        if name in placed:
+            continue
+        tx = _schedule_block(sch, block, threads)
+        placed.add(name)
+        # a reduction read only by this block computes per thread, in registers (no workspace)
+        for producer in sch.get_producers(block):
+            pname = sch.get(producer).name_hint
+            if pname in placed or _is_spatial(sch, producer) or _writes_output(sch, producer, outputs):
+                continue
+            if len(sch.get_consumers(producer)) != 1 or tx is None:
+                continue
+            try:
+                sch.compute_at(producer, tx)
+                sch.set_scope(producer, 0, "local")
+            except Exception:  # not placeable under this thread (e.g. reads another layout): own launch
+                continue
+            placed.add(pname)
+    return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
