@@ -3,20 +3,25 @@
 TVM 0.27's adreno TIR pipeline returns one pass, but ``tirx.build`` unpacks
 ``(pipeline, finalize_host, finalize_device)`` and fails with "cannot unpack non-iterable
 ModulePass object"; the generic ``s_tir`` pipeline never runs ``TextureFlatten`` and emits OpenCL
-that does pointer arithmetic on images. This pipeline runs ``TextureFlatten`` first and
-``InjectTextureAlloc`` after ``LowerOpaqueBlock`` (TVM's adreno lowering) with the ``s_tir``
-finalisation passes, and is registered as ``"relax_vk.texture"``::
+that does pointer arithmetic on images. This pipeline is TVM's adreno lowering (``TextureFlatten``
+first, ``InjectTextureAlloc`` after ``LowerOpaqueBlock``) with two relax_vk passes in it --
+:class:`~relax_vk.codegen.launch_grid.FoldLaunchGrid` just before ``SplitHostDevice`` (no grid axis
+over the workgroup limit) and the texel-store repair first among the device finalisation passes --
+and the ``s_tir`` finalisation passes. It is registered as ``"relax_vk.texture"``::
 
     tvm.compile(mod, target, relax_pipeline=relax_vk.get_pipeline(target), tir_pipeline="relax_vk.texture")
 """
 
 from __future__ import annotations
 
+from typing import List
+
 import tvm
+from tvm import s_tir, tirx
 from tvm.s_tir import pipeline as s_tir_pipeline
-from tvm.s_tir.backend.adreno import pipeline as adreno_pipeline
 from tvm.tirx import compilation_pipeline
 
+from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores
 
 NAME = "relax_vk.texture"
@@ -28,10 +33,80 @@ def _finalize_device_passes():
     return tvm.transform.Sequential([RepairTextureStores(), s_tir_pipeline.finalize_device_passes()])
 
 
+def lowering_passes(config) -> List[tvm.transform.Pass]:
+    """The lowering passes: those of TVM 0.27's adreno pipeline
+    (``tvm/s_tir/backend/adreno/pipeline.py``), in its order and with its configuration switches,
+    plus :class:`FoldLaunchGrid` right before ``SplitHostDevice``."""
+    passes = [
+        s_tir.backend.adreno.transform.TextureFlatten(),
+        s_tir.transform.CanonicalizeLoop(),
+        s_tir.transform.LowerCrossThreadReduction(),
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.LiftThreadBinding(),
+        s_tir.transform.ManifestSharedMemoryLocalStage(),
+        s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerAutoCopy(),
+        s_tir.transform.UnifyThreadBinding(),
+        s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.StmtSimplify(),
+        s_tir.transform.InjectPermutedLayout(),
+        s_tir.transform.AnnotateIrregularLoop(),
+        s_tir.transform.InjectSoftwarePipeline(),
+        s_tir.transform.TransformMmaBufferLayout(),
+        s_tir.transform.LowerOpaqueBlock(),
+        s_tir.backend.adreno.transform.InjectTextureAlloc(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        s_tir.transform.LoopPartition(),
+        tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
+        s_tir.transform.InjectVirtualThread(),
+        s_tir.transform.InjectDoubleBuffer(),
+    ]
+    if not bool(config.get("tirx.disable_storage_rewrite", False)):
+        passes.append(tirx.transform.StorageRewrite())
+    passes += [
+        s_tir.transform.HoistIfThenElse(),
+        tirx.transform.UnrollLoop(),
+        s_tir.transform.RenormalizeSplitPattern(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveNoOp(),
+        s_tir.transform.RewriteUnsafeSelect(),
+    ]
+    if not bool(config.get("tirx.disable_cse_tir", False)):
+        passes.append(tirx.transform.CommonSubexprElim())
+    passes += [
+        tirx.transform.FP8ComputeLegalize(),
+        s_tir.transform.VerifyVTCMLimit(),
+        s_tir.transform.LowerVtcmAlloc(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        s_tir.transform.ThreadSync("shared"),
+        s_tir.transform.ThreadSync("shared.dyn"),
+        s_tir.transform.ThreadSync("warp"),
+        s_tir.transform.InferFragment(),
+        s_tir.transform.LowerThreadAllreduce(),
+        s_tir.transform.MergeSharedMemoryAllocations(),
+        FoldLaunchGrid(),
+        tirx.transform.SplitHostDevice(),
+        tirx.transform.MakePackedAPI(),
+        tirx.transform.FP8StorageLegalize(),
+        tirx.transform.BF16StorageLegalize(),
+    ]
+    return passes
+
+
+@tvm.transform.module_pass(opt_level=0, name="relax_vk.texture_lowering")
+def _lowering(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    return tvm.transform.Sequential(lowering_passes(tvm.transform.PassContext.current().config))(mod)
+
+
 def texture_tir_pipeline(**_kwargs):
     """``(pipeline, finalize_host, finalize_device)`` for texture kernels."""
     return (
-        adreno_pipeline.default_tir_pipeline(),
+        _lowering,
         s_tir_pipeline.finalize_host_passes,
         _finalize_device_passes,
     )

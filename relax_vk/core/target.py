@@ -104,6 +104,28 @@ def texture_limits(target: tvm.target.Target, override: Optional[TextureLimits] 
     )
 
 
+#: workgroups per grid dimension every Vulkan device supports (maxComputeWorkGroupCount); OpenCL
+#: has no such limit, so kernels for either API are folded to it unless the target says otherwise
+DEFAULT_MAX_WORKGROUPS = 65535
+
+
+def _attr_or_key(target: tvm.target.Target, name: str) -> Optional[int]:
+    """A limit carried as a target attribute or as a ``name=N`` target key (Vulkan targets)."""
+    if name in target.attrs:
+        return int(target.attrs[name])
+    for key in target.keys:
+        key_name, _, value = str(key).partition("=")
+        if key_name == name and value:
+            return int(value)
+    return None
+
+
+def workgroup_limit(target: tvm.target.Target) -> int:
+    """Workgroups per grid dimension kernels for ``target`` may launch."""
+    found = _attr_or_key(target, "max_workgroups")
+    return found if found is not None else DEFAULT_MAX_WORKGROUPS
+
+
 def check_kind(target: tvm.target.Target) -> str:
     """The target's kind name, refusing kinds relax_vk does not scope for."""
     kind = target.kind.name

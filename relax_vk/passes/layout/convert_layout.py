@@ -328,7 +328,9 @@ class _Packer(relax.PyExprMutator):
         packed_data = self._source(data) or self._pack(data, layout=data_layout)
         if packed_data is None:
             return None
-        padded_in = _ceil4(cin) if groups == 1 else None
+        # a plain conv pads its weight's input channels with zeros; a depthwise one has one input
+        # channel per group (a 1-channel conv with groups = 1 is depthwise too)
+        padded_in = _ceil4(cin) if groups == 1 and not depthwise else None
         if isinstance(weight, GenericConst):
             array = weight.value.numpy()
             array = array.transpose(to_oihw) if to_oihw else array

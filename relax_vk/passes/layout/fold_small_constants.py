@@ -47,6 +47,20 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.squeeze": lambda call, a: np.squeeze(a[0], None if call.attrs.axis is None else tuple(_ints(call.attrs.axis))),
     "relax.permute_dims": lambda call, a: np.transpose(a[0], None if call.attrs.axes is None else _ints(call.attrs.axes)),
     "relax.astype": lambda call, a: a[0].astype(str(call.attrs.dtype)),
+    # what ONNX importers wrap around constant bounds (Clip's min/max: where(isnan(c), -inf, c))
+    "relax.isnan": _unary(np.isnan),
+    "relax.isinf": _unary(np.isinf),
+    "relax.isfinite": _unary(np.isfinite),
+    "relax.logical_not": _unary(np.logical_not),
+    "relax.where": lambda call, a: np.where(a[0], a[1], a[2]),
+    "relax.less": _binary(np.less),
+    "relax.less_equal": _binary(np.less_equal),
+    "relax.greater": _binary(np.greater),
+    "relax.greater_equal": _binary(np.greater_equal),
+    "relax.equal": _binary(np.equal),
+    "relax.not_equal": _binary(np.not_equal),
+    "relax.floor": _unary(np.floor),
+    "relax.ceil": _unary(np.ceil),
 }
 
 

@@ -17,9 +17,8 @@ import tvm
 from tvm import relax
 
 from ...core.ir_utils import ops_in
-from ...legalize.elementwise import MISSING_LEGALIZERS
-from ...legalize.layout_transform import legalize_layout_transform
 from ...core.registry import SOURCE_OP_ATTR, OpRegistry, default_registry
+from ...legalize import LEGALIZE_MAP
 
 
 def _tagging_legalizer(op_name: str, legalize):
@@ -42,10 +41,6 @@ def _tagging_legalizer(op_name: str, legalize):
     return legalize_and_tag
 
 
-#: relax_vk's legalizers that replace or complete TVM's at this stage
-OWN_LEGALIZERS = {"relax.layout_transform": legalize_layout_transform, **MISSING_LEGALIZERS}
-
-
 def PartialLegalize(registry: Optional[OpRegistry] = None) -> tvm.transform.Pass:
     """Legalize all but the ops kept for scoping, then annotate op patterns (module docstring)."""
 
@@ -54,7 +49,7 @@ def PartialLegalize(registry: Optional[OpRegistry] = None) -> tvm.transform.Pass
         skip = reg.keep_for_scoping()
         custom = {}
         for name in ops_in(mod) - set(skip):
-            legalize = OWN_LEGALIZERS.get(name) or tvm.ir.Op.get(name).get_attr("FLegalize")
+            legalize = LEGALIZE_MAP.get(name) or tvm.ir.Op.get(name).get_attr("FLegalize")
             if legalize is not None:
                 custom[name] = _tagging_legalizer(name, legalize)
         seq = tvm.transform.Sequential(
