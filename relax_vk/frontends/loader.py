@@ -4,16 +4,22 @@
 from __future__ import annotations
 
 import os
-from typing import Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 import tvm
 
+from ..core.errors import UnsupportedError
 from .errors import ModelLoadError
 
 
-def load_model(spec: str) -> Tuple[tvm.IRModule, dict]:
+def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = None) -> Tuple[tvm.IRModule, dict]:
     """``(Relax module, source description)`` for a model name or file; the description (e.g.
-    ``{"zoo": "resnet18"}``) lets a runtime rebuild a CPU reference for it."""
+    ``{"zoo": "resnet18"}``, ``{"onnx": path, "input_shapes": {...}}``) lets a runtime rebuild a CPU
+    reference for it. ``input_shapes`` fixes an ONNX model's symbolic input dimensions."""
+    from ..zoo.packaged import PACKAGED, packaged_model_path
+
+    if input_shapes and not (spec.endswith(".onnx") or spec in PACKAGED):
+        raise UnsupportedError(f"{spec}: --input-shape applies to ONNX models (the others have static shapes)")
     from ..models import EXAMPLES, build_example
     from ..zoo import ZOO
 
@@ -24,20 +30,29 @@ def load_model(spec: str) -> Tuple[tvm.IRModule, dict]:
             raise ModelLoadError(f"{spec}: no such file")
         from .onnx import from_onnx
 
-        return from_onnx(spec), {"onnx": os.path.abspath(spec)}
+        source = {"onnx": os.path.abspath(spec)}
+        if input_shapes:
+            source["input_shapes"] = {name: [int(d) for d in shape] for name, shape in input_shapes.items()}
+        return from_onnx(spec, input_shapes), source
     if spec.endswith(".pt2"):
         if not os.path.exists(spec):
             raise ModelLoadError(f"{spec}: no such file")
         from .torch import load_pt2
 
         return load_pt2(spec), {"pt2": os.path.abspath(spec)}
+    if spec in PACKAGED:
+        from .onnx import from_onnx
+
+        shapes = dict(PACKAGED[spec].input_shapes)
+        shapes.update(input_shapes or {})
+        return from_onnx(packaged_model_path(spec), shapes), {"packaged": spec, "input_shapes": {k: list(v) for k, v in shapes.items()}}
     if spec in ZOO:
         from ..zoo import build_zoo_model
         from .torch import from_torch
 
         model, example = build_zoo_model(spec)
         return from_torch(model, (example,)), {"zoo": spec}
-    raise ValueError(
+    raise UnsupportedError(
         f"unknown model {spec!r}; use a built-in example ({', '.join(sorted(EXAMPLES))}), "
-        f"a zoo model ({', '.join(ZOO)}), or a .onnx / .pt2 file"
+        f"a zoo model ({', '.join(ZOO)}), a packaged model ({', '.join(PACKAGED)}), or a .onnx / .pt2 file"
     )

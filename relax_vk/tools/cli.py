@@ -34,14 +34,20 @@ from typing import List, Optional
 DEFAULT_MODEL = "rfc-conv2d"
 
 
-def _load(name: str):
-    return _load_with_source(name)[0]
+def _input_shapes(args) -> dict:
+    from ..frontends.onnx import parse_input_shape
+
+    return dict(parse_input_shape(text) for text in (getattr(args, "input_shape", None) or []))
 
 
-def _load_with_source(name: str):
+def _load(name: str, args=None):
+    return _load_with_source(name, args)[0]
+
+
+def _load_with_source(name: str, args=None):
     from ..frontends import load_model
 
-    return load_model(name)
+    return load_model(name, _input_shapes(args) if args is not None else None)
 
 
 def _target(args):
@@ -92,12 +98,14 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
         "--registry", choices=("default", "rfc"), default="default",
         help="op registry: relax_vk's default, or the RFC's (layout transforms read buffers)",
     )
+    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                   help="fix a symbolic input dimension of an ONNX model (repeat per input), e.g. x=1,3,224,224")
 
 
 def _scoped(args, model: str):
     from ..pipeline import scope_pipeline
 
-    return scope_pipeline(_target(args), registry=_registry(args), options=_options(args))(_load(model))
+    return scope_pipeline(_target(args), registry=_registry(args), options=_options(args))(_load(model, args))
 
 
 def cmd_plan(args) -> int:
@@ -132,7 +140,7 @@ def cmd_show(args) -> int:
         ("RealizeVDevice", tvm.relax.transform.RealizeVDevice()),
         ("RemoveRedundantAssignments", RemoveRedundantAssignments()),
     ]
-    mod = _load(args.model)
+    mod = _load(args.model, args)
     for title, stage in stages:
         mod = stage(mod)
         print(f"# ===== after {title} =====")
@@ -223,7 +231,7 @@ def _write_atomically(out: str, files) -> None:
 def _compile(args, model: str):
     from ..compiler import build
 
-    mod, source = _load_with_source(model)
+    mod, source = _load_with_source(model, args)
     return build(mod, _target(args), registry=_registry(args), options=_options(args), model=source)
 
 
@@ -271,12 +279,14 @@ def _reference(artifact, inputs):
         import tvm  # noqa: F401
     except ImportError:
         return None, "skipped: TVM is not installed here (the reference runs TVM's llvm target)"
-    spec = source.get("example") or source.get("zoo") or source.get("onnx") or source.get("pt2")
+    spec = source.get("example") or source.get("zoo") or source.get("packaged") or source.get("onnx") or source.get("pt2")
     if not spec:
         return None, "skipped: the artifact does not say which model it was built from"
     from .reference import run_on_cpu
 
-    return run_on_cpu(_load(spec), inputs), ""
+    from ..frontends import load_model
+
+    return run_on_cpu(load_model(spec, source.get("input_shapes"))[0], inputs), ""
 
 
 def cmd_run(args) -> int:
@@ -372,6 +382,10 @@ def cmd_models(_args) -> int:
         print(f"{name:18s} {description}")
     for name, entry in sorted(ZOO.items()):
         print(f"{name:18s} [zoo] {entry.note}")
+    from ..zoo.packaged import PACKAGED
+
+    for name, entry in sorted(PACKAGED.items()):
+        print(f"{name:18s} [{entry.package}] {entry.note}")
     return 0
 
 
