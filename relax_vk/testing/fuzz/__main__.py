@@ -1,0 +1,39 @@
+"""``python -m relax_vk.testing.fuzz``: a differential fuzzing campaign (see :mod:`relax_vk.testing.fuzz`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .campaign import FAILURES, campaign, summary
+
+
+def _seeds(text: str) -> range:
+    lo, _, hi = text.partition(":")
+    return range(int(lo), int(hi)) if hi else range(int(lo), int(lo) + 1)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m relax_vk.testing.fuzz", description="relax_vk's differential fuzzer")
+    p.add_argument("--seeds", default="0:100", help="START:STOP (a range) or one seed")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--front-door", choices=("torch", "onnx", "both"), default="both")
+    p.add_argument("--backend", choices=("opencl", "vulkan", "both"), default="both")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per seed before it counts as a crash")
+    p.add_argument("--no-shrink", action="store_true", help="do not shrink failures")
+    p.add_argument("--out", default=None, help="write every seed's record (JSON lines) here")
+    args = p.parse_args(argv)
+    front = ("torch", "onnx") if args.front_door == "both" else (args.front_door,)
+    back = ("opencl", "vulkan") if args.backend == "both" else (args.backend,)
+    out = open(args.out, "w") if args.out else None
+    try:
+        counts = campaign(_seeds(args.seeds), front, back, args.jobs, args.timeout, not args.no_shrink, out)
+    finally:
+        if out is not None:
+            out.close()
+    print(summary(counts))
+    return 1 if any(counts.get(s, 0) for s in FAILURES) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

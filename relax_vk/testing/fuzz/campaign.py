@@ -1,0 +1,162 @@
+"""A fuzzing campaign: many seeds in worker processes, a summary line, shrunk reproducers.
+
+Workers are long-lived processes (TVM is imported once per worker) fed one seed at a time; a
+worker that dies (a segfault in a driver) or exceeds the per-seed timeout is replaced and its seed
+counted as a crash, so one bad seed never stops a campaign. Failures (miscompile, crash) are
+shrunk (:mod:`.shrink`) and written one JSON object per line, ready to become regression cases
+(``tests/testing/fuzz_regressions.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import queue
+import sys
+import time
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Sequence
+
+from .graph import GraphSpec, random_graph
+from .runner import STATUSES, combinations, run_spec
+from .shrink import shrink
+
+FAILURES = ("miscompile", "crash")
+
+
+def run_seed(seed: int, front_doors: Sequence[str], backends: Sequence[str], do_shrink: bool = True, spec: Optional[GraphSpec] = None) -> dict:
+    """Every run of one seed, the worst status, and a shrunk reproducer for a failure."""
+    spec = spec or random_graph(seed)
+    runs = [run_spec(spec, f, b, opset=o) for f, b, o in combinations(seed, front_doors, backends)]
+    order = {s: i for i, s in enumerate(("miscompile", "crash", "clear-error", "frontend", "ok"))}
+    worst = min(runs, key=lambda r: order[r.status])
+    record = {"seed": seed, "status": worst.status, "runs": [r.to_json() for r in runs], "spec": spec.to_json()}
+    if worst.status in FAILURES and do_shrink:
+        def still_fails(candidate: GraphSpec) -> bool:
+            again = run_spec(candidate, worst.front_door, worst.backend, opset=combinations(seed, front_doors, backends)[0][2])
+            return again.status == worst.status and (worst.status != "crash" or again.detail.split(":")[0] == worst.detail.split(":")[0])
+
+        small = shrink(spec, still_fails)
+        record["shrunk"] = small.to_json()
+        record["reproducer"] = small.describe()
+    return record
+
+
+def _worker(tasks, results, front_doors, backends, do_shrink):
+    import os
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    # TVM, the exporters and the drivers write warnings straight to fd 2; the records keep what
+    # matters (each failure's message and traceback), so the campaign's own output stays readable
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    while True:
+        seed = tasks.get()
+        if seed is None:
+            return
+        results.put(("start", seed, None))
+        try:
+            record = run_seed(seed, front_doors, backends, do_shrink)
+        except Exception as err:  # the harness itself must not stop the campaign
+            record = {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
+        results.put(("done", seed, record))
+
+
+def campaign(
+    seeds: Iterable[int],
+    front_doors: Sequence[str] = ("torch", "onnx"),
+    backends: Sequence[str] = ("opencl", "vulkan"),
+    jobs: int = 2,
+    timeout: float = 600.0,
+    do_shrink: bool = True,
+    out=None,
+    log=sys.stderr,
+) -> Dict[str, int]:
+    """Run ``seeds``; returns the count per status (every status present, zero or not)."""
+    ctx = mp.get_context("spawn")
+    seeds = list(seeds)
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for s in seeds:
+        tasks.put(s)
+
+    def spawn():
+        p = ctx.Process(target=_worker, args=(tasks, results, tuple(front_doors), tuple(backends), do_shrink), daemon=True)
+        p.start()
+        return p
+
+    workers: List = [spawn() for _ in range(max(1, min(jobs, len(seeds))))]
+    running: Dict[int, tuple] = {}  # seed -> (worker pid, start time)
+    counts = Counter({s: 0 for s in STATUSES})
+    done = 0
+    start = time.time()
+
+    def record(rec):
+        nonlocal done
+        done += 1
+        counts[rec["status"]] += 1
+        if out is not None:
+            out.write(json.dumps(rec, sort_keys=True) + "\n")
+            out.flush()
+        if log is not None and rec["status"] in FAILURES:
+            run = next((r for r in rec.get("runs", []) if r["status"] == rec["status"]), {})
+            print(f"seed {rec['seed']}: {rec['status']} [{run.get('front_door')}/{run.get('backend')} {run.get('stage')}] {run.get('detail', rec.get('detail', ''))}", file=log, flush=True)
+
+    while done < len(seeds):
+        try:
+            kind, seed, rec = results.get(timeout=2.0)
+            if kind == "start":
+                running[seed] = time.time()
+            else:
+                running.pop(seed, None)
+                record(rec)
+        except queue.Empty:
+            pass
+        now = time.time()
+        dead = [p for p in workers if not p.is_alive()]
+        overdue = [s for s, t0 in running.items() if now - t0 > timeout]
+        if dead or overdue:
+            # a dead worker took its seed with it; an overdue seed's worker is stuck: replace them
+            for s in overdue:
+                running.pop(s)
+                record({"seed": s, "status": "crash", "runs": [], "detail": f"timeout after {timeout:.0f} s"})
+            if overdue:
+                for p in workers:
+                    p.kill()
+                for s in list(running):  # the other workers' seeds go back in the queue
+                    running.pop(s)
+                    tasks.put(s)
+                workers = [spawn() for _ in workers]
+            else:
+                for p in dead:
+                    workers.remove(p)
+                    lost = [s for s in running]  # which seed died is unknown if several run: re-run them
+                    if len(lost) == 1 or len(workers) == 0:
+                        for s in lost:
+                            running.pop(s)
+                            record({"seed": s, "status": "crash", "runs": [], "detail": f"worker died (exit code {p.exitcode})"})
+                    else:
+                        for s in lost:
+                            running.pop(s)
+                            tasks.put(s)
+                    workers.append(spawn())
+        if log is not None and done and done % 50 == 0 and kind == "done":
+            print(f"... {done}/{len(seeds)} seeds in {time.time() - start:.0f} s", file=log, flush=True)
+    for _ in workers:
+        tasks.put(None)
+    for p in workers:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    return dict(counts)
+
+
+def summary(counts: Dict[str, int]) -> str:
+    """The campaign's one-line result."""
+    total = sum(counts.values())
+    return (
+        f"fuzz: {total} seeds, ok {counts.get('ok', 0)}, miscompile {counts.get('miscompile', 0)}, crash {counts.get('crash', 0)}, "
+        f"clear-error {counts.get('clear-error', 0)}, frontend {counts.get('frontend', 0)}"
+    )

@@ -1,0 +1,148 @@
+"""Run one random graph through a front door, relax_vk and a device, and classify the result.
+
+Outcomes (:data:`STATUSES`):
+
+* ``ok`` -- the device output matches PyTorch eager;
+* ``miscompile`` -- it runs, and its output matches neither PyTorch nor TVM's own llvm build of the
+  imported module (the worst bug: wrong numbers);
+* ``crash`` -- relax_vk (compile, export, load or run) raised anything but a clear error;
+* ``clear-error`` -- relax_vk refused the model with an :class:`~relax_vk.core.errors.UnsupportedError`
+  or :class:`~relax_vk.core.errors.LimitError` that names what it cannot do;
+* ``frontend`` -- ``torch.export``, the ONNX exporter or TVM's frontend failed, or TVM's imported
+  module itself disagrees with PyTorch (relax_vk then matches TVM's llvm reference): not relax_vk's
+  doing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from ...core.errors import LimitError, UnsupportedError
+from .graph import GraphSpec, to_torch
+
+STATUSES = ("ok", "miscompile", "crash", "clear-error", "frontend")
+FRONT_DOORS = ("torch", "onnx")
+BACKENDS = ("opencl", "vulkan")
+DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
+
+
+@dataclass
+class Outcome:
+    status: str
+    front_door: str
+    backend: str
+    detail: str = ""
+    max_err: Optional[float] = None
+    stage: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "front_door": self.front_door, "backend": self.backend, "stage": self.stage,
+                "detail": self.detail, "max_err": self.max_err}  # fmt: skip
+
+
+def close_enough(out: np.ndarray, ref: np.ndarray) -> bool:
+    """Elementwise ``|out - ref| <= 1e-3 * (|ref| + mean|ref|) + 1e-5``: relative to each element
+    and to the tensor's scale, so float32 summation order passes and gross errors never do."""
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if out.shape != ref.shape:
+        return False
+    if not np.all(np.isfinite(out) == np.isfinite(ref)):
+        return False
+    finite = np.isfinite(ref)
+    o, r = out[finite], ref[finite]
+    if r.size == 0:
+        return True
+    return bool(np.all(np.abs(o - r) <= 1e-3 * (np.abs(r) + np.mean(np.abs(r))) + 1e-5))
+
+
+def max_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
+    errs = [float(np.max(np.abs(np.asarray(o, np.float64) - np.asarray(r, np.float64)))) for o, r in zip(outs, refs) if np.shape(o) == np.shape(r)]
+    return max(errs) if errs else float("inf")
+
+
+def _short(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}".strip()
+    return text.splitlines()[0][:400] if "\n" in text else text[:400]
+
+
+def import_model(spec: GraphSpec, front_door: str, opset: int = 17):
+    """``(Relax module, torch module, example input)`` through ``front_door``."""
+    import torch
+
+    from ...frontends import from_onnx, from_torch
+
+    model, example = to_torch(spec)
+    if front_door == "torch":
+        return from_torch(model, (example,)), model, example
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, (example,), path, dynamo=False, opset_version=opset)
+        return from_onnx(path), model, example
+
+
+def run_spec(spec: GraphSpec, front_door: str = "torch", backend: str = "opencl", device: Optional[str] = None, opset: int = 17) -> Outcome:
+    """Run ``spec`` once (see the module docstring for what each outcome means)."""
+    import warnings
+
+    import torch
+
+    import relax_vk
+    from ...runtime import load
+    from ...tools.reference import run_on_cpu
+
+    warnings.filterwarnings("ignore")
+    outcome = lambda status, **kw: Outcome(status, front_door, backend, **kw)  # noqa: E731
+    try:
+        mod, model, example = import_model(spec, front_door, opset)
+        with torch.no_grad():
+            expected = model(example)
+        expected = [e.numpy() for e in (expected if isinstance(expected, tuple) else (expected,))]
+    except Exception as err:  # the exporters and TVM's frontends are not under test
+        return outcome("frontend", stage="import", detail=_short(err))
+    stage = "build"
+    try:
+        compiled = relax_vk.build(mod, target=backend)
+        stage = "export"
+        artifact = compiled.artifact()
+        stage = "load"
+        session = load(artifact, device=device or DEVICES[backend])
+        stage = "run"
+        outputs = session.run([example.numpy()])
+    except (UnsupportedError, LimitError) as err:
+        return outcome("clear-error", stage=stage, detail=_short(err))
+    except Exception as err:
+        return outcome("crash", stage=stage, detail=_short(err), extra={"traceback": traceback.format_exc(limit=6)})
+    if len(outputs) == len(expected) and all(close_enough(o, e) for o, e in zip(outputs, expected)):
+        return outcome("ok", max_err=max_error(outputs, expected))
+    err = max_error(outputs, expected)
+    try:
+        reference = run_on_cpu(mod, [example.numpy()])
+    except Exception as ref_err:  # TVM cannot even run its own import on the CPU
+        return outcome("frontend", stage="reference", detail=_short(ref_err), max_err=err)
+    matches_tvm = len(reference) == len(outputs) and all(close_enough(o, r) for o, r in zip(outputs, reference))
+    tvm_matches_torch = len(reference) == len(expected) and all(close_enough(r, e) for r, e in zip(reference, expected))
+    if matches_tvm and not tvm_matches_torch:
+        return outcome("frontend", stage="compare", detail="TVM's import disagrees with PyTorch; relax_vk matches TVM llvm", max_err=err)
+    return outcome("miscompile", stage="compare", detail=f"max abs error {err:.3g} vs PyTorch", max_err=err)
+
+
+def combinations(seed: int, front_doors: Sequence[str], backends: Sequence[str]) -> List[tuple]:
+    """The (front door, backend, opset) runs of one seed. With more than one of each, a seed runs
+    one combination chosen from it (all combinations are covered across seeds); a single front
+    door or backend runs as given."""
+    import random
+
+    rng = random.Random(seed * 7919 + 1)
+    opset = rng.choice((11, 12, 13, 15, 17))
+    pairs = [(f, b) for f in front_doors for b in backends]
+    if len(pairs) > 1:
+        pairs = [pairs[seed % len(pairs)]]
+    return [(f, b, opset) for f, b in pairs]
