@@ -8,8 +8,9 @@ from typing import Dict, Tuple
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """One zoo model: the ``torch.nn`` class that builds it (in :mod:`relax_vk.zoo.models`), its
-    example input shape and a one-line note."""
+    """One zoo model: the ``torch.nn`` class that builds it (defined in :mod:`relax_vk.zoo.models`
+    or a family module beside it, and importable from :mod:`relax_vk.zoo.models`), its example
+    input shape and a one-line note."""
 
     architecture: str
     input_shape: Tuple[int, ...]
@@ -22,4 +23,13 @@ ZOO: Dict[str, ZooEntry] = {
     "vit_small": ZooEntry("SmallViT", (1, 3, 64, 64), "ViT: 16x16 patch conv, 4 blocks, dim 192, 3 heads, input 64x64 (16 tokens)"),
     "unet_small": ZooEntry("SmallUNet", (1, 4, 64, 64), "UNet: two down/up levels, concat skips, nearest upsampling, input 64x64"),
     "rgb_stem": ZooEntry("RGBStem", (1, 3, 64, 64), "3-channel stem conv, then convs, 2-channel head, input 64x64"),
+    "mobilenet_v3": ZooEntry("MobileNetV3Small", (1, 3, 64, 64), "MobileNetV3-Small width 0.5: SE with hard-sigmoid gate, hardswish, 3x3/5x5 depthwise, input 64x64"),
+    "efficientnet": ZooEntry("EfficientNetB0", (1, 3, 64, 64), "EfficientNet-B0 width 0.25, depth 0.5: MBConv, SE (SiLU, sigmoid gate), SiLU, input 64x64"),
+    "densenet": ZooEntry("DenseNet", (1, 3, 64, 64), "DenseNet-BC growth 12, blocks 4-4-4: concatenated features, 1x1 conv + avg pool transitions, input 64x64"),
+    "inception": ZooEntry("Inception", (1, 3, 64, 64), "Inception-v3 style quarter width: parallel branches, 1x7/7x1 convs, avg/max pool branches, input 64x64"),
+    "shufflenet_v2": ZooEntry("ShuffleNetV2", (1, 3, 64, 64), "ShuffleNetV2 0.5x, units 2-3-2: channel split, depthwise, channel shuffle (5-D transpose), input 64x64"),
+    "squeezenet": ZooEntry("SqueezeNet", (1, 3, 60, 60), "SqueezeNet 1.1 quarter width: fire modules, ceil-mode max pools (60x60 makes one round up), conv classifier"),
+    "resnext": ZooEntry("ResNeXt", (1, 3, 64, 64), "ResNeXt/RegNet-style bottlenecks, grouped 3x3 with group widths 4, 6, 5, 8, input 64x64"),
+    "convnext": ZooEntry("ConvNeXt", (1, 3, 64, 64), "ConvNeXt dims 16-64, depths 1-1-2-1: 7x7 depthwise, NHWC LayerNorm + Linear + GELU, layer scale, input 64x64"),
+    "deeplab_aspp": ZooEntry("DeepLabASPP", (1, 3, 64, 64), "DeepLabV3-style: conv backbone, ASPP (dilations 2/4/6, image pooling), bilinear upsample, 5 classes, input 64x64"),
 }

@@ -5,6 +5,13 @@ from __future__ import annotations
 from ..core.extras import require
 from .catalog import ZOO
 
+# the family modules' architectures, found by name (ZooEntry.architecture) like the ones below
+from .classic import DenseNet, Inception, ResNeXt  # noqa: F401
+from .convnext import ConvNeXt  # noqa: F401
+from .layers import ChannelsFirstLayerNorm
+from .mobile import EfficientNetB0, MobileNetV3Small, ShuffleNetV2, SqueezeNet  # noqa: F401
+from .segmentation import DeepLabASPP  # noqa: F401
+
 torch = require("torch", "torch")
 nn = torch.nn
 
@@ -148,6 +155,15 @@ def _randomize_batchnorm(model, generator):
                 m.bias.copy_(torch.randn(m.num_features, generator=generator) * 0.1)
 
 
+def _randomize_layernorm(model, generator):
+    """LayerNorm affine parameters start at 1 and 0, which would hide a LayerNorm that drops them."""
+    for m in model.modules():
+        if isinstance(m, (nn.LayerNorm, ChannelsFirstLayerNorm)):
+            with torch.no_grad():
+                m.weight.copy_(torch.rand(m.weight.shape, generator=generator) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=generator) * 0.1)
+
+
 def build_zoo_model(name: str, seed: int = 0):
     """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``."""
     if name not in ZOO:
@@ -156,6 +172,7 @@ def build_zoo_model(name: str, seed: int = 0):
     torch.manual_seed(seed)
     model = globals()[entry.architecture]()
     _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1))
+    _randomize_layernorm(model, torch.Generator().manual_seed(seed + 3))
     model.eval()
     example = torch.randn(*entry.input_shape, generator=torch.Generator().manual_seed(seed + 2))
     return model, example
