@@ -75,12 +75,14 @@ class CompiledModule:
         return plan(self.lowered)
 
     def artifact(self):
-        """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module."""
+        """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
+        :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits."""
         from .serialization.export import export_program
 
+        limits = _target.target_limits(self.target)
         if self.backend == "vulkan":
-            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders)
-        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model)
+            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits)
+        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits)
 
 
 def export(compiled: CompiledModule, path: str) -> None:

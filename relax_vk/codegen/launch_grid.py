@@ -1,20 +1,22 @@
 """FoldLaunchGrid: no grid dimension longer than the target's workgroup limit.
 
 Vulkan guarantees only 65,535 workgroups per grid dimension (``maxComputeWorkGroupCount``), and a
-schedule may bind a longer loop to ``blockIdx.x`` (a matmul over a 6,625-class vocabulary, an
-average pool over a large map). This pass runs on lowered kernels, just before TVM splits host from
-device code, where each thread binding is an ``AttrStmt(thread_extent)``. A binding of ``N``
-groups to an axis, with ``N`` over the limit ``M``, becomes two bindings on that axis and on a grid
-axis the kernel does not use::
+schedule may bind a longer loop to a ``blockIdx`` axis (a matmul over a 6,625-class vocabulary, an
+average pool over a large map); a cut-down target limit (``max_workgroups``) makes every kernel
+fold. This pass runs on lowered kernels, just before TVM splits host from device code, where each
+thread binding is an ``AttrStmt(thread_extent)``. When a launch binds an axis to more groups than
+the limit ``M``, its grid ``(X, Y, Z)`` is linearised and redistributed over new ``blockIdx``
+bindings of at most ``M`` each::
 
-    blockIdx.y: ceil(N / M) groups
-      blockIdx.x: M groups
-        blockIdx_x_old = blockIdx.y * M + blockIdx.x
-        if blockIdx_x_old < N: <body, unchanged>
+    blockIdx.x: X' groups, blockIdx.y: Y' groups, blockIdx.z: Z' groups   (X' Y' Z' >= X Y Z)
+      <the launch's threadIdx bindings, unchanged>
+        l = (z' * Y' + y') * X' + x'
+        x, y, z = l % X, l / X % Y, l / (X * Y)
+        if l < X * Y * Z: <body, unchanged>
 
-The guard is uniform across a workgroup (it reads only group ids), so kernels with barriers stay
-correct. A kernel with every grid axis in use and one over the limit raises
-:class:`~relax_vk.core.errors.LimitError` naming it.
+The guard reads only group ids, so it is uniform across a workgroup and kernels with barriers
+stay correct; shared-memory declarations stay at kernel scope (OpenCL requires it). Only a grid of
+more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel.
 """
 
 from __future__ import annotations
@@ -26,34 +28,6 @@ from tvm.tirx import stmt as S
 from ..core.errors import LimitError
 
 AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
-
-
-def _block_axes(stmt) -> set:
-    """The blockIdx axes bound anywhere in ``stmt``."""
-    found = set()
-
-    def visit(node):
-        if isinstance(node, S.AttrStmt):
-            if node.attr_key == "thread_extent" and str(node.node.thread_tag).startswith("blockIdx"):
-                found.add(str(node.node.thread_tag))
-            visit(node.body)
-            return
-        for child in _children(node):
-            visit(child)
-
-    visit(stmt)
-    return found
-
-
-def _children(node) -> list:
-    if isinstance(node, S.SeqStmt):
-        return list(node.seq)
-    out = []
-    for attr in ("body", "then_case", "else_case"):
-        child = getattr(node, attr, None)
-        if isinstance(child, S.Stmt):
-            out.append(child)
-    return out
 
 
 def _is_shared_decl(node) -> bool:
@@ -83,25 +57,99 @@ def _pull_shared(node):
     return [], node
 
 
+def _block_attrs(node) -> list:
+    """Every blockIdx binding of one launch (the subtree below its outermost binding)."""
+    found = []
+
+    def visit(n):
+        if isinstance(n, S.AttrStmt):
+            if n.attr_key == "thread_extent" and str(n.node.thread_tag) in AXES:
+                found.append(n)
+            visit(n.body)
+            return
+        if isinstance(n, S.SeqStmt):
+            for c in n.seq:
+                visit(c)
+        elif isinstance(n, S.For):
+            visit(n.body)
+        elif isinstance(n, S.IfThenElse):
+            visit(n.then_case)
+            if n.else_case is not None:
+                visit(n.else_case)
+
+    visit(node)
+    return found
+
+
+def _strip_block_attrs(node):
+    """``node`` with every blockIdx binding replaced by its body (the ids are rebound above)."""
+    if isinstance(node, S.AttrStmt):
+        body = _strip_block_attrs(node.body)
+        if node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
+            return body
+        return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
+    if isinstance(node, S.SeqStmt):
+        seq = [_strip_block_attrs(c) for c in node.seq]
+        return node if all(a.same_as(b) for a, b in zip(seq, node.seq)) else S.SeqStmt(seq)
+    if isinstance(node, S.For):
+        body = _strip_block_attrs(node.body)
+        return node if body.same_as(node.body) else S.For(node.loop_var, node.min, node.extent, node.kind, body, node.thread_binding, node.annotations)
+    if isinstance(node, S.IfThenElse):
+        then_case = _strip_block_attrs(node.then_case)
+        else_case = _strip_block_attrs(node.else_case) if node.else_case is not None else None
+        return S.IfThenElse(node.condition, then_case, else_case)
+    return node
+
+
+def _extent(attr) -> int:
+    value = getattr(attr.value, "value", None)
+    return int(value) if value is not None else -1
+
+
+def _refold(launch, limit: int, name: str):
+    """``launch`` (a kernel's outermost blockIdx binding) with its grid redistributed."""
+    attrs = _block_attrs(launch)
+    tags = [str(a.node.thread_tag) for a in attrs]
+    if len(set(tags)) != len(tags) or any(_extent(a) < 0 for a in attrs):
+        raise LimitError(f"kernel {name}: a grid over the workgroup limit {limit} with symbolic or repeated bindings cannot be folded")
+    blocks = dict(zip(tags, attrs))
+    dims = [(_extent(blocks[a]) if a in blocks else 1) for a in AXES]
+    total = dims[0] * dims[1] * dims[2]
+    new_dims = [min(total, limit)]
+    new_dims.append(min(-(-total // new_dims[0]), limit))
+    new_dims.append(-(-total // (new_dims[0] * new_dims[1])))
+    if new_dims[2] > limit:
+        raise LimitError(f"kernel {name}: a grid of {total} workgroups does not fit {limit}**3 (the workgroup limit per dimension)")
+    dtype = "int32"
+    ids = [tirx.IterVar(tvm.ir.Range(0, n), tirx.Var(f"{axis.replace('.', '_')}_fold", dtype), 1, axis) for axis, n in zip(AXES, new_dims)]
+    used = [iv.var if n > 1 or k == 0 else tirx.const(0, dtype) for k, (iv, n) in enumerate(zip(ids, new_dims))]
+    linear = (used[2] * tirx.const(new_dims[1], dtype) + used[1]) * tirx.const(new_dims[0], dtype) + used[0]
+    index = tirx.Var("block_linear", dtype)
+    binds = [S.Bind(index, linear)]
+    stride = 1
+    for axis, extent in zip(AXES, dims):
+        if axis in blocks:
+            old = blocks[axis].node.var
+            value = tirx.floordiv(index, tirx.const(stride, dtype)) if stride > 1 else index
+            rebound = tirx.floormod(value, tirx.const(extent, dtype))
+            old_dtype = str(old.ty.dtype)
+            binds.append(S.Bind(old, rebound if old_dtype == dtype else tirx.Cast(old_dtype, rebound)))
+        stride *= extent
+    shared, rest = _pull_shared(_strip_block_attrs(launch))
+    body = S.SeqStmt([*shared, *binds, S.IfThenElse(index < tirx.const(total, dtype), rest, None)])
+    for iv, n in reversed(list(zip(ids, new_dims))):
+        if n > 1 or iv is ids[0]:
+            body = S.AttrStmt(iv, "thread_extent", tirx.const(n, "int32"), body)
+    return body
+
+
 def _fold(node, limit: int, name: str):
-    """``node`` with its over-long grid bindings folded (the node itself when nothing changes)."""
-    if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent":
-        tag = str(node.node.thread_tag)
-        extent = getattr(node.value, "value", None)
-        if tag in AXES and extent is not None and int(extent) > limit:
-            free = [a for a in AXES if a not in _block_axes(node)]
-            if not free:
-                raise LimitError(f"kernel {name}: {int(extent)} workgroups along {tag} exceed the limit {limit}, and every grid axis is in use")
-            old = node.node.var
-            dtype = str(old.ty.dtype) if hasattr(old, "ty") else "int32"
-            outer_n = -(-int(extent) // limit)
-            outer = tirx.IterVar(tvm.ir.Range(0, outer_n), tirx.Var(f"{free[0].replace('.', '_')}_fold", dtype), 1, free[0])
-            inner = tirx.IterVar(tvm.ir.Range(0, limit), tirx.Var(f"{tag.replace('.', '_')}_fold", dtype), 1, tag)
-            index = outer.var * tirx.const(limit, dtype) + inner.var
-            shared, rest = _pull_shared(node.body)  # OpenCL: __local declarations stay at kernel scope
-            guarded = S.IfThenElse(old < tirx.const(int(extent), dtype), rest, None)
-            body = S.SeqStmt([*shared, S.Bind(old, index), guarded])
-            return S.AttrStmt(outer, "thread_extent", tirx.const(outer_n, "int32"), S.AttrStmt(inner, "thread_extent", tirx.const(limit, "int32"), body))
+    """``node`` with its over-long grids folded (the node itself when nothing changes)."""
+    if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
+        if any(_extent(a) > limit for a in _block_attrs(node)):
+            return _refold(node, limit, name)
+        return node  # one launch, within the limit
+    if isinstance(node, S.AttrStmt):
         body = _fold(node.body, limit, name)
         return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
     if isinstance(node, S.SeqStmt):

@@ -1,42 +1,77 @@
-"""TVM targets for relax_vk's two GPU APIs, carrying their texture limits.
+"""TVM targets for relax_vk's two GPU APIs, carrying the device's limits.
 
-``opencl()`` defaults to Adreno-like limits (spatial 16384, depth 2048) and the target keys TVM's
-adreno schedules look for; ``vulkan()`` uses the same limits by default, or a wgpu adapter's
-(``vulkan(adapter=...)``). Both accept overrides.
-The scope passes read the limits back with :func:`texture_limits`, so a target built by hand
-with ``texture_spatial_limit`` / ``texture_depth_limit`` attributes works too.
+``opencl()`` and ``vulkan()`` build a target from :class:`~relax_vk.core.limits.DeviceLimits`: the
+defaults, a preset (``limits="adreno7xx"``), a local device's (``device=`` a pyopencl device for
+OpenCL, ``adapter=`` a wgpu adapter for Vulkan), with any field overridden by keyword
+(``spatial_limit``/``depth_limit`` for the image size and layers, ``max_buffer_bytes``,
+``max_alloc_bytes``, ``max_workgroups``, ``memory_bytes``). ``opencl()`` also sets the keys TVM's
+adreno schedules look for.
+
+The limits travel on the target as keys ``NAME=VALUE`` (one per :class:`DeviceLimits` field; TVM's
+dispatch ignores unknown keys) and, for OpenCL, as TVM's own ``texture_spatial_limit`` /
+``texture_depth_limit`` attributes. :func:`target_limits` reads them back, so a target built by hand
+with those attributes works too; :func:`texture_limits` and :func:`workgroup_limit` are its views.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import fields
+from typing import Optional, Union
 
 import tvm
 
+from .limits import DEFAULT, DeviceLimits, from_opencl_device, from_wgpu_adapter, preset
 from .scope import TextureLimits
 
-DEFAULT_LIMITS = TextureLimits(spatial=16384, depth=2048)
+DEFAULT_LIMITS = DEFAULT.textures
 SUPPORTED_KINDS = ("opencl", "vulkan")
+_NUMERIC = tuple(f.name for f in fields(DeviceLimits) if f.name != "source")
+
+LimitsSpec = Union[DeviceLimits, str, None]
 
 
 def _host() -> dict:
     return {"kind": "llvm"}
 
 
+def _resolve_limits(base: LimitsSpec, spatial_limit, depth_limit, **overrides) -> DeviceLimits:
+    limits = preset(base) if isinstance(base, str) else (base or DEFAULT)
+    if spatial_limit is not None:
+        overrides.update(image_width=int(spatial_limit), image_height=int(spatial_limit))
+    if depth_limit is not None:
+        overrides["image_layers"] = int(depth_limit)
+    return limits.with_overrides(**overrides)
+
+
+def _keys(limits: DeviceLimits) -> list:
+    return [f"{name}={getattr(limits, name)}" for name in _NUMERIC]
+
+
 def opencl(
-    spatial_limit: int = DEFAULT_LIMITS.spatial,
-    depth_limit: int = DEFAULT_LIMITS.depth,
+    spatial_limit: Optional[int] = None,
+    depth_limit: Optional[int] = None,
     device: str = "adreno",
+    *,
+    limits: LimitsSpec = None,
+    opencl_device=None,
+    max_buffer_bytes: Optional[int] = None,
+    max_alloc_bytes: Optional[int] = None,
+    max_workgroups: Optional[int] = None,
+    memory_bytes: Optional[int] = None,
 ) -> tvm.target.Target:
-    """An OpenCL target with texture limits (``device`` selects TVM's adreno schedules by default)."""
-    limits = TextureLimits(spatial_limit, depth_limit)
+    """An OpenCL target (``device`` selects TVM's adreno schedules by default) with the limits of
+    ``opencl_device`` (a pyopencl device), else ``limits`` (a :class:`DeviceLimits` or preset
+    name), else the defaults, overridden by the keyword limits given."""
+    base = from_opencl_device(opencl_device) if opencl_device is not None else limits
+    lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
+                          max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
     return tvm.target.Target(
         {
             "kind": "opencl",
             "device": device,
-            "keys": [device, "opencl", "gpu", "texture"],
-            "texture_spatial_limit": limits.spatial,
-            "texture_depth_limit": limits.depth,
+            "keys": [device, "opencl", "gpu", "texture", *_keys(lim)],
+            "texture_spatial_limit": lim.textures.spatial,
+            "texture_depth_limit": lim.textures.depth,
         },
         host=_host(),
     )
@@ -45,85 +80,78 @@ def opencl(
 def adapter_limits(adapter) -> TextureLimits:
     """The texture limits of a wgpu adapter (``relax_vk.runtime.select_adapter``): its max 2D
     texture dimension and max texture array layers."""
-    limits = adapter.limits
-    return TextureLimits(int(limits["max-texture-dimension-2d"]), int(limits["max-texture-array-layers"]))
+    return from_wgpu_adapter(adapter).textures
 
 
 def vulkan(
     spatial_limit: Optional[int] = None,
     depth_limit: Optional[int] = None,
     adapter=None,
+    *,
+    limits: LimitsSpec = None,
+    max_buffer_bytes: Optional[int] = None,
+    max_alloc_bytes: Optional[int] = None,
+    max_workgroups: Optional[int] = None,
+    memory_bytes: Optional[int] = None,
 ) -> tvm.target.Target:
-    """A Vulkan target with texture limits: the ones given, else the ``adapter``'s (a wgpu
-    adapter), else the defaults.
-
-    TVM's vulkan target kind has no texture-limit attributes (only OpenCL's has), so the limits
-    travel as two extra target keys, ``texture_spatial_limit=N`` and ``texture_depth_limit=N``,
-    which :func:`texture_limits` reads back. Extra keys do not affect TVM's dispatch."""
-    base = adapter_limits(adapter) if adapter is not None else DEFAULT_LIMITS
-    limits = TextureLimits(
-        base.spatial if spatial_limit is None else spatial_limit,
-        base.depth if depth_limit is None else depth_limit,
-    )
-    return tvm.target.Target(
-        {
-            "kind": "vulkan",
-            "keys": ["vulkan", "gpu", "texture", f"texture_spatial_limit={limits.spatial}", f"texture_depth_limit={limits.depth}"],
-        },
-        host=_host(),
-    )
+    """A Vulkan target with the limits of ``adapter`` (a wgpu adapter), else ``limits`` (a
+    :class:`DeviceLimits` or preset name), else the defaults, overridden by the keyword limits
+    given. TVM's vulkan target kind has no texture-limit attributes, so every limit travels as a
+    target key (module docstring)."""
+    base = from_wgpu_adapter(adapter) if adapter is not None else limits
+    lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
+                          max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
+    keys = ["vulkan", "gpu", "texture", f"texture_spatial_limit={lim.textures.spatial}", f"texture_depth_limit={lim.textures.depth}", *_keys(lim)]
+    return tvm.target.Target({"kind": "vulkan", "keys": keys}, host=_host())
 
 
-def lowering_target(target: tvm.target.Target) -> tvm.target.Target:
-    """The target kernels are lowered and scheduled under: the target itself for OpenCL; for
-    Vulkan an OpenCL target with the same texture limits, because TVM's texture lowering and
-    adreno schedules are keyed to OpenCL-kind targets (relax_vk emits the Vulkan shaders from the
-    device TIR itself, :mod:`relax_vk.codegen.wgsl`)."""
-    if check_kind(target) == "opencl":
-        return target
-    limits = texture_limits(target)
-    return opencl(limits.spatial, limits.depth)
-
-
-def texture_limits(target: tvm.target.Target, override: Optional[TextureLimits] = None) -> TextureLimits:
-    """The texture limits a target carries (defaults where it carries none)."""
-    if override is not None:
-        return override
+def target_limits(target: tvm.target.Target) -> DeviceLimits:
+    """The :class:`DeviceLimits` a target carries (defaults for what it does not carry)."""
+    found = {}
+    for key in target.keys:
+        name, _, value = str(key).partition("=")
+        if name in _NUMERIC and value:
+            found[name] = int(value)
     attrs = target.attrs
     spatial = attrs.get("texture_spatial_limit") if "texture_spatial_limit" in attrs else None
     depth = attrs.get("texture_depth_limit") if "texture_depth_limit" in attrs else None
-    for key in target.keys:
+    for key in target.keys:  # (targets built before the limits were data carry only these)
         name, _, value = str(key).partition("=")
         if name == "texture_spatial_limit" and value:
             spatial = int(value)
         elif name == "texture_depth_limit" and value:
             depth = int(value)
-    return TextureLimits(
-        int(spatial) if spatial is not None else DEFAULT_LIMITS.spatial,
-        int(depth) if depth is not None else DEFAULT_LIMITS.depth,
-    )
+    limits = DEFAULT.with_overrides(**found)
+    if spatial is not None and "image_width" not in found:
+        limits = limits.with_overrides(image_width=int(spatial), image_height=int(spatial))
+    if depth is not None and "image_layers" not in found:
+        limits = limits.with_overrides(image_layers=int(depth))
+    return limits
+
+
+def lowering_target(target: tvm.target.Target) -> tvm.target.Target:
+    """The target kernels are lowered and scheduled under: the target itself for OpenCL; for
+    Vulkan an OpenCL target with the same limits, because TVM's texture lowering and adreno
+    schedules are keyed to OpenCL-kind targets (relax_vk emits the Vulkan shaders from the device
+    TIR itself, :mod:`relax_vk.codegen.wgsl`)."""
+    if check_kind(target) == "opencl":
+        return target
+    return opencl(limits=target_limits(target))
+
+
+def texture_limits(target: tvm.target.Target, override: Optional[TextureLimits] = None) -> TextureLimits:
+    """The texture limits a target carries (defaults where it carries none)."""
+    return override if override is not None else target_limits(target).textures
 
 
 #: workgroups per grid dimension every Vulkan device supports (maxComputeWorkGroupCount); OpenCL
 #: has no such limit, so kernels for either API are folded to it unless the target says otherwise
-DEFAULT_MAX_WORKGROUPS = 65535
-
-
-def _attr_or_key(target: tvm.target.Target, name: str) -> Optional[int]:
-    """A limit carried as a target attribute or as a ``name=N`` target key (Vulkan targets)."""
-    if name in target.attrs:
-        return int(target.attrs[name])
-    for key in target.keys:
-        key_name, _, value = str(key).partition("=")
-        if key_name == name and value:
-            return int(value)
-    return None
+DEFAULT_MAX_WORKGROUPS = DEFAULT.max_workgroups
 
 
 def workgroup_limit(target: tvm.target.Target) -> int:
     """Workgroups per grid dimension kernels for ``target`` may launch."""
-    found = _attr_or_key(target, "max_workgroups")
-    return found if found is not None else DEFAULT_MAX_WORKGROUPS
+    return target_limits(target).max_workgroups
 
 
 def check_kind(target: tvm.target.Target) -> str:

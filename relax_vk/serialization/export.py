@@ -24,9 +24,11 @@ import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
 
-from ..core.errors import RelaxVKError
+from ..core.errors import LimitError, RelaxVKError
 from ..core.ir_utils import tensor_scope
 from ..core.scope import static_shape
+from ..passes.layout.derive_identifiers import source_name
+from ..passes.layout.edge_dtypes import EDGE_ATTR
 from .artifact import Artifact
 
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -126,8 +128,9 @@ def _launch(call, resolve, name: str) -> dict:
 
 
 class _ProgramBuilder:
-    def __init__(self, host_tir: tvm.IRModule):
+    def __init__(self, host_tir: tvm.IRModule, main: Optional[relax.Function] = None):
         self.host_tir = host_tir
+        self.main = main
         self.tensors: List[dict] = []
         self.steps: List[dict] = []
         self.kernels: Dict[str, dict] = {}
@@ -136,6 +139,7 @@ class _ProgramBuilder:
         self._const_ids: Dict[GenericConst, int] = {}
 
     def add_tensor(self, name: str, ty, kind: str) -> int:
+        name = source_name(self.main, name)  # the model's own name (the code uses a derived one)
         if not isinstance(ty, relax.TensorType) or ty.shape is None:
             raise ExportError(f"{name}: not a tensor with a known shape ({ty})")
         shape = static_shape(ty.shape.values)
@@ -241,6 +245,33 @@ def _attach_shaders(program: dict, shaders: dict) -> str:
     return source
 
 
+def check_fits(program: dict, limits) -> None:
+    """Raise :class:`~relax_vk.core.errors.LimitError` when the program cannot fit a device with
+    ``limits`` (:class:`~relax_vk.core.limits.DeviceLimits`): a buffer larger than one binding or
+    allocation, an image over the image limits, or more memory in total than the device has. Each
+    message names the tensor, its size and the limit (what can be split or re-planned was already)."""
+    total = 0
+    for t in program["tensors"]:
+        total += int(t["bytes"])
+        if t["image"]:
+            w, h, layers = t["image"]
+            if w > limits.image_width or h > limits.image_height or layers > limits.image_layers:
+                raise LimitError(
+                    f"tensor {t['name']} needs a {w}x{h}x{layers} image; the device allows "
+                    f"{limits.image_width}x{limits.image_height}x{limits.image_layers}"
+                )
+            continue
+        if int(t["bytes"]) > limits.max_buffer_bytes:
+            raise LimitError(
+                f"tensor {t['name']} ({t['kind']}, shape {t['shape']}) takes {t['bytes']} bytes, more than one buffer binding "
+                f"of the device ({limits.max_buffer_bytes} bytes); only constant conv/matmul weights are split"
+            )
+    if total > limits.memory_bytes:
+        largest = sorted(program["tensors"], key=lambda t: -int(t["bytes"]))[:3]
+        named = ", ".join(f"{t['name']} ({t['bytes']} bytes)" for t in largest)
+        raise LimitError(f"the model needs {total} bytes of device memory, more than the device's {limits.memory_bytes}; largest tensors: {named}")
+
+
 def export_program(
     lowered: tvm.IRModule,
     host_tir: tvm.IRModule,
@@ -248,11 +279,12 @@ def export_program(
     target_kind: str,
     model: Optional[dict] = None,
     shaders: Optional[dict] = None,
+    limits=None,
 ) -> Artifact:
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``."""
     main = lowered["main"]
-    builder = _ProgramBuilder(host_tir)
+    builder = _ProgramBuilder(host_tir, main)
     inputs = []
     for p in main.params:
         tid = builder.add_tensor(p.name, p.ty, "input")
@@ -265,6 +297,13 @@ def export_program(
     result = body.body
     outs = builder.of_var[result] if isinstance(result, relax.Var) else [builder.tensor_of(f) for f in result.fields]
     outputs = outs if isinstance(outs, list) else [outs]
+    edges = dict(main.attrs[EDGE_ATTR]) if main.attrs is not None and EDGE_ATTR in main.attrs else {}
+    for p, tid in zip(main.params, inputs):  # dtypes converted at the edges (passes.layout.edge_dtypes)
+        if p.name in edges:
+            builder.tensors[tid]["host_dtype"] = str(edges[p.name])
+    for i, tid in enumerate(outputs):
+        if f"<output {i}>" in edges:
+            builder.tensors[tid]["host_dtype"] = str(edges[f"<output {i}>"])
     for tid in outputs:
         if builder.tensors[tid]["scope"] != "global":
             raise ExportError(f"output {builder.tensors[tid]['name']} is a texture; outputs must be buffers")
@@ -280,4 +319,6 @@ def export_program(
     }
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {})
+    if limits is not None:
+        check_fits(program, limits)
     return Artifact(program, source, builder.constants)

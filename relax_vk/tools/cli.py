@@ -16,20 +16,31 @@ MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file 
 ``plan`` as in :mod:`relax_vk.tools.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}]}``.
 ``devices`` prints a list of ``{"api", "index", "platform", "device", "type", "image_support",
-"image2d_max", "image_max_array_size", "usable", "problem"}``. ``run`` and ``devices`` on ``.rvk``
+"image2d_max", "image_max_array_size", "usable", "problem", "limits"}`` (``limits``: the
+:class:`~relax_vk.core.limits.DeviceLimits` fields). ``run`` and ``devices`` on ``.rvk``
 files need only numpy and pyopencl or wgpu (no TVM).
 
-Vulkan texture limits: ``--spatial-limit``/``--depth-limit`` when given; else, when ``run`` or
-``plan`` is given a Vulkan ``--device``, the adapter's max 2D texture dimension and max array
-layers; else the target's defaults.
+Device limits (:class:`relax_vk.core.limits.DeviceLimits`): ``--device D`` plans for that local
+device's limits (and ``run`` runs on it; ``run`` without ``--device`` plans for the device it
+picks), ``--preset NAME`` for a preset's; ``--spatial-limit``, ``--depth-limit``,
+``--max-buffer-bytes`` and ``--max-workgroups`` override single limits. An ``.rvk`` that does not
+fit the device is re-planned for it when TVM and its model are at hand.
+
+Exit codes: 0 success; 1 ``run --check`` found a mismatch; 2 the input or the device cannot be
+used (unknown model, malformed file, unsupported op or dtype, a model that does not fit: the
+message names it); 3 an internal error (a relax_vk bug: the message says so; ``RELAX_VK_DEBUG=1``
+prints the traceback). No user error prints a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional
+
+from ..core.errors import RelaxVKError, UnsupportedError
 
 DEFAULT_MODEL = "rfc-conv2d"
 
@@ -51,24 +62,45 @@ def _load_with_source(name: str, args=None):
 
 
 def _target(args):
+    """The target of the command: limits from --preset or the --device's, then the flags' overrides."""
     from ..core import target
-    from ..core.target import DEFAULT_LIMITS
 
-    spatial, depth = args.spatial_limit, args.depth_limit
+    _select_device(args)
+    base = args.device_limits
+    if getattr(args, "preset", None):
+        from ..core.limits import preset
+
+        base = preset(args.preset)
+    make = target.vulkan if args.target == "vulkan" else target.opencl
+    return make(
+        args.spatial_limit, args.depth_limit, limits=base,
+        max_buffer_bytes=getattr(args, "max_buffer_bytes", None), max_workgroups=getattr(args, "max_workgroups", None),
+    )  # fmt: skip
+
+
+def _select_device(args, default: bool = False) -> None:
+    """With --device (or ``default``: the device ``run`` would pick): the local OpenCL device or
+    Vulkan adapter (``args.run_device``) and its limits (``args.device_limits``), which shape the
+    plan; otherwise neither."""
+    if getattr(args, "_device_selected", False):
+        return
+    args._device_selected = True
+    args.run_device, args.device_limits = None, None
+    spec = getattr(args, "device", None)
+    if spec is None and not default:
+        return
+    from ..core.limits import from_opencl_device, from_wgpu_adapter
+
     if args.target == "vulkan":
-        return target.vulkan(spatial, depth, adapter=getattr(args, "adapter", None))
-    spatial = DEFAULT_LIMITS.spatial if spatial is None else spatial
-    depth = DEFAULT_LIMITS.depth if depth is None else depth
-    return target.opencl(spatial_limit=spatial, depth_limit=depth)
-
-
-def _select_vulkan_adapter(args) -> None:
-    """For Vulkan with a --device: the adapter (its limits shape the plan); else None."""
-    args.adapter = None
-    if args.target == "vulkan" and getattr(args, "device", None) is not None:
         from ..runtime.vulkan.devices import select_adapter
 
-        args.adapter = select_adapter(args.device)
+        args.run_device = select_adapter(spec)
+        args.device_limits = from_wgpu_adapter(args.run_device)
+    else:
+        from ..runtime.opencl.devices import select_device
+
+        args.run_device = select_device(spec)
+        args.device_limits = from_opencl_device(args.run_device)
 
 
 def _options(args):
@@ -88,10 +120,17 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
         p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), or a .onnx / .pt2 file")
     p.add_argument("--target", "--backend", dest="target", choices=("opencl", "vulkan"), default=None,
                    help="GPU API to plan and build for (default opencl; an .rvk file's own target for run)")
+    p.add_argument("--device", default=None,
+                   help="plan for this local device's limits (OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N); "
+                        "run also runs on it")
+    p.add_argument("--preset", default=None, help="plan for a preset's limits (adreno6xx, adreno7xx, mali_valhall, apple, nvidia, pocl, lavapipe)")
     p.add_argument("--spatial-limit", type=int, default=None,
-                   help="max texture width/height (default: the Vulkan adapter's with --device, else 16384)")
+                   help="max texture width/height (default: the --device's or --preset's, else 16384)")
     p.add_argument("--depth-limit", type=int, default=None,
-                   help="max texture array layers (default: the Vulkan adapter's with --device, else 2048)")
+                   help="max texture array layers (default: the --device's or --preset's, else 2048)")
+    p.add_argument("--max-buffer-bytes", type=int, default=None,
+                   help="largest buffer one kernel binding may address; larger constant weights are split")
+    p.add_argument("--max-workgroups", type=int, default=None, help="workgroups per grid dimension; larger grids are folded")
     p.add_argument("--weights-in-buffers", action="store_true", help="keep conv2d weights in buffers")
     p.add_argument("--no-textures", action="store_true", help="all-buffer plan (for comparisons)")
     p.add_argument(
@@ -111,14 +150,14 @@ def _scoped(args, model: str):
 def cmd_plan(args) -> int:
     from .memory_plan import plan
 
-    _select_vulkan_adapter(args)
     result = plan(_scoped(args, args.model))
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
     return 0
 
 
 def cmd_show(args) -> int:
-    from ..pipeline import layout_stage
+    import tvm
+
     from ..passes import (
         CollectConsumerScopeInfo,
         CollectProducerScopeInfo,
@@ -126,7 +165,7 @@ def cmd_show(args) -> int:
         PartialLegalize,
         RemoveRedundantAssignments,
     )
-    import tvm
+    from ..pipeline import layout_stage
 
     tgt, opts, reg = _target(args), _options(args), _registry(args)
     stages = [
@@ -160,8 +199,8 @@ def _compare(outputs, reference, rtol: float, atol: float):
 
 def _demo_run(compiled, device, model: str, label: str):
     """Run a compiled model, check it against TVM llvm, time it; returns whether it matched."""
-    from .reference import run_on_cpu
     from ..runtime import load
+    from .reference import run_on_cpu
 
     session = load(compiled.artifact(), device=device)
     inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
@@ -184,7 +223,7 @@ def _unavailable_errors():
 
 
 def cmd_demo(args) -> int:
-    _select_vulkan_adapter(args)
+    _select_device(args)
     print(f"relax_vk demo: model {args.model!r}, target {args.target}")
     print("[1/4] scope, lower and compile ...", flush=True)
     compiled = _compile(args, args.model)
@@ -193,11 +232,11 @@ def cmd_demo(args) -> int:
     print(compiled.plan().table())
     api = "Vulkan" if args.target == "vulkan" else "OpenCL"
     print(f"[3/4] run on {api}, check, time ...", flush=True)
-    ok = _demo_run(compiled, args.adapter or args.device, args.model, api)
+    ok = _demo_run(compiled, args.run_device, args.model, api)
     other = "vulkan" if args.target == "opencl" else "opencl"
     print(f"[4/4] the same plan on {other.capitalize() if other == 'vulkan' else 'OpenCL'} ...", flush=True)
     try:
-        compiled_other = _compile(argparse.Namespace(**dict(vars(args), target=other, adapter=None)), args.model)
+        compiled_other = _compile(argparse.Namespace(**dict(vars(args), target=other, device=None, _device_selected=False)), args.model)
         ok = _demo_run(compiled_other, None, args.model, "Vulkan" if other == "vulkan" else "OpenCL") and ok
     except _unavailable_errors() as err:  # no device of the other API here: say so (real failures still fail)
         print(f"skipped: {err}")
@@ -236,7 +275,6 @@ def _compile(args, model: str):
 
 
 def cmd_build(args) -> int:
-    args.adapter = None
     print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
     compiled = _compile(args, args.model)
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
@@ -272,40 +310,66 @@ def _inputs(args, session):
     return arrays
 
 
+def _model_spec(artifact):
+    """``(model name or file the artifact was built from, its source record)``."""
+    source = artifact.program.get("model", {})
+    return source.get("example") or source.get("zoo") or source.get("packaged") or source.get("onnx") or source.get("pt2"), source
+
+
 def _reference(artifact, inputs):
     """CPU reference outputs (TVM llvm) for the artifact's model, or (None, reason)."""
-    source = artifact.program.get("model", {})
     try:
         import tvm  # noqa: F401
     except ImportError:
         return None, "skipped: TVM is not installed here (the reference runs TVM's llvm target)"
-    spec = source.get("example") or source.get("zoo") or source.get("packaged") or source.get("onnx") or source.get("pt2")
+    spec, source = _model_spec(artifact)
     if not spec:
         return None, "skipped: the artifact does not say which model it was built from"
-    from .reference import run_on_cpu
-
     from ..frontends import load_model
+    from .reference import run_on_cpu
 
     return run_on_cpu(load_model(spec, source.get("input_shapes"))[0], inputs), ""
 
 
+def _load_or_replan(artifact, args):
+    """A session for ``artifact`` on the selected device; an artifact planned for larger limits than
+    the device has is re-planned for the device (when TVM and the model it came from are here)."""
+    from ..runtime import DeviceLimitError, load
+
+    try:
+        return load(artifact, device=args.run_device)
+    except DeviceLimitError as err:
+        spec, _ = _model_spec(artifact)
+        try:
+            import tvm  # noqa: F401
+        except ImportError:
+            spec = None
+        if not spec:
+            raise DeviceLimitError(f"{err}; rebuild the model for this device: relax-vk build MODEL --device {args.device or '...'}") from None
+        print(f"note: {args.model} does not fit this device ({err}); re-planning {spec} for its limits ...", file=sys.stderr, flush=True)
+        model = artifact.program.get("model", {})
+        args.input_shape = [f"{k}={','.join(map(str, v))}" for k, v in model.get("input_shapes", {}).items()]
+        return load(_compile(args, spec).artifact(), device=args.run_device)
+
+
 def cmd_run(args) -> int:
-    from ..serialization.artifact import Artifact
     from ..runtime import load
+    from ..serialization.artifact import Artifact
 
     if args.model.endswith(".rvk"):
         artifact = Artifact.read(args.model)
         built_for = artifact.program.get("target", "opencl")
         if args.target is not None and args.target != built_for:
-            raise ValueError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
+            raise UnsupportedError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
         args.target = built_for
-        args.adapter = None
+        _select_device(args, default=True)
+        session = _load_or_replan(artifact, args)
     else:
         args.target = args.target or "opencl"
-        _select_vulkan_adapter(args)
-        print(f"building {args.model} for {args.target} ...", file=sys.stderr, flush=True)
+        _select_device(args, default=True)  # the plan is made for the device that runs it
+        print(f"building {args.model} for {args.target} ({args.device_limits.source}) ...", file=sys.stderr, flush=True)
         artifact = _compile(args, args.model).artifact()
-    session = load(artifact, device=args.adapter or args.device)
+        session = load(artifact, device=args.run_device)
     inputs = _inputs(args, session)
     outputs = session.run(inputs)
     result = {"backend": args.target, "device": session.device_name, "ok": None, "max_abs_err": None, "max_rel_err": None}
@@ -353,6 +417,7 @@ def _device_rows():
                     "api": "vulkan", "index": a["index"], "platform": f"Vulkan ({a['description']})", "device": a["device"],
                     "type": a["type"], "image_support": True, "image2d_max": [a["texture2d_max"]] * 2,
                     "image_max_array_size": a["texture_max_array_layers"], "usable": a["usable"], "problem": a["problem"],
+                    "limits": a["limits"],
                 }
             )  # fmt: skip
     except Exception as err:
@@ -371,6 +436,10 @@ def cmd_devices(args) -> int:
         limits = f"image2d {r['image2d_max'][0]}x{r['image2d_max'][1]}, {r['image_max_array_size']} layers" if r["image_support"] else "no images"
         state = "usable" if r["usable"] else f"unusable: {r['problem']}"
         print(f"{r['api']:<6} {r['index']:>5}  {r['type']:<4} {r['device']} [{r['platform']}]  {limits}  ({state})")
+        lim = r.get("limits") or {}
+        if lim:
+            print(f"{'':14}buffer binding {lim['max_buffer_bytes']} B, allocation {lim['max_alloc_bytes']} B, memory {lim['memory_bytes']} B, "
+                  f"{lim['max_workgroups']} workgroups/dim, {lim['max_workgroup_size']} invocations/group, {lim['max_shared_bytes']} B shared")  # fmt: skip
     return 0
 
 
@@ -395,7 +464,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="print the memory plan of a model")
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
-    p.add_argument("--device", default=None, help="Vulkan: plan with this adapter's texture limits (lavapipe, gpu or N)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("show", help="print the module after each scope stage")
     _add_model_args(p)
@@ -406,10 +474,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
     _add_model_args(p)
-    p.add_argument(
-        "--device", default=None,
-        help="OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N (default: a GPU if usable, else the CPU one)",
-    )
     p.add_argument("--check", action="store_true", help="compare with TVM's llvm target on the CPU")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
@@ -424,7 +488,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="scope the built-in default model and print its plan")
     _add_model_args(p, model_default=DEFAULT_MODEL)
     p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--device", default=None, help="OpenCL: pocl, gpu or PLATFORM:DEVICE; Vulkan: lavapipe, gpu or N")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("models", help="list the built-in example models")
     p.set_defaults(func=cmd_models)
@@ -437,9 +500,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.target = "opencl"
     try:
         return args.func(args)
-    except (ValueError, ImportError, RuntimeError, OSError) as err:
+    except (RelaxVKError, ValueError, ImportError, OSError) as err:  # the input or the device: exit 2
         print(f"relax-vk: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("relax-vk: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # a relax_vk bug: say so, without a traceback unless asked
+        if os.environ.get("RELAX_VK_DEBUG"):
+            raise
+        first = str(err).splitlines()[0] if str(err) else ""
+        print(f"relax-vk: internal error ({type(err).__name__}: {first}); please report it with the model "
+              "(RELAX_VK_DEBUG=1 shows the traceback)", file=sys.stderr)  # fmt: skip
+        return 3
 
 
 if __name__ == "__main__":

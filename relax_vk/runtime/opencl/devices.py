@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from ...core.limits import from_opencl_device
 from .compiler import OpenCLUnavailable, all_devices, describe, device_works, find_device
 
 
@@ -25,6 +26,7 @@ def list_devices() -> List[dict]:
                 "image_max_array_size": int(dev.image_max_array_size) if dev.image_support else None,
                 "usable": not problem,
                 "problem": problem,
+                "limits": from_opencl_device(dev).to_json(),
             }
         )
     return rows

@@ -17,8 +17,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ...serialization.artifact import Artifact
-from .compiler import OpenCLBuildError, describe
 from ..session import DeviceLimitError, Session, texture_limit_problems
+from .compiler import OpenCLBuildError, describe
 
 
 def check_limits(program: dict, device) -> None:
@@ -37,6 +37,13 @@ def check_limits(program: dict, device) -> None:
             )
         if t["dtype"] != "float32":
             raise DeviceLimitError(f"tensor {t['name']}: {t['dtype']} textures are not supported by this runtime (float32 only)")
+    alloc, memory = int(device.max_mem_alloc_size), int(device.global_mem_size)
+    for t in program["tensors"]:
+        if not t["image"] and int(t["bytes"]) > alloc:
+            raise DeviceLimitError(f"tensor {t['name']} takes {t['bytes']} bytes; {describe(device)} allocates at most {alloc} bytes at once")
+    total = sum(int(t["bytes"]) for t in program["tensors"])
+    if total > memory:
+        raise DeviceLimitError(f"the program needs {total} bytes; {describe(device)} has {memory} bytes of global memory")
     max_group = int(device.max_work_group_size)
     for k in program["kernels"]:
         group = int(np.prod(k["local"]))
@@ -136,7 +143,7 @@ class OpenCLSession(Session):
                 events.append((f"copy {self.tensors[step['src']]['name']}->{self.tensors[step['dst']]['name']}", self._copy(step["src"], step["dst"])))
             else:
                 raise ValueError(f"unknown step {step['op']}")
-        outputs = [self._read(tid) for tid in self.program["outputs"]]
+        outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
         q.finish()
         self.last_profile = []
         for name, event in events:

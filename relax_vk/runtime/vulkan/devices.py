@@ -10,6 +10,7 @@ import os
 from typing import List, Optional
 
 from ...core.errors import RelaxVKError
+from ...core.limits import from_wgpu_adapter
 
 LIMIT_KEYS = (
     "max-texture-dimension-2d",
@@ -96,6 +97,7 @@ def list_adapters() -> List[dict]:
                 # storage textures, 2D arrays); a plan's sizes are checked against its limits at load
                 "usable": True,
                 "problem": "",
+                "limits": from_wgpu_adapter(a).to_json(),
             }
         )
     return rows
