@@ -23,30 +23,34 @@ from typing import List, Optional
 import tvm
 from tvm import relax
 
+from .codegen import tir_pipeline as _tir_pipeline  # noqa: F401  (registers the "relax_vk.texture" TIR pipeline)
 from .core import target as _target
 from .core.options import ScopeOptions
-from .codegen import tir_pipeline as _tir_pipeline  # noqa: F401  (registers the "relax_vk.texture" TIR pipeline)
+from .core.registry import OpRegistry
 from .passes import (
-    LegalizeWithScopes,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
     ConvertToPackedLayout,
     DefineVDevice,
+    DeriveIdentifiers,
+    EdgeDtypes,
     FoldScopeCopies,
     FoldSmallConstants,
+    LegalizeWithScopes,
     PartialLegalize,
     RemoveRedundantAssignments,
     RewriteBufferReshapes,
     SpecializeKernelScopes,
+    SplitLargeWeights,
 )
-from .core.registry import OpRegistry
 
 
-def layout_stage() -> tvm.transform.Pass:
-    """Stage 1: inference decompositions, their constant parts folded (numpy), then packed
-    layouts through the network; constant weights are packed (and padded) at compile time."""
+def _layout_stage(tgt: Optional[tvm.target.Target]) -> tvm.transform.Pass:
+    per_target = [EdgeDtypes(tgt.kind.name), SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
     return tvm.transform.Sequential(
         [
+            DeriveIdentifiers(),
+            *per_target,
             relax.transform.DecomposeOpsForInference(),
             relax.transform.Normalize(),
             FoldSmallConstants(),
@@ -58,6 +62,15 @@ def layout_stage() -> tvm.transform.Pass:
         ],
         name="relax_vk.layout_stage",
     )
+
+
+def layout_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
+    """Stage 1: names made valid identifiers, then (when a target is given) inputs and outputs of
+    dtypes its API cannot hold converted at the edges and constant weights too large for one of
+    its buffer bindings split, inference decompositions with their
+    constant parts folded (numpy), then packed layouts through the network; constant weights are
+    packed (and padded) at compile time."""
+    return _layout_stage(_target.resolve(target) if target is not None else None)
 
 
 def _scope_stage(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
@@ -75,7 +88,7 @@ def _scope_stage(tgt: tvm.target.Target, registry: Optional[OpRegistry], options
 
 
 def _scope_pipeline(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
-    return tvm.transform.Sequential([layout_stage(), _scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
+    return tvm.transform.Sequential([_layout_stage(tgt), _scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
 
 
 def _lowering_stage(tgt: tvm.target.Target) -> tvm.transform.Pass:

@@ -2,14 +2,15 @@
 ``tvm.transform.Pass`` (compose them with ``tvm.transform.Sequential`` or use the stages of
 :mod:`relax_vk.pipeline`).
 
-* :mod:`.layout` -- stage 1: packed layouts (NCHW -> NCHW4c) and compile-time constant packing;
+* :mod:`.layout` -- stage 1: identifiers, packed layouts (NCHW -> NCHW4c) and compile-time constant
+  packing;
 * :mod:`.scope` -- stages 2-4: partial legalization, consumer/producer scope analysis,
   ``DefineVDevice``, redundant-assignment removal (``RealizeVDevice`` is TVM's);
 * :mod:`.lower` -- stage 5: scope-keeping legalization and the fix-ups that keep decided scopes
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import ConvertToPackedLayout, FoldSmallConstants
+from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, FoldSmallConstants, SplitLargeWeights
 from .lower import (
     FoldScopeCopies,
     LegalizeWithScopes,
@@ -27,6 +28,9 @@ from .scope import (
 
 __all__ = [
     # stage 1
+    "DeriveIdentifiers",
+    "EdgeDtypes",
+    "SplitLargeWeights",
     "FoldSmallConstants",
     "ConvertToPackedLayout",
     # stages 2-4

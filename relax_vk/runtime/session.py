@@ -37,6 +37,8 @@ class Session:
     last_profile: List[dict]
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """The inputs as the device holds them: shapes and dtypes checked (an input whose dtype the
+        API cannot hold, ``host_dtype``, is converted to the device dtype here)."""
         ids = self.program["inputs"]
         if len(inputs) != len(ids):
             raise ValueError(f"the model takes {len(ids)} inputs, got {len(inputs)}")
@@ -46,10 +48,21 @@ class Session:
             array = np.asarray(array)
             if list(array.shape) != t["shape"]:
                 raise ValueError(f"input {t['name']}: shape {list(array.shape)}, expected {t['shape']}")
+            host = t.get("host_dtype", t["dtype"])
+            if str(array.dtype) not in (host, t["dtype"]):
+                raise ValueError(f"input {t['name']}: dtype {array.dtype}, expected {host}")
             if str(array.dtype) != t["dtype"]:
-                raise ValueError(f"input {t['name']}: dtype {array.dtype}, expected {t['dtype']}")
+                converted = array.astype(t["dtype"])
+                if np.issubdtype(array.dtype, np.integer) and not np.array_equal(converted, array):
+                    raise ValueError(f"input {t['name']}: {host} values outside the {t['dtype']} range the device holds them in")
+                array = converted
             out.append(array)
         return out
+
+    def to_host(self, tid: int, array: np.ndarray) -> np.ndarray:
+        """An output as the model declares it (converted back from its device dtype)."""
+        host = self.tensors[tid].get("host_dtype")
+        return array.astype(host) if host else array
 
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:  # pragma: no cover - abstract
         raise NotImplementedError

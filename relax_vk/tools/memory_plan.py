@@ -24,6 +24,7 @@ from tvm.ir.expr import GenericConst
 
 from ..core.ir_utils import tensor_scope
 from ..core.scope import GLOBAL, TEXTURE_SCOPES, is_texturable, scope_from_name, static_shape, tensor_bytes
+from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.scope_graph import scoped_functions
 
 
@@ -191,7 +192,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
     for gvar, func in functions:
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
         for p in func.params:
-            result.tensors += _entries_for(prefix + p.name, p.ty, "param", limits)
+            result.tensors += _entries_for(prefix + source_name(func, p.name), p.ty, "param", limits)
         constants = _constants(func)
         outputs = _output_vars(func)
         body = func.body
@@ -201,7 +202,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
                 if isinstance(binding.value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                     continue  # aliases of tensors listed where they are produced
                 kind = "copy" if _is_copy(binding.value) else "tensor"
-                entries = _entries_for(prefix + binding.var.name, binding.var.ty, kind, limits, binding.var in outputs)
+                entries = _entries_for(prefix + source_name(func, binding.var.name), binding.var.ty, kind, limits, binding.var in outputs)
                 result.tensors += entries
                 if kind == "copy":
                     result.copies += 1

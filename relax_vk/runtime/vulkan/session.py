@@ -279,7 +279,7 @@ class VulkanSession(Session):
         if self.profiling:
             encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
         self.device.queue.submit([encoder.finish()])
-        outputs = [self._read(tid) for tid in self.program["outputs"]]
+        outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
         if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
         self.last_profile = []

@@ -1,0 +1,182 @@
+"""EdgeDtypes: model inputs and outputs of dtypes the GPU API cannot hold are converted at the edges.
+
+Requires: a target (which API the kernels are for). Runs in the layout stage, after identifiers
+are derived.
+
+What each API holds in kernel buffers: OpenCL every integer width, bool and float32 (float16 only
+with ``cl_khr_fp16``, which NVIDIA's and pocl's OpenCL lack); Vulkan (WGSL) 32-bit integers, float32
+and float16. A parameter of another dtype becomes a parameter of its *device dtype* (integers and
+bool: int32; float16 on OpenCL and float64: float32); its uses read the device tensor: a cast of the
+input (``astype(x, T)``, what models do with such inputs) casts the device tensor directly, other
+uses get ``astype(device tensor, original dtype)``. A result of such a dtype is cast to its device
+dtype as the function's last step. The function records ``relax_vk.edge_dtypes`` (input and output
+name -> original dtype); the artifact carries it and the runtime converts at the edges (inputs
+before upload, outputs after download). Values survive exactly: every integer and bool input fits
+int32 when it is an index or a flag, and float16 values are exact in float32. float64 inputs lose
+precision beyond float32's (documented, not silent: the plan's dtype column shows it).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import tvm
+from tvm import relax
+
+EDGE_ATTR = "relax_vk.edge_dtypes"
+
+NATIVE = {
+    "opencl": {"float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"},
+    "vulkan": {"float32", "float16", "int32", "uint32"},
+}
+
+
+def device_dtype(dtype: str, api: str) -> Optional[str]:
+    """The dtype a tensor of ``dtype`` is held in on ``api`` (None when it is held as it is)."""
+    if dtype in NATIVE[api]:
+        return None
+    if dtype.startswith(("int", "uint")) or dtype == "bool":
+        return "int32"
+    if dtype.startswith("float"):
+        return "float32"
+    return None
+
+
+@relax.expr_functor.mutator
+class _Edges(relax.PyExprMutator):
+    def __init__(self, mod, replaced: Dict[relax.Var, relax.Var]):
+        super().__init__(mod)
+        self.replaced = replaced  # old param -> device-dtype param
+        self.casts: Dict[relax.Var, relax.Var] = {}  # old param -> its astype(device, original) binding
+
+    def visit_call_(self, call):
+        if (
+            isinstance(call.op, tvm.ir.Op)
+            and call.op.name == "relax.astype"
+            and isinstance(call.args[0], relax.Var)
+            and call.args[0] in self.replaced
+        ):
+            device = self.replaced[call.args[0]]
+            target = str(call.attrs.dtype)
+            return device if target == str(device.ty.dtype) else relax.op.astype(device, target)
+        return super().visit_call_(call)
+
+    def visit_var_(self, var):
+        if var in self.replaced:
+            if var not in self.casts:
+                self.casts[var] = self.builder_.emit(relax.op.astype(self.replaced[var], str(var.ty.dtype)), f"{var.name}_{var.ty.dtype}")
+            return self.casts[var]
+        return super().visit_var_(var)
+
+
+def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
+    """``body`` with result field ``i`` cast to ``dtypes[i]``. A field that is itself a cast of a
+    ``dtypes[i]`` tensor (``astype(y, float16)`` of a float32 ``y``, held as float32) returns ``y``:
+    the host applies that cast when it converts the output back."""
+    values = {b.var: b.value for block in body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)}
+    result = body.body
+    fields = list(result.fields) if isinstance(result, relax.Tuple) else [result]
+    bindings, new_fields, changed = [], [], False
+    for i, field in enumerate(fields):
+        if i not in dtypes:
+            new_fields.append(field)
+            continue
+        value = values.get(field) if isinstance(field, relax.Var) else None
+        if (
+            isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.astype"
+            and isinstance(value.args[0].ty, relax.TensorType) and str(value.args[0].ty.dtype) == dtypes[i]
+        ):  # fmt: skip
+            new_fields.append(value.args[0])
+            changed = True
+            continue
+        var = relax.Var(f"output{i}_{dtypes[i]}", relax.TensorType(field.ty.shape, dtypes[i]))
+        bindings.append(relax.VarBinding(var, relax.op.astype(field, dtypes[i])))
+        new_fields.append(var)
+    if not bindings and not changed:
+        return body
+    new_result = relax.Tuple(new_fields) if isinstance(result, relax.Tuple) else new_fields[0]
+    blocks = list(body.blocks) + ([relax.BindingBlock(bindings)] if bindings else [])
+    return relax.SeqExpr(blocks, new_result)
+
+
+def result_fields(func: relax.Function) -> list:
+    """The tensor types ``func`` returns, one per result field."""
+    ty = func.body.body.ty if isinstance(func.body, relax.SeqExpr) else func.body.ty
+    return list(ty.fields) if isinstance(ty, relax.TupleType) else [ty]
+
+
+def retype_abi(func: relax.Function, mod: tvm.IRModule, inputs: Dict[str, str], outputs: Dict[int, str]) -> relax.Function:
+    """``func`` with parameter ``name`` of dtype ``inputs[name]`` (its uses read it through a cast
+    to the old dtype, folded into casts that already follow it) and result field ``i`` cast to
+    ``outputs[i]``."""
+    replaced: Dict[relax.Var, relax.Var] = {}
+    params = []
+    for p in func.params:
+        if p.name not in inputs:
+            params.append(p)
+            continue
+        ty, dtype = p.ty, inputs[p.name]
+        shape_ty = relax.TensorType(ty.shape, dtype) if ty.shape is not None else relax.TensorType(ndim=ty.ndim, dtype=dtype)
+        replaced[p] = relax.Var(p.name, shape_ty)
+        params.append(replaced[p])
+    body = _Edges(mod, replaced).visit_expr(func.body) if replaced else func.body
+    if outputs and isinstance(body, relax.SeqExpr):
+        body = relax.BlockBuilder().normalize(_cast_result(body, outputs))
+    return relax.Function(params, body, None, func.is_pure, func.attrs, func.span)
+
+
+#: dtypes kernels cannot compute in, per API (the edges convert inputs, not the computation)
+NO_COMPUTE = {"opencl": (), "vulkan": ("float64",)}  # (int64 index math runs in i32: codegen.wgsl)
+
+
+def _check_compute(func: relax.Function, api: str) -> None:
+    """:class:`UnsupportedError` naming the first op whose result the API cannot compute."""
+    if not NO_COMPUTE[api]:
+        return
+    from ...core.errors import UnsupportedError
+
+    for block in getattr(func.body, "blocks", []):
+        for b in block.bindings:
+            ty, value = b.var.ty, b.value
+            dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
+            if dtype in NO_COMPUTE[api] and isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+                if value.op.name == "relax.astype" and str(value.args[0].ty.dtype) not in NO_COMPUTE[api]:
+                    continue  # a cast up at the edge, folded into what reads it
+                raise UnsupportedError(
+                    f"{value.op.name} (computing {b.var.name}) works in {dtype}, which {api} kernels cannot compute in; "
+                    "convert the model to float32 / int32 (its inputs and outputs may keep their dtypes)"
+                )
+
+
+def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
+    _check_compute(func, api)
+    inputs, outputs, record = {}, {}, {}
+    for p in func.params:
+        dtype = str(p.ty.dtype) if isinstance(p.ty, relax.TensorType) else ""
+        new = device_dtype(dtype, api) if dtype else None
+        if new is not None:
+            inputs[p.name], record[p.name] = new, dtype
+    for i, ty in enumerate(result_fields(func)):
+        dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
+        new = device_dtype(dtype, api) if dtype else None
+        if new is not None:
+            outputs[i], record[f"<output {i}>"] = new, dtype
+    if not record:
+        return func
+    return retype_abi(func, mod, inputs, outputs).with_attr(EDGE_ATTR, record)
+
+
+def EdgeDtypes(api: str) -> tvm.transform.Pass:
+    """Convert ``main``'s inputs/outputs of dtypes ``api`` cannot hold at the edges (module docstring)."""
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        out = mod
+        for gvar, func in mod.functions_items():
+            if isinstance(func, relax.Function) and gvar.name_hint == "main":
+                new = _edges(func, mod, api)
+                if not new.same_as(func):
+                    out = out.clone() if out is mod else out
+                    out[gvar] = new
+        return out
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.EdgeDtypes")

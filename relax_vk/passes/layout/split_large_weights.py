@@ -1,0 +1,148 @@
+"""SplitLargeWeights: no constant weight larger than one buffer binding.
+
+Requires: a target carrying :class:`~relax_vk.core.limits.DeviceLimits` (its ``max_buffer_bytes``:
+Vulkan's ``maxStorageBufferRange``, 128 MiB on lavapipe and on many phone GPUs). Runs first in the
+layout stage, on NCHW ops.
+
+Guarantees: every ``conv2d`` (NCHW/OIHW) and ``matmul`` whose constant weight takes more bytes than
+the limit (counted as the layout stage stores it: output channels padded to a multiple of 4) is
+split along its output channels / features into parts that each fit, each part computed by its
+own op on the same input, and the parts concatenated along the channel / feature axis. The VGG
+family's fully-connected layers (411 MB for fc6) become a few matmuls whose weights each fit. A
+weight that is a model *input* (not a constant) and exceeds the limit cannot be split at compile
+time: :class:`~relax_vk.core.errors.LimitError` names it, its size and the limit. Nothing else
+changes; results are identical (each output element is computed by the same reduction).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir.expr import GenericConst
+
+from ...core.errors import LimitError
+
+LANES = 4
+
+
+def _ceil4(n: int) -> int:
+    return -(-n // LANES) * LANES
+
+
+def _parts(out_features: int, bytes_per_feature: int, limit: int, align: int) -> Optional[List[int]]:
+    """Sizes of the fewest parts (multiples of ``align`` but the last) whose weights fit."""
+    per_part = (limit // max(bytes_per_feature, 1)) // align * align
+    if per_part < align:
+        return None
+    if per_part >= out_features:
+        return [out_features]
+    count = math.ceil(out_features / per_part)
+    size = -(-out_features // count)
+    size = -(-size // align) * align
+    parts = [size] * (out_features // size)
+    if out_features % size:
+        parts.append(out_features % size)
+    return parts
+
+
+@relax.expr_functor.mutator
+class _Splitter(relax.PyExprMutator):
+    def __init__(self, mod, limit: int):
+        super().__init__(mod)
+        self.limit = limit
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if not isinstance(call.op, tvm.ir.Op):
+            return call
+        split = None
+        if call.op.name == "relax.nn.conv2d":
+            split = self._conv2d(call)
+        elif call.op.name == "relax.matmul":
+            split = self._matmul(call)
+        return call if split is None else split
+
+    def _too_large(self, weight, nbytes: int, what: str):
+        if nbytes <= self.limit:
+            return False
+        if not isinstance(weight, GenericConst):
+            name = getattr(weight, "name", "weight")
+            raise LimitError(
+                f"{what} weight {name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is a "
+                "model input (only constant weights can be split at compile time)"
+            )
+        return True
+
+    def _conv2d(self, call) -> Optional[relax.Expr]:
+        a = call.attrs
+        if str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW" or (str(a.out_layout) or "NCHW") != "NCHW":
+            return None
+        weight = call.args[1]
+        shape = [int(d) for d in weight.ty.shape.values] if weight.ty.shape is not None else None
+        if shape is None:
+            return None
+        o, i, kh, kw = shape
+        itemsize = np.dtype(str(weight.ty.dtype)).itemsize
+        per_out = i * kh * kw * itemsize
+        if not self._too_large(weight, _ceil4(o) * per_out, "conv2d"):
+            return None
+        groups = int(a.groups)
+        align = math.lcm(LANES, o // groups) if groups > 1 else LANES  # a part holds whole groups
+        parts = _parts(o, per_out, self.limit, align)
+        if parts is None:
+            raise LimitError(
+                f"conv2d weight {list(shape)} ({_ceil4(o) * per_out} bytes): even {align} output channels exceed the "
+                f"{self.limit}-byte buffer binding limit"
+            )
+        array = weight.value.numpy()
+        data = call.args[0]
+        outs, start = [], 0
+        for size in parts:
+            part_groups = groups * size // o if groups > 1 else 1
+            data_part = data
+            if groups > 1:
+                cin_per_group = i
+                first, last = start // (o // groups) * cin_per_group, (start + size) // (o // groups) * cin_per_group
+                data_part = self.builder_.emit(relax.op.strided_slice(data, axes=[1], begin=[first], end=[last]))
+            w = relax.const(np.ascontiguousarray(array[start : start + size]))
+            outs.append(self.builder_.emit(relax.op.nn.conv2d(data_part, w, a.strides, a.padding, a.dilation, part_groups, "NCHW", "OIHW", "NCHW", _out_dtype(a))))
+            start += size
+        return relax.op.concat(outs, axis=1)
+
+    def _matmul(self, call) -> Optional[relax.Expr]:
+        x, weight = call.args
+        shape = [int(d) for d in weight.ty.shape.values] if weight.ty.shape is not None else None
+        if shape is None or len(shape) != 2:
+            return None
+        k, m = shape
+        itemsize = np.dtype(str(weight.ty.dtype)).itemsize
+        if not self._too_large(weight, k * _ceil4(m) * itemsize, "matmul"):
+            return None
+        parts = _parts(m, k * itemsize, self.limit, LANES)
+        if parts is None:
+            raise LimitError(f"matmul weight [{k}, {m}]: even {LANES} columns exceed the {self.limit}-byte buffer binding limit")
+        array = weight.value.numpy()
+        outs, start = [], 0
+        for size in parts:
+            w = relax.const(np.ascontiguousarray(array[:, start : start + size]))
+            outs.append(self.builder_.emit(relax.op.matmul(x, w, out_dtype=_out_dtype(call.attrs))))
+            start += size
+        return relax.op.concat(outs, axis=-1)
+
+
+def _out_dtype(attrs) -> Optional[str]:
+    value = str(getattr(attrs, "out_dtype", "") or "")
+    return value if value not in ("", "void", "None") else None
+
+
+def SplitLargeWeights(max_buffer_bytes: int) -> tvm.transform.Pass:
+    """Split convs and matmuls whose constant weights exceed ``max_buffer_bytes`` (module docstring)."""
+
+    def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
+        return _Splitter(mod, max_buffer_bytes).visit_expr(func)
+
+    return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.SplitLargeWeights")

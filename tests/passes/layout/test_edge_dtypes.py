@@ -1,0 +1,47 @@
+"""EdgeDtypes: inputs and outputs of dtypes an API cannot hold run, converted at the edges."""
+
+import numpy as np
+import pytest
+from helpers_build import BACKENDS
+
+import relax_vk
+from relax_vk.runtime import load
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float16", "int8", "int64", "bool", "uint8"])
+def test_inputs_of_other_dtypes_run(tmp_path, dtype, backend, device):
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends import from_onnx
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inp = helper.make_tensor_value_info("x", elem, [1, 4, 6, 6])
+    w = numpy_helper.from_array(np.random.default_rng(1).random((4, 4, 3, 3)).astype("float32"), "w")
+    nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT), helper.make_node("Conv", ["xf", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [inp], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], initializer=[w])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    x = (np.random.default_rng(2).random((1, 4, 6, 6)) * 4).astype(dtype)
+    session = load(relax_vk.build(from_onnx(path), target=backend).artifact(), device=device)
+    np.testing.assert_allclose(session.run([x])[0], ort.InferenceSession(path).run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=rf"input x: dtype float64, expected {dtype}"):
+        session.run([x.astype("float64")])
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_half_precision_torch_models_keep_their_signature(backend, device):
+    torch = pytest.importorskip("torch")
+    from relax_vk.frontends import from_torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU()).eval().half()
+    x = torch.randn(1, 4, 8, 8).half()
+    mod = from_torch(model, (x,))
+    assert str(mod["main"].params[0].ty.dtype) == "float16"
+    out = load(relax_vk.build(mod, target=backend).artifact(), device=device).run([x.numpy()])[0]
+    assert out.dtype == np.float16
+    with torch.no_grad():
+        np.testing.assert_allclose(out.astype("float32"), model(x).float().numpy(), rtol=2e-3, atol=2e-3)
