@@ -12,15 +12,23 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, TOPI's
   adaptive pool otherwise. Its indices output is not computed (zeros), as TVM does for
   ``max_pool2d_with_indices``.
+
+Half-precision models (float16/bfloat16 parameters or inputs; TVM's frontend mixes float32 conv
+outputs with float16 biases and fails) are imported as their float32 copy with the float16
+signature kept: inputs are cast up and outputs down at the edges, so the computation is float32.
+An op TVM cannot convert (a ``torch.library`` custom op, an unsupported ATen op) is an
+:class:`~relax_vk.core.errors.UnsupportedError` naming the op and the node that calls it.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import tvm
 from tvm import relax
 
+from ..core.errors import UnsupportedError
 from ..core.extras import require
 from .errors import ModelLoadError
 
@@ -89,34 +97,151 @@ def _decomposed(torch, exported):
     return exported.run_decompositions(table)
 
 
-def from_exported(exported) -> tvm.IRModule:
+def _unsupported_nodes(exported) -> list:
+    """``(op, node)`` of every call TVM's converter table lacks."""
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    table = set(ExportedProgramImporter().create_convert_map()) | set(CONVERTERS)
+    found = []
+    for node in exported.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = getattr(node.target, "_name", None) or getattr(node.target, "__name__", str(node.target))
+        short = name.split("::")[-1]
+        if short not in table and short.split(".")[0] not in ("getitem",) and name not in table:
+            found.append((name, node.name))
+    return found
+
+
+def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
     """Relax module of a ``torch.export.ExportedProgram`` (see the module docstring)."""
     torch = require("torch", "torch")
     from tvm.relax.frontend.torch import from_exported_program
 
-    return from_exported_program(
-        _decomposed(torch, exported), keep_params_as_input=False, unwrap_unit_return_tuple=True,
-        custom_convert_map=CONVERTERS, run_ep_decomposition=False,
-    )  # fmt: skip
+    try:
+        decomposed = _decomposed(torch, exported)
+    except Exception as err:
+        raise UnsupportedError(f"{where}: PyTorch cannot decompose it to core ATen: {type(err).__name__}: {_first_line(err)}") from None
+    try:
+        return from_exported_program(
+            decomposed, keep_params_as_input=False, unwrap_unit_return_tuple=True,
+            custom_convert_map=CONVERTERS, run_ep_decomposition=False,
+        )  # fmt: skip
+    except Exception as err:
+        try:
+            missing = _unsupported_nodes(decomposed)
+        except Exception:  # the table lookup is a courtesy; the frontend's own message remains
+            missing = []
+        if missing:
+            listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
+            raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
+        raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
+
+
+class _quiet_logger:
+    """Keep a library logger's records for the duration of a ``with`` block instead of printing
+    them (``messages``): torch.export.load logs the real reason it fails, then raises a generic
+    error."""
+
+    def __init__(self, name: str):
+        import logging
+
+        self.logger = logging.getLogger(name)
+        self.messages: list = []
+        parent = self
+
+        class _Keep(logging.Handler):
+            def emit(self, record):
+                detail = logging.Formatter().formatException(record.exc_info) if record.exc_info else ""
+                parent.messages.append(f"{record.getMessage()} {detail}")
+
+        self.handler = _Keep()
+
+    def __enter__(self):
+        self.saved = (self.logger.propagate, list(self.logger.handlers))
+        self.logger.propagate = False
+        self.logger.handlers = [self.handler]  # (torch gives its loggers stderr handlers of their own)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.propagate, self.logger.handlers = self.saved
+        return False
+
+
+def _first_line(err) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+_HALF = ("float16", "bfloat16")
+
+
+def _is_half(t) -> bool:
+    return str(getattr(t, "dtype", "")).replace("torch.", "") in _HALF
 
 
 def from_torch(module, example_inputs: Sequence) -> tvm.IRModule:
     """Relax module of ``module`` (put in eval mode) for ``example_inputs``; parameters become
-    constants."""
+    constants. Half-precision models compute in float32 behind their float16 signature (module
+    docstring)."""
     torch = require("torch", "torch")
 
     module = module.eval()
+    example_inputs = tuple(example_inputs)
+    half = any(_is_half(t) for t in list(module.parameters()) + list(module.buffers()) + list(example_inputs))
+    if half:
+        return _from_half_torch(torch, module, example_inputs)
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(module, example_inputs)
+    except Exception as err:
+        raise UnsupportedError(f"torch.export cannot export {type(module).__name__}: {type(err).__name__}: {_first_line(err)}") from None
+    return from_exported(exported, type(module).__name__)
+
+
+def _from_half_torch(torch, module, example_inputs) -> tvm.IRModule:
+    import copy
+
+    from ..passes.layout.edge_dtypes import result_fields, retype_abi
+
     with torch.no_grad():
-        exported = torch.export.export(module, tuple(example_inputs))
-    return from_exported(exported)
+        try:
+            outputs = module(*example_inputs)
+        except Exception:  # a half op PyTorch cannot run on this CPU: assume float16 results
+            outputs = None
+    float_inputs = tuple(t.float() if _is_half(t) else t for t in example_inputs)
+    mod = from_torch(copy.deepcopy(module).float(), float_inputs)
+    main = mod["main"]
+    inputs = {p.name: str(t.dtype).replace("torch.", "") for p, t in zip(main.params, example_inputs) if _is_half(t)}
+    outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    out_dtypes = {}
+    for i, ty in enumerate(result_fields(main)):
+        declared = str(outs[i].dtype).replace("torch.", "") if outputs is not None and i < len(outs) else "float16"
+        if declared in _HALF and str(getattr(ty, "dtype", "")) == "float32":
+            out_dtypes[i] = declared
+    out = mod.clone()
+    out["main"] = retype_abi(main, mod, inputs, out_dtypes)
+    return out
 
 
 def load_pt2(path: str) -> tvm.IRModule:
     """Relax module of a ``torch.export.save`` archive."""
     torch = require("torch", "torch")
 
+    if os.path.getsize(path) == 0:
+        raise ModelLoadError(f"{path}: empty file (not a torch.export archive)")
+    quiet = _quiet_logger("torch.export")
     try:
-        exported = torch.export.load(path)
+        with quiet:  # it logs a traceback of its own before raising
+            exported = torch.export.load(path)
     except Exception as err:
-        raise ModelLoadError(f"{path}: not a readable torch.export archive (.pt2): {err}") from None
-    return from_exported(exported)
+        import re
+
+        unresolved = sorted(set(re.findall(r"failed to resolve (torch\.ops\.[\w.]+) to an operator", " ".join(quiet.messages))))
+        if unresolved:
+            raise UnsupportedError(
+                f"{path}: uses custom op {', '.join(unresolved)}, which is not registered here (relax_vk can only "
+                "import ops PyTorch and TVM know; a torch.library op needs a TVM converter)"
+            ) from None
+        raise ModelLoadError(f"{path}: not a readable torch.export archive (.pt2): {type(err).__name__}: {_first_line(err)}") from None
+    return from_exported(exported, path)

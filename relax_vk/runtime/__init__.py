@@ -38,7 +38,9 @@ def load(artifact, device=None, profile: bool = True) -> Session:
     (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
     :func:`select_adapter`), on the runtime its target names."""
     if isinstance(artifact, str):
-        artifact = Artifact.read(artifact)
+        artifact = Artifact.read(artifact)  # (validated as it is read)
+    else:
+        artifact.validate()
     if artifact.program.get("target") == "vulkan":
         from .vulkan.devices import select_adapter as select
         from .vulkan.session import VulkanSession as session_type

@@ -54,6 +54,13 @@ class Artifact:
     source: str
     constants: Dict[str, np.ndarray] = field(default_factory=dict)
 
+    def validate(self, what: str = "artifact") -> None:
+        """Raise :class:`ArtifactError` unless the program is complete and consistent
+        (:mod:`relax_vk.serialization.validate`): loading does this before anything runs."""
+        from .validate import check
+
+        check(self, what)
+
     # ------------------------------------------------------------------ write
     def to_bytes(self) -> bytes:
         program = dict(self.program)
@@ -138,7 +145,9 @@ class Artifact:
                 raise ArtifactError(f"{what}: constant {entry['name']} at [{start}, {start + nbytes}) is misaligned or outside its section")
             array = np.frombuffer(blob, dtype=entry["dtype"], count=nbytes // np.dtype(entry["dtype"]).itemsize, offset=start)
             constants[entry["name"]] = array.reshape(entry["shape"])
-        return Artifact(program, source, constants)
+        artifact = Artifact(program, source, constants)
+        artifact.validate(what)
+        return artifact
 
     @staticmethod
     def read(path: str) -> "Artifact":

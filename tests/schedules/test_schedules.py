@@ -3,7 +3,6 @@ guards against upstream rules that compute wrong numbers, and clear errors."""
 
 import numpy as np
 import pytest
-import tvm
 from tvm import tirx
 from tvm.script import tirx as T
 

@@ -72,8 +72,11 @@ def test_shrunk_regressions_run_right(case):
     assert outcome.status == "ok", f"{case['found']}: now {outcome.status} ({outcome.detail})"
 
 
-def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash():
-    counts = campaign(range(1000, 1012), jobs=2, timeout=600, do_shrink=False, log=None)
+@pytest.mark.parametrize("limits, seeds", [(None, range(1000, 1012)), ("cut", range(2000, 2008))], ids=["default-limits", "cut-limits"])
+def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash(limits, seeds):
+    from relax_vk.testing.fuzz.runner import CUT_LIMITS
+
+    counts = campaign(seeds, jobs=2, timeout=600, do_shrink=False, log=None, limits=CUT_LIMITS if limits else None)
     line = summary(counts)
-    assert line.startswith("fuzz: 12 seeds")
+    assert line.startswith(f"fuzz: {len(seeds)} seeds")
     assert counts["miscompile"] == 0 and counts["crash"] == 0, line

@@ -9,11 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the zoo needs the torch extra")
 
+from helpers_build import BACKENDS  # noqa: E402
+
 import relax_vk  # noqa: E402
 from relax_vk.frontends import from_torch  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 from relax_vk.zoo import ZOO, build_zoo_model  # noqa: E402
-from helpers_build import BACKENDS  # noqa: E402
 
 # minimum share of activation bytes in textures in the compiled (fused) module, and maximum
 # copies. Anchors: ExecuTorch's Vulkan backend puts 100% in textures with at most one transition on
@@ -68,3 +69,26 @@ def test_unknown_zoo_name():
 
 def test_every_zoo_model_has_a_target():
     assert sorted(TARGETS) == sorted(ZOO)
+
+
+# representative models under cut-down device limits (256-texel images of 64 layers, 1 MiB buffer
+# bindings, 256 workgroups per grid axis): weights split, grids folded, textures that do not fit
+# fall back to buffers; benchmarks/conformance.py --limits cut runs the whole zoo
+CUT = ["resnet18", "mobilenet_v2", "unet_small", "shufflenet_v2"]
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("name", CUT)
+def test_zoo_model_under_cut_down_limits(name, backend, device):
+    from relax_vk.testing.fuzz.runner import CUT_LIMITS, make_target
+
+    model, example = build_zoo_model(name)
+    artifact = relax_vk.build(from_torch(model, (example,)), target=make_target(backend, CUT_LIMITS)).artifact()
+    for t in artifact.program["tensors"]:
+        assert (t["image"] is None and t["bytes"] <= CUT_LIMITS["max_buffer_bytes"]) or (
+            t["image"] and max(t["image"][:2]) <= 256 and t["image"][2] <= 64
+        ), t
+    assert max(g // loc for k in artifact.program["kernels"] for g, loc in zip(k["global"], k["local"])) <= 256
+    out = load(artifact, device=device).run([example.numpy()])[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model(example).numpy(), rtol=1e-3, atol=1e-3)

@@ -327,6 +327,13 @@ class _Emitter:
         if kind in _UNARY_OPS:
             return f"({_UNARY_OPS[kind]}{self.expr(a)})"
         if kind in _SHIFT_OPS:
+            wide = int(_dtype(a).bits) == 64 and isinstance(b, tirx.IntImm) and int(b.value) >= 32
+            if wide and kind == "RShift":
+                # int64 arithmetic runs in i32 (module docstring): ``x >> 63`` (TVM's sign test in
+                # floordiv/floormod) is ``x >> 31``; WGSL rejects shifts past the bit width
+                return f"({self.expr(a)} >> 31u)"
+            if wide:
+                return f"({self.expr(a)} * 0)"  # every bit shifted out of the 32 kept
             return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
         return f"({self.expr(a)} {_BINARY_OPS[kind]} {self.expr(b)})"
 

@@ -6,7 +6,7 @@ PyTorch eager and TVM's llvm build (:mod:`.runner`), failures shrunk to minimal 
 Command line::
 
     python -m relax_vk.testing.fuzz --seeds 0:2000 [--jobs 2] [--front-door torch|onnx|both]
-        [--backend opencl|vulkan|both] [--no-shrink] [--out failures.jsonl]
+        [--backend opencl|vulkan|both] [--limits default|cut] [--no-shrink] [--out failures.jsonl]
 
 prints ``fuzz: N seeds, ok A, miscompile B, crash C, clear-error D, frontend E`` and exits 1 when
 any seed miscompiles or crashes.

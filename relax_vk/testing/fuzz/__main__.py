@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .campaign import FAILURES, campaign, summary
+from .runner import CUT_LIMITS
 
 
 def _seeds(text: str) -> range:
@@ -22,12 +23,15 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per seed before it counts as a crash")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink failures")
     p.add_argument("--out", default=None, help="write every seed's record (JSON lines) here")
+    p.add_argument("--limits", choices=("default", "cut"), default="default",
+                   help="device limits: the defaults, or cut down (256-texel images, 64 layers, 1 MiB bindings, 256 workgroups)")
     args = p.parse_args(argv)
     front = ("torch", "onnx") if args.front_door == "both" else (args.front_door,)
     back = ("opencl", "vulkan") if args.backend == "both" else (args.backend,)
     out = open(args.out, "w") if args.out else None
     try:
-        counts = campaign(_seeds(args.seeds), front, back, args.jobs, args.timeout, not args.no_shrink, out)
+        limits = CUT_LIMITS if args.limits == "cut" else None
+        counts = campaign(_seeds(args.seeds), front, back, args.jobs, args.timeout, not args.no_shrink, out, limits=limits)
     finally:
         if out is not None:
             out.close()

@@ -24,16 +24,19 @@ from .shrink import shrink
 FAILURES = ("miscompile", "crash")
 
 
-def run_seed(seed: int, front_doors: Sequence[str], backends: Sequence[str], do_shrink: bool = True, spec: Optional[GraphSpec] = None) -> dict:
+def run_seed(
+    seed: int, front_doors: Sequence[str], backends: Sequence[str], do_shrink: bool = True, spec: Optional[GraphSpec] = None,
+    limits: Optional[dict] = None,
+) -> dict:
     """Every run of one seed, the worst status, and a shrunk reproducer for a failure."""
     spec = spec or random_graph(seed)
-    runs = [run_spec(spec, f, b, opset=o) for f, b, o in combinations(seed, front_doors, backends)]
+    runs = [run_spec(spec, f, b, opset=o, limits=limits) for f, b, o in combinations(seed, front_doors, backends)]
     order = {s: i for i, s in enumerate(("miscompile", "crash", "clear-error", "frontend", "ok"))}
     worst = min(runs, key=lambda r: order[r.status])
     record = {"seed": seed, "status": worst.status, "runs": [r.to_json() for r in runs], "spec": spec.to_json()}
     if worst.status in FAILURES and do_shrink:
         def still_fails(candidate: GraphSpec) -> bool:
-            again = run_spec(candidate, worst.front_door, worst.backend, opset=combinations(seed, front_doors, backends)[0][2])
+            again = run_spec(candidate, worst.front_door, worst.backend, opset=combinations(seed, front_doors, backends)[0][2], limits=limits)
             return again.status == worst.status and (worst.status != "crash" or again.detail.split(":")[0] == worst.detail.split(":")[0])
 
         small = shrink(spec, still_fails)
@@ -42,7 +45,7 @@ def run_seed(seed: int, front_doors: Sequence[str], backends: Sequence[str], do_
     return record
 
 
-def _worker(tasks, results, front_doors, backends, do_shrink):
+def _worker(tasks, results, front_doors, backends, do_shrink, limits):
     import os
     import warnings
 
@@ -59,7 +62,7 @@ def _worker(tasks, results, front_doors, backends, do_shrink):
             return
         results.put(("start", seed, None))
         try:
-            record = run_seed(seed, front_doors, backends, do_shrink)
+            record = run_seed(seed, front_doors, backends, do_shrink, limits=limits)
         except Exception as err:  # the harness itself must not stop the campaign
             record = {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
         results.put(("done", seed, record))
@@ -74,6 +77,7 @@ def campaign(
     do_shrink: bool = True,
     out=None,
     log=sys.stderr,
+    limits: Optional[dict] = None,
 ) -> Dict[str, int]:
     """Run ``seeds``; returns the count per status (every status present, zero or not)."""
     ctx = mp.get_context("spawn")
@@ -83,7 +87,7 @@ def campaign(
         tasks.put(s)
 
     def spawn():
-        p = ctx.Process(target=_worker, args=(tasks, results, tuple(front_doors), tuple(backends), do_shrink), daemon=True)
+        p = ctx.Process(target=_worker, args=(tasks, results, tuple(front_doors), tuple(backends), do_shrink, limits), daemon=True)
         p.start()
         return p
 
@@ -91,6 +95,7 @@ def campaign(
     running: Dict[int, tuple] = {}  # seed -> (worker pid, start time)
     counts = Counter({s: 0 for s in STATUSES})
     done = 0
+    idle_deaths = 0  # workers that died without running a seed: a broken environment, not a seed
     start = time.time()
 
     def record(rec):
@@ -130,6 +135,12 @@ def campaign(
                     tasks.put(s)
                 workers = [spawn() for _ in workers]
             else:
+                if not running:
+                    idle_deaths += len(dead)
+                    if idle_deaths > 4 * len(workers):
+                        for p in workers:
+                            p.kill()
+                        raise RuntimeError(f"fuzz workers die before running any seed (exit code {dead[0].exitcode}): check the environment")
                 for p in dead:
                     workers.remove(p)
                     lost = [s for s in running]  # which seed died is unknown if several run: re-run them

@@ -88,13 +88,30 @@ def import_model(spec: GraphSpec, front_door: str, opset: int = 17):
         return from_onnx(path), model, example
 
 
-def run_spec(spec: GraphSpec, front_door: str = "torch", backend: str = "opencl", device: Optional[str] = None, opset: int = 17) -> Outcome:
-    """Run ``spec`` once (see the module docstring for what each outcome means)."""
+#: the cut-down device limits of ``--limits cut``: images of 256 texels and 64 layers, 1 MiB buffer
+#: bindings, 256 workgroups per grid axis (splits, folds and re-plans all happen on small graphs)
+CUT_LIMITS = {"spatial_limit": 256, "depth_limit": 64, "max_buffer_bytes": 1 << 20, "max_workgroups": 256}
+
+
+def make_target(backend: str, limits: Optional[dict] = None):
+    import relax_vk
+
+    make = relax_vk.target.opencl if backend == "opencl" else relax_vk.target.vulkan
+    return make(**(limits or {}))
+
+
+def run_spec(
+    spec: GraphSpec, front_door: str = "torch", backend: str = "opencl", device: Optional[str] = None, opset: int = 17,
+    limits: Optional[dict] = None,
+) -> Outcome:
+    """Run ``spec`` once, for the default device limits or ``limits`` (keyword arguments of the
+    target constructors, e.g. :data:`CUT_LIMITS`); see the module docstring for the outcomes."""
     import warnings
 
     import torch
 
     import relax_vk
+
     from ...runtime import load
     from ...tools.reference import run_on_cpu
 
@@ -109,7 +126,7 @@ def run_spec(spec: GraphSpec, front_door: str = "torch", backend: str = "opencl"
         return outcome("frontend", stage="import", detail=_short(err))
     stage = "build"
     try:
-        compiled = relax_vk.build(mod, target=backend)
+        compiled = relax_vk.build(mod, target=make_target(backend, limits))
         stage = "export"
         artifact = compiled.artifact()
         stage = "load"
