@@ -30,6 +30,7 @@ from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
 from .passes import RetargetVDevices
+from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .tools.memory_plan import MemoryPlan, plan
 
@@ -53,6 +54,7 @@ class CompiledModule:
     model: Dict[str, str] = field(default_factory=dict)  # where the model came from (for --check)
     device_tir: Optional[tvm.IRModule] = None  # finalized device kernels (what the codegen saw)
     shaders: Dict[str, object] = field(default_factory=dict)  # Vulkan: kernel -> relax_vk.codegen.wgsl.Shader
+    memory_decision: Optional[object] = None  # which rule chose textures or buffers (choose_memory_kind)
 
     @property
     def backend(self) -> str:
@@ -72,7 +74,7 @@ class CompiledModule:
         return self.lowered["main"]
 
     def plan(self) -> MemoryPlan:
-        return plan(self.lowered)
+        return plan(self.lowered, decision=self.memory_decision)
 
     def artifact(self):
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
@@ -135,9 +137,30 @@ def build(
     scoped = _scope_pipeline(tgt, registry, options)(mod)
     seconds["scope"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    to_lower = scoped if lower_tgt.same_as(tgt) else RetargetVDevices(tgt.kind.name, lower_tgt)(scoped)
-    lowered = _lowering_stage(lower_tgt)(to_lower)
+    lowered = _lowering_stage(lower_tgt)(retarget_for_lowering(scoped, tgt))
     seconds["lowering"] = time.perf_counter() - t0
+    compiled = compile_lowered(tgt, scoped, lowered, seconds, model)
+    compiled.memory_decision = decide_memory_kind(mod, tgt, options)
+    return compiled
+
+
+def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.IRModule:
+    """The scoped module with its VDevices on the lowering target (the same module for OpenCL)."""
+    lower_tgt = _target.lowering_target(tgt)
+    return scoped if lower_tgt.same_as(tgt) else RetargetVDevices(tgt.kind.name, lower_tgt)(scoped)
+
+
+def compile_lowered(
+    tgt: tvm.target.Target,
+    scoped: tvm.IRModule,
+    lowered: tvm.IRModule,
+    seconds: Optional[Dict[str, float]] = None,
+    model: Optional[Dict[str, str]] = None,
+) -> CompiledModule:
+    """The code generation half of :func:`build`: TVM's finalisation and codegen of a lowered,
+    scheduled module (OpenCL C; WGSL for a Vulkan ``tgt``)."""
+    seconds = dict(seconds or {})
+    lower_tgt = _target.lowering_target(tgt)
     t0 = time.perf_counter()
     tail = tvm.transform.Sequential(_finalize_stage(lower_tgt))
     capture = _CaptureTIR()
@@ -158,4 +181,5 @@ def build(
         compiled.shaders = emit_module(capture.device) if capture.device is not None else {}
         compiled.kernels = sorted(compiled.shaders)
         seconds["wgsl"] = time.perf_counter() - t0
+    compiled.stage_seconds = seconds
     return compiled

@@ -28,6 +28,7 @@ from .core import target as _target
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
 from .passes import (
+    ChooseMemoryKind,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
     ConvertToPackedLayout,
@@ -76,6 +77,7 @@ def layout_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transfo
 def _scope_stage(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
     return tvm.transform.Sequential(
         [
+            ChooseMemoryKind(tgt, options),
             PartialLegalize(registry),
             CollectConsumerScopeInfo(tgt, registry, options),
             CollectProducerScopeInfo(tgt, registry, options),
@@ -91,7 +93,7 @@ def _scope_pipeline(tgt: tvm.target.Target, registry: Optional[OpRegistry], opti
     return tvm.transform.Sequential([_layout_stage(tgt), _scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
 
 
-def _lowering_stage(tgt: tvm.target.Target) -> tvm.transform.Pass:
+def _lowering_stage(tgt: tvm.target.Target, schedule: bool = True) -> tvm.transform.Pass:
     from .schedules import schedule_passes
 
     passes = [
@@ -110,7 +112,7 @@ def _lowering_stage(tgt: tvm.target.Target) -> tvm.transform.Pass:
     @tvm.transform.module_pass(opt_level=0, name="relax_vk.lowering_stage")
     def _lower(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         with tgt:
-            return tvm.transform.Sequential(passes + schedule_passes())(mod)
+            return tvm.transform.Sequential(passes + (schedule_passes() if schedule else []))(mod)
 
     return _lower
 

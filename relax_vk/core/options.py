@@ -4,16 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PREFER = ("auto", "texture", "buffer")
+
 
 @dataclass(frozen=True)
 class ScopeOptions:
     """Knobs of scope assignment.
 
-    textures: when False every tensor stays in a buffer (the all-buffer plan used for
-        side-by-side measurements).
+    prefer: which memory kind activations and weights go to.
+        ``"texture"``: the RFC's consumer-priority rule (textures wherever every consumer takes
+        them); ``"buffer"``: every tensor in a buffer; ``"auto"`` (the default): measured cost
+        when the tuning database has the target's device and every conv of the model in both
+        kinds (:mod:`relax_vk.passes.scope.choose_memory_kind`), else the RFC's rule.
+    textures: when False every tensor stays in a buffer (the same as ``prefer="buffer"``).
     weights_in_texture: when False conv2d weights stay in buffers (what upstream TVM does
         today); the RFC puts them in ``global.texture-weight``.
     """
 
     textures: bool = True
     weights_in_texture: bool = True
+    prefer: str = "auto"
+
+    def __post_init__(self):
+        if self.prefer not in PREFER:
+            raise ValueError(f"ScopeOptions(prefer={self.prefer!r}): expected one of {', '.join(PREFER)}")

@@ -43,8 +43,15 @@ def _resolve_limits(base: LimitsSpec, spatial_limit, depth_limit, **overrides) -
     return limits.with_overrides(**overrides)
 
 
-def _keys(limits: DeviceLimits) -> list:
-    return [f"{name}={getattr(limits, name)}" for name in _NUMERIC]
+def _keys(limits: DeviceLimits, device_name: Optional[str] = None, api: Optional[str] = None) -> list:
+    keys = [f"{name}={getattr(limits, name)}" for name in _NUMERIC]
+    if device_name:
+        from ..schedules.tuning import device_slug
+
+        keys.append(f"device={device_slug(device_name)}")
+    if api:
+        keys.append(f"api={api}")
+    return keys
 
 
 def opencl(
@@ -54,22 +61,27 @@ def opencl(
     *,
     limits: LimitsSpec = None,
     opencl_device=None,
+    device_name: Optional[str] = None,
     max_buffer_bytes: Optional[int] = None,
     max_alloc_bytes: Optional[int] = None,
     max_workgroups: Optional[int] = None,
     memory_bytes: Optional[int] = None,
+    api: Optional[str] = None,
 ) -> tvm.target.Target:
     """An OpenCL target (``device`` selects TVM's adreno schedules by default) with the limits of
     ``opencl_device`` (a pyopencl device), else ``limits`` (a :class:`DeviceLimits` or preset
-    name), else the defaults, overridden by the keyword limits given."""
+    name), else the defaults, overridden by the keyword limits given. ``device_name`` (or the
+    ``opencl_device``'s name) selects the tuning database the schedules consult."""
     base = from_opencl_device(opencl_device) if opencl_device is not None else limits
+    if opencl_device is not None and device_name is None:
+        device_name = opencl_device.name.strip()
     lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
                           max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
     return tvm.target.Target(
         {
             "kind": "opencl",
             "device": device,
-            "keys": [device, "opencl", "gpu", "texture", *_keys(lim)],
+            "keys": [device, "opencl", "gpu", "texture", *_keys(lim, device_name, api)],
             "texture_spatial_limit": lim.textures.spatial,
             "texture_depth_limit": lim.textures.depth,
         },
@@ -89,6 +101,7 @@ def vulkan(
     adapter=None,
     *,
     limits: LimitsSpec = None,
+    device_name: Optional[str] = None,
     max_buffer_bytes: Optional[int] = None,
     max_alloc_bytes: Optional[int] = None,
     max_workgroups: Optional[int] = None,
@@ -97,11 +110,14 @@ def vulkan(
     """A Vulkan target with the limits of ``adapter`` (a wgpu adapter), else ``limits`` (a
     :class:`DeviceLimits` or preset name), else the defaults, overridden by the keyword limits
     given. TVM's vulkan target kind has no texture-limit attributes, so every limit travels as a
-    target key (module docstring)."""
+    target key (module docstring). ``device_name`` (or the adapter's) selects the tuning database."""
     base = from_wgpu_adapter(adapter) if adapter is not None else limits
+    if adapter is not None and device_name is None:
+        device_name = str(adapter.info.get("device", "")).strip() or None
     lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
                           max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
-    keys = ["vulkan", "gpu", "texture", f"texture_spatial_limit={lim.textures.spatial}", f"texture_depth_limit={lim.textures.depth}", *_keys(lim)]
+    keys = ["vulkan", "gpu", "texture", f"texture_spatial_limit={lim.textures.spatial}", f"texture_depth_limit={lim.textures.depth}",
+            *_keys(lim, device_name)]  # fmt: skip
     return tvm.target.Target({"kind": "vulkan", "keys": keys}, host=_host())
 
 
@@ -136,7 +152,26 @@ def lowering_target(target: tvm.target.Target) -> tvm.target.Target:
     TIR itself, :mod:`relax_vk.codegen.wgsl`)."""
     if check_kind(target) == "opencl":
         return target
-    return opencl(limits=target_limits(target))
+    # (the device is already a slug, which device_slug leaves as it is)
+    return opencl(limits=target_limits(target), device_name=target_device(target), api="vulkan")
+
+
+def _key(target: tvm.target.Target, name: str) -> Optional[str]:
+    for key in target.keys:
+        key_name, _, value = str(key).partition("=")
+        if key_name == name and value:
+            return value
+    return None
+
+
+def target_device(target: tvm.target.Target) -> Optional[str]:
+    """The device (database slug) a target is for, when it names one."""
+    return _key(target, "device")
+
+
+def target_api(target: tvm.target.Target) -> str:
+    """The GPU API kernels for ``target`` run on (a Vulkan build's lowering target says vulkan)."""
+    return _key(target, "api") or target.kind.name
 
 
 def texture_limits(target: tvm.target.Target, override: Optional[TextureLimits] = None) -> TextureLimits:

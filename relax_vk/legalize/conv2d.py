@@ -46,7 +46,12 @@ def conv2d_nchw4c_compute(data: te.Tensor, kernel: te.Tensor, strides, padding, 
 
     def compute(b, occ, y, x, ocb):
         oc = occ * oc_bn + ocb
-        c = (oc // oc_per_group) * ic_per_group + ric
+        if groups == 1:  # (written out so schedules see the channel does not depend on the lane)
+            c = ric
+        elif ic_per_group == 1 and oc_per_group == 1:  # depthwise: each channel reads itself
+            c = oc
+        else:
+            c = (oc // oc_per_group) * ic_per_group + ric
         value = data[b, c // ic_bn, y * sh + rkh * dh, x * sw + rkw * dw, c % ic_bn].astype(out_dtype)
         return te.sum(value * kernel[occ, ric, rkh, rkw, ocb].astype(out_dtype), axis=[ric, rkh, rkw])
 

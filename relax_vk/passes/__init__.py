@@ -19,6 +19,7 @@ from .lower import (
     SpecializeKernelScopes,
 )
 from .scope import (
+    ChooseMemoryKind,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
     DefineVDevice,
@@ -37,6 +38,7 @@ __all__ = [
     "PartialLegalize",
     "CollectConsumerScopeInfo",
     "CollectProducerScopeInfo",
+    "ChooseMemoryKind",
     "DefineVDevice",
     "RemoveRedundantAssignments",
     # stage 5

@@ -29,12 +29,15 @@ def texture_limit_problems(image, max_w: int, max_h: int, max_layers: int, what:
 
 class Session:
     """Base of :class:`~relax_vk.runtime.OpenCLSession` and :class:`~relax_vk.runtime.VulkanSession`:
-    ``run(inputs) -> outputs`` (numpy in, numpy out) and ``last_profile`` (per-step milliseconds)."""
+    ``run(inputs) -> outputs`` (numpy in, numpy out), ``last_profile`` (per-step milliseconds) and
+    ``last_device_ms`` (the device time of that same run, first step's start to last step's end;
+    the per-step times never add up to more)."""
 
     program: dict
     tensors: List[dict]
     device_name: str
     last_profile: List[dict]
+    last_device_ms: float = float("nan")
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """The inputs as the device holds them: shapes and dtypes checked (an input whose dtype the
@@ -76,3 +79,21 @@ class Session:
             self.run(inputs)
             times.append((time.perf_counter() - start) * 1e3)
         return {"median": float(np.median(times)), "min": float(np.min(times)), "max": float(np.max(times))}
+
+
+def step_times(names: Sequence[str], begins: Sequence[int], ends: Sequence[int]) -> "tuple[List[dict], float]":
+    """Per-step milliseconds and the run's device span from nanosecond timestamps.
+
+    A step's time is what it added to the device timeline: from its start, or from the previous
+    step's end if that came later (a driver may stamp a step's start before the previous step has
+    drained), to its end. The times therefore tile the span and never sum to more than it, which
+    raw ``end - begin`` pairs do not guarantee (NVIDIA's Vulkan driver stamps a pass's beginning
+    at the top of the pipe, so consecutive pairs overlap)."""
+    profile, last_end = [], None
+    for name, b, e in zip(names, begins, ends):
+        start = b if last_end is None else max(int(b), last_end)
+        e = max(int(e), start)
+        profile.append({"name": name, "ms": (e - start) * 1e-6})
+        last_end = e
+    span = (last_end - int(begins[0])) * 1e-6 if profile else 0.0
+    return profile, span

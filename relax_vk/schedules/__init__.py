@@ -4,14 +4,18 @@
 :class:`~relax_vk.schedules.apply.ScheduleKernels`, which verifies every rule's result
 (:mod:`.verify`) and falls back to the next rule, then to the safe schedule (:mod:`.fallback`):
 
-1. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
+1. ``conv2d`` -- relax_vk's NCHW4c conv schedule (:mod:`.conv2d`: register-blocked, broadcast FMAs,
+   padding and epilogues fused), configured from the tuning database (:mod:`.tuning`) where the
+   target's device has a record, else by its untuned default;
+2. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
    accumulates four texel lanes into one element: wrong numbers on pocl);
-2. ``adreno.conv2d``, ``adreno.layout_transform`` -- TVM's dlight adreno rules;
-3. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
+3. ``adreno.conv2d`` (grouped convs whose groups split a texel), ``adreno.layout_transform`` --
+   TVM's dlight adreno rules;
+4. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
    stores);
-4. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
+5. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
    (unwindowed) reductions only;
-5. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
+6. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
    replaces dlight's ``gpu.Fallback``).
 
 Kernels with a trivial (extent-1) reduction skip the upstream rules: :mod:`.analysis` says why.
@@ -29,6 +33,7 @@ from tvm.s_tir import dlight as dl
 
 from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
+from .conv2d import conv2d_rule
 from .pooling import schedule_pool
 
 
@@ -55,6 +60,7 @@ def _only_if(predicate, rule):
 # the upstream rules never see a kernel with a trivial reduction, and the generic reduction rules
 # only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis)
 RULES: List[Rule] = [
+    ("conv2d", conv2d_rule),
     ("pool", lambda func, _target: schedule_pool(func)),
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),

@@ -128,9 +128,10 @@ def _launch(call, resolve, name: str) -> dict:
 
 
 class _ProgramBuilder:
-    def __init__(self, host_tir: tvm.IRModule, main: Optional[relax.Function] = None):
+    def __init__(self, host_tir: tvm.IRModule, main: Optional[relax.Function] = None, lowered: Optional[tvm.IRModule] = None):
         self.host_tir = host_tir
         self.main = main
+        self.lowered = lowered
         self.tensors: List[dict] = []
         self.steps: List[dict] = []
         self.kernels: Dict[str, dict] = {}
@@ -189,8 +190,25 @@ class _ProgramBuilder:
         ]
         for launch in launches:
             ids = [operands[i] if kind == "param" else ws_ids[i] for kind, i in launch["args"]]
-            self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"]}
+            self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"],
+                                              **self.kernel_info(gv.name_hint)}  # fmt: skip
             self.steps.append({"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids})
+
+    def kernel_info(self, func_name: str) -> dict:
+        """What the schedules recorded on a kernel's PrimFunc: the rule that scheduled it and, for
+        convs, the workload, the configuration and its source, the memory kind, and the FLOPs (tools report GFLOP/s
+        and the tuner matches kernels to workloads with them)."""
+        if self.lowered is None or func_name not in [g.name_hint for g in self.lowered.get_global_vars()]:
+            return {}
+        attrs = self.lowered[func_name].attrs
+        if attrs is None:
+            return {}
+        keys = {"relax_vk.schedule": "schedule", "relax_vk.conv2d_workload": "workload", "relax_vk.conv2d_config": "config",
+                "relax_vk.conv2d_config_source": "config_source", "relax_vk.conv2d_memory": "memory"}  # fmt: skip
+        info = {out: str(attrs[key]) for key, out in keys.items() if key in attrs}
+        if "relax_vk.flops" in attrs:
+            info["flops"] = int(attrs["relax_vk.flops"])
+        return info
 
     def add_tensor_raw(self, name: str, nbytes: int) -> int:
         entry = {"id": len(self.tensors), "name": name, "shape": [nbytes], "dtype": "uint8", "scope": "global",
@@ -284,7 +302,7 @@ def export_program(
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``."""
     main = lowered["main"]
-    builder = _ProgramBuilder(host_tir, main)
+    builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []
     for p in main.params:
         tid = builder.add_tensor(p.name, p.ty, "input")

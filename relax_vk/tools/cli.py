@@ -9,7 +9,10 @@
   run on OpenCL (pyopencl) or Vulkan (wgpu); an ``.rvk`` file runs on the backend it was built for;
 * ``relax-vk devices``: the OpenCL devices pyopencl sees and the Vulkan adapters wgpu sees;
 * ``relax-vk demo``: the README's main job on the built-in default model;
-* ``relax-vk models``: the built-in example models.
+* ``relax-vk models``: the built-in example models;
+* ``relax-vk tune MODEL... (--device D | --bundle DIR)``, ``relax-vk tune --measure DIR -o R.json``,
+  ``relax-vk tune --import R.json``: measure conv schedule candidates on a device, keep the best
+  in the tuning database (:mod:`relax_vk.tools.tune`); ``--measure`` needs no TVM.
 
 MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file or a ``.pt2`` file
 (``torch.export.save``). ``--json`` outputs are stable contracts:
@@ -73,9 +76,21 @@ def _target(args):
         base = preset(args.preset)
     make = target.vulkan if args.target == "vulkan" else target.opencl
     return make(
-        args.spatial_limit, args.depth_limit, limits=base,
+        args.spatial_limit, args.depth_limit, limits=base, device_name=_device_name(args),
         max_buffer_bytes=getattr(args, "max_buffer_bytes", None), max_workgroups=getattr(args, "max_workgroups", None),
     )  # fmt: skip
+
+
+def _device_name(args) -> Optional[str]:
+    """The device whose tuning database the build consults: --device-name, else the --device's."""
+    if getattr(args, "device_name", None):
+        return args.device_name
+    device = getattr(args, "run_device", None)
+    if device is None:
+        return None
+    if args.target == "vulkan":
+        return str(device.info.get("device", "")).strip() or None
+    return str(device.name).strip() or None
 
 
 def _select_device(args, default: bool = False) -> None:
@@ -106,7 +121,7 @@ def _select_device(args, default: bool = False) -> None:
 def _options(args):
     from ..core.options import ScopeOptions
 
-    return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers)
+    return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers, prefer=args.prefer)
 
 
 def _registry(args):
@@ -132,7 +147,12 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
                    help="largest buffer one kernel binding may address; larger constant weights are split")
     p.add_argument("--max-workgroups", type=int, default=None, help="workgroups per grid dimension; larger grids are folded")
     p.add_argument("--weights-in-buffers", action="store_true", help="keep conv2d weights in buffers")
-    p.add_argument("--no-textures", action="store_true", help="all-buffer plan (for comparisons)")
+    p.add_argument("--no-textures", action="store_true", help="all-buffer plan (the same as --prefer buffer)")
+    p.add_argument("--prefer", choices=("auto", "texture", "buffer"), default="auto",
+                   help="memory kind: texture (the RFC's rule), buffer, or auto (default: measured conv times from the tuning "
+                        "database of the --device / --device-name, else the RFC's rule)")
+    p.add_argument("--device-name", default=None,
+                   help="the device the build is for (its tuning database; default: the --device's name), e.g. 'NVIDIA H100 80GB HBM3'")
     p.add_argument(
         "--registry", choices=("default", "rfc"), default="default",
         help="op registry: relax_vk's default, or the RFC's (layout transforms read buffers)",
@@ -147,10 +167,19 @@ def _scoped(args, model: str):
     return scope_pipeline(_target(args), registry=_registry(args), options=_options(args))(_load(model, args))
 
 
+def _scoped_with_decision(args, model: str):
+    """The scoped module and the memory-kind decision behind it (which rule chose the kind)."""
+    from ..passes.scope.choose_memory_kind import decide
+    from ..pipeline import scope_pipeline
+
+    mod, target, options = _load(model, args), _target(args), _options(args)
+    return scope_pipeline(target, registry=_registry(args), options=options)(mod), None, decide(mod, target, options)
+
+
 def cmd_plan(args) -> int:
     from .memory_plan import plan
 
-    result = plan(_scoped(args, args.model))
+    result = plan(*_scoped_with_decision(args, args.model))
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
     return 0
 
@@ -443,6 +472,68 @@ def cmd_devices(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    """Three steps that may run on two machines (relax_vk.tools.tune): MODEL... --bundle DIR
+    builds candidates (TVM); --measure DIR times them on a device (no TVM); --import FILE merges
+    results into the tuning database. MODEL... --device D does all three locally."""
+    apis = args.apis or ["opencl", "vulkan"]
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
+    if args.import_results:
+        from .tune import import_results
+
+        with open(args.import_results) as f:
+            results = json.load(f)
+        summary = import_results(results, args.db)
+        for device, (kept, offered) in summary.items():
+            log(f"{device}: {kept} of {offered} records kept (faster than or new to the database)")
+        if args.json:
+            print(json.dumps({d: {"kept": k, "offered": o} for d, (k, o) in summary.items()}, indent=2))
+        return 0
+    bundle = args.measure or args.bundle
+    if not args.measure:
+        if not args.models:
+            raise ValueError("relax-vk tune: name the models to tune (or --measure BUNDLE / --import RESULTS)")
+        from .tune import write_bundle
+
+        local = bundle is None
+        if local:
+            if args.device is None:
+                raise ValueError("relax-vk tune: give --bundle DIR (to measure elsewhere) or --device D (to measure here)")
+            import tempfile
+
+            bundle = os.path.join(tempfile.mkdtemp(prefix="relax-vk-tune-"), "bundle")
+        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log)
+        log(f"bundle: {len(index['cases'])} cases in {index['seconds']:.0f} s -> {bundle}")
+        if not local:
+            return 0
+    from ..runtime.measure import measure_bundle
+
+    devices = {}
+    for api in apis:
+        if api == "vulkan":
+            from ..runtime.vulkan.devices import select_adapter
+
+            devices[api] = select_adapter(args.device)
+        else:
+            from ..runtime.opencl.devices import select_device
+
+            devices[api] = select_device(args.device)
+    results = measure_bundle(bundle, devices, repeat=args.repeat, log=log)
+    if args.output:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(tmp, args.output)
+    if not args.measure or args.db:  # measured here: straight into the database
+        from .tune import import_results
+
+        for device, (kept, offered) in import_results(results, args.db).items():
+            log(f"{device}: {kept} of {offered} records kept")
+    if args.json:
+        print(json.dumps({"records": results["records"], "failures": results["failures"]}, indent=2))
+    return 1 if results["failures"] else 0
+
+
 def cmd_models(_args) -> int:
     from ..models import EXAMPLES
     from ..zoo import ZOO
@@ -489,6 +580,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p, model_default=DEFAULT_MODEL)
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("tune", help="time conv schedule candidates on a device; keep the best in the tuning database")
+    p.add_argument("models", nargs="*", help="models whose convs to tune (built-in names, .onnx or .pt2 files)")
+    p.add_argument("--target", "--backend", dest="apis", action="append", choices=("opencl", "vulkan"),
+                   help="API to tune for (repeat; default both)")
+    p.add_argument("--memory", nargs="+", choices=("texture", "buffer"), default=["texture", "buffer"], help="memory kinds to tune")
+    p.add_argument("--threads", nargs="+", type=int, default=[32, 64, 128], help="workgroup sizes to try")
+    p.add_argument("--bundle", help="write the candidates here (to measure on another machine) instead of measuring")
+    p.add_argument("--measure", metavar="BUNDLE", help="time a bundle's candidates on this machine (no TVM needed)")
+    p.add_argument("--import", dest="import_results", metavar="RESULTS", help="merge measured results into the database")
+    p.add_argument("--device", default=None, help="the device to measure on (OpenCL: pocl, gpu, PLATFORM:DEVICE; Vulkan: lavapipe, gpu, N)")
+    p.add_argument("--repeat", type=int, default=20, help="profiled runs per candidate (median)")
+    p.add_argument("-o", "--output", help="write the measured results (JSON) here")
+    p.add_argument("--db", help="database folder (default: the package's relax_vk/schedules/tuning_db)")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...", help="fix a symbolic ONNX input dimension")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_tune)
     p = sub.add_parser("models", help="list the built-in example models")
     p.set_defaults(func=cmd_models)
     return parser

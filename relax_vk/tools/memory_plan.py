@@ -4,12 +4,17 @@
 when the module has none). Its JSON form is a stable contract read by tools and tests::
 
     {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind", "reason"}],
-     "texture_bytes", "buffer_bytes", "copies", "copy_bytes", "activation_texture_share"}
+     "texture_bytes", "buffer_bytes", "copies", "copy_bytes", "activation_texture_share",
+     "scope_rule": {"rule", "kind", "reason", "device", "api", "texture_ms", "buffer_ms", "convs", "measured"} | null}
 
 ``image`` is ``[width, height, layers]`` for textures and null for buffers; ``kind`` is one of
 ``param``, ``tensor``, ``constant``, ``copy``; ``reason`` says why a buffer is a buffer (empty for
 textures). ``activation_texture_share`` is the fraction of activation bytes (kind ``tensor``) held
-in textures. Keys may be added, never renamed or removed.
+in textures. ``scope_rule`` is the memory-kind decision
+(:mod:`relax_vk.passes.scope.choose_memory_kind`): which rule chose textures or buffers
+(``prefer``, ``measured``, ``consumer-priority``) and the measured conv times behind it; null
+when the module was scoped without measurements and no tool said which rule applied. Keys may be
+added, never renamed or removed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from tvm.ir.expr import GenericConst
 from ..core.ir_utils import tensor_scope
 from ..core.scope import GLOBAL, TEXTURE_SCOPES, is_texturable, scope_from_name, static_shape, tensor_bytes
 from ..passes.layout.derive_identifiers import source_name
+from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
 
 
@@ -47,6 +53,7 @@ class MemoryPlan:
     buffer_bytes: int = 0
     copies: int = 0
     copy_bytes: int = 0
+    scope_rule: Optional[dict] = None
 
     @property
     def texture_share(self) -> float:
@@ -67,6 +74,7 @@ class MemoryPlan:
             "copies": self.copies,
             "copy_bytes": self.copy_bytes,
             "activation_texture_share": self.activation_texture_share,
+            "scope_rule": self.scope_rule,
         }
 
     def dumps(self) -> str:
@@ -97,6 +105,8 @@ class MemoryPlan:
             f"texture share: {100 * self.texture_share:.1f}% (activations {100 * self.activation_texture_share:.1f}%)  "
             f"copies: {self.copies} ({self.copy_bytes} bytes)"
         )
+        if self.scope_rule:
+            lines.append(f"scope rule: {self.scope_rule['rule']} -> {self.scope_rule['kind']}s ({self.scope_rule['reason']})")
         return "\n".join(lines)
 
 
@@ -180,13 +190,17 @@ def _constants(func: relax.Function) -> List[GenericConst]:
     return found
 
 
-def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> MemoryPlan:
-    """The memory plan of ``mod`` (scoped by :func:`relax_vk.scope_pipeline` first if it has no VDevices)."""
+def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, decision=None) -> MemoryPlan:
+    """The memory plan of ``mod`` (scoped by :func:`relax_vk.scope_pipeline` first if it has no
+    VDevices). ``decision``: the memory-kind decision to report when the module carries none (a
+    module carries one only when measurements decided; tools pass :func:`~relax_vk.passes.scope.
+    choose_memory_kind.decide`'s answer for the others)."""
     if "vdevice" not in mod.global_infos:
         from ..pipeline import scope_pipeline
 
         mod = scope_pipeline(target)(mod)
-    result = MemoryPlan()
+    decision = recorded(mod) or decision
+    result = MemoryPlan(scope_rule=decision.to_json() if decision is not None else None)
     functions = list(scoped_functions(mod))
     limits = _module_limits(mod)
     for gvar, func in functions:
@@ -209,6 +223,11 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None) -> 
                     result.copy_bytes += sum(e.bytes for e in entries)
         for i, c in enumerate(constants):
             result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits)
+    if decision is not None and decision.kind == "buffer":  # the decision, not the tensor, made these buffers
+        why = "buffers asked for (prefer=buffer)" if decision.rule == "prefer" else "measured: the model's convs run faster in buffers"
+        for t in result.tensors:
+            if t.reason == "its producer or consumers need a buffer (fewest copies)":
+                t.reason = why
     for t in result.tensors:
         if scope_from_name(t.scope).is_texture:
             result.texture_bytes += t.bytes

@@ -16,11 +16,12 @@ The catalogue (:data:`ZOO`) is plain data; building a model needs the ``torch`` 
 from .catalog import ZOO, ZooEntry
 
 
-def build_zoo_model(name: str, seed: int = 0):
-    """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``."""
+def build_zoo_model(name: str, seed: int = 0, input_shape=None):
+    """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``; the
+    example input has the catalogue's shape or ``input_shape`` (e.g. ``(1, 3, 224, 224)``)."""
     from .models import build_zoo_model as build
 
-    return build(name, seed)
+    return build(name, seed, input_shape)
 
 
 __all__ = ["ZOO", "ZooEntry", "build_zoo_model"]

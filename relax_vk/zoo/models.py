@@ -164,8 +164,9 @@ def _randomize_layernorm(model, generator):
                 m.bias.copy_(torch.randn(m.bias.shape, generator=generator) * 0.1)
 
 
-def build_zoo_model(name: str, seed: int = 0):
-    """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``."""
+def build_zoo_model(name: str, seed: int = 0, input_shape=None):
+    """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``; the
+    example input has the catalogue's shape or ``input_shape`` (e.g. ``(1, 3, 224, 224)``)."""
     if name not in ZOO:
         raise ValueError(f"unknown zoo model {name!r}; the zoo has: {', '.join(sorted(ZOO))}")
     entry = ZOO[name]
@@ -174,5 +175,5 @@ def build_zoo_model(name: str, seed: int = 0):
     _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1))
     _randomize_layernorm(model, torch.Generator().manual_seed(seed + 3))
     model.eval()
-    example = torch.randn(*entry.input_shape, generator=torch.Generator().manual_seed(seed + 2))
+    example = torch.randn(*(input_shape or entry.input_shape), generator=torch.Generator().manual_seed(seed + 2))
     return model, example

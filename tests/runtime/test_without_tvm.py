@@ -111,3 +111,25 @@ def test_compiler_api_without_tvm_says_what_to_install(tmp_path):
     )
     assert proc.returncode != 0
     assert "relax_vk.build needs TVM" in proc.stderr and "pip install 'apache-tvm==0.27.0.post1'" in proc.stderr
+
+
+def test_tune_measure_runs_without_tvm(tmp_path):
+    from relax_vk.schedules.workloads import ConvSpec
+    from relax_vk.tools.tune import candidate_module, write_bundle
+
+    spec = ConvSpec((1, 4, 6, 6), (8, 4, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    write_bundle([candidate_module(spec, 1)], str(tmp_path / "bundle"), apis=("opencl",), memories=("buffer",), threads=(32,),
+                 log=lambda _line: None)  # fmt: skip
+    proc = _run(
+        """
+        import sys
+        from relax_vk.tools.cli import main
+        code = main(["tune", "--measure", "bundle", "--target", "opencl", "--device", "pocl", "--repeat", "1", "-o", "r.json"])
+        assert "tvm" not in sys.modules
+        raise SystemExit(code)
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert len(results["records"]) == 1 and results["records"][0]["max_err"] < 1e-4

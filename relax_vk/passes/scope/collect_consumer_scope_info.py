@@ -6,7 +6,8 @@ for scoping are still Relax ops with their attributes).
 Guarantees: every scoped Relax function gets a ``relax_vk.consumer_scope_info`` attribute holding,
 per call site, the admissible scopes of each tensor argument and output (registry sets filtered by
 the target's texture limits for the actual shapes, sync rules applied), the argument's preferred
-scope by :mod:`relax_vk.core.scope_rule`, and the sync structure. The IR is otherwise unchanged.
+scope by :mod:`relax_vk.core.scope_rule`, and the sync structure. A module whose
+``ChooseMemoryKind`` decision is ``buffer`` is scoped as with ``ScopeOptions(textures=False)``. The IR is otherwise unchanged.
 Tensors reached through tuples, ``TupleGetItem`` and tuple-producing calls (``split``) are traced
 to their producer (see :mod:`relax_vk.passes.scope.scope_graph`).
 """
@@ -26,6 +27,7 @@ from ...core.representation import BUFFER_ONLY, SiteDemand, TensorRepSet, Tensor
 from ...core.scope import TextureLimits
 from ...core.scope_rule import Role
 from . import scope_info
+from .choose_memory_kind import effective_options
 from .scope_graph import CallSite, ScopeGraph, scope_module_pass
 
 
@@ -61,7 +63,7 @@ def collect_consumer_scope_info(
 ) -> Dict[int, SiteDemand]:
     """Per call site index, its :class:`SiteDemand` (the analysis behind the pass)."""
     registry = registry or default_registry()
-    options = options or ScopeOptions()
+    options = effective_options(graph.mod, options) if graph.mod is not None else (options or ScopeOptions())
     memo: Dict[tuple, SiteDemand] = {}
     result = {}
     for site in graph.sites:

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ...serialization.artifact import Artifact
-from ..session import DeviceLimitError, Session, texture_limit_problems
+from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .compiler import OpenCLBuildError, describe
 
 
@@ -129,7 +129,8 @@ class OpenCLSession(Session):
 
     # ------------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Run once; returns the outputs and records per-kernel times in ``last_profile``."""
+        """Run once; returns the outputs and records per-kernel times in ``last_profile`` and the
+        run's device span in ``last_device_ms``."""
         cl, q = self.cl, self.queue
         for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
             self._write(tid, array)
@@ -145,11 +146,11 @@ class OpenCLSession(Session):
                 raise ValueError(f"unknown step {step['op']}")
         outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
         q.finish()
-        self.last_profile = []
-        for name, event in events:
-            try:
-                ms = (event.profile.end - event.profile.start) * 1e-6
-            except Exception:
-                ms = float("nan")
-            self.last_profile.append({"name": name, "ms": ms})
+        try:
+            begins = [e.profile.start for _, e in events]
+            ends = [e.profile.end for _, e in events]
+        except Exception:  # a queue without profiling
+            self.last_profile, self.last_device_ms = [{"name": n, "ms": float("nan")} for n, _ in events], float("nan")
+        else:
+            self.last_profile, self.last_device_ms = step_times([n for n, _ in events], begins, ends)
         return outputs

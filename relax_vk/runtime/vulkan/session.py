@@ -24,7 +24,7 @@ import numpy as np
 
 from ...core.errors import RelaxVKError
 from ...serialization.artifact import Artifact
-from ..session import DeviceLimitError, Session, texture_limit_problems
+from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
 
@@ -282,11 +282,10 @@ class VulkanSession(Session):
         outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
         if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
-        self.last_profile = []
-        if self.profiling:  # nanoseconds (the instance normalizes timestamps: devices._wgpu)
-            stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64).astype(np.int64)
-            for i, (name, *_rest) in enumerate(self.steps):
-                self.last_profile.append({"name": name, "ms": max(int(stamps[2 * i + 1] - stamps[2 * i]), 0) * 1e-6})
+        # nanoseconds (the instance normalizes timestamps: devices._wgpu)
+        stamps = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer)), dtype=np.uint64).astype(np.int64)
+        names = [name for name, *_rest in self.steps]
+        self.last_profile, self.last_device_ms = step_times(names, stamps[0::2][: len(names)], stamps[1::2][: len(names)])
         return outputs
 
     def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:

@@ -25,8 +25,8 @@ def test_texture_kernels_read_sampled_and_write_storage_textures():
     assert "texture_storage_2d_array<rgba32float, write>" in conv.source
     assert conv.source.count("texture_2d_array<f32>") == 2
     assert "textureStore(" in conv.source and "textureLoad(" in conv.source
-    assert conv.workgroup == (16, 16, 1)  # the adreno conv schedule's, with blockIdx.z (WebGPU codegen refuses it)
-    assert "rvk_wid.z" in conv.source
+    assert conv.workgroup == (64, 1, 1)  # relax_vk's conv schedule: output texel blocks on the grid's y axis
+    assert "rvk_wid.y" in conv.source
     # the packing transform reads a buffer (bound read-only) and writes a texture; the unpacking
     # transform reads a texture and writes a buffer
     pack = compiled.shaders["te_layout_transform_kernel"]
@@ -181,13 +181,19 @@ def lavapipe_device():
 
 
 @pytest.mark.parametrize(
-    "textures, message",
-    [(True, "Unresolved call .*tirx.texture2d_load"), (False, "blockIdx.z is not supported in WebGPU")],
+    "model, textures, message",
+    [("conv-relu-pool", True, "Unresolved call .*tirx.texture2d_load"), ("grouped", False, "blockIdx.z is not supported in WebGPU")],
 )
-def test_tvm_webgpu_codegen_cannot_take_these_kernels(textures, message):
-    # the evidence for relax_vk's own emitter (docs/vulkan.md): TVM's WGSL codegen fails on the
-    # texture plan's kernels and even on the all-buffer plan's (adreno schedules use blockIdx.z)
-    compiled = relax_vk.build(build_example("conv-relu-pool"), target="vulkan", options=relax_vk.ScopeOptions(textures=textures))
+def test_tvm_webgpu_codegen_cannot_take_these_kernels(model, textures, message):
+    # the evidence for relax_vk's own emitter (docs/vulkan.md): TVM's WGSL codegen fails on every
+    # texture kernel, and on buffer kernels whose schedule uses blockIdx.z (TVM's adreno conv rule,
+    # which relax_vk keeps for grouped convs whose groups split a texel)
+    if model == "grouped":
+        x = tensor("x", (1, 24, 8, 8))
+        mod = module([x], lambda bb, x: relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(np.ones((24, 6, 3, 3), "float32")), padding=(1, 1), groups=4)))
+    else:
+        mod = build_example(model)
+    compiled = relax_vk.build(mod, target="vulkan", options=relax_vk.ScopeOptions(textures=textures))
     webgpu = tvm.target.Target("webgpu")
     device = tvm.IRModule({gv: f.with_attr("target", webgpu) for gv, f in compiled.device_tir.functions_items()})
     with pytest.raises(tvm.error.InternalError, match=message):

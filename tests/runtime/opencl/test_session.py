@@ -22,6 +22,7 @@ def test_examples_match_the_cpu_reference(name):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     # every kernel and copy was timed with OpenCL profiling events
     assert session.last_profile and all(k["ms"] >= 0 for k in session.last_profile)
+    assert sum(k["ms"] for k in session.last_profile) <= session.last_device_ms + 1e-9
 
 
 def test_runs_reuse_memory_and_repeat_exactly():

@@ -1,0 +1,183 @@
+"""The device half of ``relax-vk tune``: time a bundle of candidate kernels, check each one first.
+
+Needs numpy and pyopencl or wgpu only (no TVM), so it runs on the machine that has the GPU. A
+bundle (written by :func:`relax_vk.tools.tune.write_bundle`) is a folder::
+
+    tune.json     {"format": "relax_vk.tune-bundle", "version": 1, "cases": [
+                     {"id": "c000", "api": "opencl", "memory": "texture", "workload": "conv_n1_...",
+                      "conv": {"data": [1, 64, 56, 56], "weight": [64, 64, 3, 3], "strides": [1, 1],
+                               "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1},
+                      "artifact": "c000.rvk.gz", "default": "px4_oc2_t64", "configs": ["px4_oc2_t64", ...]}]}
+    c000.rvk.gz   one gzipped artifact per case: ``relu(conv2d(x, w) + b_i)`` once per candidate configuration
+
+Every case's inputs come from a fixed formula (:func:`pattern`), the same on every machine, so no
+tensor travels with the bundle; the reference is a float64 numpy conv computed here
+(:func:`conv2d_reference`). A candidate counts only when its whole output is within
+``tolerance`` (relative to the output's magnitude, 1e-4 by default) of the reference; then it is
+timed as the median of its kernel's profiled time over ``repeat`` runs. The results
+(:func:`measure_bundle`) are what ``relax-vk tune --import`` merges into the tuning database.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+BUNDLE_FORMAT, RESULTS_FORMAT, VERSION = "relax_vk.tune-bundle", "relax_vk.tune-results", 1
+
+
+def pattern(shape: Sequence[int], seed: int, scale: float = 1.0) -> np.ndarray:
+    """A deterministic float32 tensor in [-scale/2, scale/2): a multiplicative hash of the flat
+    index (exact integer arithmetic, so every machine makes the same values)."""
+    count = int(np.prod(shape)) if len(shape) else 1
+    index = np.arange(count, dtype=np.uint64)
+    bits = (index * np.uint64(2654435761) + np.uint64(seed) * np.uint64(40503) + np.uint64(12345)) % np.uint64(1 << 32)
+    return ((bits.astype(np.float64) / float(1 << 32) - 0.5) * scale).astype(np.float32).reshape(shape)
+
+
+def conv2d_reference(x: np.ndarray, w: np.ndarray, strides, padding, dilation, groups: int) -> np.ndarray:
+    """NCHW x OIHW conv2d in float64 (``padding`` = top, left, bottom, right), any group count."""
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    pt, pl, pb, pr = padding
+    sh, sw = strides
+    dh, dw = dilation
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    og = o // groups
+    xg = xp.reshape(n, groups, cg, xp.shape[2], xp.shape[3])
+    wg = w.astype(np.float64).reshape(groups, og, cg, kh, kw)
+    out = np.zeros((n, groups, og, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xg[:, :, :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
+            out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j], optimize=True)
+    return out.reshape(n, o, oh, ow)
+
+
+def case_inputs(case: dict, count: int) -> List[np.ndarray]:
+    """``x, w, b_0 .. b_{count-1}`` of a case (weights scaled by 1/sqrt(fan-in): outputs of order 1)."""
+    conv = case["conv"]
+    weight = conv["weight"]
+    fan_in = int(np.prod(weight[1:]))
+    x = pattern(conv["data"], 1, 2.0)
+    w = pattern(weight, 2, 4.0 / np.sqrt(fan_in))
+    biases = [pattern([1, weight[0], 1, 1], 3 + i) for i in range(count)]
+    return [x, w, *biases]
+
+
+def parse_config(key: str) -> Dict[str, int]:
+    """``px4_oc2_t64`` -> ``{"px": 4, "oc": 2, "threads": 64}`` (Conv2dConfig's key, parsed without TVM)."""
+    m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)", str(key))
+    if m is None:
+        raise ValueError(f"not a conv2d configuration: {key!r}")
+    return dict(zip(("px", "oc", "threads"), (int(g) for g in m.groups())))
+
+
+def _conv_steps(program: dict) -> List[dict]:
+    """The conv launches of a candidate program in order: candidate i is the i-th."""
+    kernels = {k["name"]: k for k in program["kernels"]}
+    return [kernels[s["kernel"]] for s in program["steps"] if s["op"] == "launch" and kernels[s["kernel"]].get("workload")]
+
+
+def measure_case(case: dict, artifact, device, repeat: int = 20, tolerance: float = 1e-4, load: Optional[Callable] = None) -> dict:
+    """Check and time one case's candidates on ``device``; returns its result record."""
+    if load is None:
+        from . import load
+    session = load(artifact, device=device)
+    convs = _conv_steps(session.program)
+    outputs_count = len(session.program["outputs"])
+    if len(convs) != outputs_count:
+        raise ValueError(f"case {case['id']}: {len(convs)} conv kernels for {outputs_count} candidate outputs")
+    inputs = case_inputs(case, outputs_count)
+    conv = case["conv"]
+    y = conv2d_reference(inputs[0], inputs[1], conv["strides"], conv["padding"], conv["dilation"], conv["groups"])
+    outputs = session.run(inputs)
+    candidates = []
+    for i, (kernel, out) in enumerate(zip(convs, outputs)):
+        ref = np.maximum(y + inputs[2 + i], 0.0)
+        err = float(np.max(np.abs(out.astype(np.float64) - ref))) if out.shape == ref.shape else float("inf")
+        bound = tolerance * max(1.0, float(np.max(np.abs(ref))))
+        candidates.append({"kernel": kernel["name"], "config": kernel.get("config"), "memory": kernel.get("memory"),
+                           "flops": int(kernel.get("flops", 0)), "max_err": err, "ok": bool(err <= bound), "times": []})  # fmt: skip
+    for _ in range(max(1, repeat)):
+        session.run(inputs)
+        times = {p["name"]: p["ms"] for p in session.last_profile}
+        for c in candidates:
+            c["times"].append(times.get(c["kernel"], float("nan")))
+    for c in candidates:
+        c["ms"] = float(np.median(c.pop("times")))
+    del session
+    return {"id": case["id"], "api": case["api"], "memory": case["memory"], "workload": case["workload"],
+            "default": case.get("default"), "candidates": candidates}  # fmt: skip
+
+
+def best_record(result: dict, device: str) -> Optional[dict]:
+    """The database record of a case's result: its fastest correct candidate (None if none was)."""
+    ok = [c for c in result["candidates"] if c["ok"] and np.isfinite(c["ms"]) and c["ms"] > 0]
+    if not ok:
+        return None
+    best = min(ok, key=lambda c: c["ms"])
+    default = [c["ms"] for c in result["candidates"] if c["config"] == result.get("default")]
+    config = parse_config(best["config"])
+    return {"device": device, "api": result["api"], "memory": best.get("memory") or result["memory"], "workload": result["workload"],
+            "config": config, "ms": best["ms"], "gflops": best["flops"] / best["ms"] / 1e6 if best["flops"] else 0.0,
+            "default_ms": default[0] if default else 0.0, "candidates": len(result["candidates"]),
+            "max_err": best["max_err"]}  # fmt: skip
+
+
+def measure_bundle(bundle: str, devices: Dict[str, object], repeat: int = 20, tolerance: float = 1e-4,
+                   log: Callable[[str], None] = print) -> dict:  # fmt: skip
+    """Measure every case of ``bundle`` whose API has a device in ``devices`` (``{"opencl": a
+    pyopencl device, "vulkan": a wgpu adapter}``); returns the results document."""
+    with open(os.path.join(bundle, "tune.json")) as f:
+        index = json.load(f)
+    if index.get("format") != BUNDLE_FORMAT or index.get("version") != VERSION:
+        raise ValueError(f"{bundle}: not a relax_vk tuning bundle")
+    results, records, failures = [], [], []
+    t0 = time.perf_counter()
+    for case in index["cases"]:
+        device = devices.get(case["api"])
+        if device is None:
+            continue
+        name = _device_name(case["api"], device)
+        try:
+            result = measure_case(case, _read_artifact(os.path.join(bundle, case["artifact"])), device, repeat, tolerance)
+        except Exception as err:  # a candidate set that does not load or run: recorded, not fatal
+            failures.append({"id": case["id"], "api": case["api"], "workload": case["workload"], "error": f"{type(err).__name__}: {err}"})
+            log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']}: FAILED {type(err).__name__}: {err}")
+            continue
+        results.append(result)
+        record = best_record(result, name)
+        bad = sum(not c["ok"] for c in result["candidates"])
+        if record is None:
+            log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']}: no candidate matched the reference")
+            continue
+        records.append(record)
+        log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']:<40} best {record['config']} "
+            f"{record['ms']:.4f} ms ({record['gflops']:.0f} GFLOP/s), default {record['default_ms']:.4f} ms, "
+            f"{len(result['candidates'])} candidates" + (f", {bad} rejected" if bad else ""))  # fmt: skip
+    return {"format": RESULTS_FORMAT, "version": VERSION, "seconds": time.perf_counter() - t0, "records": records,
+            "results": results, "failures": failures}  # fmt: skip
+
+
+def _read_artifact(path: str):
+    from ..serialization.artifact import Artifact
+
+    if not path.endswith(".gz"):
+        return Artifact.read(path)
+    with gzip.open(path, "rb") as f:
+        return Artifact.from_bytes(f.read(), what=path)
+
+
+def _device_name(api: str, device) -> str:
+    if api == "vulkan":
+        return str(device.info.get("device", "")).strip()
+    return str(device.name).strip()

@@ -1,0 +1,308 @@
+"""relax_vk's NCHW4c conv2d schedule: register-blocked, broadcast-FMA, padding folded into reads.
+
+For the ``conv2d_NCHWc_OIHWo`` block of :func:`relax_vk.legalize.conv2d.conv2d_nchw4c_compute`
+(plain convs and depthwise convs; textures and packed buffers alike), fused with its pad and any
+elementwise epilogue (bias, batch norm, activations, residual add). One thread computes
+``px`` output pixels along the row times ``oc`` output texels (4 channels each):
+
+* the reduction runs ``ic4 -> kh -> kw -> ic lane``; per (ic4, kh) the thread loads the input row
+  segment it needs once (``(px - 1) * stride + (kw - 1) * dilation + 1`` texels: a sliding window
+  across kw) into registers, padding folded into those loads (the pad block is computed in
+  registers with its guard, so a padded conv is one kernel);
+* per (ic4, kh, kw) it loads ``oc * 4`` weight texels (OIHW4o: a texel holds 4 output channels of
+  one input channel) and accumulates ``acc[o, p] += in[p].lane(i) * w[o, i]``: every weight texel
+  feeds ``4 * px`` FMAs, every input texel ``16 * oc`` (MNN's and TFLite's broadcast form; TVM's
+  adreno rule feeds one lane per fetch);
+* accumulators live in registers (all inner loops unrolled, so every index is a constant), the
+  write-back stores whole texels and computes the fused epilogue on the way out.
+
+:class:`Conv2dConfig` holds the tunables; :func:`default_config` picks them from the workload (what
+the tuning database overrides). Grouped convs whose groups split a texel are left to other rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+from tvm import s_tir, tirx
+
+BLOCK = "conv2d_NCHWc_OIHWo"
+PAD = "conv2d_data_pad"
+
+# on a PrimFunc before scheduling: the configuration to use (``Conv2dConfig.key()``; the tuner
+# sets it on each candidate); after scheduling: the workload, the configuration used and where it
+# came from ("forced", "tuned" or "default")
+CONFIG_ATTR = "relax_vk.conv2d_config"
+WORKLOAD_ATTR = "relax_vk.conv2d_workload"
+SOURCE_ATTR = "relax_vk.conv2d_config_source"
+MEMORY_ATTR = "relax_vk.conv2d_memory"  # what :func:`memory_kind` says, as the database keys it
+
+
+@dataclass(frozen=True)
+class Conv2dConfig:
+    """Tunables: output pixels per thread along the row, output texels per thread, threads per
+    workgroup (along the fused pixel axis)."""
+
+    px: int = 4
+    oc: int = 2
+    threads: int = 64
+
+    def key(self) -> str:
+        return f"px{self.px}_oc{self.oc}_t{self.threads}"
+
+    @staticmethod
+    def from_key(key: str) -> "Conv2dConfig":
+        """The configuration :meth:`key` describes (``px4_oc2_t64``)."""
+        m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)", str(key))
+        if m is None:
+            raise ValueError(f"not a conv2d configuration: {key!r} (expected e.g. px4_oc2_t64)")
+        return Conv2dConfig(*(int(g) for g in m.groups()))
+
+
+@dataclass(frozen=True)
+class Conv2dWorkload:
+    """What a conv kernel computes, as the tuning database keys it."""
+
+    n: int
+    oc_chunks: int
+    out_h: int
+    out_w: int
+    ic: int  # reduction channels per output channel (input channels per group)
+    kh: int
+    kw: int
+    depthwise: bool
+    stride: int = 1
+    dilation: int = 1
+
+    def key(self) -> str:
+        kind = "dw" if self.depthwise else "conv"
+        return (f"{kind}_n{self.n}_oc{self.oc_chunks * 4}_h{self.out_h}_w{self.out_w}_ic{self.ic}_k{self.kh}x{self.kw}"
+                f"_s{self.stride}_d{self.dilation}")  # fmt: skip
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds times two (channel padding to whole texels included)."""
+        return 2 * self.n * self.oc_chunks * 4 * self.out_h * self.out_w * self.ic * self.kh * self.kw
+
+
+def _extent(loop_stmt) -> int:
+    return int(getattr(loop_stmt.extent, "value", -1))
+
+
+def find_conv(sch: s_tir.Schedule):
+    """``(conv block, pad block or None, epilogue blocks)`` of a fused conv kernel, or None."""
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    names = [sch.get(b).name_hint for b in blocks]
+    if names.count(BLOCK) != 1:
+        return None
+    index = names.index(BLOCK)
+    before = blocks[:index]
+    pad = None
+    for b in before:
+        if sch.get(b).name_hint == PAD:
+            pad = b
+        else:
+            return None  # a producer other than the pad: not this rule's kernel
+    return blocks[index], pad, blocks[index + 1 :]
+
+
+def workload(sch: s_tir.Schedule, conv) -> Optional[Conv2dWorkload]:
+    loops = sch.get_loops(conv)
+    if len(loops) != 8:
+        return None
+    n, occ, oh, ow, ocb, ic, kh, kw = (_extent(sch.get(lp)) for lp in loops)
+    if min(n, occ, oh, ow, ocb, ic, kh, kw) < 1 or ocb != 4:
+        return None
+    block = sch.get(conv)
+    data = block.reads[0]
+    # the data channel index: plain convs read channel ic (lane ic % 4), depthwise ones channel oc
+    depthwise = ic == 1 and _reads_lane_of(block, data, ocb_var=block.iter_vars[4].var)
+    if not depthwise and ic % 4:
+        return None
+    stride, dilation = _window(block, data)
+    return Conv2dWorkload(n, occ, oh, ow, ic, kh, kw, depthwise, stride, dilation)
+
+
+def _window(block, region) -> tuple:
+    """``(stride, dilation)`` along the rows: the coefficients of the output row and the kernel
+    row in the data read's row index (``y * stride + kh * dilation``); ``(1, 1)`` if not linear."""
+    from tvm.sym.pattern import detect_linear_equation
+
+    y, kh = block.iter_vars[2].var, block.iter_vars[6].var
+    coeffs = detect_linear_equation(region.region[2].min, [y, kh])
+    if len(coeffs) != 3:
+        return 1, 1
+    return max(1, int(getattr(coeffs[0], "value", 1))), max(1, int(getattr(coeffs[1], "value", 1)))
+
+
+def _reads_lane_of(block, region, ocb_var) -> bool:
+    from ..core.ir_utils import tir_uses_any
+
+    return tir_uses_any(region.region[-1].min, [ocb_var])
+
+
+def row_tiles(out_w: int, most: int = 4):
+    """Pixels-per-thread choices that divide the row exactly (largest first). Partial tiles are
+    never used: TVM's reverse_compute_at does not guard a write-back that runs past the row, and a
+    buffer written past its end corrupts memory. Short rows (up to 8) may be one tile."""
+    found = [p for p in range(min(most, out_w), 0, -1) if out_w % p == 0]
+    if out_w <= 8 and out_w not in found:
+        found.insert(0, out_w)
+    return found
+
+
+def default_config(w: Conv2dWorkload) -> Conv2dConfig:
+    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size)."""
+    px = row_tiles(w.out_w)[0]
+    if w.depthwise:
+        return Conv2dConfig(px=px, oc=1, threads=64)
+    oc = 2 if w.oc_chunks % 2 == 0 else 1
+    return Conv2dConfig(px=px, oc=oc, threads=64)
+
+
+def _is_texture(buffer) -> bool:
+    return str(buffer.scope()).startswith("global.texture")
+
+
+def memory_kind(func: tirx.PrimFunc) -> str:
+    """Where the conv's operands live: ``"texture"`` (data and weights in textures, the RFC's
+    plan), ``"texture+wbuf"`` (data in a texture, weights in a buffer) or ``"buffer"``."""
+    sch = s_tir.Schedule(func)
+    found = find_conv(sch)
+    if found is None:
+        return "buffer"
+    conv, pad, _ = found
+    data = sch.get(pad).reads[0].source if pad is not None else sch.get(conv).reads[0].source
+    weight = sch.get(conv).reads[1].source
+    if not _is_texture(data):
+        return "buffer"
+    return "texture" if _is_texture(weight) else "texture+wbuf"
+
+
+def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dConfig]:
+    """The tuning space of a workload: every exact row tile up to 4 pixels, 1, 2 or 4 output
+    texels per thread (those that divide the output channels; depthwise convs take 1), and
+    ``threads`` per workgroup. The default configuration is always among them."""
+    ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.oc_chunks % o == 0]
+    found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
+    default = default_config(w)
+    return found if default in found else [default] + found
+
+
+def choose_config(func: tirx.PrimFunc, target) -> tuple:
+    """``(config, source)`` for a conv kernel: the one set on it (:data:`CONFIG_ATTR`, "forced"),
+    else the tuning database's for the target's device ("tuned"), else the default ("default");
+    ``(None, None)`` when the kernel is not one this rule handles."""
+    sch = s_tir.Schedule(func)
+    found = find_conv(sch)
+    w = workload(sch, found[0]) if found is not None else None
+    if w is None:
+        return None, None
+    if func.attrs is not None and CONFIG_ATTR in func.attrs:
+        return Conv2dConfig.from_key(str(func.attrs[CONFIG_ATTR])), "forced"
+    from ..core.target import target_api, target_device
+    from .tuning import lookup
+
+    device = target_device(target) if target is not None else None
+    config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
+    if config:
+        return Conv2dConfig(**config), "tuned"
+    return default_config(w), "default"
+
+
+def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
+    """The schedule rule: :func:`schedule_conv2d` with :func:`choose_config`'s configuration; the
+    result records the workload, the configuration and its source (module attributes above)."""
+    config, source = choose_config(func, target)
+    if config is None:
+        return None
+    scheduled = schedule_conv2d(func, config)
+    if scheduled is None:
+        return None
+    sch = s_tir.Schedule(func)
+    w = workload(sch, find_conv(sch)[0])
+    return (scheduled.with_attr(WORKLOAD_ATTR, w.key()).with_attr(CONFIG_ATTR, config.key()).with_attr(SOURCE_ATTR, source)
+            .with_attr(MEMORY_ATTR, memory_kind(func)).with_attr("relax_vk.flops", w.flops))  # fmt: skip
+
+
+def _read_index(sch: s_tir.Schedule, block, buffer) -> int:
+    return [r.source.same_as(buffer) for r in sch.get(block).reads].index(True)
+
+
+def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) -> Optional[tirx.PrimFunc]:
+    """``func`` scheduled (module docstring), or None when it is not a kernel this rule handles."""
+    sch = s_tir.Schedule(func)
+    found = find_conv(sch)
+    if found is None:
+        return None
+    conv, pad, epilogue = found
+    w = workload(sch, conv)
+    if w is None:
+        return None
+    cfg = config or default_config(w)
+    if w.oc_chunks % cfg.oc or cfg.px < 1 or w.out_w % cfg.px:
+        return None  # (no partial tiles: see row_tiles)
+    data_buf, weight_buf = (r.source for r in sch.get(conv).reads)  # (data, weight), as the compute reads them
+    n, occ, oh, ow, ocb, ic, kh, kw = sch.get_loops(conv)
+    occ_o, occ_i = sch.split(occ, [None, cfg.oc])
+    ow_o, ow_i = sch.split(ow, [None, cfg.px])
+    ic_i = None
+    if not w.depthwise:
+        ic, ic_i = sch.split(ic, [None, 4])
+    order = [occ_o, n, oh, ow_o, ic, kh, kw] + ([ic_i] if ic_i is not None else []) + [occ_i, ow_i, ocb]
+    sch.reorder(*order)
+    pixels = sch.fuse(n, oh, ow_o)
+    # never more threads than pixels: with a single pixel every index is a constant, and TVM then
+    # puts no guard on the cache and write-back stages, so idle threads would store garbage
+    threads = min(cfg.threads, w.n * w.out_h * (w.out_w // cfg.px))
+    bx, tx = sch.split(pixels, [None, threads])
+    sch.bind(occ_o, "blockIdx.y")
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    # accumulators in registers; the write-back computes the fused epilogue and stores texels
+    acc = sch.cache_write(conv, 0, "local")
+    sch.reverse_compute_at(acc, tx, preserve_unit_loops=True)
+    # the epilogue (a DAG: hard-swish reads its input twice) collapses into its last block, which
+    # is then folded into the write-back
+    for block in epilogue[:-1]:
+        sch.compute_inline(block)
+    if epilogue:
+        sch.reverse_compute_inline(epilogue[-1])
+    write_loops = sch.get_loops(acc)
+    sch.vectorize(write_loops[-1])
+    for lp in write_loops[3:-1]:
+        sch.unroll(lp)
+    init = sch.decompose_reduction(conv, ic)
+    init_loops = sch.get_loops(init)
+    sch.vectorize(init_loops[-1])
+    for lp in init_loops[3:-1]:
+        sch.unroll(lp)
+    # input: the row segment of every kw at once (sliding window), padding folded into the loads
+    if pad is not None:
+        sch.compute_at(pad, kh, preserve_unit_loops=True)
+        sch.set_scope(pad, 0, "local")
+        data_cache = pad
+    else:
+        data_cache = sch.cache_read(conv, _read_index(sch, conv, data_buf), "local")
+        sch.compute_at(data_cache, kh, preserve_unit_loops=True)
+    def depth(loop) -> int:  # loops down to and including ``loop`` (around the conv block)
+        return [sch.get(lp).same_as(sch.get(loop)) for lp in sch.get_loops(conv)].index(True) + 1
+
+    data_loops = sch.get_loops(data_cache)
+    sch.vectorize(data_loops[-1])
+    for lp in data_loops[depth(kh) : -1]:
+        sch.unroll(lp)
+    # weights: the texels one (ic4, kh, kw) step uses
+    weight_cache = sch.cache_read(conv, _read_index(sch, conv, weight_buf), "local")
+    sch.compute_at(weight_cache, kw, preserve_unit_loops=True)
+    weight_loops = sch.get_loops(weight_cache)
+    sch.vectorize(weight_loops[-1])
+    for lp in weight_loops[depth(kw) : -1]:
+        sch.unroll(lp)
+    # the update: every inner loop unrolled (register indices are constants; a reduction update
+    # cannot be vectorised in TIR, and GPUs run the 4 lanes as scalar FMAs anyway)
+    for lp in sch.get_loops(conv)[depth(kw) :]:
+        sch.unroll(lp)
+    return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]

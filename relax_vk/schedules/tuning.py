@@ -1,0 +1,132 @@
+"""The tuning database: the measured best schedule per (device, API, memory kind, workload).
+
+Records are measured on real devices by ``relax-vk tune`` (candidate kernels built here, timed on
+the device with relax_vk's own runtime, each checked against the CPU reference before it counts;
+see :mod:`relax_vk.tools.tune`). The database ships in the package, one JSON file per device under
+``relax_vk/schedules/tuning_db/``::
+
+    {"format": "relax_vk.tuning", "version": 1, "device": "nvidia-h100-80gb-hbm3",
+     "records": [{"api": "opencl", "memory": "texture", "workload": "conv_n1_oc64_h56_w56_ic64_k3x3",
+                  "config": {"px": 4, "oc": 2, "threads": 64}, "ms": 0.021, "gflops": 1234.5,
+                  "default_ms": 0.034, "candidates": 12}]}
+
+``memory`` is ``texture`` or ``buffer`` (what the conv reads and writes), ``workload`` the kernel's
+:meth:`~relax_vk.schedules.conv2d.Conv2dWorkload.key`. :func:`lookup` is what the conv schedule
+asks at build time, for the device the target names (``relax_vk.target.opencl(device_name=...)``,
+or the local device given with ``--device``); a workload with no record gets the schedule's
+untuned default. ``$RELAX_VK_TUNING_DB`` names a folder searched before the package's (for
+databases a user measured).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+FORMAT, VERSION = "relax_vk.tuning", 1
+HERE = os.path.join(os.path.dirname(__file__), "tuning_db")
+
+
+def device_slug(name: str) -> str:
+    """A device name as the database keys it (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``)."""
+    return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-") or "unknown"
+
+
+@dataclass
+class Record:
+    api: str
+    memory: str
+    workload: str
+    config: Dict[str, int]
+    ms: float
+    gflops: float = 0.0
+    default_ms: float = 0.0
+    candidates: int = 0
+
+
+@dataclass
+class Database:
+    device: str
+    records: Dict[Tuple[str, str, str], Record] = field(default_factory=dict)
+
+    def best(self, api: str, memory: str, workload: str) -> Optional[Record]:
+        return self.records.get((api, memory, workload))
+
+    def add(self, record: Record) -> bool:
+        """Keep ``record`` if it is the first or the fastest for its key; returns whether it was kept."""
+        key = (record.api, record.memory, record.workload)
+        old = self.records.get(key)
+        if old is None or record.ms < old.ms:
+            self.records[key] = record
+            return True
+        return False
+
+    def to_json(self) -> dict:
+        records = [asdict(r) for _, r in sorted(self.records.items())]
+        return {"format": FORMAT, "version": VERSION, "device": self.device, "records": records}
+
+    def save(self, path: Optional[str] = None) -> str:
+        path = path or os.path.join(HERE, f"{self.device}.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.to_json(), f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+        return path
+
+    @staticmethod
+    def load(path: str) -> "Database":
+        with open(path) as f:
+            data = json.load(f)
+        if data.get("format") != FORMAT or data.get("version") != VERSION:
+            raise ValueError(f"{path}: not a relax_vk tuning database (format {data.get('format')!r}, version {data.get('version')!r})")
+        db = Database(data["device"])
+        for r in data["records"]:
+            db.add(Record(**r))
+        return db
+
+
+ENV = "RELAX_VK_TUNING_DB"  # a folder of databases searched before the package's
+_CACHE: Dict[Tuple[str, str], Optional[Database]] = {}
+
+
+def search_path() -> List[str]:
+    """Where databases are looked up, first match wins: ``$RELAX_VK_TUNING_DB``, then the package's."""
+    extra = os.environ.get(ENV)
+    return ([extra] if extra else []) + [HERE]
+
+
+def database(device: str) -> Optional[Database]:
+    """The database of ``device`` (a slug) on the :func:`search_path`, or None."""
+    for folder in search_path():
+        path = os.path.join(folder, f"{device}.json")
+        key = (device, path)
+        if key not in _CACHE:
+            _CACHE[key] = Database.load(path) if os.path.exists(path) else None
+        if _CACHE[key] is not None:
+            return _CACHE[key]
+    return None
+
+
+def clear_cache() -> None:
+    """Forget loaded databases (after a database file changed)."""
+    _CACHE.clear()
+
+
+def devices() -> List[str]:
+    """The devices with a database on the :func:`search_path`."""
+    found = set()
+    for folder in search_path():
+        if os.path.isdir(folder):
+            found.update(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
+    return sorted(found)
+
+
+def lookup(device: Optional[str], api: str, memory: str, workload: str) -> Optional[Dict[str, int]]:
+    """The device's best measured configuration for a workload, or None (use the default)."""
+    db = database(device) if device else None
+    record = db.best(api, memory, workload) if db is not None else None
+    return dict(record.config) if record is not None else None

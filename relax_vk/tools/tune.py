@@ -1,0 +1,205 @@
+"""``relax-vk tune``: measure the conv schedule's configurations on a real device, keep the best.
+
+Three steps, which may run on two machines (TVM here, the GPU there):
+
+1. :func:`write_bundle` (needs TVM): every distinct conv2d of the models (shapes and attributes
+   from the imported Relax module, :func:`collect_convs`), for each API and memory kind, becomes
+   one small program ``relu(conv2d(x, w) + b_i)`` with one conv kernel per candidate
+   configuration (:func:`relax_vk.schedules.conv2d.candidate_configs`, each forced through
+   :data:`~relax_vk.schedules.conv2d.CONFIG_ATTR`), built with relax_vk's own pipeline and written
+   as an ``.rvk`` artifact. Weights and inputs are program inputs, so no tensor travels.
+2. :func:`relax_vk.runtime.measure.measure_bundle` (numpy + pyopencl / wgpu, no TVM): on the
+   device, each candidate is checked against a float64 numpy reference and timed.
+3. :func:`import_results`: the fastest correct candidate per (device, API, memory kind, workload)
+   is merged into the package's tuning database (:mod:`relax_vk.schedules.tuning`), which
+   ``relax_vk.build`` consults for targets that name that device.
+
+``relax-vk tune MODEL --device D`` does all three on a local device. Tuning time is dominated by
+step 1 (about 0.2 s per candidate kernel on two cores); step 2 takes well under a second per case.
+Several devices: TVM's RPC tracker (``python -m tvm.exec.rpc_tracker``) is the existing way to
+share a device farm; step 2 is the function an RPC server would run, with the bundle and the
+results as the files it sends and returns (see docs/tuning.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import tvm
+from tvm import relax
+
+from ..runtime.measure import BUNDLE_FORMAT, RESULTS_FORMAT, VERSION
+from ..schedules.workloads import ConvSpec, collect_convs
+
+MEMORY_OPTIONS = {"texture": {}, "buffer": {"textures": False}}
+
+
+def candidate_module(spec: ConvSpec, count: int) -> tvm.IRModule:
+    """``main(x, w, b_0..b_{count-1}) -> (relu(conv2d(x, w) + b_i) for each i)``: one conv per
+    candidate (distinct biases keep the calls apart)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(spec.data, "float32"))
+    w = relax.Var("w", relax.TensorType(spec.weight, "float32"))
+    biases = [relax.Var(f"b{i}", relax.TensorType((1, spec.weight[0], 1, 1), "float32")) for i in range(count)]
+    with bb.function("main", [x, w, *biases]):
+        with bb.dataflow():
+            outs = []
+            for b in biases:
+                conv = bb.emit(relax.op.nn.conv2d(x, w, spec.strides, spec.padding, spec.dilation, spec.groups))
+                outs.append(bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(conv, b)))))
+            result = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(result)
+    return bb.get()
+
+
+def _conv_calls(lowered: tvm.IRModule) -> List[tvm.ir.GlobalVar]:
+    """The conv kernels of a lowered (unscheduled) module, in the order ``main`` calls them."""
+    from tvm import s_tir
+
+    from ..schedules.conv2d import find_conv
+
+    calls: List[tvm.ir.GlobalVar] = []
+
+    def visit(expr) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.call_tir":
+            gv = expr.args[0]
+            func = lowered[gv]
+            if isinstance(func, tvm.tirx.PrimFunc) and find_conv(s_tir.Schedule(func)) is not None and gv not in calls:
+                calls.append(gv)
+
+    relax.analysis.post_order_visit(lowered["main"], visit)
+    return calls
+
+
+def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (32, 64, 128)):
+    """The candidate program of one conv for one API and memory kind: ``(artifact, workload key,
+    default config key, config keys)``, or None when the conv schedule does not take this conv."""
+    from tvm import s_tir
+
+    from ..compiler import compile_lowered, retarget_for_lowering
+    from ..core import target as _target
+    from ..core.options import ScopeOptions
+    from ..pipeline import _lowering_stage, _scope_pipeline
+    from ..schedules import schedule_passes
+    from ..schedules.conv2d import CONFIG_ATTR, candidate_configs, default_config, find_conv, workload
+
+    tgt = _target.resolve(api)
+    lower_tgt = _target.lowering_target(tgt)
+    options = ScopeOptions(**MEMORY_OPTIONS[memory])
+    probe = candidate_module(spec, 1)
+    scoped = _scope_pipeline(tgt, None, options)(probe)
+    lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
+    calls = _conv_calls(lowered)
+    if len(calls) != 1:
+        return None
+    sch = s_tir.Schedule(lowered[calls[0]])
+    w = workload(sch, find_conv(sch)[0])
+    if w is None:
+        return None
+    default = default_config(w)
+    configs = _distinct(w, [default] + [c for c in candidate_configs(w, threads) if c != default])
+    mod = candidate_module(spec, len(configs))
+    scoped = _scope_pipeline(tgt, None, options)(mod)
+    lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
+    calls = _conv_calls(lowered)
+    if len(calls) != len(configs):
+        raise RuntimeError(f"{w.key()}: {len(calls)} conv kernels for {len(configs)} candidates")
+    for gv, config in zip(calls, configs):
+        lowered.update_func(gv, lowered[gv].with_attr(CONFIG_ATTR, config.key()))
+    with lower_tgt:
+        lowered = tvm.transform.Sequential(schedule_passes())(lowered)
+    artifact = compile_lowered(tgt, scoped, lowered, model={"tune": w.key()}).artifact()
+    return artifact, w.key(), default_config(w).key(), [c.key() for c in configs]
+
+
+def _distinct(w, configs) -> list:
+    """Configurations that give different kernels (threads beyond the pixel count change nothing)."""
+    seen, out = set(), []
+    for c in configs:
+        key = (c.px, c.oc, min(c.threads, w.n * w.out_h * (w.out_w // c.px)))
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def write_bundle(
+    modules: Iterable[tvm.IRModule],
+    outdir: str,
+    apis: Sequence[str] = ("opencl", "vulkan"),
+    memories: Sequence[str] = ("texture", "buffer"),
+    threads: Sequence[int] = (32, 64, 128),
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Build the candidates of every distinct conv of ``modules`` into ``outdir`` (module
+    docstring); returns the bundle index. Written to a temporary folder and moved into place."""
+    specs: Dict[ConvSpec, None] = {}
+    for mod in modules:
+        for spec in collect_convs(mod):
+            specs.setdefault(spec)
+    parent = os.path.dirname(os.path.abspath(outdir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tune-", dir=parent)
+    cases, skipped = [], []
+    t0 = time.perf_counter()
+    try:
+        for spec in specs:
+            for api in apis:
+                for memory in memories:
+                    t1 = time.perf_counter()
+                    built = build_case(spec, api, memory, threads)
+                    if built is None:
+                        skipped.append({"conv": spec.to_json(), "api": api, "memory": memory})
+                        continue
+                    artifact, key, default, configs = built
+                    case_id = f"c{len(cases):03d}"
+                    with gzip.open(os.path.join(tmp, f"{case_id}.rvk.gz"), "wb", compresslevel=6) as f:
+                        f.write(artifact.to_bytes())  # (kernel sources compress about 30x)
+                    cases.append({"id": case_id, "api": api, "memory": memory, "workload": key, "conv": spec.to_json(),
+                                  "artifact": f"{case_id}.rvk.gz", "default": default, "configs": configs})  # fmt: skip
+                    log(f"{case_id} {api:<6} {memory:<8} {key:<40} {len(configs):>3} candidates  {time.perf_counter() - t1:5.1f} s")
+        index = {"format": BUNDLE_FORMAT, "version": VERSION, "cases": cases, "skipped": skipped,
+                 "seconds": time.perf_counter() - t0}  # fmt: skip
+        with open(os.path.join(tmp, "tune.json"), "w") as f:
+            json.dump(index, f, indent=1)
+        os.chmod(tmp, 0o755)
+        if os.path.exists(outdir):
+            shutil.rmtree(outdir)
+        os.replace(tmp, outdir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return index
+
+
+def import_results(results: dict, db_dir: Optional[str] = None) -> Dict[str, Tuple[int, int]]:
+    """Merge measured results into the tuning databases (one per device); returns ``{device:
+    (records kept, records offered)}``. A record replaces an existing one only when faster."""
+    from ..schedules.tuning import HERE, Database, Record, device_slug
+
+    if results.get("format") != RESULTS_FORMAT or results.get("version") != VERSION:
+        raise ValueError("not relax_vk tuning results (expected the output of `relax-vk tune --measure`)")
+    db_dir = db_dir or HERE
+    summary: Dict[str, Tuple[int, int]] = {}
+    by_device: Dict[str, List[dict]] = {}
+    for r in results["records"]:
+        by_device.setdefault(device_slug(r["device"]), []).append(r)
+    for slug, records in by_device.items():
+        path = os.path.join(db_dir, f"{slug}.json")
+        db = Database.load(path) if os.path.exists(path) else Database(slug)
+        kept = 0
+        for r in records:
+            fields = {k: r[k] for k in ("api", "memory", "workload", "config", "ms", "gflops", "default_ms", "candidates")}
+            kept += db.add(Record(**fields))
+        db.save(path)
+        summary[slug] = (kept, len(records))
+    from ..schedules.tuning import clear_cache
+
+    clear_cache()
+    return summary

@@ -1,0 +1,48 @@
+"""ChooseMemoryKind: textures or buffers from measured conv times, else the RFC's rule."""
+
+import numpy as np
+import pytest
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.passes.scope.choose_memory_kind import decide, recorded
+from relax_vk.schedules.tuning import ENV, Database, Record, clear_cache, device_slug
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV, str(tmp_path / "db"))
+    clear_cache()
+    yield tmp_path / "db"
+    clear_cache()
+
+
+def test_decision_without_measurements_is_the_rfc_rule(db_dir):
+    mod = build_example("conv20")
+    target = relax_vk.target.opencl(device_name="Nobody's GPU")
+    assert recorded(relax_vk.scope_pipeline(target)(mod)) is None  # unchanged module: the RFC's listing holds
+    assert decide(mod, target).rule == "consumer-priority" and decide(mod, target).kind == "texture"
+    compiled = relax_vk.build(build_example("rfc-conv2d"), target)
+    assert compiled.plan().scope_rule["rule"] == "consumer-priority" and "no tuning database" in compiled.plan().scope_rule["reason"]
+    key = "conv_n1_oc32_h28_w28_ic32_k3x3_s1_d1"
+    db = Database(device_slug("Nobody's GPU"))
+    db.add(Record("opencl", "buffer", key, {"px": 4, "oc": 2, "threads": 64}, 0.01))
+    db.save(str(db_dir / f"{db.device}.json"))
+    clear_cache()
+    assert decide(mod, target).rule == "consumer-priority" and "0 of 20" in decide(mod, target).reason  # texture side missing
+    db.add(Record("opencl", "texture", key, {"px": 4, "oc": 2, "threads": 64}, 0.02))
+    db.save(str(db_dir / f"{db.device}.json"))
+    clear_cache()
+    plan = relax_vk.plan(relax_vk.scope_pipeline(relax_vk.target.opencl(device_name="Nobody's GPU"))(mod))
+    assert plan.scope_rule["rule"] == "measured" and plan.scope_rule["kind"] == "buffer" and plan.texture_bytes == 0
+    assert np.isclose(plan.scope_rule["buffer_ms"], 0.2) and np.isclose(plan.scope_rule["texture_ms"], 0.4)
+    assert "measured" in plan.table()
+    # an explicit preference wins over the measurements
+    texture = relax_vk.ScopeOptions(prefer="texture")
+    forced = relax_vk.plan(relax_vk.scope_pipeline(target, options=texture)(mod), decision=decide(mod, target, texture))
+    assert forced.scope_rule["rule"] == "prefer" and forced.texture_bytes > 0
+
+
+def test_bad_prefer_is_refused():
+    with pytest.raises(ValueError, match="prefer"):
+        relax_vk.ScopeOptions(prefer="fastest")

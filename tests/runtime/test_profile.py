@@ -1,0 +1,22 @@
+"""Profiles that add up: per-step times tile the run's device span (relax_vk.runtime.session.step_times)."""
+
+from relax_vk.runtime.session import step_times
+
+
+def test_overlapping_stamps_are_clipped_to_the_timeline():
+    # NVIDIA's Vulkan driver stamps a pass's start at the top of the pipe: pairs overlap
+    begins, ends = [0, 100, 150, 400], [300, 500, 600, 700]
+    profile, span = step_times(["a", "b", "c", "d"], begins, ends)
+    assert [round(p["ms"] * 1e6) for p in profile] == [300, 200, 100, 100]
+    assert round(span * 1e6) == 700 and sum(p["ms"] for p in profile) <= span + 1e-12
+
+
+def test_gaps_are_not_charged_to_a_step():
+    profile, span = step_times(["a", "b"], [0, 1000], [100, 1200])
+    assert [round(p["ms"] * 1e6) for p in profile] == [100, 200]
+    assert round(span * 1e6) == 1200
+
+
+def test_a_stamp_out_of_order_gives_zero_not_negative():
+    profile, _ = step_times(["a", "b"], [0, 50], [100, 80])
+    assert [round(p["ms"] * 1e6) for p in profile] == [100, 0]

@@ -1,0 +1,54 @@
+"""relax_vk's conv2d schedule: the right numbers for every conv shape it takes (kernel sizes,
+strides, dilations, padding, depthwise and grouped, row tails, fused epilogues), in textures and
+buffers, on OpenCL (pocl) and Vulkan (lavapipe); and how much work each fetch feeds."""
+
+import numpy as np
+import pytest
+from tvm import tirx
+
+import relax_vk
+from relax_vk.runtime import load
+from relax_vk.schedules.conv2d import Conv2dWorkload, default_config, row_tiles
+from helpers_build import BACKENDS
+
+torch = pytest.importorskip("torch")
+
+# cin, cout, kernel, stride, pad, dilation, groups, H, W
+CASES = [
+    (8, 16, 3, 1, 1, 1, 1, 12, 13),  # row tail: 13 is prime, one pixel per thread
+    (16, 8, 1, 1, 0, 1, 1, 9, 7),  # 1x1, short row: one 7-pixel tile
+    (8, 8, 3, 2, 1, 1, 1, 15, 17),  # strided
+    (12, 20, 5, 1, 2, 2, 1, 11, 10),  # dilated, channels not multiples of 8
+    (3, 16, 7, 2, 3, 1, 1, 23, 21),  # RGB stem (3 channels padded to 4)
+    (16, 16, 3, 1, 1, 1, 16, 10, 9),  # depthwise
+    (16, 32, 3, 1, 1, 1, 4, 9, 10),  # grouped, 4 input channels per group
+    (16, 8, 1, 1, 0, 1, 1, 1, 1),  # one output pixel (squeeze-excite): fewer pixels than threads
+    (8, 4, 3, 2, 1, 1, 1, 2, 1),  # one output pixel from a strided, padded window
+]
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("case", CASES, ids=["x".join(map(str, c)) for c in CASES])
+def test_conv_schedule_numbers(case, backend, device):
+    from relax_vk.frontends import from_torch
+
+    ci, co, k, s, p, d, g, h, w = case
+    model = torch.nn.Sequential(torch.nn.Conv2d(ci, co, k, s, p, d, g), torch.nn.Hardswish()).eval()
+    x = torch.randn(1, ci, h, w)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for options in (relax_vk.ScopeOptions(), relax_vk.ScopeOptions(textures=False)):  # textures, packed buffers
+        compiled = relax_vk.build(from_torch(model, (x,)), backend, options=options)
+        convs = [f for gv, f in compiled.lowered.functions_items() if isinstance(f, tirx.PrimFunc) and "conv2d" in gv.name_hint]
+        assert [str(f.attrs["relax_vk.schedule"]) for f in convs] == ["conv2d"]  # padding and hard-swish fused in
+        out = load(compiled.artifact(), device=device).run([x.numpy()])[0]
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_row_tiles_never_leave_a_partial_tile():
+    assert row_tiles(13) == [1] and row_tiles(7) == [7, 1] and row_tiles(56) == [4, 2, 1] and row_tiles(6) == [6, 3, 2, 1]
+    cfg = default_config(Conv2dWorkload(1, 16, 56, 56, 64, 3, 3, False))
+    assert (cfg.px, cfg.oc) == (4, 2)
+    # per (ic4, kh) of a 3x3 stride-1 conv: a row segment of px + 2 input texels and 3 * oc * 4
+    # weight texels feed px * oc * 16 * 3 FMAs (TVM's adreno rule: about 1 per texel fetched)
+    assert cfg.px * cfg.oc * 16 * 3 / (cfg.px + 2 + 3 * cfg.oc * 4) > 8

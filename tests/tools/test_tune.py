@@ -1,0 +1,70 @@
+"""relax-vk tune (relax_vk.tools.tune): candidates built here, checked and timed on a device, the
+best kept in the tuning database; builds and the memory-kind decision then use it."""
+
+import json
+
+import pytest
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.passes.scope.choose_memory_kind import recorded
+from relax_vk.runtime.measure import measure_bundle
+from relax_vk.schedules.tuning import ENV, Database, clear_cache, device_slug
+from relax_vk.schedules.workloads import ConvSpec
+from relax_vk.tools.cli import main
+from relax_vk.tools.tune import candidate_module, import_results, write_bundle
+
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV, str(tmp_path / "db"))
+    clear_cache()
+    yield tmp_path / "db"
+    clear_cache()
+
+
+def test_tune_on_pocl_then_build_uses_the_database(pocl, db_dir):
+    assert main(["tune", "conv20", "--device", "pocl", "--target", "opencl", "--threads", "64", "--repeat", "2",
+                 "--db", str(db_dir)]) == 0  # fmt: skip
+    slug = device_slug(pocl.name.strip())
+    db = Database.load(str(db_dir / f"{slug}.json"))
+    key = "conv_n1_oc32_h28_w28_ic32_k3x3_s1_d1"
+    assert {(r.memory, r.workload) for r in db.records.values()} == {("texture", key), ("buffer", key)}
+    assert all(r.ms > 0 and r.candidates >= 2 for r in db.records.values())
+    mod = build_example("conv20")
+    for kind in ("texture", "buffer"):
+        compiled = relax_vk.build(mod, target=relax_vk.target.opencl(device_name=pocl.name), options=relax_vk.ScopeOptions(prefer=kind))
+        convs = [k for k in compiled.artifact().program["kernels"] if k.get("workload") == key]
+        expected = db.best("opencl", kind, key).config
+        assert convs and all(k["config_source"] == "tuned" and k["memory"] == kind for k in convs)
+        assert all(k["config"] == f"px{expected['px']}_oc{expected['oc']}_t{expected['threads']}" for k in convs)
+    # prefer=auto: the database has every conv in both kinds, so the measured times decide
+    scoped = relax_vk.scope_pipeline(relax_vk.target.opencl(device_name=pocl.name))(mod)
+    decision = recorded(scoped)  # (a module carries the decision when measurements made it)
+    faster = "buffer" if db.best("opencl", "buffer", key).ms < db.best("opencl", "texture", key).ms else "texture"
+    assert decision.rule == "measured" and decision.kind == faster and decision.measured == decision.convs == 20
+
+
+def test_measure_on_lavapipe_and_import(lavapipe, tmp_path, db_dir):
+    spec = ConvSpec((1, 8, 6, 6), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "bundle"), apis=("vulkan",), memories=("texture",),
+                         threads=(32,), log=lambda _line: None)  # fmt: skip
+    assert [c["memory"] for c in index["cases"]] == ["texture"]
+    results = measure_bundle(str(tmp_path / "bundle"), {"vulkan": lavapipe}, repeat=2, log=lambda _line: None)
+    assert not results["failures"] and len(results["records"]) == 1
+    candidates = results["results"][0]["candidates"]
+    assert len(candidates) == len(index["cases"][0]["configs"]) and all(c["ok"] and c["max_err"] < 1e-4 for c in candidates)
+    summary = import_results(json.loads(json.dumps(results)), str(db_dir))
+    assert list(summary.values()) == [(1, 1)]
+
+
+def test_a_wrong_candidate_is_never_kept(tmp_path, pocl):
+    spec = ConvSpec((1, 4, 5, 5), (4, 4, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    write_bundle([candidate_module(spec, 1)], str(tmp_path / "b"), apis=("opencl",), memories=("buffer",), threads=(32,),
+                 log=lambda _line: None)  # fmt: skip
+    index = json.loads((tmp_path / "b" / "tune.json").read_text())
+    index["cases"][0]["conv"]["padding"] = [0, 0, 0, 0]  # the reference now disagrees with every candidate
+    (tmp_path / "b" / "tune.json").write_text(json.dumps(index))
+    results = measure_bundle(str(tmp_path / "b"), {"opencl": pocl}, repeat=1, log=lambda _line: None)
+    assert results["records"] == [] and all(not c["ok"] for c in results["results"][0]["candidates"])
