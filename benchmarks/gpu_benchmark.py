@@ -1,0 +1,231 @@
+"""The zoo at 224x224 on a real GPU: relax_vk's plans on OpenCL and Vulkan, side by side in one
+process with the peers that run there (PyTorch eager on CUDA; ncnn and IREE when their wheels are
+present; MNN OpenCL through ../shared/peers/mnn in the same machine session).
+
+    python benchmarks/gpu_benchmark.py --build .gpu/bench [--models resnet18 mobilenet_v2]   # here (TVM)
+    python3 benchmarks/gpu_benchmark.py --run .gpu/bench [--repeat 50] [--json out.json]     # GPU machine
+
+    python benchmarks/gpu_benchmark.py --tune-bundle .gpu/tune_opencl --apis opencl          # here: tuning candidates
+    python3 -m relax_vk tune --measure .gpu/tune_opencl --device gpu -o tune.json         # GPU machine
+    relax-vk tune --import tune.json                                                       # here: into the database
+
+``--tune-bundle`` writes the tuning candidates of the benchmark models' convs (at 224x224; see
+:mod:`relax_vk.tools.tune`). ``--build`` compiles each model for both APIs under the plans of :data:`PLANS` and writes a
+transport bundle (``benchmarks/backend_latency.py``'s format: each distinct constant once) plus
+the input and PyTorch's CPU output. ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
+plan's wall-clock latency (inputs uploaded, outputs read back, median and min of ``--repeat``),
+the summed device time of its dispatches, its error against PyTorch; PyTorch eager fp32 on CUDA
+timed the same way (its first output checked against the CPU output); then the ratios the
+issue's targets are stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+SIZE = (1, 3, 224, 224)
+MODELS = ("resnet18", "mobilenet_v2")
+APIS = ("opencl", "vulkan")
+KERNEL_FIELDS = ("schedule", "workload", "config", "config_source", "memory", "flops")
+
+
+def PLANS(relax_vk):
+    """``(name, ScopeOptions, tuned)``: the RFC's texture plan and the all-buffer plan with the
+    device's tuned conv configurations, the default (``auto``) plan, and the texture plan with
+    the untuned default configurations."""
+    return (
+        ("texture", relax_vk.ScopeOptions(prefer="texture"), True),
+        ("buffer", relax_vk.ScopeOptions(prefer="buffer"), True),
+        ("auto", relax_vk.ScopeOptions(), True),
+        ("texture_untuned", relax_vk.ScopeOptions(prefer="texture"), False),
+    )
+
+
+def build(outdir: str, models, device_name=None) -> None:
+    import torch
+
+    import relax_vk
+    from relax_vk.frontends import from_torch
+    from relax_vk.zoo import build_zoo_model
+
+    os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
+    index = []
+    for name in models:
+        model, x = build_zoo_model(name, input_shape=SIZE)
+        mod = from_torch(model, (x,))
+        with torch.no_grad():
+            np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x.numpy(), y=model(x).numpy())
+        for api in APIS:
+            for plan, options, tuned in PLANS(relax_vk):
+                t0 = time.perf_counter()
+                make = relax_vk.target.vulkan if api == "vulkan" else relax_vk.target.opencl
+                target = make(device_name=device_name if tuned else None)
+                compiled = relax_vk.build(mod, target=target, options=options, model={"zoo": name})
+                artifact = compiled.artifact()
+                decision = compiled.plan().scope_rule or {}
+                blobs = {}
+                for key, array in artifact.constants.items():
+                    array = np.ascontiguousarray(array)
+                    digest = hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
+                    path = os.path.join(outdir, "blobs", f"{digest}.npy")
+                    if not os.path.exists(path):
+                        np.save(path, array)
+                    blobs[key] = digest
+                index.append({"model": name, "api": api, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs,
+                              "scope_rule": decision})  # fmt: skip
+                print(f"built {name} {api} {plan}: {len(artifact.program['kernels'])} kernels in {time.perf_counter() - t0:.1f} s "
+                      f"({decision.get('rule')} -> {decision.get('kind')})", flush=True)  # fmt: skip
+    with gzip.open(os.path.join(outdir, "index.json.gz"), "wt") as f:
+        json.dump(index, f)
+
+
+def tune_bundle(outdir: str, models, apis) -> None:
+    from relax_vk.frontends import from_torch
+    from relax_vk.tools.tune import write_bundle
+    from relax_vk.zoo import build_zoo_model
+
+    modules = [from_torch(*(lambda m, x: (m, (x,)))(*build_zoo_model(name, input_shape=SIZE))) for name in models]
+    index = write_bundle(modules, outdir, apis)
+    print(f"{len(index['cases'])} cases in {index['seconds']:.0f} s")
+
+
+def _artifact(outdir: str, entry: dict):
+    from relax_vk.serialization.artifact import Artifact
+
+    constants = {key: np.load(os.path.join(outdir, "blobs", f"{digest}.npy")) for key, digest in entry["constants"].items()}
+    return Artifact(entry["program"], entry["source"], constants)
+
+
+def _time(fn, repeat: int):
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times)), float(np.min(times))
+
+
+def _torch_cuda(name: str, x: np.ndarray, repeat: int):
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        from relax_vk.zoo import build_zoo_model
+
+        model, _ = build_zoo_model(name, input_shape=SIZE)
+        model = model.cuda().eval()
+        torch.backends.cudnn.benchmark = True
+
+        def run():
+            with torch.no_grad():
+                out = model(torch.from_numpy(x).cuda()).cpu().numpy()
+            return out
+
+        out = run()
+        med, mn = _time(run, repeat)
+        return {"wall_ms": med, "min_ms": mn, "out": out}
+    except Exception as err:  # a peer that cannot run here is reported, not fatal
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def run(outdir: str, repeat: int, json_path: str, models) -> None:
+    from relax_vk.runtime import load, select_adapter, select_device
+
+    devices = {"opencl": select_device("gpu"), "vulkan": select_adapter("gpu")}
+    print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()}); vulkan: {devices['vulkan'].info['device']}")
+    with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
+        index = [e for e in json.load(f) if not models or e["model"] in models]
+    rows = []
+    for name in dict.fromkeys(e["model"] for e in index):
+        io = np.load(os.path.join(outdir, f"{name}.io.npz"))
+        x, ref = io["x"], io["y"]
+        print(f"\n{name} at {'x'.join(map(str, SIZE))}")
+        header = f"{'engine':<10} {'plan':<15} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'kernels':>7} {'max err':>9}"
+        print(header)
+        print("-" * len(header))
+        results = {}
+        for entry in [e for e in index if e["model"] == name]:
+            session = load(_artifact(outdir, entry), device=devices[entry["api"]])
+            out = session.run([x])[0]
+            lat = session.time([x], repeat)  # (Vulkan: unprofiled runs, all dispatches in one pass)
+            session.run([x])  # profile a warm run, clocks up after the timed ones
+            device_ms = session.last_device_ms  # the profiled run's span (its steps' times tile it)
+            info = {k["name"]: k for k in session.program["kernels"]}
+            kernels = {}
+            for k in session.last_profile:
+                row = kernels.setdefault(k["name"], {"ms": 0.0, "calls": 0, **{f: info.get(k["name"], {}).get(f) for f in KERNEL_FIELDS}})
+                row["ms"] += k["ms"]
+                row["calls"] += 1
+            med, mn = lat["median"], lat["min"]
+            err = float(np.max(np.abs(out - ref)))
+            rule = entry.get("scope_rule") or {}
+            results[f"{entry['api']}/{entry['plan']}"] = {"wall_ms": med, "min_ms": mn, "device_ms": device_ms, "max_err": err, "kernels": kernels,
+                                                         "scope_rule": rule}  # fmt: skip
+            chose = f"  ({rule.get('rule')} -> {rule.get('kind')})" if entry["plan"] == "auto" else ""
+            print(f"{entry['api']:<10} {entry['plan']:<15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {len(session.program['kernels']):>7} {err:>9.1e}{chose}",
+                  flush=True)  # fmt: skip
+            convs = [k for k in kernels.values() if k.get("flops")]
+            conv_ms = sum(k["ms"] for k in convs)
+            if conv_ms > 0:
+                gflops = sum(k["flops"] * k["calls"] for k in convs) / conv_ms / 1e6
+                print(f"{'':<10} {'':<15} convs: {conv_ms:.3f} ms of {device_ms:.3f} device ms, {gflops:.0f} GFLOP/s overall")
+            del session
+        peer = _torch_cuda(name, x, repeat)
+        if peer and "error" not in peer:
+            err = float(np.max(np.abs(peer["out"] - ref)))
+            results["torch-cuda/eager"] = {"wall_ms": peer["wall_ms"], "min_ms": peer["min_ms"], "max_err": err}
+            print(f"{'torch-cuda':<10} {'eager fp32':<15} {peer['wall_ms']:>11.3f} {peer['min_ms']:>11.3f} {'-':>10} {'-':>7} {err:>9.1e}")
+        elif peer:
+            print(f"torch-cuda: {peer['error']}")
+        for api in APIS:
+            tex, buf, auto = (results.get(f"{api}/{p}") for p in ("texture", "buffer", "auto"))
+            if tex and buf:
+                print(f"{api}: texture/buffer wall {tex['wall_ms'] / buf['wall_ms']:.2f} (<= 1.2 wanted)", end="")
+                if auto:
+                    print(f", auto/faster-of-two {auto['wall_ms'] / min(tex['wall_ms'], buf['wall_ms']):.2f} (<= 1.05 wanted)", end="")
+                untuned = results.get(f"{api}/texture_untuned")
+                if untuned:
+                    print(f", texture untuned/tuned {untuned['wall_ms'] / tex['wall_ms']:.2f}", end="")
+                print()
+            if auto and "torch-cuda/eager" in results:
+                print(f"{api}: auto plan / torch eager {auto['wall_ms'] / results['torch-cuda/eager']['wall_ms']:.2f} (<= 1.5 wanted)")
+        rows.append({"model": name, "results": results})
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", metavar="DIR")
+    p.add_argument("--tune-bundle", metavar="DIR")
+    p.add_argument("--device-name", default=None, help="build for this device's tuning database (e.g. 'NVIDIA H100 80GB HBM3')")
+    p.add_argument("--apis", nargs="*", default=list(APIS))
+    p.add_argument("--run", metavar="DIR")
+    p.add_argument("--models", nargs="*", default=list(MODELS))
+    p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--json", default="")
+    args = p.parse_args()
+    if args.tune_bundle:
+        tune_bundle(args.tune_bundle, args.models, args.apis)
+    elif args.build:
+        build(args.build, args.models, args.device_name)
+    elif args.run:
+        run(args.run, args.repeat, args.json, args.models)
+    else:
+        p.error("give --build DIR or --run DIR")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
