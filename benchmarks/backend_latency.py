@@ -49,14 +49,7 @@ def build(outdir: str, models) -> None:
             for plan, options in PLANS(relax_vk):
                 mod, source = load_model(name)
                 artifact = relax_vk.build(mod, target=backend, options=options, model=source).artifact()
-                blobs = {}
-                for key, array in artifact.constants.items():
-                    array = np.ascontiguousarray(array)
-                    digest = hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
-                    path = os.path.join(outdir, "blobs", f"{digest}.npy")
-                    if not os.path.exists(path):
-                        np.save(path, array)
-                    blobs[key] = digest
+                blobs = store_constants(outdir, artifact)
                 index.append({"model": name, "backend": backend, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs})
                 program = artifact.program
                 print(f"built {name} {backend} {plan}: {len(artifact.program['kernels'])} kernels", flush=True)
@@ -68,7 +61,21 @@ def build(outdir: str, models) -> None:
     print(f"wrote {len(index)} artifacts to {outdir} ({total / 2**20:.1f} MiB of distinct constants)")
 
 
-def _artifact(outdir: str, entry: dict):
+def store_constants(outdir: str, artifact) -> dict:
+    """Save each constant of ``artifact`` under ``outdir/blobs`` once (named by content);
+    returns ``{constant name: digest}`` for :func:`load_artifact`."""
+    blobs = {}
+    for key, array in artifact.constants.items():
+        array = np.ascontiguousarray(array)
+        digest = hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
+        path = os.path.join(outdir, "blobs", f"{digest}.npy")
+        if not os.path.exists(path):
+            np.save(path, array)
+        blobs[key] = digest
+    return blobs
+
+
+def load_artifact(outdir: str, entry: dict):
     from relax_vk.serialization.artifact import Artifact
 
     constants = {key: np.load(os.path.join(outdir, "blobs", f"{digest}.npy")) for key, digest in entry["constants"].items()}
@@ -100,7 +107,7 @@ def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str =
         refs = list(np.load(os.path.join(outdir, f"{name}.reference.npz")).values())
         row = {"model": name, "results": {}}
         for entry in [e for e in index if e["model"] == name]:
-            session = load(_artifact(outdir, entry), device=devices[entry["backend"]])
+            session = load(load_artifact(outdir, entry), device=devices[entry["backend"]])
             result, outputs = _measure(session, _inputs_for(entry["program"]), repeat)
             result["max_abs_err_vs_llvm"] = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, refs))
             result["matches_llvm"] = all(np.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(outputs, refs))

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from backend_latency import load_artifact, store_constants  # noqa: E402  (the same transport bundle format)
 
 SIZE = (1, 3, 224, 224)
 MODELS = ("resnet18", "mobilenet_v2")
@@ -71,14 +73,7 @@ def build(outdir: str, models, device_name=None) -> None:
                 compiled = relax_vk.build(mod, target=target, options=options, model={"zoo": name})
                 artifact = compiled.artifact()
                 decision = compiled.plan().scope_rule or {}
-                blobs = {}
-                for key, array in artifact.constants.items():
-                    array = np.ascontiguousarray(array)
-                    digest = hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
-                    path = os.path.join(outdir, "blobs", f"{digest}.npy")
-                    if not os.path.exists(path):
-                        np.save(path, array)
-                    blobs[key] = digest
+                blobs = store_constants(outdir, artifact)
                 index.append({"model": name, "api": api, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs,
                               "scope_rule": decision})  # fmt: skip
                 print(f"built {name} {api} {plan}: {len(artifact.program['kernels'])} kernels in {time.perf_counter() - t0:.1f} s "
@@ -95,13 +90,6 @@ def tune_bundle(outdir: str, models, apis) -> None:
     modules = [from_torch(*(lambda m, x: (m, (x,)))(*build_zoo_model(name, input_shape=SIZE))) for name in models]
     index = write_bundle(modules, outdir, apis)
     print(f"{len(index['cases'])} cases in {index['seconds']:.0f} s")
-
-
-def _artifact(outdir: str, entry: dict):
-    from relax_vk.serialization.artifact import Artifact
-
-    constants = {key: np.load(os.path.join(outdir, "blobs", f"{digest}.npy")) for key, digest in entry["constants"].items()}
-    return Artifact(entry["program"], entry["source"], constants)
 
 
 def _time(fn, repeat: int):
@@ -155,7 +143,7 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
         print("-" * len(header))
         results = {}
         for entry in [e for e in index if e["model"] == name]:
-            session = load(_artifact(outdir, entry), device=devices[entry["api"]])
+            session = load(load_artifact(outdir, entry), device=devices[entry["api"]])
             out = session.run([x])[0]
             lat = session.time([x], repeat)  # (Vulkan: unprofiled runs, all dispatches in one pass)
             session.run([x])  # profile a warm run, clocks up after the timed ones
