@@ -22,3 +22,14 @@ def lavapipe():
     adapter = select_adapter("lavapipe")
     assert adapter.info["backend_type"] == "Vulkan"
     return adapter
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    """An empty tuning-database folder searched before the package's ($RELAX_VK_TUNING_DB)."""
+    from relax_vk.schedules.tuning import ENV, clear_cache
+
+    monkeypatch.setenv(ENV, str(tmp_path / "db"))
+    clear_cache()
+    yield tmp_path / "db"
+    clear_cache()

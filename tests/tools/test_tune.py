@@ -3,25 +3,15 @@ best kept in the tuning database; builds and the memory-kind decision then use i
 
 import json
 
-import pytest
 
 import relax_vk
 from relax_vk.models import build_example
 from relax_vk.passes.scope.choose_memory_kind import recorded
 from relax_vk.runtime.measure import measure_bundle
-from relax_vk.schedules.tuning import ENV, Database, clear_cache, device_slug
+from relax_vk.schedules.tuning import Database, device_slug
 from relax_vk.schedules.workloads import ConvSpec
 from relax_vk.tools.cli import main
 from relax_vk.tools.tune import candidate_module, import_results, write_bundle
-
-
-
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(ENV, str(tmp_path / "db"))
-    clear_cache()
-    yield tmp_path / "db"
-    clear_cache()
 
 
 def test_tune_on_pocl_then_build_uses_the_database(pocl, db_dir):

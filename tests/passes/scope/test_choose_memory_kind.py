@@ -6,15 +6,7 @@ import pytest
 import relax_vk
 from relax_vk.models import build_example
 from relax_vk.passes.scope.choose_memory_kind import decide, recorded
-from relax_vk.schedules.tuning import ENV, Database, Record, clear_cache, device_slug
-
-
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(ENV, str(tmp_path / "db"))
-    clear_cache()
-    yield tmp_path / "db"
-    clear_cache()
+from relax_vk.schedules.tuning import Database, Record, clear_cache, device_slug
 
 
 def test_decision_without_measurements_is_the_rfc_rule(db_dir):
