@@ -76,15 +76,16 @@ class CompiledModule:
     def plan(self) -> MemoryPlan:
         return plan(self.lowered, decision=self.memory_decision)
 
-    def artifact(self):
+    def artifact(self, reuse: bool = True):
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
-        :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits."""
+        :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits.
+        ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
         from .serialization.export import export_program
 
         limits = _target.target_limits(self.target)
         if self.backend == "vulkan":
-            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits)
-        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits)
+            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse)
+        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits, reuse=reuse)
 
 
 def export(compiled: CompiledModule, path: str) -> None:

@@ -31,13 +31,15 @@ class Session:
     """Base of :class:`~relax_vk.runtime.OpenCLSession` and :class:`~relax_vk.runtime.VulkanSession`:
     ``run(inputs) -> outputs`` (numpy in, numpy out), ``last_profile`` (per-step milliseconds) and
     ``last_device_ms`` (the device time of that same run, first step's start to last step's end;
-    the per-step times never add up to more)."""
+    the per-step times never add up to more) and ``device_bytes`` (the device memory its tensors'
+    allocations take: shared allocations counted once)."""
 
     program: dict
     tensors: List[dict]
     device_name: str
     last_profile: List[dict]
     last_device_ms: float = float("nan")
+    device_bytes: int = 0
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """The inputs as the device holds them: shapes and dtypes checked (an input whose dtype the

@@ -29,6 +29,7 @@ from ..core.ir_utils import tensor_scope
 from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
+from ..storage import allocated_bytes, assign_storage
 from .artifact import Artifact
 
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -266,11 +267,11 @@ def _attach_shaders(program: dict, shaders: dict) -> str:
 def check_fits(program: dict, limits) -> None:
     """Raise :class:`~relax_vk.core.errors.LimitError` when the program cannot fit a device with
     ``limits`` (:class:`~relax_vk.core.limits.DeviceLimits`): a buffer larger than one binding or
-    allocation, an image over the image limits, or more memory in total than the device has. Each
-    message names the tensor, its size and the limit (what can be split or re-planned was already)."""
-    total = 0
+    allocation, an image over the image limits, or more memory in total than the device has (its
+    allocations: shared ones counted once). Each message names the tensor, its size and the limit
+    (what can be split or re-planned was already)."""
+    total = allocated_bytes(program)
     for t in program["tensors"]:
-        total += int(t["bytes"])
         if t["image"]:
             w, h, layers = t["image"]
             if w > limits.image_width or h > limits.image_height or layers > limits.image_layers:
@@ -298,9 +299,12 @@ def export_program(
     model: Optional[dict] = None,
     shaders: Optional[dict] = None,
     limits=None,
+    reuse: bool = True,
 ) -> Artifact:
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
-    ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``."""
+    ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``.
+    ``reuse``: tensors whose lifetimes do not overlap share allocations (:mod:`relax_vk.storage`);
+    False gives every tensor its own."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []
@@ -337,6 +341,7 @@ def export_program(
     }
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {})
+    program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None)
     if limits is not None:
         check_fits(program, limits)
     return Artifact(program, source, builder.constants)

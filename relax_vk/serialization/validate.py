@@ -6,7 +6,8 @@ dtype, scope, image extents that match the scope's flattening, byte count), ever
 geometry, every step's references (kernels that exist, tensor ids in range, copies between tensors
 of equal size), inputs and outputs, every constant present with its shape and dtype, and every
 kernel present in the source (an OpenCL ``__kernel`` of that name, a Vulkan shader span inside the
-source). The first problem raises :class:`~relax_vk.serialization.artifact.ArtifactError` naming
+source), and the storage assignment safe (:func:`relax_vk.storage.program.storage_problem`: no two
+tensors of one allocation live at once, each fits its allocation). The first problem raises :class:`~relax_vk.serialization.artifact.ArtifactError` naming
 the entry. Standard library and numpy only (the runtime calls it without TVM).
 """
 
@@ -19,6 +20,7 @@ from typing import Dict
 import numpy as np
 
 from ..core.scope import ALL_SCOPES, scope_from_name
+from ..storage.program import storage_problem
 
 KINDS = ("input", "intermediate", "constant", "workspace")
 TARGETS = ("opencl", "vulkan")
@@ -126,6 +128,8 @@ def validate_program(program: dict, source: str, constants: Dict[str, np.ndarray
         _require(isinstance(ids, list) and ids, f"no {what}")
         for tid in ids:
             ref(tid, what)
+    problem = storage_problem(program)
+    _require(problem is None, f"storage assignment: {problem}")
     for t in tensors:
         if t["kind"] != "constant":
             continue

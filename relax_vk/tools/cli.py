@@ -307,7 +307,8 @@ def cmd_build(args) -> int:
     print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
     compiled = _compile(args, args.model)
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
-    artifact = compiled.artifact()
+    artifact = compiled.artifact(reuse=not args.no_reuse)
+    print(f"      {_memory_line(artifact.program)}")
     if args.output.endswith(".rvk"):
         artifact.write(args.output)
         print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
@@ -323,6 +324,17 @@ def cmd_build(args) -> int:
     )
     print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
     return 0
+
+
+def _memory_line(program: dict) -> str:
+    """The artifact's storage planning in one line (relax_vk.storage)."""
+    m, mib = program.get("memory") or {}, 1 << 20
+    if not m:
+        return "memory: no storage plan (every tensor its own allocation)"
+    if set(m["strategies"].values()) <= {"none"}:
+        return f"intermediates: {m['without_reuse_bytes'] / mib:.2f} MiB, reuse off; lower bound {m['lower_bound_bytes'] / mib:.2f} MiB"
+    return (f"intermediates: {m['without_reuse_bytes'] / mib:.2f} MiB without reuse, {m['with_reuse_bytes'] / mib:.2f} MiB with reuse "
+            f"({m['shared_objects']} allocations), lower bound {m['lower_bound_bytes'] / mib:.2f} MiB")  # fmt: skip
 
 
 def _inputs(args, session):
@@ -397,7 +409,7 @@ def cmd_run(args) -> int:
         args.target = args.target or "opencl"
         _select_device(args, default=True)  # the plan is made for the device that runs it
         print(f"building {args.model} for {args.target} ({args.device_limits.source}) ...", file=sys.stderr, flush=True)
-        artifact = _compile(args, args.model).artifact()
+        artifact = _compile(args, args.model).artifact(reuse=not args.no_reuse)
         session = load(artifact, device=args.run_device)
     inputs = _inputs(args, session)
     outputs = session.run(inputs)
@@ -419,6 +431,7 @@ def cmd_run(args) -> int:
                 print(f"check: {note}")
             else:
                 print(f"check: {'OK' if result['ok'] else 'MISMATCH'}  max abs err {result['max_abs_err']:.3g}  max rel err {result['max_rel_err']:.3g}")
+        print(f"device memory: {session.device_bytes / (1 << 20):.2f} MiB allocated; {_memory_line(artifact.program)}")
         lat = result["latency_ms"]
         print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
         print(f"{'kernel / copy':<60} {'ms':>9}")
@@ -562,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
     _add_model_args(p)
     p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), or FILE.rvk")
+    p.add_argument("--no-reuse", action="store_true", help="give every tensor its own allocation (no storage planning)")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
     _add_model_args(p)
@@ -572,6 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--atol", type=float, default=1e-4)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.add_argument("--no-reuse", action="store_true", help="(when building) give every tensor its own allocation")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("devices", help="list OpenCL devices and Vulkan adapters")
     p.add_argument("--json", action="store_true")

@@ -3,9 +3,11 @@
 ``plan(mod)`` reads the VDevices that the scope passes wrote (running :func:`scope_pipeline` first
 when the module has none). Its JSON form is a stable contract read by tools and tests::
 
-    {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind", "reason"}],
+    {"tensors": [{"name", "shape", "dtype", "scope", "bytes", "image", "kind", "reason", "object"}],
      "texture_bytes", "buffer_bytes", "copies", "copy_bytes", "activation_texture_share",
-     "scope_rule": {"rule", "kind", "reason", "device", "api", "texture_ms", "buffer_ms", "convs", "measured"} | null}
+     "scope_rule": {"rule", "kind", "reason", "device", "api", "texture_ms", "buffer_ms", "convs", "measured"} | null,
+     "memory": {"without_reuse_bytes", "with_reuse_bytes", "lower_bound_bytes", "ratio_to_lower_bound",
+                "shared_objects", "strategies": {pool: strategy}, "pools": {pool: {the three numbers}}}}
 
 ``image`` is ``[width, height, layers]`` for textures and null for buffers; ``kind`` is one of
 ``param``, ``tensor``, ``constant``, ``copy``; ``reason`` says why a buffer is a buffer (empty for
@@ -13,7 +15,13 @@ textures). ``activation_texture_share`` is the fraction of activation bytes (kin
 in textures. ``scope_rule`` is the memory-kind decision
 (:mod:`relax_vk.passes.scope.choose_memory_kind`): which rule chose textures or buffers
 (``prefer``, ``measured``, ``consumer-priority``) and the measured conv times behind it; null
-when the module was scoped without measurements and no tool said which rule applied. Keys may be
+when the module was scoped without measurements and no tool said which rule applied.
+``memory`` is storage planning (:mod:`relax_vk.storage`) over the function's intermediates
+(``tensor`` and ``copy`` entries that are not outputs; each call binding is one step): bytes
+without reuse, with reuse and the lower bound (the most bytes live at once); a tensor's
+``object`` is the allocation it shares (null for inputs, outputs and constants). On a lowered
+module (``CompiledModule.plan()``) these are the artifact's intermediates and allocations (less
+any kernel workspaces); on a scoped one, before fusion, they describe unfused calls. Keys may be
 added, never renamed or removed.
 """
 
@@ -32,6 +40,7 @@ from ..core.scope import GLOBAL, TEXTURE_SCOPES, is_texturable, scope_from_name,
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
+from ..storage import Lifetime, StoragePlan, plan_storage
 
 
 @dataclass
@@ -44,6 +53,7 @@ class TensorEntry:
     image: Optional[List[int]]
     kind: str
     reason: str = ""
+    object: Optional[int] = None  # the allocation it shares (storage planning); None: its own
 
 
 @dataclass
@@ -54,6 +64,7 @@ class MemoryPlan:
     copies: int = 0
     copy_bytes: int = 0
     scope_rule: Optional[dict] = None
+    storage: Optional[StoragePlan] = None  # storage planning of the intermediates
 
     @property
     def texture_share(self) -> float:
@@ -75,6 +86,7 @@ class MemoryPlan:
             "copy_bytes": self.copy_bytes,
             "activation_texture_share": self.activation_texture_share,
             "scope_rule": self.scope_rule,
+            "memory": self.storage.to_json() if self.storage is not None else None,
         }
 
     def dumps(self) -> str:
@@ -82,7 +94,7 @@ class MemoryPlan:
 
     def table(self) -> str:
         """A fixed-width text table followed by totals."""
-        rows = [("name", "kind", "shape", "dtype", "scope", "image (w,h,layers)", "bytes", "why a buffer")]
+        rows = [("name", "kind", "shape", "dtype", "scope", "image (w,h,layers)", "bytes", "shares", "why a buffer")]
         for t in self.tensors:
             rows.append(
                 (
@@ -93,6 +105,7 @@ class MemoryPlan:
                     t.scope,
                     ",".join(map(str, t.image)) if t.image else "-",
                     str(t.bytes),
+                    f"#{t.object}" if t.object is not None else "-",
                     t.reason,
                 )
             )
@@ -105,6 +118,8 @@ class MemoryPlan:
             f"texture share: {100 * self.texture_share:.1f}% (activations {100 * self.activation_texture_share:.1f}%)  "
             f"copies: {self.copies} ({self.copy_bytes} bytes)"
         )
+        if self.storage is not None:
+            lines.append(self.storage.summary())
         if self.scope_rule:
             lines.append(f"scope rule: {self.scope_rule['rule']} -> {self.scope_rule['kind']}s ({self.scope_rule['reason']})")
         return "\n".join(lines)
@@ -154,6 +169,16 @@ def _module_limits(mod: tvm.IRModule):
     return None
 
 
+def _max_alloc_bytes(mod: tvm.IRModule) -> Optional[int]:
+    """The largest allocation of the device the module's target describes (None: no target)."""
+    from ..core.target import target_limits
+
+    for vdev in mod.global_infos["vdevice"] if "vdevice" in mod.global_infos else []:
+        if vdev.target is not None:
+            return target_limits(vdev.target).max_alloc_bytes
+    return None
+
+
 def _output_vars(func: relax.Function) -> set:
     """The variables whose values ``func`` returns, seen through aliases (``gv = lv``) and tuples."""
     alias = {}
@@ -190,6 +215,54 @@ def _constants(func: relax.Function) -> List[GenericConst]:
     return found
 
 
+def _lifetimes(func: relax.Function, entries_of: dict, outputs: set) -> List[Lifetime]:
+    """Lifetimes of ``func``'s intermediates: each call binding is one step; ``entries_of`` maps a
+    bound variable to its ``(index, TensorEntry)`` pairs (tuple fields in order)."""
+    alias: dict = {}
+    span: dict = {}
+
+    def resolve(var) -> list:
+        found, todo, seen = [], [var], set()
+        while todo:
+            v = todo.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in entries_of:
+                found += [i for i, _ in entries_of[v]]
+            todo += alias.get(v, [])
+        return found
+
+    def touch(indices, step):
+        for i in indices:
+            first, _ = span.get(i, (step, step))
+            span[i] = (first, step)
+
+    step = 0
+    body = func.body
+    for block in body.blocks if isinstance(body, relax.SeqExpr) else []:
+        for binding in block.bindings:
+            value = binding.value
+            used: list = []
+            relax.analysis.post_order_visit(value, lambda e: used.append(e) if isinstance(e, relax.Var) else None)
+            if isinstance(value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
+                alias[binding.var] = used
+                continue
+            for var in used:
+                touch(resolve(var), step)
+            touch([i for i, _ in entries_of.get(binding.var, [])], step)
+            step += 1
+    out = []
+    for var, entries in entries_of.items():
+        if var in outputs:
+            continue
+        for i, e in entries:
+            if i in span and e.bytes and e.kind in ("tensor", "copy") and e.shape is not None:
+                first, last = span[i]
+                out.append(Lifetime(i, e.name, first, last, e.bytes, tuple(e.image) if e.image else None, e.dtype))
+    return out
+
+
 def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, decision=None) -> MemoryPlan:
     """The memory plan of ``mod`` (scoped by :func:`relax_vk.scope_pipeline` first if it has no
     VDevices). ``decision``: the memory-kind decision to report when the module carries none (a
@@ -203,12 +276,14 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
     result = MemoryPlan(scope_rule=decision.to_json() if decision is not None else None)
     functions = list(scoped_functions(mod))
     limits = _module_limits(mod)
+    lifetimes: List[Lifetime] = []
     for gvar, func in functions:
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
         for p in func.params:
             result.tensors += _entries_for(prefix + source_name(func, p.name), p.ty, "param", limits)
         constants = _constants(func)
         outputs = _output_vars(func)
+        entries_of: dict = {}
         body = func.body
         blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
         for block in blocks:
@@ -217,12 +292,17 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
                     continue  # aliases of tensors listed where they are produced
                 kind = "copy" if _is_copy(binding.value) else "tensor"
                 entries = _entries_for(prefix + source_name(func, binding.var.name), binding.var.ty, kind, limits, binding.var in outputs)
+                entries_of[binding.var] = [(len(result.tensors) + i, e) for i, e in enumerate(entries)]
                 result.tensors += entries
                 if kind == "copy":
                     result.copies += 1
                     result.copy_bytes += sum(e.bytes for e in entries)
         for i, c in enumerate(constants):
             result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits)
+        # functions run one after another: their steps do not overlap
+        offset = max((lt.last + 1 for lt in lifetimes), default=0)
+        lifetimes += [Lifetime(lt.tensor, lt.name, lt.first + offset, lt.last + offset, lt.bytes, lt.image, lt.dtype)
+                      for lt in _lifetimes(func, entries_of, outputs)]  # fmt: skip
     if decision is not None and decision.kind == "buffer":  # the decision, not the tensor, made these buffers
         why = "buffers asked for (prefer=buffer)" if decision.rule == "prefer" else "measured: the model's convs run faster in buffers"
         for t in result.tensors:
@@ -233,4 +313,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
             result.texture_bytes += t.bytes
         else:
             result.buffer_bytes += t.bytes
+    result.storage = plan_storage(lifetimes, arena_limit=_max_alloc_bytes(mod))
+    for tid, obj in result.storage.assignment.items():
+        result.tensors[tid].object = obj
     return result

@@ -1,5 +1,7 @@
 """The dataflow graph of a scoped module, for looking at a memory plan: every tensor a node
-coloured by its memory scope, every copy (``to_vdevice``) marked.
+coloured by its memory scope, every copy (``to_vdevice``) marked, every intermediate labelled
+with the shared allocation storage planning gave it (``#k``), and the memory numbers (without
+reuse, with reuse, lower bound) in the title.
 
 :func:`dataflow_graph` is plain data (tested like any analysis); :func:`draw_plan` renders it with
 matplotlib (the ``notebook`` extra) as a layered drawing, inputs at the top.
@@ -124,7 +126,13 @@ def draw_plan(mod: tvm.IRModule, func: str = "main", ax=None, max_label: int = 2
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    from ..passes.layout.derive_identifiers import source_name
+    from .memory_plan import plan as memory_plan
+
     graph = dataflow_graph(mod, func)
+    memory = memory_plan(mod)
+    single = len([t for t in memory.tensors if "/" in t.name]) == 0
+    shares = {t.name: t.object for t in memory.tensors if t.object is not None} if single else {}
     depth = graph.depths()
     rows: Dict[int, List[GraphNode]] = {}
     for n in graph.nodes:
@@ -151,8 +159,9 @@ def draw_plan(mod: tvm.IRModule, func: str = "main", ax=None, max_label: int = 2
     for n in graph.nodes:
         x, y = pos[n.name]
         label = n.op if len(n.op) <= max_label else n.op[: max_label - 1] + "…"
+        obj = shares.get(source_name(mod[func], n.name))
         if n.op != "param" and not n.is_copy:
-            label = f"{n.name}\n{label}"
+            label = f"{n.name}\n{label}" + (f"\nshares #{obj}" if obj is not None else "")
         elif n.op == "param":
             label = f"{n.name}\n(input)"
         else:
@@ -173,4 +182,8 @@ def draw_plan(mod: tvm.IRModule, func: str = "main", ax=None, max_label: int = 2
     if graph.copies:
         handles.append(Line2D([], [], color=COPY_COLOUR, linestyle="--", label=f"copy ({len(graph.copies)})"))
     ax.legend(handles=handles, loc="upper right", fontsize=8, frameon=False)
+    if memory.storage is not None:
+        m, mib = memory.storage, 1 << 20
+        ax.set_title(f"intermediates: {m.without_reuse_bytes / mib:.2f} MiB without reuse, {m.with_reuse_bytes / mib:.2f} MiB with reuse\n"
+                     f"({len(m.objects)} shared objects), lower bound {m.lower_bound_bytes / mib:.2f} MiB ({m.ratio:.2f}x)", fontsize=8)  # fmt: skip
     return ax

@@ -55,3 +55,29 @@ def test_table_lists_tensors_and_totals():
     text = relax_vk.plan(scoped(build_example("rfc-conv2d"))).table()
     assert "global.texture-weight" in text and "576,8,1" in text
     assert "copies: 0" in text and "texture share:" in text
+
+
+def test_memory_section_reports_reuse_and_the_lower_bound():
+    """conv20: a chain of same-shape textures with residual adds; storage planning gives the
+    intermediates a few shared images, at the lower bound, and each tensor says which it uses."""
+    plan = relax_vk.plan(scoped(build_example("conv20")))
+    data = plan.to_json()["memory"]
+    assert {"without_reuse_bytes", "with_reuse_bytes", "lower_bound_bytes", "shared_objects", "strategies", "pools"} <= set(data)
+    assert data["lower_bound_bytes"] <= data["with_reuse_bytes"] < data["without_reuse_bytes"] / 4
+    assert data["with_reuse_bytes"] == data["lower_bound_bytes"]  # same-shape images: optimal
+    shared = [t for t in plan.tensors if t.object is not None]
+    assert shared and all(t.kind in ("tensor", "copy") and t.reason != "model output: buffer ABI" for t in shared)
+    assert len({t.object for t in shared}) == data["shared_objects"] < len(shared)
+    assert all(t.object is None for t in plan.tensors if t.kind in ("param", "constant"))
+    text = plan.table()
+    assert "without reuse" in text and "lower bound" in text and "#0" in text
+
+
+def test_compiled_plan_describes_the_lowered_program():
+    compiled = relax_vk.build(build_example("residual"))
+    memory = compiled.plan().to_json()["memory"]
+    artifact = compiled.artifact().program["memory"]
+    # the same fused calls: the same numbers as the artifact's storage planning (no workspaces here)
+    assert {k: memory[k] for k in ("without_reuse_bytes", "with_reuse_bytes", "lower_bound_bytes")} == {
+        k: artifact[k] for k in ("without_reuse_bytes", "with_reuse_bytes", "lower_bound_bytes")
+    }

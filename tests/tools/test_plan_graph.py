@@ -47,3 +47,5 @@ def test_draw_plan_colours_nodes_by_scope(monkeypatch):
     colours = {matplotlib.colors.to_hex(b.get_bbox_patch().get_facecolor()) for b in boxes}
     assert colours == {SCOPE_COLOURS["global"], SCOPE_COLOURS["global.texture"]}
     assert "copy (1)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "without reuse" in ax.get_title() and "lower bound" in ax.get_title()
+    assert any("shares #" in b.get_text() for b in boxes)  # each intermediate names its shared allocation

@@ -4,8 +4,11 @@ Texture-scoped tensors are real ``image2d_array`` objects (RGBA, float32) whose 
 the scope's flattening; buffers are ``cl.Buffer``; copies between scopes use the OpenCL
 buffer<->image copy commands (a packed tensor's dense bytes are exactly its image's texels in
 layer/row/column order for all three mappings, so no kernel is needed); constants are uploaded once
-when the session is created, and every tensor and workspace is allocated then too, so runs
-allocate nothing. Before anything is allocated the plan is checked against the device's real
+when the session is created, and every allocation of the program's storage assignment
+(:mod:`relax_vk.storage`: intermediates whose lifetimes do not overlap share an image, or sit
+at offsets of one buffer arena, bound as sub-buffers) is made then too, so runs allocate nothing.
+An arena offset the device cannot bind (its ``CL_DEVICE_MEM_BASE_ADDR_ALIGN`` is coarser than the
+artifact's alignment) gets a buffer of its own instead: more memory, the same results. Before anything is allocated the plan is checked against the device's real
 limits (image support, image2d max width/height, max array layers, work-group size); a violation
 raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and the limit.
 """
@@ -17,6 +20,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ...serialization.artifact import Artifact
+from ...storage import allocated_bytes, allocations
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .compiler import OpenCLBuildError, describe
 
@@ -41,7 +45,7 @@ def check_limits(program: dict, device) -> None:
     for t in program["tensors"]:
         if not t["image"] and int(t["bytes"]) > alloc:
             raise DeviceLimitError(f"tensor {t['name']} takes {t['bytes']} bytes; {describe(device)} allocates at most {alloc} bytes at once")
-    total = sum(int(t["bytes"]) for t in program["tensors"])
+    total = allocated_bytes(program)
     if total > memory:
         raise DeviceLimitError(f"the program needs {total} bytes; {describe(device)} has {memory} bytes of global memory")
     max_group = int(device.max_work_group_size)
@@ -74,18 +78,44 @@ class OpenCLSession(Session):
             raise OpenCLBuildError(device.name, log or str(err), artifact.source) from err
         self.kernels = {k["name"]: (cl.Kernel(built, k["name"]), tuple(k["global"]), tuple(k["local"])) for k in self.program["kernels"]}
         self.tensors = self.program["tensors"]
-        self.memory = [self._allocate(t) for t in self.tensors]
+        self.memory = self._allocate_storage()
         self._scratch: Optional[object] = None
         self._upload_constants()
         self.last_profile: List[dict] = []
 
     # ---------------------------------------------------------------- memory
-    def _allocate(self, t: dict):
+    def _allocate(self, a: dict):
+        """One allocation: an RGBA float image array, or a buffer."""
         cl = self.cl
-        if t["image"]:
+        if a["image"]:
             fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
-            return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=tuple(t["image"]), is_array=True)
-        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=max(int(t["bytes"]), 4))
+            return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=tuple(a["image"]), is_array=True)
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=max(int(a["bytes"]), 4))
+
+    def _allocate_storage(self) -> list:
+        """The memory object of every tensor: its allocation, or a sub-buffer of its arena (every
+        tensor of a shared buffer gets one: OpenCL leaves concurrent use of a buffer and its
+        sub-buffers undefined, not of disjoint sub-buffers)."""
+        objects, places = allocations(self.program)
+        users = [0] * len(objects)
+        for k, _ in places:
+            users[k] += 1
+        align = max(int(self.device.mem_base_addr_align) // 8, 1)
+        largest = int(self.device.max_mem_alloc_size)
+        # a shared buffer this device cannot allocate whole: its tensors get buffers of their own
+        split = [not a["image"] and users[k] > 1 and int(a["bytes"]) > largest for k, a in enumerate(objects)]
+        memory = [None if split[k] else self._allocate(a) for k, a in enumerate(objects)]
+        self.device_bytes = sum(int(a["bytes"]) for k, a in enumerate(objects) if not split[k])
+        out = []
+        for t, (k, offset) in zip(self.tensors, places):
+            if objects[k]["image"] or users[k] == 1:
+                out.append(memory[k])
+            elif not split[k] and offset % align == 0:
+                out.append(memory[k].get_sub_region(offset, int(t["bytes"])))
+            else:  # (or this device binds sub-buffers only at coarser offsets)
+                out.append(self._allocate({"image": None, "bytes": t["bytes"]}))
+                self.device_bytes += int(t["bytes"])
+        return out
 
     def _region(self, t: dict):
         return tuple(t["image"])

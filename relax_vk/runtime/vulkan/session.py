@@ -2,7 +2,9 @@
 
 Texture-scoped tensors are real Vulkan images: 2D array textures, RGBA float32, bound as
 ``texture_2d_array<f32>`` where a kernel reads them and as write-only storage textures where it
-writes them; buffers are storage buffers. Every tensor, bind group and pipeline is created when
+writes them; buffers are storage buffers. Every allocation of the program's storage assignment
+(:mod:`relax_vk.storage`: intermediates whose lifetimes do not overlap share a texture, or sit
+at offsets of one buffer arena, bound as buffer ranges), bind group and pipeline is created when
 the session is loaded (constants uploaded then), so runs allocate nothing but their readback.
 Scope copies are small WGSL shaders (:mod:`relax_vk.runtime.vulkan.copies`). One run is one
 command buffer; WebGPU orders each dispatch's memory accesses after the previous one's. A profiled
@@ -18,17 +20,38 @@ numbered WGSL. Needs numpy and wgpu only (never TVM).
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Sequence
 
 import numpy as np
 
 from ...core.errors import RelaxVKError
 from ...serialization.artifact import Artifact
+from ...storage import allocations
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
 
 MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
+
+
+def writable_reads(source: str, bindings: Sequence[str], positions: Sequence[int]) -> "tuple[str, List[str]]":
+    """The shader and binding kinds with the read-only buffers at ``positions`` declared and bound
+    read-write (the shader never writes them; only the binding's usage changes)."""
+    bindings = list(bindings)
+    for i in positions:
+        if bindings[i] != "buffer_read":
+            continue
+        bindings[i] = "buffer"
+        source, n = re.subn(rf"(@binding\({i}\)\s+var<storage,\s*)read>", r"\1read_write>", source)
+        if n != 1:
+            raise ValueError(f"binding {i} is not a read-only storage buffer declaration of the shader")
+    return source, bindings
+
+
+def _words(nbytes) -> int:
+    """``nbytes`` rounded up to whole 32-bit words (buffer sizes and ranges)."""
+    return -(-int(nbytes) // 4) * 4
 
 
 class ShaderError(RelaxVKError, RuntimeError):
@@ -123,9 +146,10 @@ class VulkanSession(Session):
         self.device = adapter.request_device_sync(required_features=features, required_limits=limits)
         self.max_groups = limits["max-compute-workgroups-per-dimension"]
         self.tensors = self.program["tensors"]
-        self.memory = [self._allocate(t) for t in self.tensors]
+        self.min_offset_alignment = int(adapter.limits.get("min-storage-buffer-offset-alignment", 256))
+        self.memory, self.offsets = self._allocate_storage()
         self.pipelines = {k["name"]: self._kernel_pipeline(k) for k in self.program["kernels"]}
-        self._copy_pipelines: Dict[str, tuple] = {}  # copy shader source -> (pipeline, layout)
+        self._copy_pipelines: Dict[object, tuple] = {}  # copy shader source, (kernel, writable bindings) -> (pipeline, layout)
         kernels = {k["name"]: k for k in self.program["kernels"]}
         self.steps = [self._prepare(step, kernels) for step in self.program["steps"]]
         if self.profiling:
@@ -136,20 +160,42 @@ class VulkanSession(Session):
         self.last_profile: List[dict] = []
 
     # ---------------------------------------------------------------- memory
-    def _allocate(self, t: dict):
+    def _allocate(self, a: dict):
+        """One allocation: a 2D-array texture of the texel format, or a storage buffer."""
         wgpu = self.wgpu
-        if t["image"]:
-            w, h, layers = t["image"]
+        if a["image"]:
+            w, h, layers = a["image"]
             usage = wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC
-            return self.device.create_texture(size=(w, h, layers), format=TEXTURE_FORMATS[t["dtype"]], usage=usage, dimension="2d")
+            return self.device.create_texture(size=(w, h, layers), format=TEXTURE_FORMATS[a["dtype"]], usage=usage, dimension="2d")
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-        return self.device.create_buffer(size=max(4, -(-int(t["bytes"]) // 4) * 4), usage=usage)
+        return self.device.create_buffer(size=max(4, _words(a["bytes"])), usage=usage)
+
+    def _allocate_storage(self):
+        """``(memory object, byte offset)`` of every tensor: its allocation, or a range of its arena
+        (an offset the adapter cannot bind gets a buffer of its own: more memory, same results)."""
+        objects, places = allocations(self.program)
+        largest = int(self.adapter.limits.get("max-buffer-size", 1 << 62))
+        # a shared buffer this adapter cannot allocate whole: its tensors get buffers of their own
+        split = [not a["image"] and int(a["bytes"]) > largest for a in objects]
+        memory = [None if split[k] else self._allocate(a) for k, a in enumerate(objects)]
+        self.device_bytes = sum(int(a["bytes"]) for k, a in enumerate(objects) if not split[k])
+        out, offsets = [], []
+        for t, (k, offset) in zip(self.tensors, places):
+            if split[k] or offset % self.min_offset_alignment:
+                out.append(self._allocate({"image": None, "bytes": t["bytes"]}))
+                offsets.append(0)
+                self.device_bytes += int(t["bytes"])
+            else:
+                out.append(memory[k])
+                offsets.append(offset)
+        return out, offsets
 
     def _resource(self, tid: int):
         t, mem = self.tensors[tid], self.memory[tid]
         if t["image"]:
             return mem.create_view(dimension="2d-array")
-        return {"buffer": mem, "offset": 0, "size": mem.size}
+        offset = self.offsets[tid]
+        return {"buffer": mem, "offset": offset, "size": min(max(4, _words(t["bytes"])), mem.size - offset)}
 
     def _write(self, tid: int, array: np.ndarray) -> None:
         t = self.tensors[tid]
@@ -165,7 +211,7 @@ class VulkanSession(Session):
         else:
             raw = data.tobytes()
             raw += b"\0" * ((-len(raw)) % 4)
-            self.device.queue.write_buffer(self.memory[tid], 0, raw)
+            self.device.queue.write_buffer(self.memory[tid], self.offsets[tid], raw)
 
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
@@ -177,7 +223,7 @@ class VulkanSession(Session):
                 (w, h, layers),
             )
         else:
-            raw = self.device.queue.read_buffer(self.memory[tid])
+            raw = self.device.queue.read_buffer(self.memory[tid], self.offsets[tid], _words(t["bytes"]))
         nbytes = int(t["bytes"])
         return np.frombuffer(bytes(raw)[:nbytes], dtype=t["dtype"]).reshape(t["shape"]).copy()
 
@@ -222,27 +268,44 @@ class VulkanSession(Session):
             raise ShaderError(name, str(err), source) from None
         return pipeline, layout
 
-    def _kernel_pipeline(self, kernel: dict):
-        return self._pipeline(kernel["name"], shader_source(self.artifact, kernel), kernel["bindings"])
+    def _kernel_pipeline(self, kernel: dict, writable: Sequence[int] = ()):
+        source, bindings = writable_reads(shader_source(self.artifact, kernel), kernel["bindings"], writable)
+        return self._pipeline(kernel["name"], source, bindings)
+
+    def _shared_buffers(self, args: Sequence[int]) -> List[int]:
+        """Positions of ``args`` bound to a buffer that another argument of the step is bound to
+        too (two ranges of one arena): WebGPU forbids one buffer read-only and writable in one
+        dispatch, so those read-only bindings are bound writable for this step."""
+        buffers = [id(self.memory[tid]) if not self.tensors[tid]["image"] else None for tid in args]
+        return [i for i, b in enumerate(buffers) if b is not None and buffers.count(b) > 1]
 
     def _prepare(self, step: dict, kernels: Dict[str, dict]) -> tuple:
         if step["op"] == "launch":
             kernel = kernels[step["kernel"]]
-            pipeline, layout = self.pipelines[step["kernel"]]
-            groups = tuple(g // l for g, l in zip(kernel["global"], kernel["local"]))
             args = step["args"]
+            writable = [i for i in self._shared_buffers(args) if kernel["bindings"][i] == "buffer_read"]
+            if writable:
+                key = (step["kernel"], tuple(writable))
+                if key not in self._copy_pipelines:
+                    self._copy_pipelines[key] = self._kernel_pipeline(kernel, writable)
+                pipeline, layout = self._copy_pipelines[key]
+            else:
+                pipeline, layout = self.pipelines[step["kernel"]]
+            groups = tuple(g // l for g, l in zip(kernel["global"], kernel["local"]))
             name = step["kernel"]
         elif step["op"] == "copy":
             s, d = self.tensors[step["src"]], self.tensors[step["dst"]]
             nbytes, dtype = int(s["bytes"]), s["dtype"]
             gx, gy = copy_grid(copy_items(s["image"], d["image"], nbytes, np.dtype(dtype).itemsize), self.max_groups)
             name = f"copy {s['name']}->{d['name']}"
-            source = copy_shader(s["image"], d["image"], nbytes, dtype, gx)
+            args = [step["src"], step["dst"]]
+            source, bindings = writable_reads(
+                copy_shader(s["image"], d["image"], nbytes, dtype, gx), copy_bindings(s["image"], d["image"], dtype), self._shared_buffers(args)
+            )
             if source not in self._copy_pipelines:  # copies of the same shape share one pipeline
-                self._copy_pipelines[source] = self._pipeline(name, source, copy_bindings(s["image"], d["image"], dtype))
+                self._copy_pipelines[source] = self._pipeline(name, source, bindings)
             pipeline, layout = self._copy_pipelines[source]
             groups = (gx, gy, 1)
-            args = [step["src"], step["dst"]]
         else:
             raise ValueError(f"unknown step {step['op']}")
         try:

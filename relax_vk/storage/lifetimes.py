@@ -1,0 +1,109 @@
+"""Tensor lifetimes: the input of storage planning (:mod:`relax_vk.storage.planner`).
+
+A :class:`Lifetime` is one tensor that storage planning may place in a shared allocation: the
+first and last step that touch it (both inclusive: a kernel never writes its output over one of
+its own inputs, so a tensor read by step ``s`` and one written by step ``s`` are both live at
+``s``), its size in bytes and, for a texture, its image extents and texel dtype. Two lifetimes
+*overlap* when their step ranges intersect; only tensors whose lifetimes do not overlap may share.
+
+Its *pool* says what it can share with: buffers share with any buffer (bytes are bytes), textures
+only with textures of the same texel format (an ``rgba32float`` image cannot hold ``rgba16float``
+texels). :func:`program_lifetimes` reads them off an artifact's program (intermediates and kernel
+workspaces; model inputs, outputs and constants never share); :func:`lower_bound` is the largest
+total of simultaneously live bytes, which no assignment can beat. Standard library only (the
+runtime validates assignments with it, without TVM).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+#: tensor kinds of an artifact's program that storage planning may share
+SHAREABLE_KINDS = ("intermediate", "workspace")
+_ITEMSIZE = {"float32": 4, "float16": 2}
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One shareable tensor: ``[first, last]`` steps (inclusive), its bytes and, for a texture,
+    its image ``(width, height, layers)`` and texel dtype."""
+
+    tensor: int
+    name: str
+    first: int
+    last: int
+    bytes: int
+    image: Optional[Tuple[int, int, int]] = None
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.first > self.last:
+            raise ValueError(f"lifetime of {self.name}: first step {self.first} after last step {self.last}")
+        if self.image is not None and image_bytes(self.image, self.dtype) != self.bytes:
+            raise ValueError(f"lifetime of {self.name}: image {self.image} of {self.dtype} is not {self.bytes} bytes")
+
+    @property
+    def pool(self) -> str:
+        """What it may share with: ``"buffer"`` or ``"texture:<dtype>"``."""
+        return "buffer" if self.image is None else f"texture:{self.dtype}"
+
+    def overlaps(self, other: "Lifetime") -> bool:
+        return not (self.last < other.first or other.last < self.first)
+
+
+def image_bytes(image: Sequence[int], dtype: str) -> int:
+    """Bytes of an RGBA image of ``(width, height, layers)`` texels of ``dtype``."""
+    if dtype not in _ITEMSIZE:
+        raise ValueError(f"textures hold float32 or float16 texels, not {dtype}")
+    return math.prod(int(v) for v in image) * 4 * _ITEMSIZE[dtype]
+
+
+def step_tensors(step: dict) -> List[int]:
+    """The tensor ids one program step touches (reads or writes)."""
+    if step["op"] == "launch":
+        return list(step["args"])
+    if step["op"] == "copy":
+        return [step["src"], step["dst"]]
+    raise ValueError(f"unknown step {step['op']!r}")
+
+
+def touched_steps(program: dict) -> Dict[int, Tuple[int, int]]:
+    """``tensor id -> (first step, last step)`` for every tensor some step touches."""
+    span: Dict[int, Tuple[int, int]] = {}
+    for i, step in enumerate(program["steps"]):
+        for tid in step_tensors(step):
+            first, _ = span.get(tid, (i, i))
+            span[tid] = (first, i)
+    return span
+
+
+def program_lifetimes(program: dict) -> List[Lifetime]:
+    """The lifetimes of the shareable tensors of an artifact's program: intermediates and
+    workspaces that are not model outputs (a tensor no step touches has none)."""
+    span = touched_steps(program)
+    outputs = set(program["outputs"])
+    out = []
+    for t in program["tensors"]:
+        if t["kind"] not in SHAREABLE_KINDS or t["id"] in outputs or t["id"] not in span:
+            continue
+        first, last = span[t["id"]]
+        image = tuple(t["image"]) if t.get("image") else None
+        out.append(Lifetime(t["id"], t["name"], first, last, int(t["bytes"]), image, t["dtype"]))
+    return out
+
+
+def lower_bound(lifetimes: Sequence[Lifetime]) -> int:
+    """The largest total of bytes live at one step: no assignment of these tensors uses less."""
+    if not lifetimes:
+        return 0
+    events: Dict[int, int] = {}
+    for lt in lifetimes:
+        events[lt.first] = events.get(lt.first, 0) + lt.bytes
+        events[lt.last + 1] = events.get(lt.last + 1, 0) - lt.bytes
+    live = best = 0
+    for step in sorted(events):
+        live += events[step]
+        best = max(best, live)
+    return best

@@ -1,0 +1,93 @@
+"""The storage assignment recorded in an artifact's program and its load-time check
+(relax_vk.storage.program, relax_vk.serialization.validate)."""
+
+import copy
+
+import pytest
+
+from relax_vk.serialization.artifact import Artifact, ArtifactError
+from relax_vk.storage import allocated_bytes, allocations, assign_storage, storage_problem
+
+
+def _chain(n=6, image=None):
+    """input -> k0 -> t1 -> k1 -> t2 ... -> output: each launch reads one tensor, writes the next."""
+    def t(i, kind):
+        return {"id": i, "name": f"t{i}", "shape": [1, 1, 4, 4, 4] if image else [64], "dtype": "float32",
+                "scope": "global.texture" if image else "global", "image": [4, 4, 1] if image else None, "kind": kind, "bytes": 256}  # fmt: skip
+
+    tensors = [t(0, "input")] + [t(i, "intermediate") for i in range(1, n)]
+    steps = [{"op": "launch", "kernel": "k", "args": [i, i + 1]} for i in range(n - 1)]
+    program = {"format": "relax_vk.program", "target": "opencl", "model": {}, "tensors": tensors,
+               "kernels": [{"name": "k", "global": [1, 1, 1], "local": [1, 1, 1]}], "steps": steps, "inputs": [0], "outputs": [n - 1]}  # fmt: skip
+    return program
+
+
+@pytest.mark.parametrize("image", [False, True], ids=["buffers", "textures"])
+def test_a_chain_needs_two_allocations_for_its_intermediates(image):
+    program, plan = assign_storage(_chain(8, image))
+    assert storage_problem(program) is None
+    shared = {t["storage"] for t in program["tensors"] if t["kind"] == "intermediate" and t["id"] not in program["outputs"]}
+    assert len(shared) == 2  # ping-pong between two allocations
+    assert plan.lower_bound_bytes == plan.with_reuse_bytes == 512
+    own = [t["storage"] for t in program["tensors"] if t["kind"] == "input" or t["id"] in program["outputs"]]
+    assert len(set(own)) == 2 and not set(own) & shared  # inputs and outputs never alias an intermediate
+    assert program["memory"]["with_reuse_bytes"] == plan.with_reuse_bytes
+    assert allocated_bytes(program) < allocated_bytes(_chain(8, image))
+
+
+def _pairs():
+    """Two 2048-byte tensors live together, die, then one 4096-byte tensor takes their place."""
+    program = _chain(6)
+    for t, nbytes in zip(program["tensors"], [256, 2048, 2048, 256, 4096, 256]):
+        t.update(bytes=nbytes, shape=[nbytes // 4])
+    program["steps"] = [{"op": "launch", "kernel": "k", "args": args} for args in ([0, 1, 2], [1, 2, 3], [3, 4], [4, 5])]
+    return program
+
+
+def test_buffers_that_together_fill_a_later_one_share_an_arena():
+    program, plan = assign_storage(_pairs())
+    assert plan.strategies["buffer"].startswith("arena")
+    arena = {t["storage"] for t in program["tensors"][1:5]}
+    assert len(arena) == 1 and program["storage"][arena.pop()]["bytes"] == 4352 == plan.lower_bound_bytes
+    assert [t["offset"] for t in program["tensors"][1:5]] == [0, 2048, 4096, 0]
+    assert storage_problem(program) is None
+
+
+def test_a_program_without_storage_allocates_every_tensor():
+    program = _chain(4)
+    objects, places = allocations(program)
+    assert len(objects) == 4 and places == [(i, 0) for i in range(4)]
+    assert storage_problem(program) is None
+
+
+@pytest.mark.parametrize(
+    "corrupt, message",
+    [
+        (lambda p: p["tensors"][2].update(offset=p["tensors"][1]["offset"]), "both live"),
+        (lambda p: p["tensors"][5].update(storage=p["tensors"][4]["storage"], offset=0), "only intermediates may"),
+        (lambda p: p["tensors"][0].update(storage=p["tensors"][1]["storage"]), "only intermediates may"),
+        (lambda p: p["tensors"][1].update(storage=99), "does not exist"),
+        (lambda p: p["tensors"][1].update(offset=100), "aligned offset"),
+        (lambda p: p["tensors"][1].update(offset=2560), "does not fit"),
+        (lambda p: p["storage"][0].update(bytes=0), "malformed"),
+    ],
+)
+def test_unsafe_assignments_are_refused_when_an_artifact_loads(corrupt, message):
+    program, _ = assign_storage(_pairs())
+    bad = copy.deepcopy(program)
+    corrupt(bad)
+    assert message in storage_problem(bad)
+    artifact = Artifact(bad, "__kernel void k(void) {}")
+    with pytest.raises(ArtifactError, match="storage assignment"):
+        Artifact.from_bytes(artifact.to_bytes())
+
+
+def test_a_texture_cannot_use_a_smaller_image_or_another_format():
+    program, _ = assign_storage(_chain(6, image=True))
+    k = program["tensors"][1]["storage"]
+    small = copy.deepcopy(program)
+    small["storage"][k].update(image=[2, 4, 1], bytes=2 * 4 * 16)
+    assert "does not fit" in storage_problem(small)
+    half = copy.deepcopy(program)
+    half["storage"][k].update(dtype="float16", bytes=4 * 4 * 8)
+    assert "does not fit" in storage_problem(half)
