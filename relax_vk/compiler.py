@@ -55,6 +55,7 @@ class CompiledModule:
     device_tir: Optional[tvm.IRModule] = None  # finalized device kernels (what the codegen saw)
     shaders: Dict[str, object] = field(default_factory=dict)  # Vulkan: kernel -> relax_vk.codegen.wgsl.Shader
     memory_decision: Optional[object] = None  # which rule chose textures or buffers (choose_memory_kind)
+    texel_dtype: str = "float32"  # what texture texels are stored as (ScopeOptions.precision)
 
     @property
     def backend(self) -> str:
@@ -74,7 +75,7 @@ class CompiledModule:
         return self.lowered["main"]
 
     def plan(self) -> MemoryPlan:
-        return plan(self.lowered, decision=self.memory_decision)
+        return plan(self.lowered, decision=self.memory_decision, texel=self.texel_dtype)
 
     def artifact(self, reuse: bool = True):
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
@@ -84,8 +85,9 @@ class CompiledModule:
 
         limits = _target.target_limits(self.target)
         if self.backend == "vulkan":
-            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse)
-        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits, reuse=reuse)
+            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype)
+        return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits, reuse=reuse,
+                              texel=self.texel_dtype)  # fmt: skip
 
 
 def export(compiled: CompiledModule, path: str) -> None:
@@ -140,7 +142,7 @@ def build(
     t0 = time.perf_counter()
     lowered = _lowering_stage(lower_tgt)(retarget_for_lowering(scoped, tgt))
     seconds["lowering"] = time.perf_counter() - t0
-    compiled = compile_lowered(tgt, scoped, lowered, seconds, model)
+    compiled = compile_lowered(tgt, scoped, lowered, seconds, model, (options or ScopeOptions()).texel_dtype)
     compiled.memory_decision = decide_memory_kind(mod, tgt, options)
     return compiled
 
@@ -157,9 +159,11 @@ def compile_lowered(
     lowered: tvm.IRModule,
     seconds: Optional[Dict[str, float]] = None,
     model: Optional[Dict[str, str]] = None,
+    texel_dtype: str = "float32",
 ) -> CompiledModule:
     """The code generation half of :func:`build`: TVM's finalisation and codegen of a lowered,
-    scheduled module (OpenCL C; WGSL for a Vulkan ``tgt``)."""
+    scheduled module (OpenCL C; WGSL for a Vulkan ``tgt``). ``texel_dtype``: what textures are
+    stored as (``"float16"``: half texels; the kernels compute in float32 either way)."""
     seconds = dict(seconds or {})
     lower_tgt = _target.lowering_target(tgt)
     t0 = time.perf_counter()
@@ -179,8 +183,9 @@ def compile_lowered(
         from .codegen.wgsl import emit_module
 
         t0 = time.perf_counter()
-        compiled.shaders = emit_module(capture.device) if capture.device is not None else {}
+        compiled.shaders = emit_module(capture.device, texel_dtype == "float16") if capture.device is not None else {}
         compiled.kernels = sorted(compiled.shaders)
         seconds["wgsl"] = time.perf_counter() - t0
     compiled.stage_seconds = seconds
+    compiled.texel_dtype = texel_dtype
     return compiled

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PREFER = ("auto", "texture", "buffer")
+PRECISIONS = ("fp32", "fp16")
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,24 @@ class ScopeOptions:
     textures: when False every tensor stays in a buffer (the same as ``prefer="buffer"``).
     weights_in_texture: when False conv2d weights stay in buffers (what upstream TVM does
         today); the RFC puts them in ``global.texture-weight``.
+    precision: ``"fp16"`` stores every texture (activations and weights) as half texels
+        (``CL_HALF_FLOAT`` images, ``rgba16float`` textures), half the bytes, while kernels
+        compute in float32 (image reads and writes convert, on every device, with no
+        extension); ``"fp32"`` (the default) stores float32 texels. Buffers stay float32.
     """
 
     textures: bool = True
     weights_in_texture: bool = True
     prefer: str = "auto"
+    precision: str = "fp32"
 
     def __post_init__(self):
         if self.prefer not in PREFER:
             raise ValueError(f"ScopeOptions(prefer={self.prefer!r}): expected one of {', '.join(PREFER)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"ScopeOptions(precision={self.precision!r}): expected one of {', '.join(PRECISIONS)}")
+
+    @property
+    def texel_dtype(self) -> str:
+        """The dtype texture texels are stored in."""
+        return "float16" if self.precision == "fp16" else "float32"

@@ -300,11 +300,13 @@ def export_program(
     shaders: Optional[dict] = None,
     limits=None,
     reuse: bool = True,
+    texel: str = "float32",
 ) -> Artifact:
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``.
     ``reuse``: tensors whose lifetimes do not overlap share allocations (:mod:`relax_vk.storage`);
-    False gives every tensor its own."""
+    False gives every tensor its own. ``texel="float16"``: textures hold half texels (each texture
+    tensor's ``texel``; the kernels compute in float32)."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []
@@ -339,6 +341,9 @@ def export_program(
         "inputs": inputs,
         "outputs": outputs,
     }
+    for t in builder.tensors:
+        if t["image"] and texel == "float16" and t["dtype"] == "float32":  # (float16 tensors hold half texels anyway)
+            t["texel"] = texel
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {})
     program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None)

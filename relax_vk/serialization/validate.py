@@ -70,6 +70,8 @@ def _tensor(t: dict, index: int) -> None:
         _require(t.get("image") is None, f"{where}: a buffer with image extents {t.get('image')!r}")
     if "host_dtype" in t:
         _dtype(t["host_dtype"])
+    if "texel" in t:
+        _require(scope.is_texture and t["texel"] in ("float32", "float16"), f"{where}: texel {t['texel']!r} (half or float texels of a texture only)")
 
 
 def _kernel(k: dict, target: str, source: str) -> None:

@@ -60,6 +60,17 @@ def image_bytes(image: Sequence[int], dtype: str) -> int:
     return math.prod(int(v) for v in image) * 4 * _ITEMSIZE[dtype]
 
 
+def texel_dtype(t: dict) -> str:
+    """What a program tensor's texels are stored as: its ``texel`` (half storage of a float32
+    tensor, ``ScopeOptions(precision="fp16")``) or its dtype."""
+    return t.get("texel") or t["dtype"]
+
+
+def stored_bytes(t: dict) -> int:
+    """Bytes a program tensor takes on the device (a half-texel image: half its float32 bytes)."""
+    return image_bytes(t["image"], texel_dtype(t)) if t.get("image") else int(t["bytes"])
+
+
 def step_tensors(step: dict) -> List[int]:
     """The tensor ids one program step touches (reads or writes)."""
     if step["op"] == "launch":
@@ -90,7 +101,7 @@ def program_lifetimes(program: dict) -> List[Lifetime]:
             continue
         first, last = span[t["id"]]
         image = tuple(t["image"]) if t.get("image") else None
-        out.append(Lifetime(t["id"], t["name"], first, last, int(t["bytes"]), image, t["dtype"]))
+        out.append(Lifetime(t["id"], t["name"], first, last, stored_bytes(t), image, texel_dtype(t)))
     return out
 
 

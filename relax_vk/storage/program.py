@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from typing import List, Optional, Tuple
 
-from .lifetimes import SHAREABLE_KINDS, image_bytes, program_lifetimes, touched_steps
+from .lifetimes import SHAREABLE_KINDS, image_bytes, program_lifetimes, stored_bytes, texel_dtype, touched_steps
 from .offsets import ALIGNMENT
 from .planner import StoragePlan, plan_storage
 
@@ -31,11 +31,15 @@ from .planner import StoragePlan, plan_storage
 def _own(t: dict) -> dict:
     """An allocation for tensor ``t`` alone."""
     image = list(t["image"]) if t.get("image") else None
-    return {"bytes": int(t["bytes"]), "image": image, "dtype": t["dtype"] if image else None}
+    return {"bytes": stored_bytes(t), "image": image, "dtype": texel_dtype(t) if image else None}
 
 
 def assign_storage(
-    program: dict, reuse: bool = True, arenas: bool = True, max_alloc_bytes: Optional[int] = None, alignment: int = ALIGNMENT
+    program: dict,
+    reuse: bool = True,
+    arenas: bool = True,
+    max_alloc_bytes: Optional[int] = None,
+    alignment: int = ALIGNMENT,
 ) -> Tuple[dict, StoragePlan]:
     """``(program with its storage assignment, the plan)``; ``program`` itself is not changed.
     ``reuse=False`` gives every tensor its own allocation; ``arenas=False`` keeps buffers in
@@ -65,6 +69,19 @@ def assign_storage(
     program["storage"] = storage
     program["memory"] = plan.to_json()
     return program, plan
+
+
+def with_float_texels(program: dict) -> dict:
+    """A copy of ``program`` whose half-texel textures hold float32 texels (and whose image
+    allocations are sized for them): what a device without half images runs instead. The kernels
+    read and write float texels either way, so nothing else changes."""
+    program = copy.deepcopy(program)
+    for t in program["tensors"]:
+        t.pop("texel", None)
+    for a in program.get("storage", []):
+        if a.get("image") and a.get("dtype") == "float16":
+            a.update(dtype="float32", bytes=image_bytes(a["image"], "float32"))
+    return program
 
 
 def allocations(program: dict) -> Tuple[List[dict], List[Tuple[int, int]]]:
@@ -108,8 +125,8 @@ def storage_problem(program: dict) -> Optional[str]:
             kind = "a texture" if t.get("image") else "a buffer"
             return f"tensor {t['name']} is {kind} but allocation {k} is not"
         if t.get("image"):
-            if a["dtype"] != t["dtype"] or any(need > have for need, have in zip(t["image"], a["image"])):
-                return f"tensor {t['name']} ({t['dtype']} image {t['image']}) does not fit allocation {k} ({a['dtype']} image {a['image']})"
+            if a["dtype"] != texel_dtype(t) or any(need > have for need, have in zip(t["image"], a["image"])):
+                return f"tensor {t['name']} ({texel_dtype(t)} image {t['image']}) does not fit allocation {k} ({a['dtype']} image {a['image']})"
         elif offset + int(t["bytes"]) > a["bytes"]:
             return f"tensor {t['name']} ({t['bytes']} bytes at offset {offset}) does not fit allocation {k} ({a['bytes']} bytes)"
         users.setdefault(k, []).append(t)

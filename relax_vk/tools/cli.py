@@ -46,6 +46,7 @@ from typing import List, Optional
 from ..core.errors import RelaxVKError, UnsupportedError
 
 DEFAULT_MODEL = "rfc-conv2d"
+FP16_RTOL = 1e-2  # run --check's bound for half-texel builds (of the largest output magnitude)
 
 
 def _input_shapes(args) -> dict:
@@ -121,7 +122,8 @@ def _select_device(args, default: bool = False) -> None:
 def _options(args):
     from ..core.options import ScopeOptions
 
-    return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers, prefer=args.prefer)
+    return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers, prefer=args.prefer,
+                        precision="fp16" if getattr(args, "fp16", False) else "fp32")  # fmt: skip
 
 
 def _registry(args):
@@ -151,6 +153,8 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
     p.add_argument("--prefer", choices=("auto", "texture", "buffer"), default="auto",
                    help="memory kind: texture (the RFC's rule), buffer, or auto (default: measured conv times from the tuning "
                         "database of the --device / --device-name, else the RFC's rule)")
+    p.add_argument("--fp16", action="store_true",
+                   help="store textures (activations and weights) as half texels: half the memory; kernels compute in float32")
     p.add_argument("--device-name", default=None,
                    help="the device the build is for (its tuning database; default: the --device's name), e.g. 'NVIDIA H100 80GB HBM3'")
     p.add_argument(
@@ -179,7 +183,7 @@ def _scoped_with_decision(args, model: str):
 def cmd_plan(args) -> int:
     from .memory_plan import plan
 
-    result = plan(*_scoped_with_decision(args, args.model))
+    result = plan(*_scoped_with_decision(args, args.model), texel=_options(args).texel_dtype)
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
     return 0
 
@@ -418,7 +422,14 @@ def cmd_run(args) -> int:
     if args.check:
         reference, note = _reference(artifact, inputs)
         if reference is not None:
-            ok, abs_err, rel_err = _compare(outputs, reference, args.rtol, args.atol)
+            rtol, atol = args.rtol, args.atol
+            if any(t.get("texel") == "float16" for t in artifact.program["tensors"]):
+                import numpy as np
+
+                # half texels carry 11 significant bits: 1e-2 of the output's magnitude (the fp16 bound)
+                scale = max(float(np.max(np.abs(r))) for r in reference)
+                rtol, atol = (FP16_RTOL if rtol is None else rtol), (FP16_RTOL * scale if atol is None else atol)
+            ok, abs_err, rel_err = _compare(outputs, reference, 1e-4 if rtol is None else rtol, 1e-4 if atol is None else atol)
             result.update(ok=ok, max_abs_err=abs_err, max_rel_err=rel_err)
     result["latency_ms"] = session.time(inputs, repeat=args.repeat)
     result["kernels"] = session.last_profile
@@ -459,7 +470,7 @@ def _device_rows():
                     "api": "vulkan", "index": a["index"], "platform": f"Vulkan ({a['description']})", "device": a["device"],
                     "type": a["type"], "image_support": True, "image2d_max": [a["texture2d_max"]] * 2,
                     "image_max_array_size": a["texture_max_array_layers"], "usable": a["usable"], "problem": a["problem"],
-                    "limits": a["limits"],
+                    "limits": a["limits"], "fp16": a["fp16"],
                 }
             )  # fmt: skip
     except Exception as err:
@@ -478,6 +489,10 @@ def cmd_devices(args) -> int:
         limits = f"image2d {r['image2d_max'][0]}x{r['image2d_max'][1]}, {r['image_max_array_size']} layers" if r["image_support"] else "no images"
         state = "usable" if r["usable"] else f"unusable: {r['problem']}"
         print(f"{r['api']:<6} {r['index']:>5}  {r['type']:<4} {r['device']} [{r['platform']}]  {limits}  ({state})")
+        half = r.get("fp16") or {}
+        if half:
+            print(f"{'':14}fp16: half texels {'yes' if half['half_images'] else 'no (--fp16 falls back to float32)'}, "
+                  f"half arithmetic {'yes' if half['half_arithmetic'] else 'no'}")  # fmt: skip
         lim = r.get("limits") or {}
         if lim:
             print(f"{'':14}buffer binding {lim['max_buffer_bytes']} B, allocation {lim['max_alloc_bytes']} B, memory {lim['memory_bytes']} B, "
@@ -583,8 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rtol", type=float, default=1e-4)
-    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--rtol", type=float, default=None, help="default 1e-4 (fp16 textures: 1e-2)")
+    p.add_argument("--atol", type=float, default=None, help="default 1e-4 (fp16 textures: 1e-2 of the largest output)")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
     p.add_argument("--no-reuse", action="store_true", help="(when building) give every tensor its own allocation")
     p.set_defaults(func=cmd_run)

@@ -41,6 +41,7 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
 from ..storage import Lifetime, StoragePlan, plan_storage
+from ..storage.lifetimes import image_bytes
 
 
 @dataclass
@@ -54,6 +55,7 @@ class TensorEntry:
     kind: str
     reason: str = ""
     object: Optional[int] = None  # the allocation it shares (storage planning); None: its own
+    texel: Optional[str] = None  # a texture's texel dtype when it differs from dtype (fp16 storage)
 
 
 @dataclass
@@ -140,11 +142,11 @@ def _buffer_reason(kind: str, shape, dtype: str, limits, is_output: bool = False
     return "its producer or consumers need a buffer (fewest copies)"
 
 
-def _entries_for(name: str, ty, kind: str, limits=None, is_output: bool = False) -> List[TensorEntry]:
+def _entries_for(name: str, ty, kind: str, limits=None, is_output: bool = False, texel: str = "float32") -> List[TensorEntry]:
     if isinstance(ty, relax.TupleType):
         out = []
         for i, f in enumerate(ty.fields):
-            out += _entries_for(f"{name}[{i}]", f, kind, limits, is_output)
+            out += _entries_for(f"{name}[{i}]", f, kind, limits, is_output, texel)
         return out
     if not isinstance(ty, relax.TensorType) or ty.dtype is None:
         return []
@@ -153,7 +155,11 @@ def _entries_for(name: str, ty, kind: str, limits=None, is_output: bool = False)
     nbytes = tensor_bytes(shape, str(ty.dtype)) if shape is not None else 0
     image = list(scope.image_extents(shape).as_tuple()) if scope.is_texture and shape is not None else None
     reason = "" if scope.is_texture else _buffer_reason(kind, shape, str(ty.dtype), limits, is_output)
-    return [TensorEntry(name, list(shape) if shape is not None else None, str(ty.dtype), scope.name, nbytes, image, kind, reason)]
+    half = image is not None and texel == "float16" and str(ty.dtype) == "float32"
+    if half:
+        nbytes = image_bytes(image, texel)
+    return [TensorEntry(name, list(shape) if shape is not None else None, str(ty.dtype), scope.name, nbytes, image, kind, reason,
+                        texel=texel if half else None)]  # fmt: skip
 
 
 def _is_copy(value) -> bool:
@@ -259,15 +265,16 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set) -> List[Lif
         for i, e in entries:
             if i in span and e.bytes and e.kind in ("tensor", "copy") and e.shape is not None:
                 first, last = span[i]
-                out.append(Lifetime(i, e.name, first, last, e.bytes, tuple(e.image) if e.image else None, e.dtype))
+                out.append(Lifetime(i, e.name, first, last, e.bytes, tuple(e.image) if e.image else None, e.texel or e.dtype))
     return out
 
 
-def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, decision=None) -> MemoryPlan:
+def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, decision=None, texel: str = "float32") -> MemoryPlan:
     """The memory plan of ``mod`` (scoped by :func:`relax_vk.scope_pipeline` first if it has no
     VDevices). ``decision``: the memory-kind decision to report when the module carries none (a
     module carries one only when measurements decided; tools pass :func:`~relax_vk.passes.scope.
-    choose_memory_kind.decide`'s answer for the others)."""
+    choose_memory_kind.decide`'s answer for the others). ``texel="float16"``: textures are stored
+    as half texels (``ScopeOptions(precision="fp16")``): their bytes are halved."""
     if "vdevice" not in mod.global_infos:
         from ..pipeline import scope_pipeline
 
@@ -280,7 +287,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
     for gvar, func in functions:
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
         for p in func.params:
-            result.tensors += _entries_for(prefix + source_name(func, p.name), p.ty, "param", limits)
+            result.tensors += _entries_for(prefix + source_name(func, p.name), p.ty, "param", limits, texel=texel)
         constants = _constants(func)
         outputs = _output_vars(func)
         entries_of: dict = {}
@@ -291,14 +298,14 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
                 if isinstance(binding.value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                     continue  # aliases of tensors listed where they are produced
                 kind = "copy" if _is_copy(binding.value) else "tensor"
-                entries = _entries_for(prefix + source_name(func, binding.var.name), binding.var.ty, kind, limits, binding.var in outputs)
+                entries = _entries_for(prefix + source_name(func, binding.var.name), binding.var.ty, kind, limits, binding.var in outputs, texel)
                 entries_of[binding.var] = [(len(result.tensors) + i, e) for i, e in enumerate(entries)]
                 result.tensors += entries
                 if kind == "copy":
                     result.copies += 1
                     result.copy_bytes += sum(e.bytes for e in entries)
         for i, c in enumerate(constants):
-            result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits)
+            result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel=texel)
         # functions run one after another: their steps do not overlap
         offset = max((lt.last + 1 for lt in lifetimes), default=0)
         lifetimes += [Lifetime(lt.tensor, lt.name, lt.first + offset, lt.last + offset, lt.bytes, lt.image, lt.dtype)

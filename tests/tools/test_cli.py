@@ -149,3 +149,26 @@ def test_plan_takes_vulkan_limits_from_the_adapter(capsys, monkeypatch):
     assert activation_scope(["--device", "lavapipe"]) == "global.texture"  # 16384 x 2048
     assert activation_scope(["--device", "small"]) == "global"  # 56 > 32: no mapping fits
     assert activation_scope(["--device", "small", "--spatial-limit", "64"]) == "global.texture"  # explicit wins
+
+
+def test_fp16_and_no_reuse_builds_run_and_say_what_they_hold(tmp_path, capsys):
+    import json
+
+    from relax_vk.serialization.artifact import Artifact
+
+    half, whole = str(tmp_path / "half.rvk"), str(tmp_path / "whole.rvk")
+    assert main(["build", "conv-relu-pool", "--fp16", "-o", half]) == 0
+    assert "with reuse" in capsys.readouterr().out
+    assert main(["build", "conv-relu-pool", "--no-reuse", "-o", whole]) == 0
+    assert "reuse off" in capsys.readouterr().out
+    assert {t.get("texel") for t in Artifact.read(half).program["tensors"] if t["image"]} == {"float16"}
+    program = Artifact.read(whole).program
+    assert len(program["storage"]) == len(program["tensors"])
+    assert main(["run", half, "--device", "pocl", "--check", "--repeat", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["ok"] is True and 1e-7 < result["max_abs_err"] < 1e-1  # checked at the fp16 bound, and really half
+    assert main(["plan", "conv-relu-pool", "--fp16", "--json"]) == 0
+    assert "texture:float16" in json.loads(capsys.readouterr().out)["memory"]["strategies"]
+    assert main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all({"half_images", "half_arithmetic"} <= set(r["fp16"]) for r in rows)

@@ -188,6 +188,7 @@ class _Emitter:
         self.pending: List[str] = []
         self.stored: set = set()  # parameters (and allocations) the kernel writes
         self.texture_dtype: Dict[object, str] = {}  # texture parameter -> "float32" | "float16"
+        self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
         self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
         self.bindings: List[str] = []
 
@@ -259,7 +260,8 @@ class _Emitter:
                 uses = self.textures[param]
                 if uses == {"load", "store"}:
                     raise self.fail(f"texture {param.name} is read and written by one kernel (write-only storage textures)")
-                if "store" in uses and self.texture_dtype[param] == "float16":
+                if "store" in uses and (self.texture_dtype[param] == "float16" or self.half_storage):
+                    # (a float32 texture stored as half texels: textureStore takes vec4<f32> for both)
                     kind, decl = "storage_texture_f16", "texture_storage_2d_array<rgba16float, write>"
                 elif "store" in uses:
                     kind, decl = "storage_texture", "texture_storage_2d_array<rgba32float, write>"
@@ -747,16 +749,19 @@ class _Emitter:
         return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes)
 
 
-def emit_kernel(func: tirx.PrimFunc, name: str) -> Shader:
-    """The WGSL :class:`Shader` of one device kernel (see the module docstring)."""
-    return _Emitter(func, name).run()
+def emit_kernel(func: tirx.PrimFunc, name: str, half_storage: bool = False) -> Shader:
+    """The WGSL :class:`Shader` of one device kernel (see the module docstring). ``half_storage``:
+    the textures it writes hold half texels (``rgba16float``) whatever the kernel computes in."""
+    emitter = _Emitter(func, name)
+    emitter.half_storage = half_storage
+    return emitter.run()
 
 
-def emit_module(device_mod: tvm.IRModule) -> Dict[str, Shader]:
+def emit_module(device_mod: tvm.IRModule, half_storage: bool = False) -> Dict[str, Shader]:
     """``{kernel name: Shader}`` for every device kernel of a finalized device module."""
     shaders = {}
     for gvar, func in device_mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
             name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else gvar.name_hint
-            shaders[name] = emit_kernel(func, name)
+            shaders[name] = emit_kernel(func, name, half_storage)
     return shaders

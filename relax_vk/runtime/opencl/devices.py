@@ -27,9 +27,27 @@ def list_devices() -> List[dict]:
                 "usable": not problem,
                 "problem": problem,
                 "limits": from_opencl_device(dev).to_json(),
+                "fp16": fp16_caps(dev),
             }
         )
     return rows
+
+
+def fp16_caps(dev) -> dict:
+    """What a device offers for half precision: RGBA ``CL_HALF_FLOAT`` image arrays (what
+    ``--fp16`` stores textures in; without them textures stay float32) and ``cl_khr_fp16`` (half
+    arithmetic in kernels)."""
+    import pyopencl as cl
+
+    from ..opencl.session import half_images
+
+    images = False
+    if dev.image_support:
+        try:
+            images = half_images(cl.Context([dev]))
+        except cl.Error:
+            images = False
+    return {"half_images": images, "half_arithmetic": "cl_khr_fp16" in dev.extensions.split()}
 
 
 def select_device(spec: Optional[str] = None):

@@ -15,12 +15,16 @@ raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and th
 
 from __future__ import annotations
 
+import warnings
 from typing import List, Optional, Sequence
 
 import numpy as np
 
 from ...serialization.artifact import Artifact
 from ...storage import allocated_bytes, allocations
+from ...storage.lifetimes import texel_dtype
+from ...storage.program import with_float_texels
+from .copies import TexelCopies
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .compiler import OpenCLBuildError, describe
 
@@ -55,6 +59,17 @@ def check_limits(program: dict, device) -> None:
             raise DeviceLimitError(f"kernel {k['name']} needs work groups of {group} items; {describe(device)} allows {max_group}")
 
 
+def half_images(context) -> bool:
+    """Whether the context's device has RGBA ``CL_HALF_FLOAT`` 2D image arrays."""
+    import pyopencl as cl
+
+    try:
+        formats = cl.get_supported_image_formats(context, cl.mem_flags.READ_WRITE, cl.mem_object_type.IMAGE2D_ARRAY)
+    except cl.Error:
+        return False
+    return any(f.channel_order == cl.channel_order.RGBA and f.channel_data_type == cl.channel_type.HALF_FLOAT for f in formats)
+
+
 class OpenCLSession(Session):
     """A loaded program on one device: memory allocated, kernels built, constants uploaded."""
 
@@ -68,6 +83,10 @@ class OpenCLSession(Session):
         self.device_name = device.name.strip()
         check_limits(self.program, device)
         self.context = cl.Context([device])
+        if any(t.get("texel") == "float16" for t in self.program["tensors"]) and not half_images(self.context):
+            warnings.warn(f"{describe(device)} has no half-float images: textures stored as float32 instead (twice the memory)", stacklevel=2)
+            self.program = with_float_texels(self.program)
+        self.copies = TexelCopies(cl, self.context)
         props = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
         self.queue = cl.CommandQueue(self.context, properties=props)
         built = cl.Program(self.context, artifact.source)
@@ -88,7 +107,8 @@ class OpenCLSession(Session):
         """One allocation: an RGBA float image array, or a buffer."""
         cl = self.cl
         if a["image"]:
-            fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+            kind = cl.channel_type.HALF_FLOAT if a["dtype"] == "float16" else cl.channel_type.FLOAT
+            fmt = cl.ImageFormat(cl.channel_order.RGBA, kind)
             return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=tuple(a["image"]), is_array=True)
         return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=max(int(a["bytes"]), 4))
 
@@ -122,7 +142,7 @@ class OpenCLSession(Session):
 
     def _write(self, tid: int, array: np.ndarray) -> None:
         t = self.tensors[tid]
-        array = np.ascontiguousarray(array, dtype=t["dtype"])
+        array = np.ascontiguousarray(array, dtype=texel_dtype(t) if t["image"] else t["dtype"])
         if t["image"]:
             self.cl.enqueue_copy(self.queue, self.memory[tid], array, origin=(0, 0, 0), region=self._region(t))
         else:
@@ -130,12 +150,12 @@ class OpenCLSession(Session):
 
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
-        out = np.empty(t["shape"], dtype=t["dtype"])
+        out = np.empty(t["shape"], dtype=texel_dtype(t) if t["image"] else t["dtype"])
         if t["image"]:
             self.cl.enqueue_copy(self.queue, out, self.memory[tid], origin=(0, 0, 0), region=self._region(t))
         else:
             self.cl.enqueue_copy(self.queue, out, self.memory[tid])
-        return out
+        return out.astype(t["dtype"], copy=False)
 
     def _upload_constants(self) -> None:
         for t in self.tensors:
@@ -146,6 +166,10 @@ class OpenCLSession(Session):
     def _copy(self, src: int, dst: int):
         cl, q = self.cl, self.queue
         s, d = self.tensors[src], self.tensors[dst]
+        if texel_dtype(s) != texel_dtype(d):
+            # half texels on one side: a converting kernel (the copy commands move bytes)
+            texels = int(s["bytes"]) // (4 * np.dtype(s["dtype"]).itemsize)
+            return self.copies.enqueue(q, self.memory[src], self.memory[dst], s["image"], d["image"], texels)
         if s["image"] and d["image"]:  # between mappings: through the dense layout
             if self._scratch is None or self._scratch.size < s["bytes"]:
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=int(s["bytes"]))

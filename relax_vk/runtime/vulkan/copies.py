@@ -29,9 +29,16 @@ def copy_items(src_image, dst_image, nbytes: int, itemsize: int) -> int:
 
 
 def copy_shader(
-    src_image: Optional[Tuple[int, int, int]], dst_image: Optional[Tuple[int, int, int]], nbytes: int, dtype: str, groups_x: int
+    src_image: Optional[Tuple[int, int, int]],
+    dst_image: Optional[Tuple[int, int, int]],
+    nbytes: int,
+    dtype: str,
+    groups_x: int,
+    texel: Optional[str] = None,
 ) -> str:
-    """The WGSL of one copy (``*_image`` = ``(W, H, L)`` of a texture side, None for a buffer)."""
+    """The WGSL of one copy (``*_image`` = ``(W, H, L)`` of a texture side, None for a buffer;
+    ``texel``: what a written texture's texels are stored as, when not ``dtype``: a float32
+    tensor in half texels)."""
     src, dst = ("texture" if src_image else "buffer"), ("texture" if dst_image else "buffer")
     if dtype not in _ELEM and not (src == dst == "buffer"):
         raise ValueError(f"texture copies of {dtype} tensors are not supported (float32 and float16)")
@@ -51,7 +58,7 @@ def copy_shader(
             read = f"vec4<f32>(vec4<{elem}>(src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]))"
         if dst_image:
             w, h, _ = dst_image
-            decls.append(f"@group(0) @binding(1) var dst: texture_storage_2d_array<{TEXTURE_FORMATS[dtype]}, write>;")
+            decls.append(f"@group(0) @binding(1) var dst: texture_storage_2d_array<{TEXTURE_FORMATS[texel or dtype]}, write>;")
             body = f"textureStore(dst, vec2<i32>(i % {w}, (i / {w}) % {h}), i / {w * h}, {read});"
         else:
             decls.append(f"@group(0) @binding(1) var<storage, read_write> dst: array<{elem}>;")
@@ -68,10 +75,10 @@ def copy_shader(
     )  # fmt: skip
 
 
-def copy_bindings(src_image, dst_image, dtype: str) -> list:
+def copy_bindings(src_image, dst_image, dtype: str, texel: Optional[str] = None) -> list:
     """The binding kinds of a copy shader (as the kernels' ``bindings``)."""
     src = "texture" if src_image else "buffer_read"
-    dst = ("storage_texture_f16" if dtype == "float16" else "storage_texture") if dst_image else "buffer"
+    dst = ("storage_texture_f16" if (texel or dtype) == "float16" else "storage_texture") if dst_image else "buffer"
     return [src, dst]
 
 

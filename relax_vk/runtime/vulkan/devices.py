@@ -93,6 +93,8 @@ def list_adapters() -> List[dict]:
                 "texture2d_max": int(limits["max-texture-dimension-2d"]),
                 "texture_max_array_layers": int(limits["max-texture-array-layers"]),
                 "timestamp_query": "timestamp-query" in a.features,
+                # rgba16float is a core storage format of WebGPU: every adapter stores half texels
+                "fp16": {"half_images": True, "half_arithmetic": "shader-f16" in a.features},
                 # every Vulkan adapter wgpu exposes has what relax_vk needs (core WebGPU: rgba32float
                 # storage textures, 2D arrays); a plan's sizes are checked against its limits at load
                 "usable": True,

@@ -28,6 +28,7 @@ import numpy as np
 from ...core.errors import RelaxVKError
 from ...serialization.artifact import Artifact
 from ...storage import allocations
+from ...storage.lifetimes import texel_dtype
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
@@ -199,7 +200,7 @@ class VulkanSession(Session):
 
     def _write(self, tid: int, array: np.ndarray) -> None:
         t = self.tensors[tid]
-        data = np.ascontiguousarray(array, dtype=t["dtype"])
+        data = np.ascontiguousarray(array, dtype=texel_dtype(t) if t["image"] else t["dtype"])
         if t["image"]:
             w, h, layers = t["image"]
             self.device.queue.write_texture(
@@ -215,17 +216,18 @@ class VulkanSession(Session):
 
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
+        stored = texel_dtype(t) if t["image"] else t["dtype"]
         if t["image"]:
             w, h, layers = t["image"]
             raw = self.device.queue.read_texture(
                 {"texture": self.memory[tid], "mip_level": 0, "origin": (0, 0, 0)},
-                {"offset": 0, "bytes_per_row": 4 * np.dtype(t["dtype"]).itemsize * w, "rows_per_image": h},
+                {"offset": 0, "bytes_per_row": 4 * np.dtype(stored).itemsize * w, "rows_per_image": h},
                 (w, h, layers),
             )
         else:
             raw = self.device.queue.read_buffer(self.memory[tid], self.offsets[tid], _words(t["bytes"]))
-        nbytes = int(t["bytes"])
-        return np.frombuffer(bytes(raw)[:nbytes], dtype=t["dtype"]).reshape(t["shape"]).copy()
+        nbytes = int(np.prod(t["shape"])) * np.dtype(stored).itemsize
+        return np.frombuffer(bytes(raw)[:nbytes], dtype=stored).reshape(t["shape"]).astype(t["dtype"])
 
     def _upload_constants(self) -> None:
         for t in self.tensors:
@@ -299,8 +301,11 @@ class VulkanSession(Session):
             gx, gy = copy_grid(copy_items(s["image"], d["image"], nbytes, np.dtype(dtype).itemsize), self.max_groups)
             name = f"copy {s['name']}->{d['name']}"
             args = [step["src"], step["dst"]]
+            texel = texel_dtype(d) if d["image"] else None
             source, bindings = writable_reads(
-                copy_shader(s["image"], d["image"], nbytes, dtype, gx), copy_bindings(s["image"], d["image"], dtype), self._shared_buffers(args)
+                copy_shader(s["image"], d["image"], nbytes, dtype, gx, texel),
+                copy_bindings(s["image"], d["image"], dtype, texel),
+                self._shared_buffers(args),
             )
             if source not in self._copy_pipelines:  # copies of the same shape share one pipeline
                 self._copy_pipelines[source] = self._pipeline(name, source, bindings)

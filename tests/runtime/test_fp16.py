@@ -1,0 +1,95 @@
+"""Half-texel textures (ScopeOptions(precision="fp16")) on both runtimes: accuracy against the
+float32 PyTorch reference, memory, converting copies, and the fallback without half images."""
+
+import numpy as np
+import pytest
+
+import relax_vk
+from relax_vk.core.options import ScopeOptions
+from relax_vk.runtime import load
+from relax_vk.serialization.artifact import Artifact
+
+from ..helpers_build import BACKENDS
+from ..runtime_helpers import copy_program
+
+#: the fp16 accuracy bound: max error over the output's largest magnitude
+BOUND = 1e-2
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    from relax_vk.frontends import from_torch
+    from relax_vk.zoo import build_zoo_model
+
+    out = {}
+    for name in ("resnet18", "mobilenet_v2"):
+        model, x = build_zoo_model(name)
+        out[name] = (from_torch(model, (x,)), x.numpy(), model(x).detach().numpy())
+    return out
+
+
+def test_precision_is_checked():
+    assert ScopeOptions(precision="fp16").texel_dtype == "float16"
+    assert ScopeOptions().texel_dtype == "float32"
+    with pytest.raises(ValueError, match="precision"):
+        ScopeOptions(precision="int8")
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("api, device", BACKENDS)
+def test_classifiers_agree_with_float32_within_the_fp16_bound(zoo, name, api, device, request):
+    request.getfixturevalue(device)
+    mod, x, reference = zoo[name]
+    half = relax_vk.build(mod, api, options=ScopeOptions(precision="fp16")).artifact()
+    textures = [t for t in half.program["tensors"] if t["image"]]
+    assert textures and all(t["texel"] == "float16" and t["dtype"] == "float32" for t in textures)
+    session = load(half, device=device)
+    out = session.run([x])[0]
+    error = float(np.max(np.abs(out - reference))) / float(np.max(np.abs(reference)))
+    assert error < BOUND
+    assert error > 1e-7  # half texels really are half: the error is not float32's
+    assert out.argmax() == reference.argmax()  # top-1 agreement
+    full = load(relax_vk.build(mod, api).artifact(), device=device)
+    assert session.device_bytes < 0.6 * full.device_bytes  # textures (weights included) take half
+
+
+@pytest.mark.parametrize("api, device", BACKENDS)
+@pytest.mark.parametrize("scopes", [("global.texture",), ("global.texture", "global.texture-nhwc")], ids=["one", "two"])
+def test_copies_into_and_out_of_half_textures_convert(api, device, scopes, request):
+    request.getfixturevalue(device)
+    artifact = copy_program((1, 2, 3, 5, 4), *scopes, target=api)
+    program = dict(artifact.program)
+    for t in program["tensors"]:
+        if t["image"]:
+            t["texel"] = "float16"
+    half = Artifact(program, artifact.source)
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 5, 4)).astype("float32")
+    (y,) = load(half, device=device).run([x])
+    np.testing.assert_array_equal(y, y.astype("float16").astype("float32"))  # half values ...
+    np.testing.assert_allclose(y, x, rtol=2.0**-10, atol=0)  # ... within one half ulp of the input (drivers round either way)
+    assert not np.array_equal(y, x)
+
+
+def test_opencl_without_half_images_falls_back_to_float32_with_a_warning(zoo, pocl, monkeypatch):
+    from relax_vk.runtime.opencl import session as opencl_session
+
+    mod, x, reference = zoo["resnet18"]
+    half = relax_vk.build(mod, "opencl", options=ScopeOptions(precision="fp16")).artifact()
+    monkeypatch.setattr(opencl_session, "half_images", lambda context: False)
+    with pytest.warns(UserWarning, match="no half-float images"):
+        session = load(half, device="pocl")
+    out = session.run([x])[0]
+    assert float(np.max(np.abs(out - reference))) / float(np.max(np.abs(reference))) < 1e-5  # float32 texels: float32 accuracy
+    assert not any(t.get("texel") for t in session.tensors)
+
+
+def test_plan_and_wgsl_store_half_texels():
+    from relax_vk.models import build_example
+
+    mod = build_example("conv-relu-pool")
+    full, half = relax_vk.plan(mod), relax_vk.plan(mod, texel="float16")
+    assert half.texture_bytes * 2 == full.texture_bytes and half.buffer_bytes == full.buffer_bytes
+    assert {t.texel for t in half.tensors if t.image} == {"float16"}
+    compiled = relax_vk.build(mod, "vulkan", options=ScopeOptions(precision="fp16"))
+    assert "rgba16float" in compiled.source and "rgba32float" not in compiled.source
+    assert compiled.plan().to_json()["memory"]["strategies"].keys() >= {"texture:float16"}
