@@ -40,14 +40,18 @@ KERNEL_FIELDS = ("schedule", "workload", "config", "config_source", "memory", "f
 
 
 def PLANS(relax_vk):
-    """``(name, ScopeOptions, tuned)``: the RFC's texture plan and the all-buffer plan with the
-    device's tuned conv configurations, the default (``auto``) plan, and the texture plan with
-    the untuned default configurations."""
+    """``(name, ScopeOptions, tuned, reuse)``: the RFC's texture plan and the all-buffer plan with
+    the device's tuned conv configurations, the default (``auto``) plan, the texture plan with the
+    untuned default configurations, the texture plan with half texels (``--fp16``), and the texture
+    and buffer plans without storage planning (every tensor its own allocation)."""
     return (
-        ("texture", relax_vk.ScopeOptions(prefer="texture"), True),
-        ("buffer", relax_vk.ScopeOptions(prefer="buffer"), True),
-        ("auto", relax_vk.ScopeOptions(), True),
-        ("texture_untuned", relax_vk.ScopeOptions(prefer="texture"), False),
+        ("texture", relax_vk.ScopeOptions(prefer="texture"), True, True),
+        ("buffer", relax_vk.ScopeOptions(prefer="buffer"), True, True),
+        ("auto", relax_vk.ScopeOptions(), True, True),
+        ("texture_untuned", relax_vk.ScopeOptions(prefer="texture"), False, True),
+        ("texture_fp16", relax_vk.ScopeOptions(prefer="texture", precision="fp16"), True, True),
+        ("texture_noreuse", relax_vk.ScopeOptions(prefer="texture"), True, False),
+        ("buffer_noreuse", relax_vk.ScopeOptions(prefer="buffer"), True, False),
     )
 
 
@@ -66,12 +70,12 @@ def build(outdir: str, models, device_name=None) -> None:
         with torch.no_grad():
             np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x.numpy(), y=model(x).numpy())
         for api in APIS:
-            for plan, options, tuned in PLANS(relax_vk):
+            for plan, options, tuned, reuse in PLANS(relax_vk):
                 t0 = time.perf_counter()
                 make = relax_vk.target.vulkan if api == "vulkan" else relax_vk.target.opencl
                 target = make(device_name=device_name if tuned else None)
                 compiled = relax_vk.build(mod, target=target, options=options, model={"zoo": name})
-                artifact = compiled.artifact()
+                artifact = compiled.artifact(reuse=reuse)
                 decision = compiled.plan().scope_rule or {}
                 blobs = store_constants(outdir, artifact)
                 index.append({"model": name, "api": api, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs,
@@ -138,7 +142,7 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
         io = np.load(os.path.join(outdir, f"{name}.io.npz"))
         x, ref = io["x"], io["y"]
         print(f"\n{name} at {'x'.join(map(str, SIZE))}")
-        header = f"{'engine':<10} {'plan':<15} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'kernels':>7} {'max err':>9}"
+        header = f"{'engine':<10} {'plan':<15} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'kernels':>7} {'max err':>9} {'dev MiB':>8}"
         print(header)
         print("-" * len(header))
         results = {}
@@ -157,11 +161,13 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
             med, mn = lat["median"], lat["min"]
             err = float(np.max(np.abs(out - ref)))
             rule = entry.get("scope_rule") or {}
+            mib = session.device_bytes / (1 << 20)
             results[f"{entry['api']}/{entry['plan']}"] = {"wall_ms": med, "min_ms": mn, "device_ms": device_ms, "max_err": err, "kernels": kernels,
-                                                         "scope_rule": rule}  # fmt: skip
+                                                         "scope_rule": rule, "device_mib": mib, "rel_err": err / float(np.max(np.abs(ref))),
+                                                         "top1": bool(out.argmax() == ref.argmax()), "memory": session.program.get("memory")}  # fmt: skip
             chose = f"  ({rule.get('rule')} -> {rule.get('kind')})" if entry["plan"] == "auto" else ""
-            print(f"{entry['api']:<10} {entry['plan']:<15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {len(session.program['kernels']):>7} {err:>9.1e}{chose}",
-                  flush=True)  # fmt: skip
+            print(f"{entry['api']:<10} {entry['plan']:<15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {len(session.program['kernels']):>7} {err:>9.1e} "
+                  f"{mib:>8.1f}{chose}", flush=True)  # fmt: skip
             convs = [k for k in kernels.values() if k.get("flops")]
             conv_ms = sum(k["ms"] for k in convs)
             if conv_ms > 0:
@@ -185,6 +191,13 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
                 if untuned:
                     print(f", texture untuned/tuned {untuned['wall_ms'] / tex['wall_ms']:.2f}", end="")
                 print()
+            half, whole = results.get(f"{api}/texture_fp16"), results.get(f"{api}/texture_noreuse")
+            if tex and half:
+                print(f"{api}: fp16/fp32 texture wall {half['wall_ms'] / tex['wall_ms']:.2f}, memory {half['device_mib'] / tex['device_mib']:.2f}; "
+                      f"fp16 rel err {half['rel_err']:.1e}, top-1 {'same' if half['top1'] else 'DIFFERENT'}")  # fmt: skip
+            if tex and whole:
+                print(f"{api}: storage planning: texture plan {whole['device_mib']:.1f} -> {tex['device_mib']:.1f} MiB, "
+                      f"wall reuse/no-reuse {tex['wall_ms'] / whole['wall_ms']:.2f}")  # fmt: skip
             if auto and "torch-cuda/eager" in results:
                 print(f"{api}: auto plan / torch eager {auto['wall_ms'] / results['torch-cuda/eager']['wall_ms']:.2f} (<= 1.5 wanted)")
         rows.append({"model": name, "results": results})
