@@ -5,7 +5,8 @@ Usage: python benchmarks/fp16_accuracy.py [MODEL ...] [--apis opencl vulkan]
 Per zoo model and API (OpenCL on pocl, Vulkan on lavapipe): the texture plan built with
 ``ScopeOptions(precision="fp16")`` (half texels, float32 arithmetic) run on the seeded example
 input, its error against the PyTorch float32 output (max absolute error over the output's
-largest magnitude; the bound is 1e-2), whether the arg-max agrees (classifiers: top-1), and the
+largest magnitude; the bound is 1e-2), whether the arg-max agrees (classifiers: top-1; segmentation: the share of pixels whose class
+agrees), and the
 device memory of the fp16 and fp32 sessions (every allocation, weights included).
 """
 
@@ -51,7 +52,10 @@ def main(argv=None) -> int:
                 row[precision] = (float(np.max(np.abs(out - ref))) / float(np.max(np.abs(ref))), out, session.device_bytes / (1 << 20))
             err, out, mib = row["fp16"]
             worst = max(worst, err)
-            same = "same" if out.reshape(-1).argmax() == ref.reshape(-1).argmax() else "DIFFERS"
+            if ref.ndim > 2:  # dense prediction: the class of each pixel (axis 1), share that agrees
+                same = f"{100 * float(np.mean(out.argmax(1) == ref.argmax(1))):.1f}%"
+            else:
+                same = "same" if out.reshape(-1).argmax() == ref.reshape(-1).argmax() else "DIFFERS"
             print(f"{name:<15} {api:<7} {err:>12.2e} {row['fp32'][0]:>12.2e} {same:>8} {row['fp32'][2]:>9.2f} {mib:>9.2f} {mib / row['fp32'][2]:>6.2f}"
                   + ("  OVER THE BOUND" if err > BOUND else ""), flush=True)  # fmt: skip
     print(f"worst fp16 error: {worst:.2e} of the output's magnitude (bound {BOUND:g})")
