@@ -83,11 +83,12 @@ class CompiledModule:
         ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
         from .serialization.export import export_program
 
-        limits = _target.target_limits(self.target)
+        limits, private = _target.target_limits(self.target), _target.private_pools(self.target)
         if self.backend == "vulkan":
-            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype)
+            return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype,
+                                  private)  # fmt: skip
         return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits, reuse=reuse,
-                              texel=self.texel_dtype)  # fmt: skip
+                              texel=self.texel_dtype, private=private)  # fmt: skip
 
 
 def export(compiled: CompiledModule, path: str) -> None:

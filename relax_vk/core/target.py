@@ -211,3 +211,13 @@ def resolve(target: "tvm.target.Target | str | None") -> tvm.target.Target:
         raise ValueError(f"unknown target name {target!r}; use 'opencl' or 'vulkan' or a tvm.target.Target")
     check_kind(target)
     return target
+
+
+def private_pools(target: tvm.target.Target) -> tuple:
+    """The storage pools that must not share allocations on the target's device: ``("buffer",)``
+    where its tuning database measured that shared buffers slow it down
+    (:func:`relax_vk.schedules.tuning.storage_policy`), else none."""
+    from ..schedules.tuning import storage_policy
+
+    policy = storage_policy(target_device(target), target_api(target))
+    return ("buffer",) if policy.get("reuse_buffers") is False else ()

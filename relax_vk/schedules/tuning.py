@@ -10,6 +10,10 @@ see :mod:`relax_vk.tools.tune`). The database ships in the package, one JSON fil
                   "config": {"px": 4, "oc": 2, "threads": 64}, "ms": 0.021, "gflops": 1234.5,
                   "default_ms": 0.034, "candidates": 12}]}
 
+An optional ``"storage"`` object holds measured facts about the device's memory per API, which
+storage planning follows (:func:`storage_policy`): ``{"opencl": {"reuse_buffers": false,
+"evidence": "..."}}`` keeps every buffer in its own allocation on that API (images still share).
+
 ``memory`` is ``texture`` or ``buffer`` (what the conv reads and writes), ``workload`` the kernel's
 :meth:`~relax_vk.schedules.conv2d.Conv2dWorkload.key`. :func:`lookup` is what the conv schedule
 asks at build time, for the device the target names (``relax_vk.target.opencl(device_name=...)``,
@@ -51,6 +55,7 @@ class Record:
 class Database:
     device: str
     records: Dict[Tuple[str, str, str], Record] = field(default_factory=dict)
+    storage: Dict[str, dict] = field(default_factory=dict)  # api -> {"reuse_buffers": bool, "evidence": str}
 
     def best(self, api: str, memory: str, workload: str) -> Optional[Record]:
         return self.records.get((api, memory, workload))
@@ -66,7 +71,10 @@ class Database:
 
     def to_json(self) -> dict:
         records = [asdict(r) for _, r in sorted(self.records.items())]
-        return {"format": FORMAT, "version": VERSION, "device": self.device, "records": records}
+        out = {"format": FORMAT, "version": VERSION, "device": self.device, "records": records}
+        if self.storage:
+            out["storage"] = {api: dict(policy) for api, policy in self.storage.items()}
+        return out
 
     def save(self, path: Optional[str] = None) -> str:
         path = path or os.path.join(HERE, f"{self.device}.json")
@@ -83,7 +91,7 @@ class Database:
             data = json.load(f)
         if data.get("format") != FORMAT or data.get("version") != VERSION:
             raise ValueError(f"{path}: not a relax_vk tuning database (format {data.get('format')!r}, version {data.get('version')!r})")
-        db = Database(data["device"])
+        db = Database(data["device"], storage={api: dict(policy) for api, policy in data.get("storage", {}).items()})
         for r in data["records"]:
             db.add(Record(**r))
         return db
@@ -123,6 +131,13 @@ def devices() -> List[str]:
         if os.path.isdir(folder):
             found.update(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
     return sorted(found)
+
+
+def storage_policy(device: Optional[str], api: str) -> dict:
+    """What the device's database says about its memory on ``api`` (``{}``: nothing measured;
+    ``{"reuse_buffers": False, "evidence": ...}``: do not share buffers there)."""
+    db = database(device) if device else None
+    return dict(db.storage.get(api, {})) if db is not None else {}
 
 
 def lookup(device: Optional[str], api: str, memory: str, workload: str) -> Optional[Dict[str, int]]:

@@ -17,7 +17,7 @@ name.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tvm
@@ -301,12 +301,14 @@ def export_program(
     limits=None,
     reuse: bool = True,
     texel: str = "float32",
+    private: Sequence[str] = (),
 ) -> Artifact:
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``.
     ``reuse``: tensors whose lifetimes do not overlap share allocations (:mod:`relax_vk.storage`);
     False gives every tensor its own. ``texel="float16"``: textures hold half texels (each texture
-    tensor's ``texel``; the kernels compute in float32)."""
+    tensor's ``texel``; the kernels compute in float32). ``private``: storage pools that do not
+    share on the target's device (:func:`relax_vk.core.target.private_pools`)."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []
@@ -346,7 +348,7 @@ def export_program(
             t["texel"] = texel
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {})
-    program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None)
+    program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None, private=private)
     if limits is not None:
         check_fits(program, limits)
     return Artifact(program, source, builder.constants)

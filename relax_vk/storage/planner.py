@@ -123,11 +123,14 @@ def plan_storage(
     arenas: bool = True,
     alignment: int = ALIGNMENT,
     arena_limit: Optional[int] = None,
+    private: Sequence[str] = (),
 ) -> StoragePlan:
     """The allocations for ``lifetimes`` (see the module docstring). ``reuse=False``: one object
     per tensor, the plan of a runtime that never reuses memory (for comparisons); ``arenas``:
     whether buffers may sit at offsets (``alignment`` bytes) of one allocation, at most
-    ``arena_limit`` bytes large (the device's largest allocation; else shared objects)."""
+    ``arena_limit`` bytes large (the device's largest allocation; else shared objects);
+    ``private``: pools whose tensors keep an allocation each (a device measured to slow down when
+    they share: :func:`relax_vk.schedules.tuning.storage_policy`)."""
     pools: Dict[str, List[Lifetime]] = {}
     for lt in lifetimes:
         pools.setdefault(lt.pool, []).append(lt)
@@ -137,7 +140,9 @@ def plan_storage(
     strategies: Dict[str, str] = {}
     numbers: Dict[str, dict] = {}
     for pool in sorted(pools):
-        strategies[pool], pool_objects, pool_offsets = _plan_pool(pool, pools[pool], reuse, arenas, alignment, arena_limit)
+        strategies[pool], pool_objects, pool_offsets = _plan_pool(pool, pools[pool], reuse and pool not in private, arenas, alignment, arena_limit)
+        if reuse and pool in private:
+            strategies[pool] = "none (device policy)"
         offsets.update(pool_offsets)
         for obj in pool_objects:
             obj.id = len(objects)

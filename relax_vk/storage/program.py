@@ -21,7 +21,7 @@ Standard library only (the runtimes use it without TVM).
 from __future__ import annotations
 
 import copy
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .lifetimes import SHAREABLE_KINDS, image_bytes, program_lifetimes, stored_bytes, texel_dtype, touched_steps
 from .offsets import ALIGNMENT
@@ -40,14 +40,18 @@ def assign_storage(
     arenas: bool = True,
     max_alloc_bytes: Optional[int] = None,
     alignment: int = ALIGNMENT,
+    private: Sequence[str] = (),
 ) -> Tuple[dict, StoragePlan]:
     """``(program with its storage assignment, the plan)``; ``program`` itself is not changed.
     ``reuse=False`` gives every tensor its own allocation; ``arenas=False`` keeps buffers in
     whole shared objects (no offsets); ``max_alloc_bytes``: the largest allocation the device
     makes (a larger buffer arena is not used); ``alignment``: of arena offsets, in bytes (a
-    device that needs coarser offsets gives the misaligned tensors buffers of their own)."""
+    device that needs coarser offsets gives the misaligned tensors buffers of their own);
+    ``private``: pools that do not share (``"buffer"``: a device policy, see
+    :func:`~relax_vk.storage.planner.plan_storage`)."""
     program = copy.deepcopy(program)
-    plan = plan_storage(program_lifetimes(program), reuse=reuse, arenas=arenas, alignment=alignment, arena_limit=max_alloc_bytes)
+    plan = plan_storage(program_lifetimes(program), reuse=reuse, arenas=arenas, alignment=alignment, arena_limit=max_alloc_bytes,
+                        private=private)  # fmt: skip
     storage: List[dict] = []
     first_of_object = {}
     for t in program["tensors"]:

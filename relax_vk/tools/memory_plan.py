@@ -185,6 +185,16 @@ def _max_alloc_bytes(mod: tvm.IRModule) -> Optional[int]:
     return None
 
 
+def _private_pools(mod: tvm.IRModule) -> tuple:
+    """The pools the device of the module's target keeps unshared (core.target.private_pools)."""
+    from ..core.target import private_pools
+
+    for vdev in mod.global_infos["vdevice"] if "vdevice" in mod.global_infos else []:
+        if vdev.target is not None:
+            return private_pools(vdev.target)
+    return ()
+
+
 def _output_vars(func: relax.Function) -> set:
     """The variables whose values ``func`` returns, seen through aliases (``gv = lv``) and tuples."""
     alias = {}
@@ -320,7 +330,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
             result.texture_bytes += t.bytes
         else:
             result.buffer_bytes += t.bytes
-    result.storage = plan_storage(lifetimes, arena_limit=_max_alloc_bytes(mod))
+    result.storage = plan_storage(lifetimes, arena_limit=_max_alloc_bytes(mod), private=_private_pools(mod))
     for tid, obj in result.storage.assignment.items():
         result.tensors[tid].object = obj
     return result

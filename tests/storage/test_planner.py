@@ -51,3 +51,12 @@ def test_an_arena_larger_than_the_device_allocates_falls_back_to_shared_buffers(
 def test_summary_names_the_three_numbers():
     text = plan_storage(_mixed()).summary()
     assert "without reuse" in text and "with reuse" in text and "lower bound" in text
+
+
+def test_private_pools_keep_an_allocation_per_tensor():
+    lts = _mixed()
+    plan = plan_storage(lts, private=("buffer",))
+    assert plan.strategies["buffer"] == "none (device policy)"
+    buffers = [o for o in plan.objects if o.pool == "buffer"]
+    assert len(buffers) == 10 and all(len(o.tensors) == 1 for o in buffers)
+    assert len([o for o in plan.objects if o.pool == "texture:float32"]) == 2  # the other pools still share
