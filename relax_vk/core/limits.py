@@ -151,6 +151,14 @@ def preset(name: str) -> DeviceLimits:
         raise UnsupportedError(f"unknown device preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
 
 
+def device_name(device) -> str:
+    """The name of a pyopencl device or a wgpu adapter (what tuning databases are keyed by)."""
+    info = getattr(device, "info", None)
+    if isinstance(info, dict) or hasattr(info, "get"):
+        return str(info.get("device", "")).strip()
+    return str(device.name).strip()
+
+
 def from_opencl_device(device) -> DeviceLimits:
     """The limits of a pyopencl device (images, allocation, work-group size, local memory)."""
     alloc = int(device.max_mem_alloc_size)

@@ -21,6 +21,7 @@ from typing import Optional, Union
 import tvm
 
 from .limits import DEFAULT, DeviceLimits, from_opencl_device, from_wgpu_adapter, preset
+from .limits import device_name as name_of
 from .scope import TextureLimits
 
 DEFAULT_LIMITS = DEFAULT.textures
@@ -74,7 +75,7 @@ def opencl(
     ``opencl_device``'s name) selects the tuning database the schedules consult."""
     base = from_opencl_device(opencl_device) if opencl_device is not None else limits
     if opencl_device is not None and device_name is None:
-        device_name = opencl_device.name.strip()
+        device_name = name_of(opencl_device) or None
     lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
                           max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
     return tvm.target.Target(
@@ -113,7 +114,7 @@ def vulkan(
     target key (module docstring). ``device_name`` (or the adapter's) selects the tuning database."""
     base = from_wgpu_adapter(adapter) if adapter is not None else limits
     if adapter is not None and device_name is None:
-        device_name = str(adapter.info.get("device", "")).strip() or None
+        device_name = name_of(adapter) or None
     lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
                           max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
     keys = ["vulkan", "gpu", "texture", f"texture_spatial_limit={lim.textures.spatial}", f"texture_depth_limit={lim.textures.depth}",

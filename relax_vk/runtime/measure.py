@@ -29,6 +29,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..core.limits import device_name
+
 BUNDLE_FORMAT, RESULTS_FORMAT, VERSION = "relax_vk.tune-bundle", "relax_vk.tune-results", 1
 
 
@@ -147,7 +149,7 @@ def measure_bundle(bundle: str, devices: Dict[str, object], repeat: int = 20, to
         device = devices.get(case["api"])
         if device is None:
             continue
-        name = _device_name(case["api"], device)
+        name = device_name(device)
         try:
             result = measure_case(case, _read_artifact(os.path.join(bundle, case["artifact"])), device, repeat, tolerance)
         except Exception as err:  # a candidate set that does not load or run: recorded, not fatal
@@ -177,7 +179,3 @@ def _read_artifact(path: str):
         return Artifact.from_bytes(f.read(), what=path)
 
 
-def _device_name(api: str, device) -> str:
-    if api == "vulkan":
-        return str(device.info.get("device", "")).strip()
-    return str(device.name).strip()

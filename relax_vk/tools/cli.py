@@ -86,12 +86,10 @@ def _device_name(args) -> Optional[str]:
     """The device whose tuning database the build consults: --device-name, else the --device's."""
     if getattr(args, "device_name", None):
         return args.device_name
+    from ..core.limits import device_name
+
     device = getattr(args, "run_device", None)
-    if device is None:
-        return None
-    if args.target == "vulkan":
-        return str(device.info.get("device", "")).strip() or None
-    return str(device.name).strip() or None
+    return (device_name(device) or None) if device is not None else None
 
 
 def _select_device(args, default: bool = False) -> None:
@@ -107,16 +105,19 @@ def _select_device(args, default: bool = False) -> None:
         return
     from ..core.limits import from_opencl_device, from_wgpu_adapter
 
-    if args.target == "vulkan":
+    args.run_device = _local_device(args.target, spec)
+    args.device_limits = (from_wgpu_adapter if args.target == "vulkan" else from_opencl_device)(args.run_device)
+
+
+def _local_device(api: str, spec: Optional[str]):
+    """The local Vulkan adapter or OpenCL device ``spec`` names (None: the default one)."""
+    if api == "vulkan":
         from ..runtime.vulkan.devices import select_adapter
 
-        args.run_device = select_adapter(spec)
-        args.device_limits = from_wgpu_adapter(args.run_device)
-    else:
-        from ..runtime.opencl.devices import select_device
+        return select_adapter(spec)
+    from ..runtime.opencl.devices import select_device
 
-        args.run_device = select_device(spec)
-        args.device_limits = from_opencl_device(args.run_device)
+    return select_device(spec)
 
 
 def _options(args):
@@ -277,27 +278,15 @@ def cmd_demo(args) -> int:
 
 
 def _write_atomically(out: str, files) -> None:
-    """Write ``{name: text or bytes}`` into folder ``out`` via a sibling staging folder renamed into
-    place: an interrupted or failed build never leaves a half-written output folder."""
+    """Write ``{name: text or bytes}`` into folder ``out`` all or nothing (:mod:`.staging`)."""
     import os
-    import shutil
-    import tempfile
 
-    out = os.path.abspath(out)
-    parent = os.path.dirname(out) or "."
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".relax-vk-build-", dir=parent)
-    os.chmod(staging, 0o755)
-    try:
+    from .staging import staged_folder
+
+    with staged_folder(out, prefix=".relax-vk-build-") as staging:
         for name, data in files.items():
             with open(os.path.join(staging, name), "wb" if isinstance(data, bytes) else "w") as f:
                 f.write(data)
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def _compile(args, model: str):
@@ -536,16 +525,7 @@ def cmd_tune(args) -> int:
             return 0
     from ..runtime.measure import measure_bundle
 
-    devices = {}
-    for api in apis:
-        if api == "vulkan":
-            from ..runtime.vulkan.devices import select_adapter
-
-            devices[api] = select_adapter(args.device)
-        else:
-            from ..runtime.opencl.devices import select_device
-
-            devices[api] = select_device(args.device)
+    devices = {api: _local_device(api, args.device) for api in apis}
     results = measure_bundle(bundle, devices, repeat=args.repeat, log=log)
     if args.output:
         tmp = args.output + ".tmp"

@@ -26,8 +26,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
-import tempfile
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -36,6 +34,7 @@ from tvm import relax
 
 from ..runtime.measure import BUNDLE_FORMAT, RESULTS_FORMAT, VERSION
 from ..schedules.workloads import ConvSpec, collect_convs
+from .staging import staged_folder
 
 MEMORY_OPTIONS = {"texture": {}, "buffer": {"textures": False}}
 
@@ -138,17 +137,14 @@ def write_bundle(
     log: Callable[[str], None] = print,
 ) -> dict:
     """Build the candidates of every distinct conv of ``modules`` into ``outdir`` (module
-    docstring); returns the bundle index. Written to a temporary folder and moved into place."""
+    docstring); returns the bundle index. Written all or nothing (:mod:`.staging`)."""
     specs: Dict[ConvSpec, None] = {}
     for mod in modules:
         for spec in collect_convs(mod):
             specs.setdefault(spec)
-    parent = os.path.dirname(os.path.abspath(outdir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tune-", dir=parent)
     cases, skipped = [], []
     t0 = time.perf_counter()
-    try:
+    with staged_folder(outdir, prefix=".tune-") as tmp:
         for spec in specs:
             for api in apis:
                 for memory in memories:
@@ -168,13 +164,6 @@ def write_bundle(
                  "seconds": time.perf_counter() - t0}  # fmt: skip
         with open(os.path.join(tmp, "tune.json"), "w") as f:
             json.dump(index, f, indent=1)
-        os.chmod(tmp, 0o755)
-        if os.path.exists(outdir):
-            shutil.rmtree(outdir)
-        os.replace(tmp, outdir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return index
 
 

@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ...serialization.artifact import Artifact
+from ...core.limits import device_name
 from ...storage import allocated_bytes, allocations
 from ...storage.lifetimes import texel_dtype
 from ...storage.program import with_float_texels
@@ -80,7 +81,7 @@ class OpenCLSession(Session):
         self.artifact = artifact
         self.program = artifact.program
         self.device = device
-        self.device_name = device.name.strip()
+        self.device_name = device_name(device)
         check_limits(self.program, device)
         self.context = cl.Context([device])
         if any(t.get("texel") == "float16" for t in self.program["tensors"]) and not half_images(self.context):

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...core.errors import RelaxVKError
 from ...serialization.artifact import Artifact
+from ...core.limits import device_name
 from ...storage import allocations
 from ...storage.lifetimes import texel_dtype
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
@@ -136,7 +137,7 @@ class VulkanSession(Session):
         if self.program.get("target") != "vulkan":
             raise ValueError(f"this artifact was built for {self.program.get('target')!r}; the Vulkan runtime runs Vulkan builds")
         self.adapter = adapter
-        self.device_name = str(adapter.info.get("device", "")).strip()
+        self.device_name = device_name(adapter)
         limits = {k: int(adapter.limits[k]) for k in LIMIT_KEYS}
         check_limits(self.program, limits, describe_adapter(adapter), set(adapter.features))
         steps = len(self.program["steps"])
