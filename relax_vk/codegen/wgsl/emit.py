@@ -117,7 +117,7 @@ def _scalar_type(dtype, where: str) -> str:
         return "i32"  # int64 indices: see the module docstring
     if code == 1 and bits == 32:
         return "u32"
-    if code == 1 and bits == 1:
+    if (code == 1 and bits == 1) or code == 6:  # (TVM's bool: uint1, or DLPack's bool of 8 bits)
         return "bool"
     raise WGSLEmitError(f"{where}: dtype {dtype} has no WGSL type (float32, float16, int32/int64 indices, uint32 and bool only)")
 
@@ -187,6 +187,7 @@ class _Emitter:
         self.thread_extent: Dict[str, int] = {}
         self.pending: List[str] = []
         self.stored: set = set()  # parameters (and allocations) the kernel writes
+        self.byte_buffers: set = set()  # bool parameters: bytes packed four to a u32 word
         self.texture_dtype: Dict[object, str] = {}  # texture parameter -> "float32" | "float16"
         self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
         self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
@@ -242,6 +243,10 @@ class _Emitter:
                     raise self.fail(f"texture parameter {param.name} holds {elem}; textures are RGBA float32 or float16")
                 self.textures[param] = set()
                 self.texture_dtype[param] = elem
+            elif scope == "global" and str(ty.element_type.dtype) == "bool":
+                # one byte per flag, four to a u32 word (WGSL storage holds no bool or 8-bit type)
+                self.byte_buffers.add(param)
+                self.buffers[param] = self.names[param]
             elif scope == "global":
                 dtype = str(ty.element_type.dtype)
                 elem = wgsl_type(dtype, f"kernel {self.kernel}: buffer {param.name}")
@@ -268,6 +273,11 @@ class _Emitter:
                 else:
                     kind, decl = "texture", "texture_2d_array<f32>"
                 decls.append(f"@group(0) @binding({index}) var {name}: {decl};")
+            elif param in self.byte_buffers:
+                # written flags: atomic words (each thread clears and sets only its own byte)
+                kind, decl = ("buffer", "var<storage, read_write>") if param in self.stored else ("buffer_read", "var<storage, read>")
+                elem = "atomic<u32>" if param in self.stored else "u32"
+                decls.append(f"@group(0) @binding({index}) {decl} {name}: array<{elem}>;")
             else:
                 elem = wgsl_type(str(param.ty.element_type.dtype))
                 # a buffer the kernel never writes is bound read-only: the driver may then read it
@@ -438,6 +448,13 @@ class _Emitter:
         if len(e.indices) != 1:
             raise self.fail(f"buffer {buffer.name} is not flattened ({len(e.indices)} indices)")
         name = self.storage(buffer)
+        if self.roots.get(buffer) in self.byte_buffers:
+            if int(_dtype(e).lanes) != 1:
+                raise self.fail(f"vector load from the bool buffer {buffer.name} (flags are read one at a time)")
+            index = self.expr(e.indices[0])
+            # the word, plain or atomic: known once the body shows whether the kernel stores here
+            word = f"{_WORD_MARK}{name}(({index}) >> 2u)"
+            return f"((({word}) >> (u32(({index}) & 3) * 8u)) & 0xffu) != 0u"
         if int(_dtype(str(buffer.dtype)).lanes) != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
             if int(_dtype(e.indices[0]).lanes) != 1:
                 raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
@@ -647,6 +664,17 @@ class _Emitter:
             raise self.fail(f"buffer {s.buffer.name} is not flattened ({len(s.indices)} indices)")
         name = self.storage(s.buffer)
         self.stored.add(self.roots[s.buffer])
+        if self.roots[s.buffer] in self.byte_buffers:
+            if int(_dtype(s.value).lanes) != 1:
+                raise self.fail(f"vector store into the bool buffer {s.buffer.name} (flags are written one at a time)")
+            index, shift = self.fresh(f"{name}_i"), self.fresh(f"{name}_s")
+            self.emit(depth, "{")
+            self.emit(depth + 1, f"let {index} = {self.expr(s.indices[0])};")
+            self.emit(depth + 1, f"let {shift} = u32({index} & 3) * 8u;")
+            self.emit(depth + 1, f"atomicAnd(&{name}[{index} >> 2u], ~(0xffu << {shift}));")
+            self.emit(depth + 1, f"atomicOr(&{name}[{index} >> 2u], select(0u, 1u, {self.expr(s.value)}) << {shift});")
+            self.emit(depth, "}")
+            return
         if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:
             raise self.fail(f"vector index into the vector-typed buffer {s.buffer.name} ({s.buffer.dtype})")
         if int(_dtype(s.value).lanes) > 4:  # no WGSL vector that wide: every lane read, then stored
@@ -731,6 +759,7 @@ class _Emitter:
     def run(self) -> Shader:
         self.params()
         self.stmt(self.func.body, 1)
+        self.lines = [_resolve_words(line, {self.names[p] for p in self.byte_buffers & self.stored}) for line in self.lines]
         params = self.declare_params()
         workgroup = tuple(self.thread_extent.get(f"threadIdx.{a}", 1) for a in _AXES)
         header = [
@@ -747,6 +776,26 @@ class _Emitter:
             body.insert(1, "enable f16;")
         source = "\n".join(body)
         return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes)
+
+
+_WORD_MARK = "__rvk_word__"
+
+
+def _resolve_words(line: str, atomic: set) -> str:
+    """Replace each ``__rvk_word__NAME(INDEX)`` of a bool buffer's word read by ``NAME[INDEX]``,
+    or ``atomicLoad(&NAME[INDEX])`` when the kernel also writes NAME (an atomic array)."""
+    while _WORD_MARK in line:
+        start = line.index(_WORD_MARK)
+        open_ = line.index("(", start)
+        depth, end = 0, open_
+        for end in range(open_, len(line)):
+            depth += {"(": 1, ")": -1}.get(line[end], 0)
+            if depth == 0:
+                break
+        name, index = line[start + len(_WORD_MARK) : open_], line[open_ + 1 : end]
+        word = f"atomicLoad(&{name}[{index}])" if name in atomic else f"{name}[{index}]"
+        line = line[:start] + word + line[end + 1 :]
+    return line
 
 
 def emit_kernel(func: tirx.PrimFunc, name: str, half_storage: bool = False) -> Shader:

@@ -13,7 +13,9 @@ dtype as the function's last step. The function records ``relax_vk.edge_dtypes``
 name -> original dtype); the artifact carries it and the runtime converts at the edges (inputs
 before upload, outputs after download). Values survive exactly: every integer and bool input fits
 int32 when it is an index or a flag, and float16 values are exact in float32. float64 inputs lose
-precision beyond float32's (documented, not silent: the plan's dtype column shows it).
+precision beyond float32's (documented, not silent: the plan's dtype column shows it). Inside the
+function, a bool tensor cast to an integer dtype the API cannot hold is cast to int32 instead
+(0 and 1 either way: PyTorch's attention decomposition reduces such int8 flags).
 """
 
 from __future__ import annotations
@@ -148,7 +150,28 @@ def _check_compute(func: relax.Function, api: str) -> None:
                 )
 
 
+@relax.expr_functor.mutator
+class _WidenFlagCasts(relax.PyExprMutator):
+    """``astype(flags, int8)`` (a bool tensor cast to an integer the API cannot hold, as PyTorch's
+    attention decomposition does before reducing it) becomes ``astype(flags, int32)``: the values
+    are 0 and 1 either way, and what reads the cast re-infers its dtype."""
+
+    def __init__(self, mod, api: str):
+        super().__init__(mod)
+        self.api = api
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.astype":
+            target, source = str(call.attrs.dtype), call.args[0].ty
+            if (device_dtype(target, self.api) == "int32" and target.startswith(("int", "uint"))
+                    and isinstance(source, relax.TensorType) and str(source.dtype) == "bool"):  # fmt: skip
+                return relax.op.astype(call.args[0], "int32")
+        return call
+
+
 def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
+    func = _WidenFlagCasts(mod, api).visit_expr(func)
     _check_compute(func, api)
     inputs, outputs, record = {}, {}, {}
     for p in func.params:

@@ -1,10 +1,14 @@
 """FoldSmallConstants: evaluate cheap ops on constants with numpy, before packing.
 
 Requires: nothing. Guarantees: every dataflow binding whose value is one of the ops below with
-only tensor-constant (and attribute) arguments is replaced by the constant it computes; nothing
-else changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
-(``expand_dims`` of the statistics, ``sqrt(var + eps)``) and what packing a constant weight needs,
-at numpy speed. TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
+only tensor-constant (and attribute) arguments, an ``arange`` with constant bounds, or a
+``shape_to_tensor`` of a static shape, is replaced by the constant it computes; nothing else
+changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
+(``expand_dims`` of the statistics, ``sqrt(var + eps)``), what packing a constant weight needs,
+and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
+of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
+shaders could not even hold), at numpy speed. Constant int64 ``take`` indices whose values fit
+are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
 
@@ -14,7 +18,7 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tvm
-from tvm import relax
+from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
 
 
@@ -61,6 +65,10 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.not_equal": _binary(np.not_equal),
     "relax.floor": _unary(np.floor),
     "relax.ceil": _unary(np.ceil),
+    # index arithmetic (torch.roll's arange + shift, % size): relax.mod truncates like C, floor_mod floors
+    "relax.mod": _binary(np.fmod),
+    "relax.floor_mod": _binary(np.mod),
+    "relax.floor_divide": _binary(np.floor_divide),
 }
 
 
@@ -68,6 +76,22 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
     if not isinstance(call.op, tvm.ir.Op):
         return None
     name = call.op.name
+    if name == "relax.arange":  # arange(start, end, step) of constant bounds: a constant
+        imms = (tirx.IntImm, tirx.FloatImm)
+        bounds = [a if isinstance(a, imms) else getattr(a, "value", None) for a in call.args]  # (bare, or in a prim value)
+        if not all(isinstance(b, imms) for b in bounds):
+            return None
+        start, end, step = (b.value for b in bounds)
+        return np.arange(start, end, step).astype(str(call.attrs.dtype))
+    if name == "relax.shape_to_tensor":  # of a static shape (ONNX's Shape of a known tensor)
+        values = getattr(call.args[0].ty, "values", None)
+        if values is None or not all(isinstance(v, tirx.IntImm) for v in values):
+            return None
+        return np.array([int(v.value) for v in values], dtype="int64")
+    if name == "relax.take" and all(isinstance(a, GenericConst) for a in call.args):
+        data, indices = (a.value.numpy() for a in call.args)
+        axis = None if call.attrs.axis is None else int(call.attrs.axis)
+        return np.take(data, indices, axis=axis, mode="wrap" if str(call.attrs.mode) == "wrap" else "clip")
     if name == "relax.reshape":
         if not isinstance(call.args[0], GenericConst) or not isinstance(call.args[1], relax.ShapeExpr):
             return None
@@ -88,6 +112,15 @@ class _Folder(relax.PyExprMutator):
         super().__init__(mod)
         self.folded: Dict[relax.Var, relax.Expr] = {}
 
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst):
+            indices = call.args[1].value.numpy()
+            if indices.dtype == np.int64 and (indices.size == 0 or np.abs(indices).max() < 2**31):
+                axis = None if call.attrs.axis is None else int(call.attrs.axis)
+                return relax.op.take(call.args[0], relax.const(indices.astype("int32"), "int32"), axis, str(call.attrs.mode))
+        return call
+
     def visit_dataflow_var_(self, var):
         if var in self.folded:
             return self.folded[var]
@@ -98,7 +131,7 @@ class _Folder(relax.PyExprMutator):
             value = self.visit_expr(binding.value)
             folded = _fold(value) if isinstance(value, relax.Call) else None
             if folded is not None:
-                self.folded[binding.var] = relax.const(folded)
+                self.folded[binding.var] = relax.const(folded, str(folded.dtype))
                 return
         super().visit_var_binding_(binding)
 

@@ -199,3 +199,31 @@ def test_tvm_webgpu_codegen_cannot_take_these_kernels(model, textures, message):
     with pytest.raises(tvm.error.InternalError, match=message):
         tvm.get_global_func("target.build.webgpu")(device, webgpu)
     assert compiled.shaders  # while relax_vk's emitter translates every one of them
+
+
+def _flags_module():
+    """A bool tensor read by a reduction and by an elementwise kernel: it crosses kernels, so it
+    is a bool buffer (185 flags: not a multiple of four)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((5, 37), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            flags = bb.emit(relax.op.greater(x, relax.const(0.0, "float32")))
+            count = bb.emit(relax.op.sum(relax.op.astype(flags, "float32"), axis=[0]))
+            y = bb.emit(relax.op.where(flags, x, relax.op.negative(x)))
+            out = bb.emit_output(relax.op.add(y, count))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_bool_buffers_between_kernels_pack_four_flags_to_a_word(backend, device, request):
+    request.getfixturevalue(device)
+    compiled = relax_vk.build(_flags_module(), backend)
+    artifact = compiled.artifact()
+    assert [t["bytes"] for t in artifact.program["tensors"] if t["dtype"] == "bool"] == [185]
+    if backend == "vulkan":  # written through atomics on its own byte, read by shifting the word
+        assert "array<atomic<u32>>" in compiled.source and "atomicOr(" in compiled.source and ">> 2u]" in compiled.source
+    x = np.random.default_rng(0).standard_normal((5, 37)).astype("float32")
+    out = load(artifact, device=device).run([x])[0]
+    np.testing.assert_allclose(out, np.abs(x) + (x > 0).sum(0), rtol=1e-6)

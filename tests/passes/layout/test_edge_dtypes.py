@@ -45,3 +45,25 @@ def test_half_precision_torch_models_keep_their_signature(backend, device):
     assert out.dtype == np.float16
     with torch.no_grad():
         np.testing.assert_allclose(out.astype("float32"), model(x).float().numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_flags_cast_to_int8_inside_the_model_run_on_vulkan(lavapipe):
+    """PyTorch's attention decomposition reduces bool flags cast to int8; WGSL holds no int8, so
+    the cast becomes int32 (0 and 1 either way) and what reads it re-infers its dtype."""
+    from tvm import relax as rx
+
+    bb = rx.BlockBuilder()
+    x = rx.Var("x", rx.TensorType((4, 9), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            flags = bb.emit(rx.op.astype(rx.op.greater(x, rx.const(0.5, "float32")), "int8"))
+            anyrow = bb.emit(rx.op.astype(rx.op.max(flags, axis=[1], keepdims=True), "float32"))
+            anycol = bb.emit(rx.op.astype(rx.op.max(flags, axis=[0], keepdims=True), "float32"))
+            out = bb.emit_output(rx.op.add(anyrow, anycol))  # two reductions read the flags: a buffer
+        bb.emit_func_output(out)
+    compiled = relax_vk.build(bb.get(), "vulkan")
+    assert not [t for t in compiled.artifact().program["tensors"] if t["dtype"] == "int8"]
+    xs = np.random.default_rng(1).random((4, 9)).astype("float32") * 0.6
+    out = load(compiled.artifact(), device=lavapipe).run([xs])[0]
+    flags = xs > 0.5
+    np.testing.assert_array_equal(out, flags.any(1, keepdims=True).astype("float32") + flags.any(0, keepdims=True))

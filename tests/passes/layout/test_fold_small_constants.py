@@ -20,3 +20,58 @@ def test_folds_constant_subgraphs_and_keeps_the_rest():
     assert op_count(out, "relax.expand_dims") == 0 and op_count(out, "relax.sqrt") == 0
     assert op_count(out, "relax.divide") == 1  # reads the input: not foldable
     assert_same_numbers(mod, out)
+
+
+def test_roll_index_arithmetic_folds_and_take_indices_narrow_to_int32():
+    """torch.roll's decomposition: arange(0, n) + shift, % n, then take: all constant."""
+    x = tensor("x", (1, 6, 3))
+
+    def body(bb, x):
+        index = bb.emit(relax.op.arange(0, 6, 1, dtype="int64"))
+        shifted = bb.emit(relax.op.mod(bb.emit(relax.op.add(index, relax.const(4, "int64"))), relax.const(6, "int64")))
+        return relax.op.take(x, shifted, axis=1)
+
+    mod = module([x], body)
+    out = FoldSmallConstants()(mod)
+    for op in ("relax.arange", "relax.add", "relax.mod"):
+        assert op_count(out, op) == 0
+    take = [b.value for b in out["main"].body.blocks[0].bindings if getattr(b.value, "op", None) is not None
+            and getattr(b.value.op, "name", "") == "relax.take"][0]  # fmt: skip
+    assert str(take.args[1].ty.dtype) == "int32"
+    np.testing.assert_array_equal(take.args[1].value.numpy(), (np.arange(6) + 4) % 6)
+    assert_same_numbers(mod, out)
+
+
+def test_c_and_floor_modulo_fold_with_their_own_signs():
+    x = tensor("x", (3,))
+    a = relax.const(np.array([-7, 7, -8], "int32"))
+
+    def body(bb, x):
+        trunc = bb.emit(relax.op.mod(a, relax.const(3, "int32")))
+        floor = bb.emit(relax.op.floor_mod(a, relax.const(3, "int32")))
+        return relax.op.add(x, relax.op.astype(relax.op.add(bb.emit(relax.op.multiply(trunc, relax.const(10, "int32"))), floor), "float32"))
+
+    out = FoldSmallConstants()(module([x], body))
+    consts = [b.value.args[1] for b in out["main"].body.blocks[0].bindings if getattr(getattr(b.value, "op", None), "name", "") == "relax.multiply"]
+    assert not consts  # folded away
+    assert_same_numbers(module([x], body), out)
+
+
+def test_onnx_gather_from_a_static_shape_folds_to_a_constant_index():
+    """ONNX's Gather(Shape(x), i) with the negative-index where: every step constant once x's
+    shape is static, so the take that uses it reads an int32 constant (Vulkan holds no int64)."""
+    x = tensor("x", (3, 4, 5))
+
+    def body(bb, x):
+        dims = bb.emit(relax.op.shape_to_tensor(bb.emit(relax.op.shape_of(x))))
+        size = bb.emit(relax.op.take(dims, relax.const(0, "int32"), axis=0, mode="wrap"))
+        index = bb.emit(relax.op.add(relax.const(1, "int64"), bb.emit(relax.op.subtract(size, relax.const(3, "int64")))))
+        index = bb.emit(relax.op.where(relax.const(False), relax.op.add(index, size), index))
+        return relax.op.take(x, index, axis=0)
+
+    mod = module([x], body)
+    out = FoldSmallConstants()(mod)
+    for op in ("relax.shape_to_tensor", "relax.add", "relax.where", "relax.subtract"):
+        assert op_count(out, op) == 0
+    assert op_count(out, "relax.take") == 1
+    assert_same_numbers(mod, out)
