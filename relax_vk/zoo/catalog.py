@@ -31,5 +31,7 @@ ZOO: Dict[str, ZooEntry] = {
     "squeezenet": ZooEntry("SqueezeNet", (1, 3, 60, 60), "SqueezeNet 1.1 quarter width: fire modules, ceil-mode max pools (60x60 makes one round up), conv classifier"),
     "resnext": ZooEntry("ResNeXt", (1, 3, 64, 64), "ResNeXt/RegNet-style bottlenecks, grouped 3x3 with group widths 4, 6, 5, 8, input 64x64"),
     "convnext": ZooEntry("ConvNeXt", (1, 3, 64, 64), "ConvNeXt dims 16-64, depths 1-1-2-1: 7x7 depthwise, NHWC LayerNorm + Linear + GELU, layer scale, input 64x64"),
+    "swin_tiny": ZooEntry("SwinTiny", (1, 3, 64, 64), "Swin-style: 4x4 patches, 4x4 windows (6-D partition), shifted windows (roll + mask), patch merging, dims 32-64, input 64x64"),
+    "mobilevit": ZooEntry("MobileViTXXS", (1, 3, 64, 64), "MobileViT-style hybrid: MV2 blocks (SiLU), 2x2 patch unfold/fold around transformer layers, dims 32/48, input 64x64"),
     "deeplab_aspp": ZooEntry("DeepLabASPP", (1, 3, 64, 64), "DeepLabV3-style: conv backbone, ASPP (dilations 2/4/6, image pooling), bilinear upsample, 5 classes, input 64x64"),
 }

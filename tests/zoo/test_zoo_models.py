@@ -43,6 +43,11 @@ TARGETS = {
     "convnext": (0.315, 0),
     # the buffer is the 5x64x64 NCHW output (buffer ABI), 17.5% of the activation bytes
     "deeplab_aspp": (0.825, 0),
+    # transformers (issue 15's baselines): only the patch-embedding conv's tensors are textures; the
+    # token tensors (LayerNorm, Linear, window partitions, attention) run in buffers
+    "swin_tiny": (0.02, 0),
+    # the MV2 blocks and the MobileViT blocks' convs are textures, the unfolded token sequences buffers
+    "mobilevit": (0.48, 0),
 }
 
 
