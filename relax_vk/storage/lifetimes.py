@@ -118,3 +118,33 @@ def lower_bound(lifetimes: Sequence[Lifetime]) -> int:
         live += events[step]
         best = max(best, live)
     return best
+
+
+# --------------------------------------------------------------------------- placement orders
+# The orders in which the strategies (shared objects and arena offsets alike) place tensors.
+
+
+def by_size(lifetimes: Sequence[Lifetime]) -> List[Lifetime]:
+    """Largest first (earlier, then lower id, among equals)."""
+    return sorted(lifetimes, key=lambda t: (-t.bytes, t.first, t.tensor))
+
+
+def by_breadth(lifetimes: Sequence[Lifetime]) -> List[Lifetime]:
+    """The steps with the most live bytes first; at each, its tensors not yet listed, largest first."""
+    live: Dict[int, List[Lifetime]] = {}
+    for lt in lifetimes:
+        for s in range(lt.first, lt.last + 1):
+            live.setdefault(s, []).append(lt)
+    breadth = {s: sum(t.bytes for t in ts) for s, ts in live.items()}
+    order, seen = [], set()
+    for s in sorted(live, key=lambda s: (-breadth[s], s)):
+        for lt in by_size(live[s]):
+            if lt.tensor not in seen:
+                seen.add(lt.tensor)
+                order.append(lt)
+    return order
+
+
+def in_order(lifetimes: Sequence[Lifetime]) -> List[Lifetime]:
+    """Execution order (the larger first among tensors born at the same step)."""
+    return sorted(lifetimes, key=lambda t: (t.first, -t.bytes, t.tensor))

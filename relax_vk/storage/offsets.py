@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from .lifetimes import Lifetime
+from .lifetimes import Lifetime, by_breadth, by_size, in_order
 
 ALIGNMENT = 512
 
@@ -48,34 +48,11 @@ def arena_bytes(lifetimes: Sequence[Lifetime], offsets: Dict[int, int]) -> int:
     return max((offsets[lt.tensor] + lt.bytes for lt in lifetimes), default=0)
 
 
-def _by_size(lifetimes: Sequence[Lifetime]) -> List[Lifetime]:
-    return sorted(lifetimes, key=lambda t: (-t.bytes, t.first, t.tensor))
-
-
-def _by_breadth(lifetimes: Sequence[Lifetime]) -> List[Lifetime]:
-    live: Dict[int, List[Lifetime]] = {}
-    for lt in lifetimes:
-        for s in range(lt.first, lt.last + 1):
-            live.setdefault(s, []).append(lt)
-    breadth = {s: sum(t.bytes for t in ts) for s, ts in live.items()}
-    order, seen = [], set()
-    for s in sorted(live, key=lambda s: (-breadth[s], s)):
-        for lt in _by_size(live[s]):
-            if lt.tensor not in seen:
-                seen.add(lt.tensor)
-                order.append(lt)
-    return order
-
-
-def _in_order(lifetimes: Sequence[Lifetime]) -> List[Lifetime]:
-    return sorted(lifetimes, key=lambda t: (t.first, -t.bytes, t.tensor))
-
-
 #: orders tried for arena placement (the first of equally small arenas is kept)
 ORDERS: Dict[str, Callable[[Sequence[Lifetime]], List[Lifetime]]] = {
-    "arena_by_size": _by_size,
-    "arena_by_breadth": _by_breadth,
-    "arena_in_order": _in_order,
+    "arena_by_size": by_size,
+    "arena_by_breadth": by_breadth,
+    "arena_in_order": in_order,
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .lifetimes import Lifetime, image_bytes, lower_bound
+from .lifetimes import Lifetime, by_breadth, by_size, image_bytes, in_order, lower_bound
 
 #: the exact search runs on pools of at most this many tensors, visiting at most EXACT_NODES states
 EXACT_MAX_TENSORS = 24
@@ -76,32 +76,23 @@ def _place(groups: List[Group], lt: Lifetime, candidates: Optional[Sequence[Grou
 def greedy_by_size(lifetimes: Sequence[Lifetime]) -> List[Group]:
     """Largest tensor first, each into the group it grows least."""
     groups: List[Group] = []
-    for lt in sorted(lifetimes, key=lambda t: (-t.bytes, t.first, t.tensor)):
+    for lt in by_size(lifetimes):
         _place(groups, lt)
     return groups
 
 
 def greedy_by_breadth(lifetimes: Sequence[Lifetime]) -> List[Group]:
     """The steps with the most live bytes first; at each, its unplaced tensors largest first."""
-    steps: Dict[int, List[Lifetime]] = {}
-    for lt in lifetimes:
-        for s in range(lt.first, lt.last + 1):
-            steps.setdefault(s, []).append(lt)
-    breadth = {s: sum(t.bytes for t in live) for s, live in steps.items()}
     groups: List[Group] = []
-    placed = set()
-    for s in sorted(steps, key=lambda s: (-breadth[s], s)):
-        for lt in sorted(steps[s], key=lambda t: (-t.bytes, t.first, t.tensor)):
-            if lt.tensor not in placed:
-                placed.add(lt.tensor)
-                _place(groups, lt)
+    for lt in by_breadth(lifetimes):
+        _place(groups, lt)
     return groups
 
 
 def greedy_in_order(lifetimes: Sequence[Lifetime]) -> List[Group]:
     """In execution order, each tensor into a group whose tensors have all died (best fit)."""
     groups: List[Group] = []
-    for lt in sorted(lifetimes, key=lambda t: (t.first, -t.bytes, t.tensor)):
+    for lt in in_order(lifetimes):
         free = [g for g in groups if all(m.last < lt.first for m in g.members)]
         _place(groups, lt, free)
     return groups
@@ -113,7 +104,7 @@ def exact(lifetimes: Sequence[Lifetime], bound: Optional[int] = None) -> Tuple[O
     cost of a known grouping; the search only looks for cheaper ones, and the grouping is None
     when there is none (``proven``) or the search gave up: the pool has more than
     ``EXACT_MAX_TENSORS`` tensors or the search visited ``EXACT_NODES`` states (not ``proven``)."""
-    order = sorted(lifetimes, key=lambda t: (-t.bytes, t.first, t.tensor))
+    order = by_size(lifetimes)
     if len(order) > EXACT_MAX_TENSORS:
         return None, False
     floor = lower_bound(order)
