@@ -8,8 +8,9 @@ when the session is created, and every allocation of the program's storage assig
 (:mod:`relax_vk.storage`: intermediates whose lifetimes do not overlap share an image, or sit
 at offsets of one buffer arena, bound as sub-buffers) is made then too, so runs allocate nothing.
 An arena offset the device cannot bind (its ``CL_DEVICE_MEM_BASE_ADDR_ALIGN`` is coarser than the
-artifact's alignment) gets a buffer of its own instead: more memory, the same results. Before anything is allocated the plan is checked against the device's real
-limits (image support, image2d max width/height, max array layers, work-group size); a violation
+artifact's alignment) gets a buffer of its own instead: more memory, the same results
+(:func:`relax_vk.storage.program.device_placement`). Before anything is allocated the plan is
+checked against the device's real limits (image support, image2d max width/height, max array layers, work-group size); a violation
 raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and the limit.
 """
 
@@ -22,7 +23,8 @@ import numpy as np
 
 from ...serialization.artifact import Artifact
 from ...core.limits import device_name
-from ...storage import allocated_bytes, allocations
+from ...storage import allocated_bytes
+from ...storage.program import device_placement
 from ...storage.lifetimes import texel_dtype
 from ...storage.program import with_float_texels
 from .copies import TexelCopies
@@ -82,11 +84,11 @@ class OpenCLSession(Session):
         self.program = artifact.program
         self.device = device
         self.device_name = device_name(device)
-        check_limits(self.program, device)
         self.context = cl.Context([device])
         if any(t.get("texel") == "float16" for t in self.program["tensors"]) and not half_images(self.context):
             warnings.warn(f"{describe(device)} has no half-float images: textures stored as float32 instead (twice the memory)", stacklevel=2)
             self.program = with_float_texels(self.program)
+        check_limits(self.program, device)  # (what is allocated: after the fallback)
         self.copies = TexelCopies(cl, self.context)
         props = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
         self.queue = cl.CommandQueue(self.context, properties=props)
@@ -117,25 +119,17 @@ class OpenCLSession(Session):
         """The memory object of every tensor: its allocation, or a sub-buffer of its arena (every
         tensor of a shared buffer gets one: OpenCL leaves concurrent use of a buffer and its
         sub-buffers undefined, not of disjoint sub-buffers)."""
-        objects, places = allocations(self.program)
-        users = [0] * len(objects)
-        for k, _ in places:
-            users[k] += 1
-        align = max(int(self.device.mem_base_addr_align) // 8, 1)
-        largest = int(self.device.max_mem_alloc_size)
-        # a shared buffer this device cannot allocate whole: its tensors get buffers of their own
-        split = [not a["image"] and users[k] > 1 and int(a["bytes"]) > largest for k, a in enumerate(objects)]
-        memory = [None if split[k] else self._allocate(a) for k, a in enumerate(objects)]
-        self.device_bytes = sum(int(a["bytes"]) for k, a in enumerate(objects) if not split[k])
+        placement = device_placement(self.program, max(int(self.device.mem_base_addr_align) // 8, 1), int(self.device.max_mem_alloc_size))
+        memory = [self._allocate(a) if a is not None else None for a in placement.allocations]
+        self.device_bytes = placement.device_bytes
         out = []
-        for t, (k, offset) in zip(self.tensors, places):
-            if objects[k]["image"] or users[k] == 1:
-                out.append(memory[k])
-            elif not split[k] and offset % align == 0:
-                out.append(memory[k].get_sub_region(offset, int(t["bytes"])))
-            else:  # (or this device binds sub-buffers only at coarser offsets)
+        for t, place in zip(self.tensors, placement.places):
+            if place is None:
                 out.append(self._allocate({"image": None, "bytes": t["bytes"]}))
-                self.device_bytes += int(t["bytes"])
+            elif placement.shared[place[0]] and not t["image"]:
+                out.append(memory[place[0]].get_sub_region(place[1], int(t["bytes"])))
+            else:
+                out.append(memory[place[0]])
         return out
 
     def _region(self, t: dict):
@@ -143,7 +137,7 @@ class OpenCLSession(Session):
 
     def _write(self, tid: int, array: np.ndarray) -> None:
         t = self.tensors[tid]
-        array = np.ascontiguousarray(array, dtype=texel_dtype(t) if t["image"] else t["dtype"])
+        array = np.ascontiguousarray(array, dtype=texel_dtype(t))
         if t["image"]:
             self.cl.enqueue_copy(self.queue, self.memory[tid], array, origin=(0, 0, 0), region=self._region(t))
         else:
@@ -151,7 +145,7 @@ class OpenCLSession(Session):
 
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
-        out = np.empty(t["shape"], dtype=texel_dtype(t) if t["image"] else t["dtype"])
+        out = np.empty(t["shape"], dtype=texel_dtype(t))
         if t["image"]:
             self.cl.enqueue_copy(self.queue, out, self.memory[tid], origin=(0, 0, 0), region=self._region(t))
         else:

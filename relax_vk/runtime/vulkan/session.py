@@ -28,7 +28,7 @@ import numpy as np
 from ...core.errors import RelaxVKError
 from ...serialization.artifact import Artifact
 from ...core.limits import device_name
-from ...storage import allocations
+from ...storage.program import device_placement
 from ...storage.lifetimes import texel_dtype
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
@@ -151,7 +151,9 @@ class VulkanSession(Session):
         self.min_offset_alignment = int(adapter.limits.get("min-storage-buffer-offset-alignment", 256))
         self.memory, self.offsets = self._allocate_storage()
         self.pipelines = {k["name"]: self._kernel_pipeline(k) for k in self.program["kernels"]}
-        self._copy_pipelines: Dict[object, tuple] = {}  # copy shader source, (kernel, writable bindings) -> (pipeline, layout)
+        # pipelines made while preparing steps: copy shaders (by source) and kernels with some
+        # read-only bindings made writable (by (kernel, binding positions)) -> (pipeline, layout)
+        self._extra_pipelines: Dict[object, tuple] = {}
         kernels = {k["name"]: k for k in self.program["kernels"]}
         self.steps = [self._prepare(step, kernels) for step in self.program["steps"]]
         if self.profiling:
@@ -174,22 +176,15 @@ class VulkanSession(Session):
 
     def _allocate_storage(self):
         """``(memory object, byte offset)`` of every tensor: its allocation, or a range of its arena
-        (an offset the adapter cannot bind gets a buffer of its own: more memory, same results)."""
-        objects, places = allocations(self.program)
-        largest = int(self.adapter.limits.get("max-buffer-size", 1 << 62))
-        # a shared buffer this adapter cannot allocate whole: its tensors get buffers of their own
-        split = [not a["image"] and int(a["bytes"]) > largest for a in objects]
-        memory = [None if split[k] else self._allocate(a) for k, a in enumerate(objects)]
-        self.device_bytes = sum(int(a["bytes"]) for k, a in enumerate(objects) if not split[k])
+        (:func:`relax_vk.storage.program.device_placement`: an offset the adapter cannot bind gets
+        a buffer of its own)."""
+        placement = device_placement(self.program, self.min_offset_alignment, int(self.adapter.limits.get("max-buffer-size", 1 << 62)))
+        memory = [self._allocate(a) if a is not None else None for a in placement.allocations]
+        self.device_bytes = placement.device_bytes
         out, offsets = [], []
-        for t, (k, offset) in zip(self.tensors, places):
-            if split[k] or offset % self.min_offset_alignment:
-                out.append(self._allocate({"image": None, "bytes": t["bytes"]}))
-                offsets.append(0)
-                self.device_bytes += int(t["bytes"])
-            else:
-                out.append(memory[k])
-                offsets.append(offset)
+        for t, place in zip(self.tensors, placement.places):
+            out.append(self._allocate({"image": None, "bytes": t["bytes"]}) if place is None else memory[place[0]])
+            offsets.append(0 if place is None else place[1])
         return out, offsets
 
     def _resource(self, tid: int):
@@ -201,7 +196,7 @@ class VulkanSession(Session):
 
     def _write(self, tid: int, array: np.ndarray) -> None:
         t = self.tensors[tid]
-        data = np.ascontiguousarray(array, dtype=texel_dtype(t) if t["image"] else t["dtype"])
+        data = np.ascontiguousarray(array, dtype=texel_dtype(t))
         if t["image"]:
             w, h, layers = t["image"]
             self.device.queue.write_texture(
@@ -217,7 +212,7 @@ class VulkanSession(Session):
 
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
-        stored = texel_dtype(t) if t["image"] else t["dtype"]
+        stored = texel_dtype(t)
         if t["image"]:
             w, h, layers = t["image"]
             raw = self.device.queue.read_texture(
@@ -289,9 +284,9 @@ class VulkanSession(Session):
             writable = [i for i in self._shared_buffers(args) if kernel["bindings"][i] == "buffer_read"]
             if writable:
                 key = (step["kernel"], tuple(writable))
-                if key not in self._copy_pipelines:
-                    self._copy_pipelines[key] = self._kernel_pipeline(kernel, writable)
-                pipeline, layout = self._copy_pipelines[key]
+                if key not in self._extra_pipelines:
+                    self._extra_pipelines[key] = self._kernel_pipeline(kernel, writable)
+                pipeline, layout = self._extra_pipelines[key]
             else:
                 pipeline, layout = self.pipelines[step["kernel"]]
             groups = tuple(g // l for g, l in zip(kernel["global"], kernel["local"]))
@@ -308,9 +303,9 @@ class VulkanSession(Session):
                 copy_bindings(s["image"], d["image"], dtype, texel),
                 self._shared_buffers(args),
             )
-            if source not in self._copy_pipelines:  # copies of the same shape share one pipeline
-                self._copy_pipelines[source] = self._pipeline(name, source, bindings)
-            pipeline, layout = self._copy_pipelines[source]
+            if source not in self._extra_pipelines:  # copies of the same shape share one pipeline
+                self._extra_pipelines[source] = self._pipeline(name, source, bindings)
+            pipeline, layout = self._extra_pipelines[source]
             groups = (gx, gy, 1)
         else:
             raise ValueError(f"unknown step {step['op']}")
