@@ -30,6 +30,7 @@ from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..storage import allocated_bytes, assign_storage
+from ..storage.lifetimes import half_texels
 from .artifact import Artifact
 
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -344,7 +345,7 @@ def export_program(
         "outputs": outputs,
     }
     for t in builder.tensors:
-        if t["image"] and texel == "float16" and t["dtype"] == "float32":  # (float16 tensors hold half texels anyway)
+        if t["image"] and half_texels(t["dtype"], texel):
             t["texel"] = texel
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {})

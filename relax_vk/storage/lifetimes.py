@@ -60,6 +60,12 @@ def image_bytes(image: Sequence[int], dtype: str) -> int:
     return math.prod(int(v) for v in image) * 4 * _ITEMSIZE[dtype]
 
 
+def half_texels(dtype: str, texel: str) -> bool:
+    """Whether a texture of ``dtype`` is stored in half texels when textures hold ``texel``
+    (``ScopeOptions(precision="fp16")``: float32 tensors; float16 ones hold half texels anyway)."""
+    return texel == "float16" and dtype == "float32"
+
+
 def texel_dtype(t: dict) -> str:
     """What a program tensor's texels are stored as: its ``texel`` (half storage of a float32
     tensor, ``ScopeOptions(precision="fp16")``) or its dtype."""

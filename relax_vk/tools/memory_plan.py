@@ -41,7 +41,7 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
 from ..storage import Lifetime, StoragePlan, plan_storage
-from ..storage.lifetimes import image_bytes
+from ..storage.lifetimes import half_texels, image_bytes
 
 
 @dataclass
@@ -155,7 +155,7 @@ def _entries_for(name: str, ty, kind: str, limits=None, is_output: bool = False,
     nbytes = tensor_bytes(shape, str(ty.dtype)) if shape is not None else 0
     image = list(scope.image_extents(shape).as_tuple()) if scope.is_texture and shape is not None else None
     reason = "" if scope.is_texture else _buffer_reason(kind, shape, str(ty.dtype), limits, is_output)
-    half = image is not None and texel == "float16" and str(ty.dtype) == "float32"
+    half = image is not None and half_texels(str(ty.dtype), texel)
     if half:
         nbytes = image_bytes(image, texel)
     return [TensorEntry(name, list(shape) if shape is not None else None, str(ty.dtype), scope.name, nbytes, image, kind, reason,
@@ -166,33 +166,12 @@ def _is_copy(value) -> bool:
     return isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.to_vdevice"
 
 
-def _module_limits(mod: tvm.IRModule):
-    from ..core.target import texture_limits
-
+def _module_target(mod: tvm.IRModule) -> Optional[tvm.target.Target]:
+    """The target of the module's first VDevice that has one (None: none has)."""
     for vdev in mod.global_infos["vdevice"] if "vdevice" in mod.global_infos else []:
         if vdev.target is not None:
-            return texture_limits(vdev.target)
+            return vdev.target
     return None
-
-
-def _max_alloc_bytes(mod: tvm.IRModule) -> Optional[int]:
-    """The largest allocation of the device the module's target describes (None: no target)."""
-    from ..core.target import target_limits
-
-    for vdev in mod.global_infos["vdevice"] if "vdevice" in mod.global_infos else []:
-        if vdev.target is not None:
-            return target_limits(vdev.target).max_alloc_bytes
-    return None
-
-
-def _private_pools(mod: tvm.IRModule) -> tuple:
-    """The pools the device of the module's target keeps unshared (core.target.private_pools)."""
-    from ..core.target import private_pools
-
-    for vdev in mod.global_infos["vdevice"] if "vdevice" in mod.global_infos else []:
-        if vdev.target is not None:
-            return private_pools(vdev.target)
-    return ()
 
 
 def _output_vars(func: relax.Function) -> set:
@@ -292,7 +271,10 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
     decision = recorded(mod) or decision
     result = MemoryPlan(scope_rule=decision.to_json() if decision is not None else None)
     functions = list(scoped_functions(mod))
-    limits = _module_limits(mod)
+    from ..core.target import private_pools, target_limits, texture_limits
+
+    target = _module_target(mod)
+    limits = texture_limits(target) if target is not None else None
     lifetimes: List[Lifetime] = []
     for gvar, func in functions:
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
@@ -330,7 +312,8 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
             result.texture_bytes += t.bytes
         else:
             result.buffer_bytes += t.bytes
-    result.storage = plan_storage(lifetimes, arena_limit=_max_alloc_bytes(mod), private=_private_pools(mod))
+    result.storage = plan_storage(lifetimes, arena_limit=target_limits(target).max_alloc_bytes if target is not None else None,
+                                  private=private_pools(target) if target is not None else ())  # fmt: skip
     for tid, obj in result.storage.assignment.items():
         result.tensors[tid].object = obj
     return result
