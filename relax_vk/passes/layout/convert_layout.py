@@ -31,15 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
-from ...core.scope import static_shape
-
-LANES = 4
+from .packing import LANES, _ceil4, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
 
 # name -> (zero_preserving: f(0) == 0, finite_total: finite inputs give finite outputs)
 UNARY = {
@@ -72,25 +69,6 @@ POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_po
 REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min"}
 
 
-def _ceil4(c: int) -> int:
-    return -(-c // LANES) * LANES
-
-
-def _shape(expr) -> Optional[tuple]:
-    ty = expr.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
-        return None
-    return static_shape(ty.shape.values)
-
-
-def _dtype(expr) -> str:
-    return str(expr.ty.dtype) if isinstance(expr.ty, relax.TensorType) else ""
-
-
-def _float(expr) -> bool:
-    return _dtype(expr) in ("float32", "float16")
-
-
 @dataclass
 class Packed:
     """A packed (N, C/4, H, W, 4) stand-in for a 4-D tensor with ``channels`` real channels whose
@@ -104,27 +82,6 @@ class Packed:
     @property
     def padded(self) -> bool:
         return self.channels % LANES != 0
-
-
-def pack_array(a: np.ndarray, pad_value: float = 0.0) -> np.ndarray:
-    """NCHW -> NCHW4c in numpy, padding channels to a multiple of 4 with ``pad_value``."""
-    n, c, h, w = a.shape
-    cp = _ceil4(c)
-    if cp != c:
-        a = np.concatenate([a, np.full((n, cp - c, h, w), pad_value, a.dtype)], axis=1)
-    return np.ascontiguousarray(a.reshape(n, cp // LANES, LANES, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def pack_weight_array(w: np.ndarray, in_channels: Optional[int] = None) -> np.ndarray:
-    """OIHW -> OIHW4o in numpy, zero-padding O to a multiple of 4 (and I to ``in_channels``)."""
-    o, i, kh, kw = w.shape
-    if in_channels is not None and in_channels != i:
-        w = np.concatenate([w, np.zeros((o, in_channels - i, kh, kw), w.dtype)], axis=1)
-        i = in_channels
-    op = _ceil4(o)
-    if op != o:
-        w = np.concatenate([w, np.zeros((op - o, i, kh, kw), w.dtype)], axis=0)
-    return np.ascontiguousarray(w.reshape(op // LANES, LANES, i, kh, kw).transpose(0, 2, 3, 4, 1))
 
 
 def _pack_map(n, c, h, w):
