@@ -123,13 +123,17 @@ class OpenCLSession(Session):
         memory = [self._allocate(a) if a is not None else None for a in placement.allocations]
         self.device_bytes = placement.device_bytes
         out = []
+        self.ranges = []  # per tensor (memory object, byte offset) for copies between buffers and images
         for t, place in zip(self.tensors, placement.places):
             if place is None:
                 out.append(self._allocate({"image": None, "bytes": t["bytes"]}))
+                self.ranges.append((out[-1], 0))
             elif placement.shared[place[0]] and not t["image"]:
                 out.append(memory[place[0]].get_sub_region(place[1], int(t["bytes"])))
+                self.ranges.append((memory[place[0]], int(place[1])))
             else:
                 out.append(memory[place[0]])
+                self.ranges.append((out[-1], 0))
         return out
 
     def _region(self, t: dict):
@@ -170,10 +174,14 @@ class OpenCLSession(Session):
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=int(s["bytes"]))
             cl.enqueue_copy(q, self._scratch, self.memory[src], offset=0, origin=(0, 0, 0), region=self._region(s))
             return cl.enqueue_copy(q, self.memory[dst], self._scratch, offset=0, origin=(0, 0, 0), region=self._region(d))
+        # a buffer side that is a sub-buffer of an arena is named by its arena and offset: copying
+        # between a sub-buffer and an image crashes pocl
         if d["image"]:
-            return cl.enqueue_copy(q, self.memory[dst], self.memory[src], offset=0, origin=(0, 0, 0), region=self._region(d))
+            buffer, offset = self.ranges[src]
+            return cl.enqueue_copy(q, self.memory[dst], buffer, offset=offset, origin=(0, 0, 0), region=self._region(d))
         if s["image"]:
-            return cl.enqueue_copy(q, self.memory[dst], self.memory[src], offset=0, origin=(0, 0, 0), region=self._region(s))
+            buffer, offset = self.ranges[dst]
+            return cl.enqueue_copy(q, buffer, self.memory[src], offset=offset, origin=(0, 0, 0), region=self._region(s))
         return cl.enqueue_copy(q, self.memory[dst], self.memory[src], byte_count=int(s["bytes"]))
 
     # ------------------------------------------------------------------- run

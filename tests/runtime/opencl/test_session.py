@@ -25,6 +25,18 @@ def test_examples_match_the_cpu_reference(name):
     assert sum(k["ms"] for k in session.last_profile) <= session.last_device_ms + 1e-9
 
 
+def test_copy_from_a_shared_arena_into_a_texture():
+    # the RFC registry's mixed consumers copy a conv output that shares a buffer arena into a
+    # texture; copying between an arena's sub-buffer and an image crashed pocl (a segfault)
+    mod = build_example("mixed-consumers")
+    artifact = relax_vk.build(mod, registry=relax_vk.rfc_registry()).artifact()
+    assert any(step["op"] == "copy" for step in artifact.program["steps"])
+    session = load(artifact, device="pocl")
+    inputs = random_inputs(mod)
+    for out, ref in zip(session.run(inputs), run_on_cpu(mod, inputs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_runs_reuse_memory_and_repeat_exactly():
     mod = build_example("conv-relu-pool")
     session = load(relax_vk.build(mod).artifact(), device="pocl")
