@@ -19,8 +19,9 @@ rewrites each such loop (its body: texture stores and ``Bind``s)::
     for l_s in range(4): <Binds that depend on l_s>; stage[l_s] = value(l_s); ...
     texture2d_store(img, x, y, z, bits, stage[0:4]); ...
 
-which writes each texel once with its four lanes. A texture store left inside any other loop
-shape raises an error naming the kernel rather than producing wrong code.
+which writes each texel once with its four lanes. A store of one scalar with no lane loop left
+(a constant fill) stores it broadcast to the four lanes. A texture store left inside any other
+loop shape raises an error naming the kernel rather than producing wrong code.
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ def _rewrite(node, kernel: str, counter: list):
         if then_case.same_as(node.then_case) and (else_case is None or else_case.same_as(node.else_case)):
             return node
         return S.IfThenElse(node.condition, then_case, else_case)
+    if _is_store(node) and node.value.args[-1].ty.dtype.lanes == 1:
+        # a texel of one value (a constant fill, whose lane loop the simplifier removed): broadcast
+        # it to the four lanes (OpenCL has no ``as_float4`` of a scalar)
+        args = list(node.value.args)
+        return S.Evaluate(tirx.call_intrin("handle", _STORE, *args[:-1], tirx.Broadcast(args[-1], 4)))
     return node
 
 

@@ -23,7 +23,9 @@ Calls are matched as follows (first match wins):
 Defaults: NCHW4c conv2d (data, weight and output texture-capable, weight as a ``WEIGHT``), NCHW4c
 max/avg/adaptive-avg pool2d (texture-capable), layout transforms (input and output each
 texture-capable), mean/sum/max/min (texture-capable, output synced with the input; only packed
-tensors are texturable, and the layout stage packs only spatial reductions). Users add or replace
+tensors are texturable, and the layout stage packs only spatial reductions and the channel
+reductions of token tensors), the packed token kernels (texel gather, batched matmul: operands
+and result texture-capable, synced). Users add or replace
 entries with :func:`register_op`. The RFC's listing keeps layout-transform inputs in buffers;
 :func:`rfc_registry` reproduces it.
 
@@ -47,6 +49,8 @@ RepSetSpec = Union[TensorRepSet, Sequence[TensorRepSet]]
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, TUPLE, OPAQUE = 0, 1, 2, 3, 4, 7, 8
 SOURCE_OP_ATTR = "relax_vk.source_op"
 REDUCTIONS = ("relax.mean", "relax.sum", "relax.max", "relax.min")
+#: the packed token kernels the layout stage emits (``relax_vk.legalize.tokens``)
+TOKEN_GATHER, TOKEN_MATMUL = "relax_vk.token_gather", "relax_vk.token_matmul"
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,9 @@ def _default_entries() -> List[OpRegistration]:
     layout = OpRegistration("relax.layout_transform", inputs=[ANY_SCOPE], outputs=[ANY_SCOPE])
     # spatial reductions of packed tensors (global pooling as ``mean``): the output follows the input
     reductions = [OpRegistration(name, inputs=ANY_SCOPE) for name in REDUCTIONS]
-    return [conv, *pools, layout, *reductions]
+    # token kernels: packed operands and result synced (the gather's int32 table is a buffer)
+    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_GATHER, TOKEN_MATMUL)]
+    return [conv, *pools, layout, *reductions, *tokens]
 
 
 _DEFAULT = OpRegistry(_default_entries())

@@ -142,7 +142,9 @@ class OpRepSets:
     def demand(self, registration: str = "", reason: str = "") -> "SiteDemand":
         """The serialisable summary the producer decision works from."""
         follow: List[int] = []
-        if self.sync_primary_io and self.primary is not None and self.outs:
+        # a neutral output (one that cannot be a texture, e.g. the [..., 1] statistics of a
+        # channel reduction) does not pull its inputs into a buffer, as in ``_sync``
+        if self.sync_primary_io and self.primary is not None and self.outs and self.outs[0].texturable:
             follow = list(range(len(self.args))) if self.sync_args else [self.primary]
         share = [i for i, t in enumerate(self.args) if t.texturable] if self.sync_args and not follow else []
         return SiteDemand(

@@ -13,8 +13,9 @@ Guarantees:
   (relu, clip/ReLU6, tanh, sigmoid, gelu, silu, ...), binary broadcast ops (per-channel biases
   ``(C,1,1)``/``(1,C,1,1)`` are packed, channel-broadcast and scalar operands broadcast in 5-D),
   concat and split (along channels when the boundaries are multiples of 4, or along H/W), pad
-  (spatial), max/avg/adaptive-avg pool2d, resize2d, and mean/sum/max/min over H/W (with
-  keepdims, or over both without: global pooling);
+  (spatial), max/avg/adaptive-avg pool2d, resize2d, mean/sum/max/min over H/W (with
+  keepdims, or over both without: global pooling) and over the channels of an unpadded tensor
+  (channels-first LayerNorm statistics, a plain (N, 1, H, W) result);
 * ``layout_transform`` (and a ``strided_slice`` dropping channel padding) remains only where a
   packed tensor meets an op without a packed form, or leaves the dataflow block (model outputs),
   and packing transforms only where a model input or NCHW tensor meets a packed op. A tensor is
@@ -36,7 +37,8 @@ import tvm_ffi
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
-from .packing import LANES, _ceil4, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
+from .token_layout import REARRANGE, TokenOps, Tokens
+from .packing import LANES, _ceil4, _pack_map, _unpack_map, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
 
 # name -> (zero_preserving: f(0) == 0, finite_total: finite inputs give finite outputs)
 UNARY = {
@@ -67,6 +69,8 @@ BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "rela
 BINARY_SAFE_ON_PADDING = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum"}
 POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
 REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min"}
+#: ops the token layout converts from NCHW4c maps or plain tensors (``token_layout``)
+TOKEN_ENTRIES = REARRANGE | {"relax.matmul", "relax.nn.layer_norm"}
 
 
 @dataclass
@@ -82,14 +86,6 @@ class Packed:
     @property
     def padded(self) -> bool:
         return self.channels % LANES != 0
-
-
-def _pack_map(n, c, h, w):
-    return (n, c // LANES, h, w, c % LANES)
-
-
-def _unpack_map(n, c, h, w, b):
-    return (n, c * LANES + b, h, w)
 
 
 def _pack_nhwc_map(n, h, w, c):
@@ -109,10 +105,14 @@ def _weight_map(o, i, h, w):
 
 
 @relax.expr_functor.mutator
-class _Packer(relax.PyExprMutator):
+class _Packer(relax.PyExprMutator, TokenOps):
+    Packed, UNARY, BINARY, REDUCE = Packed, UNARY, BINARY, REDUCE
+
     def __init__(self, mod):
         super().__init__(mod)
         self.packed: Dict[relax.Var, Packed] = {}
+        self.tokens: Dict[relax.Var, Tokens] = {}
+        self.bound: Dict[relax.Var, relax.Expr] = {}  # every binding's original value
         self.packed_tuples: Dict[relax.Var, List[Packed]] = {}
         self.literal_tuples: Dict[relax.Var, relax.Tuple] = {}  # tuple literals holding packed fields
         self.materialized: set = set()
@@ -124,7 +124,7 @@ class _Packer(relax.PyExprMutator):
         self.builder_._begin_dataflow_block()
         self.in_dataflow = True
         self.packed, self.packed_tuples, self.materialized, self.pending = {}, {}, set(), []
-        self.literal_tuples = {}
+        self.literal_tuples, self.tokens = {}, {}
         for binding in block.bindings:
             self.visit_binding(binding)
         for var in self.pending:  # block outputs leave in NCHW
@@ -137,6 +137,7 @@ class _Packer(relax.PyExprMutator):
         if not self.in_dataflow:
             return super().visit_var_binding_(binding)
         var, value = binding.var, binding.value
+        self.bound[var] = value
         result = None
         if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
             result = self._convert(value)
@@ -158,15 +159,34 @@ class _Packer(relax.PyExprMutator):
             return
         if isinstance(result, Packed):
             self.packed[var] = result
+        elif isinstance(result, Tokens):
+            self.tokens[var] = result
         elif isinstance(result, list):
             self.packed_tuples[var] = result
         else:
             for used in relax.analysis.free_vars(value):
-                if (used in self.packed or used in self.packed_tuples or used in self.literal_tuples) and used not in self.materialized:
+                if self._stands_in(used) and used not in self.materialized:
                     self._materialize(used)
             return super().visit_var_binding_(binding)
         if not isinstance(var, relax.DataflowVar):
             self.pending.append(var)
+
+    def _stands_in(self, var) -> bool:
+        """Whether ``var``'s binding was replaced by a packed stand-in (its plain value unbound)."""
+        return var in self.packed or var in self.packed_tuples or var in self.literal_tuples or var in self.tokens
+
+    def _plain_use(self, var) -> None:
+        # a plain use of a stand-in that no conversion claimed: unpack it first
+        if self.in_dataflow and self._stands_in(var) and var not in self.materialized:
+            self._materialize(var)
+
+    def visit_var_(self, var):
+        self._plain_use(var)
+        return super().visit_var_(var)
+
+    def visit_dataflow_var_(self, var):
+        self._plain_use(var)
+        return super().visit_dataflow_var_(var)
 
     # ----------------------------------------------------- pack / unpack
     def _emit(self, expr, name: str = "") -> relax.Var:
@@ -196,6 +216,10 @@ class _Packer(relax.PyExprMutator):
         if var in self.packed_tuples:
             fields = [self._emit(self._unpack_expr(p)) for p in self.packed_tuples[var]]
             expr = relax.Tuple(fields)
+        elif var in self.packed:
+            expr = self._unpack_expr(self.packed[var])
+        elif var in self.tokens:
+            expr = self._unpack_tokens(self.tokens[var])
         else:
             expr = self._unpack_expr(self.packed[var])
         self.set_var_remap(var, self._bind(var, expr))
@@ -227,9 +251,17 @@ class _Packer(relax.PyExprMutator):
             self.packed[expr] = packed
         return packed
 
-    def _source(self, expr) -> Optional[Packed]:
-        """The packed stand-in of ``expr``, whatever its logical layout."""
-        return self.packed.get(expr) if isinstance(expr, relax.Var) else None
+    def _source(self, expr, layout: str = "NCHW") -> Optional[Packed]:
+        """The packed stand-in of ``expr``, whatever its logical layout (a token view of a
+        ``[1, C, H, W]`` tensor, ``[1, H, W, C]`` for ``layout="NHWC"``, becomes an NCHW4c map)."""
+        if not isinstance(expr, relax.Var):
+            return None
+        found = self.packed.get(expr)
+        if found is None and expr in self.tokens:
+            found = self._tokens_as_map(self.tokens[expr], layout)
+            if found is not None:
+                self.packed[expr] = found
+        return found
 
     def _nchw_source(self, expr) -> Optional[Packed]:
         """The packed stand-in of ``expr`` when it is logically NCHW: ops whose attributes name
@@ -239,6 +271,16 @@ class _Packer(relax.PyExprMutator):
 
     # ------------------------------------------------------------ ops
     def _convert(self, call: relax.Call):
+        if self._touches_tokens(call):
+            result = self._token_convert(call)
+            if result is not None:
+                return result
+        result = self._convert_packed(call)
+        if result is None and call.op.name in TOKEN_ENTRIES:
+            result = self._token_convert(call)
+        return result
+
+    def _convert_packed(self, call: relax.Call):
         name = call.op.name
         if name == "relax.nn.conv2d":
             return self._conv2d(call)
@@ -282,7 +324,7 @@ class _Packer(relax.PyExprMutator):
         else:
             return None
         # a packed stand-in serves a conv in either layout: the NCHW4c form is the same
-        packed_data = self._source(data) or self._pack(data, layout=data_layout)
+        packed_data = self._source(data, data_layout) or self._pack(data, layout=data_layout)
         if packed_data is None:
             return None
         # a plain conv pads its weight's input channels with zeros; a depthwise one has one input
@@ -473,9 +515,15 @@ class _Packer(relax.PyExprMutator):
         if src is None or call.attrs.axis is None:
             return None
         axes = sorted({int(x) % 4 for x in call.attrs.axis})
+        make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
+        if axes == [1] and not src.padded:
+            # a channel reduction (a channels-first LayerNorm's statistics): over the packed
+            # channels and lanes; the (N, 1, H, W) result is a plain value
+            n, _, h, w, _ = _shape(src.var)
+            stat = self._emit(make(src.var, [1, 4], keepdims=True))
+            return relax.op.reshape(stat, (n, 1, h, w) if bool(call.attrs.keepdims) else (n, h, w))
         if not axes or any(x not in (2, 3) for x in axes):
             return None
-        make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
         reduced = Packed(self._emit(make(src.var, axes, keepdims=True)), src.channels, src.clean)
         if bool(call.attrs.keepdims):
             return reduced
@@ -490,14 +538,20 @@ class _Packer(relax.PyExprMutator):
 def ConvertToPackedLayout() -> tvm.transform.Pass:
     """Pack NCHW tensors into NCHW4c through the whole network (see module docstring)."""
 
-    def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
-        out = _Packer(mod).visit_expr(func)
-        # invariant: packing is internal; the function's signature (its result type) never changes
-        if not tvm_ffi.structural_equal(out.body.ty, func.body.ty):
-            raise RuntimeError(
-                f"relax_vk internal error: packing changed a function's result type from {func.body.ty} "
-                f"to {out.body.ty}; please report it with the model"
-            )
-        return out
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        packer = _Packer(mod)
+        for gvar, func in list(mod.functions.items()):
+            if not isinstance(func, relax.Function):
+                continue
+            out = packer.visit_expr(func)
+            # invariant: packing is internal; the function's signature (its result type) never changes
+            if not tvm_ffi.structural_equal(out.body.ty, func.body.ty):
+                raise RuntimeError(
+                    f"relax_vk internal error: packing changed a function's result type from {func.body.ty} "
+                    f"to {out.body.ty}; please report it with the model"
+                )
+            packer.builder_.update_func(gvar, out)
+        # the token kernels (``call_te``) were added to the builder's module
+        return packer.builder_.get()
 
-    return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.ConvertToPackedLayout")
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.ConvertToPackedLayout")

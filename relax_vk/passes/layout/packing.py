@@ -51,3 +51,11 @@ def pack_weight_array(w: np.ndarray, in_channels: Optional[int] = None) -> np.nd
     if op != o:
         w = np.concatenate([w, np.zeros((op - o, i, kh, kw), w.dtype)], axis=0)
     return np.ascontiguousarray(w.reshape(op // LANES, LANES, i, kh, kw).transpose(0, 2, 3, 4, 1))
+
+
+def _pack_map(n, c, h, w):
+    return (n, c // LANES, h, w, c % LANES)
+
+
+def _unpack_map(n, c, h, w, b):
+    return (n, c * LANES + b, h, w)

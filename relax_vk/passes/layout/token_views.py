@@ -14,7 +14,8 @@ logical shape, the base element it is (a flat index ``m * C + c``). Rearrangemen
 the table (:func:`apply_op`); when a computation needs the view as a packed tensor of its own,
 :func:`texel_sources` says whether it can be gathered texel by texel (each group of four
 consecutive view elements along its last axis is one whole base texel, lanes in order) and from
-which texels. Invariant (checked in ``__post_init__``): the table has the view's shape and indexes
+which texels; any other view is gathered element by element (:func:`element_table`, its last
+axis padded with zeros to a multiple of 4). Invariant (checked in ``__post_init__``): the table has the view's shape and indexes
 inside the base.
 """
 
@@ -170,3 +171,17 @@ def row_gather(view: TokenView, sources: Tuple[np.ndarray, np.ndarray]) -> Optio
     if not (rows == rows[:, :1]).all():
         return None
     return rows[:, 0]
+
+
+def element_table(view: TokenView, transpose_last: bool = False) -> np.ndarray:
+    """The element-gather table of the view's own packed form (its last axis padded to a
+    multiple of 4): ``(C'/4, M', 4)`` int32, each entry a base flat index or -1 (a zero lane)."""
+    e = view.indices()
+    if transpose_last:
+        e = np.swapaxes(e, -1, -2)
+    last = e.shape[-1]
+    padded = -(-last // LANES) * LANES
+    rows = e.reshape(-1, last)
+    if padded != last:
+        rows = np.concatenate([rows, np.full((rows.shape[0], padded - last), -1, rows.dtype)], axis=1)
+    return np.ascontiguousarray(rows.reshape(rows.shape[0], padded // LANES, LANES).transpose(1, 0, 2)).astype("int32")

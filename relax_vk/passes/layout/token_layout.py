@@ -1,0 +1,503 @@
+"""The packed token layout: how ConvertToPackedLayout carries transformer tensors in texels.
+
+Token tensors (``[..., C]``, ``C`` a multiple of 4) are packed as ``(1, C/4, 1, M, 4)``
+(:mod:`.token_views`). :class:`TokenOps` is the part of the layout stage's mutator that converts
+ops on them; a value it handles is a :class:`Tokens` stand-in: a packed base and a view of it.
+
+Entry points (a plain tensor is packed here): ``matmul`` by a constant ``[C, O]`` weight (a Linear:
+it becomes an NCHW4c 1x1 conv on the ``[1, C, 1, M]`` map, scheduled and tuned as one) and
+``layer_norm`` over the last axis. NCHW4c maps of batch 1 turn into token views when a rearranging
+op reads them (patch embeddings, ConvNeXt's NHWC blocks, MobileViT's unfold), and token views
+whose logical shape is ``[1, C, H, W]`` turn back into NCHW4c maps when a conv or pool reads them.
+
+Carried through: reshape, squeeze, expand_dims, permute_dims, strided_slice, broadcast_to and take
+of constant indices (only the view's index table changes; nothing runs); unary elementwise ops;
+binary ops, comparisons and ``where`` with a token operand (the others token tensors,
+constants, or per-token or per-channel vectors; bool and int results are packed too); LayerNorm and softmax over the last axis (decomposed into packed channel
+reductions, whose ``[..., 1]`` statistics are small buffers); mean/sum/max/min over the last axis
+or over every token; batched matmul of two token tensors, ``B`` used as it is stored or transposed
+(the :func:`~relax_vk.legalize.tokens.token_matmul` kernel); concat along the last axis (or the
+outermost non-unit one). A view is gathered into a packed tensor of its own
+(:func:`~relax_vk.legalize.tokens.token_gather`, or ``take`` of whole rows) when a computation reads
+it and its texels are whole base texels; everything else reads the tensor unpacked.
+
+Padding lanes never occur: only tensors whose last axis is a multiple of 4 are token-packed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import tvm
+from tvm import relax, topi
+from tvm.ir.expr import GenericConst
+
+from ...legalize import tokens as kernels
+from .packing import LANES, _float, _pack_map, _shape, _unpack_map, pack_weight_array
+from .token_views import TokenView, apply_op, element_table, identity, nchw_view, row_gather, texel_sources
+
+#: rearranging ops: only the view's table changes
+REARRANGE = {
+    "relax.reshape",
+    "relax.squeeze",
+    "relax.expand_dims",
+    "relax.flatten",
+    "relax.permute_dims",
+    "relax.strided_slice",
+    "relax.broadcast_to",
+    "relax.take",
+}
+#: elementwise ops carried on token tensors besides the packed layout's unary and binary ones
+#: (results of any dtype: a bool or int token tensor is packed too, and stays a buffer)
+TOKEN_UNARY = {"relax.astype", "relax.full_like", "relax.zeros_like", "relax.ones_like", "relax.logical_not", "relax.isnan", "relax.isinf"}
+TOKEN_ELEMENTWISE = {
+    "relax.equal", "relax.not_equal", "relax.less", "relax.less_equal", "relax.greater", "relax.greater_equal",
+    "relax.logical_and", "relax.logical_or", "relax.where",
+}  # fmt: skip
+#: largest constant (elements) broadcast to a token tensor's full shape and packed
+MAX_PACKED_CONSTANT = 1 << 22
+
+
+@dataclass
+class Tokens:
+    """The stand-in of a logical tensor: ``view`` over the packed base ``var`` (``(1, cols/4, 1,
+    rows, 4)``)."""
+
+    var: relax.Var
+    view: TokenView
+
+    @property
+    def shape(self):
+        return self.view.shape
+
+
+def _ints(expr) -> list:
+    values = expr.fields if isinstance(expr, relax.Tuple) else expr
+    return [int(getattr(getattr(v, "value", v), "value", getattr(v, "value", v))) for v in values]
+
+
+def _as_tokens_array(array: np.ndarray) -> np.ndarray:
+    """A logical ``[..., C]`` array packed to ``(1, C/4, 1, M, 4)`` in numpy."""
+    c = array.shape[-1]
+    rows = array.reshape(-1, c // LANES, LANES)
+    return np.ascontiguousarray(rows.transpose(1, 0, 2)[None, :, None])
+
+
+class TokenOps:
+    """The token-layout half of the layout stage's mutator (mixed into it; uses its ``_emit``,
+    ``packed`` table of NCHW4c stand-ins and ``Packed`` class)."""
+
+    tokens: dict
+
+    # --------------------------------------------------------------- stand-ins
+    def _tokens_of(self, expr) -> Optional[Tokens]:
+        """The token stand-in of ``expr``: its own, or an NCHW4c map of batch 1 seen as tokens."""
+        if not isinstance(expr, relax.Var):
+            return None
+        found = self.tokens.get(expr)
+        if found is not None:
+            return found
+        packed = self.packed.get(expr)
+        if packed is None or packed.padded:
+            return None
+        shape = _shape(packed.var)
+        if shape is None or len(shape) != 5 or shape[0] != 1:
+            return None
+        _, c4, h, w, _ = shape
+        base = self._reshape_packed(packed.var, (1, c4, 1, h * w, LANES))
+        channels = c4 * LANES
+        view = nchw_view(channels, h, w) if packed.layout == "NCHW" else identity((1, h, w, channels))
+        found = Tokens(base, view)
+        self.tokens[expr] = found
+        return found
+
+    def _pack_tokens(self, expr) -> Optional[Tokens]:
+        """A plain tensor ``[..., C]`` (C a multiple of 4) packed as tokens."""
+        shape = _shape(expr)
+        if shape is None or len(shape) < 2 or shape[-1] % LANES:
+            return None
+        if isinstance(expr, GenericConst):
+            return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), identity(shape))
+        c, rows = shape[-1], math.prod(shape[:-1])
+        x = self._emit(relax.op.reshape(self.visit_expr(expr), (rows, c)))
+        x = self._emit(relax.op.reshape(self._emit(relax.op.permute_dims(x, [1, 0])), (1, c, 1, rows)))
+        return Tokens(self._emit(relax.op.layout_transform(x, _pack_map)), identity(shape))
+
+    def _realize(self, t: Tokens, transpose_last: bool = False, pad: bool = False) -> Optional[relax.Var]:
+        """A packed tensor holding exactly the view (or the view with its last two axes swapped):
+        the base itself, a texel gather, or an element gather. A view whose last axis is not a
+        multiple of 4 is only realized with ``pad`` (zero lanes: fit for a matmul's operands, not
+        for ops that reduce or divide along that axis)."""
+        view = t.view
+        if view.is_identity and not transpose_last:
+            return t.var
+        sources = texel_sources(view, transpose_last)
+        if sources is not None:
+            row_of, texel_of = sources
+            rows = row_gather(view, sources)
+            if rows is not None and rows.size == view.rows and np.array_equal(rows, np.arange(view.rows)):
+                return t.var
+            # one kernel for every gather (a ``take`` with a data-dependent index would be an
+            # opaque kernel, which the registry keeps in buffers)
+            table = relax.const(np.ascontiguousarray((texel_of * view.rows + row_of).T).astype("int32"))
+            return self._emit_te(kernels.token_gather, [t.var, table], "token_gather", kernels.GATHER_OP)
+        shape = view.shape
+        last = shape[-2] if transpose_last else shape[-1]
+        if len(shape) < (2 if transpose_last else 1) or (last % LANES and not pad):
+            return None
+        table = relax.const(element_table(view, transpose_last))
+        return self._emit_te(
+            kernels.token_element_gather, [t.var, table], "token_element_gather", kernels.GATHER_OP, cols=view.cols
+        )
+
+    def _reshape_packed(self, x: relax.Expr, shape: Sequence[int]) -> relax.Var:
+        """A reshape of a packed tensor as a kernel (``relax.reshape`` is a buffer view, which a
+        texture cannot be: its image extents change)."""
+        return self._emit(self.builder_.call_te(topi.reshape, x, list(shape), primfunc_name_hint="packed_reshape"))
+
+    def _emit_te(self, func, args: Sequence[relax.Expr], name: str, op: str, **kwargs) -> relax.Var:
+        return self._emit(self.builder_.call_te(func, *args, primfunc_name_hint=name, primfunc_attrs=kernels.attrs(op), **kwargs))
+
+    def _identity_of(
+        self, expr, shape: Optional[Sequence[int]] = None, pad: bool = False, transpose_last: bool = False, texels_only: bool = False
+    ) -> Optional[relax.Var]:
+        """``expr`` as a packed tensor of its own (broadcast to ``shape`` first when given; with
+        ``transpose_last``, of its transpose; ``texels_only``: only when no element gather is
+        needed). None when it is no token tensor or cannot be realized."""
+        t = self._tokens_of(expr)
+        if t is None:
+            return None
+        if shape is not None and tuple(t.shape) != tuple(shape):
+            try:
+                view = t.view.with_table(np.broadcast_to(t.view.indices(), tuple(shape)))
+            except ValueError:
+                return None
+            if view is None:
+                return None
+            t = Tokens(t.var, view)
+        if texels_only and not (t.view.is_identity and not transpose_last) and texel_sources(t.view, transpose_last) is None:
+            return None
+        return self._realize(t, transpose_last, pad)
+
+    def _unpack_tokens(self, t: Tokens) -> relax.Expr:
+        """The plain (unpacked) logical value of a stand-in."""
+        view = t.view
+        # (1, C/4, 1, M, 4) -> [1, C, 1, M] by the layout transform (which may read a texture),
+        # then plain reshapes and permutes of the buffer
+        x = self._emit(relax.op.layout_transform(t.var, _unpack_map))
+        x = self._emit(relax.op.permute_dims(self._emit(relax.op.reshape(x, (view.cols, view.rows))), [1, 0]))
+        if view.is_identity:
+            return relax.op.reshape(x, view.shape)
+        flat = self._emit(relax.op.reshape(x, (view.rows * view.cols,)))
+        return relax.op.take(flat, relax.const(view.table.astype("int32")), axis=0)
+
+    def _tokens_as_map(self, t: Tokens, layout: str):
+        """A token view of logical ``[1, C, H, W]`` (NCHW) or ``[1, H, W, C]`` (NHWC) as an NCHW4c
+        map ``(1, C/4, H, W, 4)`` (a ``Packed``), or None."""
+        shape = t.shape
+        if len(shape) != 4 or shape[0] != 1:
+            return None
+        if layout == "NCHW":
+            _, c, h, w = shape
+            table = t.view.indices().transpose(0, 2, 3, 1)
+        else:
+            _, h, w, c = shape
+            table = t.view.indices()
+        if c % LANES:
+            return None
+        view = t.view.with_table(table)
+        flat = self._realize(Tokens(t.var, view)) if view is not None else None
+        if flat is None:
+            return None
+        return self.Packed(self._reshape_packed(flat, (1, c // LANES, h, w, LANES)), c, True, layout)
+
+    # ------------------------------------------------------------- dispatch
+    def _touches_tokens(self, call: relax.Call) -> bool:
+        for arg in call.args:
+            fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
+            if any(isinstance(f, relax.Var) and f in self.tokens for f in fields):
+                return True
+        return False
+
+    def _token_convert(self, call: relax.Call):
+        name = call.op.name
+        if name in REARRANGE:
+            return self._token_rearrange(call)
+        if name == "relax.matmul":
+            return self._token_matmul(call)
+        if name == "relax.nn.layer_norm":
+            return self._token_layer_norm(call)
+        if name == "relax.nn.softmax":
+            return self._token_softmax(call)
+        if name in self.UNARY or name in TOKEN_UNARY:
+            return self._token_unary(call)
+        if name in self.BINARY or name in TOKEN_ELEMENTWISE:
+            return self._token_elementwise(call)
+        if name in self.REDUCE:
+            return self._token_reduce(call)
+        if name == "relax.concat":
+            return self._token_concat(call)
+        return None
+
+    # ------------------------------------------------------------- ops
+    def _token_rearrange(self, call: relax.Call):
+        t = self._tokens_of(call.args[0])
+        out_shape = _shape(call)
+        if t is None or out_shape is None:
+            return None
+        name = call.op.name
+        if name in ("relax.reshape", "relax.squeeze", "relax.expand_dims", "relax.flatten"):
+            view = apply_op(t.view, "reshape", shape=out_shape)
+        elif name == "relax.permute_dims":
+            axes = call.attrs.axes
+            view = apply_op(t.view, "permute_dims", axes=None if axes is None else [int(a) for a in axes])
+        elif name == "relax.broadcast_to":
+            view = apply_op(t.view, "broadcast_to", shape=out_shape)
+        elif name == "relax.strided_slice":
+            axes, begin, end = (_ints(a) for a in call.args[1:4])
+            strides = _ints(call.args[4]) if len(call.args) > 4 else [1] * len(axes)
+            view = apply_op(t.view, "strided_slice", axes=axes, begin=begin, end=end, strides=strides)
+        else:  # take
+            if not isinstance(call.args[1], GenericConst) or str(call.attrs.mode) not in ("fast", "clip", "wrap", "None"):
+                return None
+            view = apply_op(t.view, "take", indices=call.args[1].value.numpy(), axis=int(call.attrs.axis or 0))
+        if view is None or tuple(view.shape) != tuple(out_shape):
+            return None
+        return Tokens(t.var, view)
+
+    def _token_unary(self, call: relax.Call):
+        src = self._identity_of(call.args[0])
+        if src is None:
+            return self._token_transposed(call)
+        args = [src] + [self.visit_expr(x) for x in call.args[1:]]
+        return Tokens(self._emit(relax.Call(call.op, args, call.attrs, call.ty_args)), identity(_shape(call)))
+
+    def _token_transposed(self, call: relax.Call):
+        """An elementwise op whose token operands are transposed views (``k.transpose(-2, -1) *
+        scale``): computed on their transposes, the result a transposed view of it. Other
+        operands must be scalars."""
+        out_shape = _shape(call)
+        if out_shape is None or len(out_shape) < 2 or out_shape[-2] % LANES:
+            return None
+        args = []
+        for arg in call.args:
+            t = self._tokens_of(arg) if isinstance(arg, relax.Var) else None
+            if t is not None:
+                if tuple(t.shape) != tuple(out_shape):
+                    return None
+                realized = self._realize(t, transpose_last=True)
+                if realized is None:
+                    return None
+                args.append(realized)
+                continue
+            shape = _shape(arg)
+            if shape is None or math.prod(shape) != 1:
+                return None
+            args.append(self.visit_expr(arg))
+        swapped = tuple(out_shape[:-2]) + (out_shape[-1], out_shape[-2])
+        result = self._emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+        view = identity(swapped)
+        return Tokens(result, view.with_table(np.swapaxes(view.indices(), -1, -2)))
+
+    def _token_operand(self, expr, out_shape) -> Optional[relax.Expr]:
+        """An operand of a binary op whose result is the token tensor ``out_shape``, in a form that
+        broadcasts against ``(1, C/4, 1, M, 4)``."""
+        if isinstance(expr, relax.Var) and (expr in self.tokens or expr in self.packed):
+            return self._identity_of(expr, out_shape)
+        shape = _shape(expr)
+        if shape is None or len(shape) > len(out_shape):
+            return None
+        full = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+        c, rows = out_shape[-1], math.prod(out_shape[:-1])
+        if math.prod(full) == 1:  # a scalar
+            return relax.const(expr.value.numpy().reshape(())) if isinstance(expr, GenericConst) else self._emit(
+                relax.op.reshape(self.visit_expr(expr), ())
+            )
+        if all(d == 1 for d in full[:-1]) and full[-1] == c:  # per channel
+            form = (1, c // LANES, 1, 1, LANES)
+        elif full[-1] == 1 and full[:-1] == tuple(out_shape[:-1]):  # per token
+            form = (1, 1, 1, rows, 1)
+        elif isinstance(expr, GenericConst):
+            if math.prod(out_shape) > MAX_PACKED_CONSTANT:
+                return None
+            try:
+                array = np.broadcast_to(expr.value.numpy().reshape(full), tuple(out_shape))
+            except ValueError:
+                return None
+            return relax.const(_as_tokens_array(np.ascontiguousarray(array)))
+        elif full == tuple(out_shape):
+            packed = self._pack_tokens(expr)
+            return packed.var if packed is not None else None
+        else:
+            return None
+        if isinstance(expr, GenericConst):
+            return relax.const(np.ascontiguousarray(expr.value.numpy()).reshape(form))
+        return self._emit(relax.op.reshape(self.visit_expr(expr), form))
+
+    def _token_elementwise(self, call: relax.Call):
+        out_shape = _shape(call)
+        if out_shape is None or len(out_shape) < 2 or out_shape[-1] % LANES:
+            return None
+        operands = [self._token_operand(x, out_shape) for x in call.args]
+        if any(x is None for x in operands):
+            return self._token_transposed(call)
+        return Tokens(self._emit(relax.Call(call.op, operands, call.attrs, call.ty_args)), identity(out_shape))
+
+    def _token_input(self, expr) -> Optional[relax.Var]:
+        """A packed tensor for an entry op's data: its stand-in, or the plain tensor packed here
+        when it is a sequence (more than one token)."""
+        src = self._identity_of(expr)
+        if src is not None:
+            return src
+        if isinstance(expr, relax.Var) and (expr in self.tokens or expr in self.packed):
+            return None
+        shape = _shape(expr)
+        if shape is None or len(shape) < 2 or math.prod(shape[:-1]) < 2 or isinstance(expr, GenericConst):
+            return None
+        packed = self._pack_tokens(expr)
+        return packed.var if packed is not None else None
+
+    def _token_matmul(self, call: relax.Call):
+        a, b = call.args
+        out_shape, a_shape, b_shape = _shape(call), _shape(a), _shape(b)
+        if None in (out_shape, a_shape, b_shape) or len(a_shape) < 2 or len(b_shape) < 2:
+            return None
+        if not (_float(a) and _float(b)):
+            return None
+        matrix = self._constant_matrix(b)
+        if matrix is not None:  # a Linear: a 1x1 conv on [1, C, 1, M]
+            if math.prod(out_shape[:-1]) != math.prod(a_shape[:-1]) or matrix.shape[1] % LANES or matrix.shape[0] % LANES:
+                return None  # the weight's batch axes broadcast the data: not one Linear
+            src = self._token_input(a)
+            if src is None:
+                return None
+            weight = matrix.T.reshape(matrix.shape[1], matrix.shape[0], 1, 1)
+            out_dtype = str(call.attrs.out_dtype) if str(call.attrs.out_dtype) not in ("", "void", "None") else None
+            conv = relax.op.nn.conv2d(
+                src, relax.const(pack_weight_array(weight)), 1, 0, 1, 1, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
+            )
+            return Tokens(self._emit(conv), identity(out_shape))
+        ta, tb = self._tokens_of(a), self._tokens_of(b)
+        if ta is None or tb is None:
+            return None
+        lead = tuple(out_shape[:-2])
+        rows, inner, cols = a_shape[-2], a_shape[-1], b_shape[-1]
+        lhs = self._identity_of(a, lead + (rows, inner), pad=True)
+        rhs = self._identity_of(b, lead + (inner, cols), pad=True, texels_only=True)
+        transpose_b = rhs is None
+        if transpose_b:
+            rhs = self._identity_of(b, lead + (inner, cols), pad=True, transpose_last=True)
+        if lhs is None or rhs is None:
+            return None
+        result = self._emit_te(
+            kernels.token_matmul, [lhs, rhs], "token_matmul", kernels.MATMUL_OP,
+            rows=rows, inner=inner, cols=cols, transpose_b=transpose_b,
+        )
+        padded = -(-cols // LANES) * LANES
+        base = identity(tuple(out_shape[:-1]) + (padded,))
+        if padded == cols:
+            return Tokens(result, base)
+        return Tokens(result, base.with_table(base.indices()[..., :cols]))  # the padding lanes unused
+
+    def _constant_matrix(self, expr) -> Optional[np.ndarray]:
+        """The ``[C, O]`` weight of a Linear: a 2-D constant, or one broadcast over batch axes
+        (``nn.MultiheadAttention``'s projections are batched matmuls by ``broadcast_to(W)``)."""
+        if isinstance(expr, relax.Var) and isinstance(self.bound.get(expr), relax.Call):
+            value = self.bound[expr]
+            if isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.broadcast_to":
+                expr = value.args[0]
+        if not isinstance(expr, GenericConst) or not _float(expr):
+            return None
+        array = expr.value.numpy()
+        if array.ndim < 2:
+            return None
+        flat = array.reshape(-1, *array.shape[-2:])
+        return flat[0] if (flat == flat[:1]).all() else None
+
+    def _channel_stat(self, make, x: relax.Var) -> relax.Var:
+        """A reduction over the packed channels (``[..., 1]`` statistics, ``(1, 1, 1, M, 1)``)."""
+        return self._emit(make(x, [1, 4], keepdims=True))
+
+    def _token_layer_norm(self, call: relax.Call):
+        x, gamma, beta = call.args
+        shape = _shape(x)
+        if shape is None or len(shape) < 2 or shape[-1] % LANES or not _float(x):
+            return None
+        axes = [int(a) % len(shape) for a in call.attrs.axes]
+        if axes != [len(shape) - 1]:
+            return None
+        src = self._token_input(x)
+        if src is None:
+            return None
+        scale = self._token_operand(gamma, shape) if bool(call.attrs.scale) else None
+        center = self._token_operand(beta, shape) if bool(call.attrs.center) else None
+        if (bool(call.attrs.scale) and scale is None) or (bool(call.attrs.center) and center is None):
+            return None
+        dtype = str(x.ty.dtype)
+        centered = self._emit(relax.op.subtract(src, self._channel_stat(relax.op.mean, src)))
+        variance = self._channel_stat(relax.op.mean, self._emit(relax.op.multiply(centered, centered)))
+        eps = relax.const(np.array(float(call.attrs.epsilon), dtype))
+        inv = self._emit(relax.op.rsqrt(self._emit(relax.op.add(variance, eps))))
+        out = self._emit(relax.op.multiply(centered, inv))
+        if scale is not None:
+            out = self._emit(relax.op.multiply(out, scale))
+        if center is not None:
+            out = self._emit(relax.op.add(out, center))
+        return Tokens(out, identity(shape))
+
+    def _token_softmax(self, call: relax.Call):
+        shape = _shape(call)
+        if shape is None or int(call.attrs.axis) % len(shape) != len(shape) - 1:
+            return None
+        src = self._identity_of(call.args[0])
+        if src is None:
+            return None
+        shifted = self._emit(relax.op.subtract(src, self._channel_stat(relax.op.max, src)))
+        exp = self._emit(relax.op.exp(shifted))
+        out = self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp)))
+        return Tokens(out, identity(shape))
+
+    def _token_reduce(self, call: relax.Call):
+        t = self._tokens_of(call.args[0])
+        out_shape = _shape(call)
+        if t is None or out_shape is None or call.attrs.axis is None:
+            return None
+        rank = len(t.shape)
+        axes = sorted({int(a) % rank for a in call.attrs.axis})
+        make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
+        if axes == [rank - 1]:  # per token: small statistics, a plain value
+            src = self._identity_of(call.args[0])
+            if src is None:
+                return None
+            return relax.op.reshape(self._channel_stat(make, src), out_shape)
+        kept = [d for i, d in enumerate(t.shape[:-1]) if i not in axes]
+        if rank - 1 in axes or any(d != 1 for d in kept):
+            return None
+        src = self._identity_of(call.args[0])  # every token reduced: one row
+        if src is None:
+            return None
+        return Tokens(self._emit(make(src, [3], keepdims=True)), identity(out_shape))
+
+    def _token_concat(self, call: relax.Call):
+        fields = call.args[0].fields if isinstance(call.args[0], relax.Tuple) else None
+        out_shape = _shape(call)
+        if not fields or out_shape is None or out_shape[-1] % LANES:
+            return None
+        rank = len(out_shape)
+        axis = int(call.attrs.axis) % rank
+        shapes = [_shape(f) for f in fields]
+        if any(s is None or s[-1] % LANES for s in shapes):
+            return None
+        if axis != rank - 1 and math.prod(out_shape[:axis]) != 1:
+            return None
+        parts = []
+        for field in fields:
+            part = self._token_input(field)
+            if part is None:
+                return None
+            parts.append(part)
+        packed_axis = 1 if axis == rank - 1 else 3
+        return Tokens(self._emit(relax.op.concat(parts, axis=packed_axis)), identity(out_shape))
