@@ -70,7 +70,7 @@ BINARY_SAFE_ON_PADDING = {"relax.add", "relax.subtract", "relax.multiply", "rela
 POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
 REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min"}
 #: ops the token layout converts from NCHW4c maps or plain tensors (``token_layout``)
-TOKEN_ENTRIES = REARRANGE | {"relax.matmul", "relax.nn.layer_norm"}
+TOKEN_ENTRIES = REARRANGE | {"relax.matmul", "relax.nn.layer_norm", "relax.split"}
 
 
 @dataclass
@@ -214,7 +214,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
             self.materialized.add(var)
             return
         if var in self.packed_tuples:
-            fields = [self._emit(self._unpack_expr(p)) for p in self.packed_tuples[var]]
+            fields = [self._emit(self._unpack_tokens(p) if isinstance(p, Tokens) else self._unpack_expr(p)) for p in self.packed_tuples[var]]
             expr = relax.Tuple(fields)
         elif var in self.packed:
             expr = self._unpack_expr(self.packed[var])

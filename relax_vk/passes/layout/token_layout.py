@@ -1,27 +1,35 @@
 """The packed token layout: how ConvertToPackedLayout carries transformer tensors in texels.
 
-Token tensors (``[..., C]``, ``C`` a multiple of 4) are packed as ``(1, C/4, 1, M, 4)``
-(:mod:`.token_views`). :class:`TokenOps` is the part of the layout stage's mutator that converts
-ops on them; a value it handles is a :class:`Tokens` stand-in: a packed base and a view of it.
+Token tensors (``[..., C]``) are packed as ``(1, C/4, 1, M, 4)`` (:mod:`.token_views`).
+:class:`TokenOps` is the part of the layout stage's mutator that converts ops on them; a value it
+handles is a :class:`Tokens` stand-in: a packed base and a view of it.
 
-Entry points (a plain tensor is packed here): ``matmul`` by a constant ``[C, O]`` weight (a Linear:
-it becomes an NCHW4c 1x1 conv on the ``[1, C, 1, M]`` map, scheduled and tuned as one) and
-``layer_norm`` over the last axis. NCHW4c maps of batch 1 turn into token views when a rearranging
-op reads them (patch embeddings, ConvNeXt's NHWC blocks, MobileViT's unfold), and token views
-whose logical shape is ``[1, C, H, W]`` turn back into NCHW4c maps when a conv or pool reads them.
+Entry points (a plain tensor is packed here): ``matmul`` by a constant ``[C, O]`` weight, or one
+broadcast over batch axes (a Linear: it becomes an NCHW4c 1x1 conv on the ``[1, C, 1, M]`` map,
+scheduled and tuned as one), ``layer_norm`` over the last axis, and ``split``. NCHW4c maps of batch
+1 turn into token views when a rearranging op reads them (patch embeddings, ConvNeXt's NHWC
+blocks, MobileViT's unfold), and token views whose logical shape is ``[1, C, H, W]`` turn back into
+NCHW4c maps when a conv or pool reads them.
 
-Carried through: reshape, squeeze, expand_dims, permute_dims, strided_slice, broadcast_to and take
-of constant indices (only the view's index table changes; nothing runs); unary elementwise ops;
-binary ops, comparisons and ``where`` with a token operand (the others token tensors,
-constants, or per-token or per-channel vectors; bool and int results are packed too); LayerNorm and softmax over the last axis (decomposed into packed channel
-reductions, whose ``[..., 1]`` statistics are small buffers); mean/sum/max/min over the last axis
-or over every token; batched matmul of two token tensors, ``B`` used as it is stored or transposed
-(the :func:`~relax_vk.legalize.tokens.token_matmul` kernel); concat along the last axis (or the
-outermost non-unit one). A view is gathered into a packed tensor of its own
-(:func:`~relax_vk.legalize.tokens.token_gather`, or ``take`` of whole rows) when a computation reads
-it and its texels are whole base texels; everything else reads the tensor unpacked.
+Carried through: reshape, squeeze, expand_dims, permute_dims, strided_slice, broadcast_to, take of
+constant indices, split, and concat of views of one base (only the view's index table changes;
+nothing runs); other concats (along the packed texel or row axis); unary elementwise ops; binary
+ops, comparisons and ``where`` with a token operand (the others token tensors, constants, or
+per-token or per-channel vectors; bool and int results are packed too); LayerNorm and softmax over
+the last axis (decomposed into packed channel reductions, whose ``[..., 1]`` statistics are small
+buffers); mean/sum/max/min over the last axis or over every token; batched matmul of two token
+tensors, ``B`` read as it is stored or transposed (the
+:func:`~relax_vk.legalize.tokens.token_matmul` kernel).
 
-Padding lanes never occur: only tensors whose last axis is a multiple of 4 are token-packed.
+A computation reads a view through a packed tensor of its own: the base itself, a texel gather
+when the view's texels are whole base texels, else an element gather
+(:mod:`relax_vk.legalize.tokens`). Elementwise ops on a view that covers its base (a transposed
+``k``, a padded output) run on the base in place and keep the view.
+
+Padding lanes: a Linear or matmul whose output size is not a multiple of 4 writes a padded base
+(zero weights or zero operand lanes) read through a view that leaves the padding out; a matmul
+reads inner sizes that are not multiples of 4 through zero-padded gathers; softmax over a padded
+base masks the padding lanes. Nothing else reads padding lanes.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from tvm.ir.expr import GenericConst
 
 from ...legalize import tokens as kernels
 from .packing import LANES, _float, _pack_map, _shape, _unpack_map, pack_weight_array
-from .token_views import TokenView, apply_op, element_table, identity, nchw_view, row_gather, texel_sources
+from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
 
 #: rearranging ops: only the view's table changes
 REARRANGE = {
@@ -240,6 +248,8 @@ class TokenOps:
             return self._token_reduce(call)
         if name == "relax.concat":
             return self._token_concat(call)
+        if name == "relax.split":
+            return self._token_split(call)
         return None
 
     # ------------------------------------------------------------- ops
@@ -271,9 +281,42 @@ class TokenOps:
     def _token_unary(self, call: relax.Call):
         src = self._identity_of(call.args[0])
         if src is None:
-            return self._token_transposed(call)
+            return self._token_transposed(call) or self._token_in_place(call)
         args = [src] + [self.visit_expr(x) for x in call.args[1:]]
         return Tokens(self._emit(relax.Call(call.op, args, call.attrs, call.ty_args)), identity(_shape(call)))
+
+    def _token_in_place(self, call: relax.Call):
+        """An elementwise op on the *base* of its token operands, which all read one base through
+        one view that covers it (a padded Linear's output, a transposed view): the result is the
+        same view of the new base. Other operands must be scalars or per-channel constants."""
+        out_shape = _shape(call)
+        views = [self._tokens_of(a) for a in call.args if isinstance(a, relax.Var) and a in self.tokens]
+        if out_shape is None or not views:
+            return None
+        first = views[0].view
+        if tuple(first.shape) != tuple(out_shape) or first.table is None or first.table.size < first.rows * first.cols * 3 // 4:
+            return None  # a view of a small part of its base: gather it instead
+        args = []
+        for arg in call.args:
+            t = self._tokens_of(arg) if isinstance(arg, relax.Var) and arg in self.tokens else None
+            if t is not None:
+                same = (t.view.rows, t.view.cols) == (first.rows, first.cols) and np.array_equal(t.view.table, first.table)
+                if not same:
+                    return None
+                args.append(t.var)
+                continue
+            shape = _shape(arg)
+            if shape is None:
+                return None
+            if math.prod(shape) == 1:
+                args.append(self.visit_expr(arg))
+            elif isinstance(arg, GenericConst) and shape[-1] == out_shape[-1] and math.prod(shape) == shape[-1] and is_padded(first):
+                vector = np.zeros(first.cols, arg.value.numpy().dtype)
+                vector[: shape[-1]] = arg.value.numpy().reshape(-1)
+                args.append(relax.const(vector.reshape(1, first.cols // LANES, 1, 1, LANES)))
+            else:
+                return None
+        return Tokens(self._emit(relax.Call(call.op, args, call.attrs, call.ty_args)), first)
 
     def _token_transposed(self, call: relax.Call):
         """An elementwise op whose token operands are transposed views (``k.transpose(-2, -1) *
@@ -339,11 +382,13 @@ class TokenOps:
 
     def _token_elementwise(self, call: relax.Call):
         out_shape = _shape(call)
-        if out_shape is None or len(out_shape) < 2 or out_shape[-1] % LANES:
+        if out_shape is None or len(out_shape) < 2:
             return None
+        if out_shape[-1] % LANES:
+            return self._token_in_place(call)
         operands = [self._token_operand(x, out_shape) for x in call.args]
         if any(x is None for x in operands):
-            return self._token_transposed(call)
+            return self._token_transposed(call) or self._token_in_place(call)
         return Tokens(self._emit(relax.Call(call.op, operands, call.attrs, call.ty_args)), identity(out_shape))
 
     def _token_input(self, expr) -> Optional[relax.Var]:
@@ -369,7 +414,7 @@ class TokenOps:
             return None
         matrix = self._constant_matrix(b)
         if matrix is not None:  # a Linear: a 1x1 conv on [1, C, 1, M]
-            if math.prod(out_shape[:-1]) != math.prod(a_shape[:-1]) or matrix.shape[1] % LANES or matrix.shape[0] % LANES:
+            if math.prod(out_shape[:-1]) != math.prod(a_shape[:-1]) or matrix.shape[0] % LANES:
                 return None  # the weight's batch axes broadcast the data: not one Linear
             src = self._token_input(a)
             if src is None:
@@ -379,7 +424,7 @@ class TokenOps:
             conv = relax.op.nn.conv2d(
                 src, relax.const(pack_weight_array(weight)), 1, 0, 1, 1, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
             )
-            return Tokens(self._emit(conv), identity(out_shape))
+            return Tokens(self._emit(conv), padded(out_shape))  # outputs padded to a multiple of 4 (zero weights)
         ta, tb = self._tokens_of(a), self._tokens_of(b)
         if ta is None or tb is None:
             return None
@@ -396,11 +441,7 @@ class TokenOps:
             kernels.token_matmul, [lhs, rhs], "token_matmul", kernels.MATMUL_OP,
             rows=rows, inner=inner, cols=cols, transpose_b=transpose_b,
         )
-        padded = -(-cols // LANES) * LANES
-        base = identity(tuple(out_shape[:-1]) + (padded,))
-        if padded == cols:
-            return Tokens(result, base)
-        return Tokens(result, base.with_table(base.indices()[..., :cols]))  # the padding lanes unused
+        return Tokens(result, padded(out_shape))  # the padding lanes (if any) unused
 
     def _constant_matrix(self, expr) -> Optional[np.ndarray]:
         """The ``[C, O]`` weight of a Linear: a 2-D constant, or one broadcast over batch axes
@@ -452,6 +493,15 @@ class TokenOps:
         shape = _shape(call)
         if shape is None or int(call.attrs.axis) % len(shape) != len(shape) - 1:
             return None
+        t = self._tokens_of(call.args[0])
+        if t is not None and is_padded(t.view):  # over a padded base: the padding lanes masked
+            lanes = np.arange(t.view.cols).reshape(1, t.view.cols // LANES, 1, 1, LANES) < shape[-1]
+            mask = relax.const(lanes)
+            dtype = str(call.ty.dtype)
+            real = self._emit(relax.op.where(mask, t.var, relax.const(np.array(-np.inf, dtype))))
+            exp = self._emit(relax.op.exp(self._emit(relax.op.subtract(real, self._channel_stat(relax.op.max, real)))))
+            exp = self._emit(relax.op.where(mask, exp, relax.const(np.array(0, dtype))))
+            return Tokens(self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp))), t.view)
         src = self._identity_of(call.args[0])
         if src is None:
             return None
@@ -482,22 +532,66 @@ class TokenOps:
         return Tokens(self._emit(make(src, [3], keepdims=True)), identity(out_shape))
 
     def _token_concat(self, call: relax.Call):
+        """Concatenation along the last axis (of packed tensors, along their texel axis) or along
+        any other axis: of views of one base, a view; else the parts realized one after another
+        along the row axis, and a view that interleaves them."""
         fields = call.args[0].fields if isinstance(call.args[0], relax.Tuple) else None
         out_shape = _shape(call)
-        if not fields or out_shape is None or out_shape[-1] % LANES:
+        if not fields or out_shape is None:
             return None
         rank = len(out_shape)
         axis = int(call.attrs.axis) % rank
-        shapes = [_shape(f) for f in fields]
-        if any(s is None or s[-1] % LANES for s in shapes):
+        if axis == rank - 1:
+            if out_shape[-1] % LANES or any(_shape(f) is None or _shape(f)[-1] % LANES for f in fields):
+                return None
+            parts = [self._token_input(f) for f in fields]
+            if any(p is None for p in parts):
+                return None
+            return Tokens(self._emit(relax.op.concat(parts, axis=1)), identity(out_shape))
+        stand_ins = [self._tokens_of(f) if isinstance(f, relax.Var) else None for f in fields]
+        if all(t is not None for t in stand_ins):
+            first = stand_ins[0]
+            if all(t.var.same_as(first.var) and (t.view.rows, t.view.cols) == (first.view.rows, first.view.cols) for t in stand_ins):
+                view = first.view.with_table(np.concatenate([t.view.indices() for t in stand_ins], axis=axis))
+                return Tokens(first.var, view) if view is not None else None
+        if out_shape[-1] % LANES:
             return None
-        if axis != rank - 1 and math.prod(out_shape[:axis]) != 1:
-            return None
-        parts = []
+        parts, tables, offset = [], [], 0
         for field in fields:
             part = self._token_input(field)
-            if part is None:
+            shape = _shape(field)
+            if part is None or shape is None:
                 return None
             parts.append(part)
-        packed_axis = 1 if axis == rank - 1 else 3
-        return Tokens(self._emit(relax.op.concat(parts, axis=packed_axis)), identity(out_shape))
+            tables.append(identity(shape).indices() + offset)
+            offset += math.prod(shape)
+        base = self._emit(relax.op.concat(parts, axis=3))
+        return Tokens(base, identity((offset // out_shape[-1], out_shape[-1])).with_table(np.concatenate(tables, axis=axis)))
+
+    def _token_split(self, call: relax.Call):
+        """``split`` (ONNX's Split of the qkv projection): a list of views, one per part."""
+        t = self._tokens_of(call.args[0])
+        if t is None or not isinstance(call.ty, relax.TupleType):
+            return None
+        rank = len(t.shape)
+        axis = int(call.attrs.axis) % rank
+        parts = [_shape_of_type(f) for f in call.ty.fields]
+        if any(p is None for p in parts):
+            return None
+        out, begin = [], 0
+        for part in parts:
+            end = begin + part[axis]
+            view = apply_op(t.view, "strided_slice", axes=[axis], begin=[begin], end=[end], strides=[1])
+            if view is None or tuple(view.shape) != tuple(part):
+                return None
+            out.append(Tokens(t.var, view))
+            begin = end
+        return out
+
+
+def _shape_of_type(ty) -> Optional[tuple]:
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    from ...core.scope import static_shape
+
+    return static_shape(ty.shape.values)

@@ -87,6 +87,22 @@ def identity(shape: Sequence[int]) -> TokenView:
     return TokenView(math.prod(shape[:-1]), shape[-1], shape)
 
 
+def padded(shape: Sequence[int]) -> TokenView:
+    """The view of logical ``shape`` over a base whose columns are ``shape[-1]`` rounded up to a
+    multiple of 4 (the padding lanes unused): a Linear or matmul with that many outputs."""
+    shape = tuple(int(d) for d in shape)
+    cols = -(-shape[-1] // LANES) * LANES
+    base = identity(shape[:-1] + (cols,))
+    return base if cols == shape[-1] else TokenView(base.rows, cols, shape, np.ascontiguousarray(base.indices()[..., : shape[-1]]))
+
+
+def is_padded(view: TokenView) -> bool:
+    """Whether ``view`` is :func:`padded` of its shape (a padded base read in order)."""
+    if view.is_identity or math.prod(view.shape[:-1]) != view.rows or view.cols != -(-view.shape[-1] // LANES) * LANES:
+        return False
+    return np.array_equal(view.table, padded(view.shape).table)
+
+
 def nchw_view(channels: int, height: int, width: int) -> TokenView:
     """An NCHW4c map ``(1, C/4, H, W, 4)`` seen as a token base of ``H*W`` rows and ``C`` columns
     (the same texels in the same order): the view of logical shape ``[1, C, H, W]``."""
