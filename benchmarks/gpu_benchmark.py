@@ -2,7 +2,7 @@
 process with the peers that run there (PyTorch eager on CUDA; ncnn and IREE when their wheels are
 present; MNN OpenCL through ../shared/peers/mnn in the same machine session).
 
-    python benchmarks/gpu_benchmark.py --build .gpu/bench [--models resnet18 mobilenet_v2]   # here (TVM)
+    python benchmarks/gpu_benchmark.py --build .gpu/bench [--models resnet18 mobilenet_v2] [--plans texture buffer]   # here (TVM)
     python3 benchmarks/gpu_benchmark.py --run .gpu/bench [--repeat 50] [--json out.json]     # GPU machine
 
     python benchmarks/gpu_benchmark.py --tune-bundle .gpu/tune_opencl --apis opencl          # here: tuning candidates
@@ -55,7 +55,7 @@ def PLANS(relax_vk):
     )
 
 
-def build(outdir: str, models, device_name=None) -> None:
+def build(outdir: str, models, device_name=None, plans=None) -> None:
     import torch
 
     import relax_vk
@@ -64,13 +64,14 @@ def build(outdir: str, models, device_name=None) -> None:
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []
-    for name in models:
-        model, x = build_zoo_model(name, input_shape=SIZE)
+    for spec in models:
+        name, size = _model_size(spec)
+        model, x = build_zoo_model(name, input_shape=size)
         mod = from_torch(model, (x,))
         with torch.no_grad():
             np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x.numpy(), y=model(x).numpy())
         for api in APIS:
-            for plan, options, tuned, reuse in PLANS(relax_vk):
+            for plan, options, tuned, reuse in [p for p in PLANS(relax_vk) if not plans or p[0] in plans]:
                 t0 = time.perf_counter()
                 make = relax_vk.target.vulkan if api == "vulkan" else relax_vk.target.opencl
                 target = make(device_name=device_name if tuned else None)
@@ -84,6 +85,13 @@ def build(outdir: str, models, device_name=None) -> None:
                       f"({decision.get('rule')} -> {decision.get('kind')})", flush=True)  # fmt: skip
     with gzip.open(os.path.join(outdir, "index.json.gz"), "wt") as f:
         json.dump(index, f)
+
+
+def _model_size(spec: str):
+    """``"name"`` (at :data:`SIZE`) or ``"name@256"`` (a square input of that size: MobileViT's
+    2x2 unfold needs sizes whose 1/32 is even)."""
+    name, _, side = spec.partition("@")
+    return name, (SIZE[:2] + (int(side), int(side))) if side else SIZE
 
 
 def tune_bundle(outdir: str, models, apis) -> None:
@@ -114,7 +122,7 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
             return None
         from relax_vk.zoo import build_zoo_model
 
-        model, _ = build_zoo_model(name, input_shape=SIZE)
+        model, _ = build_zoo_model(name, input_shape=x.shape)
         model = model.cuda().eval()
         torch.backends.cudnn.benchmark = True
 
@@ -136,12 +144,13 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
     devices = {"opencl": select_device("gpu"), "vulkan": select_adapter("gpu")}
     print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()}); vulkan: {devices['vulkan'].info['device']}")
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
-        index = [e for e in json.load(f) if not models or e["model"] in models]
+        names = {m.partition("@")[0] for m in models or ()}
+        index = [e for e in json.load(f) if not names or e["model"] in names]
     rows = []
     for name in dict.fromkeys(e["model"] for e in index):
         io = np.load(os.path.join(outdir, f"{name}.io.npz"))
         x, ref = io["x"], io["y"]
-        print(f"\n{name} at {'x'.join(map(str, SIZE))}")
+        print(f"\n{name} at {'x'.join(map(str, x.shape))}")
         header = f"{'engine':<10} {'plan':<15} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'kernels':>7} {'max err':>9} {'dev MiB':>8}"
         print(header)
         print("-" * len(header))
@@ -214,13 +223,14 @@ def main() -> int:
     p.add_argument("--apis", nargs="*", default=list(APIS))
     p.add_argument("--run", metavar="DIR")
     p.add_argument("--models", nargs="*", default=list(MODELS))
+    p.add_argument("--plans", nargs="*", default=None, help="build only these plans (default: all of PLANS)")
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--json", default="")
     args = p.parse_args()
     if args.tune_bundle:
         tune_bundle(args.tune_bundle, args.models, args.apis)
     elif args.build:
-        build(args.build, args.models, args.device_name)
+        build(args.build, args.models, args.device_name, args.plans)
     elif args.run:
         run(args.run, args.repeat, args.json, args.models)
     else:

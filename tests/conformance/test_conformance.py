@@ -173,7 +173,8 @@ EXPECTED = {
         "te_layout_transform": ([G], [TEX]),
         "te_layout_transform1": ([G], [WT]),
         "conv2d_NCHWc_OIHWo_opencl": ([TEX, WT], [TEX]),
-        "fused_te_layout_transform2_squeeze": ([TEX], [G]),
+        # the squeeze of the packed map is a token view, unpacked as a reshape
+        "fused_te_layout_transform2_reshape": ([TEX], [G]),
     },
     "conv2d_strided_slice": {
         "te_layout_transform": ([G], [TEX]),

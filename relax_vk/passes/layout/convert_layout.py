@@ -112,6 +112,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
         super().__init__(mod)
         self.packed: Dict[relax.Var, Packed] = {}
         self.tokens: Dict[relax.Var, Tokens] = {}
+        self.token_packs: Dict[relax.Var, Tokens] = {}  # plain tensors packed as tokens
         self.bound: Dict[relax.Var, relax.Expr] = {}  # every binding's original value
         self.packed_tuples: Dict[relax.Var, List[Packed]] = {}
         self.literal_tuples: Dict[relax.Var, relax.Tuple] = {}  # tuple literals holding packed fields
@@ -124,7 +125,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
         self.builder_._begin_dataflow_block()
         self.in_dataflow = True
         self.packed, self.packed_tuples, self.materialized, self.pending = {}, {}, set(), []
-        self.literal_tuples, self.tokens = {}, {}
+        self.literal_tuples, self.tokens, self.token_packs = {}, {}, {}
         for binding in block.bindings:
             self.visit_binding(binding)
         for var in self.pending:  # block outputs leave in NCHW

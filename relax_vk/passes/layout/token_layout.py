@@ -76,10 +76,16 @@ class Tokens:
 
     var: relax.Var
     view: TokenView
+    #: the NCHW4c stand-in this base was converted from (its plain value is cheaper to unpack)
+    origin: Optional[relax.Var] = None
 
     @property
     def shape(self):
         return self.view.shape
+
+    def seen_as(self, view: TokenView) -> "Tokens":
+        """The same base through another view."""
+        return Tokens(self.var, view, self.origin)
 
 
 def _ints(expr) -> list:
@@ -99,6 +105,7 @@ class TokenOps:
     ``packed`` table of NCHW4c stand-ins and ``Packed`` class)."""
 
     tokens: dict
+    token_packs: dict
 
     # --------------------------------------------------------------- stand-ins
     def _tokens_of(self, expr) -> Optional[Tokens]:
@@ -108,6 +115,8 @@ class TokenOps:
         found = self.tokens.get(expr)
         if found is not None:
             return found
+        if expr in self.token_packs:  # a plain tensor packed before: its value is bound too
+            return self.token_packs[expr]
         packed = self.packed.get(expr)
         if packed is None or packed.padded:
             return None
@@ -118,7 +127,7 @@ class TokenOps:
         base = self._reshape_packed(packed.var, (1, c4, 1, h * w, LANES))
         channels = c4 * LANES
         view = nchw_view(channels, h, w) if packed.layout == "NCHW" else identity((1, h, w, channels))
-        found = Tokens(base, view)
+        found = Tokens(base, view, origin=expr)
         self.tokens[expr] = found
         return found
 
@@ -129,10 +138,15 @@ class TokenOps:
             return None
         if isinstance(expr, GenericConst):
             return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), identity(shape))
+        if isinstance(expr, relax.Var) and expr in self.token_packs:
+            return self.token_packs[expr]
         c, rows = shape[-1], math.prod(shape[:-1])
         x = self._emit(relax.op.reshape(self.visit_expr(expr), (rows, c)))
         x = self._emit(relax.op.reshape(self._emit(relax.op.permute_dims(x, [1, 0])), (1, c, 1, rows)))
-        return Tokens(self._emit(relax.op.layout_transform(x, _pack_map)), identity(shape))
+        packed = Tokens(self._emit(relax.op.layout_transform(x, _pack_map)), identity(shape))
+        if isinstance(expr, relax.Var):
+            self.token_packs[expr] = packed  # packed once per block
+        return packed
 
     def _realize(self, t: Tokens, transpose_last: bool = False, pad: bool = False) -> Optional[relax.Var]:
         """A packed tensor holding exactly the view (or the view with its last two axes swapped):
@@ -191,8 +205,21 @@ class TokenOps:
         return self._realize(t, transpose_last, pad)
 
     def _unpack_tokens(self, t: Tokens) -> relax.Expr:
-        """The plain (unpacked) logical value of a stand-in."""
+        """The plain (unpacked) logical value of a stand-in: from the NCHW4c map it came from when
+        there is one (its own unpacking, then a reshape or a take), else from its base."""
         view = t.view
+        if t.origin is not None:
+            packed = self.packed[t.origin]
+            shape = _shape(packed.var)
+            origin = nchw_view(shape[1] * LANES, shape[2], shape[3]) if packed.layout == "NCHW" else identity((1, shape[2], shape[3], shape[1] * LANES))
+            position = np.empty(view.rows * view.cols, np.int64)
+            position[origin.indices().reshape(-1)] = np.arange(position.size)  # base index -> logical position
+            order = position[view.indices()]
+            plain = self.visit_expr(t.origin)  # the map's own unpacking (bound once)
+            if np.array_equal(order.reshape(-1), np.arange(order.size)) and order.size == position.size:
+                return relax.op.reshape(plain, view.shape)
+            flat = self._emit(relax.op.reshape(plain, (position.size,)))
+            return relax.op.take(flat, relax.const(order.astype("int32")), axis=0)
         # (1, C/4, 1, M, 4) -> [1, C, 1, M] by the layout transform (which may read a texture),
         # then plain reshapes and permutes of the buffer
         x = self._emit(relax.op.layout_transform(t.var, _unpack_map))
@@ -276,7 +303,7 @@ class TokenOps:
             view = apply_op(t.view, "take", indices=call.args[1].value.numpy(), axis=int(call.attrs.axis or 0))
         if view is None or tuple(view.shape) != tuple(out_shape):
             return None
-        return Tokens(t.var, view)
+        return t.seen_as(view)
 
     def _token_unary(self, call: relax.Call):
         src = self._identity_of(call.args[0])
@@ -553,7 +580,7 @@ class TokenOps:
             first = stand_ins[0]
             if all(t.var.same_as(first.var) and (t.view.rows, t.view.cols) == (first.view.rows, first.view.cols) for t in stand_ins):
                 view = first.view.with_table(np.concatenate([t.view.indices() for t in stand_ins], axis=axis))
-                return Tokens(first.var, view) if view is not None else None
+                return first.seen_as(view) if view is not None else None
         if out_shape[-1] % LANES:
             return None
         parts, tables, offset = [], [], 0
@@ -584,7 +611,7 @@ class TokenOps:
             view = apply_op(t.view, "strided_slice", axes=[axis], begin=[begin], end=[end], strides=[1])
             if view is None or tuple(view.shape) != tuple(part):
                 return None
-            out.append(Tokens(t.var, view))
+            out.append(t.seen_as(view))
             begin = end
         return out
 

@@ -1,0 +1,104 @@
+"""The packed token layout (ConvertToPackedLayout's transformer half): attention, LayerNorm, Linear,
+softmax and their rearrangements stay packed, and compute what the original module computes."""
+
+import numpy as np
+import pytest
+from tvm import relax
+
+import relax_vk
+from relax_vk.runtime import load
+from relax_vk.tools.reference import random_inputs, run_on_cpu
+
+from helpers import assert_same_numbers, const, module, op_count, tensor
+from helpers_build import BACKENDS
+
+
+def packed(mod):
+    out = relax_vk.layout_stage()(mod)
+    relax.analysis.well_formed(out)
+    return out
+
+
+def kernels_named(mod, prefix):
+    return sum(1 for gv in mod.functions if gv.name_hint.startswith(prefix))
+
+
+def attention_block(tokens=16, dim=32, heads=2, classes=None):
+    """A ViT block on [1, tokens, dim]: LayerNorm, qkv Linear, the 5-D qkv reshape, q @ k^T,
+    softmax, @ v, head merge, projection, residual, GELU MLP (and a classifier with softmax)."""
+    x = tensor("x", (1, tokens, dim))
+    d = dim // heads
+
+    def body(bb, x):
+        h = bb.emit(relax.op.nn.layer_norm(x, const((dim,), 1), const((dim,), 2), axes=[-1]))
+        qkv = bb.emit(relax.op.add(bb.emit(relax.op.matmul(h, const((dim, 3 * dim), 3))), const((3 * dim,), 4)))
+        qkv = bb.emit(relax.op.permute_dims(bb.emit(relax.op.reshape(qkv, (1, tokens, 3, heads, d))), [2, 0, 3, 1, 4]))
+        q, k, v = (bb.emit(relax.op.squeeze(bb.emit(relax.op.strided_slice(qkv, [0], [i], [i + 1])), [0])) for i in range(3))
+        scores = bb.emit(relax.op.matmul(q, bb.emit(relax.op.permute_dims(k, [0, 1, 3, 2]))))
+        attn = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.multiply(scores, relax.const(d**-0.5, "float32"))), axis=-1))
+        out = bb.emit(relax.op.permute_dims(bb.emit(relax.op.matmul(attn, v)), [0, 2, 1, 3]))
+        out = bb.emit(relax.op.matmul(bb.emit(relax.op.reshape(out, (1, tokens, dim))), const((dim, dim), 5)))
+        y = bb.emit(relax.op.add(x, out))
+        y = bb.emit(relax.op.nn.gelu(bb.emit(relax.op.matmul(y, const((dim, dim), 6)))))
+        if classes is None:
+            return y
+        return relax.op.nn.softmax(bb.emit(relax.op.matmul(y, const((dim, classes), 7))), axis=-1)
+
+    return module([x], body)
+
+
+def test_attention_stays_packed_and_computes_the_same():
+    mod = attention_block()
+    out = packed(mod)
+    # one transform packs the input, one unpacks the result; no matmul, LayerNorm or softmax left
+    assert op_count(out, "relax.layout_transform") == 2
+    assert op_count(out, "relax.matmul") == op_count(out, "relax.nn.layer_norm") == op_count(out, "relax.nn.softmax") == 0
+    assert op_count(out, "relax.nn.conv2d") == 3  # the Linears (qkv, projection, MLP): 1x1 convs
+    assert kernels_named(out, "token_matmul") == 2  # q @ k^T (k read transposed) and attn @ v
+    assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
+
+
+def test_head_dims_and_outputs_that_are_not_multiples_of_four():
+    # 8 heads of 15 (PP-OCRv4's recognizer) and a 10-class head: zero-padded gathers, a padded
+    # Linear output and a softmax that masks its padding lanes
+    mod = attention_block(tokens=12, dim=120, heads=8, classes=10)
+    out = packed(mod)
+    assert op_count(out, "relax.matmul") == op_count(out, "relax.nn.softmax") == 0
+    assert kernels_named(out, "token_element_gather") >= 1
+    assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
+
+
+def test_window_roll_split_and_channel_concat_stay_views():
+    x = tensor("x", (1, 4, 4, 16))
+
+    def body(bb, x):
+        h = bb.emit(relax.op.nn.layer_norm(x, const((16,), 1), const((16,), 2), axes=[-1]))
+        rolled = bb.emit(relax.op.concat([bb.emit(relax.op.strided_slice(h, [2], [1], [4])), bb.emit(relax.op.strided_slice(h, [2], [0], [1]))], axis=2))
+        parts = bb.emit(relax.op.split(rolled, 2, axis=-1))
+        a, b = bb.emit(relax.TupleGetItem(parts, 0)), bb.emit(relax.TupleGetItem(parts, 1))
+        merged = bb.emit(relax.op.concat([b, a], axis=-1))
+        return relax.op.matmul(merged, const((16, 8), 3))
+
+    mod = module([x], body)
+    out = packed(mod)
+    assert op_count(out, "relax.layout_transform") == 2 and op_count(out, "relax.matmul") == 0
+    assert_same_numbers(mod, out)
+
+
+def test_a_plain_matmul_of_two_inputs_is_left_alone():
+    a, b = tensor("a", (2, 8, 16)), tensor("b", (2, 16, 8))
+    mod = module([a, b], lambda bb, a, b: relax.op.matmul(a, b))
+    out = packed(mod)
+    assert op_count(out, "relax.matmul") == 1 and op_count(out, "relax.layout_transform") == 0
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_attention_runs_in_textures(backend, device):
+    mod = attention_block(tokens=12, dim=120, heads=8, classes=10)
+    compiled = relax_vk.build(mod, target=backend)
+    plan = compiled.plan()
+    # in buffers: the unpacked output (buffer ABI) and the per-token statistics
+    assert plan.activation_texture_share > 0.85 and plan.copies == 0
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
