@@ -24,7 +24,7 @@ Defaults: NCHW4c conv2d (data, weight and output texture-capable, weight as a ``
 max/avg/adaptive-avg pool2d (texture-capable), layout transforms (input and output each
 texture-capable), mean/sum/max/min (texture-capable, output synced with the input; only packed
 tensors are texturable, and the layout stage packs only spatial reductions and the channel
-reductions of token tensors), the packed token kernels (texel gather, batched matmul: operands
+reductions of token tensors), the packed token kernels (gathers, channel statistics, batched matmul: operands
 and result texture-capable, synced). Users add or replace
 entries with :func:`register_op`. The RFC's listing keeps layout-transform inputs in buffers;
 :func:`rfc_registry` reproduces it.
@@ -50,7 +50,7 @@ ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, TUPLE, OPAQUE
 SOURCE_OP_ATTR = "relax_vk.source_op"
 REDUCTIONS = ("relax.mean", "relax.sum", "relax.max", "relax.min")
 #: the packed token kernels the layout stage emits (``relax_vk.legalize.tokens``)
-TOKEN_GATHER, TOKEN_MATMUL = "relax_vk.token_gather", "relax_vk.token_matmul"
+TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT = "relax_vk.token_gather", "relax_vk.token_matmul", "relax_vk.token_stat"
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def _default_entries() -> List[OpRegistration]:
     # spatial reductions of packed tensors (global pooling as ``mean``): the output follows the input
     reductions = [OpRegistration(name, inputs=ANY_SCOPE) for name in REDUCTIONS]
     # token kernels: packed operands and result synced (the gather's int32 table is a buffer)
-    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_GATHER, TOKEN_MATMUL)]
+    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT)]
     return [conv, *pools, layout, *reductions, *tokens]
 
 

@@ -1,7 +1,7 @@
 """TE computes of the packed token kernels the layout stage emits as ``call_tir``.
 
 Token tensors are ``(1, C/4, 1, M, 4)``: ``C`` channels packed by 4 into texels, ``M`` rows (see
-:mod:`relax_vk.passes.layout.token_views`). Two kernels have no Relax op:
+:mod:`relax_vk.passes.layout.token_views`). These kernels have no Relax op:
 
 * :func:`token_gather`: a texel gather, ``out[0, a, 0, b, :] = x[0, t // M, 0, t % M, :]`` with
   ``t = table[a, b]``: multi-head attention's reshapes and permutes (the 5-D qkv split included) as
@@ -9,6 +9,8 @@ Token tensors are ``(1, C/4, 1, M, 4)``: ``C`` channels packed by 4 into texels,
 * :func:`token_element_gather`: an element gather by a per-lane table, for views whose texels are
   not whole texels of the base (transposes, head dims that are not multiples of 4, padded with
   zeros);
+* :func:`token_channel_reduce`: sum/max/min over the channels (LayerNorm's and softmax's
+  statistics), each texel fetched once;
 * :func:`token_matmul`: a batched matmul of two token tensors, ``A @ B`` or ``A @ B^T`` (B read in
   its own packed form, so ``k.transpose(-2, -1)`` costs nothing); inner and output sizes that are
   not multiples of 4 are padded (zero lanes in, zero or unused lanes out).
@@ -18,12 +20,12 @@ Each PrimFunc carries ``relax_vk.source_op`` so the op registry can let its tens
 
 from __future__ import annotations
 
-from tvm import te
+from tvm import te, tirx
 
-from ..core.registry import SOURCE_OP_ATTR, TOKEN_GATHER, TOKEN_MATMUL
+from ..core.registry import SOURCE_OP_ATTR, TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT
 
 LANES = 4
-GATHER_OP, MATMUL_OP = TOKEN_GATHER, TOKEN_MATMUL
+GATHER_OP, MATMUL_OP, STAT_OP = TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT
 
 
 def token_gather(x: te.Tensor, table: te.Tensor) -> te.Tensor:
@@ -61,23 +63,40 @@ def token_matmul(a: te.Tensor, b: te.Tensor, rows: int, inner: int, cols: int, t
     ``(1, cols/4, 1, G*rows, 4)``."""
     batch_rows = int(a.shape[3])
     k4 = te.reduce_axis((0, -(-inner // LANES)), name="k4")
-    kl = te.reduce_axis((0, LANES), name="kl")
 
-    def value(_n, j4, _h, row, lane):
-        g = row // rows
-        lhs = a[0, k4, 0, row, kl]
+    def rhs(g, j4, lane, kl):
         k, j = k4 * LANES + kl, j4 * LANES + lane
         if transpose_b:
-            rhs = b[0, k4, 0, g * cols + j, kl]
             if cols % LANES:  # padded output lanes: no read past the last batch's rows
-                rhs = te.if_then_else(j < cols, b[0, k4, 0, g * cols + te.min(j, cols - 1), kl], te.const(0, b.dtype))
-        else:
-            rhs = b[0, j4, 0, g * inner + k, lane]
-            if inner % LANES:  # padded inner lanes (zero in A): no read past the last batch's rows
-                rhs = te.if_then_else(k < inner, b[0, j4, 0, g * inner + te.min(k, inner - 1), lane], te.const(0, b.dtype))
-        return te.sum(lhs * rhs, axis=[k4, kl])
+                return te.if_then_else(j < cols, b[0, k4, 0, g * cols + te.min(j, cols - 1), kl], te.const(0, b.dtype))
+            return b[0, k4, 0, g * cols + j, kl]
+        if inner % LANES:  # padded inner lanes (zero in A): no read past the last batch's rows
+            return te.if_then_else(k < inner, b[0, j4, 0, g * inner + te.min(k, inner - 1), lane], te.const(0, b.dtype))
+        return b[0, j4, 0, g * inner + k, lane]
+
+    def value(_n, j4, _h, row, lane):
+        # the four lanes of a texel are summed in one expression (one reduction axis over texels):
+        # a thread fetches each texel once instead of once per lane
+        g = row // rows
+        terms = [a[0, k4, 0, row, kl] * rhs(g, j4, lane, kl) for kl in range(LANES)]
+        return te.sum((terms[0] + terms[1]) + (terms[2] + terms[3]), axis=k4)
 
     return te.compute((1, -(-cols // LANES), 1, batch_rows, LANES), value, name="token_matmul")
+
+
+def token_channel_reduce(x: te.Tensor, kind: str) -> te.Tensor:
+    """``sum``/``max``/``min`` over the channels of ``(1, C/4, 1, M, 4)``: ``(1, 1, 1, M, 1)``, the
+    four lanes of each texel combined in one expression (each texel fetched once; a reduction over
+    a texture's lanes as an axis fetches it once per lane)."""
+    k4 = te.reduce_axis((0, int(x.shape[1])), name="k4")
+    combine = {"sum": (lambda p, q: p + q, te.sum), "max": (tirx.max, te.max), "min": (tirx.min, te.min)}[kind]
+
+    def value(_n, _c, _h, row, _l):
+        v = [x[0, k4, 0, row, lane] for lane in range(LANES)]
+        pair, reducer = combine
+        return reducer(pair(pair(v[0], v[1]), pair(v[2], v[3])), axis=k4)
+
+    return te.compute((1, 1, 1, int(x.shape[3]), 1), value, name="token_channel_" + kind)
 
 
 def attrs(op: str) -> dict:

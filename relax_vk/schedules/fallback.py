@@ -11,7 +11,8 @@ leaves unbound, a reduction no rule recognises, ...). It is simple, not fast:
    reduction loops run serially inside the thread;
 3. a block that writes a texture keeps the 4-lane texel loop innermost and vectorized (texture
    stores write whole texels); a reduction that writes a texture accumulates in a per-thread local
-   buffer, written back texel by texel.
+   buffer, written back texel by texel, with its reduction loops outside the lane loop (each texel
+   it reads fetched once for the four lanes).
 """
 
 from __future__ import annotations
@@ -108,8 +109,27 @@ def _schedule_block(sch: s_tir.Schedule, block, threads: int) -> None:
         write_back = sch.cache_write(block, 0, "local")
         tx = _schedule_spatial(sch, write_back, threads)
         sch.compute_at(block, tx)
+        _lanes_innermost(sch, block)
         return tx
     return _schedule_spatial(sch, block, threads)
+
+
+def _lanes_innermost(sch: s_tir.Schedule, block) -> None:
+    """Inside the thread, run the reduction loops outside the 4-lane loop (unrolled): each texel
+    the reduction reads is fetched once for the four lanes, not once per lane (a texture fetch is
+    not a cached scalar load)."""
+    loops = sch.get_loops(block)
+    kinds = _loop_kinds(sch, block)
+    inner = [(lp, k) for lp, k in zip(loops, kinds) if sch.get(lp).thread_binding is None and sch.get(lp).kind != tirx.ForKind.THREAD_BINDING]
+    spatial = [lp for lp, k in inner if k == "S"]
+    reduce = [lp for lp, k in inner if k == "R"]
+    if len(spatial) != 1 or not reduce or int(getattr(sch.get(spatial[0]).extent, "value", 0)) != 4:
+        return
+    try:
+        sch.reorder(*reduce, spatial[0])
+        sch.unroll(spatial[0])
+    except Exception:  # the loop nest cannot be reordered: keep the order it had
+        return
 
 
 def _schedule_spatial(sch: s_tir.Schedule, block, threads: int):

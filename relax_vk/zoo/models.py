@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from ..core.extras import require
 from .catalog import ZOO
 
@@ -167,12 +169,16 @@ def _randomize_layernorm(model, generator):
 
 def build_zoo_model(name: str, seed: int = 0, input_shape=None):
     """``(module in eval mode, example input)`` for zoo model ``name``; weights from ``seed``; the
-    example input has the catalogue's shape or ``input_shape`` (e.g. ``(1, 3, 224, 224)``)."""
+    example input has the catalogue's shape or ``input_shape`` (e.g. ``(1, 3, 224, 224)``; models
+    whose structure depends on the image size, the ViT and Swin, are built for it)."""
     if name not in ZOO:
         raise ValueError(f"unknown zoo model {name!r}; the zoo has: {', '.join(sorted(ZOO))}")
     entry = ZOO[name]
     torch.manual_seed(seed)
-    model = globals()[entry.architecture]()
+    architecture = globals()[entry.architecture]
+    # transformers whose position embeddings or window masks depend on the image size take it
+    sized = input_shape is not None and "image" in inspect.signature(architecture.__init__).parameters
+    model = architecture(image=int(input_shape[-1])) if sized else architecture()
     _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1))
     _randomize_layernorm(model, torch.Generator().manual_seed(seed + 3))
     model.eval()

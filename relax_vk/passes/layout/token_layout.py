@@ -486,8 +486,14 @@ class TokenOps:
         return flat[0] if (flat == flat[:1]).all() else None
 
     def _channel_stat(self, make, x: relax.Var) -> relax.Var:
-        """A reduction over the packed channels (``[..., 1]`` statistics, ``(1, 1, 1, M, 1)``)."""
-        return self._emit(make(x, [1, 4], keepdims=True))
+        """A reduction over the packed channels (``[..., 1]`` statistics, ``(1, 1, 1, M, 1)``):
+        the channel-reduce kernel for sum/max/min (mean: the sum scaled)."""
+        kind = {relax.op.sum: "sum", relax.op.mean: "sum", relax.op.max: "max", relax.op.min: "min"}[make]
+        stat = self._emit_te(kernels.token_channel_reduce, [x], "token_channel_" + kind, kernels.STAT_OP, kind=kind)
+        if make is relax.op.mean:
+            channels = _shape(x)[1] * LANES
+            stat = self._emit(relax.op.multiply(stat, relax.const(np.array(1.0 / channels, str(x.ty.dtype)))))
+        return stat
 
     def _token_layer_norm(self, call: relax.Call):
         x, gamma, beta = call.args
@@ -556,7 +562,10 @@ class TokenOps:
         src = self._identity_of(call.args[0])  # every token reduced: one row
         if src is None:
             return None
-        return Tokens(self._emit(make(src, [3], keepdims=True)), identity(out_shape))
+        # reduced into a small buffer (a GPU reduction rule splits the rows over threads; a kernel
+        # writing texels reduces each one serially), then copied into the one-row token tensor
+        pooled = self._emit(make(src, [3], keepdims=False))
+        return Tokens(self._reshape_packed(pooled, (1, _shape(src)[1], 1, 1, LANES)), identity(out_shape))
 
     def _token_concat(self, call: relax.Call):
         """Concatenation along the last axis (of packed tensors, along their texel axis) or along
