@@ -16,7 +16,7 @@ from relax_vk.zoo.packaged import PACKAGED, example_input, packaged_model_path  
 from helpers_build import BACKENDS  # noqa: E402
 
 # minimum activation texture share and maximum copies of each model's compiled plan
-TARGETS = {"ppocr_det": (0.90, 0), "ppocr_cls": (0.999, 0), "ppocr_rec": (0.92, 0)}
+TARGETS = {"ppocr_det": (0.90, 0), "ppocr_cls": (0.999, 0), "ppocr_rec": (0.95, 0)}
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)

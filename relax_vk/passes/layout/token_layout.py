@@ -226,6 +226,9 @@ class TokenOps:
         x = self._emit(relax.op.permute_dims(self._emit(relax.op.reshape(x, (view.cols, view.rows))), [1, 0]))
         if view.is_identity:
             return relax.op.reshape(x, view.shape)
+        if is_padded(view):  # the padding lanes sliced off (injective: fuses with the unpacking)
+            real = self._emit(relax.op.strided_slice(x, axes=[1], begin=[0], end=[view.shape[-1]]))
+            return relax.op.reshape(real, view.shape)
         flat = self._emit(relax.op.reshape(x, (view.rows * view.cols,)))
         return relax.op.take(flat, relax.const(view.table.astype("int32")), axis=0)
 

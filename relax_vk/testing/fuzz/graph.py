@@ -14,7 +14,9 @@ ReLU/ReLU6/SiLU/GELU/hard-swish/hard-sigmoid/ELU/leaky ReLU/sigmoid/tanh, broadc
 add/mul/sub (same shape, per channel, scalar, over the spatial axes, squeeze-excite gates),
 concat and uneven channel splits, max/avg pools (ceil mode too), adaptive and global pooling,
 nearest/bilinear resize, constant/reflect/replicate padding, channel softmax and channel mean,
-channel shuffle and a linear head.
+channel shuffle and a linear head; and transformer pieces on the map's pixels as tokens:
+multi-head self-attention (LayerNorm, qkv Linear, the 5-D qkv split, softmax(q k^T) v with head
+sizes of any width, projection, residual) and channels-last LayerNorm + Linear + GELU blocks.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def node_shape(node: Node, shapes: Sequence[Shape]) -> Shape:
         if oh < 1 or ow < 1:
             raise ValueError("empty output")
         return (n, p["out"], oh, ow)
-    if op in ("act", "bn", "softmax_c", "scale_c", "shuffle"):
+    if op in ("act", "bn", "softmax_c", "scale_c", "shuffle", "attention", "ln_nhwc"):
         if op == "shuffle" and x[1] % p["groups"]:
             raise ValueError("shuffle groups")
         return x
@@ -219,6 +221,12 @@ def _step(b: _Builder) -> None:
     rng = b.rng
     x = b.pick()
     n, c, h, w = b.shapes[x]
+    if rng.random() < 0.1 and h * w <= 1024:  # transformer pieces over the pixels as tokens
+        if rng.random() < 0.6:
+            b.add("attention", [x], heads=rng.choice((1, 2, 3)), head_dim=rng.choice((3, 4, 8, 15, 16)))
+        else:
+            b.add("ln_nhwc", [x], hidden=rng.choice((4, 6, 8, 16)))
+        return
     r = rng.random()
     if r < 0.22:
         b.add("conv", [x], **_conv_params(rng, c, h, w))
@@ -296,6 +304,15 @@ def random_graph(seed: int, max_nodes: Optional[int] = None) -> GraphSpec:
 
 
 # --------------------------------------------------------------------------- torch
+def _randomize(module, torch, gen) -> None:
+    """Weights of the transformer pieces from ``gen`` (LayerNorm affine terms away from 1 and 0)."""
+    with torch.no_grad():
+        for name, value in module.named_parameters():
+            fan_in = value.shape[-1] if value.dim() > 1 else 1
+            scale = 1 / math.sqrt(fan_in) if value.dim() > 1 else 0.3
+            value.copy_(torch.randn(value.shape, generator=gen) * scale + (1.0 if name.endswith("0.weight") else 0.0))
+
+
 def to_torch(spec: GraphSpec, seed: Optional[int] = None):
     """``(torch.nn.Module in eval mode, example input)`` for ``spec``; weights from ``seed``."""
     from ...core.extras import require
@@ -349,6 +366,13 @@ def _build_module(torch, spec: GraphSpec, seed: int):
                 self.extra[key] = param(1, x[1], 1, 1, scale=0.5, offset=1.0)
             elif node.op == "linear":
                 self.mods[key] = nn.Linear(math.prod(x[1:]), p["out"])
+            elif node.op == "attention":
+                inner = p["heads"] * p["head_dim"]
+                self.mods[key] = nn.ModuleList([nn.LayerNorm(x[1]), nn.Linear(x[1], 3 * inner), nn.Linear(inner, x[1])])
+                _randomize(self.mods[key], torch, gen)
+            elif node.op == "ln_nhwc":
+                self.mods[key] = nn.ModuleList([nn.LayerNorm(x[1]), nn.Linear(x[1], p["hidden"]), nn.Linear(p["hidden"], x[1])])
+                _randomize(self.mods[key], torch, gen)
 
         def forward(self, inp):
             t = [inp]
@@ -394,6 +418,19 @@ def _build_module(torch, spec: GraphSpec, seed: int):
                 return torch.softmax(x, 1)
             if op == "scale_c":
                 return x * self.extra[key]
+            if op == "attention":
+                n, c, h, w = x.shape
+                norm, qkv, proj = self.mods[key]
+                heads, d = p["heads"], p["head_dim"]
+                tokens = x.flatten(2).transpose(1, 2)  # [N, HW, C]
+                q, k, v = qkv(norm(tokens)).reshape(n, h * w, 3, heads, d).permute(2, 0, 3, 1, 4)
+                att = torch.softmax((q @ k.transpose(-2, -1)) * d**-0.5, dim=-1)
+                out = tokens + proj((att @ v).transpose(1, 2).reshape(n, h * w, heads * d))
+                return out.transpose(1, 2).reshape(n, c, h, w)
+            if op == "ln_nhwc":
+                norm, up, down = self.mods[key]
+                y = x.permute(0, 2, 3, 1)
+                return (y + down(F.gelu(up(norm(y))))).permute(0, 3, 1, 2)
             if op == "shuffle":
                 n, c, h, w = x.shape
                 g = p["groups"]
