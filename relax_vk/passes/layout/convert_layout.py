@@ -273,7 +273,10 @@ class _Packer(relax.PyExprMutator, TokenOps):
     # ------------------------------------------------------------ ops
     def _convert(self, call: relax.Call):
         if self._touches_tokens(call):
-            result = self._token_convert(call)
+            # an op between a map and a token view (ConvNeXt's residual around its NHWC block)
+            # stays on maps, the view turned back into one; else token views stay views
+            result = self._convert_packed(call) if self._touches_maps(call) else None
+            result = result if result is not None else self._token_convert(call)
             if result is not None:
                 return result
         result = self._convert_packed(call)
@@ -366,6 +369,8 @@ class _Packer(relax.PyExprMutator, TokenOps):
 
     def _broadcast_operand(self, expr, channels: int, pad_value: float):
         """A 5-D form of a binary-op operand next to a packed tensor with ``channels`` channels."""
+        if isinstance(expr, relax.Var) and expr in self.tokens:
+            self._nchw_source(expr)  # a token view of a map: the map (when its texels allow)
         if isinstance(expr, relax.Var) and expr in self.packed:
             found = self.packed[expr]
             return (found, True) if found.channels == channels and found.layout == "NCHW" else (None, False)

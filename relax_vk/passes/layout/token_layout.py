@@ -253,12 +253,19 @@ class TokenOps:
         return self.Packed(self._reshape_packed(flat, (1, c // LANES, h, w, LANES)), c, True, layout)
 
     # ------------------------------------------------------------- dispatch
-    def _touches_tokens(self, call: relax.Call) -> bool:
+    def _operand_vars(self, call: relax.Call):
         for arg in call.args:
-            fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
-            if any(isinstance(f, relax.Var) and f in self.tokens for f in fields):
-                return True
-        return False
+            for field in arg.fields if isinstance(arg, relax.Tuple) else [arg]:
+                if isinstance(field, relax.Var):
+                    yield field
+
+    def _touches_tokens(self, call: relax.Call) -> bool:
+        """Whether an operand is a token stand-in (an NCHW4c map merely *seen* as tokens once does
+        not count: CNN ops on maps stay on maps)."""
+        return any(v in self.tokens and v not in self.packed for v in self._operand_vars(call))
+
+    def _touches_maps(self, call: relax.Call) -> bool:
+        return any(v in self.packed for v in self._operand_vars(call))
 
     def _token_convert(self, call: relax.Call):
         name = call.op.name
