@@ -38,7 +38,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from .token_layout import REARRANGE, TokenOps, Tokens
-from .packing import LANES, _ceil4, _pack_map, _unpack_map, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
+from .packing import LANES, REDUCERS, _ceil4, _out_dtype, _pack_map, _unpack_map, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
 
 # name -> (zero_preserving: f(0) == 0, finite_total: finite inputs give finite outputs)
 UNARY = {
@@ -68,7 +68,7 @@ UNARY = {
 BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum", "relax.power"}
 BINARY_SAFE_ON_PADDING = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum"}
 POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
-REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min"}
+REDUCE = set(REDUCERS)
 #: ops the token layout converts from NCHW4c maps or plain tensors (``token_layout``)
 TOKEN_ENTRIES = REARRANGE | {"relax.matmul", "relax.nn.layer_norm", "relax.split"}
 
@@ -347,7 +347,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
             if pad_in or pad_out:  # pad before packing: texture stores must be whole texels
                 w = self._emit(relax.op.nn.pad(w, [0, pad_out, 0, pad_in, 0, 0, 0, 0]))
             w = self._emit(relax.op.layout_transform(w, _weight_map))
-        out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None
+        out_dtype = _out_dtype(a)
         conv = relax.op.nn.conv2d(
             packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
         )
@@ -443,7 +443,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
             new = relax.op.image.resize2d(
                 src.var, self.visit_expr(call.args[1]), tuple(float(r) for r in a.roi), "NCHW4c", a.method, a.coordinate_transformation_mode,
                 a.rounding_method, a.cubic_alpha, a.cubic_exclude, a.extrapolation_value,
-                str(a.out_dtype) if str(a.out_dtype) not in ("", "void", "None") else None,
+                _out_dtype(a),
             )
         return Packed(self._emit(new), src.channels, src.clean)
 
@@ -521,7 +521,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
         if src is None or call.attrs.axis is None:
             return None
         axes = sorted({int(x) % 4 for x in call.attrs.axis})
-        make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
+        make = REDUCERS[call.op.name]
         if axes == [1] and not src.padded:
             # a channel reduction (a channels-first LayerNorm's statistics): over the packed
             # channels and lanes; the (N, 1, H, W) result is a plain value

@@ -8,20 +8,32 @@ from typing import Optional
 import numpy as np
 from tvm import relax
 
+from ...core.scope import TEXEL_LANES as LANES
 from ...core.scope import static_shape
 
-LANES = 4
+#: the reductions the packed layouts carry, by op name
+REDUCERS = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}
 
 
 def _ceil4(c: int) -> int:
     return -(-c // LANES) * LANES
 
 
-def _shape(expr) -> Optional[tuple]:
-    ty = expr.ty
+def _shape_of_type(ty) -> Optional[tuple]:
+    """The static shape of a tensor type (None: not a tensor, or a symbolic shape)."""
     if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
         return None
     return static_shape(ty.shape.values)
+
+
+def _shape(expr) -> Optional[tuple]:
+    return _shape_of_type(expr.ty)
+
+
+def _out_dtype(attrs) -> Optional[str]:
+    """An op's ``out_dtype`` attribute, None when unset."""
+    value = str(attrs.out_dtype)
+    return value if value not in ("", "void", "None") else None
 
 
 def _dtype(expr) -> str:

@@ -44,7 +44,7 @@ from tvm import relax, topi
 from tvm.ir.expr import GenericConst
 
 from ...legalize import tokens as kernels
-from .packing import LANES, _float, _pack_map, _shape, _unpack_map, pack_weight_array
+from .packing import LANES, REDUCERS, _float, _out_dtype, _pack_map, _shape, _shape_of_type, _unpack_map, pack_weight_array
 from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
 
 #: rearranging ops: only the view's table changes
@@ -457,9 +457,8 @@ class TokenOps:
             if src is None:
                 return None
             weight = matrix.T.reshape(matrix.shape[1], matrix.shape[0], 1, 1)
-            out_dtype = str(call.attrs.out_dtype) if str(call.attrs.out_dtype) not in ("", "void", "None") else None
             conv = relax.op.nn.conv2d(
-                src, relax.const(pack_weight_array(weight)), 1, 0, 1, 1, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
+                src, relax.const(pack_weight_array(weight)), 1, 0, 1, 1, "NCHW4c", "OIHW4o", "NCHW4c", _out_dtype(call.attrs)
             )
             return Tokens(self._emit(conv), padded(out_shape))  # outputs padded to a multiple of 4 (zero weights)
         ta, tb = self._tokens_of(a), self._tokens_of(b)
@@ -560,7 +559,7 @@ class TokenOps:
             return None
         rank = len(t.shape)
         axes = sorted({int(a) % rank for a in call.attrs.axis})
-        make = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max, "relax.min": relax.op.min}[call.op.name]
+        make = REDUCERS[call.op.name]
         if axes == [rank - 1]:  # per token: small statistics, a plain value
             src = self._identity_of(call.args[0])
             if src is None:
@@ -634,10 +633,3 @@ class TokenOps:
             begin = end
         return out
 
-
-def _shape_of_type(ty) -> Optional[tuple]:
-    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
-        return None
-    from ...core.scope import static_shape
-
-    return static_shape(ty.shape.values)
