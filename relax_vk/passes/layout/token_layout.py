@@ -88,6 +88,13 @@ class Tokens:
         return Tokens(self.var, view, self.origin)
 
 
+def _map_view(packed) -> TokenView:
+    """The token view of an unpadded NCHW4c map ``(1, C/4, H, W, 4)`` of logical layout NCHW or
+    NHWC, over its texels as a base of ``H*W`` rows."""
+    _, c4, h, w, _ = _shape(packed.var)
+    return nchw_view(c4 * LANES, h, w) if packed.layout == "NCHW" else identity((1, h, w, c4 * LANES))
+
+
 def _ints(expr) -> list:
     values = expr.fields if isinstance(expr, relax.Tuple) else expr
     return [int(getattr(getattr(v, "value", v), "value", getattr(v, "value", v))) for v in values]
@@ -125,9 +132,7 @@ class TokenOps:
             return None
         _, c4, h, w, _ = shape
         base = self._reshape_packed(packed.var, (1, c4, 1, h * w, LANES))
-        channels = c4 * LANES
-        view = nchw_view(channels, h, w) if packed.layout == "NCHW" else identity((1, h, w, channels))
-        found = Tokens(base, view, origin=expr)
+        found = Tokens(base, _map_view(packed), origin=expr)
         self.tokens[expr] = found
         return found
 
@@ -199,7 +204,7 @@ class TokenOps:
                 return None
             if view is None:
                 return None
-            t = Tokens(t.var, view)
+            t = t.seen_as(view)
         if texels_only and not (t.view.is_identity and not transpose_last) and texel_sources(t.view, transpose_last) is None:
             return None
         return self._realize(t, transpose_last, pad)
@@ -209,9 +214,7 @@ class TokenOps:
         there is one (its own unpacking, then a reshape or a take), else from its base."""
         view = t.view
         if t.origin is not None:
-            packed = self.packed[t.origin]
-            shape = _shape(packed.var)
-            origin = nchw_view(shape[1] * LANES, shape[2], shape[3]) if packed.layout == "NCHW" else identity((1, shape[2], shape[3], shape[1] * LANES))
+            origin = _map_view(self.packed[t.origin])
             position = np.empty(view.rows * view.cols, np.int64)
             position[origin.indices().reshape(-1)] = np.arange(position.size)  # base index -> logical position
             order = position[view.indices()]
@@ -247,7 +250,7 @@ class TokenOps:
         if c % LANES:
             return None
         view = t.view.with_table(table)
-        flat = self._realize(Tokens(t.var, view)) if view is not None else None
+        flat = self._realize(t.seen_as(view)) if view is not None else None
         if flat is None:
             return None
         return self.Packed(self._reshape_packed(flat, (1, c // LANES, h, w, LANES)), c, True, layout)
@@ -346,7 +349,7 @@ class TokenOps:
             if shape is None:
                 return None
             if math.prod(shape) == 1:
-                args.append(self.visit_expr(arg))
+                args.append(self._scalar(arg))
             elif isinstance(arg, GenericConst) and shape[-1] == out_shape[-1] and math.prod(shape) == shape[-1] and is_padded(first):
                 vector = np.zeros(first.cols, arg.value.numpy().dtype)
                 vector[: shape[-1]] = arg.value.numpy().reshape(-1)
@@ -376,11 +379,18 @@ class TokenOps:
             shape = _shape(arg)
             if shape is None or math.prod(shape) != 1:
                 return None
-            args.append(self.visit_expr(arg))
+            args.append(self._scalar(arg))
         swapped = tuple(out_shape[:-2]) + (out_shape[-1], out_shape[-2])
         result = self._emit(relax.Call(call.op, args, call.attrs, call.ty_args))
         view = identity(swapped)
         return Tokens(result, view.with_table(np.swapaxes(view.indices(), -1, -2)))
+
+    def _scalar(self, expr) -> relax.Expr:
+        """A one-element operand as a 0-d tensor (it broadcasts against any packed tensor; a
+        ``[1, 1, ...]`` of higher rank would raise the result's rank)."""
+        if isinstance(expr, GenericConst):
+            return relax.const(expr.value.numpy().reshape(()))
+        return self._emit(relax.op.reshape(self.visit_expr(expr), ()))
 
     def _token_operand(self, expr, out_shape) -> Optional[relax.Expr]:
         """An operand of a binary op whose result is the token tensor ``out_shape``, in a form that
@@ -392,10 +402,8 @@ class TokenOps:
             return None
         full = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
         c, rows = out_shape[-1], math.prod(out_shape[:-1])
-        if math.prod(full) == 1:  # a scalar
-            return relax.const(expr.value.numpy().reshape(())) if isinstance(expr, GenericConst) else self._emit(
-                relax.op.reshape(self.visit_expr(expr), ())
-            )
+        if math.prod(full) == 1:
+            return self._scalar(expr)
         if all(d == 1 for d in full[:-1]) and full[-1] == c:  # per channel
             form = (1, c // LANES, 1, 1, LANES)
         elif full[-1] == 1 and full[:-1] == tuple(out_shape[:-1]):  # per token
@@ -538,19 +546,20 @@ class TokenOps:
         t = self._tokens_of(call.args[0])
         if t is not None and is_padded(t.view):  # over a padded base: the padding lanes masked
             lanes = np.arange(t.view.cols).reshape(1, t.view.cols // LANES, 1, 1, LANES) < shape[-1]
-            mask = relax.const(lanes)
-            dtype = str(call.ty.dtype)
-            real = self._emit(relax.op.where(mask, t.var, relax.const(np.array(-np.inf, dtype))))
-            exp = self._emit(relax.op.exp(self._emit(relax.op.subtract(real, self._channel_stat(relax.op.max, real)))))
-            exp = self._emit(relax.op.where(mask, exp, relax.const(np.array(0, dtype))))
-            return Tokens(self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp))), t.view)
+            return Tokens(self._softmax(t.var, relax.const(lanes)), t.view)
         src = self._identity_of(call.args[0])
-        if src is None:
-            return None
-        shifted = self._emit(relax.op.subtract(src, self._channel_stat(relax.op.max, src)))
-        exp = self._emit(relax.op.exp(shifted))
-        out = self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp)))
-        return Tokens(out, identity(shape))
+        return Tokens(self._softmax(src), identity(shape)) if src is not None else None
+
+    def _softmax(self, x: relax.Var, mask: Optional[relax.Expr] = None) -> relax.Var:
+        """Softmax over the packed channels of ``x``; lanes where ``mask`` is False take no part
+        and come out 0."""
+        dtype = str(x.ty.dtype)
+        if mask is not None:
+            x = self._emit(relax.op.where(mask, x, relax.const(np.array(-np.inf, dtype))))
+        exp = self._emit(relax.op.exp(self._emit(relax.op.subtract(x, self._channel_stat(relax.op.max, x)))))
+        if mask is not None:
+            exp = self._emit(relax.op.where(mask, exp, relax.const(np.array(0, dtype))))
+        return self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp)))
 
     def _token_reduce(self, call: relax.Call):
         t = self._tokens_of(call.args[0])
