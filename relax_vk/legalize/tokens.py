@@ -22,10 +22,8 @@ from __future__ import annotations
 
 from tvm import te, tirx
 
-from ..core.registry import SOURCE_OP_ATTR, TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT
-
-LANES = 4
-GATHER_OP, MATMUL_OP, STAT_OP = TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT
+from ..core.registry import SOURCE_OP_ATTR
+from ..core.scope import TEXEL_LANES as LANES
 
 
 def token_gather(x: te.Tensor, table: te.Tensor) -> te.Tensor:

@@ -120,7 +120,7 @@ def _lanes_innermost(sch: s_tir.Schedule, block) -> None:
     not a cached scalar load)."""
     loops = sch.get_loops(block)
     kinds = _loop_kinds(sch, block)
-    inner = [(lp, k) for lp, k in zip(loops, kinds) if sch.get(lp).thread_binding is None and sch.get(lp).kind != tirx.ForKind.THREAD_BINDING]
+    inner = [(lp, k) for lp, k in zip(loops, kinds) if sch.get(lp).kind != tirx.ForKind.THREAD_BINDING]
     spatial = [lp for lp, k in inner if k == "S"]
     reduce = [lp for lp, k in inner if k == "R"]
     if len(spatial) != 1 or not reduce or int(getattr(sch.get(spatial[0]).extent, "value", 0)) != 4:

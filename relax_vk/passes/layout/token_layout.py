@@ -43,6 +43,7 @@ import tvm
 from tvm import relax, topi
 from tvm.ir.expr import GenericConst
 
+from ...core.registry import TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT
 from ...legalize import tokens as kernels
 from .packing import LANES, REDUCERS, _float, _out_dtype, _pack_map, _shape, _shape_of_type, _unpack_map, pack_weight_array
 from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
@@ -170,14 +171,14 @@ class TokenOps:
             # one kernel for every gather (a ``take`` with a data-dependent index would be an
             # opaque kernel, which the registry keeps in buffers)
             table = relax.const(np.ascontiguousarray((texel_of * view.rows + row_of).T).astype("int32"))
-            return self._emit_te(kernels.token_gather, [t.var, table], "token_gather", kernels.GATHER_OP)
+            return self._emit_te(kernels.token_gather, [t.var, table], "token_gather", TOKEN_GATHER)
         shape = view.shape
         last = shape[-2] if transpose_last else shape[-1]
         if len(shape) < (2 if transpose_last else 1) or (last % LANES and not pad):
             return None
         table = relax.const(element_table(view, transpose_last))
         return self._emit_te(
-            kernels.token_element_gather, [t.var, table], "token_element_gather", kernels.GATHER_OP, cols=view.cols
+            kernels.token_element_gather, [t.var, table], "token_element_gather", TOKEN_GATHER, cols=view.cols
         )
 
     def _reshape_packed(self, x: relax.Expr, shape: Sequence[int]) -> relax.Var:
@@ -482,7 +483,7 @@ class TokenOps:
         if lhs is None or rhs is None:
             return None
         result = self._emit_te(
-            kernels.token_matmul, [lhs, rhs], "token_matmul", kernels.MATMUL_OP,
+            kernels.token_matmul, [lhs, rhs], "token_matmul", TOKEN_MATMUL,
             rows=rows, inner=inner, cols=cols, transpose_b=transpose_b,
         )
         return Tokens(result, padded(out_shape))  # the padding lanes (if any) unused
@@ -506,7 +507,7 @@ class TokenOps:
         """A reduction over the packed channels (``[..., 1]`` statistics, ``(1, 1, 1, M, 1)``):
         the channel-reduce kernel for sum/max/min (mean: the sum scaled)."""
         kind = {relax.op.sum: "sum", relax.op.mean: "sum", relax.op.max: "max", relax.op.min: "min"}[make]
-        stat = self._emit_te(kernels.token_channel_reduce, [x], "token_channel_" + kind, kernels.STAT_OP, kind=kind)
+        stat = self._emit_te(kernels.token_channel_reduce, [x], "token_channel_" + kind, TOKEN_STAT, kind=kind)
         if make is relax.op.mean:
             channels = _shape(x)[1] * LANES
             stat = self._emit(relax.op.multiply(stat, relax.const(np.array(1.0 / channels, str(x.ty.dtype)))))
