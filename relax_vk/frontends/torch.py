@@ -11,7 +11,11 @@ Converters relax_vk adds (each found by the differential fuzzer):
   whenever the ratio is not an integer (wrong numbers, no error);
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, TOPI's
   adaptive pool otherwise. Its indices output is not computed (zeros), as TVM does for
-  ``max_pool2d_with_indices``.
+  ``max_pool2d_with_indices``;
+* ``max.dim`` / ``min.dim`` (``x.max(dim)``, values and indices): TVM converts them to
+  ``relax.op.topk``, which no relax_vk (or TVM GPU) pipeline lowers (an internal error at VM
+  code generation); here they are a ``max``/``min`` reduction and an ``argmax``/``argmin`` (dropped
+  when the indices are unused, as they usually are).
 
 Half-precision models (float16/bfloat16 parameters or inputs; TVM's frontend mixes float32 conv
 outputs with float16 biases and fails) are imported as their float32 copy with the float16
@@ -79,12 +83,28 @@ def _adaptive_max_pool(node, importer) -> relax.Var:
     return bb.emit(relax.Tuple([values, indices]))
 
 
+def _reduce_dim(largest: bool):
+    def convert(node, importer) -> tuple:
+        x = importer.env[node.args[0]]
+        dim = int(node.args[1]) if len(node.args) > 1 else int(node.kwargs.get("dim", 0))
+        keepdim = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
+        bb = importer.block_builder
+        reduce, arg = (relax.op.max, relax.op.argmax) if largest else (relax.op.min, relax.op.argmin)
+        values = bb.emit(reduce(x, axis=[dim], keepdims=keepdim))
+        indices = bb.emit(arg(x, axis=dim, keepdims=keepdim))  # (int64, as PyTorch)
+        return (values, indices)  # (not a Relax tuple: unused indices are then dead code)
+
+    return convert
+
+
 CONVERTERS = {
     "replication_pad2d.default": _pad_converter("replicate"),
     "reflection_pad2d.default": _pad_converter("reflect"),
     "upsample_nearest2d.vec": _upsample_nearest,
     "upsample_nearest2d.default": _upsample_nearest,
     "adaptive_max_pool2d.default": _adaptive_max_pool,
+    "max.dim": _reduce_dim(largest=True),
+    "min.dim": _reduce_dim(largest=False),
 }
 
 

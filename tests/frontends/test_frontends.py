@@ -80,3 +80,23 @@ def test_missing_extra_names_the_extra(monkeypatch):
     monkeypatch.delitem(__import__("sys").modules, "onnx", raising=False)
     with pytest.raises(_extras.MissingExtra, match=r"pip install 'relax_vk\[onnx\]'"):
         _extras.require("onnx", "onnx")
+
+
+def test_max_and_min_over_a_dim_with_their_indices():
+    """``x.max(dim)`` / ``x.min(dim)`` (TVM imports them as ``topk``, which nothing lowers): a
+    reduction, and an arg-reduction only where the indices are used."""
+    from relax_vk.frontends import from_torch
+
+    class Stats(torch.nn.Module):
+        def forward(self, x):
+            values, indices = x.max(1)
+            return x - x.max(-1, keepdim=True).values + x.min(-1, keepdim=True)[0], values, indices
+
+    x = torch.randn(1, 20, 12)
+    mod = from_torch(Stats(), (x,))
+    assert "topk" not in str(mod["main"])
+    ops = str(relax_vk.layout_stage()(mod)["main"])  # (unused indices dropped)
+    assert ops.count("R.argmax") == 1 and "R.argmin" not in ops
+    outs = load(relax_vk.build(mod).artifact(), device="pocl").run([x.numpy()])
+    for out, ref in zip(outs, Stats()(x)):
+        np.testing.assert_allclose(out, ref.numpy(), rtol=1e-6, atol=1e-6)
