@@ -3,7 +3,8 @@
 Three steps, which may run on two machines (TVM here, the GPU there):
 
 1. :func:`write_bundle` (needs TVM): every distinct conv2d of the models (shapes and attributes
-   from the imported Relax module, :func:`collect_convs`), for each API and memory kind, becomes
+   from the imported Relax module and from it after the layout stage, which turns Linears over
+   token tensors into 1x1 convs: :func:`collect_convs`), for each API and memory kind, becomes
    one small program ``relu(conv2d(x, w) + b_i)`` with one conv kernel per candidate
    configuration (:func:`relax_vk.schedules.conv2d.candidate_configs`, each forced through
    :data:`~relax_vk.schedules.conv2d.CONFIG_ATTR`), built with relax_vk's own pipeline and written
@@ -33,7 +34,7 @@ import tvm
 from tvm import relax
 
 from ..runtime.measure import BUNDLE_FORMAT, RESULTS_FORMAT, VERSION
-from ..schedules.workloads import ConvSpec, collect_convs
+from ..schedules.workloads import ConvSpec, collect_convs, conv_workload
 from .staging import staged_folder
 
 MEMORY_OPTIONS = {"texture": {}, "buffer": {"textures": False}}
@@ -138,10 +139,18 @@ def write_bundle(
 ) -> dict:
     """Build the candidates of every distinct conv of ``modules`` into ``outdir`` (module
     docstring); returns the bundle index. Written all or nothing (:mod:`.staging`)."""
+    from ..pipeline import layout_stage
+
     specs: Dict[ConvSpec, None] = {}
+    keys: set = set()
     for mod in modules:
-        for spec in collect_convs(mod):
-            specs.setdefault(spec)
+        # the model's own convs, and those the layout stage makes (a Linear over token tensors is
+        # a 1x1 NCHW4c conv whose pixels are the tokens)
+        for spec in collect_convs(mod) + collect_convs(layout_stage(apis[0] if apis else None)(mod)):
+            w = conv_workload(spec)  # (a packed call and its NCHW original are one workload)
+            if w is None or w.key() not in keys:
+                specs.setdefault(spec)
+                keys.add(w.key() if w is not None else None)
     cases, skipped = [], []
     t0 = time.perf_counter()
     with staged_folder(outdir, prefix=".tune-") as tmp:
