@@ -7,15 +7,19 @@
 1. ``conv2d`` -- relax_vk's NCHW4c conv schedule (:mod:`.conv2d`: register-blocked, broadcast FMAs,
    padding and epilogues fused), configured from the tuning database (:mod:`.tuning`) where the
    target's device has a record, else by its untuned default;
-2. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
+2. ``token_matmul`` -- relax_vk's batched matmul of token tensors (:mod:`.matmul`: register
+   tiles of rows x texels, whole-texel operand loads, epilogues fused);
+3. ``channel_reduce`` -- channel statistics of token tensors, one workgroup per row
+   (:mod:`.channel_reduce`: texels split over the threads, combined across them);
+4. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
    accumulates four texel lanes into one element: wrong numbers on pocl);
-3. ``adreno.conv2d`` (grouped convs whose groups split a texel), ``adreno.layout_transform`` --
+5. ``adreno.conv2d`` (grouped convs whose groups split a texel), ``adreno.layout_transform`` --
    TVM's dlight adreno rules;
-4. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
+6. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
    stores);
-5. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
+7. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
    (unwindowed) reductions only;
-6. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
+8. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
    replaces dlight's ``gpu.Fallback``).
 
 Kernels with a trivial (extent-1) reduction skip the upstream rules: :mod:`.analysis` says why.
@@ -33,7 +37,9 @@ from tvm.s_tir import dlight as dl
 
 from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
+from .channel_reduce import channel_reduce_rule
 from .conv2d import conv2d_rule
+from .matmul import token_matmul_rule
 from .pooling import schedule_pool
 
 
@@ -61,6 +67,8 @@ def _only_if(predicate, rule):
 # only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis)
 RULES: List[Rule] = [
     ("conv2d", conv2d_rule),
+    ("token_matmul", token_matmul_rule),
+    ("channel_reduce", channel_reduce_rule),
     ("pool", lambda func, _target: schedule_pool(func)),
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),

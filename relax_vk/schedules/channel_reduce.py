@@ -1,0 +1,88 @@
+"""relax_vk's schedule for channel statistics of token tensors: one workgroup per row.
+
+For the ``token_channel_{sum,max,min}`` block of
+:func:`relax_vk.legalize.tokens.token_channel_reduce` (LayerNorm's and softmax's statistics over
+the ``C/4`` texels of each row of a ``(1, C/4, 1, M, 4)`` tensor), with elementwise producers
+fused before it (the square of a variance) and elementwise consumers after it. The safe schedule
+gives each row one thread that walks all its texels: ``M`` threads (196 for a ViT's LayerNorm, on
+a GPU that wants tens of thousands) each doing ``C/4`` dependent loads. Here:
+
+* each row gets a workgroup of ``threads`` (a power of two up to 32, one warp/subgroup on most
+  GPUs) that split its texels (thread ``t`` takes texels ``t, t + threads, ...``), each texel
+  fetched whole (one vector load, its four lanes combined in registers);
+* the partial results are combined across the workgroup by TVM's cross-thread reduction
+  (workgroup memory and barriers in OpenCL and WGSL);
+* a fused epilogue runs after it, on the reduced value every thread holds.
+
+Rows with fewer than :data:`MIN_TEXELS` texels are left to the safe schedule (one thread per row
+is then the better split).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tvm import s_tir, tirx
+
+PREFIX = "token_channel_"
+MIN_TEXELS = 8
+MAX_THREADS = 32
+
+
+def _extent(loop) -> int:
+    return int(getattr(loop.extent, "value", -1))
+
+
+def threads_for(texels: int, most: int = MAX_THREADS) -> int:
+    """Threads per row: the smallest power of two covering ``texels``, at most ``most``."""
+    threads = 1
+    while threads < min(texels, most):
+        threads *= 2
+    return min(threads, most)
+
+
+def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
+    """``func`` scheduled (module docstring), or None when it is not a channel-statistics kernel
+    this schedule takes."""
+    sch = s_tir.Schedule(func)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    names = [sch.get(b).name_hint for b in blocks]
+    found = [i for i, name in enumerate(names) if name.startswith(PREFIX)]
+    if len(found) != 1:
+        return None
+    index = found[0]
+    red, prologue, epilogue = blocks[index], blocks[:index], blocks[index + 1 :]
+    for block in prologue:  # elementwise producers (a variance's square) folded into the reads
+        sch.compute_inline(block)
+    loops = sch.get_loops(red)
+    extents = [_extent(sch.get(lp)) for lp in loops]
+    if len(loops) != 6 or extents[:3] != [1, 1, 1] or extents[4] != 1 or extents[5] < MIN_TEXELS:
+        return None
+    n, c, h, row, lane, k4 = loops
+    threads = threads_for(extents[5], min(MAX_THREADS, max_threads))
+    k_o, k_i = sch.split(k4, [None, threads])
+    sch.reorder(n, c, h, row, lane, k_i, k_o)
+    bx = sch.fuse(n, c, h, row, lane)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(k_i, "threadIdx.x")
+    # each texel read once, whole, into registers (the reduction combines its lanes)
+    source = sch.get(red).reads[0].source
+    cache = sch.cache_read(red, 0, "local")
+    sch.compute_at(cache, k_o, preserve_unit_loops=True)
+    cache_loops = sch.get_loops(cache)
+    sch.vectorize(cache_loops[-1])
+    if not str(source.scope()).startswith("global"):
+        return None
+    if epilogue:
+        for block in epilogue[:-1]:
+            sch.compute_inline(block)
+        sch.set_scope(red, 0, "local")
+        sch.reverse_compute_at(epilogue[-1], bx, preserve_unit_loops=True)
+    return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def channel_reduce_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
+    """The schedule rule (:func:`schedule_channel_reduce`, at most the target's threads)."""
+    from .apply import _max_threads
+
+    return schedule_channel_reduce(func, _max_threads(target))
