@@ -181,9 +181,11 @@ def _default_entries() -> List[OpRegistration]:
     layout = OpRegistration("relax.layout_transform", inputs=[ANY_SCOPE], outputs=[ANY_SCOPE])
     # spatial reductions of packed tensors (global pooling as ``mean``): the output follows the input
     reductions = [OpRegistration(name, inputs=ANY_SCOPE) for name in REDUCTIONS]
-    # token kernels: packed operands and result synced (the gather's int32 table is a buffer)
-    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT)]
-    return [conv, *pools, layout, *reductions, *tokens]
+    # token kernels: packed operands and result synced, except a gather's (it reads its input by
+    # index, in whatever mapping that has: a token view of a map, tokens mapped as one image)
+    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_MATMUL, TOKEN_STAT)]
+    gather = OpRegistration(TOKEN_GATHER, inputs=[ANY_SCOPE, ANY_SCOPE], outputs=[ANY_SCOPE])
+    return [conv, *pools, layout, *reductions, *tokens, gather]
 
 
 _DEFAULT = OpRegistry(_default_entries())

@@ -20,7 +20,7 @@ texture-only and the error names the op, argument and limit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from .scope import ALL_SCOPES, GLOBAL, TEXTURE_SCOPES, MemoryScope, TextureLimitError, TextureLimits, is_texturable
 from .scope_rule import Role, choose_scope
@@ -98,6 +98,7 @@ class OpRepSets:
         self.arg_sets = [s.filtered(t.shape, t.dtype, self.limits) for s, t in zip(self.arg_sets, self.args)]
         self.out_sets = [s.filtered(t.shape, t.dtype, self.limits) for s, t in zip(self.out_sets, self.outs)]
         self.primary = next((i for i, t in enumerate(self.args)), None)
+        self._peers: Dict[Tuple[str, int], List[Tuple[str, int]]] = {}  # synced texturable members
         if self.sync_args:
             self._sync([("arg", i) for i in range(len(self.args))])
         if self.sync_outs:
@@ -119,6 +120,9 @@ class OpRepSets:
         real = [(k, i) for k, i in members if self._spec(k, i).texturable]
         if len(real) < 2:
             return
+        for member in real:
+            known = self._peers.setdefault(member, [])
+            known += [m for m in real if m != member and m not in known]
         common = self._set(*real[0])
         for k, i in real[1:]:
             common = common.intersect(self._set(k, i))
@@ -137,7 +141,8 @@ class OpRepSets:
         """What argument ``i`` asks for when nothing downstream constrains it."""
         t = self.args[i]
         pref = self.preferences[i] if i < len(self.preferences) else None
-        return choose_scope(t.shape, t.dtype, self.arg_sets[i].scopes, self.limits, t.role, pref)
+        peers = [self._spec(*m).shape for m in self._peers.get(("arg", i), [])]  # (they share its scope)
+        return choose_scope(t.shape, t.dtype, self.arg_sets[i].scopes, self.limits, t.role, pref, peers)
 
     def demand(self, registration: str = "", reason: str = "") -> "SiteDemand":
         """The serialisable summary the producer decision works from."""

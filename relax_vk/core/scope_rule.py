@@ -8,7 +8,11 @@ Rule (declared, not set order):
 
    * ``ACTIVATION`` -> ``global.texture`` (width W, height H, layers N*C/4: the spatial axes stay
      2-D, so a 3x3 window is a 2-D neighbourhood in the texture cache), then
-     ``global.texture-nhwc`` (width H*W), then ``global.texture-weight``;
+     ``global.texture-nhwc`` (width H*W), then ``global.texture-weight``; except that a tensor of
+     height 1 (a token tensor ``(1, C/4, 1, M, 4)``, a 1xW map) tries ``global.texture-nhwc``
+     first: one 2-D image of width W and height C/4 instead of C/4 layers one texel row high
+     (GPUs tile textures in 2-D blocks; a one-row layer fills a sliver of each) -- when the
+     tensors an op makes share its scope are all of height 1 too (a pool to 1x1 reads a map);
    * ``WEIGHT`` -> ``global.texture-weight`` (one 2-D image, a row per output-channel block),
      then ``global.texture``, then ``global.texture-nhwc``.
 
@@ -38,10 +42,25 @@ ROLE_ORDER = {
 }
 
 
-def mapping_order(role: Role, preference: Optional[Sequence[MemoryScope]] = None) -> Tuple[MemoryScope, ...]:
-    """Texture scopes in the order the rule tries them."""
+def _one_row(shape: Optional[Sequence[int]], wide: bool = True) -> bool:
+    """Whether ``global.texture`` would give this packed tensor layers of height 1 (``wide``: and
+    width above 1; a ``(1, C/4, 1, 1, 4)`` vector is one texel either way)."""
+    return shape is not None and len(shape) == 5 and int(shape[2]) == 1 and (int(shape[3]) > 1 or not wide)
+
+
+def mapping_order(
+    role: Role, preference: Optional[Sequence[MemoryScope]] = None, shape: Optional[Sequence[int]] = None,
+    peers: Sequence[Optional[Sequence[int]]] = (),
+) -> Tuple[MemoryScope, ...]:
+    """Texture scopes in the order the rule tries them (for a tensor of ``shape``, when given, that
+    shares its scope with tensors of the ``peers`` shapes: the one-row order if all are of height 1
+    and one is wider than a texel: a LayerNorm's ``(1, C/4, 1, 1, 4)`` gain goes with its tokens)."""
     order = list(preference or ())
-    order += [s for s in ROLE_ORDER[role] if s not in order]
+    base = ROLE_ORDER[role]
+    group = [shape, *peers]
+    if role is Role.ACTIVATION and all(_one_row(p, wide=False) for p in group) and any(_one_row(p) for p in group):
+        base = (TEXTURE_NHWC,) + tuple(s for s in base if s is not TEXTURE_NHWC)
+    order += [s for s in base if s not in order]
     return tuple(order)
 
 
@@ -52,13 +71,15 @@ def choose_scope(
     limits: TextureLimits,
     role: Role = Role.ACTIVATION,
     preference: Optional[Sequence[MemoryScope]] = None,
+    peers: Sequence[Optional[Sequence[int]]] = (),
 ) -> MemoryScope:
-    """The preferred scope among ``allowed`` for this tensor: the first fitting texture, else buffer.
+    """The preferred scope among ``allowed`` for this tensor: the first fitting texture, else buffer
+    (``peers``: shapes of the tensors the op makes share its scope).
 
     Raises ``ValueError`` when ``allowed`` holds neither a fitting texture nor ``global``.
     """
     allowed = set(allowed)
-    for scope in mapping_order(role, preference):
+    for scope in mapping_order(role, preference, shape, peers):
         if scope in allowed and scope.fits(shape, dtype, limits):
             return scope
     if GLOBAL in allowed:

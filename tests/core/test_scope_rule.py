@@ -9,6 +9,17 @@ def test_activation_keeps_spatial_axes_2d():
     assert choose_scope((2, 4, 28, 28, 4), "float32", ALL_SCOPES, LIMITS) is TEXTURE
 
 
+def test_one_row_tensors_map_to_one_2d_image():
+    # tokens (1, C/4, 1, M, 4): one image M x C/4 rather than C/4 layers one texel row high
+    assert choose_scope((1, 96, 1, 196, 4), "float32", ALL_SCOPES, LIMITS) is TEXTURE_NHWC
+    # with a LayerNorm gain (1, C/4, 1, 1, 4) sharing its scope: still one image
+    assert choose_scope((1, 96, 1, 196, 4), "float32", ALL_SCOPES, LIMITS, peers=[(1, 96, 1, 1, 4)]) is TEXTURE_NHWC
+    assert choose_scope((1, 96, 1, 1, 4), "float32", ALL_SCOPES, LIMITS, peers=[(1, 96, 1, 196, 4)]) is TEXTURE_NHWC
+    # a vector alone, or a one-row tensor tied to a map (a pool's input), keeps the layered mapping
+    assert choose_scope((1, 96, 1, 1, 4), "float32", ALL_SCOPES, LIMITS) is TEXTURE
+    assert choose_scope((1, 96, 1, 1, 4), "float32", ALL_SCOPES, LIMITS, peers=[(1, 96, 7, 7, 4)]) is TEXTURE
+
+
 def test_weight_prefers_weight_mapping():
     assert choose_scope((8, 64, 3, 3, 4), "float32", ALL_SCOPES, LIMITS, Role.WEIGHT) is TEXTURE_WEIGHT
 
