@@ -9,12 +9,14 @@ present; MNN OpenCL through ../shared/peers/mnn in the same machine session).
     python3 -m relax_vk tune --measure .gpu/tune_opencl --device gpu -o tune.json         # GPU machine
     relax-vk tune --import tune.json                                                       # here: into the database
 
-``--tune-bundle`` writes the tuning candidates of the benchmark models' convs (at 224x224; see
+``--tune-bundle`` writes the tuning candidates of the benchmark models' convs, the 1x1 convs of
+their Linears included (at 224x224 or ``name@size``; see
 :mod:`relax_vk.tools.tune`). ``--build`` compiles each model for both APIs under the plans of :data:`PLANS` and writes a
 transport bundle (``benchmarks/backend_latency.py``'s format: each distinct constant once) plus
 the input and PyTorch's CPU output. ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
-plan's wall-clock latency (inputs uploaded, outputs read back, median and min of ``--repeat``),
-the summed device time of its dispatches, its error against PyTorch; PyTorch eager fp32 on CUDA
+plan's wall-clock latency (inputs uploaded, outputs read back, median and min of ``--repeat``
+runs taken in rounds across the plans: clock changes fall on all alike), the device span of its
+dispatches and each kernel's share (medians of 5 profiled runs), its error against PyTorch; PyTorch eager fp32 on CUDA
 timed the same way (its first output checked against the CPU output); then the ratios the
 issue's targets are stated in.
 """
@@ -36,6 +38,7 @@ from backend_latency import load_artifact, store_constants  # noqa: E402  (the s
 SIZE = (1, 3, 224, 224)
 MODELS = ("resnet18", "mobilenet_v2")
 APIS = ("opencl", "vulkan")
+PROFILED_RUNS = 5  # per-step device times: the median of this many profiled runs
 KERNEL_FIELDS = ("schedule", "workload", "config", "config_source", "memory", "flops")
 
 
@@ -99,7 +102,11 @@ def tune_bundle(outdir: str, models, apis) -> None:
     from relax_vk.tools.tune import write_bundle
     from relax_vk.zoo import build_zoo_model
 
-    modules = [from_torch(*(lambda m, x: (m, (x,)))(*build_zoo_model(name, input_shape=SIZE))) for name in models]
+    modules = []
+    for spec in models:
+        name, size = _model_size(spec)
+        model, x = build_zoo_model(name, input_shape=size)
+        modules.append(from_torch(model, (x,)))
     index = write_bundle(modules, outdir, apis)
     print(f"{len(index['cases'])} cases in {index['seconds']:.0f} s")
 
@@ -112,6 +119,18 @@ def _time(fn, repeat: int):
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return float(np.median(times)), float(np.min(times))
+
+
+def _interleaved(sessions, x: np.ndarray, repeat: int):
+    """Wall-clock ms of ``repeat`` runs of every session, taken in rounds (each round runs every
+    session once, starting one session later than the last round, each run right after a warm-up
+    run of its own), so clock changes and a neighbour's caches fall on all plans alike."""
+    laps = [[] for _ in sessions]
+    for r in range(repeat):
+        for i in range(len(sessions)):
+            k = (i + r) % len(sessions)
+            laps[k].append(sessions[k].time([x], 1)["median"])  # (Vulkan: unprofiled, one pass)
+    return laps
 
 
 def _torch_cuda(name: str, x: np.ndarray, repeat: int):
@@ -141,7 +160,7 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
 def run(outdir: str, repeat: int, json_path: str, models) -> None:
     from relax_vk.runtime import load, select_adapter, select_device
 
-    devices = {"opencl": select_device("gpu"), "vulkan": select_adapter("gpu")}
+    devices = {"opencl": select_device(None), "vulkan": select_adapter(None)}  # (a GPU where there is one)
     print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()}); vulkan: {devices['vulkan'].info['device']}")
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
         names = {m.partition("@")[0] for m in models or ()}
@@ -155,18 +174,24 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
         print(header)
         print("-" * len(header))
         results = {}
-        for entry in [e for e in index if e["model"] == name]:
-            session = load(load_artifact(outdir, entry), device=devices[entry["api"]])
-            out = session.run([x])[0]
-            lat = session.time([x], repeat)  # (Vulkan: unprofiled runs, all dispatches in one pass)
-            session.run([x])  # profile a warm run, clocks up after the timed ones
-            device_ms = session.last_device_ms  # the profiled run's span (its steps' times tile it)
+        entries = [e for e in index if e["model"] == name]
+        sessions = [load(load_artifact(outdir, entry), device=devices[entry["api"]]) for entry in entries]
+        firsts = [session.run([x])[0] for session in sessions]
+        laps = _interleaved(sessions, x, repeat)
+        for entry, session, out, lap in zip(entries, sessions, firsts, laps):
+            spans, steps = [], []
+            for _ in range(PROFILED_RUNS):  # warm runs, clocks up after the timed ones
+                session.run([x])
+                spans.append(session.last_device_ms)  # a run's span (its steps' times tile it)
+                steps.append([k["ms"] for k in session.last_profile])
+            device_ms = float(np.median(spans))
             info = {k["name"]: k for k in session.program["kernels"]}
             kernels = {}
-            for k in session.last_profile:
+            for k, ms in zip(session.last_profile, np.median(np.array(steps), axis=0)):
                 row = kernels.setdefault(k["name"], {"ms": 0.0, "calls": 0, **{f: info.get(k["name"], {}).get(f) for f in KERNEL_FIELDS}})
-                row["ms"] += k["ms"]
+                row["ms"] += float(ms)
                 row["calls"] += 1
+            lat = {"median": float(np.median(lap)), "min": float(np.min(lap))}
             med, mn = lat["median"], lat["min"]
             err = float(np.max(np.abs(out - ref)))
             rule = entry.get("scope_rule") or {}
@@ -182,7 +207,7 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
             if conv_ms > 0:
                 gflops = sum(k["flops"] * k["calls"] for k in convs) / conv_ms / 1e6
                 print(f"{'':<10} {'':<15} convs: {conv_ms:.3f} ms of {device_ms:.3f} device ms, {gflops:.0f} GFLOP/s overall")
-            del session
+        del sessions
         peer = _torch_cuda(name, x, repeat)
         if peer and "error" not in peer:
             err = float(np.max(np.abs(peer["out"] - ref)))
