@@ -3,7 +3,8 @@
 For the ``token_channel_{sum,max,min}`` block of
 :func:`relax_vk.legalize.tokens.token_channel_reduce` (LayerNorm's and softmax's statistics over
 the ``C/4`` texels of each row of a ``(1, C/4, 1, M, 4)`` tensor), with elementwise producers
-fused before it (the square of a variance) and elementwise consumers after it. The safe schedule
+fused before it (the square of a variance; a kernel with consumers fused after the reduction is
+left to the safe schedule). The safe schedule
 gives each row one thread that walks all its texels: ``M`` threads (196 for a ViT's LayerNorm, on
 a GPU that wants tens of thousands) each doing ``C/4`` dependent loads. Here:
 
@@ -11,8 +12,7 @@ a GPU that wants tens of thousands) each doing ``C/4`` dependent loads. Here:
   GPUs) that split its texels (thread ``t`` takes texels ``t, t + threads, ...``), each texel
   fetched whole (one vector load, its four lanes combined in registers);
 * the partial results are combined across the workgroup by TVM's cross-thread reduction
-  (workgroup memory and barriers in OpenCL and WGSL);
-* a fused epilogue runs after it, on the reduced value every thread holds.
+  (workgroup memory and barriers in OpenCL and WGSL).
 
 Rows with fewer than :data:`MIN_TEXELS` texels are left to the safe schedule (one thread per row
 is then the better split).
@@ -51,7 +51,9 @@ def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS)
     if len(found) != 1:
         return None
     index = found[0]
-    red, prologue, epilogue = blocks[index], blocks[:index], blocks[index + 1 :]
+    if index != len(blocks) - 1:
+        return None  # (TVM fuses elementwise producers into a reduction, not consumers)
+    red, prologue = blocks[index], blocks[:index]
     for block in prologue:  # elementwise producers (a variance's square) folded into the reads
         sch.compute_inline(block)
     loops = sch.get_loops(red)
@@ -66,18 +68,9 @@ def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS)
     sch.bind(bx, "blockIdx.x")
     sch.bind(k_i, "threadIdx.x")
     # each texel read once, whole, into registers (the reduction combines its lanes)
-    source = sch.get(red).reads[0].source
     cache = sch.cache_read(red, 0, "local")
     sch.compute_at(cache, k_o, preserve_unit_loops=True)
-    cache_loops = sch.get_loops(cache)
-    sch.vectorize(cache_loops[-1])
-    if not str(source.scope()).startswith("global"):
-        return None
-    if epilogue:
-        for block in epilogue[:-1]:
-            sch.compute_inline(block)
-        sch.set_scope(red, 0, "local")
-        sch.reverse_compute_at(epilogue[-1], bx, preserve_unit_loops=True)
+    sch.vectorize(sch.get_loops(cache)[-1])
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
 
 

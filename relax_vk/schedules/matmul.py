@@ -122,6 +122,7 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
     sch.bind(sch.fuse(n, h, g, r_oo), "blockIdx.x")
     sch.bind(r_oi, "threadIdx.x")
     tx = r_oi
+    # below, loops [0, 3) are the bound ones (j_o, blocks, threads); [3] is k4 where it exists
     acc = sch.cache_write(mm, 0, "local")
     sch.reverse_compute_at(acc, tx, preserve_unit_loops=True)
     for block in epilogue[:-1]:
