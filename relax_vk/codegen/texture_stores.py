@@ -19,7 +19,11 @@ rewrites each such loop (its body: texture stores and ``Bind``s)::
     for l_s in range(4): <Binds that depend on l_s>; stage[l_s] = value(l_s); ...
     texture2d_store(img, x, y, z, bits, stage[0:4]); ...
 
-which writes each texel once with its four lanes. A store of one scalar with no lane loop left
+which writes each texel once with its four lanes. Texture loads in the loop's values that read
+one texel for all four lanes (coordinates independent of ``l_s``, lane ``l_s``: every elementwise
+op on textures, every texel gather) are hoisted the same way: the texel is read whole, once,
+into a local array before the loop, rather than once per lane (a driver need not merge four
+``read_imagef``/``textureLoad`` of one texel). A store of one scalar with no lane loop left
 (a constant fill) stores it broadcast to the four lanes. A texture store left inside any other
 loop shape raises an error naming the kernel rather than producing wrong code.
 """
@@ -30,10 +34,13 @@ import tvm
 from tvm import tirx
 from tvm.tirx import stmt as S
 
+from tvm_ffi import structural_equal
+
 from ..core.errors import RelaxVKError
 from ..core.ir_utils import tir_uses_any
 
 _STORE = "tirx.texture2d_store"
+_LOAD = "tirx.texture2d_load"
 
 
 class TextureStoreError(RelaxVKError, RuntimeError):
@@ -66,6 +73,7 @@ def _repair_loop(loop: S.For, kernel: str, counter: list):
         raise TextureStoreError(f"kernel {kernel}: texture stores in a {lanes}-iteration scalarised loop")
     dependent = [loop.loop_var]  # the loop var and every Bind computed from it
     hoisted, inner, stages, stores = [], [], [], []
+    texel_loads: list = []  # (texture load of a whole texel, the local array it is read into)
     for x in _body_list(loop.body):
         if isinstance(x, S.Bind):
             if tir_uses_any(x.value, dependent):
@@ -77,7 +85,7 @@ def _repair_loop(loop: S.For, kernel: str, counter: list):
         args = list(x.value.args)
         if any(tir_uses_any(a, dependent) for a in args[1:4]):
             raise TextureStoreError(f"kernel {kernel}: a scalarised texture store changes its texel coordinate per lane")
-        value = args[-1]
+        value = _hoist_texel_loads(args[-1], loop.loop_var, dependent, texel_loads)
         stage = tirx.decl_buffer((4,), str(value.ty.dtype), f"texel_stage{counter[0]}", scope="local")
         counter[0] += 1
         stages.append(stage)
@@ -85,7 +93,54 @@ def _repair_loop(loop: S.For, kernel: str, counter: list):
         vector = tirx.BufferLoad(stage, [tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), 4)])
         stores.append(S.Evaluate(tirx.call_intrin("handle", _STORE, *args[:-1], vector)))
     fill = S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, S.SeqStmt(inner) if len(inner) > 1 else inner[0])
-    return hoisted + [S.AllocBuffer(stage) for stage in stages] + [fill] + stores
+    reads = [S.BufferStore(buf, load, [_LANES]) for load, buf in texel_loads]
+    allocs = [S.AllocBuffer(buf) for _, buf in texel_loads] + [S.AllocBuffer(stage) for stage in stages]
+    return hoisted + allocs + reads + [fill] + stores
+
+
+_LANES = tirx.Ramp(tirx.IntImm("int32", 0), tirx.IntImm("int32", 1), 4)
+
+
+def _hoist_texel_loads(expr, lane, dependent, found: list):
+    """``expr`` with every texture load of lane ``lane`` at coordinates independent of
+    ``dependent`` replaced by a read of a local 4-lane array (appended to ``found`` with the
+    whole-texel load that fills it); unchanged where it holds an expression kind not rebuilt here."""
+    try:
+        return _rebuild(expr, lane, dependent, found)
+    except _Unknown:
+        return expr
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _rebuild(e, lane, dependent, found):
+    E = tvm.ir.prim.expr
+    if isinstance(e, tvm.ir.expr.Call):
+        if getattr(e.op, "name", "") == _LOAD and len(e.args) == 6 and e.args[5].same_as(lane) and str(e.ty.dtype) in ("float32", "float16"):
+            if not any(tir_uses_any(a, dependent) for a in e.args[2:5]):  # (x, y, layer)
+                for load, buf in found:
+                    if all(structural_equal(p, q) for p, q in zip(load.args[:5], e.args[:5])):
+                        return tirx.BufferLoad(buf, [lane])
+                whole = tvm.ir.expr.Call(e.op, list(e.args[:5]) + [_LANES], ret_ty=f"{e.ty.dtype}x4")
+                buf = tirx.decl_buffer((4,), str(e.ty.dtype), f"texel_in{len(found)}", scope="local")
+                found.append((whole, buf))
+                return tirx.BufferLoad(buf, [lane])
+        return tvm.ir.expr.Call(e.op, [_rebuild(a, lane, dependent, found) for a in e.args], e.attrs, ret_ty=e.ty)
+    if isinstance(e, (tirx.IntImm, tirx.FloatImm, tirx.Var, tvm.ir.expr.StringImm)):
+        return e
+    if isinstance(e, tvm.ir.expr.TensorLoad):  # (what tirx.BufferLoad builds)
+        return tirx.BufferLoad(e.source, [_rebuild(i, lane, dependent, found) for i in e.indices])
+    if isinstance(e, E.Not):
+        return E.Not(_rebuild(e.a, lane, dependent, found))
+    if isinstance(e, (E.BinaryOpExpr, E.CmpExpr, E.LogicalExpr)):
+        return type(e)(_rebuild(e.a, lane, dependent, found), _rebuild(e.b, lane, dependent, found))
+    if isinstance(e, E.Cast):
+        return E.Cast(e.ty.dtype, _rebuild(e.value, lane, dependent, found))
+    if isinstance(e, E.Select):
+        return E.Select(*(_rebuild(x, lane, dependent, found) for x in (e.condition, e.true_value, e.false_value)))
+    raise _Unknown(type(e).__name__)
 
 
 def _rewrite(node, kernel: str, counter: list):
