@@ -77,7 +77,12 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
     the host applies that cast when it converts the output back."""
     values = {b.var: b.value for block in body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)}
     result = body.body
-    fields = list(result.fields) if isinstance(result, relax.Tuple) else [result]
+    if isinstance(result, relax.Tuple):
+        fields = list(result.fields)
+    elif isinstance(result.ty, relax.TupleType):  # a variable holding the tuple (PyTorch frontend)
+        fields = [relax.TupleGetItem(result, i) for i in range(len(result.ty.fields))]
+    else:
+        fields = [result]
     bindings, new_fields, changed = [], [], False
     for i, field in enumerate(fields):
         if i not in dtypes:
@@ -96,7 +101,7 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
         new_fields.append(var)
     if not bindings and not changed:
         return body
-    new_result = relax.Tuple(new_fields) if isinstance(result, relax.Tuple) else new_fields[0]
+    new_result = new_fields[0] if len(fields) == 1 and not isinstance(result.ty, relax.TupleType) else relax.Tuple(new_fields)
     blocks = list(body.blocks) + ([relax.BindingBlock(bindings)] if bindings else [])
     return relax.SeqExpr(blocks, new_result)
 

@@ -67,3 +67,29 @@ def test_flags_cast_to_int8_inside_the_model_run_on_vulkan(lavapipe):
     out = load(compiled.artifact(), device=lavapipe).run([xs])[0]
     flags = xs > 0.5
     np.testing.assert_array_equal(out, flags.any(1, keepdims=True).astype("float32") + flags.any(0, keepdims=True))
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_half_precision_tuple_outputs_run(backend, device):
+    """A model returning a tuple with a float16 field (the PyTorch frontend binds the tuple to a
+    variable): each field cast at the edge (this raised an AttributeError)."""
+    torch = pytest.importorskip("torch")
+    from relax_vk.frontends import from_torch
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return y.relu(), y.sigmoid()
+
+    model = TwoHeads().eval().half()
+    x = torch.randn(1, 4, 8, 8).half()
+    outs = load(relax_vk.build(from_torch(model, (x,)), target=backend).artifact(), device=device).run([x.numpy()])
+    with torch.no_grad():
+        refs = model(x)
+    assert [o.dtype for o in outs] == [np.float16, np.float16]
+    for out, ref in zip(outs, refs):
+        np.testing.assert_allclose(out.astype("float32"), ref.float().numpy(), rtol=2e-3, atol=2e-3)
