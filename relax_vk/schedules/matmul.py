@@ -138,10 +138,16 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
     sch.vectorize(init_loops[-1])
     for lp in init_loops[3:-1]:
         sch.unroll(lp)
+    caches = []
     for operand in operands:  # A's texels, then B's, for one k4 step
         index = [r.source.same_as(operand) for r in sch.get(mm).reads].index(True)
         cache = sch.cache_read(mm, index, "local")
         sch.compute_at(cache, k4, preserve_unit_loops=True)
+        caches.append(cache)
+    for block in caches + [acc, init, mm]:
+        if any(_extent(sch.get(lp)) < 0 for lp in sch.get_loops(block)):
+            return None  # a region TVM could not bound (padded, clamped reads): the safe schedule
+    for cache in caches:
         cache_loops = sch.get_loops(cache)
         sch.vectorize(cache_loops[-1])
         for lp in cache_loops[4:-1]:

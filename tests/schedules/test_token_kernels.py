@@ -51,8 +51,12 @@ def test_tiles_stay_inside_a_batch_and_the_output():
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
 # scores 512 x 512 (tiles of 4 rows x 1 texel), 2 x 510 x 510 padded to 512 columns with head size
-# 12 (2 x 2), and 13 tokens of head size 10 (one texel per thread, everything padded)
-@pytest.mark.parametrize("tokens, dim, heads", [(512, 16, 1), (510, 24, 2), (13, 40, 4)], ids=["tiled", "tiled-padded", "padded"])
+# 12 (2 x 2), 13 tokens of head size 10 (one texel per thread, everything padded), and 546 x 546
+# in one head (more row tiles than a workgroup holds, padded columns: TVM cannot bound the clamped
+# column reads of a partial workgroup, so that kernel takes the safe schedule instead of failing)
+@pytest.mark.parametrize(
+    "tokens, dim, heads", [(512, 16, 1), (510, 24, 2), (13, 40, 4), (546, 16, 1)], ids=["tiled", "tiled-padded", "padded", "partial"]
+)
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
 def test_attention_kernels_use_the_token_schedules(backend, device, tokens, dim, heads, prefer):
     mod = attention(tokens, dim, heads)
@@ -60,7 +64,7 @@ def test_attention_kernels_use_the_token_schedules(backend, device, tokens, dim,
     kernels = compiled.artifact().program["kernels"]
     rules = {k["name"]: k.get("schedule") for k in kernels}
     matmuls = [r for name, r in rules.items() if "token_matmul" in name]
-    assert matmuls and set(matmuls) == {"token_matmul"}, rules
+    assert matmuls and set(matmuls) <= {"token_matmul", "safe"} and (tokens == 546 or set(matmuls) == {"token_matmul"}), rules
     # the LayerNorm's statistics (dim/4 >= 8 texels) reduce across a workgroup; softmax's over
     # 13 or 36 score columns too once they span 8 texels
     stats = {name: r for name, r in rules.items() if "token_channel" in name}
