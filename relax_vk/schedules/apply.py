@@ -35,7 +35,8 @@ def _is_scheduled(func) -> bool:
     return func.attrs is not None and "tirx.is_scheduled" in func.attrs and int(func.attrs["tirx.is_scheduled"]) == 1
 
 
-def _max_threads(target: tvm.target.Target) -> int:
+def max_threads(target: tvm.target.Target) -> int:
+    """Threads per workgroup a schedule may use on ``target`` (at most 256; 64 if it says nothing)."""
     for key in ("max_num_threads", "max_threads_per_block"):
         if key in target.attrs:
             return max(1, min(int(target.attrs[key]), 256))
@@ -72,7 +73,7 @@ def schedule_kernel(func: tirx.PrimFunc, target: tvm.target.Target, rules: Seque
             return _mark(scheduled, func, rule_name, "")
         notes.append(f"{rule_name}: {problems[0]}")
     try:
-        safe = schedule_safe(func, _max_threads(target))
+        safe = schedule_safe(func, max_threads(target))
     except Exception as err:
         raise KernelScheduleError(f"kernel {name}: no schedule fits it ({'; '.join(notes + [f'safe: {err}'])})") from None
     problems = kernel_problems(safe)

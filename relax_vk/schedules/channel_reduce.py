@@ -24,13 +24,11 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
+from .register_tile import loop_extent
+
 PREFIX = "token_channel_"
 MIN_TEXELS = 8
 MAX_THREADS = 32
-
-
-def _extent(loop) -> int:
-    return int(getattr(loop.extent, "value", -1))
 
 
 def threads_for(texels: int, most: int = MAX_THREADS) -> int:
@@ -57,7 +55,7 @@ def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS)
     for block in prologue:  # elementwise producers (a variance's square) folded into the reads
         sch.compute_inline(block)
     loops = sch.get_loops(red)
-    extents = [_extent(sch.get(lp)) for lp in loops]
+    extents = [loop_extent(sch.get(lp)) for lp in loops]
     if len(loops) != 6 or extents[:3] != [1, 1, 1] or extents[4] != 1 or extents[5] < MIN_TEXELS:
         return None
     n, c, h, row, lane, k4 = loops
@@ -76,6 +74,6 @@ def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS)
 
 def channel_reduce_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
     """The schedule rule (:func:`schedule_channel_reduce`, at most the target's threads)."""
-    from .apply import _max_threads
+    from .apply import max_threads
 
-    return schedule_channel_reduce(func, _max_threads(target))
+    return schedule_channel_reduce(func, max_threads(target))

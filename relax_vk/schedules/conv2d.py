@@ -28,6 +28,8 @@ from typing import List, Optional
 
 from tvm import s_tir, tirx
 
+from .register_tile import accumulate_in_registers, loop_extent
+
 BLOCK = "conv2d_NCHWc_OIHWo"
 PAD = "conv2d_data_pad"
 
@@ -87,10 +89,6 @@ class Conv2dWorkload:
         return 2 * self.n * self.oc_chunks * 4 * self.out_h * self.out_w * self.ic * self.kh * self.kw
 
 
-def _extent(loop_stmt) -> int:
-    return int(getattr(loop_stmt.extent, "value", -1))
-
-
 def find_conv(sch: s_tir.Schedule):
     """``(conv block, pad block or None, epilogue blocks)`` of a fused conv kernel, or None."""
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
@@ -112,7 +110,7 @@ def workload(sch: s_tir.Schedule, conv) -> Optional[Conv2dWorkload]:
     loops = sch.get_loops(conv)
     if len(loops) != 8:
         return None
-    n, occ, oh, ow, ocb, ic, kh, kw = (_extent(sch.get(lp)) for lp in loops)
+    n, occ, oh, ow, ocb, ic, kh, kw = (loop_extent(sch.get(lp)) for lp in loops)
     if min(n, occ, oh, ow, ocb, ic, kh, kw) < 1 or ocb != 4:
         return None
     block = sch.get(conv)
@@ -262,23 +260,7 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
     # accumulators in registers; the write-back computes the fused epilogue and stores texels
-    acc = sch.cache_write(conv, 0, "local")
-    sch.reverse_compute_at(acc, tx, preserve_unit_loops=True)
-    # the epilogue (a DAG: hard-swish reads its input twice) collapses into its last block, which
-    # is then folded into the write-back
-    for block in epilogue[:-1]:
-        sch.compute_inline(block)
-    if epilogue:
-        sch.reverse_compute_inline(epilogue[-1])
-    write_loops = sch.get_loops(acc)
-    sch.vectorize(write_loops[-1])
-    for lp in write_loops[3:-1]:
-        sch.unroll(lp)
-    init = sch.decompose_reduction(conv, ic)
-    init_loops = sch.get_loops(init)
-    sch.vectorize(init_loops[-1])
-    for lp in init_loops[3:-1]:
-        sch.unroll(lp)
+    accumulate_in_registers(sch, conv, tx, epilogue, ic)
     # input: the row segment of every kw at once (sliding window), padding folded into the loads
     if pad is not None:
         sch.compute_at(pad, kh, preserve_unit_loops=True)

@@ -27,13 +27,11 @@ from typing import Optional, Tuple
 from tvm import s_tir, tirx
 from tvm.ir.expr import Expr as PrimExpr
 
+from .register_tile import accumulate_in_registers, loop_extent
+
 BLOCK = "token_matmul"
 THREADS = 64
 MIN_THREADS = 16384  # threads a tile choice keeps (a few warps per core on large GPUs)
-
-
-def _extent(loop) -> int:
-    return int(getattr(loop.extent, "value", -1))
 
 
 def tile(rows_per_batch: int, out_texels: int, batches: int = 1) -> Tuple[int, int]:
@@ -98,7 +96,7 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
     if len(loops) != 6:
         return None
     n, j4, h, row, lane, k4 = loops
-    extents = [_extent(sch.get(lp)) for lp in loops]
+    extents = [loop_extent(sch.get(lp)) for lp in loops]
     if extents[0] != 1 or extents[2] != 1 or extents[4] != 4:
         return None
     block = sch.get(mm)
@@ -121,23 +119,8 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
     sch.bind(j_o, "blockIdx.y")
     sch.bind(sch.fuse(n, h, g, r_oo), "blockIdx.x")
     sch.bind(r_oi, "threadIdx.x")
-    tx = r_oi
-    # below, loops [0, 3) are the bound ones (j_o, blocks, threads); [3] is k4 where it exists
-    acc = sch.cache_write(mm, 0, "local")
-    sch.reverse_compute_at(acc, tx, preserve_unit_loops=True)
-    for block in epilogue[:-1]:
-        sch.compute_inline(block)
-    if epilogue:
-        sch.reverse_compute_inline(epilogue[-1])
-    write_loops = sch.get_loops(acc)
-    sch.vectorize(write_loops[-1])
-    for lp in write_loops[3:-1]:
-        sch.unroll(lp)
-    init = sch.decompose_reduction(mm, k4)
-    init_loops = sch.get_loops(init)
-    sch.vectorize(init_loops[-1])
-    for lp in init_loops[3:-1]:
-        sch.unroll(lp)
+    # loops [0, 3) are the bound ones (j_o, blocks, threads); [3] is k4 where it exists
+    acc, init = accumulate_in_registers(sch, mm, r_oi, epilogue, k4)
     caches = []
     for operand in operands:  # A's texels, then B's, for one k4 step
         index = [r.source.same_as(operand) for r in sch.get(mm).reads].index(True)
@@ -145,7 +128,7 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
         sch.compute_at(cache, k4, preserve_unit_loops=True)
         caches.append(cache)
     for block in caches + [acc, init, mm]:
-        if any(_extent(sch.get(lp)) < 0 for lp in sch.get_loops(block)):
+        if any(loop_extent(sch.get(lp)) < 0 for lp in sch.get_loops(block)):
             return None  # a region TVM could not bound (padded, clamped reads): the safe schedule
     for cache in caches:
         cache_loops = sch.get_loops(cache)
@@ -159,6 +142,6 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
 
 def token_matmul_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
     """The schedule rule (:func:`schedule_token_matmul`, at most the target's threads per group)."""
-    from .apply import _max_threads
+    from .apply import max_threads
 
-    return schedule_token_matmul(func, _max_threads(target))
+    return schedule_token_matmul(func, max_threads(target))

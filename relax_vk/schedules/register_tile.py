@@ -1,0 +1,45 @@
+"""Pieces the register-tiled schedules share (the conv and the token matmul).
+
+Both keep a thread's output tile in registers: the reduction accumulates into a local buffer, the
+fused elementwise epilogue is folded into the write-back, and the write-back and the accumulator
+initialisation store whole texels (innermost lane loop vectorised, the tile loops unrolled so every
+register index is a constant).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from tvm import s_tir
+
+
+def loop_extent(loop_stmt) -> int:
+    """A loop's constant extent, or -1 when it is not a constant."""
+    return int(getattr(loop_stmt.extent, "value", -1))
+
+
+def _texel_loops(sch: s_tir.Schedule, block, bound: int) -> None:
+    """Vectorise ``block``'s innermost (lane) loop and unroll the loops between it and the first
+    ``bound`` (thread-bound) loops."""
+    loops = sch.get_loops(block)
+    sch.vectorize(loops[-1])
+    for lp in loops[bound:-1]:
+        sch.unroll(lp)
+
+
+def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: Sequence, reduce_loop, bound: int = 3):
+    """Give reduction ``block`` a local accumulator written back under ``thread_loop``, with the
+    ``epilogue`` blocks (a DAG: hard-swish reads its input twice) collapsed into their last block
+    and folded into the write-back, and its initialisation split off at ``reduce_loop``; both store
+    texels (:func:`_texel_loops` past the ``bound`` thread-bound loops). Returns ``(write-back
+    block, init block)``."""
+    acc = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(acc, thread_loop, preserve_unit_loops=True)
+    for b in epilogue[:-1]:
+        sch.compute_inline(b)
+    if epilogue:
+        sch.reverse_compute_inline(epilogue[-1])
+    _texel_loops(sch, acc, bound)
+    init = sch.decompose_reduction(block, reduce_loop)
+    _texel_loops(sch, init, bound)
+    return acc, init
