@@ -17,7 +17,7 @@ raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and th
 from __future__ import annotations
 
 import warnings
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -92,6 +92,10 @@ class OpenCLSession(Session):
         self.copies = TexelCopies(cl, self.context)
         props = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
         self.queue = cl.CommandQueue(self.context, properties=props)
+        # timed runs (:meth:`time`) go through a queue without profiling: a profiling queue costs
+        # every launch host time (NVIDIA's: about as much as the launch itself)
+        self.timing_queue = cl.CommandQueue(self.context) if profile else self.queue
+        self.profiling = profile
         built = cl.Program(self.context, artifact.source)
         try:
             built.build()
@@ -102,6 +106,7 @@ class OpenCLSession(Session):
         self.tensors = self.program["tensors"]
         self.memory = self._allocate_storage()
         self._scratch: Optional[object] = None
+        self.launches = self._bind_launches(built)
         self._upload_constants()
         self.last_profile: List[dict] = []
 
@@ -139,21 +144,21 @@ class OpenCLSession(Session):
     def _region(self, t: dict):
         return tuple(t["image"])
 
-    def _write(self, tid: int, array: np.ndarray) -> None:
-        t = self.tensors[tid]
+    def _write(self, tid: int, array: np.ndarray, queue=None) -> None:
+        t, q = self.tensors[tid], queue or self.queue
         array = np.ascontiguousarray(array, dtype=texel_dtype(t))
         if t["image"]:
-            self.cl.enqueue_copy(self.queue, self.memory[tid], array, origin=(0, 0, 0), region=self._region(t))
+            self.cl.enqueue_copy(q, self.memory[tid], array, origin=(0, 0, 0), region=self._region(t))
         else:
-            self.cl.enqueue_copy(self.queue, self.memory[tid], array)
+            self.cl.enqueue_copy(q, self.memory[tid], array)
 
-    def _read(self, tid: int) -> np.ndarray:
-        t = self.tensors[tid]
+    def _read(self, tid: int, queue=None) -> np.ndarray:
+        t, q = self.tensors[tid], queue or self.queue
         out = np.empty(t["shape"], dtype=texel_dtype(t))
         if t["image"]:
-            self.cl.enqueue_copy(self.queue, out, self.memory[tid], origin=(0, 0, 0), region=self._region(t))
+            self.cl.enqueue_copy(q, out, self.memory[tid], origin=(0, 0, 0), region=self._region(t))
         else:
-            self.cl.enqueue_copy(self.queue, out, self.memory[tid])
+            self.cl.enqueue_copy(q, out, self.memory[tid])
         return out.astype(t["dtype"], copy=False)
 
     def _upload_constants(self) -> None:
@@ -162,8 +167,8 @@ class OpenCLSession(Session):
                 self._write(t["id"], self.artifact.constants[f"t{t['id']}"].reshape(t["shape"]))
         self.queue.finish()
 
-    def _copy(self, src: int, dst: int):
-        cl, q = self.cl, self.queue
+    def _copy(self, src: int, dst: int, queue=None):
+        cl, q = self.cl, queue or self.queue
         s, d = self.tensors[src], self.tensors[dst]
         if texel_dtype(s) != texel_dtype(d):
             # half texels on one side: a converting kernel (the copy commands move bytes)
@@ -185,29 +190,54 @@ class OpenCLSession(Session):
         return cl.enqueue_copy(q, self.memory[dst], self.memory[src], byte_count=int(s["bytes"]))
 
     # ------------------------------------------------------------------- run
-    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Run once; returns the outputs and records per-kernel times in ``last_profile`` and the
-        run's device span in ``last_device_ms``."""
-        cl, q = self.cl, self.queue
-        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
-            self._write(tid, array)
-        events = []
+    def _bind_launches(self, built) -> list:
+        """Per step: ``(name, kernel, global, local)`` for a launch, its kernel object made for that
+        step alone with its arguments set once (every tensor's memory object is fixed for the
+        session's life, inputs included), or ``(name, None, src, dst)`` for a copy. A run then only
+        enqueues: no ``clSetKernelArg`` per launch per run."""
+        cl, out = self.cl, []
         for step in self.program["steps"]:
             if step["op"] == "launch":
-                kernel, gsize, lsize = self.kernels[step["kernel"]]
+                _, gsize, lsize = self.kernels[step["kernel"]]
+                kernel = cl.Kernel(built, step["kernel"])
                 kernel.set_args(*[self.memory[i] for i in step["args"]])
-                events.append((step["kernel"], cl.enqueue_nd_range_kernel(q, kernel, gsize, lsize)))
+                out.append((step["kernel"], kernel, gsize, lsize))
             elif step["op"] == "copy":
-                events.append((f"copy {self.tensors[step['src']]['name']}->{self.tensors[step['dst']]['name']}", self._copy(step["src"], step["dst"])))
+                name = f"copy {self.tensors[step['src']]['name']}->{self.tensors[step['dst']]['name']}"
+                out.append((name, None, step["src"], step["dst"]))
             else:
                 raise ValueError(f"unknown step {step['op']}")
-        outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
+        return out
+
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once; returns the outputs. A profiled run (the default for a session made with
+        ``profile=True``) records per-kernel times in ``last_profile`` and the run's device span in
+        ``last_device_ms``; an unprofiled one (:meth:`time`) goes through a queue without
+        profiling and keeps the last profiled run's times."""
+        cl = self.cl
+        q = self.queue if self.profiling else self.timing_queue
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array, q)
+        events = []
+        for name, kernel, a, b in self.launches:
+            events.append(cl.enqueue_nd_range_kernel(q, kernel, a, b) if kernel is not None else self._copy(a, b, q))
+        outputs = [self.to_host(tid, self._read(tid, q)) for tid in self.program["outputs"]]
         q.finish()
-        try:
-            begins = [e.profile.start for _, e in events]
-            ends = [e.profile.end for _, e in events]
-        except Exception:  # a queue without profiling
-            self.last_profile, self.last_device_ms = [{"name": n, "ms": float("nan")} for n, _ in events], float("nan")
-        else:
-            self.last_profile, self.last_device_ms = step_times([n for n, _ in events], begins, ends)
+        names = [name for name, *_ in self.launches]
+        if q is not self.queue:  # a timing run
+            return outputs
+        if not self.profiling:  # a session made without profiling
+            self.last_profile, self.last_device_ms = [{"name": n, "ms": float("nan")} for n in names], float("nan")
+            return outputs
+        begins = [e.profile.start for e in events]
+        ends = [e.profile.end for e in events]
+        self.last_profile, self.last_device_ms = step_times(names, begins, ends)
         return outputs
+
+    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
+        """Wall-clock latency of unprofiled runs."""
+        profiling, self.profiling = self.profiling, False
+        try:
+            return super().time(inputs, repeat)
+        finally:
+            self.profiling = profiling

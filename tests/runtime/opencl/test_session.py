@@ -50,6 +50,27 @@ def test_runs_reuse_memory_and_repeat_exactly():
     assert not np.allclose(other[0], first[0])
 
 
+def test_timed_runs_use_the_unprofiled_queue_and_keep_the_profile():
+    # a kernel launched at two steps with different tensors gets one kernel object per step
+    mod = build_example("conv-relu-pool")
+    session = load(relax_vk.build(mod).artifact(), device="pocl")
+    assert session.timing_queue is not session.queue
+    launches = [k for _, k, *_ in session.launches if k is not None]
+    assert len({id(k) for k in launches}) == len(launches)
+    inputs = random_inputs(mod)
+    first = session.run(inputs)
+    profile = session.last_profile
+    lat = session.time(inputs, repeat=2)
+    assert lat["median"] > 0 and session.last_profile is profile  # timing runs record no profile
+    assert session.profiling  # and leave the session profiling
+    np.testing.assert_array_equal(session.run(inputs)[0], first[0])
+    for out, ref in zip(first, run_on_cpu(mod, inputs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    unprofiled = load(relax_vk.build(mod).artifact(), device="pocl", profile=False)
+    np.testing.assert_array_equal(unprofiled.run(inputs)[0], first[0])
+    assert all(np.isnan(k["ms"]) for k in unprofiled.last_profile)
+
+
 def test_bad_inputs_are_named():
     mod = build_example("rfc-conv2d")
     session = load(relax_vk.build(mod).artifact(), device="pocl")
