@@ -9,7 +9,7 @@ from relax_vk.serialization.artifact import Artifact
 from relax_vk.models import EXAMPLES, build_example
 from relax_vk.tools.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import DeviceLimitError, ShaderError, load, select_adapter
-from relax_vk.runtime.vulkan.session import check_limits
+from relax_vk.runtime.vulkan.session import VulkanSession, check_limits
 from relax_vk.core.scope import scope_from_name
 from helpers import module, tensor
 from runtime_helpers import copy_program
@@ -74,6 +74,22 @@ def test_runs_reuse_memory_and_repeat_exactly(lavapipe):
     # timing runs (one compute pass, no timestamps) keep the last profiled run's per-step times
     profile = session.last_profile
     assert session.time(inputs, repeat=2)["median"] > 0 and session.last_profile == profile and profile
+
+
+@pytest.mark.parametrize("every", [0, 1, 2])
+def test_steps_submitted_in_pieces_give_the_same_numbers(every, lavapipe, monkeypatch):
+    # a run hands the GPU every `submit_every` steps as soon as they are recorded
+    mod = build_example("conv-relu-pool")
+    artifact = relax_vk.build(mod, target="vulkan").artifact()
+    assert len(artifact.program["steps"]) > 2
+    monkeypatch.setattr(VulkanSession, "submit_every", every)
+    session = load(artifact, device=lavapipe)
+    inputs = random_inputs(mod)
+    profiled = session.run(inputs)
+    assert len(session.last_profile) == len(artifact.program["steps"])
+    session.profiling = False
+    for out, ref in zip(session.run(inputs) + profiled, run_on_cpu(mod, inputs) * 2):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("scope", ["global.texture", "global.texture-nhwc", "global.texture-weight"])
