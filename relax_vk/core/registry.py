@@ -51,6 +51,7 @@ SOURCE_OP_ATTR = "relax_vk.source_op"
 REDUCTIONS = ("relax.mean", "relax.sum", "relax.max", "relax.min")
 #: the packed token kernels the layout stage emits (``relax_vk.legalize.tokens``)
 TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT = "relax_vk.token_gather", "relax_vk.token_matmul", "relax_vk.token_stat"
+TOKEN_NORM = "relax_vk.token_norm"  # LayerNorm / softmax over the channels, one kernel
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def _default_entries() -> List[OpRegistration]:
     reductions = [OpRegistration(name, inputs=ANY_SCOPE) for name in REDUCTIONS]
     # token kernels: packed operands and result synced, except a gather's (it reads its input by
     # index, in whatever mapping that has: a token view of a map, tokens mapped as one image)
-    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_MATMUL, TOKEN_STAT)]
+    tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_MATMUL, TOKEN_STAT, TOKEN_NORM)]
     gather = OpRegistration(TOKEN_GATHER, inputs=[ANY_SCOPE, ANY_SCOPE], outputs=[ANY_SCOPE])
     return [conv, *pools, layout, *reductions, *tokens, gather]
 

@@ -11,6 +11,8 @@ Token tensors are ``(1, C/4, 1, M, 4)``: ``C`` channels packed by 4 into texels,
   zeros);
 * :func:`token_channel_reduce`: sum/max/min over the channels (LayerNorm's and softmax's
   statistics), each texel fetched once;
+* :func:`token_layer_norm`, :func:`token_softmax`: LayerNorm and softmax over the channels as one
+  kernel each (the row statistics and the normalized result; one dispatch instead of four);
 * :func:`token_matmul`: a batched matmul of two token tensors, ``A @ B`` or ``A @ B^T`` (B read in
   its own packed form, so ``k.transpose(-2, -1)`` costs nothing); inner and output sizes that are
   not multiples of 4 are padded (zero lanes in, zero or unused lanes out).
@@ -95,6 +97,68 @@ def token_channel_reduce(x: te.Tensor, kind: str) -> te.Tensor:
         return reducer(pair(pair(v[0], v[1]), pair(v[2], v[3])), axis=k4)
 
     return te.compute((1, 1, 1, int(x.shape[3]), 1), value, name="token_channel_" + kind)
+
+
+def _lanes(x: te.Tensor, row, k4, f=lambda v: v):
+    """``f`` of the four lanes of texel ``k4`` of ``row``, summed pairwise in one expression."""
+    v = [f(x[0, k4, 0, row, lane]) for lane in range(LANES)]
+    return (v[0] + v[1]) + (v[2] + v[3])
+
+
+def token_layer_norm(x: te.Tensor, *affine: te.Tensor, eps: float, scale: bool, center: bool) -> te.Tensor:
+    """LayerNorm over the channels of ``(1, C/4, 1, M, 4)`` (``C`` a multiple of 4), in one kernel:
+    the row sums (block ``token_norm_sum``), the sums of squared deviations from the mean
+    (``token_norm_sq``: two passes, as the unfused form computes them) and the normalized
+    result, times the per-channel ``gamma`` and plus ``beta`` (``(1, C/4, 1, 1, 4)``, given in that
+    order as ``affine`` when ``scale`` / ``center``)."""
+    texels, rows = int(x.shape[1]), int(x.shape[3])
+    inv = 1.0 / (texels * LANES)
+    gamma = affine[0] if scale else None
+    beta = affine[-1] if center else None
+    k4 = te.reduce_axis((0, texels), name="k4")
+    total = te.compute((1, 1, 1, rows, 1), lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4), axis=k4), name="token_norm_sum")
+
+    def mean(r):
+        return total[0, 0, 0, r, 0] * tirx.const(inv, x.dtype)
+
+    k4b = te.reduce_axis((0, texels), name="k4")
+    squares = te.compute(
+        (1, 1, 1, rows, 1),
+        lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4b, lambda v: (v - mean(r)) * (v - mean(r))), axis=k4b),
+        name="token_norm_sq",
+    )
+
+    def value(n, c, h, r, lane):
+        y = (x[n, c, h, r, lane] - mean(r)) * tirx.rsqrt(squares[0, 0, 0, r, 0] * tirx.const(inv, x.dtype) + tirx.const(eps, x.dtype))
+        if gamma is not None:
+            y = y * gamma[0, c, 0, 0, lane]
+        if beta is not None:
+            y = y + beta[0, c, 0, 0, lane]
+        return y
+
+    return te.compute(x.shape, value, name="token_layer_norm")
+
+
+def token_softmax(x: te.Tensor) -> te.Tensor:
+    """Softmax over the channels of ``(1, C/4, 1, M, 4)`` in one kernel: the row maxima (block
+    ``token_norm_max``), the sums of ``exp(x - max)`` (``token_norm_sum``) and the quotients."""
+    texels, rows = int(x.shape[1]), int(x.shape[3])
+    k4 = te.reduce_axis((0, texels), name="k4")
+
+    def largest(r, k):
+        v = [x[0, k, 0, r, lane] for lane in range(LANES)]
+        return tirx.max(tirx.max(v[0], v[1]), tirx.max(v[2], v[3]))
+
+    peak = te.compute((1, 1, 1, rows, 1), lambda _n, _c, _h, r, _l: te.max(largest(r, k4), axis=k4), name="token_norm_max")
+    k4b = te.reduce_axis((0, texels), name="k4")
+    total = te.compute(
+        (1, 1, 1, rows, 1),
+        lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4b, lambda v: tirx.exp(v - peak[0, 0, 0, r, 0])), axis=k4b),
+        name="token_norm_sum",
+    )
+    return te.compute(
+        x.shape, lambda n, c, h, r, lane: tirx.exp(x[n, c, h, r, lane] - peak[0, 0, 0, r, 0]) / total[0, 0, 0, r, 0], name="token_softmax"
+    )
 
 
 def attrs(op: str) -> dict:

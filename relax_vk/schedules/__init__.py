@@ -11,6 +11,8 @@
    tiles of rows x texels, whole-texel operand loads, epilogues fused);
 3. ``channel_reduce`` -- channel statistics of token tensors, one workgroup per row
    (:mod:`.channel_reduce`: texels split over the threads, combined across them);
+   ``row_norm`` -- LayerNorm and softmax of token tensors as one kernel, one workgroup per row
+   (:mod:`.row_norm`: each statistic combined across the threads into workgroup memory);
 4. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
    accumulates four texel lanes into one element: wrong numbers on pocl);
 5. ``adreno.conv2d`` (grouped convs whose groups split a texel), ``adreno.layout_transform`` --
@@ -41,6 +43,7 @@ from .channel_reduce import channel_reduce_rule
 from .conv2d import conv2d_rule
 from .matmul import token_matmul_rule
 from .pooling import schedule_pool
+from .row_norm import row_norm_rule
 
 
 def _dlight(rule):
@@ -69,6 +72,7 @@ RULES: List[Rule] = [
     ("conv2d", conv2d_rule),
     ("token_matmul", token_matmul_rule),
     ("channel_reduce", channel_reduce_rule),
+    ("row_norm", row_norm_rule),
     ("pool", lambda func, _target: schedule_pool(func)),
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),

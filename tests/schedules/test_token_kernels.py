@@ -1,6 +1,6 @@
-"""The token-matmul and channel-statistics schedules: which kernels they take, the tiles and
-thread counts they pick, and the numbers their kernels compute on pocl and lavapipe (textures and
-buffers; head sizes, token counts and widths that are not multiples of the tiles)."""
+"""The token-matmul, channel-statistics and row-normalization schedules: which kernels they take,
+the tiles and thread counts they pick, and the numbers their kernels compute on pocl and lavapipe
+(textures and buffers; head sizes, token counts and widths that are not multiples of the tiles)."""
 
 import numpy as np
 import pytest
@@ -65,10 +65,44 @@ def test_attention_kernels_use_the_token_schedules(backend, device, tokens, dim,
     rules = {k["name"]: k.get("schedule") for k in kernels}
     matmuls = [r for name, r in rules.items() if "token_matmul" in name]
     assert matmuls and set(matmuls) <= {"token_matmul", "safe"} and (tokens == 546 or set(matmuls) == {"token_matmul"}), rules
-    # the LayerNorm's statistics (dim/4 >= 8 texels) reduce across a workgroup; softmax's over
-    # 13 or 36 score columns too once they span 8 texels
+    # the LayerNorm is one kernel, and so is the softmax unless its score columns are padded (it
+    # then masks the padding lanes: decomposed, statistics across a workgroup from 8 texels on)
+    norms = {name: r for name, r in rules.items() if "token_layer_norm" in name or "token_softmax" in name}
+    assert len(norms) == (1 if tokens % 4 else 2) and set(norms.values()) == {"row_norm"}, rules
     stats = {name: r for name, r in rules.items() if "token_channel" in name}
-    assert "channel_reduce" in stats.values(), stats
+    assert bool(stats) == bool(tokens % 4) and ("channel_reduce" in stats.values()) == (tokens % 4 and tokens >= 29), stats
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("scale, center", [(True, True), (False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("prefer", ["texture", "buffer"])
+# 20 channels: 5 texels over 8 threads; 200: 50 texels over 32 (two rounds, the last partial)
+@pytest.mark.parametrize("tokens, dim", [(7, 20), (65, 200)])
+def test_layer_norm_and_softmax_are_one_kernel_each(backend, device, scale, center, prefer, tokens, dim):
+    x = tensor("x", (1, tokens, dim))
+
+    def body(bb, x):
+        h = bb.emit(relax.op.add(x, const((1, tokens, dim), 7)))  # a producer fused into the kernel
+        h = bb.emit(relax.op.nn.layer_norm(h, const((dim,), 1), const((dim,), 2), axes=[-1], epsilon=1e-3, center=center, scale=scale))
+        return relax.op.multiply(bb.emit(relax.op.nn.softmax(h, axis=-1)), relax.const(3.0, "float32"))  # a consumer too
+
+    mod = module([x], body)
+    compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer=prefer))
+    rules = {k["name"]: k.get("schedule") for k in compiled.artifact().program["kernels"]}
+    norms = {name: r for name, r in rules.items() if "token_layer_norm" in name or "token_softmax" in name}
+    assert len(norms) == 2 and set(norms.values()) == {"row_norm"}, rules
+    assert not any("token_channel" in name for name in rules), rules
+    program = compiled.artifact().program
+    (ln,) = [step for step in program["steps"] if "token_layer_norm" in step.get("kernel", "")]
+    assert bool(program["tensors"][ln["args"][-1]]["image"]) == (prefer == "texture")  # its result
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    # (numpy: TVM's own legalization applies the gain and bias whatever the flags say)
+    h = inputs[0] + const((1, tokens, dim), 7).value.numpy()
+    h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-3)
+    h = h * (const((dim,), 1).value.numpy() if scale else 1) + (const((dim,), 2).value.numpy() if center else 0)
+    e = np.exp(h - h.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, 3 * e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-5)

@@ -16,8 +16,10 @@ constant indices, split, and concat of views of one base (only the view's index 
 nothing runs); other concats (along the packed texel or row axis); unary elementwise ops; binary
 ops, comparisons and ``where`` with a token operand (the others token tensors, constants, or
 per-token or per-channel vectors; bool and int results are packed too); LayerNorm and softmax over
-the last axis (decomposed into packed channel reductions, whose ``[..., 1]`` statistics are small
-buffers); mean/sum/max/min over the last axis or over every token; batched matmul of two token
+the last axis (one kernel each, :func:`~relax_vk.legalize.tokens.token_layer_norm` and
+:func:`~relax_vk.legalize.tokens.token_softmax`; a LayerNorm whose gain or bias is not one value per
+channel, and a softmax over a padded base, decomposed into packed channel reductions, whose
+``[..., 1]`` statistics are small buffers); mean/sum/max/min over the last axis or over every token; batched matmul of two token
 tensors, ``B`` read as it is stored or transposed (the
 :func:`~relax_vk.legalize.tokens.token_matmul` kernel).
 
@@ -43,7 +45,7 @@ import tvm
 from tvm import relax, topi
 from tvm.ir.expr import GenericConst
 
-from ...core.registry import TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT
+from ...core.registry import TOKEN_GATHER, TOKEN_MATMUL, TOKEN_NORM, TOKEN_STAT
 from ...legalize import tokens as kernels
 from .packing import LANES, REDUCERS, _float, _out_dtype, _pack_map, _shape, _shape_of_type, _unpack_map, pack_weight_array
 from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
@@ -529,6 +531,12 @@ class TokenOps:
         if (bool(call.attrs.scale) and scale is None) or (bool(call.attrs.center) and center is None):
             return None
         dtype = str(x.ty.dtype)
+        per_channel = (1, shape[-1] // LANES, 1, 1, LANES)
+        affine = [a for a in (scale, center) if a is not None]
+        if all(_shape(a) == per_channel for a in affine):  # (LayerNorm's usual gain and bias)
+            out = self._emit_te(kernels.token_layer_norm, [src, *affine], "token_layer_norm", TOKEN_NORM,
+                                eps=float(call.attrs.epsilon), scale=scale is not None, center=center is not None)  # fmt: skip
+            return Tokens(out, identity(shape))
         centered = self._emit(relax.op.subtract(src, self._channel_stat(relax.op.mean, src)))
         variance = self._channel_stat(relax.op.mean, self._emit(relax.op.multiply(centered, centered)))
         eps = relax.const(np.array(float(call.attrs.epsilon), dtype))
@@ -555,11 +563,11 @@ class TokenOps:
         """Softmax over the packed channels of ``x``; lanes where ``mask`` is False take no part
         and come out 0."""
         dtype = str(x.ty.dtype)
-        if mask is not None:
-            x = self._emit(relax.op.where(mask, x, relax.const(np.array(-np.inf, dtype))))
+        if mask is None:
+            return self._emit_te(kernels.token_softmax, [x], "token_softmax", TOKEN_NORM)
+        x = self._emit(relax.op.where(mask, x, relax.const(np.array(-np.inf, dtype))))
         exp = self._emit(relax.op.exp(self._emit(relax.op.subtract(x, self._channel_stat(relax.op.max, x)))))
-        if mask is not None:
-            exp = self._emit(relax.op.where(mask, exp, relax.const(np.array(0, dtype))))
+        exp = self._emit(relax.op.where(mask, exp, relax.const(np.array(0, dtype))))
         return self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp)))
 
     def _token_reduce(self, call: relax.Call):

@@ -1,0 +1,90 @@
+"""relax_vk's schedule for LayerNorm and softmax over the channels of token tensors: one
+workgroup per row, the statistics and the result in one kernel.
+
+For the kernels of :func:`relax_vk.legalize.tokens.token_layer_norm` and
+:func:`~relax_vk.legalize.tokens.token_softmax`: one or more row-statistics blocks
+(``token_norm_*``, reductions over the ``C/4`` texels of each row of a ``(1, C/4, 1, M, 4)``
+tensor, each possibly reading the one before) and the normalized result (``token_layer_norm`` /
+``token_softmax``), with elementwise producers fused before (inlined into every read) and
+elementwise consumers after (inlined into the result's write). Here:
+
+* each row gets a workgroup of ``threads`` (a power of two up to 32) that split its texels, as in
+  :mod:`.channel_reduce`; every statistic is combined across the workgroup (TVM's cross-thread
+  reduction) into workgroup memory, where the next statistic and the result read it;
+* the statistics read each texel whole (one vector load into registers, its four lanes combined
+  in one expression); the result reads its texels again (from the cache: one row is a few KiB)
+  and writes them whole (a vectorized lane loop).
+
+One dispatch instead of the four of the decomposed form (two statistics kernels and two
+elementwise kernels), and no statistics buffers between kernels. Kernels of any other shape are
+declined.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tvm import s_tir, tirx
+
+from ..core.scope import TEXEL_LANES as LANES
+from .channel_reduce import MAX_THREADS, threads_for
+from .register_tile import loop_extent
+
+STAT_PREFIX = "token_norm_"
+RESULTS = ("token_layer_norm", "token_softmax")
+
+
+def _texel_reads(sch: s_tir.Schedule, block) -> list:
+    """Read-buffer indices of ``block`` that are packed token tensors (5-D, four lanes)."""
+    reads = sch.get(block).reads
+    return [i for i, r in enumerate(reads) if len(r.source.shape) == 5 and int(r.source.shape[-1]) == LANES]
+
+
+def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
+    """``func`` scheduled (module docstring), or None when it is not a row-normalization kernel."""
+    sch = s_tir.Schedule(func)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    names = [sch.get(b).name_hint for b in blocks]
+    results = [i for i, name in enumerate(names) if name in RESULTS]
+    stats = [i for i, name in enumerate(names) if name.startswith(STAT_PREFIX)]
+    if len(results) != 1 or not stats or max(stats) > results[0]:
+        return None
+    at = results[0]
+    for i in range(at):  # elementwise producers: recomputed in every read
+        if i not in stats:
+            sch.compute_inline(blocks[i])
+    for block in reversed(blocks[at + 1 :]):  # elementwise consumers: into the result's write
+        sch.reverse_compute_inline(block)
+    out = blocks[at]
+    loops = sch.get_loops(out)
+    extents = [loop_extent(sch.get(lp)) for lp in loops]
+    if len(loops) != 5 or extents[0] != 1 or extents[2] != 1 or extents[4] != LANES or None in extents:
+        return None
+    n, c, h, row, lane = loops
+    threads = threads_for(extents[1], min(MAX_THREADS, max_threads))
+    sch.reorder(n, h, row, c, lane)
+    bx = sch.fuse(n, h, row)
+    c_o, c_i = sch.split(c, [None, threads])
+    sch.reorder(c_i, c_o, lane)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(c_i, "threadIdx.x")
+    sch.vectorize(lane)  # whole texels written (a texture's stores must be)
+    for i in reversed(stats):  # (compute_at places each before its consumers in the row's body)
+        block = blocks[i]
+        sch.set_scope(block, 0, "shared")
+        sch.compute_at(block, bx, preserve_unit_loops=True)
+        k_o, k_i = sch.split(sch.get_loops(block)[-1], [None, threads])
+        sch.reorder(k_i, k_o)
+        sch.bind(k_i, "threadIdx.x")
+        for index in reversed(_texel_reads(sch, block)):  # whole texels into registers
+            cache = sch.cache_read(block, index, "local", consumer_blocks=[block])
+            sch.compute_at(cache, k_o, preserve_unit_loops=True)
+            sch.vectorize(sch.get_loops(cache)[-1])
+    return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def row_norm_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
+    """The schedule rule (:func:`schedule_row_norm`, at most the target's threads)."""
+    from .apply import max_threads
+
+    return schedule_row_norm(func, max_threads(target))
