@@ -18,6 +18,12 @@ elementwise consumers after (inlined into the result's write). Here:
 One dispatch instead of the four of the decomposed form (two statistics kernels and two
 elementwise kernels), and no statistics buffers between kernels. Kernels of any other shape are
 declined.
+
+Tried and dropped: several consecutive rows per workgroup (rows on ``threadIdx.x``, a row's
+threads on ``threadIdx.y``, so that threads side by side read side-by-side texels). Its numbers
+were right on pocl and lavapipe and wrong on the H100 (both APIs, both memory kinds): TVM's
+cross-thread reduction over ``threadIdx.y`` within ``threadIdx.x`` groups is not sound there.
+The reduction stays on ``threadIdx.x``, one row per workgroup.
 """
 
 from __future__ import annotations
