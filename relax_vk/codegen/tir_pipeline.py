@@ -21,6 +21,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir import pipeline as s_tir_pipeline
 from tvm.tirx import compilation_pipeline
 
+from .bool_vectors import LowerBoolVectorCasts
 from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores
 
@@ -36,7 +37,8 @@ def _finalize_device_passes():
 def lowering_passes(config) -> List[tvm.transform.Pass]:
     """The lowering passes: those of TVM 0.27's adreno pipeline
     (``tvm/s_tir/backend/adreno/pipeline.py``), in its order and with its configuration switches,
-    plus :class:`FoldLaunchGrid` right before ``SplitHostDevice``."""
+    plus :class:`LowerBoolVectorCasts` right after ``VectorizeLoop`` and :class:`FoldLaunchGrid`
+    right before ``SplitHostDevice``."""
     passes = [
         s_tir.backend.adreno.transform.TextureFlatten(),
         s_tir.transform.CanonicalizeLoop(),
@@ -62,6 +64,7 @@ def lowering_passes(config) -> List[tvm.transform.Pass]:
         tirx.transform.NarrowDataType(32),
         s_tir.transform.LoopPartition(),
         tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
+        LowerBoolVectorCasts(),
         s_tir.transform.InjectVirtualThread(),
         s_tir.transform.InjectDoubleBuffer(),
     ]
