@@ -44,6 +44,14 @@ def test_omitted_outputs_sync_primary_with_first_output_only():
     assert reps.demand().arg_scopes_given_output("global.texture") == ["global.texture", "global"]
 
 
+def test_a_kernel_without_inputs_may_write_what_its_registration_allows():
+    # a generator (``full``, ``zeros``) has no input to follow: its consumers decide, it is not
+    # forced into a buffer (which cost MobileViT a copy-folded kernel of its own per attention)
+    reps = make_op_repsets("full", [], [ACT], ANY_SCOPE, None, LIMITS)
+    assert reps.out_sets[0].has_texture() and reps.out_sets[0].scopes >= {GLOBAL, TEXTURE}
+    assert make_op_repsets("full", [], [ACT], BUFFER_ONLY, None, LIMITS).out_sets[0] == BUFFER_ONLY
+
+
 def test_synced_outputs_intersect():
     outs = [TensorSpec((1, 4, 8, 8, 4), "float32"), TensorSpec((1, 4, 8, 8), "float32")]
     reps = make_op_repsets("split", [ACT], outs, ANY_SCOPE, ANY_SCOPE, LIMITS)
