@@ -56,10 +56,17 @@ def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Op
     if len(results) != 1 or not stats or max(stats) > results[0]:
         return None
     at = results[0]
-    for i in range(at):  # elementwise producers: recomputed in every read
-        if i not in stats:
-            sch.compute_inline(blocks[i])
-    for block in reversed(blocks[at + 1 :]):  # elementwise consumers: into the result's write
+    consumers = []
+    for i, block in enumerate(blocks):  # elementwise producers (also ones recorded after the
+        if i in stats or i == at:  # result, e.g. a ``full`` a consumer reads): recomputed in reads
+            continue
+        try:
+            sch.compute_inline(block)
+        except s_tir.ScheduleError:
+            if i < at:
+                return None
+            consumers.append(block)
+    for block in reversed(consumers):  # elementwise consumers: into the result's write
         sch.reverse_compute_inline(block)
     out = blocks[at]
     loops = sch.get_loops(out)

@@ -106,3 +106,27 @@ def test_layer_norm_and_softmax_are_one_kernel_each(backend, device, scale, cent
     h = h * (const((dim,), 1).value.numpy() if scale else 1) + (const((dim,), 2).value.numpy() if center else 0)
     e = np.exp(h - h.max(-1, keepdims=True))
     np.testing.assert_allclose(out, 3 * e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("prefer", ["texture", "buffer"])
+def test_softmax_with_a_generated_operand_in_its_consumer(backend, device, prefer):
+    # where(mask, zeros, softmax(x)): the zeros (a kernel with no inputs, recorded after the
+    # softmax) and the where fuse into the softmax kernel, in textures as in buffers
+    x = tensor("x", (1, 50, 64))
+
+    def body(bb, x):
+        h = bb.emit(relax.op.nn.layer_norm(x, const((64,), 1), const((64,), 2), axes=[-1]))  # (packs the tokens)
+        p = bb.emit(relax.op.nn.softmax(h, axis=-1))
+        keep = bb.emit(relax.op.less(p, relax.const(0.02, "float32")))
+        return relax.op.where(keep, p, bb.emit(relax.op.zeros_like(p)))
+
+    mod = module([x], body)
+    compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer=prefer))
+    program = compiled.artifact().program
+    rules = {k["name"]: k.get("schedule") for k in program["kernels"]}
+    assert [r for name, r in rules.items() if "softmax" in name] == ["row_norm"], rules
+    assert not any(step["op"] == "copy" for step in program["steps"])
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-6)
