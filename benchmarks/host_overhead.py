@@ -35,36 +35,29 @@ def _opencl_stop23(base):
     class Stop23(base):
         """Arguments set per launch per run; timed on the profiling queue."""
 
-        def time(self, inputs, repeat=10):
-            return super(base, self).time(inputs, repeat)
-
-        def run(self, inputs):
+        def _enqueue_stop23(self):
             cl, q = self.cl, self.queue
+            for step in self.program["steps"]:
+                if step["op"] == "launch":
+                    kernel, gsize, lsize = self.kernels[step["kernel"]]
+                    kernel.set_args(*[self.memory[i] for i in step["args"]])
+                    cl.enqueue_nd_range_kernel(q, kernel, gsize, lsize)
+                else:
+                    self._copy(step["src"], step["dst"])
+
+        def run(self, inputs):  # (timed runs too: always on the profiling queue)
             for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
                 self._write(tid, array)
-            for step in self.program["steps"]:
-                if step["op"] == "launch":
-                    kernel, gsize, lsize = self.kernels[step["kernel"]]
-                    kernel.set_args(*[self.memory[i] for i in step["args"]])
-                    cl.enqueue_nd_range_kernel(q, kernel, gsize, lsize)
-                else:
-                    self._copy(step["src"], step["dst"])
+            self._enqueue_stop23()
             outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
-            q.finish()
+            self.queue.finish()
             return outputs
 
-        def record(self, x):
-            cl, q = self.cl, self.queue
+        def record(self):
             start = time.perf_counter()
-            for step in self.program["steps"]:
-                if step["op"] == "launch":
-                    kernel, gsize, lsize = self.kernels[step["kernel"]]
-                    kernel.set_args(*[self.memory[i] for i in step["args"]])
-                    cl.enqueue_nd_range_kernel(q, kernel, gsize, lsize)
-                else:
-                    self._copy(step["src"], step["dst"])
+            self._enqueue_stop23()
             spent = time.perf_counter() - start
-            q.finish()
+            self.queue.finish()
             return spent
 
     return Stop23
@@ -72,13 +65,12 @@ def _opencl_stop23(base):
 
 def _opencl_current(base):
     class Current(base):
-        def record(self, x):
-            cl, q = self.cl, self.timing_queue
+        def record(self):
+            """Host seconds to enqueue one unprofiled run (:meth:`OpenCLSession.enqueue_steps`)."""
             start = time.perf_counter()
-            for _, kernel, a, b in self.launches:
-                cl.enqueue_nd_range_kernel(q, kernel, a, b) if kernel is not None else self._copy(a, b, q)
+            self.enqueue_steps(self.timing_queue)
             spent = time.perf_counter() - start
-            q.finish()
+            self.timing_queue.finish()
             return spent
 
     return Current
@@ -88,23 +80,15 @@ def _vulkan(base, every: int):
     class Chunked(base):
         submit_every = every
 
-        def record(self, x):
-            """Host seconds to record and submit one unprofiled run (as :meth:`run` does)."""
-            start = time.perf_counter()
-            encoder, compute = self.device.create_command_encoder(), None
-            for i, (_, pipeline, group, groups) in enumerate(self.steps):
-                if self.submit_every and i and i % self.submit_every == 0:
-                    compute.end()
-                    compute = None
-                    self.device.queue.submit([encoder.finish()])
-                    encoder = self.device.create_command_encoder()
-                compute = compute or encoder.begin_compute_pass()
-                compute.set_pipeline(pipeline)
-                compute.set_bind_group(0, group)
-                compute.dispatch_workgroups(*groups)
-            compute.end()
-            self.device.queue.submit([encoder.finish()])
-            spent = time.perf_counter() - start
+        def record(self):
+            """Host seconds to record and submit one unprofiled run (:meth:`VulkanSession.submit_steps`)."""
+            profiling, self.profiling = self.profiling, False
+            try:
+                start = time.perf_counter()
+                self.submit_steps()
+                spent = time.perf_counter() - start
+            finally:
+                self.profiling = profiling
             self._read(self.program["outputs"][0])
             return spent
 
@@ -153,7 +137,7 @@ def main(argv=None) -> int:
                 walls[k].append(session.time([x], 1)["median"])
                 for tid, array in zip(session.program["inputs"], session.check_inputs([x])):
                     session._write(tid, array)
-                records[k].append(session.record(x) * 1e3)
+                records[k].append(session.record() * 1e3)
         for (entry, variant, session), wall, rec in zip(sessions, walls, records):
             steps = len(session.program["steps"])
             print(f"{name:<11} {entry['api']:<7} {entry['plan']:<16} {variant:<8} {np.median(wall):>8.3f} {np.median(rec):>9.3f} {steps:>5} "

@@ -40,6 +40,7 @@ class Session:
     last_profile: List[dict]
     last_device_ms: float = float("nan")
     device_bytes: int = 0
+    profiling: bool = False  # whether run() records per-step times (time() turns it off)
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """The inputs as the device holds them: shapes and dtypes checked (an input whose dtype the
@@ -73,13 +74,18 @@ class Session:
         raise NotImplementedError
 
     def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
-        """Wall-clock latency of ``run`` over ``repeat`` runs (after one warm-up run)."""
-        self.run(inputs)
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
+        """Wall-clock latency of ``run`` over ``repeat`` runs (after one warm-up run), unprofiled:
+        the runs record no per-step times and keep the last profiled run's."""
+        profiling, self.profiling = self.profiling, False
+        try:
             self.run(inputs)
-            times.append((time.perf_counter() - start) * 1e3)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                self.run(inputs)
+                times.append((time.perf_counter() - start) * 1e3)
+        finally:
+            self.profiling = profiling
         return {"median": float(np.median(times)), "min": float(np.min(times)), "max": float(np.max(times))}
 
 

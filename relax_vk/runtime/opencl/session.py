@@ -17,7 +17,7 @@ raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and th
 from __future__ import annotations
 
 import warnings
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -209,18 +209,21 @@ class OpenCLSession(Session):
                 raise ValueError(f"unknown step {step['op']}")
         return out
 
+    def enqueue_steps(self, queue) -> list:
+        """Enqueue every step of a run on ``queue`` (its inputs written, its outputs not read);
+        returns their events."""
+        cl = self.cl
+        return [cl.enqueue_nd_range_kernel(queue, kernel, a, b) if kernel is not None else self._copy(a, b, queue) for _, kernel, a, b in self.launches]
+
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Run once; returns the outputs. A profiled run (the default for a session made with
         ``profile=True``) records per-kernel times in ``last_profile`` and the run's device span in
         ``last_device_ms``; an unprofiled one (:meth:`time`) goes through a queue without
         profiling and keeps the last profiled run's times."""
-        cl = self.cl
         q = self.queue if self.profiling else self.timing_queue
         for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
             self._write(tid, array, q)
-        events = []
-        for name, kernel, a, b in self.launches:
-            events.append(cl.enqueue_nd_range_kernel(q, kernel, a, b) if kernel is not None else self._copy(a, b, q))
+        events = self.enqueue_steps(q)
         outputs = [self.to_host(tid, self._read(tid, q)) for tid in self.program["outputs"]]
         q.finish()
         names = [name for name, *_ in self.launches]
@@ -233,11 +236,3 @@ class OpenCLSession(Session):
         ends = [e.profile.end for e in events]
         self.last_profile, self.last_device_ms = step_times(names, begins, ends)
         return outputs
-
-    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
-        """Wall-clock latency of unprofiled runs."""
-        profiling, self.profiling = self.profiling, False
-        try:
-            return super().time(inputs, repeat)
-        finally:
-            self.profiling = profiling

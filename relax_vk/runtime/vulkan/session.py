@@ -326,12 +326,10 @@ class VulkanSession(Session):
         return name, pipeline, group, groups
 
     # ------------------------------------------------------------------- run
-    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Run once; returns the outputs. A profiled run (the default, when the adapter has
-        timestamp queries) records a compute pass per step and its time in ``last_profile``; an
-        unprofiled one (:meth:`time`) records all steps in one compute pass."""
-        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
-            self._write(tid, array)
+    def submit_steps(self) -> None:
+        """Record every step of a run and submit it, every ``submit_every`` steps (its inputs
+        written, its outputs not read): a compute pass per step with timestamps when profiling,
+        else one pass per submitted command buffer."""
         encoder = self.device.create_command_encoder()
         compute = None
         for i, (_, pipeline, group, groups) in enumerate(self.steps):
@@ -357,6 +355,14 @@ class VulkanSession(Session):
         if self.profiling:
             encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
         self.device.queue.submit([encoder.finish()])
+
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once; returns the outputs. A profiled run (the default, when the adapter has
+        timestamp queries) records a compute pass per step and its time in ``last_profile``; an
+        unprofiled one (:meth:`time`) one compute pass per submitted command buffer."""
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array)
+        self.submit_steps()
         outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
         if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
@@ -365,11 +371,3 @@ class VulkanSession(Session):
         names = [name for name, *_rest in self.steps]
         self.last_profile, self.last_device_ms = step_times(names, stamps[0::2][: len(names)], stamps[1::2][: len(names)])
         return outputs
-
-    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
-        """Wall-clock latency of unprofiled runs (one compute pass, no timestamp queries)."""
-        profiling, self.profiling = self.profiling, False
-        try:
-            return super().time(inputs, repeat)
-        finally:
-            self.profiling = profiling
