@@ -218,12 +218,13 @@ def make_op_repsets(
 ) -> OpRepSets:
     """Build an :class:`OpRepSets`, inferring the sync rules from the registration's shape."""
     sync_args = isinstance(inputs, TensorRepSet) or len(inputs) == 1
-    arg_sets = _broadcast([inputs] if isinstance(inputs, TensorRepSet) else list(inputs), len(args))
+    given = [inputs] if isinstance(inputs, TensorRepSet) else list(inputs)
+    arg_sets = _broadcast(given, len(args))
     sync_primary_io = outputs is None
     if outputs is None:
         # (a kernel with no tensor inputs, a generator like ``full``: its output may be stored as
         # the registration's inputs may, so its consumers decide; it is not forced into a buffer)
-        outputs = arg_sets[0] if arg_sets else (inputs if isinstance(inputs, TensorRepSet) else (inputs[0] if inputs else BUFFER_ONLY))
+        outputs = arg_sets[0] if arg_sets else (given[0] if given else BUFFER_ONLY)
     sync_outs = isinstance(outputs, TensorRepSet) or len(outputs) == 1
     out_sets = _broadcast([outputs] if isinstance(outputs, TensorRepSet) else list(outputs), len(outs))
     return OpRepSets(

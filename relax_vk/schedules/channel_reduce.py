@@ -24,6 +24,7 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
+from ..core.scope import TEXEL_LANES as LANES
 from .register_tile import loop_extent
 
 PREFIX = "token_channel_"
@@ -59,17 +60,23 @@ def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS)
     if len(loops) != 6 or extents[:3] != [1, 1, 1] or extents[4] != 1 or extents[5] < MIN_TEXELS:
         return None
     n, c, h, row, lane, k4 = loops
-    threads = threads_for(extents[5], min(MAX_THREADS, max_threads))
-    k_o, k_i = sch.split(k4, [None, threads])
-    sch.reorder(n, c, h, row, lane, k_i, k_o)
-    bx = sch.fuse(n, c, h, row, lane)
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(k_i, "threadIdx.x")
-    # each texel read once, whole, into registers (the reduction combines its lanes)
-    cache = sch.cache_read(red, 0, "local")
-    sch.compute_at(cache, k_o, preserve_unit_loops=True)
-    sch.vectorize(sch.get_loops(cache)[-1])
+    reduce_across_threads(sch, red, k4, threads_for(extents[5], min(MAX_THREADS, max_threads)))
+    sch.bind(sch.fuse(n, c, h, row, lane), "blockIdx.x")
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def reduce_across_threads(sch: s_tir.Schedule, block, k4, threads: int) -> None:
+    """Split a row reduction's texel loop ``k4`` over ``threads`` (thread ``t`` takes texels
+    ``t, t + threads, ...``; TVM combines the partial results across them) and read each texel of
+    a packed token operand once, whole, into registers (the reduction combines its lanes)."""
+    k_o, k_i = sch.split(k4, [None, threads])
+    sch.reorder(k_i, k_o)
+    sch.bind(k_i, "threadIdx.x")
+    reads = sch.get(block).reads
+    for index in reversed([i for i, r in enumerate(reads) if len(r.source.shape) == 5 and int(r.source.shape[-1]) == LANES]):
+        cache = sch.cache_read(block, index, "local", consumer_blocks=[block])
+        sch.compute_at(cache, k_o, preserve_unit_loops=True)
+        sch.vectorize(sch.get_loops(cache)[-1])
 
 
 def channel_reduce_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:

@@ -33,17 +33,11 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from ..core.scope import TEXEL_LANES as LANES
-from .channel_reduce import MAX_THREADS, threads_for
+from .channel_reduce import MAX_THREADS, reduce_across_threads, threads_for
 from .register_tile import loop_extent
 
 STAT_PREFIX = "token_norm_"
 RESULTS = ("token_layer_norm", "token_softmax")
-
-
-def _texel_reads(sch: s_tir.Schedule, block) -> list:
-    """Read-buffer indices of ``block`` that are packed token tensors (5-D, four lanes)."""
-    reads = sch.get(block).reads
-    return [i for i, r in enumerate(reads) if len(r.source.shape) == 5 and int(r.source.shape[-1]) == LANES]
 
 
 def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
@@ -86,13 +80,7 @@ def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Op
         block = blocks[i]
         sch.set_scope(block, 0, "shared")
         sch.compute_at(block, bx, preserve_unit_loops=True)
-        k_o, k_i = sch.split(sch.get_loops(block)[-1], [None, threads])
-        sch.reorder(k_i, k_o)
-        sch.bind(k_i, "threadIdx.x")
-        for index in reversed(_texel_reads(sch, block)):  # whole texels into registers
-            cache = sch.cache_read(block, index, "local", consumer_blocks=[block])
-            sch.compute_at(cache, k_o, preserve_unit_loops=True)
-            sch.vectorize(sch.get_loops(cache)[-1])
+        reduce_across_threads(sch, block, sch.get_loops(block)[-1], threads)
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
 
 
