@@ -1,13 +1,15 @@
 """FoldSmallConstants: evaluate cheap ops on constants with numpy, before packing.
 
 Requires: nothing. Guarantees: every dataflow binding whose value is one of the ops below with
-only tensor-constant (and attribute) arguments, an ``arange`` with constant bounds, or a
+only tensor-constant (and attribute) arguments, an ``arange`` with constant bounds, a ``full``
+or ``broadcast_to`` of a constant to a static shape of at most ``MAX_CREATED`` elements, or a
 ``shape_to_tensor`` of a static shape, is replaced by the constant it computes; nothing else
 changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 (``expand_dims`` of the statistics, ``sqrt(var + eps)``), what packing a constant weight needs,
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
-shaders could not even hold), at numpy speed. Constant int64 ``take`` indices whose values fit
+shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
+``logical_and``, which the token layout then packs). Constant int64 ``take`` indices whose values fit
 are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
@@ -20,6 +22,15 @@ import numpy as np
 import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
+
+
+#: the most elements a ``full`` or ``broadcast_to`` of a constant is folded into (a causal mask of
+#: 1024 tokens; larger ones stay computed)
+MAX_CREATED = 1 << 20
+
+
+def _static(values) -> bool:
+    return all(isinstance(v, tirx.IntImm) for v in values)
 
 
 def _ints(values) -> List[int]:
@@ -63,6 +74,8 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.greater_equal": _binary(np.greater_equal),
     "relax.equal": _binary(np.equal),
     "relax.not_equal": _binary(np.not_equal),
+    "relax.logical_and": _binary(np.logical_and),
+    "relax.logical_or": _binary(np.logical_or),
     "relax.floor": _unary(np.floor),
     "relax.ceil": _unary(np.ceil),
     # index arithmetic (torch.roll's arange + shift, % size): relax.mod truncates like C, floor_mod floors
@@ -92,11 +105,22 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
         data, indices = (a.value.numpy() for a in call.args)
         axis = None if call.attrs.axis is None else int(call.attrs.axis)
         return np.take(data, indices, axis=axis, mode="wrap" if str(call.attrs.mode) == "wrap" else "clip")
-    if name == "relax.reshape":
-        if not isinstance(call.args[0], GenericConst) or not isinstance(call.args[1], relax.ShapeExpr):
+    if name in ("relax.tril", "relax.triu") and isinstance(call.args[0], GenericConst):
+        k = call.args[1] if isinstance(call.args[1], tirx.IntImm) else getattr(call.args[1], "value", None)  # (bare, or in a prim value)
+        if not isinstance(k, tirx.IntImm):
             return None
-        shape = _ints(call.args[1].values)
-        return call.args[0].value.numpy().reshape(shape)
+        return (np.tril if name == "relax.tril" else np.triu)(call.args[0].value.numpy(), int(k.value))
+    if name in ("relax.reshape", "relax.broadcast_to", "relax.full"):
+        data, shape = call.args[:2] if name != "relax.full" else call.args[1::-1]
+        if not isinstance(data, GenericConst) or not isinstance(shape, relax.ShapeExpr) or not _static(shape.values):
+            return None
+        shape = _ints(shape.values)
+        if name == "relax.reshape":
+            return data.value.numpy().reshape(shape)
+        if np.prod(shape) > MAX_CREATED:
+            return None
+        array = np.broadcast_to(data.value.numpy(), shape)
+        return np.ascontiguousarray(array if name == "relax.broadcast_to" else array.astype(str(call.attrs.dtype)))
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
         return None
@@ -129,6 +153,9 @@ class _Folder(relax.PyExprMutator):
     def visit_var_binding_(self, binding):
         if isinstance(binding.var, relax.DataflowVar):
             value = self.visit_expr(binding.value)
+            if isinstance(value, GenericConst):  # a variable bound to a constant: the constant where read
+                self.folded[binding.var] = value
+                return
             folded = _fold(value) if isinstance(value, relax.Call) else None
             if folded is not None:
                 self.folded[binding.var] = relax.const(folded, str(folded.dtype))

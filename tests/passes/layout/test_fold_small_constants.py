@@ -75,3 +75,36 @@ def test_onnx_gather_from_a_static_shape_folds_to_a_constant_index():
         assert op_count(out, op) == 0
     assert op_count(out, "relax.take") == 1
     assert_same_numbers(mod, out)
+
+
+def test_a_causal_mask_folds_to_one_constant():
+    """PyTorch's ``is_causal`` mask: ``full(True)``, two aranges, a difference, ``<= 0``,
+    ``logical_and``, then ``where`` between two variables bound to constants."""
+    x = tensor("x", (1, 2, 5, 5))
+
+    def body(bb, x):
+        ones = bb.emit(relax.op.full((5, 5), relax.const(True, "bool"), "bool"))
+        cols = bb.emit(relax.op.expand_dims(bb.emit(relax.op.arange(0, 5, 1, dtype="int64")), [-2]))
+        rows = bb.emit(relax.op.expand_dims(bb.emit(relax.op.arange(0, 5, 1, dtype="int64")), [-1]))
+        keep = bb.emit(relax.op.logical_and(bb.emit(relax.op.less_equal(bb.emit(relax.op.subtract(cols, rows)), relax.const(0, "int64"))), ones))
+        zero, minus_inf = bb.emit(relax.const(0.0, "float32")), bb.emit(relax.const(-np.inf, "float32"))
+        return relax.op.add(x, bb.emit(relax.op.where(keep, zero, minus_inf)))
+
+    mod = module([x], body)
+    out = FoldSmallConstants()(mod)
+    assert op_count(out, "relax.where") == op_count(out, "relax.full") == op_count(out, "relax.arange") == 0
+    assert op_count(out, "relax.add") == 1
+    assert_same_numbers(mod, out)
+
+
+def test_tril_and_broadcast_of_constants_fold():
+    x = tensor("x", (2, 4, 4))
+
+    def body(bb, x):
+        lower = bb.emit(relax.op.tril(relax.const(np.ones((4, 4), "float32")), 1))
+        return relax.op.multiply(x, bb.emit(relax.op.broadcast_to(lower, (2, 4, 4))))
+
+    mod = module([x], body)
+    out = FoldSmallConstants()(mod)
+    assert op_count(out, "relax.tril") == op_count(out, "relax.broadcast_to") == 0
+    assert_same_numbers(mod, out)
