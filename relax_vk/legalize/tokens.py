@@ -22,6 +22,8 @@ Each PrimFunc carries ``relax_vk.source_op`` so the op registry can let its tens
 
 from __future__ import annotations
 
+from typing import Optional
+
 from tvm import te, tirx
 
 from ..core.registry import SOURCE_OP_ATTR
@@ -84,19 +86,34 @@ def token_matmul(a: te.Tensor, b: te.Tensor, rows: int, inner: int, cols: int, t
     return te.compute((1, -(-cols // LANES), 1, batch_rows, LANES), value, name="token_matmul")
 
 
-def token_channel_reduce(x: te.Tensor, kind: str) -> te.Tensor:
+def token_channel_reduce(x: te.Tensor, kind: str, channels: Optional[int] = None) -> te.Tensor:
     """``sum``/``max``/``min`` over the channels of ``(1, C/4, 1, M, 4)``: ``(1, 1, 1, M, 1)``, the
     four lanes of each texel combined in one expression (each texel fetched once; a reduction over
-    a texture's lanes as an axis fetches it once per lane)."""
-    k4 = te.reduce_axis((0, int(x.shape[1])), name="k4")
+    a texture's lanes as an axis fetches it once per lane). ``channels``: the first that many
+    take part (a padded base: its padding lanes read as the reduction's identity)."""
+    texels = int(x.shape[1])
+    k4 = te.reduce_axis((0, texels), name="k4")
     combine = {"sum": (lambda p, q: p + q, te.sum), "max": (tirx.max, te.max), "min": (tirx.min, te.min)}[kind]
+    if kind == "sum":
+        fill = tirx.const(0, x.dtype)
+    elif "float" in str(x.dtype):
+        fill = tirx.const(float("-inf") if kind == "max" else float("inf"), x.dtype)
+    else:
+        fill = tirx.min_value(x.dtype) if kind == "max" else tirx.max_value(x.dtype)
 
     def value(_n, _c, _h, row, _l):
-        v = [x[0, k4, 0, row, lane] for lane in range(LANES)]
+        v = [_real_lane(x[0, k4, 0, row, lane], k4, lane, texels, channels, fill) for lane in range(LANES)]
         pair, reducer = combine
         return reducer(pair(pair(v[0], v[1]), pair(v[2], v[3])), axis=k4)
 
     return te.compute((1, 1, 1, int(x.shape[3]), 1), value, name="token_channel_" + kind)
+
+
+def _real_lane(v, k4, lane: int, texels: int, channels: Optional[int], fill):
+    """``v``, lane ``lane`` of texel ``k4``, or ``fill`` where that lane is padding past ``channels``."""
+    if channels is None or (texels - 1) * LANES + lane < channels:
+        return v
+    return tirx.Select(k4 < texels - 1, v, fill)
 
 
 def _lanes(x: te.Tensor, row, k4, f=lambda v: v):

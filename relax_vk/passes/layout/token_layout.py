@@ -98,6 +98,11 @@ def _map_view(packed) -> TokenView:
     return nchw_view(c4 * LANES, h, w) if packed.layout == "NCHW" else identity((1, h, w, c4 * LANES))
 
 
+def _lane_mask(view: TokenView) -> relax.Constant:
+    """True on the lanes of a padded base that hold the view's columns (the rest is padding)."""
+    return relax.const(np.arange(view.cols).reshape(1, view.cols // LANES, 1, 1, LANES) < view.shape[-1])
+
+
 def _ints(expr) -> list:
     values = expr.fields if isinstance(expr, relax.Tuple) else expr
     return [int(getattr(getattr(v, "value", v), "value", getattr(v, "value", v))) for v in values]
@@ -331,7 +336,8 @@ class TokenOps:
     def _token_in_place(self, call: relax.Call):
         """An elementwise op on the *base* of its token operands, which all read one base through
         one view that covers it (a padded Linear's output, a transposed view): the result is the
-        same view of the new base. Other operands must be scalars or per-channel constants."""
+        same view of the new base. Other operands must be scalars, or on a padded base per-channel
+        or broadcast constants or per-token vectors."""
         out_shape = _shape(call)
         views = [self._tokens_of(a) for a in call.args if isinstance(a, relax.Var) and a in self.tokens]
         if out_shape is None or not views:
@@ -351,12 +357,24 @@ class TokenOps:
             shape = _shape(arg)
             if shape is None:
                 return None
+            full = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
             if math.prod(shape) == 1:
                 args.append(self._scalar(arg))
-            elif isinstance(arg, GenericConst) and shape[-1] == out_shape[-1] and math.prod(shape) == shape[-1] and is_padded(first):
+            elif not is_padded(first):
+                return None
+            elif isinstance(arg, GenericConst) and full[-1] == out_shape[-1] and math.prod(shape) == shape[-1]:
                 vector = np.zeros(first.cols, arg.value.numpy().dtype)
                 vector[: shape[-1]] = arg.value.numpy().reshape(-1)
                 args.append(relax.const(vector.reshape(1, first.cols // LANES, 1, 1, LANES)))
+            elif full[-1] == 1 and full[:-1] == tuple(out_shape[:-1]):  # per token (a padded base's rows are the tokens)
+                args.append(self._emit(relax.op.reshape(self.visit_expr(arg), (1, 1, 1, first.rows, 1))))
+            elif isinstance(arg, GenericConst) and math.prod(out_shape) <= MAX_PACKED_CONSTANT:  # (a causal mask)
+                try:
+                    array = np.broadcast_to(arg.value.numpy().reshape(full), tuple(out_shape)).reshape(first.rows, -1)
+                except ValueError:
+                    return None
+                array = np.pad(array, ((0, 0), (0, first.cols - array.shape[1])))
+                args.append(relax.const(_as_tokens_array(array)))
             else:
                 return None
         return Tokens(self._emit(relax.Call(call.op, args, call.attrs, call.ty_args)), first)
@@ -432,8 +450,8 @@ class TokenOps:
         out_shape = _shape(call)
         if out_shape is None or len(out_shape) < 2:
             return None
-        if out_shape[-1] % LANES:
-            return self._token_in_place(call)
+        if out_shape[-1] % LANES:  # (a transposed ``k`` of a token count that is not a multiple of 4)
+            return self._token_transposed(call) or self._token_in_place(call)
         operands = [self._token_operand(x, out_shape) for x in call.args]
         if any(x is None for x in operands):
             return self._token_transposed(call) or self._token_in_place(call)
@@ -505,13 +523,14 @@ class TokenOps:
         flat = array.reshape(-1, *array.shape[-2:])
         return flat[0] if (flat == flat[:1]).all() else None
 
-    def _channel_stat(self, make, x: relax.Var) -> relax.Var:
+    def _channel_stat(self, make, x: relax.Var, channels: Optional[int] = None) -> relax.Var:
         """A reduction over the packed channels (``[..., 1]`` statistics, ``(1, 1, 1, M, 1)``):
-        the channel-reduce kernel for sum/max/min (mean: the sum scaled)."""
+        the channel-reduce kernel for sum/max/min (mean: the sum scaled, by ``channels`` when the
+        base is padded)."""
         kind = {relax.op.sum: "sum", relax.op.mean: "sum", relax.op.max: "max", relax.op.min: "min"}[make]
-        stat = self._emit_te(kernels.token_channel_reduce, [x], "token_channel_" + kind, TOKEN_STAT, kind=kind)
+        stat = self._emit_te(kernels.token_channel_reduce, [x], "token_channel_" + kind, TOKEN_STAT, kind=kind, channels=channels)
         if make is relax.op.mean:
-            channels = _shape(x)[1] * LANES
+            channels = channels or _shape(x)[1] * LANES
             stat = self._emit(relax.op.multiply(stat, relax.const(np.array(1.0 / channels, str(x.ty.dtype)))))
         return stat
 
@@ -554,8 +573,7 @@ class TokenOps:
             return None
         t = self._tokens_of(call.args[0])
         if t is not None and is_padded(t.view):  # over a padded base: the padding lanes masked
-            lanes = np.arange(t.view.cols).reshape(1, t.view.cols // LANES, 1, 1, LANES) < shape[-1]
-            return Tokens(self._softmax(t.var, relax.const(lanes)), t.view)
+            return Tokens(self._softmax(t.var, _lane_mask(t.view)), t.view)
         src = self._identity_of(call.args[0])
         return Tokens(self._softmax(src), identity(shape)) if src is not None else None
 
@@ -579,10 +597,11 @@ class TokenOps:
         axes = sorted({int(a) % rank for a in call.attrs.axis})
         make = REDUCERS[call.op.name]
         if axes == [rank - 1]:  # per token: small statistics, a plain value
-            src = self._identity_of(call.args[0])
+            padded_base = is_padded(t.view)  # (its padding lanes take no part)
+            src = t.var if padded_base else self._identity_of(call.args[0])
             if src is None:
                 return None
-            return relax.op.reshape(self._channel_stat(make, src), out_shape)
+            return relax.op.reshape(self._channel_stat(make, src, channels=t.shape[-1] if padded_base else None), out_shape)
         kept = [d for i, d in enumerate(t.shape[:-1]) if i not in axes]
         if rank - 1 in axes or any(d != 1 for d in kept):
             return None

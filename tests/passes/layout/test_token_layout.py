@@ -68,6 +68,45 @@ def test_head_dims_and_outputs_that_are_not_multiples_of_four():
     assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
 
 
+def sdpa_block(tokens=9, dim=24, heads=3, causal=True):
+    """What ``torch.export`` makes of ``F.scaled_dot_product_attention`` (PyTorch's math path):
+    q and k^T each scaled by sqrt(scale), an additive causal mask, softmax, then the guard for
+    fully masked rows (``equal(-inf)``, an int8 ``max`` over the keys, ``where`` to zeros)."""
+    x = tensor("x", (1, tokens, dim))
+    d = dim // heads
+    mask = np.where(np.tril(np.ones((tokens, tokens), bool)), 0.0, -np.inf).astype("float32")
+
+    def body(bb, x):
+        qkv = bb.emit(relax.op.matmul(x, const((dim, 3 * dim), 3)))
+        qkv = bb.emit(relax.op.permute_dims(bb.emit(relax.op.reshape(qkv, (1, tokens, 3, heads, d))), [2, 0, 3, 1, 4]))
+        q, k, v = (bb.emit(relax.op.squeeze(bb.emit(relax.op.strided_slice(qkv, [0], [i], [i + 1])), [0])) for i in range(3))
+        root = relax.const(d**-0.25, "float32")
+        q = bb.emit(relax.op.multiply(q, root))
+        kt = bb.emit(relax.op.multiply(bb.emit(relax.op.permute_dims(k, [0, 1, 3, 2])), root))  # last axis: the tokens
+        scores = bb.emit(relax.op.matmul(q, kt))
+        if causal:
+            scores = bb.emit(relax.op.add(scores, relax.const(mask)))
+        attn = bb.emit(relax.op.nn.softmax(scores, axis=-1))
+        alive = bb.emit(relax.op.astype(bb.emit(relax.op.logical_not(bb.emit(relax.op.equal(scores, relax.const(-np.inf, "float32"))))), "int8"))
+        dead = bb.emit(relax.op.logical_not(bb.emit(relax.op.astype(bb.emit(relax.op.max(alive, axis=[-1], keepdims=True)), "bool"))))
+        attn = bb.emit(relax.op.where(dead, bb.emit(relax.op.zeros_like(attn)), attn))
+        out = bb.emit(relax.op.permute_dims(bb.emit(relax.op.matmul(attn, v)), [0, 2, 1, 3]))
+        return relax.op.matmul(bb.emit(relax.op.reshape(out, (1, tokens, dim))), const((dim, dim), 5))
+
+    return module([x], body)
+
+
+@pytest.mark.parametrize("tokens", [9, 16])
+def test_fused_attention_of_any_token_count_stays_packed(tokens):
+    # 9 tokens: k^T scaled on its transpose, the scores a padded base (the mask packed to it, the
+    # int8 max over the keys masking the padding lanes, a per-token where); 16: no padding
+    mod = sdpa_block(tokens=tokens)
+    out = packed(mod)
+    assert op_count(out, "relax.matmul") == op_count(out, "relax.nn.softmax") == op_count(out, "relax.max") == 0
+    assert kernels_named(out, "token_matmul") == 2
+    assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
+
+
 def test_window_roll_split_and_channel_concat_stay_views():
     x = tensor("x", (1, 4, 4, 16))
 
@@ -93,8 +132,9 @@ def test_a_plain_matmul_of_two_inputs_is_left_alone():
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
-def test_attention_runs_in_textures(backend, device):
-    mod = attention_block(tokens=12, dim=120, heads=8, classes=10)
+@pytest.mark.parametrize("block", ["vit", "sdpa"])
+def test_attention_runs_in_textures(backend, device, block):
+    mod = attention_block(tokens=12, dim=120, heads=8, classes=10) if block == "vit" else sdpa_block(tokens=13, dim=32, heads=2)
     compiled = relax_vk.build(mod, target=backend)
     plan = compiled.plan()
     # in buffers: the unpacked output (buffer ABI) and the per-token statistics
