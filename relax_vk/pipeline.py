@@ -54,6 +54,8 @@ def _layout_stage(tgt: Optional[tvm.target.Target]) -> tvm.transform.Pass:
             *per_target,
             relax.transform.DecomposeOpsForInference(),
             relax.transform.Normalize(),
+            # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
+            relax.transform.CanonicalizeBindings(),
             FoldSmallConstants(),
             ConvertToPackedLayout(),
             relax.transform.Normalize(),

@@ -107,6 +107,23 @@ def test_fused_attention_of_any_token_count_stays_packed(tokens):
     assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
 
 
+def test_batch_norm_over_tokens_stays_packed():
+    """LeViT's Linear + BatchNorm1d on flattened tokens: the inference batch norm leaves a tuple
+    ``(y, mean, var)`` read through ``[0]``, which must not end the token layout."""
+    x = tensor("x", (1, 12, 16))
+
+    def body(bb, x):
+        y = bb.emit(relax.op.reshape(bb.emit(relax.op.matmul(x, const((16, 32), 1))), (12, 32)))
+        stats = [const((32,), seed) for seed in (2, 3, 4)] + [relax.const(np.linspace(0.5, 1.5, 32).astype("float32"))]
+        normed = bb.emit(relax.TupleGetItem(bb.emit(relax.op.nn.batch_norm(y, *stats, axis=1, training=False)), 0))
+        return relax.op.matmul(bb.emit(relax.op.reshape(normed, (1, 12, 32))), const((32, 8), 5))
+
+    mod = module([x], body)
+    out = packed(mod)
+    assert op_count(out, "relax.matmul") == 0 and op_count(out, "relax.layout_transform") == 2
+    assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
+
+
 def test_window_roll_split_and_channel_concat_stay_views():
     x = tensor("x", (1, 4, 4, 16))
 
