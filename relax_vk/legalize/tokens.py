@@ -116,24 +116,31 @@ def _real_lane(v, k4, lane: int, texels: int, channels: Optional[int], fill):
     return tirx.Select(k4 < texels - 1, v, fill)
 
 
-def _lanes(x: te.Tensor, row, k4, f=lambda v: v):
-    """``f`` of the four lanes of texel ``k4`` of ``row``, summed pairwise in one expression."""
-    v = [f(x[0, k4, 0, row, lane]) for lane in range(LANES)]
+def _lanes(x: te.Tensor, row, k4, f=lambda v: v, channels: Optional[int] = None):
+    """``f`` of the four lanes of texel ``k4`` of ``row``, summed pairwise in one expression (the
+    padding lanes past ``channels`` as zeros)."""
+    texels, zero = int(x.shape[1]), tirx.const(0, x.dtype)
+    v = [_real_lane(f(x[0, k4, 0, row, lane]), k4, lane, texels, channels, zero) for lane in range(LANES)]
     return (v[0] + v[1]) + (v[2] + v[3])
 
 
-def token_layer_norm(x: te.Tensor, *affine: te.Tensor, eps: float, scale: bool, center: bool) -> te.Tensor:
-    """LayerNorm over the channels of ``(1, C/4, 1, M, 4)`` (``C`` a multiple of 4), in one kernel:
-    the row sums (block ``token_norm_sum``), the sums of squared deviations from the mean
-    (``token_norm_sq``: two passes, as the unfused form computes them) and the normalized
-    result, times the per-channel ``gamma`` and plus ``beta`` (``(1, C/4, 1, 1, 4)``, given in that
-    order as ``affine`` when ``scale`` / ``center``)."""
+def token_layer_norm(
+    x: te.Tensor, *affine: te.Tensor, eps: float, scale: bool, center: bool, channels: Optional[int] = None
+) -> te.Tensor:
+    """LayerNorm over the channels of ``(1, C/4, 1, M, 4)``, in one kernel: the row sums (block
+    ``token_norm_sum``), the sums of squared deviations from the mean (``token_norm_sq``: two
+    passes, as the unfused form computes them) and the normalized result, times the per-channel
+    ``gamma`` and plus ``beta`` (``(1, C/4, 1, 1, 4)``, given in that order as ``affine`` when
+    ``scale`` / ``center``). ``channels``: over the first that many of a padded base (its padding
+    lanes take no part and come out 0)."""
     texels, rows = int(x.shape[1]), int(x.shape[3])
-    inv = 1.0 / (texels * LANES)
+    inv = 1.0 / (channels or texels * LANES)
     gamma = affine[0] if scale else None
     beta = affine[-1] if center else None
     k4 = te.reduce_axis((0, texels), name="k4")
-    total = te.compute((1, 1, 1, rows, 1), lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4), axis=k4), name="token_norm_sum")
+    total = te.compute(
+        (1, 1, 1, rows, 1), lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4, channels=channels), axis=k4), name="token_norm_sum"
+    )
 
     def mean(r):
         return total[0, 0, 0, r, 0] * tirx.const(inv, x.dtype)
@@ -141,7 +148,7 @@ def token_layer_norm(x: te.Tensor, *affine: te.Tensor, eps: float, scale: bool, 
     k4b = te.reduce_axis((0, texels), name="k4")
     squares = te.compute(
         (1, 1, 1, rows, 1),
-        lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4b, lambda v: (v - mean(r)) * (v - mean(r))), axis=k4b),
+        lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4b, lambda v: (v - mean(r)) * (v - mean(r)), channels), axis=k4b),
         name="token_norm_sq",
     )
 
@@ -151,7 +158,7 @@ def token_layer_norm(x: te.Tensor, *affine: te.Tensor, eps: float, scale: bool, 
             y = y * gamma[0, c, 0, 0, lane]
         if beta is not None:
             y = y + beta[0, c, 0, 0, lane]
-        return y
+        return y if channels is None else tirx.Select(c * LANES + lane < channels, y, tirx.const(0, x.dtype))
 
     return te.compute(x.shape, value, name="token_layer_norm")
 

@@ -47,7 +47,7 @@ from tvm.ir.expr import GenericConst
 
 from ...core.registry import TOKEN_GATHER, TOKEN_MATMUL, TOKEN_NORM, TOKEN_STAT
 from ...legalize import tokens as kernels
-from .packing import LANES, REDUCERS, _float, _out_dtype, _pack_map, _shape, _shape_of_type, _unpack_map, pack_weight_array
+from .packing import LANES, REDUCERS, _ceil4, _float, _out_dtype, _pack_map, _shape, _shape_of_type, _unpack_map, pack_weight_array
 from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
 
 #: rearranging ops: only the view's table changes
@@ -103,6 +103,14 @@ def _lane_mask(view: TokenView) -> relax.Constant:
     return relax.const(np.arange(view.cols).reshape(1, view.cols // LANES, 1, 1, LANES) < view.shape[-1])
 
 
+def _padded_channels(value: GenericConst) -> relax.Constant:
+    """A per-channel constant of ``C`` values as ``(1, ceil(C/4), 1, 1, 4)``, zeros in the padding lanes."""
+    array = value.value.numpy().reshape(-1)
+    vector = np.zeros(_ceil4(array.size), array.dtype)
+    vector[: array.size] = array
+    return relax.const(vector.reshape(1, -1, 1, 1, LANES))
+
+
 def _ints(expr) -> list:
     values = expr.fields if isinstance(expr, relax.Tuple) else expr
     return [int(getattr(getattr(v, "value", v), "value", getattr(v, "value", v))) for v in values]
@@ -144,19 +152,21 @@ class TokenOps:
         self.tokens[expr] = found
         return found
 
-    def _pack_tokens(self, expr) -> Optional[Tokens]:
-        """A plain tensor ``[..., C]`` (C a multiple of 4) packed as tokens."""
+    def _pack_tokens(self, expr, pad: bool = False) -> Optional[Tokens]:
+        """A plain tensor ``[..., C]`` packed as tokens (C a multiple of 4; else, with ``pad``, a
+        padded base whose padding lanes are zeros: fit for a Linear's input)."""
         shape = _shape(expr)
-        if shape is None or len(shape) < 2 or shape[-1] % LANES:
+        if shape is None or len(shape) < 2 or (shape[-1] % LANES and not pad):
             return None
         if isinstance(expr, GenericConst):
-            return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), identity(shape))
+            return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), identity(shape)) if not shape[-1] % LANES else None
         if isinstance(expr, relax.Var) and expr in self.token_packs:
             return self.token_packs[expr]
         c, rows = shape[-1], math.prod(shape[:-1])
         x = self._emit(relax.op.reshape(self.visit_expr(expr), (rows, c)))
         x = self._emit(relax.op.reshape(self._emit(relax.op.permute_dims(x, [1, 0])), (1, c, 1, rows)))
-        packed = Tokens(self._emit(relax.op.layout_transform(x, _pack_map)), identity(shape))
+        base = self._emit(relax.op.layout_transform(x, _pack_map, pad_value=0.0 if c % LANES else None))
+        packed = Tokens(base, padded(shape))
         if isinstance(expr, relax.Var):
             self.token_packs[expr] = packed  # packed once per block
         return packed
@@ -363,11 +373,11 @@ class TokenOps:
             elif not is_padded(first):
                 return None
             elif isinstance(arg, GenericConst) and full[-1] == out_shape[-1] and math.prod(shape) == shape[-1]:
-                vector = np.zeros(first.cols, arg.value.numpy().dtype)
-                vector[: shape[-1]] = arg.value.numpy().reshape(-1)
-                args.append(relax.const(vector.reshape(1, first.cols // LANES, 1, 1, LANES)))
+                args.append(_padded_channels(arg))
             elif full[-1] == 1 and full[:-1] == tuple(out_shape[:-1]):  # per token (a padded base's rows are the tokens)
                 args.append(self._emit(relax.op.reshape(self.visit_expr(arg), (1, 1, 1, first.rows, 1))))
+            elif full == tuple(out_shape) and not isinstance(arg, GenericConst):  # a plain tensor, packed to the padded base
+                args.append(self._pack_tokens(arg, pad=True).var)
             elif isinstance(arg, GenericConst) and math.prod(out_shape) <= MAX_PACKED_CONSTANT:  # (a causal mask)
                 try:
                     array = np.broadcast_to(arg.value.numpy().reshape(full), tuple(out_shape)).reshape(first.rows, -1)
@@ -457,10 +467,11 @@ class TokenOps:
             return self._token_transposed(call) or self._token_in_place(call)
         return Tokens(self._emit(relax.Call(call.op, operands, call.attrs, call.ty_args)), identity(out_shape))
 
-    def _token_input(self, expr) -> Optional[relax.Var]:
+    def _token_input(self, expr, pad: bool = False) -> Optional[relax.Var]:
         """A packed tensor for an entry op's data: its stand-in, or the plain tensor packed here
-        when it is a sequence (more than one token)."""
-        src = self._identity_of(expr)
+        when it is a sequence (more than one token); ``pad``: a last axis that is not a multiple
+        of 4 is padded with zero lanes."""
+        src = self._identity_of(expr, pad=pad)
         if src is not None:
             return src
         if isinstance(expr, relax.Var) and (expr in self.tokens or expr in self.packed):
@@ -468,7 +479,7 @@ class TokenOps:
         shape = _shape(expr)
         if shape is None or len(shape) < 2 or math.prod(shape[:-1]) < 2 or isinstance(expr, GenericConst):
             return None
-        packed = self._pack_tokens(expr)
+        packed = self._pack_tokens(expr, pad=pad)
         return packed.var if packed is not None else None
 
     def _token_matmul(self, call: relax.Call):
@@ -480,11 +491,12 @@ class TokenOps:
             return None
         matrix = self._constant_matrix(b)
         if matrix is not None:  # a Linear: a 1x1 conv on [1, C, 1, M]
-            if math.prod(out_shape[:-1]) != math.prod(a_shape[:-1]) or matrix.shape[0] % LANES:
+            if math.prod(out_shape[:-1]) != math.prod(a_shape[:-1]):
                 return None  # the weight's batch axes broadcast the data: not one Linear
-            src = self._token_input(a)
+            src = self._token_input(a, pad=bool(matrix.shape[0] % LANES))  # (zero lanes times zero weights)
             if src is None:
                 return None
+            matrix = np.pad(matrix, ((0, -matrix.shape[0] % LANES), (0, 0)))
             weight = matrix.T.reshape(matrix.shape[1], matrix.shape[0], 1, 1)
             conv = relax.op.nn.conv2d(
                 src, relax.const(pack_weight_array(weight)), 1, 0, 1, 1, "NCHW4c", "OIHW4o", "NCHW4c", _out_dtype(call.attrs)
@@ -537,11 +549,13 @@ class TokenOps:
     def _token_layer_norm(self, call: relax.Call):
         x, gamma, beta = call.args
         shape = _shape(x)
-        if shape is None or len(shape) < 2 or shape[-1] % LANES or not _float(x):
+        if shape is None or len(shape) < 2 or not _float(x):
             return None
         axes = [int(a) % len(shape) for a in call.attrs.axes]
         if axes != [len(shape) - 1]:
             return None
+        if shape[-1] % LANES:
+            return self._padded_layer_norm(call)
         src = self._token_input(x)
         if src is None:
             return None
@@ -566,6 +580,26 @@ class TokenOps:
         if center is not None:
             out = self._emit(relax.op.add(out, center))
         return Tokens(out, identity(shape))
+
+    def _padded_layer_norm(self, call: relax.Call):
+        """LayerNorm over a last axis that is not a multiple of 4: on a padded base (the token
+        tensor's own, else one packed or gathered with zero lanes), with constant gain and bias."""
+        x, gamma, beta = call.args
+        shape = _shape(x)
+        t = self._tokens_of(x) if isinstance(x, relax.Var) else None
+        src = t.var if t is not None and is_padded(t.view) else self._token_input(x, pad=True)
+        affine = []
+        for flag, value in ((call.attrs.scale, gamma), (call.attrs.center, beta)):
+            if not bool(flag):
+                continue
+            if not isinstance(value, GenericConst) or math.prod(_shape(value)) != shape[-1]:
+                return None
+            affine.append(_padded_channels(value))
+        if src is None:
+            return None
+        out = self._emit_te(kernels.token_layer_norm, [src, *affine], "token_layer_norm", TOKEN_NORM, eps=float(call.attrs.epsilon),
+                            scale=bool(call.attrs.scale), center=bool(call.attrs.center), channels=shape[-1])  # fmt: skip
+        return Tokens(out, padded(shape))
 
     def _token_softmax(self, call: relax.Call):
         shape = _shape(call)
@@ -636,19 +670,18 @@ class TokenOps:
             if all(t.var.same_as(first.var) and (t.view.rows, t.view.cols) == (first.view.rows, first.view.cols) for t in stand_ins):
                 view = first.view.with_table(np.concatenate([t.view.indices() for t in stand_ins], axis=axis))
                 return first.seen_as(view) if view is not None else None
-        if out_shape[-1] % LANES:
-            return None
         parts, tables, offset = [], [], 0
-        for field in fields:
-            part = self._token_input(field)
+        for field in fields:  # (a last axis that is not a multiple of 4: padded parts, a padded base)
+            part = self._token_input(field, pad=True)
             shape = _shape(field)
             if part is None or shape is None:
                 return None
             parts.append(part)
-            tables.append(identity(shape).indices() + offset)
-            offset += math.prod(shape)
+            tables.append(padded(shape).indices() + offset)
+            offset += math.prod(shape[:-1]) * _ceil4(shape[-1])
         base = self._emit(relax.op.concat(parts, axis=3))
-        return Tokens(base, identity((offset // out_shape[-1], out_shape[-1])).with_table(np.concatenate(tables, axis=axis)))
+        cols = _ceil4(out_shape[-1])
+        return Tokens(base, identity((offset // cols, cols)).with_table(np.concatenate(tables, axis=axis)))
 
     def _token_split(self, call: relax.Call):
         """``split`` (ONNX's Split of the qkv projection): a list of views, one per part."""

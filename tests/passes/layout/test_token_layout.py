@@ -107,6 +107,35 @@ def test_fused_attention_of_any_token_count_stays_packed(tokens):
     assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
 
 
+def odd_width_block(tokens=16, dim=30):
+    """A ViT block of a width that is not a multiple of 4 on a plain input: a class token
+    concatenated, position embeddings, LayerNorm with and without affine terms, Linears, a
+    residual with the plain stream, and a token-mixing Linear over the 17 tokens."""
+    x = tensor("x", (1, tokens, dim))
+
+    def body(bb, x):
+        t = bb.emit(relax.op.concat([const((1, 1, dim), 1), x], axis=1))
+        t = bb.emit(relax.op.add(t, const((1, tokens + 1, dim), 2)))
+        h = bb.emit(relax.op.nn.layer_norm(t, relax.const(np.linspace(0.5, 2, dim).astype("float32")), const((dim,), 3), axes=[-1]))
+        t = bb.emit(relax.op.add(t, bb.emit(relax.op.matmul(h, const((dim, dim), 4)))))
+        ones, zeros = relax.const(np.ones(dim, "float32")), relax.const(np.zeros(dim, "float32"))  # (TVM's own legalization applies them)
+        h = bb.emit(relax.op.nn.layer_norm(t, ones, zeros, axes=[-1], center=False, scale=False))
+        mixed = bb.emit(relax.op.matmul(bb.emit(relax.op.permute_dims(h, [0, 2, 1])), const((tokens + 1, tokens + 1), 7)))
+        return relax.op.matmul(bb.emit(relax.op.permute_dims(mixed, [0, 2, 1])), const((dim, 10), 8))
+
+    return module([x], body)
+
+
+def test_widths_that_are_not_multiples_of_four_stay_packed():
+    # padded bases throughout: LayerNorm masks the padding lanes of its statistics and writes them
+    # as zeros; a Linear of 30 or 17 inputs reads zero lanes against zero weights
+    mod = odd_width_block()
+    out = packed(mod)
+    assert op_count(out, "relax.matmul") == op_count(out, "relax.nn.layer_norm") == 0
+    assert kernels_named(out, "token_layer_norm") == 2
+    assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
+
+
 def test_batch_norm_over_tokens_stays_packed():
     """LeViT's Linear + BatchNorm1d on flattened tokens: the inference batch norm leaves a tuple
     ``(y, mean, var)`` read through ``[0]``, which must not end the token layout."""
@@ -149,9 +178,10 @@ def test_a_plain_matmul_of_two_inputs_is_left_alone():
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
-@pytest.mark.parametrize("block", ["vit", "sdpa"])
+@pytest.mark.parametrize("block", ["vit", "sdpa", "odd_width"])
 def test_attention_runs_in_textures(backend, device, block):
-    mod = attention_block(tokens=12, dim=120, heads=8, classes=10) if block == "vit" else sdpa_block(tokens=13, dim=32, heads=2)
+    blocks = {"vit": lambda: attention_block(tokens=12, dim=120, heads=8, classes=10), "sdpa": lambda: sdpa_block(tokens=13, dim=32, heads=2)}
+    mod = blocks.get(block, odd_width_block)()
     compiled = relax_vk.build(mod, target=backend)
     plan = compiled.plan()
     # in buffers: the unpacked output (buffer ABI) and the per-token statistics
