@@ -163,26 +163,32 @@ def token_layer_norm(
     return te.compute(x.shape, value, name="token_layer_norm")
 
 
-def token_softmax(x: te.Tensor) -> te.Tensor:
+def token_softmax(x: te.Tensor, channels: Optional[int] = None) -> te.Tensor:
     """Softmax over the channels of ``(1, C/4, 1, M, 4)`` in one kernel: the row maxima (block
-    ``token_norm_max``), the sums of ``exp(x - max)`` (``token_norm_sum``) and the quotients."""
+    ``token_norm_max``), the sums of ``exp(x - max)`` (``token_norm_sum``) and the quotients.
+    ``channels``: over the first that many of a padded base (its padding lanes take no part and
+    come out 0)."""
     texels, rows = int(x.shape[1]), int(x.shape[3])
     k4 = te.reduce_axis((0, texels), name="k4")
+    lowest = tirx.const(float("-inf"), x.dtype)
 
     def largest(r, k):
-        v = [x[0, k, 0, r, lane] for lane in range(LANES)]
+        v = [_real_lane(x[0, k, 0, r, lane], k, lane, texels, channels, lowest) for lane in range(LANES)]
         return tirx.max(tirx.max(v[0], v[1]), tirx.max(v[2], v[3]))
 
     peak = te.compute((1, 1, 1, rows, 1), lambda _n, _c, _h, r, _l: te.max(largest(r, k4), axis=k4), name="token_norm_max")
     k4b = te.reduce_axis((0, texels), name="k4")
     total = te.compute(
         (1, 1, 1, rows, 1),
-        lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4b, lambda v: tirx.exp(v - peak[0, 0, 0, r, 0])), axis=k4b),
+        lambda _n, _c, _h, r, _l: te.sum(_lanes(x, r, k4b, lambda v: tirx.exp(v - peak[0, 0, 0, r, 0]), channels), axis=k4b),
         name="token_norm_sum",
     )
-    return te.compute(
-        x.shape, lambda n, c, h, r, lane: tirx.exp(x[n, c, h, r, lane] - peak[0, 0, 0, r, 0]) / total[0, 0, 0, r, 0], name="token_softmax"
-    )
+
+    def value(n, c, h, r, lane):
+        y = tirx.exp(x[n, c, h, r, lane] - peak[0, 0, 0, r, 0]) / total[0, 0, 0, r, 0]
+        return y if channels is None else tirx.Select(c * LANES + lane < channels, y, tirx.const(0, x.dtype))
+
+    return te.compute(x.shape, value, name="token_softmax")
 
 
 def attrs(op: str) -> dict:

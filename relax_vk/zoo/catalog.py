@@ -21,6 +21,7 @@ ZOO: Dict[str, ZooEntry] = {
     "resnet18": ZooEntry("ResNet18", (1, 3, 64, 64), "ResNet-18, 10 classes, input 64x64 (224 in the paper)"),
     "mobilenet_v2": ZooEntry("MobileNetV2", (1, 3, 64, 64), "MobileNetV2 width 0.5, depthwise convs, ReLU6, input 64x64"),
     "vit_small": ZooEntry("SmallViT", (1, 3, 64, 64), "ViT: 16x16 patch conv, 4 blocks, dim 192, 3 heads, input 64x64 (16 tokens)"),
+    "deit_tiny": ZooEntry("DeiTTiny", (1, 3, 64, 64), "DeiT-Tiny as timm builds it, 4 blocks: class token (17 tokens; 197 at 224), F.scaled_dot_product_attention, head on the class token"),
     "unet_small": ZooEntry("SmallUNet", (1, 4, 64, 64), "UNet: two down/up levels, concat skips, nearest upsampling, input 64x64"),
     "rgb_stem": ZooEntry("RGBStem", (1, 3, 64, 64), "3-channel stem conv, then convs, 2-channel head, input 64x64"),
     "mobilenet_v3": ZooEntry("MobileNetV3Small", (1, 3, 64, 64), "MobileNetV3-Small width 0.5: SE with hard-sigmoid gate, hardswish, 3x3/5x5 depthwise, input 64x64"),

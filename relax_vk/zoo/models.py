@@ -119,6 +119,45 @@ class SmallViT(nn.Module):
         return self.head(self.norm(self.blocks(x)).mean(dim=1))
 
 
+class FusedAttentionBlock(nn.Module):
+    """timm's ViT block with ``fused_attn``: ``F.scaled_dot_product_attention`` (which
+    ``torch.export`` decomposes into PyTorch's math path: q and k scaled by sqrt(scale), the guard
+    for fully masked rows)."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim, eps=1e-6), nn.LayerNorm(dim, eps=1e-6)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.heads = heads
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        x = x + self.proj(torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d))
+        return x + self.mlp(self.norm2(x))
+
+
+class DeiTTiny(nn.Module):
+    """DeiT-Tiny as timm builds it, 4 blocks deep: a class token before the patch tokens (17 tokens
+    at 64x64, 197 at 224: not multiples of 4), learned position embeddings, fused attention, the
+    head on the class token."""
+
+    def __init__(self, image=64, patch=16, dim=192, depth=4, heads=3, num_classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(*[FusedAttentionBlock(dim, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
 class SmallUNet(nn.Module):
     def __init__(self, cin=4, base=16, cout=4):
         super().__init__()

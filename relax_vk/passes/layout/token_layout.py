@@ -98,9 +98,12 @@ def _map_view(packed) -> TokenView:
     return nchw_view(c4 * LANES, h, w) if packed.layout == "NCHW" else identity((1, h, w, c4 * LANES))
 
 
-def _lane_mask(view: TokenView) -> relax.Constant:
-    """True on the lanes of a padded base that hold the view's columns (the rest is padding)."""
-    return relax.const(np.arange(view.cols).reshape(1, view.cols // LANES, 1, 1, LANES) < view.shape[-1])
+def _padded_constant(value: GenericConst) -> Optional[relax.Constant]:
+    """A constant ``[..., C]`` packed as tokens, its last axis padded with zeros to a multiple of 4."""
+    array = value.value.numpy()
+    if array.ndim < 2:
+        return None
+    return relax.const(_as_tokens_array(np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, -array.shape[-1] % LANES)])))
 
 
 def _padded_channels(value: GenericConst) -> relax.Constant:
@@ -607,20 +610,9 @@ class TokenOps:
             return None
         t = self._tokens_of(call.args[0])
         if t is not None and is_padded(t.view):  # over a padded base: the padding lanes masked
-            return Tokens(self._softmax(t.var, _lane_mask(t.view)), t.view)
+            return Tokens(self._emit_te(kernels.token_softmax, [t.var], "token_softmax", TOKEN_NORM, channels=shape[-1]), t.view)
         src = self._identity_of(call.args[0])
-        return Tokens(self._softmax(src), identity(shape)) if src is not None else None
-
-    def _softmax(self, x: relax.Var, mask: Optional[relax.Expr] = None) -> relax.Var:
-        """Softmax over the packed channels of ``x``; lanes where ``mask`` is False take no part
-        and come out 0."""
-        dtype = str(x.ty.dtype)
-        if mask is None:
-            return self._emit_te(kernels.token_softmax, [x], "token_softmax", TOKEN_NORM)
-        x = self._emit(relax.op.where(mask, x, relax.const(np.array(-np.inf, dtype))))
-        exp = self._emit(relax.op.exp(self._emit(relax.op.subtract(x, self._channel_stat(relax.op.max, x)))))
-        exp = self._emit(relax.op.where(mask, exp, relax.const(np.array(0, dtype))))
-        return self._emit(relax.op.divide(exp, self._channel_stat(relax.op.sum, exp)))
+        return Tokens(self._emit_te(kernels.token_softmax, [src], "token_softmax", TOKEN_NORM), identity(shape)) if src is not None else None
 
     def _token_reduce(self, call: relax.Call):
         t = self._tokens_of(call.args[0])
@@ -672,7 +664,7 @@ class TokenOps:
                 return first.seen_as(view) if view is not None else None
         parts, tables, offset = [], [], 0
         for field in fields:  # (a last axis that is not a multiple of 4: padded parts, a padded base)
-            part = self._token_input(field, pad=True)
+            part = _padded_constant(field) if isinstance(field, GenericConst) else self._token_input(field, pad=True)  # (a class token)
             shape = _shape(field)
             if part is None or shape is None:
                 return None
