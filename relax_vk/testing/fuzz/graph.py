@@ -16,7 +16,8 @@ concat and uneven channel splits, max/avg pools (ceil mode too), adaptive and gl
 nearest/bilinear resize, constant/reflect/replicate padding, channel softmax and channel mean,
 channel shuffle and a linear head; and transformer pieces on the map's pixels as tokens:
 multi-head self-attention (LayerNorm, qkv Linear, the 5-D qkv split, softmax(q k^T) v with head
-sizes of any width, projection, residual) and channels-last LayerNorm + Linear + GELU blocks.
+sizes of any width, or ``F.scaled_dot_product_attention``; causal masks in both; projection,
+residual) and channels-last LayerNorm + Linear + GELU blocks.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def _step(b: _Builder) -> None:
     n, c, h, w = b.shapes[x]
     if rng.random() < 0.1 and h * w <= 1024:  # transformer pieces over the pixels as tokens
         if rng.random() < 0.6:
-            b.add("attention", [x], heads=rng.choice((1, 2, 3)), head_dim=rng.choice((3, 4, 8, 15, 16)))
+            b.add("attention", [x], heads=rng.choice((1, 2, 3)), head_dim=rng.choice((3, 4, 8, 15, 16)), fused=rng.random() < 0.5, causal=rng.random() < 0.3)
         else:
             b.add("ln_nhwc", [x], hidden=rng.choice((4, 6, 8, 16)))
         return
@@ -424,8 +425,14 @@ def _build_module(torch, spec: GraphSpec, seed: int):
                 heads, d = p["heads"], p["head_dim"]
                 tokens = x.flatten(2).transpose(1, 2)  # [N, HW, C]
                 q, k, v = qkv(norm(tokens)).reshape(n, h * w, 3, heads, d).permute(2, 0, 3, 1, 4)
-                att = torch.softmax((q @ k.transpose(-2, -1)) * d**-0.5, dim=-1)
-                out = tokens + proj((att @ v).transpose(1, 2).reshape(n, h * w, heads * d))
+                if p.get("fused"):  # PyTorch's math path once exported (q, k scaled by sqrt(scale), the masked-row guard)
+                    y = F.scaled_dot_product_attention(q, k, v, is_causal=p.get("causal", False))
+                else:
+                    scores = (q @ k.transpose(-2, -1)) * d**-0.5
+                    if p.get("causal"):
+                        scores = scores + torch.full((h * w, h * w), float("-inf")).triu(1)
+                    y = torch.softmax(scores, dim=-1) @ v
+                out = tokens + proj(y.transpose(1, 2).reshape(n, h * w, heads * d))
                 return out.transpose(1, 2).reshape(n, c, h, w)
             if op == "ln_nhwc":
                 norm, up, down = self.mods[key]
