@@ -336,8 +336,9 @@ class _Emitter:
 
     def operator(self, kind: str, a, b=None) -> str:
         """An operator of :data:`_BINARY_OPS` / :data:`_SHIFT_OPS` / :data:`_UNARY_OPS` on TIR operands."""
+        flag = str(_dtype(a)) == "bool"  # (WGSL's ~ and ^ take integers only: torch's ~mask is a bitwise_not of bools)
         if kind in _UNARY_OPS:
-            return f"({_UNARY_OPS[kind]}{self.expr(a)})"
+            return f"({'!' if flag else _UNARY_OPS[kind]}{self.expr(a)})"
         if kind in _SHIFT_OPS:
             wide = int(_dtype(a).bits) == 64 and isinstance(b, tirx.IntImm) and int(b.value) >= 32
             if wide and kind == "RShift":
@@ -347,7 +348,7 @@ class _Emitter:
             if wide:
                 return f"({self.expr(a)} * 0)"  # every bit shifted out of the 32 kept
             return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
-        return f"({self.expr(a)} {_BINARY_OPS[kind]} {self.expr(b)})"
+        return f"({self.expr(a)} {'!=' if flag and kind == 'BitwiseXor' else _BINARY_OPS[kind]} {self.expr(b)})"
 
     def _is_float(self, e) -> bool:
         return int(_dtype(e).type_code) == 2

@@ -227,3 +227,22 @@ def test_bool_buffers_between_kernels_pack_four_flags_to_a_word(backend, device,
     x = np.random.default_rng(0).standard_normal((5, 37)).astype("float32")
     out = load(artifact, device=device).run([x])[0]
     np.testing.assert_allclose(out, np.abs(x) + (x > 0).sum(0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_bitwise_not_and_xor_of_bool_masks(backend, device, request):
+    """torch's ``scores.masked_fill(~mask, -inf)``: a bitwise not of a bool input (WGSL's ``~`` and
+    ``^`` take integers; a bool's are ``!`` and ``!=``)."""
+    request.getfixturevalue(device)
+    x, mask, other = tensor("x", (3, 8)), tensor("mask", (3, 8), "bool"), tensor("other", (3, 8), "bool")
+
+    def body(bb, x, mask, other):
+        hidden = bb.emit(relax.op.bitwise_not(mask))
+        flipped = bb.emit(relax.op.bitwise_xor(mask, other))
+        return relax.op.add(bb.emit(relax.op.where(hidden, relax.const(-5.0, "float32"), x)), bb.emit(relax.op.astype(flipped, "float32")))
+
+    mod = module([x, mask, other], body)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((3, 8)).astype("float32"), rng.random((3, 8)) < 0.5, rng.random((3, 8)) < 0.5]
+    out = load(relax_vk.build(mod, backend).artifact(), device=device).run(inputs)[0]
+    np.testing.assert_allclose(out, np.where(~inputs[1], -5.0, inputs[0]) + (inputs[1] ^ inputs[2]), rtol=1e-6)
