@@ -18,20 +18,27 @@ ops, comparisons and ``where`` with a token operand (the others token tensors, c
 per-token or per-channel vectors; bool and int results are packed too); LayerNorm and softmax over
 the last axis (one kernel each, :func:`~relax_vk.legalize.tokens.token_layer_norm` and
 :func:`~relax_vk.legalize.tokens.token_softmax`; a LayerNorm whose gain or bias is not one value per
-channel, and a softmax over a padded base, decomposed into packed channel reductions, whose
-``[..., 1]`` statistics are small buffers); mean/sum/max/min over the last axis or over every token; batched matmul of two token
+channel is decomposed into packed channel reductions, whose ``[..., 1]`` statistics are small
+buffers); mean/sum/max/min over the last axis or over every token; batched matmul of two token
 tensors, ``B`` read as it is stored or transposed (the
 :func:`~relax_vk.legalize.tokens.token_matmul` kernel).
 
 A computation reads a view through a packed tensor of its own: the base itself, a texel gather
 when the view's texels are whole base texels, else an element gather
 (:mod:`relax_vk.legalize.tokens`). Elementwise ops on a view that covers its base (a transposed
-``k``, a padded output) run on the base in place and keep the view.
+``k``, a padded output) run on the base in place and keep the view; on a transposed view whose
+last axis is not a multiple of 4 (PyTorch's fused attention scales ``k^T`` over the tokens), on
+its transpose.
 
 Padding lanes: a Linear or matmul whose output size is not a multiple of 4 writes a padded base
-(zero weights or zero operand lanes) read through a view that leaves the padding out; a matmul
-reads inner sizes that are not multiples of 4 through zero-padded gathers; softmax over a padded
-base masks the padding lanes. Nothing else reads padding lanes.
+(zero weights or zero operand lanes) read through a view that leaves the padding out, and so do
+LayerNorm over such a width and plain tensors packed for a Linear or a row concat (zeros in the
+padding). Ops on a padded base: elementwise ops in place (other operands scalars, per-channel or
+broadcast constants packed to the base, per-token vectors, plain tensors packed with padding);
+LayerNorm, softmax and channel reductions mask the padding lanes out of their statistics (the
+first two write them as zeros); a Linear reads zero lanes against zero weight rows, a matmul
+reads inner sizes that are not multiples of 4 through zero-padded gathers. Nothing else reads
+padding lanes.
 """
 
 from __future__ import annotations
@@ -96,6 +103,11 @@ def _map_view(packed) -> TokenView:
     NHWC, over its texels as a base of ``H*W`` rows."""
     _, c4, h, w, _ = _shape(packed.var)
     return nchw_view(c4 * LANES, h, w) if packed.layout == "NCHW" else identity((1, h, w, c4 * LANES))
+
+
+def _broadcasts(shape, out_shape) -> bool:
+    """Whether ``shape`` (of the same rank) broadcasts to ``out_shape``."""
+    return len(shape) == len(out_shape) and all(a in (1, b) for a, b in zip(shape, out_shape))
 
 
 def _padded_constant(value: GenericConst) -> Optional[relax.Constant]:
@@ -168,7 +180,8 @@ class TokenOps:
         c, rows = shape[-1], math.prod(shape[:-1])
         x = self._emit(relax.op.reshape(self.visit_expr(expr), (rows, c)))
         x = self._emit(relax.op.reshape(self._emit(relax.op.permute_dims(x, [1, 0])), (1, c, 1, rows)))
-        base = self._emit(relax.op.layout_transform(x, _pack_map, pad_value=0.0 if c % LANES else None))
+        zero = tvm.tirx.const(0, str(x.ty.dtype)) if c % LANES else None
+        base = self._emit(relax.op.layout_transform(x, _pack_map, pad_value=zero))
         packed = Tokens(base, padded(shape))
         if isinstance(expr, relax.Var):
             self.token_packs[expr] = packed  # packed once per block
@@ -379,8 +392,8 @@ class TokenOps:
                 args.append(_padded_channels(arg))
             elif full[-1] == 1 and full[:-1] == tuple(out_shape[:-1]):  # per token (a padded base's rows are the tokens)
                 args.append(self._emit(relax.op.reshape(self.visit_expr(arg), (1, 1, 1, first.rows, 1))))
-            elif full == tuple(out_shape) and not isinstance(arg, GenericConst):  # a plain tensor, packed to the padded base
-                args.append(self._pack_tokens(arg, pad=True).var)
+            elif _broadcasts(full, out_shape) and not isinstance(arg, GenericConst):  # a plain tensor, packed to the padded base
+                args.append(self._pack_tokens(self._full_size(arg, full, out_shape), pad=True).var)
             elif isinstance(arg, GenericConst) and math.prod(out_shape) <= MAX_PACKED_CONSTANT:  # (a causal mask)
                 try:
                     array = np.broadcast_to(arg.value.numpy().reshape(full), tuple(out_shape)).reshape(first.rows, -1)
@@ -450,14 +463,20 @@ class TokenOps:
             except ValueError:
                 return None
             return relax.const(_as_tokens_array(np.ascontiguousarray(array)))
-        elif full == tuple(out_shape):
-            packed = self._pack_tokens(expr)
+        elif _broadcasts(full, out_shape):  # (an attention mask input [B, 1, 1, N])
+            packed = self._pack_tokens(self._full_size(expr, full, out_shape))
             return packed.var if packed is not None else None
         else:
             return None
         if isinstance(expr, GenericConst):
             return relax.const(np.ascontiguousarray(expr.value.numpy()).reshape(form))
         return self._emit(relax.op.reshape(self.visit_expr(expr), form))
+
+    def _full_size(self, expr, shape, out_shape) -> relax.Expr:
+        """A plain operand of ``shape`` broadcast to ``out_shape`` (itself when it has that shape)."""
+        if tuple(shape) == tuple(out_shape):
+            return expr
+        return self._emit(relax.op.broadcast_to(self.visit_expr(expr), tuple(out_shape)))
 
     def _token_elementwise(self, call: relax.Call):
         out_shape = _shape(call)

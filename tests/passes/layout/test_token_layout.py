@@ -107,6 +107,35 @@ def test_fused_attention_of_any_token_count_stays_packed(tokens):
     assert_same_numbers(mod, out, rtol=1e-4, atol=1e-5)
 
 
+def masked_block(batch=2, tokens=13, dim=16, heads=2):
+    """Attention masked by a bool key-mask input: ``scores.masked_fill(~mask[:, None, None, :],
+    -inf)`` (the mask broadcast to the scores and packed beside them, with padding lanes)."""
+    x, mask = tensor("x", (batch, tokens, dim)), tensor("mask", (batch, tokens), "bool")
+    d = dim // heads
+
+    def body(bb, x, mask):
+        qkv = bb.emit(relax.op.matmul(x, const((dim, 3 * dim), 3)))
+        qkv = bb.emit(relax.op.permute_dims(bb.emit(relax.op.reshape(qkv, (batch, tokens, 3, heads, d))), [2, 0, 3, 1, 4]))
+        q, k, v = (bb.emit(relax.op.squeeze(bb.emit(relax.op.strided_slice(qkv, [0], [i], [i + 1])), [0])) for i in range(3))
+        scores = bb.emit(relax.op.matmul(q, bb.emit(relax.op.permute_dims(k, [0, 1, 3, 2]))))
+        hidden = bb.emit(relax.op.bitwise_not(bb.emit(relax.op.expand_dims(mask, [1, 2]))))
+        attn = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.where(hidden, relax.const(-np.inf, "float32"), scores)), axis=-1))
+        out = bb.emit(relax.op.permute_dims(bb.emit(relax.op.matmul(attn, v)), [0, 2, 1, 3]))
+        return relax.op.matmul(bb.emit(relax.op.reshape(out, (batch, tokens, dim))), const((dim, dim), 5))
+
+    return module([x, mask], body)
+
+
+def test_attention_masked_by_a_bool_input_stays_packed():
+    mod = masked_block()
+    out = packed(mod)
+    assert op_count(out, "relax.matmul") == op_count(out, "relax.nn.softmax") == 0
+    mask = np.ones((2, 13), bool)
+    mask[1, -3:] = False
+    x = np.random.default_rng(0).standard_normal((2, 13, 16)).astype("float32")
+    np.testing.assert_allclose(run_on_cpu(out, [x, mask])[0], run_on_cpu(mod, [x, mask])[0], rtol=1e-4, atol=1e-5)
+
+
 def odd_width_block(tokens=16, dim=30):
     """A ViT block of a width that is not a multiple of 4 on a plain input: a class token
     concatenated, position embeddings, LayerNorm with and without affine terms, Linears, a
@@ -189,3 +218,15 @@ def test_attention_runs_in_textures(backend, device, block):
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_masked_attention_runs_in_textures(backend, device):
+    mod = masked_block()
+    compiled = relax_vk.build(mod, target=backend)
+    assert compiled.plan().activation_texture_share > 0.75 and compiled.plan().copies == 0
+    mask = np.ones((2, 13), bool)
+    mask[1, -3:] = False
+    x = np.random.default_rng(0).standard_normal((2, 13, 16)).astype("float32")
+    (out,) = load(compiled.artifact(), device=device).run([x, mask])
+    np.testing.assert_allclose(out, run_on_cpu(mod, [x, mask])[0], rtol=1e-4, atol=1e-5)
