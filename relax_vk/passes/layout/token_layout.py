@@ -54,7 +54,7 @@ from tvm.ir.expr import GenericConst
 
 from ...core.registry import TOKEN_GATHER, TOKEN_MATMUL, TOKEN_NORM, TOKEN_STAT
 from ...legalize import tokens as kernels
-from .packing import LANES, REDUCERS, _ceil4, _float, _out_dtype, _pack_map, _shape, _shape_of_type, _unpack_map, pack_weight_array
+from .packing import LANES, REDUCERS, _ceil4, _float, _out_dtype, _shape, _shape_of_type, _unpack_map, pack_weight_array
 from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
 
 #: rearranging ops: only the view's table changes
@@ -103,6 +103,18 @@ def _map_view(packed) -> TokenView:
     NHWC, over its texels as a base of ``H*W`` rows."""
     _, c4, h, w, _ = _shape(packed.var)
     return nchw_view(c4 * LANES, h, w) if packed.layout == "NCHW" else identity((1, h, w, c4 * LANES))
+
+
+def _token_pack_map(shape: Sequence[int]) -> tvm.tirx.IndexMap:
+    """``[..., C] -> (1, C/4, 1, M, 4)``: the leading axes flattened into the row, C packed by 4."""
+    strides = [math.prod(shape[i + 1 : -1]) for i in range(len(shape) - 1)]
+    zero = tvm.tirx.const(0, "int64")
+
+    def index(*axes):
+        row = sum((axis * stride for axis, stride in zip(axes[:-1], strides)), zero)
+        return (zero, axes[-1] // LANES, zero, row, axes[-1] % LANES)
+
+    return tvm.tirx.IndexMap.from_func(index, ndim=len(shape))
 
 
 def _broadcasts(shape, out_shape) -> bool:
@@ -177,11 +189,10 @@ class TokenOps:
             return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), identity(shape)) if not shape[-1] % LANES else None
         if isinstance(expr, relax.Var) and expr in self.token_packs:
             return self.token_packs[expr]
-        c, rows = shape[-1], math.prod(shape[:-1])
-        x = self._emit(relax.op.reshape(self.visit_expr(expr), (rows, c)))
-        x = self._emit(relax.op.reshape(self._emit(relax.op.permute_dims(x, [1, 0])), (1, c, 1, rows)))
-        zero = tvm.tirx.const(0, str(x.ty.dtype)) if c % LANES else None
-        base = self._emit(relax.op.layout_transform(x, _pack_map, pad_value=zero))
+        value = self.visit_expr(expr)
+        zero = tvm.tirx.const(0, str(value.ty.dtype)) if shape[-1] % LANES else None
+        # one transform from the logical shape (no reshaped and transposed copy in between)
+        base = self._emit(relax.op.layout_transform(value, _token_pack_map(shape), pad_value=zero))
         packed = Tokens(base, padded(shape))
         if isinstance(expr, relax.Var):
             self.token_packs[expr] = packed  # packed once per block

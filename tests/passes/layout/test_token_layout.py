@@ -50,8 +50,12 @@ def attention_block(tokens=16, dim=32, heads=2, classes=None):
 def test_attention_stays_packed_and_computes_the_same():
     mod = attention_block()
     out = packed(mod)
-    # one transform packs the input, one unpacks the result; no matmul, LayerNorm or softmax left
+    # one transform packs the input (straight from its logical [1, N, C]), one unpacks the result;
+    # no matmul, LayerNorm or softmax left
     assert op_count(out, "relax.layout_transform") == 2
+    main = out["main"]
+    packs = [b.value for b in main.body.blocks[0].bindings if isinstance(b.value, relax.Call) and b.value.op.name == "relax.layout_transform"]
+    assert packs[0].args[0].same_as(main.params[0])
     assert op_count(out, "relax.matmul") == op_count(out, "relax.nn.layer_norm") == op_count(out, "relax.nn.softmax") == 0
     assert op_count(out, "relax.nn.conv2d") == 3  # the Linears (qkv, projection, MLP): 1x1 convs
     assert kernels_named(out, "token_matmul") == 2  # q @ k^T (k read transposed) and attn @ v
