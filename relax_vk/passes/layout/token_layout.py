@@ -122,14 +122,6 @@ def _broadcasts(shape, out_shape) -> bool:
     return len(shape) == len(out_shape) and all(a in (1, b) for a, b in zip(shape, out_shape))
 
 
-def _padded_constant(value: GenericConst) -> Optional[relax.Constant]:
-    """A constant ``[..., C]`` packed as tokens, its last axis padded with zeros to a multiple of 4."""
-    array = value.value.numpy()
-    if array.ndim < 2:
-        return None
-    return relax.const(_as_tokens_array(np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, -array.shape[-1] % LANES)])))
-
-
 def _padded_channels(value: GenericConst) -> relax.Constant:
     """A per-channel constant of ``C`` values as ``(1, ceil(C/4), 1, 1, 4)``, zeros in the padding lanes."""
     array = value.value.numpy().reshape(-1)
@@ -144,9 +136,10 @@ def _ints(expr) -> list:
 
 
 def _as_tokens_array(array: np.ndarray) -> np.ndarray:
-    """A logical ``[..., C]`` array packed to ``(1, C/4, 1, M, 4)`` in numpy."""
-    c = array.shape[-1]
-    rows = array.reshape(-1, c // LANES, LANES)
+    """A logical ``[..., C]`` array packed to ``(1, C/4, 1, M, 4)`` in numpy (a last axis that is
+    not a multiple of 4 padded with zeros)."""
+    array = np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, -array.shape[-1] % LANES)])
+    rows = array.reshape(-1, array.shape[-1] // LANES, LANES)
     return np.ascontiguousarray(rows.transpose(1, 0, 2)[None, :, None])
 
 
@@ -186,7 +179,7 @@ class TokenOps:
         if shape is None or len(shape) < 2 or (shape[-1] % LANES and not pad):
             return None
         if isinstance(expr, GenericConst):
-            return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), identity(shape)) if not shape[-1] % LANES else None
+            return Tokens(relax.const(_as_tokens_array(expr.value.numpy())), padded(shape))
         if isinstance(expr, relax.Var) and expr in self.token_packs:
             return self.token_packs[expr]
         value = self.visit_expr(expr)
@@ -404,14 +397,15 @@ class TokenOps:
             elif full[-1] == 1 and full[:-1] == tuple(out_shape[:-1]):  # per token (a padded base's rows are the tokens)
                 args.append(self._emit(relax.op.reshape(self.visit_expr(arg), (1, 1, 1, first.rows, 1))))
             elif _broadcasts(full, out_shape) and not isinstance(arg, GenericConst):  # a plain tensor, packed to the padded base
-                args.append(self._pack_tokens(self._full_size(arg, full, out_shape), pad=True).var)
+                plain = self._pack_tokens(self._full_size(arg, full, out_shape), pad=True)
+                if plain is None:
+                    return None
+                args.append(plain.var)
             elif isinstance(arg, GenericConst) and math.prod(out_shape) <= MAX_PACKED_CONSTANT:  # (a causal mask)
                 try:
-                    array = np.broadcast_to(arg.value.numpy().reshape(full), tuple(out_shape)).reshape(first.rows, -1)
+                    args.append(relax.const(_as_tokens_array(np.broadcast_to(arg.value.numpy().reshape(full), tuple(out_shape)))))
                 except ValueError:
                     return None
-                array = np.pad(array, ((0, 0), (0, first.cols - array.shape[1])))
-                args.append(relax.const(_as_tokens_array(array)))
             else:
                 return None
         return Tokens(self._emit(relax.Call(call.op, args, call.attrs, call.ty_args)), first)
@@ -694,7 +688,11 @@ class TokenOps:
                 return first.seen_as(view) if view is not None else None
         parts, tables, offset = [], [], 0
         for field in fields:  # (a last axis that is not a multiple of 4: padded parts, a padded base)
-            part = _padded_constant(field) if isinstance(field, GenericConst) else self._token_input(field, pad=True)  # (a class token)
+            if isinstance(field, GenericConst):  # (a class token)
+                constant = self._pack_tokens(field, pad=True)
+                part = constant.var if constant is not None else None
+            else:
+                part = self._token_input(field, pad=True)
             shape = _shape(field)
             if part is None or shape is None:
                 return None
