@@ -1,0 +1,25 @@
+"""The CI slice of ``benchmarks/unseen_transformers.py``: transformer blocks the zoo does not have,
+as PyTorch writes them (fused causal attention with batch 2, attention masked by a bool input,
+``nn.MultiheadAttention`` with a key padding mask), compiled under both plans, run on pocl and
+lavapipe against PyTorch, and most of each in textures with no copies."""
+
+import importlib.util
+import os
+
+import pytest
+
+pytest.importorskip("torch", reason="the blocks are torch.nn modules")
+
+SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "unseen_transformers.py")
+
+
+def test_unseen_transformer_blocks_run_right_and_stay_in_textures(capsys, pocl, lavapipe):
+    spec = importlib.util.spec_from_file_location("unseen_transformers", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["sdpa_causal_batch2", "masked_attention", "key_padding_mask"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert len(rows) == 12 and all(r[3] == "OK" for r in rows), rows
+    for name, api, plan, result, err, share, copies, *_ in rows:
+        assert int(copies) == 0
+        assert (float(share.rstrip("%")) >= 79.0) == (plan == "texture"), (name, api, plan, share)
