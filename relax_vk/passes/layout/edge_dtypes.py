@@ -15,12 +15,15 @@ before upload, outputs after download). Values survive exactly: every integer an
 int32 when it is an index or a flag, and float16 values are exact in float32. float64 inputs lose
 precision beyond float32's (documented, not silent: the plan's dtype column shows it). Inside the
 function, a bool tensor cast to an integer dtype the API cannot hold is cast to int32 instead
-(0 and 1 either way: PyTorch's attention decomposition reduces such int8 flags).
+(0 and 1 either way: PyTorch's attention decomposition reduces such int8 flags), and ``argmax`` /
+``argmin`` compute int32 indices (:mod:`relax_vk.legalize.arg_reduce`) cast up to the op's int64,
+a cast the output edge folds away (a result that is a cast of a device-dtype tensor returns that
+tensor; the host applies the cast).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import tvm
 from tvm import relax
@@ -84,16 +87,22 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
     else:
         fields = [result]
     bindings, new_fields, changed = [], [], False
+    exposed: Dict[relax.Var, relax.Var] = {}  # a dataflow variable returned -> its output variable
     for i, field in enumerate(fields):
         if i not in dtypes:
             new_fields.append(field)
             continue
         value = values.get(field) if isinstance(field, relax.Var) else None
+        while isinstance(value, relax.Var):  # (``gv = lv``: through the alias)
+            value = values.get(value)
         if (
             isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.astype"
             and isinstance(value.args[0].ty, relax.TensorType) and str(value.args[0].ty.dtype) == dtypes[i]
         ):  # fmt: skip
-            new_fields.append(value.args[0])
+            source = value.args[0]
+            if isinstance(source, relax.DataflowVar):  # (only its block sees it: bound to an output there)
+                source = exposed.setdefault(source, relax.Var(f"output{i}_{dtypes[i]}", source.ty))
+            new_fields.append(source)
             changed = True
             continue
         var = relax.Var(f"output{i}_{dtypes[i]}", relax.TensorType(field.ty.shape, dtypes[i]))
@@ -102,8 +111,16 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
     if not bindings and not changed:
         return body
     new_result = new_fields[0] if len(fields) == 1 and not isinstance(result.ty, relax.TupleType) else relax.Tuple(new_fields)
-    blocks = list(body.blocks) + ([relax.BindingBlock(bindings)] if bindings else [])
+    blocks = [_expose(block, exposed) for block in body.blocks] + ([relax.BindingBlock(bindings)] if bindings else [])
     return relax.SeqExpr(blocks, new_result)
+
+
+def _expose(block, exposed: Dict[relax.Var, relax.Var]):
+    """``block`` ending with ``output = v`` for each dataflow variable ``v`` of ``exposed`` it binds."""
+    bound = [b.var for b in block.bindings if b.var in exposed]
+    if not bound:
+        return block
+    return relax.DataflowBlock(list(block.bindings) + [relax.VarBinding(exposed[v], v) for v in bound])
 
 
 def result_fields(func: relax.Function) -> list:
@@ -175,8 +192,46 @@ class _WidenFlagCasts(relax.PyExprMutator):
         return call
 
 
-def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
+@relax.expr_functor.mutator
+class _NarrowArgReductions(relax.PyExprMutator):
+    """``argmax`` / ``argmin`` (int64 indices) on an API without int64 buffers: computed with int32
+    indices (:func:`relax_vk.legalize.arg_reduce.arg_reduce`) and cast up, a cast that the output
+    edge folds away and fused consumers compute in registers."""
+
+    def __init__(self, mod, api: str):
+        super().__init__(mod)
+        self.api = api
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
+        if name not in ("relax.argmax", "relax.argmin") or not isinstance(call.ty, relax.TensorType):
+            return call
+        from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
+
+        dtype, shape = str(call.ty.dtype), call.args[0].ty.shape
+        if device_dtype(dtype, self.api) != "int32" or call.attrs.axis is None or shape is None:
+            return call
+        extent = shape.values[int(call.attrs.axis) % len(shape.values)]
+        if not isinstance(extent, tvm.tirx.IntImm) or int(extent) > MAX_EXTENT:
+            return call
+
+        indices = self.builder_.emit(self.builder_.call_te(
+            arg_reduce, call.args[0], axis=int(call.attrs.axis), keepdims=bool(call.attrs.keepdims),
+            smallest=name == "relax.argmin", primfunc_name_hint=name.split(".")[-1],
+        ))  # fmt: skip
+        return relax.op.astype(indices, dtype)
+
+
+def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> Tuple[relax.Function, tvm.IRModule]:
+    """``func`` converted, and the module of the kernels it now calls (its own ``argmax``es)."""
     func = _WidenFlagCasts(mod, api).visit_expr(func)
+    narrow = _NarrowArgReductions(mod, api)
+    func = narrow.visit_expr(func)
+    return _retype(func, mod, api), narrow.builder_.get()
+
+
+def _retype(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
     _check_compute(func, api)
     inputs, outputs, record = {}, {}, {}
     for p in func.params:
@@ -201,10 +256,13 @@ def EdgeDtypes(api: str) -> tvm.transform.Pass:
         out = mod
         for gvar, func in mod.functions_items():
             if isinstance(func, relax.Function) and gvar.name_hint == "main":
-                new = _edges(func, mod, api)
+                new, kernels = _edges(func, mod, api)
                 if not new.same_as(func):
                     out = out.clone() if out is mod else out
                     out[gvar] = new
+                    for kvar, kernel in kernels.functions_items():
+                        if isinstance(kernel, tvm.tirx.PrimFunc):
+                            out[kvar] = kernel
         return out
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.EdgeDtypes")

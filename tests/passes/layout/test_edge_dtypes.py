@@ -93,3 +93,28 @@ def test_half_precision_tuple_outputs_run(backend, device):
     assert [o.dtype for o in outs] == [np.float16, np.float16]
     for out, ref in zip(outs, refs):
         np.testing.assert_allclose(out.astype("float32"), ref.float().numpy(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("op, axis, keepdims", [("argmax", 1, False), ("argmin", -1, True), ("argmax", 0, True)])
+def test_argmax_and_argmin_run_with_int64_results(op, axis, keepdims, backend, device, request):
+    """A model ending in argmax (a segmentation map, a token classifier): TVM computes the indices
+    in int64, even in its reduction's temporaries, which WGSL cannot hold; on Vulkan they are
+    computed in int32 and the output edge hands back int64. Ties take the first index."""
+    from tvm import relax as rx
+
+    request.getfixturevalue(device)
+    bb = rx.BlockBuilder()
+    x = rx.Var("x", rx.TensorType((3, 7, 5), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(getattr(rx.op, op)(x, axis=axis, keepdims=keepdims))
+        bb.emit_func_output(out)
+    compiled = relax_vk.build(bb.get(), backend)
+    assert backend == "opencl" or not [t for t in compiled.artifact().program["tensors"] if t["dtype"] == "int64"]
+    xs = np.random.default_rng(2).integers(0, 4, (3, 7, 5)).astype("float32")  # many ties
+    out = load(compiled.artifact(), device=device).run([xs])[0]
+    expected = getattr(np, op)(xs, axis=axis)
+    expected = np.expand_dims(expected, axis) if keepdims else expected
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, expected)
