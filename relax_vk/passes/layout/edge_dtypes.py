@@ -232,6 +232,8 @@ def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> Tuple[relax.Fun
 
 
 def _retype(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
+    """The edges: parameters and results of dtypes ``api`` cannot hold retyped, recorded in
+    :data:`EDGE_ATTR`."""
     _check_compute(func, api)
     inputs, outputs, record = {}, {}, {}
     for p in func.params:
