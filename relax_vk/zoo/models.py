@@ -90,18 +90,25 @@ class MobileNetV2(nn.Module):
 
 
 class EncoderBlock(nn.Module):
-    def __init__(self, dim, heads):
+    """A pre-norm ViT block. ``fused``: attention through ``F.scaled_dot_product_attention``, as
+    timm's ``fused_attn`` does (which ``torch.export`` decomposes into PyTorch's math path: q and k
+    scaled by sqrt(scale), the guard for fully masked rows); else written out."""
+
+    def __init__(self, dim, heads, eps=1e-5, fused=False):
         super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.norm1, self.norm2 = nn.LayerNorm(dim, eps=eps), nn.LayerNorm(dim, eps=eps)
         self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-        self.heads = heads
+        self.heads, self.fused = heads, fused
 
     def forward(self, x):
         b, n, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        attn = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, dim=-1)
-        x = x + self.proj((attn @ v).transpose(1, 2).reshape(b, n, d))
+        if self.fused:
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            y = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(b, n, d))
         return x + self.mlp(self.norm2(x))
 
 
@@ -119,25 +126,6 @@ class SmallViT(nn.Module):
         return self.head(self.norm(self.blocks(x)).mean(dim=1))
 
 
-class FusedAttentionBlock(nn.Module):
-    """timm's ViT block with ``fused_attn``: ``F.scaled_dot_product_attention`` (which
-    ``torch.export`` decomposes into PyTorch's math path: q and k scaled by sqrt(scale), the guard
-    for fully masked rows)."""
-
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(dim, eps=1e-6), nn.LayerNorm(dim, eps=1e-6)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-        self.heads = heads
-
-    def forward(self, x):
-        b, n, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        x = x + self.proj(torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d))
-        return x + self.mlp(self.norm2(x))
-
-
 class DeiTTiny(nn.Module):
     """DeiT-Tiny as timm builds it, 4 blocks deep: a class token before the patch tokens (17 tokens
     at 64x64, 197 at 224: not multiples of 4), learned position embeddings, fused attention, the
@@ -148,7 +136,7 @@ class DeiTTiny(nn.Module):
         self.patch = nn.Conv2d(3, dim, patch, patch)
         self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
         self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
-        self.blocks = nn.Sequential(*[FusedAttentionBlock(dim, heads) for _ in range(depth)])
+        self.blocks = nn.Sequential(*[EncoderBlock(dim, heads, eps=1e-6, fused=True) for _ in range(depth)])
         self.norm = nn.LayerNorm(dim, eps=1e-6)
         self.head = nn.Linear(dim, num_classes)
 
