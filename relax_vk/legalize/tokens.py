@@ -94,12 +94,7 @@ def token_channel_reduce(x: te.Tensor, kind: str, channels: Optional[int] = None
     texels = int(x.shape[1])
     k4 = te.reduce_axis((0, texels), name="k4")
     combine = {"sum": (lambda p, q: p + q, te.sum), "max": (tirx.max, te.max), "min": (tirx.min, te.min)}[kind]
-    if kind == "sum":
-        fill = tirx.const(0, x.dtype)
-    elif "float" in str(x.dtype):
-        fill = tirx.const(float("-inf") if kind == "max" else float("inf"), x.dtype)
-    else:
-        fill = tirx.min_value(x.dtype) if kind == "max" else tirx.max_value(x.dtype)
+    fill = _identity(kind, x.dtype)
 
     def value(_n, _c, _h, row, _l):
         v = [_real_lane(x[0, k4, 0, row, lane], k4, lane, texels, channels, fill) for lane in range(LANES)]
@@ -107,6 +102,20 @@ def token_channel_reduce(x: te.Tensor, kind: str, channels: Optional[int] = None
         return reducer(pair(pair(v[0], v[1]), pair(v[2], v[3])), axis=k4)
 
     return te.compute((1, 1, 1, int(x.shape[3]), 1), value, name="token_channel_" + kind)
+
+
+def _identity(kind: str, dtype):
+    """What a padding lane reads as in a ``sum`` / ``max`` / ``min`` over ``dtype``."""
+    if kind == "sum":
+        return tirx.const(0, dtype)
+    if "float" in str(dtype):
+        return tirx.const(float("-inf") if kind == "max" else float("inf"), dtype)
+    return tirx.min_value(dtype) if kind == "max" else tirx.max_value(dtype)
+
+
+def _zero_padding(y, c, lane, channels: Optional[int], dtype):
+    """A normalized result ``y`` at texel ``c``, lane ``lane``: 0 on the padding lanes past ``channels``."""
+    return y if channels is None else tirx.Select(c * LANES + lane < channels, y, tirx.const(0, dtype))
 
 
 def _real_lane(v, k4, lane: int, texels: int, channels: Optional[int], fill):
@@ -119,7 +128,7 @@ def _real_lane(v, k4, lane: int, texels: int, channels: Optional[int], fill):
 def _lanes(x: te.Tensor, row, k4, f=lambda v: v, channels: Optional[int] = None):
     """``f`` of the four lanes of texel ``k4`` of ``row``, summed pairwise in one expression (the
     padding lanes past ``channels`` as zeros)."""
-    texels, zero = int(x.shape[1]), tirx.const(0, x.dtype)
+    texels, zero = int(x.shape[1]), _identity("sum", x.dtype)
     v = [_real_lane(f(x[0, k4, 0, row, lane]), k4, lane, texels, channels, zero) for lane in range(LANES)]
     return (v[0] + v[1]) + (v[2] + v[3])
 
@@ -158,7 +167,7 @@ def token_layer_norm(
             y = y * gamma[0, c, 0, 0, lane]
         if beta is not None:
             y = y + beta[0, c, 0, 0, lane]
-        return y if channels is None else tirx.Select(c * LANES + lane < channels, y, tirx.const(0, x.dtype))
+        return _zero_padding(y, c, lane, channels, x.dtype)
 
     return te.compute(x.shape, value, name="token_layer_norm")
 
@@ -170,7 +179,7 @@ def token_softmax(x: te.Tensor, channels: Optional[int] = None) -> te.Tensor:
     come out 0)."""
     texels, rows = int(x.shape[1]), int(x.shape[3])
     k4 = te.reduce_axis((0, texels), name="k4")
-    lowest = tirx.const(float("-inf"), x.dtype)
+    lowest = _identity("max", x.dtype)
 
     def largest(r, k):
         v = [_real_lane(x[0, k, 0, r, lane], k, lane, texels, channels, lowest) for lane in range(LANES)]
@@ -185,8 +194,7 @@ def token_softmax(x: te.Tensor, channels: Optional[int] = None) -> te.Tensor:
     )
 
     def value(n, c, h, r, lane):
-        y = tirx.exp(x[n, c, h, r, lane] - peak[0, 0, 0, r, 0]) / total[0, 0, 0, r, 0]
-        return y if channels is None else tirx.Select(c * LANES + lane < channels, y, tirx.const(0, x.dtype))
+        return _zero_padding(tirx.exp(x[n, c, h, r, lane] - peak[0, 0, 0, r, 0]) / total[0, 0, 0, r, 0], c, lane, channels, x.dtype)
 
     return te.compute(x.shape, value, name="token_softmax")
 

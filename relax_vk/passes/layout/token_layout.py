@@ -573,6 +573,21 @@ class TokenOps:
             stat = self._emit(relax.op.multiply(stat, relax.const(np.array(1.0 / channels, str(x.ty.dtype)))))
         return stat
 
+    def _padded_base(self, expr) -> Optional[Tokens]:
+        """The stand-in of ``expr`` when it reads a padded base in order (its padding lanes must be
+        masked by what reduces over it), else None."""
+        t = self._tokens_of(expr)
+        return t if t is not None and is_padded(t.view) else None
+
+    def _affine_term(self, value, shape):
+        """LayerNorm's gain or bias in a form that broadcasts against the packed ``shape``; over a
+        width that is not a multiple of 4, only a per-channel constant (zero padding lanes)."""
+        if not shape[-1] % LANES:
+            return self._token_operand(value, shape)
+        if isinstance(value, GenericConst) and math.prod(_shape(value)) == shape[-1]:
+            return _padded_channels(value)
+        return None
+
     def _token_layer_norm(self, call: relax.Call):
         x, gamma, beta = call.args
         shape = _shape(x)
@@ -581,22 +596,23 @@ class TokenOps:
         axes = [int(a) % len(shape) for a in call.attrs.axes]
         if axes != [len(shape) - 1]:
             return None
-        if shape[-1] % LANES:
-            return self._padded_layer_norm(call)
-        src = self._token_input(x)
+        padding = bool(shape[-1] % LANES)  # (on a padded base: its own, else packed or gathered with zero lanes)
+        base = self._padded_base(x) if padding else None
+        src = base.var if base is not None else self._token_input(x, pad=padding)
         if src is None:
             return None
-        scale = self._token_operand(gamma, shape) if bool(call.attrs.scale) else None
-        center = self._token_operand(beta, shape) if bool(call.attrs.center) else None
-        if (bool(call.attrs.scale) and scale is None) or (bool(call.attrs.center) and center is None):
+        flags = (bool(call.attrs.scale), bool(call.attrs.center))
+        affine = [self._affine_term(value, shape) for flag, value in zip(flags, (gamma, beta)) if flag]
+        if any(a is None for a in affine):
             return None
-        dtype = str(x.ty.dtype)
-        per_channel = (1, shape[-1] // LANES, 1, 1, LANES)
-        affine = [a for a in (scale, center) if a is not None]
+        per_channel = (1, _ceil4(shape[-1]) // LANES, 1, 1, LANES)
         if all(_shape(a) == per_channel for a in affine):  # (LayerNorm's usual gain and bias)
-            out = self._emit_te(kernels.token_layer_norm, [src, *affine], "token_layer_norm", TOKEN_NORM,
-                                eps=float(call.attrs.epsilon), scale=scale is not None, center=center is not None)  # fmt: skip
-            return Tokens(out, identity(shape))
+            out = self._emit_te(kernels.token_layer_norm, [src, *affine], "token_layer_norm", TOKEN_NORM, eps=float(call.attrs.epsilon),
+                                scale=flags[0], center=flags[1], channels=shape[-1] if padding else None)  # fmt: skip
+            return Tokens(out, padded(shape))
+        # (a gain or bias that is not one value per channel: decomposed, on an unpadded base)
+        scale, center = affine[0] if flags[0] else None, affine[-1] if flags[1] else None
+        dtype = str(x.ty.dtype)
         centered = self._emit(relax.op.subtract(src, self._channel_stat(relax.op.mean, src)))
         variance = self._channel_stat(relax.op.mean, self._emit(relax.op.multiply(centered, centered)))
         eps = relax.const(np.array(float(call.attrs.epsilon), dtype))
@@ -608,35 +624,16 @@ class TokenOps:
             out = self._emit(relax.op.add(out, center))
         return Tokens(out, identity(shape))
 
-    def _padded_layer_norm(self, call: relax.Call):
-        """LayerNorm over a last axis that is not a multiple of 4: on a padded base (the token
-        tensor's own, else one packed or gathered with zero lanes), with constant gain and bias."""
-        x, gamma, beta = call.args
-        shape = _shape(x)
-        t = self._tokens_of(x) if isinstance(x, relax.Var) else None
-        src = t.var if t is not None and is_padded(t.view) else self._token_input(x, pad=True)
-        affine = []
-        for flag, value in ((call.attrs.scale, gamma), (call.attrs.center, beta)):
-            if not bool(flag):
-                continue
-            if not isinstance(value, GenericConst) or math.prod(_shape(value)) != shape[-1]:
-                return None
-            affine.append(_padded_channels(value))
-        if src is None:
-            return None
-        out = self._emit_te(kernels.token_layer_norm, [src, *affine], "token_layer_norm", TOKEN_NORM, eps=float(call.attrs.epsilon),
-                            scale=bool(call.attrs.scale), center=bool(call.attrs.center), channels=shape[-1])  # fmt: skip
-        return Tokens(out, padded(shape))
-
     def _token_softmax(self, call: relax.Call):
         shape = _shape(call)
         if shape is None or int(call.attrs.axis) % len(shape) != len(shape) - 1:
             return None
-        t = self._tokens_of(call.args[0])
-        if t is not None and is_padded(t.view):  # over a padded base: the padding lanes masked
-            return Tokens(self._emit_te(kernels.token_softmax, [t.var], "token_softmax", TOKEN_NORM, channels=shape[-1]), t.view)
-        src = self._identity_of(call.args[0])
-        return Tokens(self._emit_te(kernels.token_softmax, [src], "token_softmax", TOKEN_NORM), identity(shape)) if src is not None else None
+        base = self._padded_base(call.args[0])  # (its padding lanes masked)
+        src = base.var if base is not None else self._identity_of(call.args[0])
+        if src is None:
+            return None
+        out = self._emit_te(kernels.token_softmax, [src], "token_softmax", TOKEN_NORM, channels=shape[-1] if base is not None else None)
+        return Tokens(out, base.view if base is not None else identity(shape))
 
     def _token_reduce(self, call: relax.Call):
         t = self._tokens_of(call.args[0])
@@ -647,11 +644,11 @@ class TokenOps:
         axes = sorted({int(a) % rank for a in call.attrs.axis})
         make = REDUCERS[call.op.name]
         if axes == [rank - 1]:  # per token: small statistics, a plain value
-            padded_base = is_padded(t.view)  # (its padding lanes take no part)
-            src = t.var if padded_base else self._identity_of(call.args[0])
+            base = self._padded_base(call.args[0])  # (its padding lanes take no part)
+            src = base.var if base is not None else self._identity_of(call.args[0])
             if src is None:
                 return None
-            return relax.op.reshape(self._channel_stat(make, src, channels=t.shape[-1] if padded_base else None), out_shape)
+            return relax.op.reshape(self._channel_stat(make, src, channels=t.shape[-1] if base is not None else None), out_shape)
         kept = [d for i, d in enumerate(t.shape[:-1]) if i not in axes]
         if rank - 1 in axes or any(d != 1 for d in kept):
             return None
