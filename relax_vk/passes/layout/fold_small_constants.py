@@ -33,6 +33,12 @@ def _static(values) -> bool:
     return all(isinstance(v, tirx.IntImm) for v in values)
 
 
+def _imm(arg):
+    """The immediate an argument holds (bare, or in a prim value), else None."""
+    imms = (tirx.IntImm, tirx.FloatImm)
+    return arg if isinstance(arg, imms) else getattr(arg, "value", None)
+
+
 def _ints(values) -> List[int]:
     return [int(getattr(v, "value", v)) for v in values]
 
@@ -90,15 +96,14 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
         return None
     name = call.op.name
     if name == "relax.arange":  # arange(start, end, step) of constant bounds: a constant
-        imms = (tirx.IntImm, tirx.FloatImm)
-        bounds = [a if isinstance(a, imms) else getattr(a, "value", None) for a in call.args]  # (bare, or in a prim value)
-        if not all(isinstance(b, imms) for b in bounds):
+        bounds = [_imm(a) for a in call.args]
+        if not all(isinstance(b, (tirx.IntImm, tirx.FloatImm)) for b in bounds):
             return None
         start, end, step = (b.value for b in bounds)
         return np.arange(start, end, step).astype(str(call.attrs.dtype))
     if name == "relax.shape_to_tensor":  # of a static shape (ONNX's Shape of a known tensor)
         values = getattr(call.args[0].ty, "values", None)
-        if values is None or not all(isinstance(v, tirx.IntImm) for v in values):
+        if values is None or not _static(values):
             return None
         return np.array([int(v.value) for v in values], dtype="int64")
     if name == "relax.take" and all(isinstance(a, GenericConst) for a in call.args):
@@ -106,7 +111,7 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
         axis = None if call.attrs.axis is None else int(call.attrs.axis)
         return np.take(data, indices, axis=axis, mode="wrap" if str(call.attrs.mode) == "wrap" else "clip")
     if name in ("relax.tril", "relax.triu") and isinstance(call.args[0], GenericConst):
-        k = call.args[1] if isinstance(call.args[1], tirx.IntImm) else getattr(call.args[1], "value", None)  # (bare, or in a prim value)
+        k = _imm(call.args[1])
         if not isinstance(k, tirx.IntImm):
             return None
         return (np.tril if name == "relax.tril" else np.triu)(call.args[0].value.numpy(), int(k.value))
