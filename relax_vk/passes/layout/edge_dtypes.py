@@ -28,6 +28,8 @@ from typing import Dict, Optional, Tuple
 import tvm
 from tvm import relax
 
+from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
+
 EDGE_ATTR = "relax_vk.edge_dtypes"
 
 NATIVE = {
@@ -207,15 +209,12 @@ class _NarrowArgReductions(relax.PyExprMutator):
         name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
         if name not in ("relax.argmax", "relax.argmin") or not isinstance(call.ty, relax.TensorType):
             return call
-        from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
-
         dtype, shape = str(call.ty.dtype), call.args[0].ty.shape
         if device_dtype(dtype, self.api) != "int32" or call.attrs.axis is None or shape is None:
             return call
         extent = shape.values[int(call.attrs.axis) % len(shape.values)]
         if not isinstance(extent, tvm.tirx.IntImm) or int(extent) > MAX_EXTENT:
             return call
-
         indices = self.builder_.emit(self.builder_.call_te(
             arg_reduce, call.args[0], axis=int(call.attrs.axis), keepdims=bool(call.attrs.keepdims),
             smallest=name == "relax.argmin", primfunc_name_hint=name.split(".")[-1],
@@ -262,8 +261,8 @@ def EdgeDtypes(api: str) -> tvm.transform.Pass:
                 if not new.same_as(func):
                     out = out.clone() if out is mod else out
                     out[gvar] = new
-                    for kvar, kernel in kernels.functions_items():
-                        if isinstance(kernel, tvm.tirx.PrimFunc):
+                    for kvar, kernel in kernels.functions_items():  # (the argmax kernels it added)
+                        if kvar not in mod.get_global_vars():
                             out[kvar] = kernel
         return out
 
