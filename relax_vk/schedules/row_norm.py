@@ -1,43 +1,46 @@
-"""relax_vk's schedule for LayerNorm and softmax over the channels of token tensors: one
-workgroup per row, the statistics and the result in one kernel.
+"""relax_vk's schedule for LayerNorm and softmax over the channels of token tensors: rows side
+by side in a workgroup, the statistics and the result in one kernel.
 
 For the kernels of :func:`relax_vk.legalize.tokens.token_layer_norm` and
 :func:`~relax_vk.legalize.tokens.token_softmax`: one or more row-statistics blocks
 (``token_norm_*``, reductions over the ``C/4`` texels of each row of a ``(1, C/4, 1, M, 4)``
 tensor, each possibly reading the one before) and the normalized result (``token_layer_norm`` /
 ``token_softmax``), with elementwise producers fused before (inlined into every read) and
-elementwise consumers after (inlined into the result's write). Here:
+elementwise consumers after (inlined into the result's write). Here a workgroup takes ``rows``
+consecutive rows (``threadIdx.x``) and splits each row's texels over ``splits`` threads
+(``threadIdx.y``; thread ``t`` takes texels ``t, t + splits, ...``):
 
-* each row gets a workgroup of ``threads`` (a power of two up to 32) that split its texels, as in
-  :mod:`.channel_reduce`; every statistic is combined across the workgroup (TVM's cross-thread
-  reduction) into workgroup memory, where the next statistic and the result read it;
-* the statistics read each texel whole (one vector load into registers, its four lanes combined
-  in one expression); the result reads its texels again (from the cache: one row is a few KiB)
-  and writes them whole (a vectorized lane loop).
+* threads side by side read side-by-side rows, which are side by side in memory (the tensor's
+  ``M`` axis is its innermost axis but the lanes; in a texture, the image's x): a warp's loads of a
+  texel column are one contiguous run, where one workgroup per row (the schedule this replaced)
+  read a row's texels ``M`` texels apart, every thread its own cache line;
+* each statistic is a partial result per thread (its texels read whole, one vector load, the
+  lanes combined in registers) written to workgroup memory (``rfactor``), then summed by every
+  thread of the row for itself from there (``splits`` reads after one barrier, no cross-thread
+  reduction primitive: TVM's, with the reduced threads on ``threadIdx.y``, gave wrong numbers on
+  the H100);
+* the result reads its texels again (from the cache) and writes them whole.
 
-One dispatch instead of the four of the decomposed form (two statistics kernels and two
-elementwise kernels), and no statistics buffers between kernels. Kernels of any other shape are
-declined.
-
-Tried and dropped: several consecutive rows per workgroup (rows on ``threadIdx.x``, a row's
-threads on ``threadIdx.y``, so that threads side by side read side-by-side texels). Its numbers
-were right on pocl and lavapipe and wrong on the H100 (both APIs, both memory kinds): TVM's
-cross-thread reduction over ``threadIdx.y`` within ``threadIdx.x`` groups is not sound there.
-The reduction stays on ``threadIdx.x``, one row per workgroup.
+One dispatch instead of the four of the decomposed form, no statistics buffers between kernels.
+Kernels of any other shape are declined.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from tvm import s_tir, tirx
 
 from ..core.scope import TEXEL_LANES as LANES
-from .channel_reduce import MAX_THREADS, reduce_across_threads, threads_for
+from .channel_reduce import threads_for
 from .register_tile import loop_extent
 
 STAT_PREFIX = "token_norm_"
 RESULTS = ("token_layer_norm", "token_softmax")
+MAX_THREADS = 256
+MAX_ROWS = 32
+MAX_SPLITS = 32
+MIN_GROUPS = 128  # workgroups a kernel keeps before it puts rows side by side (an H100 has 132 SMs)
 
 
 def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
@@ -68,20 +71,61 @@ def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Op
     if len(loops) != 5 or extents[0] != 1 or extents[2] != 1 or extents[4] != LANES or None in extents:
         return None
     n, c, h, row, lane = loops
-    threads = threads_for(extents[1], min(MAX_THREADS, max_threads))
+    rows, splits = workgroup(extents[1], extents[3], max_threads)
     sch.reorder(n, h, row, c, lane)
-    bx = sch.fuse(n, h, row)
-    c_o, c_i = sch.split(c, [None, threads])
-    sch.reorder(c_i, c_o, lane)
+    bx, tx = sch.split(sch.fuse(n, h, row), [None, rows])
+    c_o, ty = sch.split(c, [None, splits])
+    sch.reorder(ty, tx, c_o, lane)
     sch.bind(bx, "blockIdx.x")
-    sch.bind(c_i, "threadIdx.x")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
     sch.vectorize(lane)  # whole texels written (a texture's stores must be)
-    for i in reversed(stats):  # (compute_at places each before its consumers in the row's body)
-        block = blocks[i]
-        sch.set_scope(block, 0, "shared")
-        sch.compute_at(block, bx, preserve_unit_loops=True)
-        reduce_across_threads(sch, block, sch.get_loops(block)[-1], threads)
+    for i in reversed(stats):  # (each placed before its consumers, already in the row's body)
+        _partials_then_total(sch, blocks[i], bx, splits)
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def workgroup(texels: int, rows: int, max_threads: int = MAX_THREADS) -> Tuple[int, int]:
+    """``(rows, splits)`` of a workgroup for rows of ``texels`` texels. ``splits`` divides
+    ``texels`` (TVM's ``compute_at`` drops the bounds check of a partial split from a factored
+    reduction) and leaves each thread the nearest to four texels (at most 32 splits); as many
+    rows beside them as the workgroup holds (a power of two, at most 32) while the kernel keeps
+    :data:`MIN_GROUPS` workgroups (one row per workgroup below that: a ViT's 197 tokens ran 2x
+    slower as 25 workgroups of 8 rows than as 197 of one on the H100)."""
+    most = min(MAX_SPLITS, max_threads)
+    splits = min((d for d in range(1, most + 1) if texels % d == 0), key=lambda d: (abs(texels / d - 4), d))
+    room = 1 << ((max_threads // splits).bit_length() - 1)  # (a power of two)
+    spread = 1 << (max(1, rows // MIN_GROUPS).bit_length() - 1)  # (MIN_GROUPS workgroups or more)
+    return min(room, MAX_ROWS, spread), splits
+
+
+def _partials_then_total(sch: s_tir.Schedule, block, bx, splits: int) -> None:
+    """Compute the row statistic ``block`` at ``bx``: each thread's partial over its texels into
+    workgroup memory, then each thread's own total of its row's partials (in registers)."""
+    k_o, k_s = sch.split(sch.get_loops(block)[-1], [None, splits])
+    partial = sch.rfactor(k_s, 0)
+    sch.set_scope(partial, 0, "shared")
+    sch.set_scope(block, 0, "local")
+    sch.compute_at(block, bx, preserve_unit_loops=True)
+    sch.compute_at(partial, bx, preserve_unit_loops=True)
+    # partial: bx, split, (n, c, h), row, (lane), texel; total: bx, split (reduced), (n, c, h), row, (lane)
+    loops = sch.get_loops(partial)
+    split, row, texel = loops[1], loops[5], loops[7]
+    sch.reorder(split, row, texel)
+    sch.bind(split, "threadIdx.y")
+    sch.bind(row, "threadIdx.x")
+    reads = sch.get(partial).reads
+    for index in reversed([i for i, r in enumerate(reads) if len(r.source.shape) == 5 and int(r.source.shape[-1]) == LANES]):
+        cache = sch.cache_read(partial, index, "local", consumer_blocks=[partial])  # a texel whole
+        sch.compute_at(cache, texel, preserve_unit_loops=True)
+        sch.vectorize(sch.get_loops(cache)[-1])
+    local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
+    sch.reverse_compute_at(local, row, preserve_unit_loops=True)
+    sch.decompose_reduction(partial, texel)
+    loops = sch.get_loops(block)
+    split, row = loops[1], loops[5]
+    sch.reorder(row, split)
+    sch.bind(row, "threadIdx.x")
 
 
 def row_norm_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:

@@ -10,6 +10,7 @@ import relax_vk
 from relax_vk.runtime import load
 from relax_vk.schedules.channel_reduce import threads_for
 from relax_vk.schedules.matmul import _threads, tile
+from relax_vk.schedules.row_norm import MIN_GROUPS, workgroup
 from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 from helpers import const, module, tensor
@@ -47,6 +48,18 @@ def test_tiles_stay_inside_a_batch_and_the_output():
     assert _threads(515, 256, exact=True) == 103
     assert _threads(1031, 256, exact=True) is None and _threads(1031, 256, exact=False) == 64
     assert [threads_for(n) for n in (8, 16, 17, 96, 1000)] == [8, 16, 32, 32, 32]
+
+
+def test_row_norm_workgroups_split_rows_evenly_and_keep_enough_groups():
+    # (rows side by side, threads per row): the threads divide a row's texels (about four each),
+    # rows are a power of two, and a kernel keeps MIN_GROUPS workgroups before it packs rows
+    assert workgroup(24, 3136) == (16, 6) and workgroup(96, 197) == (1, 24) and workgroup(13, 9408) == (16, 13)
+    assert workgroup(192, 49) == (1, 32) and workgroup(97, 10) == (1, 1) and workgroup(24, 3136, 64) == (8, 6)
+    for texels in range(1, 200):
+        for rows in (1, 7, 197, 1030, 3136, 50176):
+            r, t = workgroup(texels, rows)
+            assert texels % t == 0 and t <= 32 and r * t <= 256 and r & (r - 1) == 0
+            assert r == 1 or rows // r >= MIN_GROUPS
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
@@ -127,6 +140,27 @@ def test_softmax_with_a_generated_operand_in_its_consumer(backend, device, prefe
     rules = {k["name"]: k.get("schedule") for k in program["kernels"]}
     assert [r for name, r in rules.items() if "softmax" in name] == ["row_norm"], rules
     assert not any(step["op"] == "copy" for step in program["steps"])
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("prefer", ["texture", "buffer"])
+# 1030 rows: workgroups of 8 rows, the last one partial; 2048 rows of 32 channels: 16 rows of 2
+# threads each, exact
+@pytest.mark.parametrize("tokens, dim", [(1030, 24), (2048, 32)])
+def test_layer_norm_and_softmax_with_several_rows_per_workgroup(backend, device, prefer, tokens, dim):
+    x = tensor("x", (1, tokens, dim))
+
+    def body(bb, x):
+        h = bb.emit(relax.op.nn.layer_norm(x, const((dim,), 1), const((dim,), 2), axes=[-1], epsilon=1e-5))
+        return relax.op.nn.softmax(h, axis=-1)
+
+    mod = module([x], body)
+    compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer=prefer))
+    rules = {k["name"]: k.get("schedule") for k in compiled.artifact().program["kernels"]}
+    assert sorted(r for name, r in rules.items() if "layer_norm" in name or "softmax" in name) == ["row_norm", "row_norm"], rules
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-6)
