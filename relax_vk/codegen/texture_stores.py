@@ -23,7 +23,8 @@ which writes each texel once with its four lanes. Texture loads in the loop's va
 one texel for all four lanes (coordinates independent of ``l_s``, lane ``l_s``: every elementwise
 op on textures, every texel gather) are hoisted the same way: the texel is read whole, once,
 into a local array before the loop, rather than once per lane (a driver need not merge four
-``read_imagef``/``textureLoad`` of one texel). A store of one scalar with no lane loop left
+``read_imagef``/``textureLoad`` of one texel), except a load under a select (a concat's branch)
+whose coordinates read a buffer: a gather's table index is valid only in its own branch. A store of one scalar with no lane loop left
 (a constant fill) stores it broadcast to the four lanes. A texture store left inside any other
 loop shape raises an error naming the kernel rather than producing wrong code.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import tvm
 from tvm import tirx
+from tvm.ir.expr import Expr as PrimExpr
 from tvm.tirx import stmt as S
 
 from tvm_ffi import structural_equal
@@ -115,11 +117,24 @@ class _Unknown(Exception):
     pass
 
 
-def _rebuild(e, lane, dependent, found):
+def _reads_memory(expr) -> bool:
+    """Whether ``expr`` loads from a buffer (an index that may be out of bounds off its branch)."""
+    if isinstance(expr, tvm.ir.expr.TensorLoad):
+        return True
+    children = [getattr(expr, f, None) for f in ("a", "b", "value", "condition", "true_value", "false_value")]
+    children += list(getattr(expr, "args", None) or [])
+    return any(isinstance(c, PrimExpr) and _reads_memory(c) for c in children)
+
+
+def _rebuild(e, lane, dependent, found, guarded=False):
+    """(``guarded``: ``e`` is evaluated only under a condition, a branch of a select: a load whose
+    coordinates read a buffer, e.g. a gather's table at an index valid only in that branch, stays
+    where it is, since hoisted it would run for every thread)"""
     E = tvm.ir.prim.expr
     if isinstance(e, tvm.ir.expr.Call):
         if getattr(e.op, "name", "") == _LOAD and len(e.args) == 6 and e.args[5].same_as(lane) and str(e.ty.dtype) in ("float32", "float16"):
-            if not any(tir_uses_any(a, dependent) for a in e.args[2:5]):  # (x, y, layer)
+            hoistable = not (guarded and any(_reads_memory(a) for a in e.args[2:5]))
+            if hoistable and not any(tir_uses_any(a, dependent) for a in e.args[2:5]):  # (x, y, layer)
                 for load, buf in found:
                     if all(structural_equal(p, q) for p, q in zip(load.args[:5], e.args[:5])):
                         return tirx.BufferLoad(buf, [lane])
@@ -127,19 +142,22 @@ def _rebuild(e, lane, dependent, found):
                 buf = tirx.decl_buffer((4,), str(e.ty.dtype), f"texel_in{len(found)}", scope="local")
                 found.append((whole, buf))
                 return tirx.BufferLoad(buf, [lane])
-        return tvm.ir.expr.Call(e.op, [_rebuild(a, lane, dependent, found) for a in e.args], e.attrs, ret_ty=e.ty)
+        branches = getattr(e.op, "name", "") in ("tirx.if_then_else", "prim.if_then_else")
+        args = [_rebuild(a, lane, dependent, found, guarded or (branches and i > 0)) for i, a in enumerate(e.args)]
+        return tvm.ir.expr.Call(e.op, args, e.attrs, ret_ty=e.ty)
     if isinstance(e, (tirx.IntImm, tirx.FloatImm, tirx.Var, tvm.ir.expr.StringImm)):
         return e
     if isinstance(e, tvm.ir.expr.TensorLoad):  # (what tirx.BufferLoad builds)
-        return tirx.BufferLoad(e.source, [_rebuild(i, lane, dependent, found) for i in e.indices])
+        return tirx.BufferLoad(e.source, [_rebuild(i, lane, dependent, found, guarded) for i in e.indices])
     if isinstance(e, E.Not):
-        return E.Not(_rebuild(e.a, lane, dependent, found))
+        return E.Not(_rebuild(e.a, lane, dependent, found, guarded))
     if isinstance(e, (E.BinaryOpExpr, E.CmpExpr, E.LogicalExpr)):
-        return type(e)(_rebuild(e.a, lane, dependent, found), _rebuild(e.b, lane, dependent, found))
+        return type(e)(_rebuild(e.a, lane, dependent, found, guarded), _rebuild(e.b, lane, dependent, found, guarded))
     if isinstance(e, E.Cast):
-        return E.Cast(e.ty.dtype, _rebuild(e.value, lane, dependent, found))
+        return E.Cast(e.ty.dtype, _rebuild(e.value, lane, dependent, found, guarded))
     if isinstance(e, E.Select):
-        return E.Select(*(_rebuild(x, lane, dependent, found) for x in (e.condition, e.true_value, e.false_value)))
+        condition = _rebuild(e.condition, lane, dependent, found, guarded)
+        return E.Select(condition, *(_rebuild(x, lane, dependent, found, True) for x in (e.true_value, e.false_value)))
     raise _Unknown(type(e).__name__)
 
 

@@ -199,6 +199,12 @@ def token_softmax(x: te.Tensor, channels: Optional[int] = None) -> te.Tensor:
     return te.compute(x.shape, value, name="token_softmax")
 
 
-def attrs(op: str) -> dict:
-    """The PrimFunc attributes of a token kernel."""
-    return {SOURCE_OP_ATTR: op}
+#: TVM's ``OpPatternKind.kInjective``: what a gather by a constant table is, as TVM's ``take`` is
+#: (``AnnotateTIROpPattern`` makes a data-dependent read opaque, which nothing fuses with)
+INJECTIVE = 2
+
+
+def attrs(op: str, pattern: Optional[int] = None) -> dict:
+    """The PrimFunc attributes of a token kernel (``pattern``: its ``op_pattern`` for ``FuseOps``,
+    when TVM's analysis would get it wrong)."""
+    return {SOURCE_OP_ATTR: op} if pattern is None else {SOURCE_OP_ATTR: op, "op_pattern": pattern}

@@ -48,3 +48,16 @@ def test_hoisted_reads_compute_the_same(backend, device):
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_read_indexed_by_a_table_stays_in_its_branch():
+    # the patch merge of a Swin-like block: four gathers (each reading its texel table) and their
+    # concat are one kernel, a select over the output texel picking which gather it is; hoisted,
+    # every thread would read every table at an index valid only in its own branch (out of
+    # bounds: a crash on pocl). Image-only reads in branches are still hoisted.
+    from passes.layout.test_token_layout import window_block
+
+    source = relax_vk.build(window_block(), target="opencl", options=relax_vk.ScopeOptions(prefer="texture")).artifact().source
+    kernel = re.search(r"__kernel void fused_[^;{]*concatenate_kernel\([^;{]*\{(.*?)\n\}", source, re.S).group(1)
+    hoisted = kernel[: kernel.index("for (int")]
+    assert not re.search(r"READ_IMAGEF\([^;]*param_\d+_ptr\[", hoisted), hoisted

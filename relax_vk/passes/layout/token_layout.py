@@ -206,16 +206,17 @@ class TokenOps:
             if rows is not None and rows.size == view.rows and np.array_equal(rows, np.arange(view.rows)):
                 return t.var
             # one kernel for every gather (a ``take`` with a data-dependent index would be an
-            # opaque kernel, which the registry keeps in buffers)
+            # opaque kernel, which the registry keeps in buffers); injective, so that FuseOps
+            # fuses it with elementwise neighbours (a residual add) and other gathers (a concat)
             table = relax.const(np.ascontiguousarray((texel_of * view.rows + row_of).T).astype("int32"))
-            return self._emit_te(kernels.token_gather, [t.var, table], "token_gather", TOKEN_GATHER)
+            return self._emit_te(kernels.token_gather, [t.var, table], "token_gather", TOKEN_GATHER, kernels.INJECTIVE)
         shape = view.shape
         last = shape[-2] if transpose_last else shape[-1]
         if len(shape) < (2 if transpose_last else 1) or (last % LANES and not pad):
             return None
         table = relax.const(element_table(view, transpose_last))
         return self._emit_te(
-            kernels.token_element_gather, [t.var, table], "token_element_gather", TOKEN_GATHER, cols=view.cols
+            kernels.token_element_gather, [t.var, table], "token_element_gather", TOKEN_GATHER, kernels.INJECTIVE, cols=view.cols
         )
 
     def _reshape_packed(self, x: relax.Expr, shape: Sequence[int]) -> relax.Var:
@@ -223,8 +224,9 @@ class TokenOps:
         texture cannot be: its image extents change)."""
         return self._emit(self.builder_.call_te(topi.reshape, x, list(shape), primfunc_name_hint="packed_reshape"))
 
-    def _emit_te(self, func, args: Sequence[relax.Expr], name: str, op: str, **kwargs) -> relax.Var:
-        return self._emit(self.builder_.call_te(func, *args, primfunc_name_hint=name, primfunc_attrs=kernels.attrs(op), **kwargs))
+    def _emit_te(self, func, args: Sequence[relax.Expr], name: str, op: str, pattern: Optional[int] = None, **kwargs) -> relax.Var:
+        attrs = kernels.attrs(op, pattern)
+        return self._emit(self.builder_.call_te(func, *args, primfunc_name_hint=name, primfunc_attrs=attrs, **kwargs))
 
     def _identity_of(
         self, expr, shape: Optional[Sequence[int]] = None, pad: bool = False, transpose_last: bool = False, texels_only: bool = False

@@ -234,3 +234,41 @@ def test_masked_attention_runs_in_textures(backend, device):
     x = np.random.default_rng(0).standard_normal((2, 13, 16)).astype("float32")
     (out,) = load(compiled.artifact(), device=device).run([x, mask])
     np.testing.assert_allclose(out, run_on_cpu(mod, [x, mask])[0], rtol=1e-4, atol=1e-5)
+
+
+def window_block(size=8, window=4, dim=16):
+    """Swin's window round trip on [1, size*size, dim] tokens: LayerNorm, window partition, a
+    Linear per window, window reverse, residual add; then patch merging (the four 2x2 phases
+    concatenated along the channels) and a LayerNorm."""
+    x = tensor("x", (1, size * size, dim))
+    n = size // window
+
+    def body(bb, x):
+        h = bb.emit(relax.op.nn.layer_norm(x, const((dim,), 1), const((dim,), 2), axes=[-1]))
+        w = bb.emit(relax.op.reshape(h, (1, n, window, n, window, dim)))
+        w = bb.emit(relax.op.reshape(bb.emit(relax.op.permute_dims(w, [0, 1, 3, 2, 4, 5])), (n * n, window * window, dim)))
+        w = bb.emit(relax.op.matmul(w, const((dim, dim), 3)))
+        w = bb.emit(relax.op.permute_dims(bb.emit(relax.op.reshape(w, (1, n, n, window, window, dim))), [0, 1, 3, 2, 4, 5]))
+        y = bb.emit(relax.op.add(x, bb.emit(relax.op.reshape(w, (1, size * size, dim)))))
+        g = bb.emit(relax.op.reshape(y, (1, size, size, dim)))
+        phases = [bb.emit(relax.op.strided_slice(g, [1, 2], [i, j], [size, size], [2, 2])) for i, j in ((0, 0), (1, 0), (0, 1), (1, 1))]
+        merged = bb.emit(relax.op.reshape(bb.emit(relax.op.concat(phases, axis=-1)), (1, (size // 2) ** 2, 4 * dim)))
+        return relax.op.nn.layer_norm(merged, const((4 * dim,), 4), const((4 * dim,), 5), axes=[-1])
+
+    return module([x], body)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_gathers_fuse_with_their_elementwise_and_gather_neighbours(backend, device):
+    # a texel gather is injective (as TVM's take is): the window reverse runs inside the residual
+    # add, the four phases of the patch merge and their concat are one kernel (here also the add:
+    # seven computations in one launch)
+    mod = window_block()
+    compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer="texture"))
+    names = [k["name"] for k in compiled.artifact().program["kernels"]]
+    assert any("token_gather" in n and "add" in n for n in names), names
+    assert any(n.count("token_gather") >= 4 and "concatenate" in n for n in names), names
+    assert compiled.plan().copies == 0
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
