@@ -14,15 +14,16 @@ Token tensors are ``(1, C/4, 1, M, 4)``: ``C`` channels packed by 4 into texels,
 * :func:`token_layer_norm`, :func:`token_softmax`: LayerNorm and softmax over the channels as one
   kernel each (the row statistics and the normalized result; one dispatch instead of four);
 * :func:`token_matmul`: a batched matmul of two token tensors, ``A @ B`` or ``A @ B^T`` (B read in
-  its own packed form, so ``k.transpose(-2, -1)`` costs nothing); inner and output sizes that are
-  not multiples of 4 are padded (zero lanes in, zero or unused lanes out).
+  its own packed form, so ``k.transpose(-2, -1)`` costs nothing), either operand possibly read
+  through a texel table; inner and output sizes that are not multiples of 4 are padded (zero
+  lanes in, zero or unused lanes out).
 
 Each PrimFunc carries ``relax_vk.source_op`` so the op registry can let its tensors be textures.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from tvm import te, tirx
 
@@ -58,11 +59,20 @@ def token_element_gather(x: te.Tensor, table: te.Tensor, cols: int) -> te.Tensor
     return te.compute((1, texels, 1, out_rows, LANES), value, name="token_element_gather")
 
 
-def token_matmul(a: te.Tensor, b: te.Tensor, rows: int, inner: int, cols: int, transpose_b: bool) -> te.Tensor:
+def token_matmul(
+    a: te.Tensor, b: te.Tensor, *tables: te.Tensor, rows: int, inner: int, cols: int, transpose_b: bool, gathered: Tuple[bool, bool] = (False, False)
+) -> te.Tensor:
     """``out[g] = A[g] @ B[g]`` (or ``@ B[g]^T``) for ``G`` batches of ``rows x inner`` by
     ``inner x cols`` matrices, all token-packed (sizes rounded up to multiples of 4): ``A`` is ``(1, inner/4, 1, G*rows, 4)``, ``B``
     ``(1, cols/4, 1, G*inner, 4)`` (or, transposed, ``(1, inner/4, 1, G*cols, 4)``), the result
-    ``(1, cols/4, 1, G*rows, 4)``."""
+    ``(1, cols/4, 1, G*rows, 4)``. ``gathered``: which operand is given as a base and a texel
+    table (in ``tables``, A's first) and read through it (a :func:`token_gather` stage in the
+    same kernel: attention's heads read from the qkv projection without a gather kernel)."""
+    tables = list(tables)
+    if gathered[0]:
+        a = token_gather(a, tables.pop(0))
+    if gathered[1]:
+        b = token_gather(b, tables.pop(0))
     batch_rows = int(a.shape[3])
     k4 = te.reduce_axis((0, -(-inner // LANES)), name="k4")
 
@@ -84,6 +94,18 @@ def token_matmul(a: te.Tensor, b: te.Tensor, rows: int, inner: int, cols: int, t
         return te.sum((terms[0] + terms[1]) + (terms[2] + terms[3]), axis=k4)
 
     return te.compute((1, -(-cols // LANES), 1, batch_rows, LANES), value, name="token_matmul")
+
+
+def matmul_pattern(a_shape, b_shape, dtype: str, **kwargs) -> int:
+    """The ``op_pattern`` TVM's ``AnnotateTIROpPattern`` gives :func:`token_matmul` of operands of
+    these packed shapes read directly (a kernel that reads one through a table would be opaque to
+    it, and FuseOps would fuse nothing with it)."""
+    import tvm
+    from tvm import relax
+
+    a, b = te.placeholder(tuple(a_shape), dtype), te.placeholder(tuple(b_shape), dtype)
+    func = te.create_prim_func([a, b, token_matmul(a, b, **kwargs)])
+    return int(relax.transform.AnnotateTIROpPattern()(tvm.IRModule({"main": func}))["main"].attrs["op_pattern"])
 
 
 def token_channel_reduce(x: te.Tensor, kind: str, channels: Optional[int] = None) -> te.Tensor:

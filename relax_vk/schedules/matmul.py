@@ -2,7 +2,7 @@
 
 For the ``token_matmul`` block of :func:`relax_vk.legalize.tokens.token_matmul` (attention's
 ``q @ k^T`` and ``p @ v``, textures and packed buffers alike), with any elementwise epilogue fused
-after it (the ``* scale`` of the scores). One thread computes ``rows`` output rows times ``cols``
+after it (the ``* scale`` of the scores) and producers before it. One thread computes ``rows`` output rows times ``cols``
 output texels (4 columns each) of one batch:
 
 * the output rows are split by batch first (``row = g * rows_per_batch + r``), so a thread's rows
@@ -14,7 +14,10 @@ output texels (4 columns each) of one batch:
   ``rows * cols * 16`` products: each loaded texel feeds 4 to 16 FMAs (the safe schedule fetches a
   texel of ``B`` per output texel per ``k4``);
 * the accumulators live in registers (inner loops unrolled), and the write-back stores whole
-  texels, computing the fused epilogue on the way out.
+  texels, computing the fused epilogue on the way out;
+* producers before the matmul are inlined into its register loads: an operand read through a
+  texel table (a ``token_gather`` stage: attention's heads read straight from the qkv
+  projection; one table read per texel fetched) and fused elementwise producers (``q * scale``).
 
 Tiles never straddle a batch or run past the output: ``rows`` divides the rows of a batch and
 ``cols`` the output texels (:func:`tile`).
@@ -89,9 +92,10 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
     sch = s_tir.Schedule(func)
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     names = [sch.get(b).name_hint for b in blocks]
-    if names.count(BLOCK) != 1 or names.index(BLOCK) != 0:
-        return None  # (a fused producer: not this rule's kernel)
-    mm, epilogue = blocks[0], blocks[1:]
+    if names.count(BLOCK) != 1:
+        return None
+    at = names.index(BLOCK)
+    producers, mm, epilogue = blocks[:at], blocks[at], blocks[at + 1 :]
     loops = sch.get_loops(mm)
     if len(loops) != 6:
         return None
@@ -127,6 +131,11 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
         cache = sch.cache_read(mm, index, "local")
         sch.compute_at(cache, k4, preserve_unit_loops=True)
         caches.append(cache)
+    for producer in reversed(producers):  # into the register loads (a texel table read per texel)
+        try:
+            sch.compute_inline(producer)
+        except s_tir.ScheduleError:
+            return None
     for block in caches + [acc, init, mm]:
         if any(loop_extent(sch.get(lp)) < 0 for lp in sch.get_loops(block)):
             return None  # a region TVM could not bound (padded, clamped reads): the safe schedule

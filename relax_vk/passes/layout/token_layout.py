@@ -25,7 +25,8 @@ tensors, ``B`` read as it is stored or transposed (the
 
 A computation reads a view through a packed tensor of its own: the base itself, a texel gather
 when the view's texels are whole base texels, else an element gather
-(:mod:`relax_vk.legalize.tokens`). Elementwise ops on a view that covers its base (a transposed
+(:mod:`relax_vk.legalize.tokens`); a batched matmul reads a texel view through its table instead,
+in the matmul kernel (attention's q, k and v straight from the qkv projection). Elementwise ops on a view that covers its base (a transposed
 ``k``, a padded output) run on the base in place and keep the view; on a transposed view whose
 last axis is not a multiple of 4 (PyTorch's fused attention scales ``k^T`` over the tokens), on
 its transpose.
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import tvm
@@ -54,7 +55,7 @@ from tvm.ir.expr import GenericConst
 
 from ...core.registry import TOKEN_GATHER, TOKEN_MATMUL, TOKEN_NORM, TOKEN_STAT
 from ...legalize import tokens as kernels
-from .packing import LANES, REDUCERS, _ceil4, _float, _out_dtype, _shape, _shape_of_type, _unpack_map, pack_weight_array
+from .packing import LANES, REDUCERS, _ceil4, _dtype, _float, _out_dtype, _shape, _shape_of_type, _unpack_map, pack_weight_array
 from .token_views import TokenView, apply_op, element_table, identity, is_padded, nchw_view, padded, row_gather, texel_sources
 
 #: rearranging ops: only the view's table changes
@@ -115,6 +116,14 @@ def _token_pack_map(shape: Sequence[int]) -> tvm.tirx.IndexMap:
         return (zero, axes[-1] // LANES, zero, row, axes[-1] % LANES)
 
     return tvm.tirx.IndexMap.from_func(index, ndim=len(shape))
+
+
+def _packed_shape(args: Sequence[relax.Expr]) -> tuple:
+    """The packed shape of a matmul operand given as ``[packed]`` or ``[base, texel table]``."""
+    if len(args) == 2:
+        texels, rows = _shape(args[1])
+        return (1, texels, 1, rows, LANES)
+    return tuple(_shape(args[0]))
 
 
 def _broadcasts(shape, out_shape) -> bool:
@@ -191,25 +200,35 @@ class TokenOps:
             self.token_packs[expr] = packed  # packed once per block
         return packed
 
+    def _texel_table(self, t: Tokens, transpose_last: bool = False) -> Tuple[bool, Optional[relax.Constant]]:
+        """Whether the view (or its transpose) is whole texels of its base, and then the flat texel
+        table that gathers it (``c4 * M + m`` per output texel; None when it is the base itself)."""
+        view = t.view
+        if view.is_identity and not transpose_last:
+            return True, None
+        sources = texel_sources(view, transpose_last)
+        if sources is None:
+            return False, None
+        row_of, texel_of = sources
+        rows = row_gather(view, sources)
+        if rows is not None and rows.size == view.rows and np.array_equal(rows, np.arange(view.rows)):
+            return True, None
+        return True, relax.const(np.ascontiguousarray((texel_of * view.rows + row_of).T).astype("int32"))
+
     def _realize(self, t: Tokens, transpose_last: bool = False, pad: bool = False) -> Optional[relax.Var]:
         """A packed tensor holding exactly the view (or the view with its last two axes swapped):
         the base itself, a texel gather, or an element gather. A view whose last axis is not a
         multiple of 4 is only realized with ``pad`` (zero lanes: fit for a matmul's operands, not
         for ops that reduce or divide along that axis)."""
-        view = t.view
-        if view.is_identity and not transpose_last:
-            return t.var
-        sources = texel_sources(view, transpose_last)
-        if sources is not None:
-            row_of, texel_of = sources
-            rows = row_gather(view, sources)
-            if rows is not None and rows.size == view.rows and np.array_equal(rows, np.arange(view.rows)):
+        whole, table = self._texel_table(t, transpose_last)
+        if whole:
+            if table is None:
                 return t.var
             # one kernel for every gather (a ``take`` with a data-dependent index would be an
             # opaque kernel, which the registry keeps in buffers); injective, so that FuseOps
             # fuses it with elementwise neighbours (a residual add) and other gathers (a concat)
-            table = relax.const(np.ascontiguousarray((texel_of * view.rows + row_of).T).astype("int32"))
             return self._emit_te(kernels.token_gather, [t.var, table], "token_gather", TOKEN_GATHER, kernels.INJECTIVE)
+        view = t.view
         shape = view.shape
         last = shape[-2] if transpose_last else shape[-1]
         if len(shape) < (2 if transpose_last else 1) or (last % LANES and not pad):
@@ -234,6 +253,14 @@ class TokenOps:
         """``expr`` as a packed tensor of its own (broadcast to ``shape`` first when given; with
         ``transpose_last``, of its transpose; ``texels_only``: only when no element gather is
         needed). None when it is no token tensor or cannot be realized."""
+        t = self._view_of(expr, shape, transpose_last, texels_only)
+        return self._realize(t, transpose_last, pad) if t is not None else None
+
+    def _view_of(
+        self, expr, shape: Optional[Sequence[int]] = None, transpose_last: bool = False, texels_only: bool = False
+    ) -> Optional[Tokens]:
+        """The token view of ``expr`` (broadcast to ``shape`` when given), None when it is no token
+        tensor, does not broadcast, or (``texels_only``) is not whole texels of its base."""
         t = self._tokens_of(expr)
         if t is None:
             return None
@@ -245,9 +272,22 @@ class TokenOps:
             if view is None:
                 return None
             t = t.seen_as(view)
-        if texels_only and not (t.view.is_identity and not transpose_last) and texel_sources(t.view, transpose_last) is None:
+        if texels_only and not self._texel_table(t, transpose_last)[0]:
             return None
-        return self._realize(t, transpose_last, pad)
+        return t
+
+    def _matmul_operand(self, expr, shape, transpose_last: bool = False, texels_only: bool = False):
+        """A matmul operand: ``([base, table], True)`` for a view that is whole texels of its
+        base (the matmul reads it through the table: no gather kernel), else ``([packed], False)``
+        (``None`` when it cannot be realized)."""
+        t = self._view_of(expr, shape, transpose_last, texels_only)
+        if t is None:
+            return None
+        whole, table = self._texel_table(t, transpose_last)
+        if whole and table is not None:
+            return [t.var, table], True
+        packed = self._realize(t, transpose_last, pad=True)
+        return ([packed], False) if packed is not None else None
 
     def _unpack_tokens(self, t: Tokens) -> relax.Expr:
         """The plain (unpacked) logical value of a stand-in: from the NCHW4c map it came from when
@@ -536,16 +576,20 @@ class TokenOps:
             return None
         lead = tuple(out_shape[:-2])
         rows, inner, cols = a_shape[-2], a_shape[-1], b_shape[-1]
-        lhs = self._identity_of(a, lead + (rows, inner), pad=True)
-        rhs = self._identity_of(b, lead + (inner, cols), pad=True, texels_only=True)
+        lhs = self._matmul_operand(a, lead + (rows, inner))
+        rhs = self._matmul_operand(b, lead + (inner, cols), texels_only=True)
         transpose_b = rhs is None
         if transpose_b:
-            rhs = self._identity_of(b, lead + (inner, cols), pad=True, transpose_last=True)
+            rhs = self._matmul_operand(b, lead + (inner, cols), transpose_last=True)
         if lhs is None or rhs is None:
             return None
+        (a_args, a_gathered), (b_args, b_gathered) = lhs, rhs
+        shapes = [_packed_shape(args) for args in (a_args, b_args)]
+        kwargs = dict(rows=rows, inner=inner, cols=cols, transpose_b=transpose_b)
+        pattern = kernels.matmul_pattern(*shapes, str(_dtype(call)), **kwargs)  # (as if read directly)
         result = self._emit_te(
-            kernels.token_matmul, [lhs, rhs], "token_matmul", TOKEN_MATMUL,
-            rows=rows, inner=inner, cols=cols, transpose_b=transpose_b,
+            kernels.token_matmul, [a_args[0], b_args[0]] + a_args[1:] + b_args[1:], "token_matmul", TOKEN_MATMUL, pattern,
+            gathered=(a_gathered, b_gathered), **kwargs,
         )
         return Tokens(result, padded(out_shape))  # the padding lanes (if any) unused
 
