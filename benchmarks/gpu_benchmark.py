@@ -64,15 +64,20 @@ def build(outdir: str, models, device_name=None, plans=None) -> None:
     import relax_vk
     from relax_vk.frontends import from_torch
     from relax_vk.zoo import build_zoo_model
+    from relax_vk.zoo.packaged import PACKAGED
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []
     for spec in models:
         name, size = _model_size(spec)
-        model, x = build_zoo_model(name, input_shape=size)
-        mod = from_torch(model, (x,))
-        with torch.no_grad():
-            np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x.numpy(), y=model(x).numpy())
+        if name in PACKAGED:
+            mod, x, y = _packaged(name, size)
+            np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x, y=y)
+        else:
+            model, x = build_zoo_model(name, input_shape=size)
+            mod = from_torch(model, (x,))
+            with torch.no_grad():
+                np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x.numpy(), y=model(x).numpy())
         for api in APIS:
             for plan, options, tuned, reuse in [p for p in PLANS(relax_vk) if not plans or p[0] in plans]:
                 t0 = time.perf_counter()
@@ -91,10 +96,35 @@ def build(outdir: str, models, device_name=None, plans=None) -> None:
 
 
 def _model_size(spec: str):
-    """``"name"`` (at :data:`SIZE`) or ``"name@256"`` (a square input of that size: MobileViT's
-    2x2 unfold needs sizes whose 1/32 is even)."""
+    """``"name"`` (at :data:`SIZE`; a packaged model at its own shape), ``"name@256"`` (a square
+    input of that size: MobileViT's 2x2 unfold needs sizes whose 1/32 is even) or
+    ``"name@48x320"`` (height x width: a text line for the PP-OCR recognizer)."""
     name, _, side = spec.partition("@")
-    return name, (SIZE[:2] + (int(side), int(side))) if side else SIZE
+    if not side:
+        return name, None if _is_packaged(name) else SIZE
+    height, _, width = side.partition("x")
+    return name, SIZE[:2] + (int(height), int(width or height))
+
+
+def _is_packaged(name: str) -> bool:
+    from relax_vk.zoo.packaged import PACKAGED
+
+    return name in PACKAGED
+
+
+def _packaged(name: str, size):
+    """``(module, input, onnxruntime's output)`` of a packaged ONNX model at ``size`` (or its own)."""
+    import onnxruntime
+
+    from relax_vk.frontends import from_onnx
+    from relax_vk.zoo.packaged import PACKAGED, example_input, packaged_model_path
+
+    ((input_name, shape),) = PACKAGED[name].input_shapes.items()
+    shape = tuple(size or shape)
+    path = packaged_model_path(name)
+    x = example_input(name, shape=shape)
+    y = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {input_name: x})[0]
+    return from_onnx(path, {input_name: shape}), x, y
 
 
 def tune_bundle(outdir: str, models, apis) -> None:
@@ -105,6 +135,9 @@ def tune_bundle(outdir: str, models, apis) -> None:
     modules = []
     for spec in models:
         name, size = _model_size(spec)
+        if _is_packaged(name):
+            modules.append(_packaged(name, size)[0])
+            continue
         model, x = build_zoo_model(name, input_shape=size)
         modules.append(from_torch(model, (x,)))
     index = write_bundle(modules, outdir, apis)
@@ -134,6 +167,8 @@ def _interleaved(sessions, x: np.ndarray, repeat: int):
 
 
 def _torch_cuda(name: str, x: np.ndarray, repeat: int):
+    if _is_packaged(name):  # (an ONNX model: no PyTorch module to run)
+        return None
     try:
         import torch
 
@@ -247,15 +282,15 @@ def main() -> int:
     p.add_argument("--device-name", default=None, help="build for this device's tuning database (e.g. 'NVIDIA H100 80GB HBM3')")
     p.add_argument("--apis", nargs="*", default=list(APIS))
     p.add_argument("--run", metavar="DIR")
-    p.add_argument("--models", nargs="*", default=list(MODELS))
+    p.add_argument("--models", nargs="*", default=None, help=f"--build/--tune-bundle: default {' '.join(MODELS)}; --run: every model of the bundle")
     p.add_argument("--plans", nargs="*", default=None, help="build only these plans (default: all of PLANS)")
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--json", default="")
     args = p.parse_args()
     if args.tune_bundle:
-        tune_bundle(args.tune_bundle, args.models, args.apis)
+        tune_bundle(args.tune_bundle, args.models or MODELS, args.apis)
     elif args.build:
-        build(args.build, args.models, args.device_name, args.plans)
+        build(args.build, args.models or MODELS, args.device_name, args.plans)
     elif args.run:
         run(args.run, args.repeat, args.json, args.models)
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from ..core.errors import UnsupportedError
 
@@ -55,13 +55,14 @@ def packaged_model_path(name: str) -> str:
     return path
 
 
-def example_input(name: str, seed: int = 0):
-    """A realistic input for packaged model ``name`` (numpy, normalised as the apps do:
+def example_input(name: str, seed: int = 0, shape: Optional[Tuple[int, int, int, int]] = None):
+    """A realistic input for packaged model ``name``, at its own input shape or ``shape`` (numpy, normalised as the apps do:
     ``(pixel / 255 - 0.5) / 0.5``): dark text-like strokes on a light page with some noise, so the
     detector's output is not all background (random noise gives probabilities below 1e-5)."""
     import numpy as np
 
-    (shape,) = PACKAGED[name].input_shapes.values()
+    if shape is None:
+        (shape,) = PACKAGED[name].input_shapes.values()
     n, c, h, w = shape
     rng = np.random.default_rng(seed)
     page = np.full((h, w), 0.92, np.float32) + rng.normal(0, 0.03, (h, w)).astype(np.float32)
