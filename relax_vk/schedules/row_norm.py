@@ -19,7 +19,18 @@ consecutive rows (``threadIdx.x``) and splits each row's texels over ``splits`` 
   thread of the row for itself from there (``splits`` reads after one barrier, no cross-thread
   reduction primitive: TVM's, with the reduced threads on ``threadIdx.y``, gave wrong numbers on
   the H100);
-* the result reads its texels again (from the cache) and writes them whole.
+* the row tensors that every statistic and the result read (the normalized tensor, or the
+  operands of a fused producer) are staged in workgroup memory first when the workgroup's rows fit
+  :data:`STAGE_BYTES`: each texel is read from the texture or buffer once instead of once per
+  statistic and once more for the result (on NVIDIA's OpenCL the image reads were what made the
+  texture kernel 2-3x slower than the buffer one);
+* the result writes its texels whole.
+
+Rows whose texel count has no divisor that leaves each thread at most
+:data:`MAX_TEXELS_PER_SPLIT` texels (a prime count: a 6625-class softmax has 1657 texels) take one
+workgroup each instead, their texels split over up to :data:`MAX_THREADS` threads on
+``threadIdx.x`` and every statistic combined by TVM's cross-thread reduction (sound on
+``threadIdx.x``).
 
 One dispatch instead of the four of the decomposed form, no statistics buffers between kernels.
 Kernels of any other shape are declined.
@@ -32,7 +43,7 @@ from typing import Optional, Tuple
 from tvm import s_tir, tirx
 
 from ..core.scope import TEXEL_LANES as LANES
-from .channel_reduce import threads_for
+from .channel_reduce import reduce_across_threads, threads_for
 from .register_tile import loop_extent
 
 STAT_PREFIX = "token_norm_"
@@ -41,6 +52,8 @@ MAX_THREADS = 256
 MAX_ROWS = 32
 MAX_SPLITS = 32
 MIN_GROUPS = 128  # workgroups a kernel keeps before it puts rows side by side (an H100 has 132 SMs)
+MAX_TEXELS_PER_SPLIT = 16  # beyond this a row goes to one workgroup of up to MAX_THREADS threads
+STAGE_BYTES = 16 * 1024  # workgroup memory a kernel may stage its rows in (devices have 32 KiB or more)
 
 
 def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
@@ -72,6 +85,8 @@ def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Op
         return None
     n, c, h, row, lane = loops
     rows, splits = workgroup(extents[1], extents[3], max_threads)
+    if extents[1] > splits * MAX_TEXELS_PER_SPLIT:  # (no divisor of the row's texels shares them out)
+        return _row_per_workgroup(sch, out, [blocks[i] for i in stats], extents[1], max_threads, func.attrs)
     sch.reorder(n, h, row, c, lane)
     bx, tx = sch.split(sch.fuse(n, h, row), [None, rows])
     c_o, ty = sch.split(c, [None, splits])
@@ -80,9 +95,69 @@ def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Op
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.vectorize(lane)  # whole texels written (a texture's stores must be)
+    staged = _stage_rows(sch, out, [blocks[i] for i in stats], rows, extents[1], extents[3])
     for i in reversed(stats):  # (each placed before its consumers, already in the row's body)
         _partials_then_total(sch, blocks[i], bx, splits)
+    for cache in staged:
+        _load_rows(sch, cache, bx, splits)
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def _row_per_workgroup(sch: s_tir.Schedule, out, stats, texels: int, max_threads: int, attrs) -> tirx.PrimFunc:
+    """One workgroup per row, its texels split over up to ``max_threads`` threads on
+    ``threadIdx.x`` (thread ``t`` takes texels ``t, t + threads, ...``, the last round partial),
+    every statistic combined across them by TVM's cross-thread reduction into workgroup memory:
+    for rows whose texel count has no divisor that leaves each thread a few texels (a prime, e.g.
+    the 1657 texels of a 6625-class softmax, which the split schedule would give one thread)."""
+    threads = threads_for(texels, max_threads)
+    n, c, h, row, lane = sch.get_loops(out)
+    sch.reorder(n, h, row, c, lane)
+    bx = sch.fuse(n, h, row)
+    c_o, c_i = sch.split(c, [None, threads])
+    sch.reorder(c_i, c_o, lane)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(c_i, "threadIdx.x")
+    sch.vectorize(lane)  # whole texels written (a texture's stores must be)
+    for block in reversed(stats):  # (compute_at places each before its consumers in the row's body)
+        sch.set_scope(block, 0, "shared")
+        sch.compute_at(block, bx, preserve_unit_loops=True)
+        reduce_across_threads(sch, block, sch.get_loops(block)[-1], threads)
+    return sch.mod["main"].with_attrs(attrs) if attrs is not None else sch.mod["main"]
+
+
+def _stage_rows(sch: s_tir.Schedule, out, stats, rows: int, texels: int, extent: int) -> list:
+    """Cache the row tensors that the statistics and the result all read (the tensor the rows
+    are normalized from, or the operands of a fused producer) in workgroup memory, when the
+    workgroup's rows of them fit :data:`STAGE_BYTES`: read once from memory instead of once per
+    statistic and once for the result. Returns the cache blocks (still at the root)."""
+    shape = [1, texels, 1, extent, LANES]
+    reads = sch.get(out).reads
+    found = [i for i, r in enumerate(reads) if [int(d) for d in r.source.shape] == shape]
+    names = [reads[i].source.name for i in found]
+    readers = [b for b in stats if any(r.source.name in names for r in sch.get(b).reads)]
+    size = sum(rows * texels * LANES * tvm_bytes(reads[i].source.dtype) for i in found)
+    if not found or len(readers) != len(stats) or size > STAGE_BYTES:
+        return []
+    return [sch.cache_read(out, index, "shared", consumer_blocks=[*stats, out]) for index in reversed(found)]
+
+
+def _load_rows(sch: s_tir.Schedule, cache, bx, splits: int) -> None:
+    """Compute a staging block at ``bx``: the workgroup's rows loaded by the threads that read
+    them (rows on ``threadIdx.x``, a row's texels split over ``threadIdx.y`` as the statistics
+    split them), whole texels."""
+    sch.compute_at(cache, bx, preserve_unit_loops=True)
+    n, c, h, row, lane = sch.get_loops(cache)[-5:]
+    c_o, ty = sch.split(c, [None, splits])
+    sch.reorder(ty, row, c_o, lane)
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(row, "threadIdx.x")
+    sch.vectorize(lane)
+
+
+def tvm_bytes(dtype) -> int:
+    """Bytes of one element of ``dtype`` (a TVM dtype or its string)."""
+    text = str(dtype)
+    return 1 if text == "bool" else max(1, int("".join(ch for ch in text if ch.isdigit()) or 32) // 8)
 
 
 def workgroup(texels: int, rows: int, max_threads: int = MAX_THREADS) -> Tuple[int, int]:

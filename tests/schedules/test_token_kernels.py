@@ -167,3 +167,43 @@ def test_layer_norm_and_softmax_with_several_rows_per_workgroup(backend, device,
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-6)
+
+
+def _row_norm_allocs(texels, rows, softmax=False):
+    """Scheduled LayerNorm (or softmax) over ``(1, texels, 1, rows, 4)``: its root allocations as
+    ``{name: scope}``."""
+    from tvm import s_tir, te
+
+    from relax_vk.legalize.tokens import token_layer_norm, token_softmax
+    from relax_vk.schedules.row_norm import schedule_row_norm
+
+    x = te.placeholder((1, texels, 1, rows, 4), name="x")
+    affine = [te.placeholder((1, texels, 1, 1, 4), name=n) for n in ("g", "b")]
+    y = token_softmax(x) if softmax else token_layer_norm(x, *affine, eps=1e-5, scale=True, center=True)
+    func = schedule_row_norm(te.create_prim_func([x, *([] if softmax else affine), y]))
+    sch = s_tir.Schedule(func)
+    return {buf.name: str(buf.scope()) for buf in sch.get(sch.get_sblock("root")).alloc_buffers}
+
+
+def test_rows_are_staged_in_workgroup_memory_when_they_fit():
+    # read once from the texture or buffer, then by both statistics and the result from there
+    assert _row_norm_allocs(24, 1030).get("x_shared") == "shared"
+    assert _row_norm_allocs(96, 197, softmax=True).get("x_shared") == "shared"
+    # a 6625-class row (1657 texels, 26 KiB) is not staged
+    assert "x_shared" not in _row_norm_allocs(1657, 40, softmax=True)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("prefer", ["texture", "buffer"])
+def test_softmax_over_a_prime_number_of_texels_takes_a_workgroup_per_row(backend, device, prefer):
+    # PP-OCR's recognizer: softmax over 6625 classes, 1657 texels (a prime: no split divides it,
+    # which left one thread per row); now a workgroup of 256 threads per row. (A Linear before it,
+    # as there: a softmax of the model's own input is not packed.)
+    x = tensor("x", (1, 40, 32))
+    mod = module([x], lambda bb, x: relax.op.nn.softmax(bb.emit(relax.op.matmul(x, const((32, 6625), 1))), axis=-1))
+    compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer=prefer))
+    (kernel,) = [k for k in compiled.artifact().program["kernels"] if k.get("schedule") == "row_norm"]
+    assert kernel["local"] == [256, 1, 1] and kernel["global"] == [40 * 256, 1, 1], kernel
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-7)
