@@ -11,10 +11,11 @@
    tiles of rows x texels, whole-texel operand loads, epilogues fused);
 3. ``channel_reduce`` -- channel statistics of token tensors, one workgroup per row
    (:mod:`.channel_reduce`: texels split over the threads, combined across them);
-   ``row_norm`` -- LayerNorm and softmax of token tensors as one kernel, one workgroup per row
-   (:mod:`.row_norm`: each statistic combined across the threads into workgroup memory);
-4. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`; TVM's adreno pool rule
-   accumulates four texel lanes into one element: wrong numbers on pocl);
+   ``row_norm`` -- LayerNorm and softmax of token tensors as one kernel, rows side by side in a
+   workgroup (:mod:`.row_norm`: rows staged in workgroup memory, per-thread partial statistics);
+4. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`: a thread per output texel, or a
+   workgroup per output texel for global pools; TVM's adreno pool rule accumulates four texel
+   lanes into one element: wrong numbers on pocl);
 5. ``adreno.conv2d`` (grouped convs whose groups split a texel), ``adreno.layout_transform`` --
    TVM's dlight adreno rules;
 6. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel

@@ -4,7 +4,10 @@ TVM's adreno pool rule accumulates four texel lanes into a one-element local buf
 on pocl) and its fallback rule fails on pools that write textures. This schedule: inline the pad,
 let the final block (the pool, or its fused epilogue) own the threads -- spatial loops fused and
 bound to ``blockIdx.x``/``threadIdx.x``, the 4-lane texel loop vectorised -- and compute the
-reduction per thread into a 4-lane local accumulator.
+reduction per thread into a 4-lane local accumulator. Windows of :data:`GLOBAL_WINDOW` texels or
+more (global pools, a squeeze-excite's mean) take a workgroup per output texel instead, the window
+split over its threads: one thread summing a 6x80 map serially took 120 us (OpenCL) to 545 us
+(Vulkan) on an H100 for PP-OCR's recognizer.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 THREADS = 64
+GLOBAL_WINDOW = 64  # windows of at least this many texels are reduced across a workgroup's threads
+WINDOW_THREADS = 64
 
 
 def _is_pool_reduction(sch, block) -> bool:
@@ -52,6 +57,9 @@ def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     loops = sch.get_loops(out)
     if len(loops) != 5:
         return None
+    window = _window(sch, red)
+    if window is not None and window >= GLOBAL_WINDOW:
+        return _window_across_threads(sch, red, out, loops, window, func.attrs)
     fused = sch.fuse(*loops[:4])
     bx, tx = sch.split(fused, [None, THREADS])
     sch.bind(bx, "blockIdx.x")
@@ -59,3 +67,37 @@ def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.vectorize(loops[4])
     sch.compute_at(red, tx)
     return sch.mod["main"].with_attrs(func.attrs).with_attr("tirx.is_scheduled", True)
+
+
+def _window(sch, red) -> Optional[int]:
+    """Texels in one pooling window (the product of the reduction's extents), None if symbolic."""
+    size = 1
+    for iv in sch.get(red).iter_vars:
+        if iv.iter_type == tirx.IterVar.CommReduce:
+            extent = getattr(iv.dom.extent, "value", None)
+            if extent is None:
+                return None
+            size *= int(extent)
+    return size
+
+
+def _window_across_threads(sch, red, out, loops, window: int, attrs) -> tirx.PrimFunc:
+    """Large windows (global pools: a squeeze-excite's mean over a whole feature map): a
+    workgroup per output texel, its window split over ``threadIdx.x`` (thread ``t`` takes window
+    texels ``t, t + threads, ...``) and combined by TVM's cross-thread reduction, lane by lane
+    (its reduction loops must be innermost); the output texel and its fused epilogue written as
+    one texel."""
+    threads = min(WINDOW_THREADS, 1 << (window - 1).bit_length())
+    bx = sch.fuse(*loops[:4])
+    sch.bind(bx, "blockIdx.x")
+    sch.vectorize(loops[4])
+    sch.set_scope(red, 0, "shared")
+    sch.compute_at(red, bx, preserve_unit_loops=True)
+    red_loops = sch.get_loops(red)
+    reduce = red_loops[-2:]
+    lane = red_loops[-3]
+    r = sch.fuse(*reduce)
+    r_o, r_i = sch.split(r, [None, threads])
+    sch.reorder(lane, r_i, r_o)  # (TVM's cross-thread reduction needs its loops innermost)
+    sch.bind(r_i, "threadIdx.x")
+    return sch.mod["main"].with_attrs(attrs).with_attr("tirx.is_scheduled", True)

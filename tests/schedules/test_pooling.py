@@ -1,0 +1,50 @@
+"""The NCHW4c pool schedule: small windows one thread per output texel, large windows (global
+pools) reduced across a workgroup's threads; the numbers on pocl and lavapipe."""
+
+import numpy as np
+import pytest
+from tvm import relax
+
+import relax_vk
+from relax_vk.runtime import load
+from relax_vk.schedules.pooling import THREADS, WINDOW_THREADS
+from relax_vk.tools.reference import random_inputs, run_on_cpu
+
+from helpers import const, module, tensor
+from helpers_build import BACKENDS
+
+
+def _pooled(channels, height, width, pool):
+    x = tensor("x", (1, channels, height, width))
+
+    def body(bb, x):
+        y = bb.emit(relax.op.nn.conv2d(x, const((channels, channels, 1, 1), 1)))
+        return relax.op.nn.relu(bb.emit(pool(y)))
+
+    return module([x], body)
+
+
+GLOBAL_MEAN = lambda y: relax.op.mean(y, axis=[2, 3], keepdims=True)  # noqa: E731
+GLOBAL_MAX = lambda y: relax.op.max(y, axis=[2, 3], keepdims=True)  # noqa: E731
+WINDOW_AVG = lambda y: relax.op.nn.avg_pool2d(y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))  # noqa: E731
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("prefer", ["texture", "buffer"])
+# windows of at least GLOBAL_WINDOW texels go across threads: a 6x80 mean (480 texels: 8 rounds of
+# 64 threads, the last partial), a 9x9 max (81: one round and one thread); a 7x7 mean (49) and a
+# 3x3 window stay one thread per output texel
+@pytest.mark.parametrize("shape, pool, outputs, across", [((40, 6, 80), GLOBAL_MEAN, 1, True), ((12, 9, 9), GLOBAL_MAX, 1, True),
+                                                          ((16, 7, 7), GLOBAL_MEAN, 1, False), ((8, 12, 12), WINDOW_AVG, 36, False)])  # fmt: skip
+def test_pools_large_windows_across_threads(backend, device, prefer, shape, pool, outputs, across):
+    mod = _pooled(*shape, pool)
+    compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer=prefer))
+    (kernel,) = [k for k in compiled.artifact().program["kernels"] if k.get("schedule") == "pool"]
+    texels = shape[0] // 4 * outputs  # (output texels)
+    if across:  # a workgroup per output texel
+        assert kernel["local"][0] == WINDOW_THREADS and kernel["global"][0] == texels * WINDOW_THREADS, kernel
+    else:  # a thread per output texel
+        assert kernel["global"][0] == -(-texels // THREADS) * THREADS, kernel
+    inputs = random_inputs(mod)
+    (out,) = load(compiled.artifact(), device=device).run(inputs)
+    np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
