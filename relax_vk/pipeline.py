@@ -37,6 +37,7 @@ from .passes import (
     EdgeDtypes,
     FoldScopeCopies,
     FoldSmallConstants,
+    IsolateBroadcastReductions,
     LegalizeWithScopes,
     PartialLegalize,
     RemoveRedundantAssignments,
@@ -101,6 +102,7 @@ def _lowering_stage(tgt: tvm.target.Target, schedule: bool = True) -> tvm.transf
     passes = [
         LegalizeWithScopes(),
         relax.transform.AnnotateTIROpPattern(),
+        IsolateBroadcastReductions(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
         relax.transform.DeadCodeElimination(),

@@ -13,6 +13,7 @@
 from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, FoldSmallConstants, SplitLargeWeights
 from .lower import (
     FoldScopeCopies,
+    IsolateBroadcastReductions,
     LegalizeWithScopes,
     RetargetVDevices,
     RewriteBufferReshapes,
@@ -43,6 +44,7 @@ __all__ = [
     "RemoveRedundantAssignments",
     # stage 5
     "LegalizeWithScopes",
+    "IsolateBroadcastReductions",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
     "RetargetVDevices",

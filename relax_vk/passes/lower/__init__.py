@@ -1,8 +1,9 @@
-"""Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, copy
-folding, per-call-site kernel specialization, the Vulkan retargeting of VDevices, and the
+"""Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
+guard for broadcast reductions, copy folding, per-call-site kernel specialization, the Vulkan retargeting of VDevices, and the
 reshape rewrite that only views buffers."""
 
 from .fold_scope_copies import FoldScopeCopies
+from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
 from .retarget_vdevices import RetargetVDevices
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
@@ -11,6 +12,7 @@ from .specialize_kernel_scopes import SpecializeKernelScopes
 __all__ = [
     "LegalizeWithScopes",
     "ScopeLostError",
+    "IsolateBroadcastReductions",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
     "RetargetVDevices",
