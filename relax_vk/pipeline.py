@@ -42,6 +42,7 @@ from .passes import (
     PartialLegalize,
     RemoveRedundantAssignments,
     RewriteBufferReshapes,
+    ShortenKernelNames,
     SpecializeKernelScopes,
     SplitLargeWeights,
 )
@@ -110,6 +111,7 @@ def _lowering_stage(tgt: tvm.target.Target, schedule: bool = True) -> tvm.transf
         RemoveRedundantAssignments(),
         relax.transform.DeadCodeElimination(),
         SpecializeKernelScopes(),
+        ShortenKernelNames(),
         relax.transform.Normalize(),
     ]
 

@@ -17,6 +17,7 @@ from .lower import (
     LegalizeWithScopes,
     RetargetVDevices,
     RewriteBufferReshapes,
+    ShortenKernelNames,
     SpecializeKernelScopes,
 )
 from .scope import (
@@ -47,6 +48,7 @@ __all__ = [
     "IsolateBroadcastReductions",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
+    "ShortenKernelNames",
     "RetargetVDevices",
     "RewriteBufferReshapes",
 ]
