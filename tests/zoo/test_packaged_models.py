@@ -15,8 +15,11 @@ from relax_vk.runtime import load  # noqa: E402
 from relax_vk.zoo.packaged import PACKAGED, example_input, packaged_model_path  # noqa: E402
 from helpers_build import BACKENDS  # noqa: E402
 
-# minimum activation texture share and maximum copies of each model's compiled plan
-TARGETS = {"ppocr_det": (0.90, 0), "ppocr_cls": (0.999, 0), "ppocr_rec": (0.95, 0)}
+# minimum activation texture share and maximum copies of each model's compiled plan. The detector's
+# buffers are its input, its output and the transposed convs of its head (no packed form); since
+# its squeeze-excite gates fuse into their consumers (IsolateBroadcastReductions) it has fewer
+# intermediate textures, so the same buffers are 10.3% of its activation bytes (9.2% before)
+TARGETS = {"ppocr_det": (0.89, 0), "ppocr_cls": (0.999, 0), "ppocr_rec": (0.95, 0)}
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)

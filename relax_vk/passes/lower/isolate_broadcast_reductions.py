@@ -1,15 +1,17 @@
-"""IsolateBroadcastReductions: keep a conv or matmul whose result is broadcast to a larger
-tensor out of that consumer's fused kernel.
+"""IsolateBroadcastReductions: keep a reduction (a conv, a matmul, a mean) whose result is
+broadcast to a larger tensor out of that consumer's fused kernel.
 
 Requires: a legalized module whose PrimFuncs carry ``op_pattern`` (after
 ``AnnotateTIROpPattern``), before ``FuseOps``.
 
-Guarantees: a ``call_tir`` of a kernel with pattern ``kOutEWiseFusable`` (a conv, a matmul) whose
-output reaches, through elementwise kernels of its own size only, a kernel writing a *larger*
+Guarantees: a ``call_tir`` of a kernel with pattern ``kOutEWiseFusable`` (a conv, a matmul, or a
+reduction with its own elementwise tail: TVM's ``mean`` is a sum and a division) whose output
+reaches, through elementwise kernels of its own size only, a kernel writing a *larger*
 tensor (a squeeze-excite gate: ``x * sigmoid(conv(mean(x)))``, a per-channel scale computed by a
 Linear) calls a copy of its PrimFunc marked ``kOpaque``: ``FuseOps`` neither fuses it into that
 consumer nor anything into it. Fused, the reduction is recomputed for every element of the larger
-output (a 120-term dot product per output element, and no conv schedule takes such a kernel);
+output (a 120-term dot product per output element, and no conv schedule takes such a kernel; a
+LayerNorm's channel mean in a map layout once per channel);
 apart, it runs once and the cheap elementwise chain after it (bias, hard-sigmoid) fuses into the
 broadcasting consumer. Other call sites of the same PrimFunc keep it as it was. Nothing else
 changes.
@@ -24,7 +26,10 @@ from tvm import relax, tirx
 
 OUT_ELEMWISE_FUSABLE = 4  # TVM's OpPatternKind
 OPAQUE = 8
-ELEMENTWISE_OR_BROADCAST = (0, 1, 2)  # kElemWise, kBroadcast, kInjective
+# kElemWise, kBroadcast: what FuseOps fuses into a kOutEWiseFusable kernel (an injective consumer,
+# a resize or a concat, is never fused into it, and isolating the conv would only move its
+# elementwise tail into that consumer's fused group)
+ELEMENTWISE_OR_BROADCAST = (0, 1)
 
 
 def _numel(ty) -> Optional[int]:
