@@ -10,7 +10,8 @@ present; MNN OpenCL through ../shared/peers/mnn in the same machine session).
     relax-vk tune --import tune.json                                                       # here: into the database
 
 ``--tune-bundle`` writes the tuning candidates of the benchmark models' convs, the 1x1 convs of
-their Linears included (at 224x224 or ``name@size``; see
+their Linears included (at 224x224 or ``name@size``; with ``--device-name``, only those that
+device's database has no record of; see
 :mod:`relax_vk.tools.tune`). ``--build`` compiles each model for both APIs under the plans of :data:`PLANS` and writes a
 transport bundle (``benchmarks/backend_latency.py``'s format: each distinct constant once) plus
 the input and PyTorch's CPU output. ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
@@ -127,7 +128,7 @@ def _packaged(name: str, size):
     return from_onnx(path, {input_name: shape}), x, y
 
 
-def tune_bundle(outdir: str, models, apis) -> None:
+def tune_bundle(outdir: str, models, apis, missing_for=None) -> None:
     from relax_vk.frontends import from_torch
     from relax_vk.tools.tune import write_bundle
     from relax_vk.zoo import build_zoo_model
@@ -140,7 +141,7 @@ def tune_bundle(outdir: str, models, apis) -> None:
             continue
         model, x = build_zoo_model(name, input_shape=size)
         modules.append(from_torch(model, (x,)))
-    index = write_bundle(modules, outdir, apis)
+    index = write_bundle(modules, outdir, apis, missing_for=missing_for)
     print(f"{len(index['cases'])} cases in {index['seconds']:.0f} s")
 
 
@@ -279,7 +280,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", metavar="DIR")
     p.add_argument("--tune-bundle", metavar="DIR")
-    p.add_argument("--device-name", default=None, help="build for this device's tuning database (e.g. 'NVIDIA H100 80GB HBM3')")
+    p.add_argument("--device-name", default=None, help="build for this device's tuning database (e.g. 'NVIDIA H100 80GB HBM3'); "
+                   "with --tune-bundle: only the convs that database lacks")
     p.add_argument("--apis", nargs="*", default=list(APIS))
     p.add_argument("--run", metavar="DIR")
     p.add_argument("--models", nargs="*", default=None, help=f"--build/--tune-bundle: default {' '.join(MODELS)}; --run: every model of the bundle")
@@ -288,7 +290,7 @@ def main() -> int:
     p.add_argument("--json", default="")
     args = p.parse_args()
     if args.tune_bundle:
-        tune_bundle(args.tune_bundle, args.models or MODELS, args.apis)
+        tune_bundle(args.tune_bundle, args.models or MODELS, args.apis, args.device_name)
     elif args.build:
         build(args.build, args.models or MODELS, args.device_name, args.plans)
     elif args.run:

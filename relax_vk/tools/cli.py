@@ -519,7 +519,7 @@ def cmd_tune(args) -> int:
             import tempfile
 
             bundle = os.path.join(tempfile.mkdtemp(prefix="relax-vk-tune-"), "bundle")
-        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log)
+        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log, args.missing_for)
         log(f"bundle: {len(index['cases'])} cases in {index['seconds']:.0f} s -> {bundle}")
         if not local:
             return 0
@@ -596,6 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="API to tune for (repeat; default both)")
     p.add_argument("--memory", nargs="+", choices=("texture", "buffer"), default=["texture", "buffer"], help="memory kinds to tune")
     p.add_argument("--threads", nargs="+", type=int, default=[32, 64, 128], help="workgroup sizes to try")
+    p.add_argument("--missing-for", metavar="DEVICE_NAME", help="only the convs this device's tuning database has no record of")
     p.add_argument("--bundle", help="write the candidates here (to measure on another machine) instead of measuring")
     p.add_argument("--measure", metavar="BUNDLE", help="time a bundle's candidates on this machine (no TVM needed)")
     p.add_argument("--import", dest="import_results", metavar="RESULTS", help="merge measured results into the database")

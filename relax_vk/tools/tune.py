@@ -136,10 +136,14 @@ def write_bundle(
     memories: Sequence[str] = ("texture", "buffer"),
     threads: Sequence[int] = (32, 64, 128),
     log: Callable[[str], None] = print,
+    missing_for: Optional[str] = None,
 ) -> dict:
     """Build the candidates of every distinct conv of ``modules`` into ``outdir`` (module
-    docstring); returns the bundle index. Written all or nothing (:mod:`.staging`)."""
+    docstring); returns the bundle index. Written all or nothing (:mod:`.staging`).
+    ``missing_for``: a device name; only the (API, memory kind, workload) cases its tuning
+    database has no record of (new models on a tuned device)."""
     from ..pipeline import layout_stage
+    from ..schedules.tuning import device_slug, lookup
 
     specs: Dict[ConvSpec, None] = {}
     keys: set = set()
@@ -155,8 +159,11 @@ def write_bundle(
     t0 = time.perf_counter()
     with staged_folder(outdir, prefix=".tune-") as tmp:
         for spec in specs:
+            workload = conv_workload(spec)
             for api in apis:
                 for memory in memories:
+                    if missing_for and workload is not None and lookup(device_slug(missing_for), api, memory, workload.key()) is not None:
+                        continue
                     t1 = time.perf_counter()
                     built = build_case(spec, api, memory, threads)
                     if built is None:

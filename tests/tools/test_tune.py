@@ -58,3 +58,14 @@ def test_a_wrong_candidate_is_never_kept(tmp_path, pocl):
     (tmp_path / "b" / "tune.json").write_text(json.dumps(index))
     results = measure_bundle(str(tmp_path / "b"), {"opencl": pocl}, repeat=1, log=lambda _line: None)
     assert results["records"] == [] and all(not c["ok"] for c in results["results"][0]["candidates"])
+
+
+def test_a_bundle_for_a_tuned_device_holds_only_what_its_database_lacks(tmp_path, pocl, db_dir):
+    spec = ConvSpec((1, 8, 6, 6), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    quiet = dict(apis=("opencl",), threads=(32,), log=lambda _line: None)
+    write_bundle([candidate_module(spec, 1)], str(tmp_path / "b1"), memories=("buffer",), **quiet)
+    import_results(measure_bundle(str(tmp_path / "b1"), {"opencl": pocl}, repeat=1, log=lambda _line: None), str(db_dir))
+    index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b2"), memories=("buffer", "texture"), missing_for=pocl.name, **quiet)
+    assert [c["memory"] for c in index["cases"]] == ["texture"]  # (the buffer case is recorded)
+    index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b3"), memories=("buffer", "texture"), missing_for="another GPU", **quiet)
+    assert sorted(c["memory"] for c in index["cases"]) == ["buffer", "texture"]
