@@ -21,7 +21,7 @@ from typing import Dict
 import tvm
 from tvm import relax, tirx
 
-MAX_NAME = 63  # characters, before the codegen's "_kernel"
+MAX_NAME = 120  # characters, before the codegen's "_kernel" (pocl: a file name, at most 255 bytes)
 FULL_NAME_ATTR = "relax_vk.full_name"  # a renamed kernel keeps its whole name here
 
 
