@@ -1,10 +1,10 @@
-"""Host cost of one Vulkan (wgpu) dispatch by the kind of its memory: buffers or 2D-array
-textures of 1, 16 or 64 layers.
+"""Host cost of one Vulkan (wgpu) dispatch by the kind of its memory (buffers or 2D-array
+textures of 1, 16 or 64 layers) and its number of bindings (2, 4, 8).
 
 relax_vk's Vulkan texture plans cost more host time per dispatch than its buffer plans
 (``host_overhead.py``). This script isolates the binding kinds: a chain of 64 dispatches of a tiny
-shader (each reads the last one's output, writes its own: the shape of a model's run, bind groups
-made once, one compute pass, one submission) over 4096 texels held in a storage buffer or in a
+shader (each reads the last one's output and 0, 2 or 6 other tensors, writes its own: the shape
+of a model's run, bind groups made once, one compute pass, one submission) over 4096 texels held in a storage buffer or in a
 ``rgba32float`` 2D-array texture (read as ``texture_2d_array``, written as a write-only storage
 texture, as relax_vk's WGSL does) of 1, 16 or 64 layers. It prints the host microseconds per
 dispatch of recording and submitting, and the wall microseconds per dispatch of the whole run.
@@ -23,51 +23,53 @@ DISPATCHES = 64
 RUNS = 40
 TEXELS = 4096
 GROUP = 64
-BUFFER_SHADER = f"""
-@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> b: array<vec4<f32>>;
-@compute @workgroup_size({GROUP}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{ b[g.x] = a[g.x] + vec4<f32>(1.0); }}
-"""
+def _buffer_shader(reads: int) -> str:
+    params = "".join(f"@group(0) @binding({i}) var<storage, read> a{i}: array<vec4<f32>>;\n" for i in range(reads))
+    total = " + ".join(f"a{i}[g.x]" for i in range(reads))
+    return (f"{params}@group(0) @binding({reads}) var<storage, read_write> b: array<vec4<f32>>;\n"
+            f"@compute @workgroup_size({GROUP}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{ b[g.x] = {total}; }}\n")  # fmt: skip
 
 
-def _texture_shader(width: int) -> str:
-    return f"""
-@group(0) @binding(0) var a: texture_2d_array<f32>;
-@group(0) @binding(1) var b: texture_storage_2d_array<rgba32float, write>;
-@compute @workgroup_size({GROUP}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{
-  let x = i32(g.x % {width}u); let layer = i32(g.x / {width}u);
-  textureStore(b, vec2<i32>(x, 0), layer, textureLoad(a, vec2<i32>(x, 0), layer, 0) + vec4<f32>(1.0));
-}}
-"""
+def _texture_shader(width: int, reads: int) -> str:
+    params = "".join(f"@group(0) @binding({i}) var a{i}: texture_2d_array<f32>;\n" for i in range(reads))
+    total = " + ".join(f"textureLoad(a{i}, vec2<i32>(x, 0), layer, 0)" for i in range(reads))
+    return (f"{params}@group(0) @binding({reads}) var b: texture_storage_2d_array<rgba32float, write>;\n"
+            f"@compute @workgroup_size({GROUP}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n"
+            f"  let x = i32(g.x % {width}u); let layer = i32(g.x / {width}u);\n"
+            f"  textureStore(b, vec2<i32>(x, 0), layer, {total});\n}}\n")  # fmt: skip
 
 
-def _measure(wgpu, device, layers):
-    """``(host us, wall us)`` per dispatch; ``layers`` None for buffers."""
+def _measure(wgpu, device, layers, bindings: int = 2):
+    """``(host us, wall us)`` per dispatch; ``layers`` None for buffers; ``bindings``: the
+    dispatch's memory bindings (the last one written; the others read, the first the chain's)."""
+    stage = wgpu.ShaderStage.COMPUTE
     if layers is None:
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
-        chain = [device.create_buffer(size=TEXELS * 16, usage=usage) for _ in range(DISPATCHES + 1)]
-        kinds = [{"type": wgpu.BufferBindingType.read_only_storage}, {"type": wgpu.BufferBindingType.storage}]
-        layout = device.create_bind_group_layout(entries=[{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": k} for i, k in enumerate(kinds)])
-        source = BUFFER_SHADER
+        make = lambda: device.create_buffer(size=TEXELS * 16, usage=usage)  # noqa: E731
+        kinds = [wgpu.BufferBindingType.read_only_storage] * (bindings - 1) + [wgpu.BufferBindingType.storage]
+        layout = device.create_bind_group_layout(entries=[{"binding": i, "visibility": stage, "buffer": {"type": k}} for i, k in enumerate(kinds)])
+        source = _buffer_shader(bindings - 1)
         resource = lambda m: {"buffer": m, "offset": 0, "size": m.size}  # noqa: E731
     else:
         width = TEXELS // layers
         usage = wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC
-        chain = [device.create_texture(size=(width, 1, layers), format="rgba32float", usage=usage, dimension="2d") for _ in range(DISPATCHES + 1)]
-        entries = [
-            {"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE, "texture": {"sample_type": "unfilterable-float", "view_dimension": "2d-array"}},
-            {"binding": 1, "visibility": wgpu.ShaderStage.COMPUTE,
-             "storage_texture": {"access": "write-only", "format": "rgba32float", "view_dimension": "2d-array"}},
-        ]  # fmt: skip
-        layout = device.create_bind_group_layout(entries=entries)
-        source = _texture_shader(width)
+        make = lambda: device.create_texture(size=(width, 1, layers), format="rgba32float", usage=usage, dimension="2d")  # noqa: E731
+        read = {"sample_type": "unfilterable-float", "view_dimension": "2d-array"}
+        write = {"access": "write-only", "format": "rgba32float", "view_dimension": "2d-array"}
+        entries = [{"binding": i, "visibility": stage, "texture": read} for i in range(bindings - 1)]
+        layout = device.create_bind_group_layout(entries=entries + [{"binding": bindings - 1, "visibility": stage, "storage_texture": write}])
+        source = _texture_shader(width, bindings - 1)
         resource = lambda m: m.create_view(dimension="2d-array")  # noqa: E731
+    chain = [make() for _ in range(DISPATCHES + 1)]
+    extra = [make() for _ in range(bindings - 2)]
     pipeline = device.create_compute_pipeline(
         layout=device.create_pipeline_layout(bind_group_layouts=[layout]),
         compute={"module": device.create_shader_module(code=source), "entry_point": "main"},
     )
-    groups = [device.create_bind_group(layout=layout, entries=[{"binding": 0, "resource": resource(chain[i])}, {"binding": 1, "resource": resource(chain[i + 1])}])
-              for i in range(DISPATCHES)]  # fmt: skip
+    groups = []
+    for i in range(DISPATCHES):
+        memory = [chain[i], *extra, chain[i + 1]]
+        groups.append(device.create_bind_group(layout=layout, entries=[{"binding": k, "resource": resource(m)} for k, m in enumerate(memory)]))
     probe = device.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC)
     host, wall = [], []
     for _ in range(RUNS):
@@ -97,10 +99,11 @@ def main(argv=None) -> int:
     adapter = select_adapter(argv[0] if argv else None)
     device = adapter.request_device_sync()
     print(f"{adapter.info['device']} ({adapter.info['backend_type']}): {DISPATCHES} dispatches per run, {TEXELS} texels per tensor")
-    print(f"{'memory':<22} {'host us':>8} {'wall us':>8}")
+    print(f"{'memory':<22} {'bindings':>8} {'host us':>8} {'wall us':>8}")
     for name, layers in (("buffer", None), ("texture, 1 layer", 1), ("texture, 16 layers", 16), ("texture, 64 layers", 64)):
-        host, wall = _measure(wgpu, device, layers)
-        print(f"{name:<22} {host:>8.1f} {wall:>8.1f}", flush=True)
+        for bindings in (2, 4, 8):
+            host, wall = _measure(wgpu, device, layers, bindings)
+            print(f"{name:<22} {bindings:>8} {host:>8.1f} {wall:>8.1f}", flush=True)
     return 0
 
 
