@@ -45,22 +45,25 @@ MEMORY_ATTR = "relax_vk.conv2d_memory"  # what :func:`memory_kind` says, as the 
 @dataclass(frozen=True)
 class Conv2dConfig:
     """Tunables: output pixels per thread along the row, output texels per thread, threads per
-    workgroup (along the fused pixel axis)."""
+    workgroup (along the fused pixel axis). ``split``: instead, one workgroup per output texel
+    whose ``threads`` split the reduction (:func:`_schedule_split_reduction`; ``px`` and ``oc``
+    are 1): for convs with few outputs and long sums."""
 
     px: int = 4
     oc: int = 2
     threads: int = 64
+    split: bool = False
 
     def key(self) -> str:
-        return f"px{self.px}_oc{self.oc}_t{self.threads}"
+        return f"px{self.px}_oc{self.oc}_t{self.threads}" + ("_split" if self.split else "")
 
     @staticmethod
     def from_key(key: str) -> "Conv2dConfig":
-        """The configuration :meth:`key` describes (``px4_oc2_t64``)."""
-        m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)", str(key))
+        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``)."""
+        m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)(_split)?", str(key))
         if m is None:
             raise ValueError(f"not a conv2d configuration: {key!r} (expected e.g. px4_oc2_t64)")
-        return Conv2dConfig(*(int(g) for g in m.groups()))
+        return Conv2dConfig(int(m.group(1)), int(m.group(2)), int(m.group(3)), bool(m.group(4)))
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,15 @@ class Conv2dWorkload:
         kind = "dw" if self.depthwise else "conv"
         return (f"{kind}_n{self.n}_oc{self.oc_chunks * 4}_h{self.out_h}_w{self.out_w}_ic{self.ic}_k{self.kh}x{self.kw}"
                 f"_s{self.stride}_d{self.dilation}")  # fmt: skip
+
+    @property
+    def output_texels(self) -> int:
+        return self.n * self.oc_chunks * self.out_h * self.out_w
+
+    @property
+    def reduction(self) -> int:
+        """Terms of one output's sum."""
+        return self.ic * self.kh * self.kw
 
     @property
     def flops(self) -> int:
@@ -151,8 +163,24 @@ def row_tiles(out_w: int, most: int = 4):
     return found
 
 
+# a conv splits its sums across a workgroup's threads (when untuned) if it has at most this many
+# output texels and at least this many terms per sum: a squeeze-excite's 1x1 conv on a pooled
+# vector (30 texels, 480 terms) or an SVTR conv on a 1x40 map (600 texels, 2880 terms) otherwise
+# has a few hundred threads, each summing thousands of terms
+SPLIT_MAX_TEXELS = 1024
+SPLIT_MIN_TERMS = 256
+
+
+def splits_reduction(w: Conv2dWorkload) -> bool:
+    """Whether a workload is one for the split-reduction schedule (see :data:`SPLIT_MAX_TEXELS`)."""
+    return not w.depthwise and w.output_texels <= SPLIT_MAX_TEXELS and w.reduction >= SPLIT_MIN_TERMS
+
+
 def default_config(w: Conv2dWorkload) -> Conv2dConfig:
-    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size)."""
+    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size;
+    the split reduction for convs with few outputs and long sums)."""
+    if splits_reduction(w):
+        return Conv2dConfig(px=1, oc=1, threads=64, split=True)
     px = row_tiles(w.out_w)[0]
     if w.depthwise:
         return Conv2dConfig(px=px, oc=1, threads=64)
@@ -185,6 +213,8 @@ def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dCo
     ``threads`` per workgroup. The default configuration is always among them."""
     ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.oc_chunks % o == 0]
     found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
+    if splits_reduction(w):
+        found += [Conv2dConfig(1, 1, t, split=True) for t in threads]
     default = default_config(w)
     return found if default in found else [default] + found
 
@@ -240,6 +270,8 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     if w is None:
         return None
     cfg = config or default_config(w)
+    if cfg.split:
+        return _schedule_split_reduction(sch, conv, pad, epilogue, cfg.threads) if not w.depthwise else None
     if w.oc_chunks % cfg.oc or cfg.px < 1 or w.out_w % cfg.px:
         return None  # (no partial tiles: see row_tiles)
     data_buf, weight_buf = (r.source for r in sch.get(conv).reads)  # (data, weight), as the compute reads them
@@ -288,3 +320,29 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     for lp in sch.get_loops(conv)[depth(kw) :]:
         sch.unroll(lp)
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def _schedule_split_reduction(sch: s_tir.Schedule, conv, pad, epilogue, threads: int) -> tirx.PrimFunc:
+    """One workgroup per output texel: the sum over ``(ic, kh, kw)`` split across ``threads``
+    threads on ``threadIdx.x`` (thread ``t`` takes terms ``t, t + threads, ...``) and combined by
+    TVM's cross-thread reduction, lane by lane (its reduction loops must be innermost); padding
+    folded into the reads; the fused epilogue computed and the texel stored once."""
+    if pad is not None:
+        sch.compute_inline(pad)
+    for b in epilogue[:-1]:
+        sch.compute_inline(b)
+    if epilogue:
+        out = epilogue[-1]
+    else:
+        out = sch.cache_write(conv, 0, "local")
+    loops = sch.get_loops(out)
+    bx = sch.fuse(*loops[:-1])
+    sch.bind(bx, "blockIdx.x")
+    sch.vectorize(loops[-1])
+    sch.set_scope(conv, 0, "shared")
+    sch.compute_at(conv, bx, preserve_unit_loops=True)
+    *_, lane, ic, kh, kw = sch.get_loops(conv)
+    r_o, r_i = sch.split(sch.fuse(ic, kh, kw), [None, threads])
+    sch.reorder(lane, r_i, r_o)
+    sch.bind(r_i, "threadIdx.x")
+    return sch.mod["main"]

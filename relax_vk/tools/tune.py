@@ -122,7 +122,7 @@ def _distinct(w, configs) -> list:
     """Configurations that give different kernels (threads beyond the pixel count change nothing)."""
     seen, out = set(), []
     for c in configs:
-        key = (c.px, c.oc, min(c.threads, w.n * w.out_h * (w.out_w // c.px)))
+        key = (c.px, c.oc, c.threads if c.split else min(c.threads, w.n * w.out_h * (w.out_w // c.px)), c.split)
         if key not in seen:
             seen.add(key)
             out.append(c)

@@ -8,7 +8,7 @@ from tvm import tirx
 
 import relax_vk
 from relax_vk.runtime import load
-from relax_vk.schedules.conv2d import Conv2dWorkload, default_config, row_tiles
+from relax_vk.schedules.conv2d import Conv2dConfig, Conv2dWorkload, default_config, row_tiles
 from helpers_build import BACKENDS
 
 torch = pytest.importorskip("torch")
@@ -24,6 +24,10 @@ CASES = [
     (16, 32, 3, 1, 1, 1, 4, 9, 10),  # grouped, 4 input channels per group
     (16, 8, 1, 1, 0, 1, 1, 1, 1),  # one output pixel (squeeze-excite): fewer pixels than threads
     (8, 4, 3, 2, 1, 1, 1, 2, 1),  # one output pixel from a strided, padded window
+    # few outputs, long sums: the split-reduction schedule (a workgroup per output texel)
+    (256, 8, 3, 1, 1, 1, 1, 2, 5),  # padded 3x3, 2304 terms, 20 output texels
+    (300, 16, 1, 1, 0, 1, 1, 1, 1),  # a squeeze-excite's 1x1 on a pooled vector, 300 terms
+    (64, 8, 3, 2, 1, 1, 1, 4, 6),  # strided, 576 terms (64 threads: 9 rounds)
 ]
 
 
@@ -52,3 +56,19 @@ def test_row_tiles_never_leave_a_partial_tile():
     # per (ic4, kh) of a 3x3 stride-1 conv: a row segment of px + 2 input texels and 3 * oc * 4
     # weight texels feed px * oc * 16 * 3 FMAs (TVM's adreno rule: about 1 per texel fetched)
     assert cfg.px * cfg.oc * 16 * 3 / (cfg.px + 2 + 3 * cfg.oc * 4) > 8
+
+
+def test_few_outputs_with_long_sums_split_the_sum_across_a_workgroup():
+    # PP-OCR's recognizer: a 1x3 conv of 960 channels on a 1x40 map to 60 channels had 600
+    # threads summing 2880 terms each (210 us on the H100's Vulkan); SE convs on pooled vectors
+    svtr = Conv2dWorkload(1, 15, 1, 40, 960, 1, 3, False)
+    assert default_config(svtr) == Conv2dConfig(1, 1, 64, split=True) and default_config(svtr).key() == "px1_oc1_t64_split"
+    assert Conv2dConfig.from_key("px1_oc1_t64_split") == Conv2dConfig(1, 1, 64, split=True)
+    assert Conv2dConfig.from_key("px4_oc2_t64") == Conv2dConfig(4, 2, 64)
+    assert not default_config(Conv2dWorkload(1, 16, 56, 56, 64, 3, 3, False)).split  # (enough outputs)
+    assert not default_config(Conv2dWorkload(1, 30, 1, 1, 120, 1, 1, False)).split  # (a short sum)
+    assert not default_config(Conv2dWorkload(1, 30, 1, 1, 1, 7, 7, True)).split  # (depthwise)
+    model = torch.nn.Conv2d(256, 8, 3, 1, 1).eval()
+    compiled = relax_vk.build(relax_vk.frontends.from_torch(model, (torch.randn(1, 256, 2, 5),)), "opencl")
+    (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
+    assert conv["config"] == "px1_oc1_t64_split" and conv["local"] == [64, 1, 1] and conv["global"] == [2 * 2 * 5 * 64, 1, 1]
