@@ -28,6 +28,7 @@ from typing import List, Optional
 
 from tvm import s_tir, tirx
 
+from .cross_thread import texel_per_workgroup
 from .register_tile import accumulate_in_registers, loop_extent
 
 BLOCK = "conv2d_NCHWc_OIHWo"
@@ -323,26 +324,13 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
 
 
 def _schedule_split_reduction(sch: s_tir.Schedule, conv, pad, epilogue, threads: int) -> tirx.PrimFunc:
-    """One workgroup per output texel: the sum over ``(ic, kh, kw)`` split across ``threads``
-    threads on ``threadIdx.x`` (thread ``t`` takes terms ``t, t + threads, ...``) and combined by
-    TVM's cross-thread reduction, lane by lane (its reduction loops must be innermost); padding
-    folded into the reads; the fused epilogue computed and the texel stored once."""
+    """One workgroup per output texel, the sum over ``(ic, kh, kw)`` split across ``threads``
+    threads (:func:`~relax_vk.schedules.cross_thread.texel_per_workgroup`); padding folded into
+    the reads, the fused epilogue computed on the texel's way out."""
     if pad is not None:
         sch.compute_inline(pad)
     for b in epilogue[:-1]:
         sch.compute_inline(b)
-    if epilogue:
-        out = epilogue[-1]
-    else:
-        out = sch.cache_write(conv, 0, "local")
-    loops = sch.get_loops(out)
-    bx = sch.fuse(*loops[:-1])
-    sch.bind(bx, "blockIdx.x")
-    sch.vectorize(loops[-1])
-    sch.set_scope(conv, 0, "shared")
-    sch.compute_at(conv, bx, preserve_unit_loops=True)
-    *_, lane, ic, kh, kw = sch.get_loops(conv)
-    r_o, r_i = sch.split(sch.fuse(ic, kh, kw), [None, threads])
-    sch.reorder(lane, r_i, r_o)
-    sch.bind(r_i, "threadIdx.x")
+    out = epilogue[-1] if epilogue else sch.cache_write(conv, 0, "local")
+    texel_per_workgroup(sch, conv, out, 3, threads)
     return sch.mod["main"]

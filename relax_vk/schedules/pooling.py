@@ -16,6 +16,8 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
+from .cross_thread import texel_per_workgroup
+
 THREADS = 64
 GLOBAL_WINDOW = 64  # windows of at least this many texels are reduced across a workgroup's threads
 WINDOW_THREADS = 64
@@ -59,7 +61,7 @@ def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
         return None
     window = _window(sch, red)
     if window is not None and window >= GLOBAL_WINDOW:
-        return _window_across_threads(sch, red, out, loops, window, func.attrs)
+        return _window_across_threads(sch, red, out, window, func.attrs)
     fused = sch.fuse(*loops[:4])
     bx, tx = sch.split(fused, [None, THREADS])
     sch.bind(bx, "blockIdx.x")
@@ -81,23 +83,9 @@ def _window(sch, red) -> Optional[int]:
     return size
 
 
-def _window_across_threads(sch, red, out, loops, window: int, attrs) -> tirx.PrimFunc:
+def _window_across_threads(sch, red, out, window: int, attrs) -> tirx.PrimFunc:
     """Large windows (global pools: a squeeze-excite's mean over a whole feature map): a
-    workgroup per output texel, its window split over ``threadIdx.x`` (thread ``t`` takes window
-    texels ``t, t + threads, ...``) and combined by TVM's cross-thread reduction, lane by lane
-    (its reduction loops must be innermost); the output texel and its fused epilogue written as
-    one texel."""
-    threads = min(WINDOW_THREADS, 1 << (window - 1).bit_length())
-    bx = sch.fuse(*loops[:4])
-    sch.bind(bx, "blockIdx.x")
-    sch.vectorize(loops[4])
-    sch.set_scope(red, 0, "shared")
-    sch.compute_at(red, bx, preserve_unit_loops=True)
-    red_loops = sch.get_loops(red)
-    reduce = red_loops[-2:]
-    lane = red_loops[-3]
-    r = sch.fuse(*reduce)
-    r_o, r_i = sch.split(r, [None, threads])
-    sch.reorder(lane, r_i, r_o)  # (TVM's cross-thread reduction needs its loops innermost)
-    sch.bind(r_i, "threadIdx.x")
+    workgroup per output texel, its window split over its threads
+    (:func:`~relax_vk.schedules.cross_thread.texel_per_workgroup`)."""
+    texel_per_workgroup(sch, red, out, 2, min(WINDOW_THREADS, 1 << (window - 1).bit_length()))
     return sch.mod["main"].with_attrs(attrs).with_attr("tirx.is_scheduled", True)
