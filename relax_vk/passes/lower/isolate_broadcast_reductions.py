@@ -69,26 +69,27 @@ def broadcast_reductions(mod: tvm.IRModule, func: relax.Function) -> List[relax.
             for arg in value.args[1].fields if isinstance(value.args[1], relax.Tuple) else []:
                 if isinstance(arg, relax.Var):
                     users.setdefault(arg, []).append(binding.var)
-    found = []
-    for var, call in calls.items():
-        size = _numel(var.ty)
-        if _pattern(mod, call) != OUT_ELEMWISE_FUSABLE or size is None:
-            continue
-        frontier, seen = [var], {var}
-        while frontier:
-            current = frontier.pop()
-            for user in users.get(current, []):
-                if user in seen or _pattern(mod, calls[user]) not in ELEMENTWISE_OR_BROADCAST:
-                    continue
-                seen.add(user)
-                other = _numel(user.ty)
-                if other is not None and other > size:
-                    found.append(var)
-                    frontier = []
-                    break
-                if other == size:
-                    frontier.append(user)
-    return found
+    return [var for var, call in calls.items() if _pattern(mod, call) == OUT_ELEMWISE_FUSABLE and _broadcast_later(mod, var, calls, users)]
+
+
+def _broadcast_later(mod: tvm.IRModule, var: relax.Var, calls, users) -> bool:
+    """Whether ``var`` reaches, through elementwise/broadcast kernels of its own size, one that
+    writes a larger tensor."""
+    size = _numel(var.ty)
+    if size is None:
+        return False
+    frontier, seen = [var], {var}
+    while frontier:
+        for user in users.get(frontier.pop(), []):
+            if user in seen or _pattern(mod, calls[user]) not in ELEMENTWISE_OR_BROADCAST:
+                continue
+            seen.add(user)
+            other = _numel(user.ty)
+            if other is not None and other > size:
+                return True
+            if other == size:
+                frontier.append(user)
+    return False
 
 
 @relax.expr_functor.mutator
@@ -99,16 +100,16 @@ class _Isolate(relax.PyExprMutator):
         self.copies: Dict[str, relax.GlobalVar] = {}
 
     def visit_var_binding_(self, binding):
-        if binding.var not in self.targets:
-            return super().visit_var_binding_(binding)
-        call = binding.value
+        if binding.var in self.targets:  # (the same variable, now calling the opaque copy)
+            binding = relax.VarBinding(binding.var, self._apart(binding.value))
+        super().visit_var_binding_(binding)
+
+    def _apart(self, call: relax.Call) -> relax.Call:
         gvar = call.args[0]
         if gvar.name_hint not in self.copies:
             func = self.builder_.get()[gvar].with_attr("op_pattern", OPAQUE)
             self.copies[gvar.name_hint] = self.builder_.add_func(func, f"{gvar.name_hint}_apart")
-        args = [self.copies[gvar.name_hint], *[self.visit_expr(a) for a in call.args[1:]]]
-        new = self.builder_.emit(relax.Call(call.op, args, call.attrs, call.ty_args), binding.var.name)
-        self.set_var_remap(binding.var, new)
+        return relax.Call(call.op, [self.copies[gvar.name_hint], *call.args[1:]], call.attrs, call.ty_args)
 
 
 def IsolateBroadcastReductions() -> tvm.transform.Pass:

@@ -76,3 +76,21 @@ def test_squeeze_excite_gate_gets_the_conv_and_pool_schedules(backend, device, p
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_an_isolated_conv_that_is_also_a_model_output_stays_one():
+    x = tensor("x", (1, C, H, W))
+
+    def body(bb, x):
+        m = bb.emit(relax.op.mean(x, axis=[2, 3], keepdims=True))
+        g = bb.emit_output(relax.op.nn.conv2d(m, const((C, C, 1, 1), 2)))  # (a non-dataflow var)
+        return relax.Tuple([g, bb.emit(relax.op.multiply(x, g))])
+
+    mod = module([x], body)
+    out = IsolateBroadcastReductions()(_legalized(mod))
+    relax.analysis.well_formed(out)
+    assert any(name.endswith("_apart") for name in _callees(out))
+    compiled = relax_vk.build(mod, target="opencl")
+    inputs = random_inputs(mod)
+    for got, ref in zip(load(compiled.artifact(), device="pocl").run(inputs), run_on_cpu(mod, inputs)):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
