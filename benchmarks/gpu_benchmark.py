@@ -65,13 +65,12 @@ def build(outdir: str, models, device_name=None, plans=None) -> None:
     import relax_vk
     from relax_vk.frontends import from_torch
     from relax_vk.zoo import build_zoo_model
-    from relax_vk.zoo.packaged import PACKAGED
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []
     for spec in models:
         name, size = _model_size(spec)
-        if name in PACKAGED:
+        if _is_packaged(name):
             mod, x, y = _packaged(name, size)
             np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x, y=y)
         else:
