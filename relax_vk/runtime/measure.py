@@ -80,7 +80,7 @@ def parse_config(key: str) -> Dict[str, int]:
     with ``"split": True`` (Conv2dConfig's key, parsed without TVM)."""
     m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)(_split)?", str(key))
     if m is None:
-        raise ValueError(f"not a conv2d configuration: {key!r}")
+        raise ValueError(f"not a conv2d configuration: {key!r} (expected e.g. px4_oc2_t64)")
     config = dict(zip(("px", "oc", "threads"), (int(g) for g in m.groups()[:3])))
     if m.group(4):
         config["split"] = True

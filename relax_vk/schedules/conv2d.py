@@ -22,7 +22,6 @@ the tuning database overrides). Grouped convs whose groups split a texel are lef
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -60,11 +59,11 @@ class Conv2dConfig:
 
     @staticmethod
     def from_key(key: str) -> "Conv2dConfig":
-        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``)."""
-        m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)(_split)?", str(key))
-        if m is None:
-            raise ValueError(f"not a conv2d configuration: {key!r} (expected e.g. px4_oc2_t64)")
-        return Conv2dConfig(int(m.group(1)), int(m.group(2)), int(m.group(3)), bool(m.group(4)))
+        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``; the
+        runtime's parser, which the tuner's device half uses without TVM)."""
+        from ..runtime.measure import parse_config
+
+        return Conv2dConfig(**parse_config(key))
 
 
 @dataclass(frozen=True)

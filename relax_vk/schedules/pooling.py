@@ -20,7 +20,7 @@ from .cross_thread import texel_per_workgroup
 
 THREADS = 64
 GLOBAL_WINDOW = 64  # windows of at least this many texels are reduced across a workgroup's threads
-WINDOW_THREADS = 64
+WINDOW_THREADS = 64  # (cross_thread.texel_per_workgroup)
 
 
 def _is_pool_reduction(sch, block) -> bool:
@@ -60,8 +60,9 @@ def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     if len(loops) != 5:
         return None
     window = _window(sch, red)
-    if window is not None and window >= GLOBAL_WINDOW:
-        return _window_across_threads(sch, red, out, window, func.attrs)
+    if window is not None and window >= GLOBAL_WINDOW:  # (a workgroup per output texel)
+        texel_per_workgroup(sch, red, out, 2, WINDOW_THREADS)
+        return sch.mod["main"].with_attrs(func.attrs).with_attr("tirx.is_scheduled", True)
     fused = sch.fuse(*loops[:4])
     bx, tx = sch.split(fused, [None, THREADS])
     sch.bind(bx, "blockIdx.x")
@@ -82,10 +83,3 @@ def _window(sch, red) -> Optional[int]:
             size *= int(extent)
     return size
 
-
-def _window_across_threads(sch, red, out, window: int, attrs) -> tirx.PrimFunc:
-    """Large windows (global pools: a squeeze-excite's mean over a whole feature map): a
-    workgroup per output texel, its window split over its threads
-    (:func:`~relax_vk.schedules.cross_thread.texel_per_workgroup`)."""
-    texel_per_workgroup(sch, red, out, 2, min(WINDOW_THREADS, 1 << (window - 1).bit_length()))
-    return sch.mod["main"].with_attrs(attrs).with_attr("tirx.is_scheduled", True)

@@ -145,7 +145,7 @@ def write_bundle(
     from ..pipeline import layout_stage
     from ..schedules.tuning import device_slug, lookup
 
-    specs: Dict[ConvSpec, None] = {}
+    specs: Dict[ConvSpec, Optional[str]] = {}  # -> its workload key
     keys: set = set()
     for mod in modules:
         # the model's own convs, and those the layout stage makes (a Linear over token tensors is
@@ -153,16 +153,15 @@ def write_bundle(
         for spec in collect_convs(mod) + collect_convs(layout_stage(apis[0] if apis else None)(mod)):
             w = conv_workload(spec)  # (a packed call and its NCHW original are one workload)
             if w is None or w.key() not in keys:
-                specs.setdefault(spec)
+                specs.setdefault(spec, w.key() if w is not None else None)
                 keys.add(w.key() if w is not None else None)
     cases, skipped = [], []
     t0 = time.perf_counter()
     with staged_folder(outdir, prefix=".tune-") as tmp:
-        for spec in specs:
-            workload = conv_workload(spec)
+        for spec, workload in specs.items():
             for api in apis:
                 for memory in memories:
-                    if missing_for and workload is not None and lookup(device_slug(missing_for), api, memory, workload.key()) is not None:
+                    if missing_for and workload is not None and lookup(device_slug(missing_for), api, memory, workload) is not None:
                         continue
                     t1 = time.perf_counter()
                     built = build_case(spec, api, memory, threads)
