@@ -139,39 +139,97 @@ def best_record(result: dict, device: str) -> Optional[dict]:
             "max_err": best["max_err"]}  # fmt: skip
 
 
+def bundle_digest(bundle: str) -> str:
+    """SHA-256 of a bundle's ``tune.json``: results name the bundle they measured, so a resumed
+    measurement never mixes two bundles."""
+    import hashlib
+
+    with open(os.path.join(bundle, "tune.json"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _done(results: Optional[dict], digest: str) -> Dict[tuple, str]:
+    """``{(case id, api): "result" | "failure"}`` of an earlier, partial results document of the
+    same bundle (raises ``ValueError`` for results of another bundle)."""
+    if not results:
+        return {}
+    if results.get("format") != RESULTS_FORMAT or results.get("version") != VERSION:
+        raise ValueError("cannot resume: not relax_vk tuning results (expected the output of `relax-vk tune --measure`)")
+    if results.get("bundle") != digest:
+        raise ValueError("cannot resume: the results were measured from another bundle (its tune.json differs)")
+    done = {(r["id"], r["api"]): "result" for r in results.get("results", [])}
+    done.update({(r["id"], r["api"]): "failure" for r in results.get("failures", [])})
+    return done
+
+
 def measure_bundle(bundle: str, devices: Dict[str, object], repeat: int = 20, tolerance: float = 1e-4,
-                   log: Callable[[str], None] = print) -> dict:  # fmt: skip
+                   log: Callable[[str], None] = print, resume: Optional[dict] = None, budget_s: Optional[float] = None,
+                   checkpoint: Optional[Callable[[dict], None]] = None) -> dict:  # fmt: skip
     """Measure every case of ``bundle`` whose API has a device in ``devices`` (``{"opencl": a
-    pyopencl device, "vulkan": a wgpu adapter}``); returns the results document."""
+    pyopencl device, "vulkan": a wgpu adapter}``); returns the results document.
+
+    A measurement can be split over several calls (a GPU lent for minutes at a time): ``resume``
+    is the document an earlier call returned for the same bundle (its cases are kept, not measured
+    again), ``budget_s`` stops before starting a case once that many seconds have passed (after at least
+    one case, so repeated calls always finish), and
+    ``checkpoint`` is called with the document after every case (write it to a file, so a call that
+    is killed keeps what it measured). The document's ``complete`` says whether every case of the
+    bundle's devices is in it; ``remaining`` counts the rest.
+    """
     with open(os.path.join(bundle, "tune.json")) as f:
         index = json.load(f)
     if index.get("format") != BUNDLE_FORMAT or index.get("version") != VERSION:
         raise ValueError(f"{bundle}: not a relax_vk tuning bundle")
-    results, records, failures = [], [], []
+    digest = bundle_digest(bundle)
+    done = _done(resume, digest)
+    results = [r for r in (resume or {}).get("results", [])]
+    records = [r for r in (resume or {}).get("records", [])]
+    failures = [r for r in (resume or {}).get("failures", [])]
+    seconds = float((resume or {}).get("seconds", 0.0))
+    todo = [c for c in index["cases"] if devices.get(c["api"]) is not None and (c["id"], c["api"]) not in done]
+    if done:
+        log(f"resuming: {len(done)} cases measured earlier, {len(todo)} to go")
+
+    def document(remaining: int) -> dict:
+        return {"format": RESULTS_FORMAT, "version": VERSION, "bundle": digest, "seconds": seconds + time.perf_counter() - t0,
+                "complete": remaining == 0, "remaining": remaining, "records": records, "results": results,
+                "failures": failures}  # fmt: skip
+
     t0 = time.perf_counter()
-    for case in index["cases"]:
-        device = devices.get(case["api"])
-        if device is None:
-            continue
+    for position, case in enumerate(todo):
+        if budget_s is not None and position > 0 and time.perf_counter() - t0 >= budget_s:  # every call makes progress
+            log(f"time budget of {budget_s:.0f} s spent: {len(todo) - position} cases remain (run again with the results to resume)")
+            return document(len(todo) - position)
+        device = devices[case["api"]]
         name = device_name(device)
         try:
             result = measure_case(case, _read_artifact(os.path.join(bundle, case["artifact"])), device, repeat, tolerance)
         except Exception as err:  # a candidate set that does not load or run: recorded, not fatal
             failures.append({"id": case["id"], "api": case["api"], "workload": case["workload"], "error": f"{type(err).__name__}: {err}"})
             log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']}: FAILED {type(err).__name__}: {err}")
-            continue
-        results.append(result)
-        record = best_record(result, name)
-        bad = sum(not c["ok"] for c in result["candidates"])
-        if record is None:
-            log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']}: no candidate matched the reference")
-            continue
-        records.append(record)
-        log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']:<40} best {record['config']} "
-            f"{record['ms']:.4f} ms ({record['gflops']:.0f} GFLOP/s), default {record['default_ms']:.4f} ms, "
-            f"{len(result['candidates'])} candidates" + (f", {bad} rejected" if bad else ""))  # fmt: skip
-    return {"format": RESULTS_FORMAT, "version": VERSION, "seconds": time.perf_counter() - t0, "records": records,
-            "results": results, "failures": failures}  # fmt: skip
+        else:
+            results.append(result)
+            record = best_record(result, name)
+            bad = sum(not c["ok"] for c in result["candidates"])
+            if record is None:
+                log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']}: no candidate matched the reference")
+            else:
+                records.append(record)
+                log(f"{case['id']} {case['api']:<6} {case['memory']:<8} {case['workload']:<40} best {record['config']} "
+                    f"{record['ms']:.4f} ms ({record['gflops']:.0f} GFLOP/s), default {record['default_ms']:.4f} ms, "
+                    f"{len(result['candidates'])} candidates" + (f", {bad} rejected" if bad else ""))  # fmt: skip
+        if checkpoint is not None:
+            checkpoint(document(len(todo) - position - 1))
+    return document(0)
+
+
+def write_results(results: dict, path: str) -> None:
+    """Write a results document atomically (a temporary file renamed into place): a measurement
+    killed while writing leaves the previous checkpoint, never half a file."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(tmp, path)
 
 
 def _read_artifact(path: str):

@@ -498,9 +498,15 @@ def cmd_tune(args) -> int:
     if args.import_results:
         from .tune import import_results
 
-        with open(args.import_results) as f:
-            results = json.load(f)
-        summary = import_results(results, args.db)
+        summary: dict = {}
+        for path in args.import_results:  # several files: the chunks of one split measurement
+            with open(path) as f:
+                results = json.load(f)
+            if results.get("complete") is False:
+                log(f"{path}: an unfinished measurement ({results.get('remaining')} cases remain); importing what it measured")
+            for device, (kept, offered) in import_results(results, args.db).items():
+                k0, o0 = summary.get(device, (0, 0))
+                summary[device] = (k0 + kept, o0 + offered)
         for device, (kept, offered) in summary.items():
             log(f"{device}: {kept} of {offered} records kept (faster than or new to the database)")
         if args.json:
@@ -523,22 +529,30 @@ def cmd_tune(args) -> int:
         log(f"bundle: {len(index['cases'])} cases in {index['seconds']:.0f} s -> {bundle}")
         if not local:
             return 0
-    from ..runtime.measure import measure_bundle
+    from ..runtime.measure import measure_bundle, write_results
 
     devices = {api: _local_device(api, args.device) for api in apis}
-    results = measure_bundle(bundle, devices, repeat=args.repeat, log=log)
+    resume = None
+    if args.resume:
+        if not args.output:
+            raise ValueError("relax-vk tune --resume: give -o RESULTS (the file an earlier --measure call wrote)")
+        if os.path.exists(args.output):
+            with open(args.output) as f:
+                resume = json.load(f)
+    checkpoint = (lambda doc: write_results(doc, args.output)) if args.output else None
+    results = measure_bundle(bundle, devices, repeat=args.repeat, log=log, resume=resume, budget_s=args.budget, checkpoint=checkpoint)
     if args.output:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(results, f, indent=1)
-        os.replace(tmp, args.output)
+        write_results(results, args.output)
     if not args.measure or args.db:  # measured here: straight into the database
         from .tune import import_results
 
         for device, (kept, offered) in import_results(results, args.db).items():
             log(f"{device}: {kept} of {offered} records kept")
+    if not results["complete"]:
+        log(f"{results['remaining']} cases remain: run the same command again (with --resume) to measure them")
     if args.json:
-        print(json.dumps({"records": results["records"], "failures": results["failures"]}, indent=2))
+        print(json.dumps({"records": results["records"], "failures": results["failures"], "complete": results["complete"],
+                          "remaining": results["remaining"]}, indent=2))  # fmt: skip
     return 1 if results["failures"] else 0
 
 
@@ -599,7 +613,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--missing-for", metavar="DEVICE_NAME", help="only the convs this device's tuning database has no record of")
     p.add_argument("--bundle", help="write the candidates here (to measure on another machine) instead of measuring")
     p.add_argument("--measure", metavar="BUNDLE", help="time a bundle's candidates on this machine (no TVM needed)")
-    p.add_argument("--import", dest="import_results", metavar="RESULTS", help="merge measured results into the database")
+    p.add_argument("--import", dest="import_results", metavar="RESULTS", nargs="+",
+                   help="merge measured results into the database (several files: the chunks of a split measurement)")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="with --measure: start no case after this many seconds (the results say how many remain)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --measure -o RESULTS: keep the cases RESULTS already holds and measure the rest")
     p.add_argument("--device", default=None, help="the device to measure on (OpenCL: pocl, gpu, PLATFORM:DEVICE; Vulkan: lavapipe, gpu, N)")
     p.add_argument("--repeat", type=int, default=20, help="profiled runs per candidate (median)")
     p.add_argument("-o", "--output", help="write the measured results (JSON) here")

@@ -3,6 +3,8 @@ best kept in the tuning database; builds and the memory-kind decision then use i
 
 import json
 
+import pytest
+
 
 import relax_vk
 from relax_vk.models import build_example
@@ -69,3 +71,45 @@ def test_a_bundle_for_a_tuned_device_holds_only_what_its_database_lacks(tmp_path
     assert [c["memory"] for c in index["cases"]] == ["texture"]  # (the buffer case is recorded)
     index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b3"), memories=("buffer", "texture"), missing_for="another GPU", **quiet)
     assert sorted(c["memory"] for c in index["cases"]) == ["buffer", "texture"]
+
+
+def test_a_measurement_split_by_a_time_budget_resumes_to_the_same_records(tmp_path, pocl, db_dir):
+    """A GPU lent for minutes at a time: --budget stops between cases, the checkpointed results
+    resume with --resume, and the chunks import into the database as one measurement would."""
+    specs = [ConvSpec((1, 4, 5, 5), (4, 4, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+             ConvSpec((1, 8, 6, 6), (8, 8, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1)]  # fmt: skip
+    bundle = str(tmp_path / "b")
+    index = write_bundle([candidate_module(s, 1) for s in specs], bundle, apis=("opencl",), memories=("buffer",), threads=(32,),
+                         log=lambda _line: None)  # fmt: skip
+    assert len(index["cases"]) == 2
+    out = str(tmp_path / "r.json")
+    common = ["tune", "--measure", bundle, "--device", "pocl", "--target", "opencl", "--repeat", "1", "-o", out, "--resume"]
+    # a spent budget still measures one case per call (so calls always progress), then stops
+    assert main(common + ["--budget", "0"]) == 0
+    partial = json.loads(open(out).read())
+    assert partial["complete"] is False and partial["remaining"] == 1 and len(partial["results"]) == 1
+    seen = []
+    again = measure_bundle(bundle, {"opencl": pocl}, repeat=1, log=lambda _line: None, budget_s=0, checkpoint=seen.append)
+    assert [d["remaining"] for d in seen] == [1] and again["remaining"] == 1  # a checkpoint after the case it measured
+    # resuming measures only the other case and keeps the first
+    lines = []
+    done = measure_bundle(bundle, {"opencl": pocl}, repeat=1, log=lines.append, resume=partial)
+    assert done["complete"] and done["remaining"] == 0
+    assert sorted(r["id"] for r in done["results"]) == sorted(c["id"] for c in index["cases"])
+    measured_first = partial["results"][0]["id"]
+    assert not any(line.startswith(measured_first + " ") for line in lines)  # not measured again
+    assert done["results"][0] == partial["results"][0]
+    # results of another bundle are refused
+    write_bundle([candidate_module(specs[0], 1)], str(tmp_path / "other"), apis=("opencl",), memories=("texture",), threads=(32,),
+                 log=lambda _line: None)  # fmt: skip
+    with pytest.raises(ValueError, match="another bundle"):
+        measure_bundle(str(tmp_path / "other"), {"opencl": pocl}, repeat=1, log=lambda _line: None, resume=done)
+    # the CLI resumes from its own checkpoint file and the chunks import together
+    assert main(common) == 0
+    whole = json.loads(open(out).read())
+    assert whole["complete"] and len(whole["records"]) == 2
+    chunk = str(tmp_path / "chunk.json")
+    json.dump(partial, open(chunk, "w"))
+    assert main(["tune", "--import", chunk, out, "--db", str(db_dir)]) == 0
+    db = Database.load(str(db_dir / f"{device_slug(pocl.name.strip())}.json"))
+    assert {r.workload for r in db.records.values()} == {c["workload"] for c in index["cases"]}
