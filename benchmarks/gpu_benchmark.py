@@ -192,7 +192,7 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
         return {"error": f"{type(err).__name__}: {err}"}
 
 
-def run(outdir: str, repeat: int, json_path: str, models) -> None:
+def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> None:
     from relax_vk.runtime import load, select_adapter, select_device
 
     devices = {"opencl": select_device(None), "vulkan": select_adapter(None)}  # (a GPU where there is one)
@@ -210,7 +210,10 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
         print("-" * len(header))
         results = {}
         entries = [e for e in index if e["model"] == name]
-        sessions = [load(load_artifact(outdir, entry), device=devices[entry["api"]]) for entry in entries]
+        # each Vulkan plan once more per --shader-checks mode (wgpu's runtime checks dropped), timed in the same rounds
+        entries += [dict(e, plan=f"{e['plan']}/{checks}", checks=checks) for checks in shader_checks for e in entries if e["api"] == "vulkan"]
+        sessions = [load(load_artifact(outdir, entry), device=devices[entry["api"]], **({"shader_checks": entry["checks"]} if "checks" in entry else {}))
+                    for entry in entries]  # fmt: skip
         firsts = [session.run([x])[0] for session in sessions]
         laps = _interleaved(sessions, x, repeat)
         for entry, session, out, lap in zip(entries, sessions, firsts, laps):
@@ -235,7 +238,7 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
                                                          "scope_rule": rule, "device_mib": mib, "rel_err": err / float(np.max(np.abs(ref))),
                                                          "top1": bool(out.argmax() == ref.argmax()), "memory": session.program.get("memory")}  # fmt: skip
             chose = f"  ({rule.get('rule')} -> {rule.get('kind')})" if entry["plan"] == "auto" else ""
-            print(f"{entry['api']:<10} {entry['plan']:<15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {len(session.program['kernels']):>7} {err:>9.1e} "
+            print(f"{entry['api']:<10} {entry['plan']:<15.15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {len(session.program['kernels']):>7} {err:>9.1e} "
                   f"{mib:>8.1f}{chose}", flush=True)  # fmt: skip
             convs = [k for k in kernels.values() if k.get("flops")]
             conv_ms = sum(k["ms"] for k in convs)
@@ -269,6 +272,11 @@ def run(outdir: str, repeat: int, json_path: str, models) -> None:
                       f"wall reuse/no-reuse {tex['wall_ms'] / whole['wall_ms']:.2f}")  # fmt: skip
             if auto and "torch-cuda/eager" in results:
                 print(f"{api}: auto plan / torch eager {auto['wall_ms'] / results['torch-cuda/eager']['wall_ms']:.2f} (<= 1.5 wanted)")
+        for key, r in results.items():  # e.g. vulkan/auto/none next to vulkan/auto
+            base = results.get(key.rsplit("/", 1)[0]) if key.count("/") == 2 else None
+            if base:
+                print(f"{key}: shader checks dropped / wgpu's bounds checks: wall {r['wall_ms'] / base['wall_ms']:.2f}, "
+                      f"device {r['device_ms'] / base['device_ms']:.2f}, max |diff| of outputs vs reference {r['max_err']:.1e} / {base['max_err']:.1e}")  # fmt: skip
         rows.append({"model": name, "results": results})
     if json_path:
         with open(json_path, "w") as f:
@@ -286,6 +294,8 @@ def main() -> int:
     p.add_argument("--models", nargs="*", default=None, help=f"--build/--tune-bundle: default {' '.join(MODELS)}; --run: every model of the bundle")
     p.add_argument("--plans", nargs="*", default=None, help="build only these plans (default: all of PLANS)")
     p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--shader-checks", nargs="*", default=[], choices=("loops", "none"),
+                   help="--run: also time every Vulkan plan with these wgpu shader checks (default: only wgpu's bounds checks)")
     p.add_argument("--json", default="")
     args = p.parse_args()
     if args.tune_bundle:
@@ -293,7 +303,7 @@ def main() -> int:
     elif args.build:
         build(args.build, args.models or MODELS, args.device_name, args.plans)
     elif args.run:
-        run(args.run, args.repeat, args.json, args.models)
+        run(args.run, args.repeat, args.json, args.models, args.shader_checks)
     else:
         p.error("give --build DIR or --run DIR")
     return 0

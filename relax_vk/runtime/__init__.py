@@ -15,6 +15,8 @@ The artifact's target (``program["target"]``) picks the runtime.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..serialization.artifact import Artifact
 from .opencl.devices import list_devices, select_device
 from .session import DeviceLimitError, Session
@@ -33,10 +35,12 @@ __all__ = [
 ]
 
 
-def load(artifact, device=None, profile: bool = True) -> Session:
+def load(artifact, device=None, profile: bool = True, shader_checks: Optional[str] = None) -> Session:
     """A session for an artifact (a path or an :class:`~relax_vk.serialization.artifact.Artifact`) on ``device``
     (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
-    :func:`select_adapter`), on the runtime its target names."""
+    :func:`select_adapter`), on the runtime its target names. ``shader_checks`` (Vulkan only):
+    wgpu's runtime checks in the shaders, ``"bounds"`` (the default), ``"loops"`` or ``"none"``
+    (:mod:`relax_vk.runtime.vulkan.shader_modules`)."""
     if isinstance(artifact, str):
         artifact = Artifact.read(artifact)  # (validated as it is read)
     else:
@@ -50,6 +54,10 @@ def load(artifact, device=None, profile: bool = True) -> Session:
         select = select_device
     if device is None or isinstance(device, str):
         device = select(device)
+    if shader_checks is not None:
+        if artifact.program.get("target") != "vulkan":
+            raise ValueError("shader_checks applies to Vulkan artifacts only")
+        return session_type(artifact, device, profile, shader_checks=shader_checks)
     return session_type(artifact, device, profile)
 
 

@@ -33,6 +33,7 @@ from ...storage.lifetimes import texel_dtype
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
+from .shader_modules import create_shader_module
 
 MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
 
@@ -136,8 +137,9 @@ class VulkanSession(Session):
 
     submit_every = 32
 
-    def __init__(self, artifact: Artifact, adapter, profile: bool = True):
+    def __init__(self, artifact: Artifact, adapter, profile: bool = True, shader_checks: str = "bounds"):
         wgpu = _wgpu()
+        self.shader_checks = shader_checks  # wgpu's runtime checks in the shaders (shader_modules.py)
         self.wgpu = wgpu
         self.artifact = artifact
         self.program = artifact.program
@@ -264,7 +266,7 @@ class VulkanSession(Session):
     def _pipeline(self, name: str, source: str, bindings: Sequence[str]):
         wgpu = self.wgpu
         try:  # wgpu validates eagerly: a rejected shader or layout raises here, with the driver's message
-            module = self.device.create_shader_module(code=source)
+            module = create_shader_module(self.device, source, self.shader_checks, label=name)
             layout = self.device.create_bind_group_layout(entries=[self._layout_entry(i, k) for i, k in enumerate(bindings)])
             pipeline = self.device.create_compute_pipeline(
                 layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]), compute={"module": module, "entry_point": "main"}
