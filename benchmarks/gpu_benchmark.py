@@ -59,7 +59,7 @@ def PLANS(relax_vk):
     )
 
 
-def build(outdir: str, models, device_name=None, plans=None) -> None:
+def build(outdir: str, models, device_name=None, plans=None, apis=APIS) -> None:
     import torch
 
     import relax_vk
@@ -78,7 +78,7 @@ def build(outdir: str, models, device_name=None, plans=None) -> None:
             mod = from_torch(model, (x,))
             with torch.no_grad():
                 np.savez(os.path.join(outdir, f"{name}.io.npz"), x=x.numpy(), y=model(x).numpy())
-        for api in APIS:
+        for api in apis:
             for plan, options, tuned, reuse in [p for p in PLANS(relax_vk) if not plans or p[0] in plans]:
                 t0 = time.perf_counter()
                 make = relax_vk.target.vulkan if api == "vulkan" else relax_vk.target.opencl
@@ -301,7 +301,7 @@ def main() -> int:
     if args.tune_bundle:
         tune_bundle(args.tune_bundle, args.models or MODELS, args.apis, args.device_name)
     elif args.build:
-        build(args.build, args.models or MODELS, args.device_name, args.plans)
+        build(args.build, args.models or MODELS, args.device_name, args.plans, args.apis)
     elif args.run:
         run(args.run, args.repeat, args.json, args.models, args.shader_checks)
     else:
