@@ -165,6 +165,7 @@ class VulkanSession(Session):
         self._extra_pipelines: Dict[object, tuple] = {}
         kernels = {k["name"]: k for k in self.program["kernels"]}
         self.steps = [self._prepare(step, kernels) for step in self.program["steps"]]
+        self._record = self._recorder()
         if self.profiling:
             self.queries = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * steps)
             usage = wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
@@ -328,10 +329,43 @@ class VulkanSession(Session):
         return name, pipeline, group, groups
 
     # ------------------------------------------------------------------- run
+    def _recorder(self):
+        """``record(compute_pass, pipeline, bind_group, groups)``: one dispatch into a pass.
+
+        wgpu-py's pass methods are thin Python wrappers around wgpu-native's C calls that cost
+        about as much host time as the calls themselves (``benchmarks/vulkan_launch_cost.py``);
+        where wgpu-py runs on wgpu-native the three C calls are made directly, on the handles of
+        the objects the session holds (so they stay alive). Every pipeline, bind group and
+        workgroup count was validated when the session was loaded."""
+        try:
+            from wgpu.backends.wgpu_native import _api
+        except ImportError:  # pragma: no cover - another wgpu backend
+            _api = None
+        if _api is None or not all(hasattr(o, "_internal") for _, p, g, _ in self.steps for o in (p, g)):
+
+            def record(compute, pipeline, group, groups) -> None:
+                compute.set_pipeline(pipeline)
+                compute.set_bind_group(0, group)
+                compute.dispatch_workgroups(*groups)
+
+            return record
+        lib, null = _api.lib, _api.ffi.NULL
+        set_pipeline, set_group = lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup
+        dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+
+        def record(compute, pipeline, group, groups) -> None:
+            handle = compute._internal
+            set_pipeline(handle, pipeline._internal)
+            set_group(handle, 0, group._internal, 0, null)
+            dispatch(handle, *groups)
+
+        return record
+
     def submit_steps(self) -> None:
         """Record every step of a run and submit it, every ``submit_every`` steps (its inputs
         written, its outputs not read): a compute pass per step with timestamps when profiling,
         else one pass per submitted command buffer."""
+        record = self._record
         encoder = self.device.create_command_encoder()
         compute = None
         for i, (_, pipeline, group, groups) in enumerate(self.steps):
@@ -347,9 +381,7 @@ class VulkanSession(Session):
                 compute = encoder.begin_compute_pass(timestamp_writes=stamps)
             elif compute is None:
                 compute = encoder.begin_compute_pass()
-            compute.set_pipeline(pipeline)
-            compute.set_bind_group(0, group)
-            compute.dispatch_workgroups(*groups)  # WebGPU orders each dispatch's accesses after the last's
+            record(compute, pipeline, group, groups)  # WebGPU orders each dispatch's accesses after the last's
             if self.profiling:
                 compute.end()
         if compute is not None and not self.profiling:
