@@ -176,6 +176,19 @@ def splits_reduction(w: Conv2dWorkload) -> bool:
     return not w.depthwise and w.output_texels <= SPLIT_MAX_TEXELS and w.reduction >= SPLIT_MIN_TERMS
 
 
+# the tuner also tries the split reduction on convs with up to this many output texels and at least
+# this many terms per sum: a deep 3x3 layer at a low resolution (ResNet's 512 channels at 7x7: 6272
+# texels of 4608-term sums) fills a desktop GPU with too few threads, and only a measurement says
+# whether a workgroup per texel pays for its cross-thread sums
+SPLIT_TUNE_MAX_TEXELS = 16384
+SPLIT_TUNE_MIN_TERMS = 512
+
+
+def may_split_reduction(w: Conv2dWorkload) -> bool:
+    """Whether the tuning space of a workload holds split-reduction configurations."""
+    return splits_reduction(w) or (not w.depthwise and w.output_texels <= SPLIT_TUNE_MAX_TEXELS and w.reduction >= SPLIT_TUNE_MIN_TERMS)
+
+
 def default_config(w: Conv2dWorkload) -> Conv2dConfig:
     """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size;
     the split reduction for convs with few outputs and long sums)."""
@@ -210,10 +223,11 @@ def memory_kind(func: tirx.PrimFunc) -> str:
 def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dConfig]:
     """The tuning space of a workload: every exact row tile up to 4 pixels, 1, 2 or 4 output
     texels per thread (those that divide the output channels; depthwise convs take 1), and
-    ``threads`` per workgroup. The default configuration is always among them."""
+    ``threads`` per workgroup, plus a workgroup per output texel splitting the sum where
+    :func:`may_split_reduction`. The default configuration is always among them."""
     ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.oc_chunks % o == 0]
     found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
-    if splits_reduction(w):
+    if may_split_reduction(w):
         found += [Conv2dConfig(1, 1, t, split=True) for t in threads]
     default = default_config(w)
     return found if default in found else [default] + found

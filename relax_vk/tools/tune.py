@@ -77,9 +77,15 @@ def _conv_calls(lowered: tvm.IRModule) -> List[tvm.ir.GlobalVar]:
     return calls
 
 
-def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (32, 64, 128)):
+RECORDED = "recorded"  # build_case's answer for a case its ``recorded`` predicate skips
+
+
+def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (32, 64, 128),
+               recorded: Optional[Callable[[str, int], bool]] = None):  # fmt: skip
     """The candidate program of one conv for one API and memory kind: ``(artifact, workload key,
-    default config key, config keys)``, or None when the conv schedule does not take this conv."""
+    default config key, config keys)``, or None when the conv schedule does not take this conv.
+    ``recorded(workload key, candidate count)``: when true, nothing is built and :data:`RECORDED`
+    is returned (a database record measured over at least as many candidates)."""
     from tvm import s_tir
 
     from ..compiler import compile_lowered, retarget_for_lowering
@@ -104,6 +110,8 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
         return None
     default = default_config(w)
     configs = _distinct(w, [default] + [c for c in candidate_configs(w, threads) if c != default])
+    if recorded is not None and recorded(w.key(), len(configs)):
+        return RECORDED
     mod = candidate_module(spec, len(configs))
     scoped = _scope_pipeline(tgt, None, options)(mod)
     lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
@@ -129,6 +137,22 @@ def _distinct(w, configs) -> list:
     return out
 
 
+def _recorded(device: str, api: str, memory: str) -> Optional[Callable[[str, int], bool]]:
+    """``recorded(workload key, candidate count)`` for a device's database: whether it holds a
+    record of the workload measured over at least that many candidates (None: no database)."""
+    from ..schedules.tuning import database, device_slug
+
+    db = database(device_slug(device))
+    if db is None:
+        return None
+
+    def recorded(key: str, count: int) -> bool:
+        record = db.best(api, memory, key)
+        return record is not None and record.candidates >= count
+
+    return recorded
+
+
 def write_bundle(
     modules: Iterable[tvm.IRModule],
     outdir: str,
@@ -141,9 +165,9 @@ def write_bundle(
     """Build the candidates of every distinct conv of ``modules`` into ``outdir`` (module
     docstring); returns the bundle index. Written all or nothing (:mod:`.staging`).
     ``missing_for``: a device name; only the (API, memory kind, workload) cases its tuning
-    database has no record of (new models on a tuned device)."""
+    database has no record of (new models on a tuned device), or a record measured over fewer
+    candidates than the tuning space now holds (the space grew since: new schedule variants)."""
     from ..pipeline import layout_stage
-    from ..schedules.tuning import device_slug, lookup
 
     specs: Dict[ConvSpec, Optional[str]] = {}  # -> its workload key
     keys: set = set()
@@ -161,10 +185,11 @@ def write_bundle(
         for spec, workload in specs.items():
             for api in apis:
                 for memory in memories:
-                    if missing_for and workload is not None and lookup(device_slug(missing_for), api, memory, workload) is not None:
-                        continue
+                    recorded = _recorded(missing_for, api, memory) if missing_for else None
                     t1 = time.perf_counter()
-                    built = build_case(spec, api, memory, threads)
+                    built = build_case(spec, api, memory, threads, recorded)
+                    if built == RECORDED:
+                        continue
                     if built is None:
                         skipped.append({"conv": spec.to_json(), "api": api, "memory": memory})
                         continue

@@ -71,6 +71,18 @@ def test_a_bundle_for_a_tuned_device_holds_only_what_its_database_lacks(tmp_path
     assert [c["memory"] for c in index["cases"]] == ["texture"]  # (the buffer case is recorded)
     index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b3"), memories=("buffer", "texture"), missing_for="another GPU", **quiet)
     assert sorted(c["memory"] for c in index["cases"]) == ["buffer", "texture"]
+    # a record measured over fewer candidates than the tuning space now holds (a schedule variant
+    # added since) is measured again; one over the whole space is not
+    from relax_vk.schedules.tuning import clear_cache
+
+    path = db_dir / f"{device_slug(pocl.name.strip())}.json"
+    doc = json.loads(path.read_text())
+    whole = doc["records"][0]["candidates"]
+    doc["records"][0]["candidates"] = whole - 1
+    path.write_text(json.dumps(doc))
+    clear_cache()
+    index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b4"), memories=("buffer",), missing_for=pocl.name, **quiet)
+    assert [c["memory"] for c in index["cases"]] == ["buffer"] and len(index["cases"][0]["configs"]) == whole
 
 
 def test_a_measurement_split_by_a_time_budget_resumes_to_the_same_records(tmp_path, pocl, db_dir):
