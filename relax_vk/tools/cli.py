@@ -1,7 +1,8 @@
 """The ``relax-vk`` command line.
 
 * ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
-* ``relax-vk show MODEL``: the module after every scope stage;
+* ``relax-vk show MODEL``: the module after every layout and scope stage (the stages ``plan`` and
+  ``build`` run: :data:`relax_vk.pipeline.STAGES`);
 * ``relax-vk build MODEL [--target opencl|vulkan] -o DIR``: compile; writes ``kernels.cl`` (OpenCL)
   or ``kernels.wgsl`` (Vulkan), ``plan.json`` (the ``plan --json`` contract), ``module.py`` (the
   final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
@@ -189,34 +190,21 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
-    import tvm
+def _shown_stages(args):
+    """``(stage, module after it)`` for every layout and scope stage of
+    :data:`relax_vk.pipeline.STAGES`, on the model of ``args``: the passes ``plan`` and ``build``
+    run, for the same target, registry and options (the last module is ``plan``'s)."""
+    from ..pipeline import stages
 
-    from ..passes import (
-        CollectConsumerScopeInfo,
-        CollectProducerScopeInfo,
-        DefineVDevice,
-        PartialLegalize,
-        RemoveRedundantAssignments,
-    )
-    from ..pipeline import layout_stage
-
-    tgt, opts, reg = _target(args), _options(args), _registry(args)
-    stages = [
-        ("convert layout", layout_stage()),
-        ("partial legalization", PartialLegalize(reg)),
-        (
-            "consumer + producer scope info",
-            tvm.transform.Sequential([CollectConsumerScopeInfo(tgt, reg, opts), CollectProducerScopeInfo(tgt, reg, opts)]),
-        ),
-        ("DefineVDevice", DefineVDevice(tgt, reg, opts)),
-        ("RealizeVDevice", tvm.relax.transform.RealizeVDevice()),
-        ("RemoveRedundantAssignments", RemoveRedundantAssignments()),
-    ]
     mod = _load(args.model, args)
-    for title, stage in stages:
-        mod = stage(mod)
-        print(f"# ===== after {title} =====")
+    for stage, run in stages(_target(args), _registry(args), _options(args)):
+        mod = run(mod)
+        yield stage, mod
+
+
+def cmd_show(args) -> int:
+    for stage, mod in _shown_stages(args):
+        print(f"# ===== after stage {stage.number}: {stage.name} =====")
         print(mod["main"].script(show_meta=False))
     return 0
 

@@ -46,11 +46,13 @@ def test_python_dash_m_relax_vk_is_the_command_line(capsys):
     assert bad.returncode == 2 and "unknown model 'resnet9000'" in bad.stderr
 
 
-def test_show_prints_every_stage(capsys):
+def test_show_prints_every_layout_and_scope_stage(capsys):
+    from relax_vk.pipeline import STAGES
+
     assert main(["show", "conv-relu-pool"]) == 0
     out = capsys.readouterr().out
-    for stage in ("convert layout", "partial legalization", "DefineVDevice", "RealizeVDevice", "RemoveRedundantAssignments"):
-        assert f"after {stage}" in out
+    for stage in STAGES:
+        assert (f"after stage {stage.number}: {stage.name} =====" in out) == (stage.group in ("layout", "scope"))
     assert "R.hint_on_device" in out
 
 
