@@ -239,8 +239,9 @@ def scope_pipeline(
 
 
 def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
-    """Stage 5 on a scoped module: legalize keeping VDevices, fuse, fold copies into kernels,
-    specialize kernels per call site, schedule. The result still has readable Relax and TIR."""
+    """Stage 5 on a module scoped for ``target``: (Vulkan: VDevices moved to the lowering target)
+    legalize keeping VDevices, fuse, fold copies into kernels, specialize kernels per call site,
+    name them (for their API, bounded), schedule. The result still has readable Relax and TIR."""
     return _lowering_stage(_target.resolve(target))
 
 
