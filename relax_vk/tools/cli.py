@@ -237,8 +237,9 @@ def _check_tolerances(program: dict, reference, rtol: Optional[float] = None, at
 def _warm_profile(session, inputs) -> "tuple[list, float]":
     """A profiled run after warm-up: ``(per-step times, the device span of that run)``; the steps'
     times tile the span (``session.last_profile``, ``session.last_device_ms``). The first run of a
-    session pays shader compilation and first-touch costs (on lavapipe the cold run's kernels
-    summed to 12x the warm median), so profiles are taken warm."""
+    session pays shader compilation and first-touch costs (on lavapipe a cold run's steps summed
+    to 7x (rfc-conv2d) and 35x (conv20) the warm median; on pocl conv20's cold device span was
+    10.3 s against 126 ms warm), so profiles are taken warm."""
     session.time(inputs, repeat=1)  # (its own warm-up run, unprofiled; a no-op when already warm)
     session.run(inputs)
     return session.last_profile, session.last_device_ms
