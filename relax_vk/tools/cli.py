@@ -1,8 +1,8 @@
 """The ``relax-vk`` command line.
 
 * ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
-* ``relax-vk show MODEL``: the module after every layout and scope stage (the stages ``plan`` and
-  ``build`` run: :data:`relax_vk.pipeline.STAGES`);
+* ``relax-vk show MODEL [--lowering]``: the module after every layout and scope stage (the stages
+  ``plan`` and ``build`` run: :data:`relax_vk.pipeline.STAGES`; ``--lowering``: and every lowering stage);
 * ``relax-vk build MODEL [--target opencl|vulkan] -o DIR``: compile; writes ``kernels.cl`` (OpenCL)
   or ``kernels.wgsl`` (Vulkan), ``plan.json`` (the ``plan --json`` contract), ``module.py`` (the
   final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
@@ -194,12 +194,14 @@ def cmd_plan(args) -> int:
 
 def _shown_stages(args):
     """``(stage, module after it)`` for every layout and scope stage of
-    :data:`relax_vk.pipeline.STAGES`, on the model of ``args``: the passes ``plan`` and ``build``
-    run, for the same target, registry and options (the last module is ``plan``'s)."""
+    :data:`relax_vk.pipeline.STAGES` (with ``--lowering``, every lowering stage too), on the model
+    of ``args``: the passes ``plan`` and ``build`` run, for the same target, registry and options
+    (the last scope stage's module is ``plan``'s)."""
     from ..pipeline import stages
 
+    groups = ("layout", "scope", "lowering") if getattr(args, "lowering", False) else ("layout", "scope")
     mod = _load(args.model, args)
-    for stage, run in stages(_target(args), _registry(args), _options(args)):
+    for stage, run in stages(_target(args), _registry(args), _options(args), groups=groups):
         mod = run(mod)
         yield stage, mod
 
@@ -582,8 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
     p.set_defaults(func=cmd_plan)
-    p = sub.add_parser("show", help="print the module after each scope stage")
+    p = sub.add_parser("show", help="print the module after each layout and scope stage (the ones plan and build run)")
     _add_model_args(p)
+    p.add_argument("--lowering", action="store_true", help="also print the module after each lowering stage (what build runs next)")
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
     _add_model_args(p)

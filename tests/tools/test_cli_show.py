@@ -50,3 +50,17 @@ def test_show_splits_weights_plan_splits(target, capsys):
     assert main(["show", *argv]) == 0
     last = capsys.readouterr().out.split("# ===== after")[-1]
     assert last.count("R.nn.conv2d(") == 4
+
+
+def test_show_lowering_ends_at_builds_lowered_module():
+    """``show --lowering`` goes on through the lowering stages ``build`` runs: its last module is
+    the build's (Vulkan: retargeted, kernels named for Vulkan)."""
+    from relax_vk.tools.cli import _compile
+
+    argv = ["conv-relu-pool", "--target", "vulkan", "--preset", "lavapipe"]
+    shown = list(_shown_stages(_args(["show", *argv, "--lowering"])))
+    assert [stage for stage, _ in shown] == list(STAGES)
+    build_args = _args(["build", *argv, "-o", "unused.rvk"])
+    compiled = _compile(build_args, "conv-relu-pool")
+    tvm.ir.assert_structural_equal(shown[-1][1], compiled.lowered)
+    assert not any("opencl" in gv.name_hint for gv in shown[-1][1].get_global_vars())
