@@ -147,7 +147,7 @@ def stages(
     schedule: bool = True,
 ) -> List[Tuple[Stage, tvm.transform.Pass]]:
     """The :data:`STAGES` of ``groups``, in order, each with its pass for ``target`` (resolved once
-    here), ``registry`` and ``options``: what ``relax-vk show`` prints the module after, and what
+    here), ``registry`` and ``options`` (stages with nothing to do for them left out): what ``relax-vk show`` prints the module after, and what
     :func:`scope_pipeline` (``groups=("layout", "scope")``) and :func:`get_pipeline` run. A
     lowering stage's pass runs under the lowering target."""
     return _stages(_target.resolve(target), registry, options, groups, schedule)
@@ -160,8 +160,8 @@ def _stages(tgt, registry, options, groups, schedule=True) -> List[Tuple[Stage, 
     ctx = _Context(tgt, registry, options, schedule)
     out = []
     for stage in STAGES:
-        if stage.group in groups:
-            passes = stage.passes(ctx)
+        passes = stage.passes(ctx) if stage.group in groups else []
+        if passes:  # (a stage with nothing to do for this target is left out, e.g. RetargetVDevices on OpenCL)
             seq = tvm.transform.Sequential(passes, name=f"relax_vk.{stage.name.replace(' ', '_')}")
             out.append((stage, _under(_target.lowering_target(tgt), seq, stage.name) if stage.group == "lowering" else seq))
     return out

@@ -373,7 +373,10 @@ def test_the_named_stages_are_what_the_pipelines_run(api):
 
     target = relax_vk.target.vulkan() if api == "vulkan" else relax_vk.target.opencl()
     named = stages(target, groups=GROUPS)
-    assert [s for s, _ in named] == list(STAGES) and {s.group for s in STAGES} == set(GROUPS)
+    assert {s.group for s in STAGES} == set(GROUPS)
+    # in STAGES' order; every stage for Vulkan, all but RetargetVDevices for OpenCL (nothing to do)
+    expected = [s for s in STAGES if api == "vulkan" or s.name != "RetargetVDevices"]
+    assert [s for s, _ in named] == expected
     assert [s.number for s in STAGES] == sorted(s.number for s in STAGES)
     mod = build_example("conv-relu-pool")
     scoped = lowered = mod
