@@ -147,9 +147,11 @@ def stages(
     schedule: bool = True,
 ) -> List[Tuple[Stage, tvm.transform.Pass]]:
     """The :data:`STAGES` of ``groups``, in order, each with its pass for ``target`` (resolved once
-    here), ``registry`` and ``options`` (stages with nothing to do for them left out): what ``relax-vk show`` prints the module after, and what
-    :func:`scope_pipeline` (``groups=("layout", "scope")``) and :func:`get_pipeline` run. A
-    lowering stage's pass runs under the lowering target."""
+    here), ``registry`` and ``options`` (stages with nothing to do for them left out): what
+    ``relax-vk show`` prints the module after, and what :func:`scope_pipeline`
+    (``groups=("layout", "scope")``), :func:`lowering_stage` and :func:`get_pipeline` run. A
+    lowering stage's pass runs under the lowering target. ``schedule=False``: the lowering group
+    without scheduling (the tuner sets each kernel's configuration first)."""
     return _stages(_target.resolve(target), registry, options, groups, schedule)
 
 
