@@ -248,7 +248,8 @@ def _warm_profile(session, inputs) -> "tuple[list, float]":
 
 
 def _print_profile(profile, device_ms: float) -> None:
-    print(f"warm profiled run: device time {device_ms:.4f} ms, the sum of its steps:")
+    total = sum(k["ms"] for k in profile)
+    print(f"warm profiled run: device time {device_ms:.4f} ms = its steps {total:.4f} ms + idle between them {device_ms - total:.4f} ms")
     print(f"  {'kernel / copy':<60} {'ms':>9}")
     for k in profile:
         print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f}")
