@@ -146,6 +146,15 @@ def build(
     return compiled
 
 
+def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.IRModule:
+    """The scoped module with its VDevices on the lowering target (the same module for OpenCL):
+    the first lowering stage alone (:func:`relax_vk.lowering_stage` runs it itself)."""
+    from .pipeline import _stages
+
+    named = [run for stage, run in _stages(tgt, None, None, ("lowering",)) if stage.name == "RetargetVDevices"]
+    return named[0](scoped) if named else scoped
+
+
 def compile_lowered(
     tgt: tvm.target.Target,
     scoped: tvm.IRModule,
