@@ -242,7 +242,7 @@ def _warm_profile(session, inputs) -> "tuple[list, float]":
     session pays shader compilation and first-touch costs (on lavapipe a cold run's steps summed
     to 7x (rfc-conv2d) and 35x (conv20) the warm median; on pocl conv20's cold device span was
     10.3 s against 126 ms warm), so profiles are taken warm."""
-    session.time(inputs, repeat=1)  # (its own warm-up run, unprofiled; a no-op when already warm)
+    session.time(inputs, repeat=1)  # (two unprofiled runs: warm even when called first)
     session.run(inputs)
     return session.last_profile, session.last_device_ms
 
