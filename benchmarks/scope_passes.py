@@ -2,11 +2,12 @@
 
 Usage: python benchmarks/scope_passes.py [--sizes 100 1000 10000] [--repeat 3]
 
-For each graph: the number of Relax ops, then the median wall time of
-  * layout   : DecomposeOpsForInference + ConvertToPackedLayout + FoldConstant (stage 1)
-  * legalize : PartialLegalize (TVM's LegalizeOps with skip_ops + AnnotateTIROpPattern, stage 2)
-  * scope    : CollectConsumerScopeInfo + CollectProducerScopeInfo + DefineVDevice +
-               RealizeVDevice + RemoveRedundantAssignments (stages 3-4, relax_vk's scope assignment)
+For each graph: the number of Relax ops, then the median wall time of the stages
+``relax_vk.pipeline.STAGES`` names (the passes plan and build run, for the target):
+  * layout   : stage 1 (identifiers, edge dtypes, weight splits, decompositions, packed layouts)
+  * legalize : stage 2 (ChooseMemoryKind, PartialLegalize: TVM's LegalizeOps with skip_ops)
+  * scope    : stages 3-4 (CollectConsumerScopeInfo, CollectProducerScopeInfo, DefineVDevice,
+               RealizeVDevice, RemoveRedundantAssignments: relax_vk's scope assignment)
 and scope time per 1,000 ops, to show growth is linear. Graphs are ``conv_chain`` networks
 (3x3 conv, bias add, relu, a residual add every two convs) with constant weights, as imported
 models have them; stage 1 packs them.
@@ -19,17 +20,10 @@ import statistics
 import time
 
 import tvm
-from tvm import relax
 
 import relax_vk
 from relax_vk.models import build_example, conv_chain
-from relax_vk.passes import (
-    CollectConsumerScopeInfo,
-    CollectProducerScopeInfo,
-    DefineVDevice,
-    PartialLegalize,
-    RemoveRedundantAssignments,
-)
+from relax_vk.pipeline import stages
 
 
 def chain(num_ops: int) -> tvm.IRModule:
@@ -53,18 +47,17 @@ def timed(fn, repeat: int):
 
 def measure(name: str, mod: tvm.IRModule, repeat: int, target) -> dict:
     ops = count_ops(mod)
-    t_layout, packed = timed(lambda: relax_vk.layout_stage()(mod), repeat)
-    t_legal, legal = timed(lambda: PartialLegalize()(packed), 1)
-    scope = tvm.transform.Sequential(
-        [
-            CollectConsumerScopeInfo(target),
-            CollectProducerScopeInfo(target),
-            DefineVDevice(target),
-            relax.transform.RealizeVDevice(),
-            RemoveRedundantAssignments(),
-        ]
-    )
-    t_scope, scoped = timed(lambda: scope(legal), repeat)
+    named = stages(target)
+
+    def run(module, numbers):
+        for stage, run_stage in named:
+            if stage.number in numbers:
+                module = run_stage(module)
+        return module
+
+    t_layout, packed = timed(lambda: run(mod, {1}), repeat)
+    t_legal, legal = timed(lambda: run(packed, {2}), 1)
+    t_scope, scoped = timed(lambda: run(legal, {3, 4}), repeat)
     plan = relax_vk.plan(scoped)
     return {
         "graph": name,

@@ -29,7 +29,6 @@ from .core import target as _target
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
-from .passes import RetargetVDevices
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .tools.memory_plan import MemoryPlan, plan
@@ -135,13 +134,12 @@ def build(
         tgt = _target.resolve(target)
     except ValueError as err:
         raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
-    lower_tgt = _target.lowering_target(tgt)
     seconds: Dict[str, float] = {}
     t0 = time.perf_counter()
     scoped = _scope_pipeline(tgt, registry, options)(mod)
     seconds["scope"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    lowered = _lowering_stage(lower_tgt)(retarget_for_lowering(scoped, tgt))
+    lowered = _lowering_stage(tgt)(scoped)  # (Vulkan: retargeted to the lowering target first)
     seconds["lowering"] = time.perf_counter() - t0
     compiled = compile_lowered(tgt, scoped, lowered, seconds, model, (options or ScopeOptions()).texel_dtype)
     compiled.memory_decision = decide_memory_kind(mod, tgt, options)
@@ -149,9 +147,12 @@ def build(
 
 
 def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.IRModule:
-    """The scoped module with its VDevices on the lowering target (the same module for OpenCL)."""
-    lower_tgt = _target.lowering_target(tgt)
-    return scoped if lower_tgt.same_as(tgt) else RetargetVDevices(tgt.kind.name, lower_tgt)(scoped)
+    """The scoped module with its VDevices on the lowering target (the same module for OpenCL):
+    the first lowering stage alone (:func:`relax_vk.lowering_stage` runs it itself)."""
+    from .pipeline import _stages
+
+    named = [run for stage, run in _stages(tgt, None, None, ("lowering",)) if stage.name == "RetargetVDevices"]
+    return named[0](scoped) if named else scoped
 
 
 def compile_lowered(

@@ -1,4 +1,10 @@
-"""The RFC's stages composed into pipelines.
+"""The RFC's stages composed into pipelines, from one ordered list of named stages.
+
+:data:`STAGES` names every step (its RFC stage number, a name, its group) and makes its passes for
+a resolved target, registry and options; :func:`stages` resolves them. Every function below is
+built from that list, and so are ``relax-vk show`` (the module after each layout and scope stage),
+``relax-vk plan`` and ``relax-vk build`` (:func:`scope_pipeline`, :func:`lowering_stage`) and the
+walkthrough notebook, so the stages a tool shows are the stages a build runs.
 
 ==============  ==============================  ==============================================
 function        stages                          passes (``relax_vk.passes`` unless TVM's)
@@ -13,12 +19,15 @@ get_pipeline    everything ``tvm.compile`` runs  all of the above
 
 Every public function resolves its ``target`` argument once (a ``Target``, ``"opencl"`` /
 ``"vulkan"``, or None for the current target) and hands the resolved target down to the stages
-and passes it composes, so one pipeline never sees two targets.
+and passes it composes, so one pipeline never sees two targets (the lowering group runs under
+that target's :func:`~relax_vk.core.target.lowering_target`, an OpenCL-kind target with the same
+limits for Vulkan, to which ``RetargetVDevices`` moves the scoped module first).
 """
 
 from __future__ import annotations
 
-from typing import List, Optional
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import tvm
 from tvm import relax
@@ -39,8 +48,10 @@ from .passes import (
     FoldSmallConstants,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
+    NameKernelsForApi,
     PartialLegalize,
     RemoveRedundantAssignments,
+    RetargetVDevices,
     RewriteBufferReshapes,
     ShortenKernelNames,
     SpecializeKernelScopes,
@@ -48,25 +59,133 @@ from .passes import (
 )
 
 
-def _layout_stage(tgt: Optional[tvm.target.Target]) -> tvm.transform.Pass:
+@dataclass(frozen=True)
+class Stage:
+    """One named step of the pipeline: the RFC stage it belongs to (``number``), its ``group``
+    (``"layout"``, ``"scope"``, ``"lowering"``) and how to make its passes for a resolved target,
+    registry and options. :data:`STAGES` lists them in the order they run; every pipeline of this
+    module and every tool (``relax-vk show``, ``plan``, ``build``, the walkthrough notebook) is
+    made from that list, so none can drift from another."""
+
+    number: int
+    name: str
+    group: str
+    passes: Callable[["_Context"], List[tvm.transform.Pass]]
+
+
+@dataclass(frozen=True)
+class _Context:
+    target: Optional[tvm.target.Target]  # None: the layout group without a target (no edge dtypes, no weight splits)
+    registry: Optional[OpRegistry]
+    options: Optional[ScopeOptions]
+    schedule: bool = True
+
+
+def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
+    tgt = c.target
     per_target = [EdgeDtypes(tgt.kind.name), SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
-    return tvm.transform.Sequential(
-        [
-            DeriveIdentifiers(),
-            *per_target,
-            relax.transform.DecomposeOpsForInference(),
-            relax.transform.Normalize(),
-            # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
-            relax.transform.CanonicalizeBindings(),
-            FoldSmallConstants(),
-            ConvertToPackedLayout(),
-            relax.transform.Normalize(),
-            # drop what packing left unused, e.g. the unpacked pool output that only fed the
-            # zeros_like standing in for max_pool2d_with_indices' unused indices
-            relax.transform.DeadCodeElimination(),
-        ],
-        name="relax_vk.layout_stage",
-    )
+    return [
+        DeriveIdentifiers(),
+        *per_target,
+        relax.transform.DecomposeOpsForInference(),
+        relax.transform.Normalize(),
+        # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
+        relax.transform.CanonicalizeBindings(),
+        FoldSmallConstants(),
+        ConvertToPackedLayout(),
+        relax.transform.Normalize(),
+        # drop what packing left unused, e.g. the unpacked pool output that only fed the
+        # zeros_like standing in for max_pool2d_with_indices' unused indices
+        relax.transform.DeadCodeElimination(),
+    ]
+
+
+def _schedule(c: _Context) -> List[tvm.transform.Pass]:
+    from .schedules import schedule_passes
+
+    return schedule_passes() if c.schedule else []
+
+
+def _api_kernel_names(c: _Context) -> List[tvm.transform.Pass]:
+    lowered_as = _target.lowering_target(c.target).kind.name
+    return [NameKernelsForApi(c.target.kind.name, lowered_as)] if lowered_as != c.target.kind.name else []
+
+
+STAGES: Tuple[Stage, ...] = (
+    Stage(1, "convert layout", "layout", _convert_layout),
+    Stage(2, "ChooseMemoryKind", "scope", lambda c: [ChooseMemoryKind(c.target, c.options)]),
+    Stage(2, "PartialLegalize", "scope", lambda c: [PartialLegalize(c.registry)]),
+    Stage(3, "CollectConsumerScopeInfo", "scope", lambda c: [CollectConsumerScopeInfo(c.target, c.registry, c.options)]),
+    Stage(3, "CollectProducerScopeInfo", "scope", lambda c: [CollectProducerScopeInfo(c.target, c.registry, c.options)]),
+    Stage(3, "DefineVDevice", "scope", lambda c: [DefineVDevice(c.target, c.registry, c.options)]),
+    Stage(4, "RealizeVDevice", "scope", lambda c: [relax.transform.RealizeVDevice()]),
+    Stage(4, "RemoveRedundantAssignments", "scope", lambda c: [RemoveRedundantAssignments()]),
+    # stage 5 runs under the lowering target (core.target.lowering_target: OpenCL-kind for Vulkan too)
+    Stage(5, "RetargetVDevices", "lowering", lambda c: [RetargetVDevices(c.target.kind.name, _target.lowering_target(c.target))]
+          if not _target.lowering_target(c.target).same_as(c.target) else []),  # fmt: skip
+    Stage(5, "LegalizeWithScopes", "lowering", lambda c: [LegalizeWithScopes()]),
+    Stage(5, "fuse", "lowering", lambda c: [
+        relax.transform.AnnotateTIROpPattern(),
+        IsolateBroadcastReductions(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+        relax.transform.DeadCodeElimination(),
+    ]),  # fmt: skip
+    Stage(5, "FoldScopeCopies", "lowering", lambda c: [FoldScopeCopies(), RemoveRedundantAssignments(), relax.transform.DeadCodeElimination()]),
+    Stage(5, "SpecializeKernelScopes", "lowering", lambda c: [SpecializeKernelScopes()]),
+    Stage(5, "kernel names", "lowering", lambda c: _api_kernel_names(c) + [ShortenKernelNames(), relax.transform.Normalize()]),
+    Stage(5, "schedule", "lowering", _schedule),
+)
+GROUPS = ("layout", "scope", "lowering")
+
+
+def stages(
+    target: "tvm.target.Target | str | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+    groups: Sequence[str] = ("layout", "scope"),
+    schedule: bool = True,
+) -> List[Tuple[Stage, tvm.transform.Pass]]:
+    """The :data:`STAGES` of ``groups``, in order, each with its pass for ``target`` (resolved once
+    here), ``registry`` and ``options`` (stages with nothing to do for them left out): what
+    ``relax-vk show`` prints the module after, and what :func:`scope_pipeline`
+    (``groups=("layout", "scope")``), :func:`lowering_stage` and :func:`get_pipeline` run. A
+    lowering stage's pass runs under the lowering target. ``schedule=False``: the lowering group
+    without scheduling (the tuner sets each kernel's configuration first)."""
+    return _stages(_target.resolve(target), registry, options, groups, schedule)
+
+
+def _stages(tgt, registry, options, groups, schedule=True) -> List[Tuple[Stage, tvm.transform.Pass]]:
+    unknown = set(groups) - set(GROUPS)
+    if unknown:
+        raise ValueError(f"unknown pipeline groups {sorted(unknown)}; known: {', '.join(GROUPS)}")
+    ctx = _Context(tgt, registry, options, schedule)
+    out = []
+    for stage in STAGES:
+        passes = stage.passes(ctx) if stage.group in groups else []
+        if passes:  # (a stage with nothing to do for this target is left out, e.g. RetargetVDevices on OpenCL)
+            seq = tvm.transform.Sequential(passes, name=f"relax_vk.{stage.name.replace(' ', '_')}")
+            out.append((stage, _under(_target.lowering_target(tgt), seq, stage.name) if stage.group == "lowering" else seq))
+    return out
+
+
+def _under(tgt: tvm.target.Target, inner: tvm.transform.Pass, name: str) -> tvm.transform.Pass:
+    """``inner`` run with ``tgt`` as the current target (TVM's legalizers and schedules read it)."""
+
+    @tvm.transform.module_pass(opt_level=0, name=f"relax_vk.{name.replace(' ', '_')}")
+    def _run(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with tgt:
+            return inner(mod)
+
+    return _run
+
+
+def _sequence(named: List[Tuple[Stage, tvm.transform.Pass]], name: str) -> tvm.transform.Pass:
+    return tvm.transform.Sequential([p for _, p in named], name=name)
+
+
+def _layout_stage(tgt: Optional[tvm.target.Target]) -> tvm.transform.Pass:
+    return tvm.transform.Sequential(_convert_layout(_Context(tgt, None, None)), name="relax_vk.layout_stage")
 
 
 def layout_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
@@ -79,48 +198,17 @@ def layout_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transfo
 
 
 def _scope_stage(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
-    return tvm.transform.Sequential(
-        [
-            ChooseMemoryKind(tgt, options),
-            PartialLegalize(registry),
-            CollectConsumerScopeInfo(tgt, registry, options),
-            CollectProducerScopeInfo(tgt, registry, options),
-            DefineVDevice(tgt, registry, options),
-            relax.transform.RealizeVDevice(),
-            RemoveRedundantAssignments(),
-        ],
-        name="relax_vk.scope_stage",
-    )
+    return _sequence(_stages(tgt, registry, options, ("scope",)), "relax_vk.scope_stage")
 
 
 def _scope_pipeline(tgt: tvm.target.Target, registry: Optional[OpRegistry], options: Optional[ScopeOptions]) -> tvm.transform.Pass:
-    return tvm.transform.Sequential([_layout_stage(tgt), _scope_stage(tgt, registry, options)], name="relax_vk.scope_pipeline")
+    return _sequence(_stages(tgt, registry, options, ("layout", "scope")), "relax_vk.scope_pipeline")
 
 
 def _lowering_stage(tgt: tvm.target.Target, schedule: bool = True) -> tvm.transform.Pass:
-    from .schedules import schedule_passes
-
-    passes = [
-        LegalizeWithScopes(),
-        relax.transform.AnnotateTIROpPattern(),
-        IsolateBroadcastReductions(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-        relax.transform.DeadCodeElimination(),
-        FoldScopeCopies(),
-        RemoveRedundantAssignments(),
-        relax.transform.DeadCodeElimination(),
-        SpecializeKernelScopes(),
-        ShortenKernelNames(),
-        relax.transform.Normalize(),
-    ]
-
-    @tvm.transform.module_pass(opt_level=0, name="relax_vk.lowering_stage")
-    def _lower(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        with tgt:
-            return tvm.transform.Sequential(passes + (schedule_passes() if schedule else []))(mod)
-
-    return _lower
+    """Stage 5 for the scoped module of target ``tgt`` (OpenCL or Vulkan: Vulkan's VDevices are
+    moved to the lowering target first, and its kernels named for Vulkan)."""
+    return _sequence(_stages(tgt, None, None, ("lowering",), schedule), "relax_vk.lowering_stage")
 
 
 def _finalize_stage(tgt: tvm.target.Target) -> List[tvm.transform.Pass]:
@@ -153,8 +241,9 @@ def scope_pipeline(
 
 
 def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
-    """Stage 5 on a scoped module: legalize keeping VDevices, fuse, fold copies into kernels,
-    specialize kernels per call site, schedule. The result still has readable Relax and TIR."""
+    """Stage 5 on a module scoped for ``target``: (Vulkan: VDevices moved to the lowering target)
+    legalize keeping VDevices, fuse, fold copies into kernels, specialize kernels per call site,
+    name them (for their API, bounded), schedule. The result still has readable Relax and TIR."""
     return _lowering_stage(_target.resolve(target))
 
 
@@ -174,14 +263,15 @@ def get_pipeline(
     tir_pipeline="relax_vk.texture")``: scope assignment, lowering, then TVM's GPU dataflow
     lowering and finalisation (memory planning, VM lowering). The target is resolved once, here."""
     tgt = _target.resolve(target)
-    stages = [_scope_pipeline(tgt, registry, options), _lowering_stage(tgt)]
-    tail = tvm.transform.Sequential(_finalize_stage(tgt))
+    named = _stages(tgt, registry, options, GROUPS)
+    lower_tgt = _target.lowering_target(tgt)
+    tail = tvm.transform.Sequential(_finalize_stage(lower_tgt))
 
     @tvm.transform.module_pass(opt_level=0, name="relax_vk.pipeline")
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        for stage in stages:
+        for _, stage in named:
             mod = stage(mod)
-        with tgt:
+        with lower_tgt:
             return tail(mod)
 
     return _pipeline

@@ -20,3 +20,24 @@ def copy_program(shape, scope_a, scope_b=None, target="opencl", dtype="float32")
     program = {"format": "relax_vk.program", "target": target, "model": {}, "tensors": tensors, "kernels": [],
                "steps": steps, "inputs": [0], "outputs": [len(tensors) - 1]}  # fmt: skip
     return Artifact(program, "__kernel void relax_vk_noop(void) {}" if target == "opencl" else "")
+
+
+def assert_profile_is_sound(session, inputs):
+    """A profiled run's profile, checked against what is known about the run without it: one entry
+    per step of the program, named after its kernel (or ``copy SRC->DST``), every time positive,
+    and a device span no longer than the wall-clock time of the same run (measured on the host
+    around it) and no shorter than its steps' total (the profile tiles the span, idle gaps aside).
+    Returns the run's outputs."""
+    import time
+
+    start = time.perf_counter()
+    outputs = session.run(inputs)
+    wall_ms = (time.perf_counter() - start) * 1e3
+    profile, steps = session.last_profile, session.program["steps"]
+    assert len(profile) == len(steps)
+    for entry, step in zip(profile, steps):
+        assert entry["name"] == step["kernel"] if step["op"] == "launch" else entry["name"].startswith("copy ")
+        assert entry["ms"] > 0, entry
+    total = sum(k["ms"] for k in profile)
+    assert total <= session.last_device_ms * (1 + 1e-9) <= wall_ms, (total, session.last_device_ms, wall_ms)
+    return outputs

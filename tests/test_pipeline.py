@@ -362,3 +362,30 @@ def test_get_pipeline_resolves_its_target_once(monkeypatch):
     acts = [t for t in relax_vk.plan(mod).tensors if t.shape == [2, 16, 56, 56, 4]]
     assert acts and acts[0].scope == "global"  # the 32-texel limit of the target current at construction
     assert isinstance(pipeline, tvm.transform.Pass)
+
+
+@pytest.mark.parametrize("api", ["opencl", "vulkan"])
+def test_the_named_stages_are_what_the_pipelines_run(api):
+    """scope_pipeline and lowering_stage are made of relax_vk.pipeline.STAGES, in order: running
+    the resolved stages one by one gives the same modules (what ``relax-vk show`` and the notebook
+    print is what ``plan`` and ``build`` run)."""
+    from relax_vk.pipeline import GROUPS, STAGES, stages
+
+    target = relax_vk.target.vulkan() if api == "vulkan" else relax_vk.target.opencl()
+    named = stages(target, groups=GROUPS)
+    assert {s.group for s in STAGES} == set(GROUPS)
+    # in STAGES' order; every stage for Vulkan, all but RetargetVDevices for OpenCL (nothing to do)
+    expected = [s for s in STAGES if api == "vulkan" or s.name != "RetargetVDevices"]
+    assert [s for s, _ in named] == expected
+    assert [s.number for s in STAGES] == sorted(s.number for s in STAGES)
+    mod = build_example("conv-relu-pool")
+    scoped = lowered = mod
+    for stage, run in named:
+        if stage.group != "lowering":
+            scoped = lowered = run(scoped)
+        else:
+            lowered = run(lowered)
+    tvm.ir.assert_structural_equal(scoped, relax_vk.scope_pipeline(target)(mod))
+    tvm.ir.assert_structural_equal(lowered, relax_vk.lowering_stage(target)(scoped))
+    with pytest.raises(ValueError, match="unknown pipeline groups"):
+        stages(target, groups=("layout", "codegen"))

@@ -15,6 +15,7 @@ from .lower import (
     FoldScopeCopies,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
+    NameKernelsForApi,
     RetargetVDevices,
     RewriteBufferReshapes,
     ShortenKernelNames,
@@ -49,6 +50,7 @@ __all__ = [
     "FoldScopeCopies",
     "SpecializeKernelScopes",
     "ShortenKernelNames",
+    "NameKernelsForApi",
     "RetargetVDevices",
     "RewriteBufferReshapes",
 ]

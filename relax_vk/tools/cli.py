@@ -1,7 +1,8 @@
 """The ``relax-vk`` command line.
 
 * ``relax-vk plan MODEL [--target opencl|vulkan] [--json]``: the memory plan of a model;
-* ``relax-vk show MODEL``: the module after every scope stage;
+* ``relax-vk show MODEL [--lowering]``: the module after every layout and scope stage (the stages
+  ``plan`` and ``build`` run: :data:`relax_vk.pipeline.STAGES`; ``--lowering``: and every lowering stage);
 * ``relax-vk build MODEL [--target opencl|vulkan] -o DIR``: compile; writes ``kernels.cl`` (OpenCL)
   or ``kernels.wgsl`` (Vulkan), ``plan.json`` (the ``plan --json`` contract), ``module.py`` (the
   final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
@@ -17,7 +18,9 @@
 MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file or a ``.pt2`` file
 (``torch.export.save``). ``--json`` outputs are stable contracts:
 ``plan`` as in :mod:`relax_vk.tools.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
-"max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}]}``.
+"max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}],
+"device_ms"}``: the kernels (and copies) of a profiled run after the timed runs, whose times tile
+that run's device span ``device_ms``.
 ``devices`` prints a list of ``{"api", "index", "platform", "device", "type", "image_support",
 "image2d_max", "image_max_array_size", "usable", "problem", "limits"}`` (``limits``: the
 :class:`~relax_vk.core.limits.DeviceLimits` fields). ``run`` and ``devices`` on ``.rvk``
@@ -189,34 +192,23 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
-    import tvm
+def _shown_stages(args):
+    """``(stage, module after it)`` for every layout and scope stage of
+    :data:`relax_vk.pipeline.STAGES` (with ``--lowering``, every lowering stage too), on the model
+    of ``args``: the passes ``plan`` and ``build`` run, for the same target, registry and options
+    (the last scope stage's module is ``plan``'s)."""
+    from ..pipeline import stages
 
-    from ..passes import (
-        CollectConsumerScopeInfo,
-        CollectProducerScopeInfo,
-        DefineVDevice,
-        PartialLegalize,
-        RemoveRedundantAssignments,
-    )
-    from ..pipeline import layout_stage
-
-    tgt, opts, reg = _target(args), _options(args), _registry(args)
-    stages = [
-        ("convert layout", layout_stage()),
-        ("partial legalization", PartialLegalize(reg)),
-        (
-            "consumer + producer scope info",
-            tvm.transform.Sequential([CollectConsumerScopeInfo(tgt, reg, opts), CollectProducerScopeInfo(tgt, reg, opts)]),
-        ),
-        ("DefineVDevice", DefineVDevice(tgt, reg, opts)),
-        ("RealizeVDevice", tvm.relax.transform.RealizeVDevice()),
-        ("RemoveRedundantAssignments", RemoveRedundantAssignments()),
-    ]
+    groups = ("layout", "scope", "lowering") if getattr(args, "lowering", False) else ("layout", "scope")
     mod = _load(args.model, args)
-    for title, stage in stages:
-        mod = stage(mod)
-        print(f"# ===== after {title} =====")
+    for stage, run in stages(_target(args), _registry(args), _options(args), groups=groups):
+        mod = run(mod)
+        yield stage, mod
+
+
+def cmd_show(args) -> int:
+    for stage, mod in _shown_stages(args):
+        print(f"# ===== after stage {stage.number}: {stage.name} =====")
         print(mod["main"].script(show_meta=False))
     return 0
 
@@ -231,20 +223,56 @@ def _compare(outputs, reference, rtol: float, atol: float):
     return bool(ok), abs_err, rel_err
 
 
+def _check_tolerances(program: dict, reference, rtol: Optional[float] = None, atol: Optional[float] = None):
+    """``(rtol, atol)`` to check a program's outputs against ``reference`` at: the given ones, else
+    1e-4 each, or for a program that stores textures as half texels (``--fp16``) the fp16 bound
+    (half texels carry 11 significant bits): ``FP16_RTOL`` and ``FP16_RTOL`` of the largest output
+    magnitude."""
+    if any(t.get("texel") == "float16" for t in program["tensors"]):
+        import numpy as np
+
+        scale = max(float(np.max(np.abs(r))) for r in reference)
+        return (FP16_RTOL if rtol is None else rtol), (FP16_RTOL * scale if atol is None else atol)
+    return (1e-4 if rtol is None else rtol), (1e-4 if atol is None else atol)
+
+
+def _warm_profile(session, inputs) -> "tuple[list, float]":
+    """A profiled run after warm-up: ``(per-step times, the device span of that run)``; the steps'
+    times tile the span (``session.last_profile``, ``session.last_device_ms``). The first run of a
+    session pays shader compilation and first-touch costs (on lavapipe a cold run's steps summed
+    to 7x (rfc-conv2d) and 35x (conv20) the warm median; on pocl conv20's cold device span was
+    10.3 s against 126 ms warm), so profiles are taken warm."""
+    session.time(inputs, repeat=1)  # (two unprofiled runs: warm even when called first)
+    session.run(inputs)
+    return session.last_profile, session.last_device_ms
+
+
+def _print_profile(profile, device_ms: float) -> None:
+    total = sum(k["ms"] for k in profile)
+    print(f"warm profiled run: device time {device_ms:.4f} ms = its steps {total:.4f} ms + idle between them {device_ms - total:.4f} ms")
+    print(f"  {'kernel / copy':<60} {'ms':>9}")
+    for k in profile:
+        print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f}")
+
+
 def _demo_run(compiled, device, model: str, label: str):
-    """Run a compiled model, check it against TVM llvm, time it; returns whether it matched."""
+    """Run a compiled model, check it against TVM llvm (at the fp16 bound for half-texel builds),
+    time it, profile a warm run; returns whether it matched."""
     from ..runtime import load
     from .reference import run_on_cpu
 
-    session = load(compiled.artifact(), device=device)
+    artifact = compiled.artifact()
+    session = load(artifact, device=device)
     inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
-    outputs = session.run(inputs)  # (profiled: last_profile holds its per-dispatch times)
-    ok, abs_err, _ = _compare(outputs, run_on_cpu(_load(model), inputs), rtol=1e-4, atol=1e-4)
-    print(f"{label} device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} (max abs err {abs_err:.3g})")
+    outputs = session.run(inputs)
+    reference = run_on_cpu(_load(model), inputs)
+    rtol, atol = _check_tolerances(artifact.program, reference)
+    ok, abs_err, _ = _compare(outputs, reference, rtol=rtol, atol=atol)
+    print(f"{label} device: {session.device_name}  check vs TVM llvm: {'OK' if ok else 'MISMATCH'} "
+          f"(max abs err {abs_err:.3g}; rtol {rtol:.3g}, atol {atol:.3g})")  # fmt: skip
     lat = session.time(inputs, repeat=10)
     print(f"latency over 10 runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
-    for k in session.last_profile:
-        print(f"  {k['name'][:60]:<60} {k['ms']:>9.4f} ms")
+    _print_profile(*_warm_profile(session, inputs))
     return ok
 
 
@@ -411,17 +439,12 @@ def cmd_run(args) -> int:
     if args.check:
         reference, note = _reference(artifact, inputs)
         if reference is not None:
-            rtol, atol = args.rtol, args.atol
-            if any(t.get("texel") == "float16" for t in artifact.program["tensors"]):
-                import numpy as np
-
-                # half texels carry 11 significant bits: 1e-2 of the output's magnitude (the fp16 bound)
-                scale = max(float(np.max(np.abs(r))) for r in reference)
-                rtol, atol = (FP16_RTOL if rtol is None else rtol), (FP16_RTOL * scale if atol is None else atol)
-            ok, abs_err, rel_err = _compare(outputs, reference, 1e-4 if rtol is None else rtol, 1e-4 if atol is None else atol)
+            rtol, atol = _check_tolerances(artifact.program, reference, args.rtol, args.atol)
+            ok, abs_err, rel_err = _compare(outputs, reference, rtol, atol)
             result.update(ok=ok, max_abs_err=abs_err, max_rel_err=rel_err)
     result["latency_ms"] = session.time(inputs, repeat=args.repeat)
-    result["kernels"] = session.last_profile
+    # the kernels of a profiled run after the timed ones (warm), and the device span they tile
+    result["kernels"], result["device_ms"] = _warm_profile(session, inputs)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -434,9 +457,7 @@ def cmd_run(args) -> int:
         print(f"device memory: {session.device_bytes / (1 << 20):.2f} MiB allocated; {_memory_line(artifact.program)}")
         lat = result["latency_ms"]
         print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
-        print(f"{'kernel / copy':<60} {'ms':>9}")
-        for k in result["kernels"]:
-            print(f"{k['name'][:60]:<60} {k['ms']:>9.4f}")
+        _print_profile(result["kernels"], result["device_ms"])
     return 0 if result["ok"] in (None, True) else 1
 
 
@@ -578,8 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
     p.set_defaults(func=cmd_plan)
-    p = sub.add_parser("show", help="print the module after each scope stage")
+    p = sub.add_parser("show", help="print the module after each layout and scope stage (the ones plan and build run)")
     _add_model_args(p)
+    p.add_argument("--lowering", action="store_true", help="also print the module after each lowering stage (what build runs next)")
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
     _add_model_args(p)

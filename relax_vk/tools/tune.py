@@ -88,7 +88,7 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     is returned (a database record measured over at least as many candidates)."""
     from tvm import s_tir
 
-    from ..compiler import compile_lowered, retarget_for_lowering
+    from ..compiler import compile_lowered
     from ..core import target as _target
     from ..core.options import ScopeOptions
     from ..pipeline import _lowering_stage, _scope_pipeline
@@ -100,7 +100,7 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     options = ScopeOptions(**MEMORY_OPTIONS[memory])
     probe = candidate_module(spec, 1)
     scoped = _scope_pipeline(tgt, None, options)(probe)
-    lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
+    lowered = _lowering_stage(tgt, schedule=False)(scoped)
     calls = _conv_calls(lowered)
     if len(calls) != 1:
         return None
@@ -114,7 +114,7 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
         return RECORDED
     mod = candidate_module(spec, len(configs))
     scoped = _scope_pipeline(tgt, None, options)(mod)
-    lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
+    lowered = _lowering_stage(tgt, schedule=False)(scoped)
     calls = _conv_calls(lowered)
     if len(calls) != len(configs):
         raise RuntimeError(f"{w.key()}: {len(calls)} conv kernels for {len(configs)} candidates")

@@ -8,7 +8,7 @@ from tvm import tirx
 
 import relax_vk
 from relax_vk.runtime import load
-from relax_vk.schedules.conv2d import Conv2dConfig, Conv2dWorkload, default_config, row_tiles
+from relax_vk.schedules.conv2d import Conv2dConfig, Conv2dWorkload, candidate_configs, default_config, row_tiles, splits_reduction
 from helpers_build import BACKENDS
 
 torch = pytest.importorskip("torch")
@@ -49,26 +49,75 @@ def test_conv_schedule_numbers(case, backend, device):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 
 
-def test_row_tiles_never_leave_a_partial_tile():
-    assert row_tiles(13) == [1] and row_tiles(7) == [7, 1] and row_tiles(56) == [4, 2, 1] and row_tiles(6) == [6, 3, 2, 1]
-    cfg = default_config(Conv2dWorkload(1, 16, 56, 56, 64, 3, 3, False))
-    assert (cfg.px, cfg.oc) == (4, 2)
-    # per (ic4, kh) of a 3x3 stride-1 conv: a row segment of px + 2 input texels and 3 * oc * 4
-    # weight texels feed px * oc * 16 * 3 FMAs (TVM's adreno rule: about 1 per texel fetched)
-    assert cfg.px * cfg.oc * 16 * 3 / (cfg.px + 2 + 3 * cfg.oc * 4) > 8
+# a grid of workloads: batch, output channel chunks (odd, even, prime), row lengths (prime, short,
+# one pixel), reduction lengths around SPLIT_MIN_TERMS, kernel shapes, depthwise or not
+WORKLOADS = [
+    Conv2dWorkload(n, oc4, h, w, 1 if dw else ic, kh, kw, dw, stride)
+    for n in (1, 2)
+    for oc4 in (1, 2, 3, 15, 16)
+    for h, w in ((1, 1), (1, 40), (2, 5), (7, 13), (56, 56), (9, 7))
+    for ic in (4, 28, 64, 300, 960)
+    for kh, kw in ((1, 1), (3, 3), (1, 3), (7, 7))
+    for dw in (False, True)
+    for stride in (1, 2)
+]
+
+
+def _fmas_per_fetched_texel(w: Conv2dWorkload, c: Conv2dConfig) -> float:
+    """Per (input channel chunk, kernel row) of a thread's block: px x oc output texels take
+    px * oc * 16 * kw FMAs from a row segment of input texels and kw * oc * 4 weight texels."""
+    inputs = (c.px - 1) * w.stride + (w.kw - 1) * w.dilation + 1
+    return c.px * c.oc * 16 * w.kw / (inputs + w.kw * c.oc * 4)
+
+
+def test_row_tiles_divide_the_row():
+    for out_w in range(1, 300):
+        tiles = row_tiles(out_w)
+        assert 1 in tiles and tiles == sorted(set(tiles), reverse=True)
+        for px in tiles:  # no partial tile; at most 4 pixels, or a whole short row
+            assert out_w % px == 0 and (px <= 4 or (px == out_w and out_w <= 8))
+
+
+def test_default_config_is_a_valid_candidate_covering_the_output():
+    for w in WORKLOADS:
+        c = default_config(w)
+        assert c in candidate_configs(w) and Conv2dConfig.from_key(c.key()) == c
+        assert c.split == splits_reduction(w)
+        if c.split:  # one workgroup per output texel, its threads splitting the sum
+            assert (c.px, c.oc) == (1, 1)
+            continue
+        assert w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0 and (c.oc == 1 or not w.depthwise)
+        threads = w.n * (w.oc_chunks // c.oc) * w.out_h * (w.out_w // c.px)
+        assert threads * c.px * c.oc == w.output_texels  # every output texel written exactly once
+
+
+def test_default_config_feeds_at_least_as_many_fmas_per_fetch_as_the_naive_one():
+    naive = Conv2dConfig(1, 1, 64)
+    for w in WORKLOADS:
+        c = default_config(w)
+        if not c.split and not w.depthwise:
+            assert _fmas_per_fetched_texel(w, c) >= _fmas_per_fetched_texel(w, naive), (w, c)
+
+
+def test_every_candidate_config_is_valid():
+    for w in WORKLOADS[::7]:
+        for c in candidate_configs(w):
+            assert Conv2dConfig.from_key(c.key()) == c
+            assert c.split or (w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0 and (c.oc == 1 or not w.depthwise))
+            assert not c.split or splits_reduction(w)
 
 
 def test_few_outputs_with_long_sums_split_the_sum_across_a_workgroup():
     # PP-OCR's recognizer: a 1x3 conv of 960 channels on a 1x40 map to 60 channels had 600
     # threads summing 2880 terms each (210 us on the H100's Vulkan); SE convs on pooled vectors
-    svtr = Conv2dWorkload(1, 15, 1, 40, 960, 1, 3, False)
-    assert default_config(svtr) == Conv2dConfig(1, 1, 64, split=True) and default_config(svtr).key() == "px1_oc1_t64_split"
-    assert Conv2dConfig.from_key("px1_oc1_t64_split") == Conv2dConfig(1, 1, 64, split=True)
-    assert Conv2dConfig.from_key("px4_oc2_t64") == Conv2dConfig(4, 2, 64)
+    assert default_config(Conv2dWorkload(1, 15, 1, 40, 960, 1, 3, False)).split
     assert not default_config(Conv2dWorkload(1, 16, 56, 56, 64, 3, 3, False)).split  # (enough outputs)
     assert not default_config(Conv2dWorkload(1, 30, 1, 1, 120, 1, 1, False)).split  # (a short sum)
     assert not default_config(Conv2dWorkload(1, 30, 1, 1, 1, 7, 7, True)).split  # (depthwise)
     model = torch.nn.Conv2d(256, 8, 3, 1, 1).eval()
     compiled = relax_vk.build(relax_vk.frontends.from_torch(model, (torch.randn(1, 256, 2, 5),)), "opencl")
     (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
-    assert conv["config"] == "px1_oc1_t64_split" and conv["local"] == [64, 1, 1] and conv["global"] == [2 * 2 * 5 * 64, 1, 1]
+    w = Conv2dWorkload(1, 2, 2, 5, 256, 3, 3, False)
+    assert conv["config"] == default_config(w).key() and default_config(w).split
+    threads = conv["local"][0]
+    assert conv["local"] == [threads, 1, 1] and conv["global"] == [w.output_texels * threads, 1, 1]  # a workgroup per texel

@@ -9,7 +9,7 @@ from tvm import relax
 import relax_vk
 from relax_vk.runtime import load
 from relax_vk.schedules.channel_reduce import threads_for
-from relax_vk.schedules.matmul import _threads, tile
+from relax_vk.schedules.matmul import MIN_THREADS, _threads, tile
 from relax_vk.schedules.row_norm import MIN_GROUPS, workgroup
 from relax_vk.tools.reference import random_inputs, run_on_cpu
 
@@ -38,28 +38,55 @@ def attention(tokens, dim, heads):
     return module([x], body)
 
 
-def test_tiles_stay_inside_a_batch_and_the_output():
-    # the largest tile that divides a batch's rows and the output texels and leaves enough threads
-    assert tile(4096, 64) == (4, 2) and tile(4095, 64) == (1, 2) and tile(4096, 63) == (4, 1)
-    assert tile(196, 49, batches=6) == (2, 1) and tile(196, 16, batches=6) == (1, 1) and tile(50, 8) == (1, 1)
-    # a batch's row tiles: all in one workgroup when they fit, else an exact divisor (several
-    # batches) or a partial last workgroup (one batch); None sends the kernel to the safe schedule
-    assert _threads(49, 256, exact=True) == 49
-    assert _threads(515, 256, exact=True) == 103
-    assert _threads(1031, 256, exact=True) is None and _threads(1031, 256, exact=False) == 64
-    assert [threads_for(n) for n in (8, 16, 17, 96, 1000)] == [8, 16, 32, 32, 32]
+def test_tiles_stay_inside_a_batch_and_the_output_and_keep_enough_threads():
+    # the largest tile (up to 4 rows x 2 texels) that divides a batch's rows and the output
+    # texels and leaves MIN_THREADS threads; (1, 1) when none does
+    def threads(rows, texels, batches, t):
+        return batches * (rows // t[0]) * (texels // t[1])
+
+    for rows in (1, 3, 16, 49, 50, 196, 4095, 4096, 16384):
+        for texels in (1, 8, 16, 49, 63, 64, 768):
+            for batches in (1, 6):
+                px, oc = tile(rows, texels, batches=batches)
+                assert rows % px == 0 and texels % oc == 0 and px <= 4 and oc <= 2
+                fits = [(p, o) for p in (4, 2, 1) for o in (2, 1)
+                        if rows % p == 0 and texels % o == 0 and threads(rows, texels, batches, (p, o)) >= MIN_THREADS]  # fmt: skip
+                if (px, oc) != (1, 1):
+                    assert (px, oc) in fits
+                assert all(p * o <= px * oc for p, o in fits), (rows, texels, batches, fits)
+
+
+def test_workgroup_threads_fit_and_divide_a_batch_when_exact():
+    for pixels in range(1, 1100, 7):
+        for most in (64, 256):
+            t = _threads(pixels, most, exact=True)
+            divisors = [d for d in range(32, most + 1) if pixels % d == 0]
+            if pixels <= most:
+                assert t == pixels
+            else:
+                assert (t is None) == (not divisors) and (t is None or (pixels % t == 0 and 32 <= t <= most))
+            loose = _threads(pixels, most, exact=False)
+            assert loose == pixels if pixels <= most else 0 < loose <= most
+
+
+def test_channel_threads_are_the_smallest_power_of_two_covering_the_row():
+    for texels in range(1, 200):
+        t = threads_for(texels)
+        assert t & (t - 1) == 0 and t <= 32 and t >= min(texels, 32) and (t == 1 or t // 2 < min(texels, 32))
 
 
 def test_row_norm_workgroups_split_rows_evenly_and_keep_enough_groups():
     # (rows side by side, threads per row): the threads divide a row's texels (about four each),
     # rows are a power of two, and a kernel keeps MIN_GROUPS workgroups before it packs rows
-    assert workgroup(24, 3136) == (16, 6) and workgroup(96, 197) == (1, 24) and workgroup(13, 9408) == (16, 13)
-    assert workgroup(192, 49) == (1, 32) and workgroup(97, 10) == (1, 1) and workgroup(24, 3136, 64) == (8, 6)
     for texels in range(1, 200):
         for rows in (1, 7, 197, 1030, 3136, 50176):
-            r, t = workgroup(texels, rows)
-            assert texels % t == 0 and t <= 32 and r * t <= 256 and r & (r - 1) == 0
-            assert r == 1 or rows // r >= MIN_GROUPS
+            for most in (64, 256):
+                r, t = workgroup(texels, rows, most)
+                assert texels % t == 0 and t <= 32 and r * t <= most and r & (r - 1) == 0
+                assert r == 1 or rows // r >= MIN_GROUPS
+                # the nearest to four texels per thread among the divisors that fit
+                near = min(abs(texels / d - 4) for d in range(1, min(32, most) + 1) if texels % d == 0)
+                assert abs(texels / t - 4) == near
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
@@ -203,7 +230,8 @@ def test_softmax_over_a_prime_number_of_texels_takes_a_workgroup_per_row(backend
     mod = module([x], lambda bb, x: relax.op.nn.softmax(bb.emit(relax.op.matmul(x, const((32, 6625), 1))), axis=-1))
     compiled = relax_vk.build(mod, target=backend, options=relax_vk.ScopeOptions(prefer=prefer))
     (kernel,) = [k for k in compiled.artifact().program["kernels"] if k.get("schedule") == "row_norm"]
-    assert kernel["local"] == [256, 1, 1] and kernel["global"] == [40 * 256, 1, 1], kernel
+    threads = kernel["local"][0]  # a workgroup of several threads per row, one row per workgroup
+    assert threads > 1 and kernel["local"] == [threads, 1, 1] and kernel["global"] == [40 * threads, 1, 1], kernel
     inputs = random_inputs(mod)
     (out,) = load(compiled.artifact(), device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-7)

@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+from relax_vk.serialization.artifact import Artifact
 from relax_vk.tools.cli import main
 
 
@@ -46,11 +47,13 @@ def test_python_dash_m_relax_vk_is_the_command_line(capsys):
     assert bad.returncode == 2 and "unknown model 'resnet9000'" in bad.stderr
 
 
-def test_show_prints_every_stage(capsys):
+def test_show_prints_every_layout_and_scope_stage(capsys):
+    from relax_vk.pipeline import STAGES
+
     assert main(["show", "conv-relu-pool"]) == 0
     out = capsys.readouterr().out
-    for stage in ("convert layout", "partial legalization", "DefineVDevice", "RealizeVDevice", "RemoveRedundantAssignments"):
-        assert f"after {stage}" in out
+    for stage in STAGES:
+        assert (f"after stage {stage.number}: {stage.name} =====" in out) == (stage.group in ("layout", "scope"))
     assert "R.hint_on_device" in out
 
 
@@ -65,10 +68,21 @@ def test_build_rvk_then_run_with_check_json(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", path, "--device", "pocl", "--check", "--repeat", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
+    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels", "device_ms"}
     assert result["ok"] is True and result["max_abs_err"] < 1e-4
     assert set(result["latency_ms"]) == {"median", "min", "max"}
-    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+    assert_kernels_tile_the_device_time(result, Artifact.read(path).program)
+
+
+def assert_kernels_tile_the_device_time(result: dict, program=None):
+    """``run --json``'s profile: one positive time per step of the program (kernel launches by
+    name), adding up to no more than the device time of that profiled run."""
+    kernels = result["kernels"]
+    assert kernels and all({"name", "ms"} == set(k) and k["ms"] > 0 for k in kernels)
+    assert sum(k["ms"] for k in kernels) <= result["device_ms"] * (1 + 1e-9)
+    if program is not None:
+        assert [k["name"] for k in kernels if not k["name"].startswith("copy ")] == [s["kernel"] for s in program["steps"] if s["op"] == "launch"]
+        assert len(kernels) == len(program["steps"])
 
 
 def test_build_folder_holds_the_artifact_too(tmp_path, capsys):
@@ -111,10 +125,20 @@ def test_devices_lists_opencl_devices_and_vulkan_adapters(capsys):
 def test_run_on_vulkan_has_the_same_json_contract(capsys):
     assert main(["run", "conv-relu-pool", "--backend", "vulkan", "--device", "lavapipe", "--check", "--repeat", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
+    assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels", "device_ms"}
     assert result["backend"] == "vulkan" and "llvmpipe" in result["device"]
     assert result["ok"] is True and result["max_abs_err"] < 1e-4
-    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+    assert_kernels_tile_the_device_time(result)
+    assert not any("opencl" in k["name"] for k in result["kernels"])  # Vulkan kernels are named for Vulkan
+
+
+def test_demo_checks_half_texels_at_the_fp16_bound(capsys):
+    """``demo --fp16`` checks at the fp16 bound (it exited 1 at the fp32 one) and prints warm
+    profiles with the device time their steps add up to."""
+    assert main(["demo", "--fp16", "--model", "conv-relu-pool"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("check vs TVM llvm: OK") == 2 and "rtol 0.01" in out
+    assert out.count("warm profiled run: device time") == 2
 
 
 def test_vulkan_build_folder_and_rvk_runs_on_its_own_backend(tmp_path, capsys):

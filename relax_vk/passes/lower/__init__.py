@@ -1,10 +1,12 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
-guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices, and the
+guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
+Vulkan kernel names, and the
 reshape rewrite that only views buffers."""
 
 from .fold_scope_copies import FoldScopeCopies
 from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
+from .name_kernels_for_api import NameKernelsForApi
 from .retarget_vdevices import RetargetVDevices
 from .shorten_kernel_names import ShortenKernelNames
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
@@ -17,6 +19,7 @@ __all__ = [
     "FoldScopeCopies",
     "SpecializeKernelScopes",
     "ShortenKernelNames",
+    "NameKernelsForApi",
     "RetargetVDevices",
     "RewriteBufferReshapes",
 ]

@@ -46,28 +46,38 @@ class _Rename(relax.PyExprMutator):
         return self.renamed.get(gvar, gvar)
 
 
+def rename_functions(mod: tvm.IRModule, names: Dict[tvm.ir.GlobalVar, str], annotate=None) -> tvm.IRModule:
+    """``mod`` with each function of ``names`` under its new name (``annotate(old gvar, func)``, when
+    given, returns the function to store) and every call of it calling the new name. The new names
+    must be free in ``mod``; ``mod`` is returned unchanged when ``names`` is empty."""
+    if not names:
+        return mod
+    renamed = {}
+    for gvar, name in names.items():  # (not BlockBuilder.add_func: it returns the old name of an identical function)
+        renamed[gvar] = tvm.ir.GlobalVar(name)
+        relax.expr._update_type(renamed[gvar], gvar.ty)
+    functions = {}
+    for gvar, func in mod.functions_items():
+        if gvar in renamed:
+            functions[renamed[gvar]] = annotate(gvar, func) if annotate else func
+        else:
+            functions[gvar] = _Rename(mod, renamed).visit_expr(func) if isinstance(func, relax.Function) else func
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 def ShortenKernelNames(limit: int = MAX_NAME) -> tvm.transform.Pass:
     """Rename kernels whose names are longer than ``limit`` characters (module docstring)."""
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         taken = {gv.name_hint for gv in mod.get_global_vars()}
-        builder = relax.BlockBuilder(mod)
-        renamed: Dict[tvm.ir.GlobalVar, tvm.ir.GlobalVar] = {}
+        names: Dict[tvm.ir.GlobalVar, str] = {}
         for gvar, func in mod.functions_items():
             if isinstance(func, tirx.PrimFunc) and len(gvar.name_hint) > limit:
                 name = short_name(gvar.name_hint, limit)
                 while name in taken:  # (a clash with an existing short name: hash the hash)
                     name = short_name(name + "_", limit)
                 taken.add(name)
-                renamed[gvar] = builder.add_func(func.with_attr(FULL_NAME_ATTR, gvar.name_hint), name)
-        if not renamed:
-            return mod
-        extended = builder.get()
-        functions = {}
-        for gvar, func in extended.functions_items():
-            if gvar in renamed:
-                continue
-            functions[gvar] = _Rename(extended, renamed).visit_expr(func) if isinstance(func, relax.Function) else func
-        return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+                names[gvar] = name
+        return rename_functions(mod, names, lambda gvar, func: func.with_attr(FULL_NAME_ATTR, gvar.name_hint))
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.ShortenKernelNames")

@@ -9,7 +9,7 @@ from relax_vk.runtime.opencl import find_device
 from relax_vk.tools.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import DeviceLimitError, load
 from relax_vk.core.scope import scope_from_name
-from runtime_helpers import copy_program as _copy_program
+from runtime_helpers import assert_profile_is_sound, copy_program as _copy_program
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -20,9 +20,8 @@ def test_examples_match_the_cpu_reference(name):
     outputs = session.run(inputs)
     for out, ref in zip(outputs, run_on_cpu(mod, inputs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
-    # every kernel and copy was timed with OpenCL profiling events
-    assert session.last_profile and all(k["ms"] >= 0 for k in session.last_profile)
-    assert sum(k["ms"] for k in session.last_profile) <= session.last_device_ms + 1e-9
+    # every kernel and copy of a (warm) run is timed with OpenCL profiling events
+    np.testing.assert_array_equal(assert_profile_is_sound(session, inputs)[0], outputs[0])
 
 
 def test_copy_from_a_shared_arena_into_a_texture():

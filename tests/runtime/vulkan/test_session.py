@@ -12,7 +12,7 @@ from relax_vk.runtime import DeviceLimitError, ShaderError, load, select_adapter
 from relax_vk.runtime.vulkan.session import VulkanSession, check_limits
 from relax_vk.core.scope import scope_from_name
 from helpers import module, tensor
-from runtime_helpers import copy_program
+from runtime_helpers import assert_profile_is_sound, copy_program
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +31,8 @@ def test_examples_match_the_cpu_reference(name, lavapipe):
     outputs = session.run(inputs)
     for out, ref in zip(outputs, run_on_cpu(mod, inputs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
-    # every dispatch (kernel or copy) was timed with timestamp queries (nanoseconds -> ms)
-    assert len(session.last_profile) == len(compiled.artifact().program["steps"])
-    assert all(k["ms"] >= 0 for k in session.last_profile) and sum(k["ms"] for k in session.last_profile) > 0
-    # ... and the per-dispatch times add up to no more than the same run's device time
-    assert sum(k["ms"] for k in session.last_profile) <= session.last_device_ms + 1e-9
+    # every dispatch (kernel or copy) of a (warm) run is timed with timestamp queries (nanoseconds -> ms)
+    np.testing.assert_array_equal(assert_profile_is_sound(session, inputs)[0], outputs[0])
 
 
 def test_vulkan_plan_is_the_opencl_plan():
