@@ -37,7 +37,7 @@ import tvm
 from tvm import tirx
 
 from ...core.errors import RelaxVKError
-from .helpers import HELPERS, MATH_FUNCTIONS
+from .helpers import HELPERS, MATH_FUNCTIONS, helper_closure
 
 TEXTURE_PREFIX = "global.texture"
 # TIR binary expressions that are WGSL infix operators with the same meaning (integer Div and Mod
@@ -502,13 +502,32 @@ class _Emitter:
         wgsl, helper = MATH_FUNCTIONS[base]
         if helper:
             self.helpers.add(wgsl)
-            if int(_dtype(e).lanes) != 1:
-                raise self.fail(f"{name} on vectors")
-            # helpers are float32 functions: float16 arguments are widened, the result narrowed
-            texts = [f"f32({self.expr(a)})" if str(_dtype(a)) == "float16" else self.expr(a) for a in args]
-            call = f"{wgsl}({', '.join(texts)})"
-            return f"f16({call})" if str(_dtype(e)) == "float16" else call
+            return self.helper_call(wgsl, args, e)
         return f"{wgsl}({', '.join(self.expr(a) for a in args)})"
+
+    def helper_call(self, helper: str, args, e) -> str:
+        """A call of a float32 helper function: float16 arguments are widened and the result
+        narrowed; on vectors, the helper is called lane by lane (each vector argument bound to a
+        ``let`` first, so it is evaluated once)."""
+        lanes = int(_dtype(e).lanes)
+        texts = [self.expr(a) for a in args]
+        if lanes == 1:
+            texts = [f"f32({t})" if str(_dtype(a)) == "float16" else t for a, t in zip(args, texts)]
+            call = f"{helper}({', '.join(texts)})"
+            return f"f16({call})" if str(_dtype(e)) == "float16" else call
+        names = []
+        for a, text in zip(args, texts):
+            name = self.fresh(f"{helper[4:]}_arg")
+            self.pending.append(f"let {name}: {wgsl_type(_dtype(a), f'kernel {self.kernel}')} = {text};")
+            names.append((name, int(_dtype(a).lanes) != 1, str(_dtype(a)).startswith("float16")))
+        half = str(_dtype(e)).startswith("float16")
+        calls = []
+        for k in range(lanes):
+            lane_args = [(f"{n}[{k}]" if vec else n) for n, vec, _ in names]
+            lane_args = [f"f32({t})" if h else t for t, (_, _, h) in zip(lane_args, names)]
+            call = f"{helper}({', '.join(lane_args)})"
+            calls.append(f"f16({call})" if half else call)
+        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(calls)})"
 
     def texture_args(self, e, what: str):
         data = self.root(e.args[0])
@@ -767,7 +786,7 @@ class _Emitter:
             f"// relax_vk: kernel {self.kernel}",
             *params,
             *self.module_vars,
-            *[HELPERS[h] for h in sorted(self.helpers)],
+            *[HELPERS[h] for h in helper_closure(self.helpers)],
             "",
             f"@compute @workgroup_size({workgroup[0]}, {workgroup[1]}, {workgroup[2]})",
             "fn main(@builtin(workgroup_id) rvk_wid: vec3<u32>, @builtin(local_invocation_id) rvk_lid: vec3<u32>) {",
