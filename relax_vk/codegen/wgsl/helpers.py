@@ -56,9 +56,9 @@ MATH_FUNCTIONS = {
     "log1p": ("rvk_log1p", True),
     "sqrt": ("sqrt", False),
     "rsqrt": ("inverseSqrt", False),
-    "sin": ("sin", False),
-    "cos": ("cos", False),
-    "tan": ("tan", False),
+    "sin": ("rvk_sin", True),
+    "cos": ("rvk_cos", True),
+    "tan": ("rvk_tan", True),
     "asin": ("rvk_asin", True),
     "acos": ("rvk_acos", True),
     "atan": ("rvk_atan", True),
@@ -108,6 +108,32 @@ _ATANH_SERIES = [1.0 / (2 * k + 1) for k in range(8)]  # atanh(s)/s in z = s^2 (
 _ATAN_SERIES = [(-1.0) ** k / (2 * k + 1) for k in range(8)]  # atan(u)/u in z = u^2 (|u| <= 0.268)
 _EXPM1_SERIES = [1.0 / math.factorial(k + 1) for k in range(12)]  # expm1(x)/x in x (|x| < 0.7)
 _ERF_SERIES = [2 / math.sqrt(math.pi) * (-1.0) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]  # erf(x)/x in z = x^2
+
+_SIN_SERIES = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(7)]  # sin(r)/r in z = r^2 (|r| <= pi/4)
+_COS_SERIES = [(-1.0) ** k / math.factorial(2 * k) for k in range(8)]  # cos(r) in z = r^2
+
+
+def _two_over_pi_limbs(count: int, zero_limbs: int) -> List[int]:
+    """2/pi in 12-bit limbs, most significant first, after ``zero_limbs`` zero limbs: pi from
+    Machin's formula (pi = 16 atan(1/5) - 4 atan(1/239)) in integer arithmetic."""
+    bits = 12 * count + 64
+
+    def atan_inv(x: int) -> int:  # atan(1/x) * 2^bits
+        total = term = (1 << bits) // x
+        n, sign = 1, -1
+        while term:
+            term //= x * x
+            total += sign * (term // (2 * n + 1))
+            n, sign = n + 1, -sign
+        return total
+
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)  # pi * 2^bits
+    frac = (2 << (2 * bits)) // pi  # 2/pi * 2^bits (2/pi < 1: all fraction bits)
+    limbs = [(frac >> (bits - 12 * (k + 1))) & 0xFFF for k in range(count - zero_limbs)]
+    return [0] * zero_limbs + limbs
+
+
+_TWO_OVER_PI = _two_over_pi_limbs(20, 3)
 
 _PI = math.pi
 _LN2_HI, _LN2_LO = 0.693145751953125, math.log(2) - 0.693145751953125  # e*_LN2_HI is exact for |e| < 2^11
@@ -313,6 +339,79 @@ HELPERS = {
         "    if (a > 1.0f) { return rvk_nan(); }\n"
         f"    let r = select(2.0f * rvk_asin_half(sqrt(0.5f * (1.0f - a))), {_f32(_PI / 2)} - rvk_asin_half(a), a <= 0.5f);\n"
         f"    return select(r, {_f32(_PI)} - r, x < 0.0f);\n"
+        "}"
+    ),
+    # ---- trigonometric functions
+    "rvk_reduce_half_pi": (
+        "fn rvk_reduce_half_pi(a: f32) -> vec2<f32> {\n"
+        "    // a >= 0 finite: a = (q + t) pi/2, q an integer, |t| <= 1/2; returns (t pi/2, q mod 4).\n"
+        "    // Payne & Hanek: a = m 2^s (m of 24 bits); a 2/pi mod 4 = 4 frac(m F), F the 72 bits of 2/pi\n"
+        "    // from bit s - 1 on (the bits before add multiples of 4), as 12-bit limbs in u32 arithmetic\n"
+        f"    if (a <= {_f32(_PI / 4)}) {{ return vec2<f32>(a, 0.0f); }}\n"
+        f"    var limbs = array<u32, {len(_TWO_OVER_PI)}>({', '.join(f'{v}u' for v in _TWO_OVER_PI)});\n"
+        "    let bits = bitcast<u32>(a);\n"
+        "    let m = (bits & 0x7fffffu) | 0x800000u;\n"
+        "    let p = i32(bits >> 23u) - 116;  // the window's first bit, s - 1 = e - 24, after the 36 zero bits leading the table\n"
+        "    let j = p / 12;\n"
+        "    let rho = u32(p % 12);\n"
+        "    var f: array<u32, 6>;\n"
+        "    for (var k = 0; k < 6; k++) {\n"
+        "        f[k] = ((limbs[j + k] << rho) | (limbs[j + k + 1] >> (12u - rho))) & 0xfffu;\n"
+        "    }\n"
+        "    let m1 = m >> 12u;\n"
+        "    let m0 = m & 0xfffu;\n"
+        "    var v = m0 * f[5];\n"
+        "    let l6 = v & 0xfffu;\n"
+        "    v = (v >> 12u) + m1 * f[5] + m0 * f[4];\n"
+        "    let l5 = v & 0xfffu;\n"
+        "    v = (v >> 12u) + m1 * f[4] + m0 * f[3];\n"
+        "    let l4 = v & 0xfffu;\n"
+        "    v = (v >> 12u) + m1 * f[3] + m0 * f[2];\n"
+        "    let l3 = v & 0xfffu;\n"
+        "    v = (v >> 12u) + m1 * f[2] + m0 * f[1];\n"
+        "    let l2 = v & 0xfffu;\n"
+        "    v = (v >> 12u) + m1 * f[1] + m0 * f[0];\n"
+        "    let l1 = v & 0xfffu;\n"
+        "    // 4 frac(m F) in units of 2^-30, rounded to the nearest quadrant (mod 2^32 is mod 4)\n"
+        "    let y = ((l1 << 20u) | (l2 << 8u) | (l3 >> 4u)) + 0x20000000u;\n"
+        "    let rest = f32(((l3 & 0xfu) << 12u) | l4) * 0.0000152587890625f + f32(l5) * 3.7252902984e-09f;\n"
+        "    let t = f32(i32(y & 0x3fffffffu) - 0x20000000) + rest;\n"
+        f"    return vec2<f32>(t * {_f32(_PI / 2 / 2**30)}, f32(y >> 30u));\n"
+        "}"
+    ),
+    "rvk_sin_poly": (
+        "fn rvk_sin_poly(r: f32) -> f32 {\n"
+        "    let z = r * r;\n"
+        f"    return r * ({_horner('z', _SIN_SERIES)});\n"
+        "}"
+    ),
+    "rvk_cos_poly": f"fn rvk_cos_poly(r: f32) -> f32 {{ let z = r * r; return {_horner('z', _COS_SERIES)}; }}",
+    "rvk_sin": (
+        "fn rvk_sin(x: f32) -> f32 {\n"
+        "    if (!rvk_isfinite(x)) { return rvk_nan(); }\n"
+        "    let rq = rvk_reduce_half_pi(abs(x));\n"
+        "    let q = u32(rq.y);\n"
+        "    let v = select(rvk_sin_poly(rq.x), rvk_cos_poly(rq.x), (q & 1u) == 1u);\n"
+        "    return select(v, -v, ((q & 2u) == 2u) != (x < 0.0f));\n"
+        "}"
+    ),
+    "rvk_cos": (
+        "fn rvk_cos(x: f32) -> f32 {\n"
+        "    if (!rvk_isfinite(x)) { return rvk_nan(); }\n"
+        "    let rq = rvk_reduce_half_pi(abs(x));\n"
+        "    let q = u32(rq.y);\n"
+        "    let v = select(rvk_cos_poly(rq.x), rvk_sin_poly(rq.x), (q & 1u) == 1u);\n"
+        "    return select(v, -v, ((q + 1u) & 2u) == 2u);\n"
+        "}"
+    ),
+    "rvk_tan": (
+        "fn rvk_tan(x: f32) -> f32 {\n"
+        "    if (!rvk_isfinite(x)) { return rvk_nan(); }\n"
+        "    let rq = rvk_reduce_half_pi(abs(x));\n"
+        "    let s = rvk_sin_poly(rq.x);\n"
+        "    let c = rvk_cos_poly(rq.x);\n"
+        "    let v = select(s / c, -c / s, (u32(rq.y) & 1u) == 1u);\n"
+        "    return select(v, -v, x < 0.0f);\n"
         "}"
     ),
     # ---- special functions
