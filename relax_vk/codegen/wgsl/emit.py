@@ -49,6 +49,10 @@ _BINARY_OPS = {
 }  # fmt: skip
 _SHIFT_OPS = {"LShift": "<<", "RShift": ">>"}  # WGSL shifts take a u32 amount
 _UNARY_OPS = {"Not": "!", "BitwiseNot": "~"}
+# float operators WGSL gets wrong: ``%`` is x - y trunc(x/y) (inexact, NaN for an infinite y), and
+# ``!=`` may be ordered on a driver that assumes no NaN (lavapipe: NaN != 1 is false); Mod calls
+# C's exact fmod, NE is written !(a == b)
+_FLOAT_OPS = {"Mod": "rvk_fmod", "NE": None}
 # the same operators written as intrinsic calls
 _CALL_OPS = {
     "shift_left": "LShift", "shift_right": "RShift", "bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
@@ -348,6 +352,8 @@ class _Emitter:
             if wide:
                 return f"({self.expr(a)} * 0)"  # every bit shifted out of the 32 kept
             return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
+        if self._is_float(a) and kind in _FLOAT_OPS:
+            return self.helper_call(_FLOAT_OPS[kind], [a, b], a) if kind == "Mod" else f"(!({self.expr(a)} == {self.expr(b)}))"
         return f"({self.expr(a)} {'!=' if flag and kind == 'BitwiseXor' else _BINARY_OPS[kind]} {self.expr(b)})"
 
     def _is_float(self, e) -> bool:
@@ -372,9 +378,13 @@ class _Emitter:
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_Min(self, e):
+        if self._is_float(e):  # TVM's a < b ? a : b, NaN included (helpers.py)
+            return self.helper_call("rvk_min", [e.a, e.b], e)
         return f"min({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_Max(self, e):
+        if self._is_float(e):
+            return self.helper_call("rvk_max", [e.a, e.b], e)
         return f"max({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_And(self, e):
@@ -455,7 +465,7 @@ class _Emitter:
             index = self.expr(e.indices[0])
             # the word, plain or atomic: known once the body shows whether the kernel stores here
             word = f"{_WORD_MARK}{name}(({index}) >> 2u)"
-            return f"((({word}) >> (u32(({index}) & 3) * 8u)) & 0xffu) != 0u"
+            return f"(((({word}) >> (u32(({index}) & 3) * 8u)) & 0xffu) != 0u)"
         if int(_dtype(str(buffer.dtype)).lanes) != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
             if int(_dtype(e.indices[0]).lanes) != 1:
                 raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
@@ -505,10 +515,19 @@ class _Emitter:
             return self.helper_call(wgsl, args, e)
         return f"{wgsl}({', '.join(self.expr(a) for a in args)})"
 
+    def scalar_helper(self, helper: str, texts: List[str], dtype) -> str:
+        """A call of a float32 helper on scalar operands of ``dtype`` (float16 widened, the result
+        narrowed back)."""
+        self.helpers.add(helper)
+        if str(dtype).startswith("float16"):
+            return f"f16({helper}({', '.join(f'f32({t})' for t in texts)}))"
+        return f"{helper}({', '.join(texts)})"
+
     def helper_call(self, helper: str, args, e) -> str:
         """A call of a float32 helper function: float16 arguments are widened and the result
         narrowed; on vectors, the helper is called lane by lane (each vector argument bound to a
         ``let`` first, so it is evaluated once)."""
+        self.helpers.add(helper)
         lanes = int(_dtype(e).lanes)
         texts = [self.expr(a) for a in args]
         if lanes == 1:
@@ -736,8 +755,13 @@ class _Emitter:
             if int(_dtype(str(buffer.dtype)).lanes) != 1:
                 raise self.fail(f"wide load from the vector-typed buffer {buffer.name}")
             return f"{self.storage(buffer)}[{self.lane(e.indices[0], k)}]"
+        if kind in _FLOAT_OPS and self._is_float(e.a):
+            a, b = self.lane(e.a, k), self.lane(e.b, k)
+            return self.scalar_helper(_FLOAT_OPS[kind], [a, b], _dtype(e)) if kind != "NE" else f"(!({a} == {b}))"
         if kind in _BINARY_OPS:
             return f"({self.lane(e.a, k)} {_BINARY_OPS[kind]} {self.lane(e.b, k)})"
+        if kind in ("Min", "Max") and self._is_float(e):
+            return self.scalar_helper(f"rvk_{kind.lower()}", [self.lane(e.a, k), self.lane(e.b, k)], _dtype(e))
         if kind in ("Min", "Max"):
             return f"{kind.lower()}({self.lane(e.a, k)}, {self.lane(e.b, k)})"
         if kind == "Select":

@@ -33,7 +33,9 @@ casts, with these formulas:
   (absolute error 1.5e-7) from 1 on;
 * ``pow``: ``exp2(y log2 |x|)`` with C's rules for negative bases (integer exponents keep the
   sign of odd powers, others give NaN), zeros, ones and infinities;
-* ``round`` rounds half away from zero like C (WGSL's ``round`` rounds half to even).
+* ``round`` rounds half away from zero like C (WGSL's ``round`` rounds half to even);
+* ``fmod`` is C's, exact (WGSL's float ``%`` is ``x - y trunc(x/y)``); ``max``/``min`` of floats are
+  TVM's ``a > b ? a : b`` (WGSL's return the operand that is not NaN).
 
 Every helper returns NaN for NaN, tested on the bits (a WGSL implementation may assume NaN never
 occurs and fold ``x != x``).
@@ -159,6 +161,37 @@ HELPERS = {
     "rvk_isinf": "fn rvk_isinf(x: f32) -> bool { let bits = bitcast<u32>(x); return (bits & 0x7fffffffu) == 0x7f800000u; }",
     "rvk_isfinite": "fn rvk_isfinite(x: f32) -> bool { let bits = bitcast<u32>(x); return (bits & 0x7fffffffu) < 0x7f800000u; }",
     "rvk_signbit": "fn rvk_signbit(x: f32) -> bool { return (bitcast<u32>(x) & 0x80000000u) != 0u; }",
+    # TVM's max/min (llvm and OpenCL C alike): a > b ? a : b, so max(NaN, 1) = 1 and max(1, NaN) = NaN
+    # (WGSL's max/min return the other operand of a NaN)
+    "rvk_max": "fn rvk_max(a: f32, b: f32) -> f32 { return select(b, a, a > b); }",
+    "rvk_min": "fn rvk_min(a: f32, b: f32) -> f32 { return select(b, a, a < b); }",
+    "rvk_fmod": (
+        "fn rvk_fmod(x: f32, y: f32) -> f32 {\n"
+        "    // C's fmod, exact: the remainder of |x| by |y| by long division of the mantissas, x's sign\n"
+        "    let ux = bitcast<u32>(x) & 0x7fffffffu;\n"
+        "    let uy = bitcast<u32>(y) & 0x7fffffffu;\n"
+        "    if (uy == 0u || ux >= 0x7f800000u || uy > 0x7f800000u) { return rvk_nan(); }\n"
+        "    if (ux < uy) { return x; }\n"
+        "    let sign = bitcast<u32>(x) & 0x80000000u;\n"
+        "    var ex = i32(ux >> 23u);\n"
+        "    var mx = ux & 0x7fffffu;\n"
+        "    if (ex == 0) { ex = 1; loop { if ((mx & 0x800000u) != 0u) { break; } mx = mx << 1u; ex = ex - 1; } } else { mx = mx | 0x800000u; }\n"
+        "    var ey = i32(uy >> 23u);\n"
+        "    var my = uy & 0x7fffffu;\n"
+        "    if (ey == 0) { ey = 1; loop { if ((my & 0x800000u) != 0u) { break; } my = my << 1u; ey = ey - 1; } } else { my = my | 0x800000u; }\n"
+        "    loop {\n"
+        "        if (mx >= my) { mx = mx - my; }\n"
+        "        if (ex == ey || mx == 0u) { break; }\n"
+        "        mx = mx << 1u;\n"
+        "        ex = ex - 1;\n"
+        "    }\n"
+        "    if (mx == 0u) { return bitcast<f32>(sign); }\n"
+        "    loop { if ((mx & 0x800000u) != 0u) { break; } mx = mx << 1u; ey = ey - 1; }\n"
+        "    var bits = 0u;\n"
+        "    if (ey > 0) { bits = (mx & 0x7fffffu) | (u32(ey) << 23u); } else { bits = mx >> u32(1 - ey); }\n"
+        "    return bitcast<f32>(bits | sign);\n"
+        "}"
+    ),
     # ---- logarithms
     "rvk_atanh_series": (
         "fn rvk_atanh_series(s: f32) -> f32 {\n"
