@@ -13,6 +13,8 @@ op that has a default lowering, no OpenCL one, and a name among OpenCL C's math 
 op TVM adds later is covered when OpenCL C has it). Vulkan builds lower under an OpenCL target
 too (:func:`relax_vk.core.target.lowering_target`), so the WGSL emitter sees the same plain names
 (:mod:`relax_vk.codegen.wgsl.helpers` translates them).
+
+``tanh`` gets one more rule: exactly +-1 where float32's tanh rounds to it (:func:`_saturating_tanh`).
 """
 
 from __future__ import annotations
@@ -65,5 +67,27 @@ def register_opencl_math() -> List[str]:
     return done
 
 
+#: beyond it float32's tanh rounds to +-1 (1 - tanh(9.1) = 2.5e-8, under half an ulp of 1)
+TANH_SATURATES = 9.1
+
+
+def _const(value: float, dtype) -> tirx.PrimExpr:
+    dtype = tvm.DataType(str(dtype))
+    scalar = tirx.FloatImm(str(tvm.DataType(f"float{dtype.bits}")), value)
+    return scalar if dtype.lanes == 1 else tirx.Broadcast(scalar, dtype.lanes)
+
+
+def _saturating_tanh(call: tirx.Call) -> tirx.PrimExpr:
+    """``tanh(x)``, exactly +-1 beyond :data:`TANH_SATURATES`: a driver's tanh may be an ulp short of
+    1 there (pocl: -0.99999994 at -100), which ``1 + tanh(x)`` (GELU's tanh form) turns into a
+    relative error that grows with ``|x|`` (GELU(-1e4) = -3e-4 instead of 0)."""
+    x = call.args[0]
+    dtype = call.ty.dtype
+    inner = tirx.call_pure_extern(dtype, "tanh", x)
+    limit = _const(TANH_SATURATES, dtype)
+    return tirx.Select(x >= limit, _const(1.0, dtype), tirx.Select(x <= -limit, _const(-1.0, dtype), inner))
+
+
 _REGISTERED: set = set()
 REGISTERED_OPS = register_opencl_math()
+tirx.op.register_intrin_lowering("tirx.tanh", "opencl", f=_saturating_tanh, level=_PRIORITY)

@@ -4,8 +4,8 @@ The op list is read at test time from the modules that register TVM's legalizati
 (``tvm.relax.transform.legalize_ops.unary`` / ``.binary``), so an op TVM adds is walked too (in
 float32 unless :data:`DTYPES` says otherwise). Each op runs on float32 (and int32 / bool where TVM
 takes those) inputs holding the edge values -- zeros of both signs, tiny (1e-30) and large (80, 89,
-100, 1e4, 1e30) magnitudes, both infinities and NaN -- laid out NCHW so relax_vk may keep them in
-textures, with many ops batched into one module per group (one build per API, not one per op).
+100, 1e4, 1e30) magnitudes, both infinities and NaN -- with all the ops of a group batched into one
+module (one build per API, not one per op).
 Each output must match TVM's llvm build (NaN where it gives NaN); for float ops numpy has in float64
 the output must also be exact to 1e-5 relative (TVM's llvm build itself is not everywhere: its
 ``tanh(1e-6)`` is 1.3% off), which is what proves the WGSL helpers and OpenCL built-ins over the
@@ -24,13 +24,11 @@ import numpy as np
 import pytest
 import tvm
 from helpers import module, tensor
-from helpers_build import BACKENDS, build_and_compile
+from helpers_build import BACKENDS, build_for
 from tvm import relax
 from tvm.relax.transform.legalize_ops import binary as _binary_legalize
 from tvm.relax.transform.legalize_ops import unary as _unary_legalize
 
-import relax_vk
-from relax_vk.core.options import ScopeOptions
 from relax_vk.runtime import load
 from relax_vk.tools.reference import run_on_cpu
 
@@ -216,10 +214,7 @@ def test_the_walk_covers_the_whole_registry():
 @pytest.mark.parametrize("backend,device", BACKENDS)
 def test_elementwise_op_matches_tvm_llvm(group, backend, device):
     mod, inputs, ref = reference(group)
-    # textures where TVM allows them (float32): the kernels then compute on 4-lane texels, and the
-    # WGSL helpers run lane by lane
-    options = ScopeOptions(prefer="texture")
-    compiled = build_and_compile(mod, options=options) if backend == "opencl" else relax_vk.build(mod, target=backend, options=options)
+    compiled = build_for(mod, backend)
     got = load(compiled.artifact(), device=device).run(inputs)
     ops = GROUPS[group]
     assert len(got) == len(ops)
