@@ -511,41 +511,30 @@ class _Emitter:
                 raise self.fail(f"{name} on {_dtype(a)}: float32 and float16 only")
         wgsl, helper = MATH_FUNCTIONS[base]
         if helper:
-            self.helpers.add(wgsl)
             return self.helper_call(wgsl, args, e)
         return f"{wgsl}({', '.join(self.expr(a) for a in args)})"
 
-    def scalar_helper(self, helper: str, texts: List[str], dtype) -> str:
-        """A call of a float32 helper on scalar operands of ``dtype`` (float16 widened, the result
-        narrowed back)."""
+    def scalar_helper(self, helper: str, operands: List[Tuple[str, bool]], half_result: bool) -> str:
+        """A call of a float32 helper on scalar ``(text, is_float16)`` operands: float16 operands
+        are widened and, when ``half_result``, the result is narrowed back."""
         self.helpers.add(helper)
-        if str(dtype).startswith("float16"):
-            return f"f16({helper}({', '.join(f'f32({t})' for t in texts)}))"
-        return f"{helper}({', '.join(texts)})"
+        call = f"{helper}({', '.join(f'f32({t})' if half else t for t, half in operands)})"
+        return f"f16({call})" if half_result else call
 
     def helper_call(self, helper: str, args, e) -> str:
-        """A call of a float32 helper function: float16 arguments are widened and the result
-        narrowed; on vectors, the helper is called lane by lane (each vector argument bound to a
-        ``let`` first, so it is evaluated once)."""
-        self.helpers.add(helper)
-        lanes = int(_dtype(e).lanes)
+        """A call of a float32 helper function on TIR operands (:meth:`scalar_helper`); on
+        vectors, lane by lane, each vector operand bound to a ``let`` first (evaluated once)."""
+        half = lambda x: int(_dtype(x).bits) == 16 and self._is_float(x)  # noqa: E731
         texts = [self.expr(a) for a in args]
+        lanes = int(_dtype(e).lanes)
         if lanes == 1:
-            texts = [f"f32({t})" if str(_dtype(a)) == "float16" else t for a, t in zip(args, texts)]
-            call = f"{helper}({', '.join(texts)})"
-            return f"f16({call})" if str(_dtype(e)) == "float16" else call
-        names = []
+            return self.scalar_helper(helper, [(t, half(a)) for a, t in zip(args, texts)], half(e))
+        operands = []
         for a, text in zip(args, texts):
             name = self.fresh(f"{helper[4:]}_arg")
             self.pending.append(f"let {name}: {wgsl_type(_dtype(a), f'kernel {self.kernel}')} = {text};")
-            names.append((name, int(_dtype(a).lanes) != 1, str(_dtype(a)).startswith("float16")))
-        half = str(_dtype(e)).startswith("float16")
-        calls = []
-        for k in range(lanes):
-            lane_args = [(f"{n}[{k}]" if vec else n) for n, vec, _ in names]
-            lane_args = [f"f32({t})" if h else t for t, (_, _, h) in zip(lane_args, names)]
-            call = f"{helper}({', '.join(lane_args)})"
-            calls.append(f"f16({call})" if half else call)
+            operands.append((name, int(_dtype(a).lanes) != 1, half(a)))
+        calls = [self.scalar_helper(helper, [(f"{n}[{k}]" if vec else n, h) for n, vec, h in operands], half(e)) for k in range(lanes)]
         return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(calls)})"
 
     def texture_args(self, e, what: str):
@@ -755,13 +744,14 @@ class _Emitter:
             if int(_dtype(str(buffer.dtype)).lanes) != 1:
                 raise self.fail(f"wide load from the vector-typed buffer {buffer.name}")
             return f"{self.storage(buffer)}[{self.lane(e.indices[0], k)}]"
-        if kind in _FLOAT_OPS and self._is_float(e.a):
+        if kind in (*_FLOAT_OPS, "Min", "Max") and self._is_float(e.a):  # as operator(), e_Min and e_Max
             a, b = self.lane(e.a, k), self.lane(e.b, k)
-            return self.scalar_helper(_FLOAT_OPS[kind], [a, b], _dtype(e)) if kind != "NE" else f"(!({a} == {b}))"
+            if kind == "NE":
+                return f"(!({a} == {b}))"
+            half = int(_dtype(e.a).bits) == 16
+            return self.scalar_helper(_FLOAT_OPS.get(kind) or f"rvk_{kind.lower()}", [(a, half), (b, half)], half)
         if kind in _BINARY_OPS:
             return f"({self.lane(e.a, k)} {_BINARY_OPS[kind]} {self.lane(e.b, k)})"
-        if kind in ("Min", "Max") and self._is_float(e):
-            return self.scalar_helper(f"rvk_{kind.lower()}", [self.lane(e.a, k), self.lane(e.b, k)], _dtype(e))
         if kind in ("Min", "Max"):
             return f"{kind.lower()}({self.lane(e.a, k)}, {self.lane(e.b, k)})"
         if kind == "Select":
