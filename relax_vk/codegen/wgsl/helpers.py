@@ -10,14 +10,18 @@ Why helpers rather than WGSL's built-ins: WGSL's accuracy for most transcendenta
 from" a textbook formula (``tanh`` = ``sinh/cosh``, ``asinh(x)`` = ``log(x + sqrt(x*x + 1))``),
 so a driver may overflow for large inputs (NaN from ``tanh`` of a large argument), cancel for tiny
 ones (``asinh(1e-30)`` = 0) or use a coarse polynomial (lavapipe's ``asin``/``acos`` are off by
-4e-4, ``atan`` by 340 ulp, ``log`` near 1 by 5e-7 absolute). Each helper here is exact to a few
-float32 ulp over its whole domain, using only ``exp`` (on a reduced argument), ``exp2``, ``sqrt``, arithmetic and bit
-casts, with these formulas:
+4e-4, ``atan`` by 340 ulp, ``log`` near 1 by 5e-7 absolute, ``sin(1e30)`` = -1). Each helper
+here but ``pow`` is exact to a few float32 ulp over its whole domain (measured on lavapipe against
+float64: at most 6 ulp), using only ``exp`` (on a reduced argument), ``exp2``, ``sqrt``,
+arithmetic and bit casts, with these formulas:
 
 * ``log``/``log2``/``log10``: ``x = m * 2^e`` by its bits, ``m`` in ``[sqrt(1/2), sqrt(2))``;
   ``log(m) = 2 atanh(s)``, ``s = (m - 1)/(m + 1)``, from atanh's series (``|s| < 0.172``);
 * ``log1p``: the same series of ``s = x/(2 + x)`` while ``|x| < 0.41``; ``expm1``: its Taylor
   series while ``|x| < 0.7`` (no cancellation near 0), ``exp(x) - 1`` beyond;
+* ``sin``/``cos``/``tan``: ``|x| = (q + t) pi/2`` by Payne & Hanek's reduction (``|x| 2/pi`` mod 4
+  from 72 bits of ``2/pi``, in 32-bit integer arithmetic: exact for every finite float32), then
+  the Taylor series of ``sin`` and ``cos`` on ``|t pi/2| <= pi/4``;
 * ``exp``: ``x = n log(2) + r`` (Cody & Waite, exact), ``exp(r) 2^n`` (the built-in's error grows
   with ``|x|``: 55 ulp at 84 on lavapipe);
 * ``tanh = t/(t + 2)``, ``t = expm1(2|x|)``, 1 beyond 9.2; ``sinh = (t + t/(t + 1))/2``,
@@ -32,12 +36,14 @@ casts, with these formulas:
 * ``erf``: its Taylor series below 1 (exact relative error near 0), Abramowitz & Stegun 7.1.26
   (absolute error 1.5e-7) from 1 on;
 * ``pow``: ``exp2(y log2 |x|)`` with C's rules for negative bases (integer exponents keep the
-  sign of odd powers, others give NaN), zeros, ones and infinities;
+  sign of odd powers, others give NaN), zeros, ones and infinities; its relative error grows with
+  the result's exponent, ``|y log2 x| 2^-24`` (6e-6 near float32's range ends, 47 ulp; a few ulp
+  for results near 1);
 * ``round`` rounds half away from zero like C (WGSL's ``round`` rounds half to even);
 * ``fmod`` is C's, exact (WGSL's float ``%`` is ``x - y trunc(x/y)``); ``max``/``min`` of floats are
   TVM's ``a > b ? a : b`` (WGSL's return the operand that is not NaN).
 
-Every helper returns NaN for NaN, tested on the bits (a WGSL implementation may assume NaN never
+Every math helper returns NaN for NaN, tested on the bits (a WGSL implementation may assume NaN never
 occurs and fold ``x != x``).
 """
 
