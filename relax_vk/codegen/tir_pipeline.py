@@ -21,6 +21,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir import pipeline as s_tir_pipeline
 from tvm.tirx import compilation_pipeline
 
+from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics TVM leaves to C names)
 from .bool_vectors import LowerBoolVectorCasts
 from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores

@@ -37,7 +37,7 @@ import tvm
 from tvm import tirx
 
 from ...core.errors import RelaxVKError
-from .helpers import HELPERS, MATH_FUNCTIONS
+from .helpers import HELPERS, MATH_FUNCTIONS, helper_closure
 
 TEXTURE_PREFIX = "global.texture"
 # TIR binary expressions that are WGSL infix operators with the same meaning (integer Div and Mod
@@ -49,6 +49,10 @@ _BINARY_OPS = {
 }  # fmt: skip
 _SHIFT_OPS = {"LShift": "<<", "RShift": ">>"}  # WGSL shifts take a u32 amount
 _UNARY_OPS = {"Not": "!", "BitwiseNot": "~"}
+# float operators WGSL gets wrong: ``%`` is x - y trunc(x/y) (inexact, NaN for an infinite y), and
+# ``!=`` may be ordered on a driver that assumes no NaN (lavapipe: NaN != 1 is false); Mod calls
+# C's exact fmod, NE is written !(a == b)
+_FLOAT_OPS = {"Mod": "rvk_fmod", "NE": None}
 # the same operators written as intrinsic calls
 _CALL_OPS = {
     "shift_left": "LShift", "shift_right": "RShift", "bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
@@ -348,6 +352,8 @@ class _Emitter:
             if wide:
                 return f"({self.expr(a)} * 0)"  # every bit shifted out of the 32 kept
             return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
+        if self._is_float(a) and kind in _FLOAT_OPS:
+            return self.helper_call(_FLOAT_OPS[kind], [a, b], a) if kind == "Mod" else f"(!({self.expr(a)} == {self.expr(b)}))"
         return f"({self.expr(a)} {'!=' if flag and kind == 'BitwiseXor' else _BINARY_OPS[kind]} {self.expr(b)})"
 
     def _is_float(self, e) -> bool:
@@ -372,9 +378,13 @@ class _Emitter:
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_Min(self, e):
+        if self._is_float(e):  # TVM's a < b ? a : b, NaN included (helpers.py)
+            return self.helper_call("rvk_min", [e.a, e.b], e)
         return f"min({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_Max(self, e):
+        if self._is_float(e):
+            return self.helper_call("rvk_max", [e.a, e.b], e)
         return f"max({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_And(self, e):
@@ -455,7 +465,7 @@ class _Emitter:
             index = self.expr(e.indices[0])
             # the word, plain or atomic: known once the body shows whether the kernel stores here
             word = f"{_WORD_MARK}{name}(({index}) >> 2u)"
-            return f"((({word}) >> (u32(({index}) & 3) * 8u)) & 0xffu) != 0u"
+            return f"(((({word}) >> (u32(({index}) & 3) * 8u)) & 0xffu) != 0u)"
         if int(_dtype(str(buffer.dtype)).lanes) != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
             if int(_dtype(e.indices[0]).lanes) != 1:
                 raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
@@ -501,14 +511,31 @@ class _Emitter:
                 raise self.fail(f"{name} on {_dtype(a)}: float32 and float16 only")
         wgsl, helper = MATH_FUNCTIONS[base]
         if helper:
-            self.helpers.add(wgsl)
-            if int(_dtype(e).lanes) != 1:
-                raise self.fail(f"{name} on vectors")
-            # helpers are float32 functions: float16 arguments are widened, the result narrowed
-            texts = [f"f32({self.expr(a)})" if str(_dtype(a)) == "float16" else self.expr(a) for a in args]
-            call = f"{wgsl}({', '.join(texts)})"
-            return f"f16({call})" if str(_dtype(e)) == "float16" else call
+            return self.helper_call(wgsl, args, e)
         return f"{wgsl}({', '.join(self.expr(a) for a in args)})"
+
+    def scalar_helper(self, helper: str, operands: List[Tuple[str, bool]], half_result: bool) -> str:
+        """A call of a float32 helper on scalar ``(text, is_float16)`` operands: float16 operands
+        are widened and, when ``half_result``, the result is narrowed back."""
+        self.helpers.add(helper)
+        call = f"{helper}({', '.join(f'f32({t})' if half else t for t, half in operands)})"
+        return f"f16({call})" if half_result else call
+
+    def helper_call(self, helper: str, args, e) -> str:
+        """A call of a float32 helper function on TIR operands (:meth:`scalar_helper`); on
+        vectors, lane by lane, each vector operand bound to a ``let`` first (evaluated once)."""
+        half = lambda x: int(_dtype(x).bits) == 16 and self._is_float(x)  # noqa: E731
+        texts = [self.expr(a) for a in args]
+        lanes = int(_dtype(e).lanes)
+        if lanes == 1:
+            return self.scalar_helper(helper, [(t, half(a)) for a, t in zip(args, texts)], half(e))
+        operands = []
+        for a, text in zip(args, texts):
+            name = self.fresh(f"{helper[4:]}_arg")
+            self.pending.append(f"let {name}: {wgsl_type(_dtype(a), f'kernel {self.kernel}')} = {text};")
+            operands.append((name, int(_dtype(a).lanes) != 1, half(a)))
+        calls = [self.scalar_helper(helper, [(f"{n}[{k}]" if vec else n, h) for n, vec, h in operands], half(e)) for k in range(lanes)]
+        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(calls)})"
 
     def texture_args(self, e, what: str):
         data = self.root(e.args[0])
@@ -717,6 +744,12 @@ class _Emitter:
             if int(_dtype(str(buffer.dtype)).lanes) != 1:
                 raise self.fail(f"wide load from the vector-typed buffer {buffer.name}")
             return f"{self.storage(buffer)}[{self.lane(e.indices[0], k)}]"
+        if kind in (*_FLOAT_OPS, "Min", "Max") and self._is_float(e.a):  # as operator(), e_Min and e_Max
+            a, b = self.lane(e.a, k), self.lane(e.b, k)
+            if kind == "NE":
+                return f"(!({a} == {b}))"
+            half = int(_dtype(e.a).bits) == 16
+            return self.scalar_helper(_FLOAT_OPS.get(kind) or f"rvk_{kind.lower()}", [(a, half), (b, half)], half)
         if kind in _BINARY_OPS:
             return f"({self.lane(e.a, k)} {_BINARY_OPS[kind]} {self.lane(e.b, k)})"
         if kind in ("Min", "Max"):
@@ -767,7 +800,7 @@ class _Emitter:
             f"// relax_vk: kernel {self.kernel}",
             *params,
             *self.module_vars,
-            *[HELPERS[h] for h in sorted(self.helpers)],
+            *[HELPERS[h] for h in helper_closure(self.helpers)],
             "",
             f"@compute @workgroup_size({workgroup[0]}, {workgroup[1]}, {workgroup[2]})",
             "fn main(@builtin(workgroup_id) rvk_wid: vec3<u32>, @builtin(local_invocation_id) rvk_lid: vec3<u32>) {",

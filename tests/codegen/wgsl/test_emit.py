@@ -246,3 +246,43 @@ def test_bitwise_not_and_xor_of_bool_masks(backend, device, request):
     inputs = [rng.standard_normal((3, 8)).astype("float32"), rng.random((3, 8)) < 0.5, rng.random((3, 8)) < 0.5]
     out = load(relax_vk.build(mod, backend).artifact(), device=device).run(inputs)[0]
     np.testing.assert_allclose(out, np.where(~inputs[1], -5.0, inputs[0]) + (inputs[1] ^ inputs[2]), rtol=1e-6)
+
+
+@T.prim_func(s_tir=True)
+def _vector_math_kernel(a_ptr: T.handle("float32", "global"), b_ptr: T.handle("float32", "global"), h_ptr: T.handle("float16", "global")):
+    a = T.decl_buffer((4,), "float32", data=a_ptr)
+    b = T.decl_buffer((12,), "float32", data=b_ptr)
+    h = T.decl_buffer((4,), "float16", data=h_ptr)
+    b[T.Ramp(0, 1, 4)] = T.tanh(a[T.Ramp(0, 1, 4)] * T.Broadcast(T.float32(40.0), 4))
+    b[T.Ramp(4, 1, 4)] = T.truncmod(a[T.Ramp(0, 1, 4)] * T.Broadcast(T.float32(1e4), 4), T.Broadcast(T.float32(0.75), 4))
+    b[T.Ramp(8, 1, 4)] = T.max(a[T.Ramp(0, 1, 4)], T.Broadcast(T.float32(0.0), 4))
+    h[T.Ramp(0, 1, 4)] = T.min(T.Cast("float16x4", a[T.Ramp(0, 1, 4)]), T.Broadcast(T.float16(0.5), 4))
+
+
+def test_helpers_on_vectors_run_lane_by_lane(lavapipe_device):
+    # tanh (a helper: no NaN for large inputs), float Mod (C's exact fmod) and float max/min (TVM's
+    # a > b ? a : b) on 4-lane vectors and on float16: each lane calls the float32 helper
+    import wgpu
+
+    shader = emit_kernel(_vector_math_kernel, "vector_math")
+    assert "vec4<f32>(rvk_tanh(" in shader.source and "rvk_fmod(" in shader.source and "f16(rvk_min(f32(" in shader.source
+    device = lavapipe_device
+    a = np.array([3.0, -100.0, 0.3, np.nan], "float32")
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+    bufs = [device.create_buffer_with_data(data=d.tobytes(), usage=usage) for d in (a, np.zeros(12, "float32"), np.zeros(4, "float16"))]
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=shader.source), "entry_point": "main"})
+    entries = [{"binding": i, "resource": {"buffer": buf}} for i, buf in enumerate(bufs)]
+    group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, group)
+    compute.dispatch_workgroups(1, 1, 1)
+    compute.end()
+    device.queue.submit([encoder.finish()])
+    b = np.frombuffer(bytes(device.queue.read_buffer(bufs[1])), dtype="float32")
+    h = np.frombuffer(bytes(device.queue.read_buffer(bufs[2])), dtype="float16")
+    np.testing.assert_allclose(b[:4], np.tanh(a * np.float32(40)), rtol=1e-6)
+    np.testing.assert_allclose(b[4:8], np.fmod(a * np.float32(1e4), np.float32(0.75)), rtol=1e-6)
+    np.testing.assert_array_equal(b[8:], np.array([3.0, 0.0, 0.3, 0.0], "float32"))  # max(NaN, 0) = 0, as TVM's llvm build
+    np.testing.assert_array_equal(h, np.array([0.5, -100.0, 0.3, 0.5], "float16"))
