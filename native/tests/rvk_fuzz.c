@@ -11,7 +11,7 @@
  * With --device D, a mutant that still validates is loaded on D and run once on zero inputs: any
  * status is fine there as long as it comes with a message.
  *
- *   rvk-fuzz model.rvk [--mutations N] [--seed S] [--device D] [--quiet]
+ *   rvk-fuzz model.rvk [--mutations N] [--seed S] [--device D] [--quiet] [--save ROUND mutant.rvk]
  * Exit status 0 when every mutant behaved; 1 otherwise (the offending round is printed). */
 #include <stdint.h>
 #include <stdio.h>
@@ -49,12 +49,18 @@ int main(int argc, char** argv) {
     const char* device = NULL;
     long mutations = 1000;
     int quiet = 0;
+    long save_round = -1;
+    const char* save_path = NULL;
     state = 1;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--mutations") == 0 && i + 1 < argc) mutations = atol(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) state = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
         else if (strcmp(argv[i], "--quiet") == 0) quiet = 1;
+        else if (strcmp(argv[i], "--save") == 0 && i + 2 < argc) {
+            save_round = atol(argv[++i]);
+            save_path = argv[++i];
+        }
         else path = argv[i];
     }
     if (!path) {
@@ -113,6 +119,13 @@ int main(int argc, char** argv) {
             uint32_t crc = crc32(data + prog_off, prog_len);
             for (int b = 0; b < 4; ++b) data[16 + 16 + b] = (uint8_t)(crc >> (8 * b));
         }
+        if (round == save_round) { /* replay one mutant: write it and stop */
+            FILE* out = fopen(save_path, "wb");
+            int ok = out && fwrite(data, 1, n, out) == n;
+            if (out) fclose(out);
+            printf("round %ld (%s) written to %s\n", round, kinds[kind], save_path);
+            return ok ? 0 : 1;
+        }
         rvk_artifact* art = NULL;
         rvk_status st = rvk_artifact_open_memory(data, n, "mutant", &art);
         const char* msg = rvk_last_error();
@@ -128,6 +141,10 @@ int main(int argc, char** argv) {
         }
         counts[kind][1]++;
         if (device) {
+            if (!quiet) {
+                printf("round %ld (%s): accepted; loading on %s\n", round, kinds[kind], device);
+                fflush(stdout);
+            }
             rvk_session* s = NULL;
             st = rvk_session_create(art, device, RVK_SESSION_PROFILE, &s);
             if (st == RVK_OK) {
