@@ -9,6 +9,7 @@ another::
                                                     # Vulkan: "lavapipe", "gpu", "N"
     outputs = session.run([x])                      # numpy in, numpy out
     print(session.last_profile)                     # per-step milliseconds
+    load("model.rvk", device="pocl", native=True)   # the same through the native C runtime
 
 The artifact's target (``program["target"]``) picks the runtime.
 """
@@ -33,10 +34,16 @@ __all__ = [
 ]
 
 
-def load(artifact, device=None, profile: bool = True) -> Session:
+def load(artifact, device=None, profile: bool = True, native: bool = False) -> Session:
     """A session for an artifact (a path or an :class:`~relax_vk.serialization.artifact.Artifact`) on ``device``
     (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
-    :func:`select_adapter`), on the runtime its target names."""
+    :func:`select_adapter`), on the runtime its target names. ``native=True``: the native runtime
+    (the C library of ``native/``, :mod:`relax_vk.runtime.native`; ``device`` is a spec string or
+    None), which reads and validates the artifact itself."""
+    if native:
+        from .native import NativeSession
+
+        return NativeSession(artifact, device, profile)
     if isinstance(artifact, str):
         artifact = Artifact.read(artifact)  # (validated as it is read)
     else:
