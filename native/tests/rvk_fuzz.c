@@ -8,8 +8,12 @@
  *             parser and the validator: CRC-valid but corrupt)
  *   digit     one digit of the program JSON changed to another, CRC recomputed (valid JSON, an
  *             inconsistent program: shapes, ids, sizes, offsets, launch geometry)
- * With --device D, a mutant that still validates is loaded on D and run once on zero inputs: any
- * status is fine there as long as it comes with a message.
+ * With --device D, a flip/truncate/header/repair mutant that still validates is loaded on D and run
+ * once on zero inputs: any status is fine there as long as it comes with a message. Digit mutants are
+ * parsed and validated only: a digit can rewire a launch to another tensor of the same kind (a buffer
+ * for a smaller buffer) or grow a launch grid, which no check can tell from a real program (the
+ * format records no per-kernel parameter sizes), and the kernel then reads or writes out of bounds
+ * on the device, under either runtime (see native/README.md, "Trust boundary").
  *
  *   rvk-fuzz model.rvk [--mutations N] [--seed S] [--device D] [--quiet] [--save ROUND mutant.rvk]
  * Exit status 0 when every mutant behaved; 1 otherwise (the offending round is printed). */
@@ -140,7 +144,7 @@ int main(int argc, char** argv) {
             continue;
         }
         counts[kind][1]++;
-        if (device) {
+        if (device && kind != 4) {
             if (!quiet) {
                 printf("round %ld (%s): accepted; loading on %s\n", round, kinds[kind], device);
                 fflush(stdout);
