@@ -40,3 +40,25 @@ def asan_build() -> Path:
     """The AddressSanitizer + UBSan build (native/build-asan): library, rvk-run and rvk-fuzz."""
     return cmake_build(native.SOURCE_DIR / "build-asan", "-DRVK_SANITIZE=ON", "-DRVK_BUILD_EXAMPLES=OFF", "-DCMAKE_BUILD_TYPE=Debug",
                        targets=("rvk-run", "rvk-fuzz"))
+
+
+_ZOO: dict = {}
+
+
+@pytest.fixture(scope="session")
+def zoo_artifact():
+    """``zoo_artifact(name) -> (artifact, example input, torch model)``: each zoo model compiled
+    once per test session (the equivalence and example tests share them)."""
+
+    def get(name: str):
+        if name not in _ZOO:
+            pytest.importorskip("torch")
+            import relax_vk
+            from relax_vk.frontends import from_torch
+            from relax_vk.zoo import build_zoo_model
+
+            model, example = build_zoo_model(name)
+            _ZOO[name] = (relax_vk.build(from_torch(model, (example,))).artifact(), example.numpy(), model)
+        return _ZOO[name]
+
+    return get

@@ -17,8 +17,8 @@ from relax_vk.tools.reference import random_inputs
 
 from ...runtime_helpers import copy_program
 
-#: the zoo models held to the Python runtime here (a CNN with fire modules and ceil-mode pools,
-#: and a ViT in the packed token layout); the example test adds another
+#: the zoo models held to the Python runtime here: a CNN with fire modules and ceil-mode pools (the
+#: Android-shaped example runs it too) and a ViT in the packed token layout
 ZOO = ["squeezenet", "vit_small"]
 
 
@@ -47,15 +47,11 @@ def test_examples_match_the_python_runtime(native_build, name):
 
 
 @pytest.mark.parametrize("name", ZOO)
-def test_zoo_models_match_the_python_runtime(native_build, name, tmp_path):
-    pytest.importorskip("torch")
-    from relax_vk.frontends import from_torch
-    from relax_vk.zoo import build_zoo_model
-
-    model, example = build_zoo_model(name)
+def test_zoo_models_match_the_python_runtime(native_build, zoo_artifact, name, tmp_path):
+    artifact, example, _ = zoo_artifact(name)
     path = str(tmp_path / f"{name}.rvk")
-    relax_vk.build(from_torch(model, (example,))).artifact().write(path)
-    out = assert_same(load(path, device="pocl", native=True), load(path, device="pocl"), [example.numpy()])[0]
+    artifact.write(path)
+    out = assert_same(load(path, device="pocl", native=True), load(path, device="pocl"), [example])[0]
     assert float(np.std(out)) > 1e-3  # a meaningful comparison
 
 

@@ -68,21 +68,18 @@ def test_rvk_run_errors(native_build, model, tmp_path):
     assert done.returncode == 1 and "RVK_ERROR_ARTIFACT" in done.stderr and "truncated?" in done.stderr
 
 
-def test_the_android_shaped_example_prints_the_python_top5(native_build, tmp_path):
-    torch = pytest.importorskip("torch")
-    from relax_vk.frontends import from_torch
-    from relax_vk.zoo import build_zoo_model
+def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_artifact, tmp_path):
+    import torch
 
-    model, example = build_zoo_model("mobilenet_v3")
-    path = tmp_path / "mobilenet_v3.rvk"
-    artifact = relax_vk.build(from_torch(model, (example,))).artifact()
+    artifact, example, model = zoo_artifact("squeezenet")
+    path = tmp_path / "squeezenet.rvk"
     artifact.write(str(path))
-    frame = example.numpy().astype("<f4")
+    frame = example.astype("<f4")
     frame.tofile(tmp_path / "frame.f32")
     scores = load(artifact, device="pocl").run([frame])[0].ravel()
     top5 = np.argsort(-scores, kind="stable")[:5]
     with torch.no_grad():
-        assert list(np.argsort(-model(example).numpy().ravel(), kind="stable")[:1]) == list(top5[:1])
+        assert list(np.argsort(-model(torch.from_numpy(example)).numpy().ravel(), kind="stable")[:1]) == list(top5[:1])
     done = run([native_build / "examples" / "android_classifier" / "android_classifier", path, "--device", "pocl", "--frame", tmp_path / "frame.f32"])
     assert done.returncode == 0, done.stderr
     printed = [int(c) for c in re.findall(r"class (\d+):", done.stdout)]
