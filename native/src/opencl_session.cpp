@@ -1,4 +1,5 @@
-// The OpenCL backend: relax_vk/runtime/opencl/{compiler,devices,session}.py through the ICD loader.
+// The OpenCL backend: relax_vk/runtime/opencl/{compiler,devices,session}.py through the ICD loader
+// (or a vendor's libOpenCL), opened at run time by opencl_loader.cpp.
 //
 // Devices by the Python runtime's names and rules ("gpu", "pocl", "P:D", NULL; a device counts only
 // when it builds an image-writing probe kernel). A session allocates every image and buffer of the
@@ -20,6 +21,9 @@
 #include "texel_copies_cl.h"  // generated from relax_vk/runtime/opencl/texel_copies.cl
 
 namespace rvk {
+
+const std::string& opencl_library_error();  // opencl_loader.cpp: why no OpenCL library loaded ("" if one did)
+
 namespace {
 
 const char* cl_error_name(cl_int code) {
@@ -95,8 +99,10 @@ struct Candidate {
 std::vector<Candidate> all_devices() {
     cl_uint n = 0;
     cl_int err = clGetPlatformIDs(0, nullptr, &n);
-    if (err != CL_SUCCESS || n == 0)
-        throw Error(RVK_ERROR_DEVICE, std::string("no OpenCL platform: ") + (err != CL_SUCCESS ? cl_error_name(err) : "none installed"));
+    if (err != CL_SUCCESS || n == 0) {
+        const std::string& library = opencl_library_error();
+        throw Error(RVK_ERROR_DEVICE, "no OpenCL platform: " + (!library.empty() ? library : err != CL_SUCCESS ? cl_error_name(err) : "none installed"));
+    }
     std::vector<cl_platform_id> platforms(n);
     check(clGetPlatformIDs(n, platforms.data(), nullptr), "clGetPlatformIDs");
     std::vector<Candidate> out;

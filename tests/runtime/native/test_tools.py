@@ -113,3 +113,22 @@ def test_byte_flip_fuzz_under_the_sanitizers(asan_build, model):
     done = run([asan_build / "rvk-fuzz", path, "--mutations", "60", "--seed", "2", "--device", "pocl", "--quiet"], env=SANITIZER_ENV)
     assert done.returncode == 0 and "0 misbehaved" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
     assert int(re.search(r"(\d+) sessions run", done.stdout).group(1)) > 0
+
+
+def test_cross_build_for_aarch64(tmp_path):
+    """The library cross-builds for 64-bit ARM with Debian's cross compiler (no OpenCL library
+    needed: it is dlopen()ed on the target). Unoptimised, library only: a build check, kept cheap."""
+    import shutil
+
+    from relax_vk.runtime import native
+
+    if not shutil.which("aarch64-linux-gnu-g++"):
+        pytest.skip("no aarch64 cross compiler (Debian: g++-aarch64-linux-gnu)")
+    toolchain = native.SOURCE_DIR / "cmake" / "aarch64-linux-gnu.cmake"
+    configure = ["cmake", "-S", native.SOURCE_DIR, "-B", tmp_path, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", "-DCMAKE_BUILD_TYPE=None",
+                 "-DRVK_BUILD_EXAMPLES=OFF", "-DRVK_BUILD_TOOLS=OFF"]  # fmt: skip
+    assert run(configure).returncode == 0
+    done = run(["cmake", "--build", tmp_path, "-j2"])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    header = (tmp_path / "librelax_vk_native.so").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
