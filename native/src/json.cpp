@@ -243,7 +243,7 @@ private:
             if (peek() != ':') fail("expecting ':' delimiter");
             ++pos_;
             skip_ws();
-            v.set(key, value(depth + 1));
+            v.object_.emplace_back(std::move(key), value(depth + 1));  // a repeated key: get() finds the last
             skip_ws();
             if (peek() == ',') {
                 ++pos_;
@@ -262,8 +262,8 @@ Json Json::parse(const std::string& text) { return JsonParser(text).document(); 
 
 const Json* Json::get(const std::string& key) const {
     if (type_ != Type::Object) return nullptr;
-    for (const auto& kv : object_)
-        if (kv.first == key) return &kv.second;
+    for (auto it = object_.rbegin(); it != object_.rend(); ++it)  // the last of repeated keys (Python's json)
+        if (it->first == key) return &it->second;
     return nullptr;
 }
 

@@ -2,7 +2,8 @@
 // module writes it). Integers and floats stay apart as Python's json keeps them apart (a "1" is an
 // int, a "1.0" a float: the validator's "is an integer" checks need the difference); an integer
 // outside int64 is a parse error. Object keys keep their order; a repeated key takes the last value
-// (Python's behaviour). Nesting deeper than kMaxDepth is refused (no stack overflow on hostile input).
+// (Python's behaviour; parsing stays linear: keys are appended, lookups take the last). Nesting deeper
+// than kMaxDepth is refused (no stack overflow on hostile input).
 #pragma once
 
 #include <cstdint>
