@@ -5,8 +5,12 @@ load-to-first-output, and the median wall-clock ms per inference of unprofiled r
 run, outputs read), interleaved between the two runtimes so drift hits both; the outputs are checked
 to agree (<= 1e-6 relative) and the device memory to be equal.
 
+``launches-N`` (a MODEL name) is a synthetic program of N launches of a one-work-item kernel on a
+64-byte buffer: its run time is almost all host time per step (enqueue, events), which is what the
+native runtime saves; on a CPU device the models' own times are mostly kernel time.
+
 Usage: python benchmarks/native_runtime.py [--device pocl] [--repeat 20] [MODEL ...]
-(MODEL: a built-in example or a zoo model; default: every example)
+(MODEL: a built-in example, a zoo model or launches-N; default: every example)
 """
 
 from __future__ import annotations
@@ -22,7 +26,21 @@ from relax_vk.models import EXAMPLES, build_example
 from relax_vk.runtime import load
 
 
+def launches(n: int):
+    """A program of ``n`` launches of a kernel that adds 1 to one float (host time per step)."""
+    from relax_vk.serialization.artifact import Artifact
+
+    t = {"shape": [16], "dtype": "float32", "scope": "global", "image": None, "bytes": 64}
+    tensors = [dict(t, id=0, name="x", kind="input"), dict(t, id=1, name="y", kind="intermediate")]
+    steps = [{"op": "copy", "src": 0, "dst": 1}] + [{"op": "launch", "kernel": "bump", "args": [1]} for _ in range(n)]
+    program = {"format": "relax_vk.program", "target": "opencl", "model": {}, "tensors": tensors,
+               "kernels": [{"name": "bump", "global": [1, 1, 1], "local": [1, 1, 1]}], "steps": steps, "inputs": [0], "outputs": [1]}  # fmt: skip
+    return Artifact(program, "__kernel void bump(__global float* y) { y[0] += 1.0f; }"), [np.zeros(16, "float32")]
+
+
 def artifact_and_inputs(name: str):
+    if name.startswith("launches-"):
+        return launches(int(name.split("-", 1)[1]))
     if name in EXAMPLES:
         from relax_vk.tools.reference import random_inputs
 
