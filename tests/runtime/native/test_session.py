@@ -194,3 +194,27 @@ def test_an_unbuilt_library_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_LIB", None)
     with pytest.raises(native.NativeUnavailable, match=r"the native runtime is not built .*missing.so does not exist\): run `make setup`"):
         load(copy_program((1, 1, 1, 2, 4), "global.texture"), native=True)
+
+
+@pytest.mark.parametrize("host", ["float16", "bool", "int8", "uint8", "int64", "float64"])
+def test_output_conversions_round_as_numpy(native_build, host):
+    """float32/int32 device values converted to the output's host dtype exactly as numpy's astype
+    (ties to even, overflow to inf, subnormals; integer wrap-around of int8/uint8)."""
+    rng = np.random.default_rng(3)
+    device = "int32" if host in ("bool", "int8", "uint8", "int64") else "float32"
+    if device == "float32":
+        special = np.array([65504, 65520, 65519.99, 1e-8, 5.96e-8, 2.98e-8, 6.1e-5, -0.0, np.inf, -np.inf, 1 + 2**-11, 1 + 3 * 2**-11], "float32")
+        values = np.concatenate([special, rng.standard_normal(1000).astype("float32") * 10.0 ** rng.integers(-9, 6, 1000)])
+    else:
+        values = np.concatenate([np.array([0, 1, -1, 127, 128, 255, 256, -129, 2**31 - 1, -(2**31)], "int32"),
+                                 rng.integers(-(2**31), 2**31 - 1, 1000).astype("int32")])  # fmt: skip
+    values = values.astype(device)
+    artifact = _edge_program(host, device)
+    artifact.program["tensors"][0].pop("host_dtype")  # the input is the device dtype itself
+    n = values.size
+    for t in artifact.program["tensors"]:
+        t.update(shape=[n], bytes=n * 4)
+    got = load(artifact, device="pocl", native=True).run([values])[0]
+    want = load(artifact, device="pocl").run([values])[0]
+    assert got.dtype == want.dtype == np.dtype(host)
+    np.testing.assert_array_equal(got.view("uint8"), want.view("uint8"))  # bitwise
