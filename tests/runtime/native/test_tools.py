@@ -11,7 +11,7 @@ import pytest
 
 import relax_vk
 from relax_vk.models import build_example
-from relax_vk.runtime import load
+from relax_vk.runtime import load, native
 from relax_vk.tools.reference import random_inputs
 
 from ...serialization.test_validate import CASES
@@ -84,6 +84,30 @@ def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_art
     assert done.returncode == 0, done.stderr
     printed = [int(c) for c in re.findall(r"class (\d+):", done.stdout)]
     assert printed == list(top5), done.stdout
+
+
+def test_the_jni_glue_from_java(native_build, zoo_artifact, tmp_path):
+    """Classifier.java -> classifier_jni.c -> the C ABI: the Kotlin/Java side of an app, on pocl."""
+    import shutil
+
+    jni = native_build / "examples" / "android_classifier" / "libclassifier_jni.so"
+    if not (shutil.which("javac") and shutil.which("java") and jni.exists()):
+        pytest.skip("no JDK (javac, java and jni.h)")
+    artifact, example, _ = zoo_artifact("squeezenet")
+    artifact.write(str(tmp_path / "model.rvk"))
+    example.astype("<f4").tofile(tmp_path / "frame.f32")
+    top5 = np.argsort(-load(artifact, device="pocl").run([example])[0].ravel(), kind="stable")[:5]
+    sources = sorted((native.SOURCE_DIR.parent / "examples" / "android_classifier" / "java").rglob("*.java"))
+    assert run(["javac", "-d", tmp_path / "classes", *sources]).returncode == 0
+    done = run(["java", f"-Drelaxvk.jni={jni}", "-cp", tmp_path / "classes", "org.relaxvk.example.Main", tmp_path / "model.rvk",
+                tmp_path / "frame.f32", "pocl"])  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.split() == ["top-5:"] + [str(k) for k in top5]
+    # a damaged model is a Java exception carrying the runtime's message
+    (tmp_path / "bad.rvk").write_bytes(b"RELAXVK\0" + bytes(100))
+    done = run(["java", f"-Drelaxvk.jni={jni}", "-cp", tmp_path / "classes", "org.relaxvk.example.Main", tmp_path / "bad.rvk",
+                tmp_path / "frame.f32", "pocl"])  # fmt: skip
+    assert done.returncode != 0 and "RuntimeException: loading the model: RVK_ERROR_ARTIFACT: model: format version 0" in done.stderr
 
 
 def test_bad_artifacts_under_the_sanitizers(asan_build, model, tmp_path):
