@@ -164,7 +164,8 @@ void check_tensor(const Json& t, size_t index) {
 // The kernel-name check of validate._kernel: `__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?NAME\s*\(`
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-bool kernel_in_source(const std::string& src, const std::string& name) {
+// The position of the '(' opening NAME's parameter list in its first declaration (npos: none).
+size_t kernel_params_at(const std::string& src, const std::string& name) {
     const std::string kw = "__kernel";
     for (size_t at = src.find(kw); at != std::string::npos; at = src.find(kw, at + 1)) {
         size_t p = at + kw.size();
@@ -176,24 +177,96 @@ bool kernel_in_source(const std::string& src, const std::string& name) {
         if (!spaces(p) || src.compare(p, 4, "void") != 0) continue;
         p += 4;
         if (!spaces(p)) continue;
-        auto name_at = [&](size_t q) {
-            if (src.compare(q, name.size(), name) != 0) return false;
+        auto name_at = [&](size_t q) -> size_t {
+            if (src.compare(q, name.size(), name) != 0) return std::string::npos;
             q += name.size();
             while (q < src.size() && is_space(src[q])) ++q;
-            return q < src.size() && src[q] == '(';
+            return q < src.size() && src[q] == '(' ? q : std::string::npos;
         };
-        if (name_at(p)) return true;
+        if (size_t open = name_at(p); open != std::string::npos) return open;
         const std::string attr = "__attribute__((";
         if (src.compare(p, attr.size(), attr) == 0) {
             size_t q = p + attr.size();
             while (q < src.size() && src[q] != ')') ++q;
             if (src.compare(q, 2, "))") == 0) {
                 q += 2;
-                if (spaces(q) && name_at(q)) return true;
+                if (spaces(q))
+                    if (size_t open = name_at(q); open != std::string::npos) return open;
             }
         }
     }
-    return false;
+    return std::string::npos;
+}
+
+bool kernel_in_source(const std::string& src, const std::string& name) { return kernel_params_at(src, name) != std::string::npos; }
+
+// What each parameter of an OpenCL kernel's declaration takes: 'i' an image, 'b' a buffer (a
+// pointer), 's' anything else (a scalar, a sampler). Empty for "(void)" or "()". Unbalanced
+// parentheses (a source that ends inside the list): nullopt.
+std::optional<std::string> kernel_param_kinds(const std::string& src, size_t open) {
+    int depth = 0;
+    std::string kinds, param;
+    auto classify = [&]() {
+        std::string p = param;
+        size_t a = p.find_first_not_of(" \t\n\r\f\v"), b = p.find_last_not_of(" \t\n\r\f\v");
+        p = a == std::string::npos ? "" : p.substr(a, b - a + 1);
+        param.clear();
+        if (p.empty() || p == "void") return;
+        kinds += p.find("image1d") != std::string::npos || p.find("image2d") != std::string::npos || p.find("image3d") != std::string::npos ? 'i'
+                 : p.find('*') != std::string::npos ? 'b'
+                                                    : 's';
+    };
+    for (size_t i = open; i < src.size(); ++i) {
+        char c = src[i];
+        if (c == '(') {
+            if (depth++ == 0) continue;
+        } else if (c == ')') {
+            if (--depth == 0) {
+                classify();
+                return kinds;
+            }
+        } else if (c == ',' && depth == 1) {
+            classify();
+            continue;
+        }
+        param += c;
+    }
+    return std::nullopt;
+}
+
+// Beyond validate.py (the Python runtime does not check it): every launch of an OpenCL program
+// binds as many tensors as its kernel's declaration has parameters, an image to every image
+// parameter and a buffer to every pointer (a buffer bound to an image parameter makes pocl crash in
+// clEnqueueNDRangeKernel, under pyopencl too).
+void check_launch_signatures(const Json& program, const std::string& source) {
+    std::map<std::string, std::string> kinds;
+    const std::vector<Json>& tensors = program.get("tensors")->items();
+    const std::vector<Json>& steps = program.get("steps")->items();
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const Json& step = steps[i];
+        if (step.get("op")->as_string() != "launch") continue;
+        const std::string& kernel = step.get("kernel")->as_string();
+        if (!kinds.count(kernel)) {
+            std::optional<std::string> k = kernel_param_kinds(source, kernel_params_at(source, kernel));
+            require(k.has_value(), "kernel " + kernel + ": its parameter list in the OpenCL source is not closed");
+            kinds[kernel] = *k;
+        }
+        const std::string& want = kinds[kernel];
+        const std::vector<Json>& args = step.get("args")->items();
+        require(args.size() == want.size(), "step " + std::to_string(i) + " (" + kernel + ") passes " + std::to_string(args.size()) +
+                                                " tensors; the kernel takes " + std::to_string(want.size()) + " parameters");
+        for (size_t a = 0; a < args.size(); ++a) {
+            const Json& t = tensors[static_cast<size_t>(args[a].as_int())];
+            bool image = is_texture_scope(t.get("scope")->as_string());
+            const char* problem = want[a] == 'i' && !image ? "a buffer for an image parameter"
+                                  : want[a] == 'b' && image ? "a texture for a buffer parameter"
+                                  : want[a] == 's'          ? "a tensor for a parameter that is neither a buffer nor an image"
+                                                            : nullptr;
+            if (problem)
+                throw Invalid("step " + std::to_string(i) + " (" + kernel + ") passes tensor " + t.get("name")->as_string() + " as parameter " +
+                              std::to_string(a) + ": " + problem);
+        }
+    }
 }
 
 // Python's len(str) of UTF-8 text (code points)
@@ -666,6 +739,7 @@ std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size,
     }
     try {
         validate_program(program, artifact->source, artifact->constant_table);
+        if (program.get("target")->as_string() == "opencl") check_launch_signatures(program, artifact->source);
     } catch (const Invalid& err) {
         throw fail(std::string("invalid program: ") + err.what());
     }

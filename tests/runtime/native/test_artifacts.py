@@ -3,6 +3,7 @@
 before any device is touched; plus damage only a C parser has to survive (hostile JSON, bad UTF-8)."""
 
 import copy
+import re
 import json
 import struct
 import zlib
@@ -103,7 +104,7 @@ def test_crc_valid_but_inconsistent_programs(native_build, artifact, case):
     data = damaged_bytes(artifact, change)
     message = native_error(data)
     assert message == python_error(data)
-    assert pytest.importorskip("re").search(pattern, message)
+    assert re.search(pattern, message)
 
 
 def test_missing_constant_data(native_build):
@@ -162,3 +163,26 @@ def test_a_valid_artifact_loads(native_build, artifact):
     session = native.NativeSession(artifact, device="pocl")
     assert [i["name"] for i in session.inputs] == [artifact.program["tensors"][t]["name"] for t in artifact.program["inputs"]]
     assert json.loads(json.dumps(session.outputs))[0]["shape"] == artifact.program["tensors"][artifact.program["outputs"][0]]["shape"]
+
+
+def _launch_with_image_arg(p):
+    tensors = p["tensors"]
+    return next(s for s in p["steps"] if s["op"] == "launch" and any(tensors[a]["image"] for a in s["args"]))
+
+
+def _rewire_to_buffer(p):
+    step = _launch_with_image_arg(p)
+    i = next(i for i, a in enumerate(step["args"]) if p["tensors"][a]["image"])
+    step["args"][i] = next(t["id"] for t in p["tensors"] if not t["image"])
+
+
+@pytest.mark.parametrize("change, message", [
+    (_rewire_to_buffer, r"step \d+ \(\w+\) passes tensor \S+ as parameter \d+: a buffer for an image parameter"),
+    (lambda p: _launch_with_image_arg(p)["args"].append(0), r"step \d+ \(\w+\) passes \d+ tensors; the kernel takes \d+ parameters"),
+])  # fmt: skip
+def test_launches_are_checked_against_the_kernel_declarations(native_build, artifact, change, message):
+    """Beyond the Python validator (which accepts these, and whose runtime then crashes inside pocl
+    on the first): every launch binds what its kernel's declaration takes."""
+    data = damaged_bytes(artifact, change)
+    Artifact.from_bytes(data)  # the Python validator has no such check
+    assert re.search(message, native_error(data))
