@@ -17,7 +17,7 @@ def cmake_build(folder: Path, *options: str, targets=()) -> Path:
     """Configure and build native/ into ``folder`` (incremental: a no-op when up to date), holding
     a lock so parallel test workers do not build the same tree at once."""
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+    with open(folder / ".pytest-build.lock", "w") as lock:  # (inside the ignored build folder)
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "CMakeCache.txt").exists():
             subprocess.run(["cmake", "-S", str(native.SOURCE_DIR), "-B", str(folder), *options], check=True, capture_output=True, text=True)
