@@ -38,8 +38,8 @@ def load(artifact, device=None, profile: bool = True, native: bool = False) -> S
     """A session for an artifact (a path or an :class:`~relax_vk.serialization.artifact.Artifact`) on ``device``
     (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
     :func:`select_adapter`), on the runtime its target names. ``native=True``: the native runtime
-    (the C library of ``native/``, :mod:`relax_vk.runtime.native`; ``device`` is a spec string or
-    None), which reads and validates the artifact itself."""
+    (the C library of ``native/``, :mod:`relax_vk.runtime.native`; ``device`` as above, a pyopencl
+    device or a spec string), which reads and validates the artifact itself."""
     if native:
         from .native import NativeSession
 

@@ -152,13 +152,27 @@ def _info(fn, handle, index: int) -> dict:
     }
 
 
+def device_spec(device) -> str:
+    """The ``"P:D"`` name of a pyopencl device (its platform and device index, as the library counts)."""
+    if not hasattr(device, "platform"):
+        raise TypeError(f"the native runtime takes a device name ('pocl', 'gpu', 'P:D') or a pyopencl device, not {type(device).__name__}")
+    from .opencl.compiler import all_devices
+
+    for p, d, dev in all_devices():
+        if dev == device:
+            return f"{p}:{d}"
+    raise ValueError(f"device {device.name} is not among the OpenCL devices")
+
+
 class NativeSession(Session):
     """A program loaded by the native library on one device (see the module docstring)."""
 
-    def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device: Optional[str] = None, profile: bool = True):
+    def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device=None, profile: bool = True):
+        """``artifact``: a path, the file's bytes or an :class:`Artifact`; ``device``: ``"pocl"``,
+        ``"gpu"``, ``"P:D"``, None (a GPU if one works, else pocl) or a pyopencl device."""
         lib = library()
         if device is not None and not isinstance(device, str):
-            raise TypeError(f"the native runtime takes a device name ('pocl', 'gpu', 'P:D'), not {type(device).__name__}")
+            device = device_spec(device)
         handle = ctypes.c_void_p()
         if isinstance(artifact, Artifact):
             data = artifact.to_bytes()

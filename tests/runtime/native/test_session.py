@@ -173,9 +173,10 @@ def test_device_limits_are_refused_as_in_python(native_build):
     assert str(native_error.value) == str(python_error.value)
 
 
-def test_device_names(native_build):
+def test_device_names(native_build, pocl):
     artifact = copy_program((1, 1, 1, 2, 4), "global.texture")
     assert load(artifact, device="0:0", native=True).device_name
+    assert load(artifact, device=pocl, native=True).device_name == pocl.name.strip()  # a pyopencl device
     with pytest.raises(ValueError, match=r"unknown device 'tpu': use 'pocl', 'gpu' or PLATFORM:DEVICE"):
         load(artifact, device="tpu", native=True)
     with pytest.raises(relax_vk.runtime.opencl.OpenCLUnavailable, match="no OpenCL device 9:9"):
