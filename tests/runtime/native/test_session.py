@@ -197,6 +197,7 @@ def test_an_unbuilt_library_is_a_clear_error(monkeypatch, tmp_path):
         load(copy_program((1, 1, 1, 2, 4), "global.texture"), native=True)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # numpy's, on the Python side
 @pytest.mark.parametrize("host", ["float16", "bool", "int8", "uint8", "int64", "float64"])
 def test_output_conversions_round_as_numpy(native_build, host):
     """float32/int32 device values converted to the output's host dtype exactly as numpy's astype
