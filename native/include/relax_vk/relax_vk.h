@@ -1,0 +1,129 @@
+/* relax_vk native runtime: run a .rvk model with no Python (C ABI, callable from C, C++, JNI, Swift).
+ *
+ * Lifecycle:
+ *   rvk_artifact_open_file / rvk_artifact_open_memory   parse + completely validate a .rvk (no device)
+ *   rvk_session_create(artifact, "pocl" | "gpu" | "P:D" | NULL, flags)
+ *                                                        pick the device, check its limits, build the
+ *                                                        kernels, allocate every planned image/buffer,
+ *                                                        upload the constants
+ *   rvk_session_set_input(i, data) ... rvk_session_run ... rvk_session_get_output(i, data)
+ *   rvk_session_destroy / rvk_artifact_destroy
+ *
+ * Errors: every function that can fail returns an rvk_status (RVK_OK = 0). The message of the last
+ * failure on the calling thread is rvk_last_error() (valid until that thread's next rvk_ call; never
+ * NULL, "" after a success). No C++ exception crosses this ABI.
+ *
+ * Threads: an artifact is immutable after it is opened and may be shared by sessions on any thread.
+ * A session is not thread-safe: use it from one thread at a time (one session per thread).
+ *
+ * Ownership: handles are owned by the caller and freed with their destroy function (NULL is a no-op).
+ * Pointer arguments are borrowed for the duration of the call only unless said otherwise; strings the
+ * library returns (names, dtypes, messages) belong to the handle they came from and stay valid until
+ * it is destroyed (rvk_last_error: until the thread's next call).
+ */
+#ifndef RELAX_VK_H
+#define RELAX_VK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define RVK_API __declspec(dllexport)
+#else
+#define RVK_API __attribute__((visibility("default")))
+#endif
+
+#define RVK_ABI_VERSION 1
+
+typedef enum rvk_status {
+    RVK_OK = 0,
+    RVK_ERROR_ARTIFACT = 1,    /* truncated, corrupt or inconsistent .rvk (Python: ArtifactError) */
+    RVK_ERROR_DEVICE = 2,      /* no such device / no working OpenCL device (Python: OpenCLUnavailable) */
+    RVK_ERROR_LIMIT = 3,       /* the device cannot hold or run the program (Python: DeviceLimitError) */
+    RVK_ERROR_BUILD = 4,       /* clBuildProgram failed; the message holds the build log (OpenCLBuildError) */
+    RVK_ERROR_ARGUMENT = 5,    /* a bad argument: index, shape, dtype, size, NULL (Python: ValueError) */
+    RVK_ERROR_RUNTIME = 6,     /* the device API failed while running (an OpenCL error code is named) */
+    RVK_ERROR_UNSUPPORTED = 7, /* a valid artifact this build cannot run (e.g. a Vulkan target) */
+    RVK_ERROR_IO = 8           /* a file could not be read */
+} rvk_status;
+
+typedef struct rvk_artifact rvk_artifact; /* a parsed, validated .rvk (immutable) */
+typedef struct rvk_session rvk_session;   /* a loaded program on one device */
+
+#define RVK_MAX_RANK 16
+
+typedef struct rvk_tensor_info {
+    const char* name;          /* owned by the session */
+    const char* dtype;         /* the host dtype the caller reads/writes ("float32", "int64", ...) */
+    const char* device_dtype;  /* what the device holds (differs from dtype at converted edges) */
+    int32_t rank;
+    int64_t shape[RVK_MAX_RANK];
+    int64_t elements;
+} rvk_tensor_info;
+
+/* session flags */
+#define RVK_SESSION_PROFILE 1u /* per-step device times (OpenCL profiling events) on every run */
+
+RVK_API int rvk_abi_version(void);
+RVK_API const char* rvk_last_error(void);
+RVK_API const char* rvk_status_name(rvk_status status);
+
+/* --- artifacts ------------------------------------------------------------------------------ */
+/* Reads the whole file; `path` is borrowed. *out receives a new handle on success, NULL on failure. */
+RVK_API rvk_status rvk_artifact_open_file(const char* path, rvk_artifact** out);
+/* Copies `size` bytes from `data` (the caller may free them on return). `what` names the artifact in
+ * error messages (borrowed; NULL: "artifact"). */
+RVK_API rvk_status rvk_artifact_open_memory(const void* data, size_t size, const char* what, rvk_artifact** out);
+RVK_API void rvk_artifact_destroy(rvk_artifact* artifact);
+/* "opencl" or "vulkan" (owned by the artifact). */
+RVK_API const char* rvk_artifact_target(const rvk_artifact* artifact);
+
+/* --- sessions ------------------------------------------------------------------------------- */
+/* `artifact` is borrowed: the session keeps what it needs, the artifact may be destroyed after.
+ * `device`: NULL (a GPU if one works, else pocl), "pocl", "gpu" or "P:D" (platform:device index). */
+RVK_API rvk_status rvk_session_create(const rvk_artifact* artifact, const char* device, uint32_t flags, rvk_session** out);
+RVK_API void rvk_session_destroy(rvk_session* session);
+
+RVK_API int32_t rvk_session_input_count(const rvk_session* session);
+RVK_API int32_t rvk_session_output_count(const rvk_session* session);
+/* Fills *info (caller-owned struct; its strings are owned by the session). */
+RVK_API rvk_status rvk_session_input_info(const rvk_session* session, int32_t index, rvk_tensor_info* info);
+RVK_API rvk_status rvk_session_output_info(const rvk_session* session, int32_t index, rvk_tensor_info* info);
+
+/* Copies input `index` from `data` (dense C order, `size` bytes). `dtype` names the data's dtype: the
+ * input's host dtype or its device dtype (NULL: the host dtype); integers outside the device dtype's
+ * range are refused. `shape`/`rank` (borrowed; shape NULL: not checked) must equal the input's shape.
+ * The input is uploaded by the next run. */
+RVK_API rvk_status rvk_session_set_input(rvk_session* session, int32_t index, const void* data, size_t size, const char* dtype,
+                                         const int64_t* shape, int32_t rank);
+/* One inference: uploads the inputs, runs every step, downloads the outputs. Every input must be set
+ * (inputs stay set between runs). */
+RVK_API rvk_status rvk_session_run(rvk_session* session);
+/* Copies output `index` of the last run into `data` (`size` must be its exact byte size in the host dtype). */
+RVK_API rvk_status rvk_session_get_output(const rvk_session* session, int32_t index, void* data, size_t size);
+
+/* Profiling: turn per-step times on or off for the following runs (a session created without
+ * RVK_SESSION_PROFILE has no profiling queue and refuses to turn it on). */
+RVK_API rvk_status rvk_session_set_profiling(rvk_session* session, int enabled);
+/* Steps of the last profiled run: name (owned by the session) and milliseconds (NaN when the session
+ * does not profile). */
+RVK_API int32_t rvk_session_profile_count(const rvk_session* session);
+RVK_API rvk_status rvk_session_profile_entry(const rvk_session* session, int32_t index, const char** name, double* ms);
+/* The last profiled run's device span in ms (NaN when none). */
+RVK_API double rvk_session_device_ms(const rvk_session* session);
+/* Device memory the tensors' allocations take (shared allocations counted once). */
+RVK_API int64_t rvk_session_device_bytes(const rvk_session* session);
+/* The device's name (owned by the session). */
+RVK_API const char* rvk_session_device_name(const rvk_session* session);
+/* Warnings raised while loading ("" when none; owned by the session), e.g. half texels stored as float. */
+RVK_API const char* rvk_session_warnings(const rvk_session* session);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RELAX_VK_H */

@@ -1,0 +1,676 @@
+// The OpenCL backend: relax_vk/runtime/opencl/{compiler,devices,session}.py through the ICD loader
+// (or a vendor's libOpenCL), opened at run time by opencl_loader.cpp.
+//
+// Devices by the Python runtime's names and rules ("gpu", "pocl", "P:D", NULL; a device counts only
+// when it builds an image-writing probe kernel). A session allocates every image and buffer of the
+// artifact's storage plan at load (device_placement: an arena offset the device cannot bind, or an
+// arena larger than one allocation, becomes a buffer of its own), gives every tensor of a shared
+// buffer a sub-buffer, creates one kernel object per launch step with its arguments set once, and
+// uploads the constants; a run then only enqueues: input writes, the steps (kernels and scope copies:
+// the API's buffer<->image copy commands, a scratch buffer between two image mappings, the shared
+// texel-converting kernels of texel_copies.cl when half texels are on one side), output reads, one
+// clFinish.
+#include <CL/cl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "session.hpp"
+#include "texel_copies_cl.h"  // generated from relax_vk/runtime/opencl/texel_copies.cl
+
+namespace rvk {
+
+const std::string& opencl_library_error();  // opencl_loader.cpp: why no OpenCL library loaded ("" if one did)
+
+namespace {
+
+const char* cl_error_name(cl_int code) {
+    switch (code) {
+#define RVK_CL_ERR(x) \
+    case x: return #x;
+        RVK_CL_ERR(CL_DEVICE_NOT_FOUND) RVK_CL_ERR(CL_DEVICE_NOT_AVAILABLE) RVK_CL_ERR(CL_COMPILER_NOT_AVAILABLE)
+        RVK_CL_ERR(CL_MEM_OBJECT_ALLOCATION_FAILURE) RVK_CL_ERR(CL_OUT_OF_RESOURCES) RVK_CL_ERR(CL_OUT_OF_HOST_MEMORY)
+        RVK_CL_ERR(CL_PROFILING_INFO_NOT_AVAILABLE) RVK_CL_ERR(CL_MEM_COPY_OVERLAP) RVK_CL_ERR(CL_IMAGE_FORMAT_MISMATCH)
+        RVK_CL_ERR(CL_IMAGE_FORMAT_NOT_SUPPORTED) RVK_CL_ERR(CL_BUILD_PROGRAM_FAILURE) RVK_CL_ERR(CL_MAP_FAILURE)
+        RVK_CL_ERR(CL_MISALIGNED_SUB_BUFFER_OFFSET) RVK_CL_ERR(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+        RVK_CL_ERR(CL_INVALID_VALUE) RVK_CL_ERR(CL_INVALID_DEVICE_TYPE) RVK_CL_ERR(CL_INVALID_PLATFORM) RVK_CL_ERR(CL_INVALID_DEVICE)
+        RVK_CL_ERR(CL_INVALID_CONTEXT) RVK_CL_ERR(CL_INVALID_QUEUE_PROPERTIES) RVK_CL_ERR(CL_INVALID_COMMAND_QUEUE)
+        RVK_CL_ERR(CL_INVALID_HOST_PTR) RVK_CL_ERR(CL_INVALID_MEM_OBJECT) RVK_CL_ERR(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
+        RVK_CL_ERR(CL_INVALID_IMAGE_SIZE) RVK_CL_ERR(CL_INVALID_SAMPLER) RVK_CL_ERR(CL_INVALID_BINARY) RVK_CL_ERR(CL_INVALID_BUILD_OPTIONS)
+        RVK_CL_ERR(CL_INVALID_PROGRAM) RVK_CL_ERR(CL_INVALID_PROGRAM_EXECUTABLE) RVK_CL_ERR(CL_INVALID_KERNEL_NAME)
+        RVK_CL_ERR(CL_INVALID_KERNEL_DEFINITION) RVK_CL_ERR(CL_INVALID_KERNEL) RVK_CL_ERR(CL_INVALID_ARG_INDEX)
+        RVK_CL_ERR(CL_INVALID_ARG_VALUE) RVK_CL_ERR(CL_INVALID_ARG_SIZE) RVK_CL_ERR(CL_INVALID_KERNEL_ARGS)
+        RVK_CL_ERR(CL_INVALID_WORK_DIMENSION) RVK_CL_ERR(CL_INVALID_WORK_GROUP_SIZE) RVK_CL_ERR(CL_INVALID_WORK_ITEM_SIZE)
+        RVK_CL_ERR(CL_INVALID_GLOBAL_OFFSET) RVK_CL_ERR(CL_INVALID_EVENT_WAIT_LIST) RVK_CL_ERR(CL_INVALID_EVENT)
+        RVK_CL_ERR(CL_INVALID_OPERATION) RVK_CL_ERR(CL_INVALID_BUFFER_SIZE) RVK_CL_ERR(CL_INVALID_GLOBAL_WORK_SIZE)
+        RVK_CL_ERR(CL_INVALID_PROPERTY) RVK_CL_ERR(CL_INVALID_IMAGE_DESCRIPTOR)
+#undef RVK_CL_ERR
+        case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+        default: return "CL_UNKNOWN_ERROR";
+    }
+}
+
+void check(cl_int code, const std::string& what) {
+    if (code != CL_SUCCESS) throw Error(RVK_ERROR_RUNTIME, what + " failed: " + cl_error_name(code) + " (" + std::to_string(code) + ")");
+}
+
+std::string strip(std::string s) {
+    size_t a = s.find_first_not_of(" \t\n\r\f\v");
+    size_t b = s.find_last_not_of(" \t\n\r\f\v");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+template <typename T>
+T device_info(cl_device_id d, cl_device_info what) {
+    T v{};
+    check(clGetDeviceInfo(d, what, sizeof v, &v, nullptr), "clGetDeviceInfo");
+    return v;
+}
+
+std::string device_string(cl_device_id d, cl_device_info what) {
+    size_t n = 0;
+    check(clGetDeviceInfo(d, what, 0, nullptr, &n), "clGetDeviceInfo");
+    std::string s(n, '\0');
+    check(clGetDeviceInfo(d, what, n, &s[0], nullptr), "clGetDeviceInfo");
+    return strip(s.c_str());
+}
+
+std::string platform_string(cl_platform_id p, cl_platform_info what) {
+    size_t n = 0;
+    check(clGetPlatformInfo(p, what, 0, nullptr, &n), "clGetPlatformInfo");
+    std::string s(n, '\0');
+    check(clGetPlatformInfo(p, what, n, &s[0], nullptr), "clGetPlatformInfo");
+    return strip(s.c_str());
+}
+
+cl_platform_id platform_of(cl_device_id d) { return device_info<cl_platform_id>(d, CL_DEVICE_PLATFORM); }
+
+// compiler.describe
+std::string describe(cl_device_id d) { return device_string(d, CL_DEVICE_NAME) + " (" + platform_string(platform_of(d), CL_PLATFORM_VERSION) + ")"; }
+
+struct Candidate {
+    size_t platform, index;
+    cl_device_id device;
+};
+
+// compiler.all_devices
+std::vector<Candidate> all_devices() {
+    cl_uint n = 0;
+    cl_int err = clGetPlatformIDs(0, nullptr, &n);
+    if (err != CL_SUCCESS || n == 0) {
+        const std::string& library = opencl_library_error();
+        throw Error(RVK_ERROR_DEVICE, "no OpenCL platform: " + (!library.empty() ? library : err != CL_SUCCESS ? cl_error_name(err) : "none installed"));
+    }
+    std::vector<cl_platform_id> platforms(n);
+    check(clGetPlatformIDs(n, platforms.data(), nullptr), "clGetPlatformIDs");
+    std::vector<Candidate> out;
+    for (size_t p = 0; p < platforms.size(); ++p) {
+        cl_uint m = 0;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &m) != CL_SUCCESS || m == 0) continue;
+        std::vector<cl_device_id> devices(m);
+        check(clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, m, devices.data(), nullptr), "clGetDeviceIDs");
+        for (size_t d = 0; d < devices.size(); ++d) out.push_back({p, d, devices[d]});
+    }
+    return out;
+}
+
+std::string build_log(cl_program program, cl_device_id device) {
+    size_t n = 0;
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n) != CL_SUCCESS) return "";
+    std::string s(n, '\0');
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, n, &s[0], nullptr) != CL_SUCCESS) return "";
+    return strip(s.c_str());
+}
+
+// Builds `source` for `device` in `context`; throws Error(RVK_ERROR_BUILD) with the log on failure.
+cl_program build(cl_context context, cl_device_id device, const std::string& source, const char* options = "") {
+    const char* text = source.c_str();
+    size_t length = source.size();
+    cl_int err;
+    cl_program program = clCreateProgramWithSource(context, 1, &text, &length, &err);
+    check(err, "clCreateProgramWithSource");
+    err = clBuildProgram(program, 1, &device, options, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+        std::string log = build_log(program, device);
+        clReleaseProgram(program);
+        throw Error(RVK_ERROR_BUILD, "OpenCL build failed on " + device_string(device, CL_DEVICE_NAME) + ":\n" + (log.empty() ? cl_error_name(err) : log));
+    }
+    return program;
+}
+
+const char* kProbe =
+    "__kernel void relax_vk_probe(__write_only image2d_array_t img) { write_imagef(img, (int4)(0, 0, 0, 0), (float4)(1.0f)); }";
+
+// compiler.device_works: "" when the device builds an image-writing probe kernel
+std::string device_works(cl_device_id device) {
+    if (!device_info<cl_bool>(device, CL_DEVICE_IMAGE_SUPPORT)) return "no image support";
+    cl_int err;
+    cl_context context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
+    if (err != CL_SUCCESS) return std::string("probe build failed: ") + cl_error_name(err);
+    std::string problem;
+    try {
+        clReleaseProgram(build(context, device, kProbe));
+    } catch (const Error& e) {
+        std::string text = e.what();
+        std::string chosen, line, last;
+        for (size_t start = 0; start <= text.size();) {
+            size_t end = text.find('\n', start);
+            line = strip(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+            if (!line.empty()) last = line;
+            if (chosen.empty() && line.find("error") != std::string::npos) chosen = line;
+            if (end == std::string::npos) break;
+            start = end + 1;
+        }
+        problem = "probe build failed: " + (chosen.empty() ? last : chosen);
+    }
+    clReleaseContext(context);
+    return problem;
+}
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// compiler.find_device (cached per process, as the Python one)
+cl_device_id find_device(const std::string& prefer, bool gpu_only) {
+    static std::mutex lock;
+    static std::map<std::pair<std::string, bool>, cl_device_id> cache;
+    std::lock_guard<std::mutex> guard(lock);
+    auto key = std::make_pair(prefer, gpu_only);
+    if (cache.count(key)) return cache[key];
+    std::vector<Candidate> candidates = all_devices();
+    std::vector<std::pair<bool, Candidate>> order;
+    for (const Candidate& c : candidates) {
+        cl_platform_id p = platform_of(c.device);
+        std::string text = lower(platform_string(p, CL_PLATFORM_NAME) + platform_string(p, CL_PLATFORM_VERSION));
+        order.push_back({text.find(lower(prefer)) == std::string::npos, c});
+    }
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+        return std::make_tuple(a.first, a.second.platform, a.second.index) < std::make_tuple(b.first, b.second.platform, b.second.index);
+    });
+    std::vector<std::string> reasons;
+    for (const auto& entry : order) {
+        cl_device_id device = entry.second.device;
+        if (gpu_only && !(device_info<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_GPU)) continue;
+        std::string problem = device_works(device);
+        if (!problem.empty()) {
+            reasons.push_back(describe(device) + ": " + problem);
+            continue;
+        }
+        cache[key] = device;
+        return device;
+    }
+    std::string message = "no OpenCL device can build kernels";
+    if (reasons.empty()) message += " (no devices found)";
+    for (const std::string& r : reasons) message += "\n  - " + r;
+    message += gpu_only ? "\n(only GPU devices were considered)" : "\nOn Debian/Ubuntu: apt-get install pocl-opencl-icd";
+    throw Error(RVK_ERROR_DEVICE, message);
+}
+
+bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// devices.select_device
+cl_device_id select_device(const char* spec_or_null) {
+    if (!spec_or_null) {
+        try {
+            return find_device("pocl", true);
+        } catch (const Error&) {
+            return find_device("pocl", false);
+        }
+    }
+    std::string spec = spec_or_null;
+    if (spec == "pocl") return find_device("pocl", false);
+    if (spec == "gpu") return find_device("pocl", true);
+    size_t colon = spec.find(':');
+    std::string platform = spec.substr(0, colon), device = colon == std::string::npos ? "" : spec.substr(colon + 1);
+    if (!all_digits(platform) || !all_digits(device) || platform.size() > 6 || device.size() > 6)
+        throw Error(RVK_ERROR_ARGUMENT, "unknown device " + py_repr(spec) + ": use 'pocl', 'gpu' or PLATFORM:DEVICE (see `relax-vk devices`)");
+    for (const Candidate& c : all_devices()) {
+        if (c.platform == std::stoul(platform) && c.index == std::stoul(device)) {
+            std::string problem = device_works(c.device);
+            if (!problem.empty())
+                throw Error(RVK_ERROR_DEVICE, "device " + spec + " (" + describe(c.device) + ") cannot run relax_vk kernels: " + problem);
+            return c.device;
+        }
+    }
+    throw Error(RVK_ERROR_DEVICE, "no OpenCL device " + spec + "; `relax-vk devices` lists them");
+}
+
+// session.half_images
+bool half_images(cl_context context) {
+    cl_uint n = 0;
+    if (clGetSupportedImageFormats(context, CL_MEM_READ_WRITE, CL_MEM_OBJECT_IMAGE2D_ARRAY, 0, nullptr, &n) != CL_SUCCESS) return false;
+    std::vector<cl_image_format> formats(n);
+    if (n && clGetSupportedImageFormats(context, CL_MEM_READ_WRITE, CL_MEM_OBJECT_IMAGE2D_ARRAY, n, formats.data(), nullptr) != CL_SUCCESS) return false;
+    for (const cl_image_format& f : formats)
+        if (f.image_channel_order == CL_RGBA && f.image_channel_data_type == CL_HALF_FLOAT) return true;
+    return false;
+}
+
+// session.texture_limit_problems
+std::vector<std::string> texture_limit_problems(const Extents& image, int64_t max_w, int64_t max_h, int64_t max_layers) {
+    std::vector<std::string> problems;
+    if (image[0] > max_w) problems.push_back("width " + std::to_string(image[0]) + " > image2d max width " + std::to_string(max_w));
+    if (image[1] > max_h) problems.push_back("height " + std::to_string(image[1]) + " > image2d max height " + std::to_string(max_h));
+    if (image[2] > max_layers) problems.push_back(std::to_string(image[2]) + " layers > max array layers " + std::to_string(max_layers));
+    return problems;
+}
+
+// opencl.session.check_limits
+void check_limits(const Program& program, cl_device_id device) {
+    std::vector<const Tensor*> textures;
+    for (const Tensor& t : program.tensors)
+        if (t.is_image) textures.push_back(&t);
+    bool images = device_info<cl_bool>(device, CL_DEVICE_IMAGE_SUPPORT);
+    if (!textures.empty() && !images)
+        throw Error(RVK_ERROR_LIMIT, describe(device) + " has no image support; the plan keeps " + textures[0]->name + " in a texture");
+    int64_t max_w = images ? static_cast<int64_t>(device_info<size_t>(device, CL_DEVICE_IMAGE2D_MAX_WIDTH)) : 0;
+    int64_t max_h = images ? static_cast<int64_t>(device_info<size_t>(device, CL_DEVICE_IMAGE2D_MAX_HEIGHT)) : 0;
+    int64_t max_layers = images ? static_cast<int64_t>(device_info<size_t>(device, CL_DEVICE_IMAGE_MAX_ARRAY_SIZE)) : 0;
+    for (const Tensor* t : textures) {
+        std::vector<std::string> problems = texture_limit_problems(t->image, max_w, max_h, max_layers);
+        if (!problems.empty()) {
+            std::string joined;
+            for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "; " : "") + problems[i];
+            throw Error(RVK_ERROR_LIMIT, "tensor " + t->name + " (" + t->scope + ", image " + std::to_string(t->image[0]) + "x" +
+                                             std::to_string(t->image[1]) + "x" + std::to_string(t->image[2]) + ") does not fit " + describe(device) +
+                                             ": " + joined);
+        }
+        if (t->dtype != DType::F32)
+            throw Error(RVK_ERROR_LIMIT, "tensor " + t->name + ": " + dtype_name(t->dtype) + " textures are not supported by this runtime (float32 only)");
+    }
+    int64_t alloc = static_cast<int64_t>(device_info<cl_ulong>(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+    int64_t memory = static_cast<int64_t>(device_info<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE));
+    for (const Tensor& t : program.tensors)
+        if (!t.is_image && t.bytes > alloc)
+            throw Error(RVK_ERROR_LIMIT, "tensor " + t.name + " takes " + std::to_string(t.bytes) + " bytes; " + describe(device) + " allocates at most " +
+                                             std::to_string(alloc) + " bytes at once");
+    int64_t total = allocated_bytes(program);
+    if (total > memory)
+        throw Error(RVK_ERROR_LIMIT, "the program needs " + std::to_string(total) + " bytes; " + describe(device) + " has " + std::to_string(memory) +
+                                         " bytes of global memory");
+    int64_t max_group = static_cast<int64_t>(device_info<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE));
+    for (const Kernel& k : program.kernels) {
+        int64_t group = k.local[0] * k.local[1] * k.local[2];  // validated positive; a huge product is refused below
+        bool huge = k.local[0] > max_group || k.local[1] > max_group || k.local[2] > max_group;
+        if (huge || group > max_group)
+            throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " needs work groups of " + (huge ? std::string("more than ") + std::to_string(max_group)
+                                                                                               : std::to_string(group)) +
+                                             " items; " + describe(device) + " allows " + std::to_string(max_group));
+    }
+}
+
+class OpenCLSession final : public Session {
+public:
+    OpenCLSession(std::shared_ptr<const Artifact> artifact, cl_device_id device, bool profile) : Session(std::move(artifact)), device_(device) {
+        device_name = device_string(device, CL_DEVICE_NAME);
+        cl_int err;
+        context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
+        check(err, "clCreateContext");
+        bool half = std::any_of(program_.tensors.begin(), program_.tensors.end(), [](const Tensor& t) { return t.texel == "float16"; });
+        if (half && !half_images(context_)) {
+            warnings += describe(device) + " has no half-float images: textures stored as float32 instead (twice the memory)";
+            program_ = with_float_texels(program_);
+        }
+        check_limits(program_, device);  // (what is allocated: after the fallback)
+        queue_ = clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+        check(err, "clCreateCommandQueue");
+        if (profile) {
+            // timed runs go through a queue without profiling (see the Python session)
+            timing_queue_ = clCreateCommandQueue(context_, device_, 0, &err);
+            check(err, "clCreateCommandQueue");
+        }
+        can_profile_ = profiling_ = profile;
+        program_cl_ = build(context_, device_, artifact_->source);  // the Python runtime's options: one driver cache
+        allocate_storage();
+        bind_steps();
+        upload_constants();
+    }
+
+protected:
+    void execute(const std::vector<std::vector<uint8_t>>& inputs, std::vector<std::vector<uint8_t>>& outputs) override {
+        cl_command_queue q = profiling_ || !timing_queue_ ? queue_ : timing_queue_;
+        bool timed = profiling_;
+        for (size_t i = 0; i < inputs.size(); ++i) write(program_.inputs[i], inputs[i].data(), q);
+        std::vector<cl_event> events;
+        cl_int err = CL_SUCCESS;
+        try {
+            for (const Launch& l : launches_) {
+                cl_event first = nullptr, last = nullptr;
+                enqueue(l, q, timed ? &first : nullptr, timed ? &last : nullptr);
+                if (timed) {
+                    events.push_back(first);
+                    events.push_back(last);
+                }
+            }
+            for (size_t i = 0; i < outputs.size(); ++i) read(program_.outputs[i], outputs[i].data(), q);
+        } catch (...) {
+            clFinish(q);
+            for (cl_event e : events)
+                if (e) clReleaseEvent(e);
+            throw;
+        }
+        err = clFinish(q);
+        std::vector<uint64_t> begins, ends;
+        std::vector<std::string> names;
+        for (size_t i = 0; i < events.size(); i += 2) {
+            cl_ulong b = 0, e = 0;
+            if (err == CL_SUCCESS) err = clGetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_START, sizeof b, &b, nullptr);
+            if (err == CL_SUCCESS) err = clGetEventProfilingInfo(events[i + 1], CL_PROFILING_COMMAND_END, sizeof e, &e, nullptr);
+            begins.push_back(b);
+            ends.push_back(e);
+            names.push_back(launches_[i / 2].name);
+        }
+        for (cl_event e : events)
+            if (e) clReleaseEvent(e);
+        check(err, "running the program (clFinish / profiling)");
+        if (timed) {
+            step_times(names, begins, ends, profile, device_ms);
+        } else if (!can_profile_) {  // a session made without profiling
+            profile.clear();
+            for (const Launch& l : launches_) profile.push_back({l.name, std::nan("")});
+            device_ms = std::nan("");
+        }  // else a timing run: keep the last profiled run's times
+    }
+
+private:
+    struct Launch {
+        std::string name;
+        cl_kernel kernel = nullptr;  // a launch, or a texel-converting copy
+        size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
+        cl_uint dims = 3;
+        int src = -1, dst = -1;  // a copy (kernel == nullptr, or a converting kernel)
+    };
+
+    // Every OpenCL object the session made, released in reverse order of dependence (a member, so
+    // a constructor that throws half-way releases what it made too).
+    struct Handles {
+        cl_context context = nullptr;
+        cl_command_queue queue = nullptr, timing_queue = nullptr;
+        cl_program program = nullptr, copies = nullptr;
+        std::vector<cl_mem> allocations;  // per allocation of the placement (nullptr: not made whole)
+        std::vector<cl_mem> views;  // sub-buffers and own buffers (released before allocations)
+        std::vector<Launch> launches;
+        cl_mem scratch = nullptr;
+        Handles() = default;
+        Handles(const Handles&) = delete;
+        Handles& operator=(const Handles&) = delete;
+        ~Handles() {
+            if (queue) clFinish(queue);
+            if (timing_queue) clFinish(timing_queue);
+            for (Launch& l : launches)
+                if (l.kernel) clReleaseKernel(l.kernel);
+            for (cl_mem m : views) clReleaseMemObject(m);
+            for (cl_mem m : allocations)
+                if (m) clReleaseMemObject(m);
+            if (scratch) clReleaseMemObject(scratch);
+            if (copies) clReleaseProgram(copies);
+            if (program) clReleaseProgram(program);
+            if (timing_queue) clReleaseCommandQueue(timing_queue);
+            if (queue) clReleaseCommandQueue(queue);
+            if (context) clReleaseContext(context);
+        }
+    };
+
+    cl_device_id device_;
+    Handles h_;
+    cl_context& context_ = h_.context;
+    cl_command_queue& queue_ = h_.queue;
+    cl_command_queue& timing_queue_ = h_.timing_queue;
+    cl_program& program_cl_ = h_.program;
+    cl_program& copies_cl_ = h_.copies;
+    std::vector<cl_mem>& allocations_ = h_.allocations;
+    std::vector<cl_mem>& tensor_views_ = h_.views;
+    std::vector<Launch>& launches_ = h_.launches;
+    cl_mem& scratch_ = h_.scratch;
+    std::vector<cl_mem> memory_;  // per tensor
+    std::vector<std::pair<cl_mem, size_t>> ranges_;  // per tensor: (memory object, byte offset) for buffer<->image copies
+    std::vector<uint8_t> staging_;  // texel conversions of inputs/outputs/constants
+
+    cl_mem allocate(const Allocation& a) {
+        cl_int err;
+        cl_mem m;
+        if (a.is_image) {
+            cl_image_format format = {CL_RGBA, a.dtype == "float16" ? static_cast<cl_channel_type>(CL_HALF_FLOAT) : static_cast<cl_channel_type>(CL_FLOAT)};
+            cl_image_desc desc;
+            std::memset(&desc, 0, sizeof desc);
+            desc.image_type = CL_MEM_OBJECT_IMAGE2D_ARRAY;
+            desc.image_width = static_cast<size_t>(a.image[0]);
+            desc.image_height = static_cast<size_t>(a.image[1]);
+            desc.image_array_size = static_cast<size_t>(a.image[2]);
+            m = clCreateImage(context_, CL_MEM_READ_WRITE, &format, &desc, nullptr, &err);
+            check(err, "clCreateImage (" + std::to_string(a.image[0]) + "x" + std::to_string(a.image[1]) + "x" + std::to_string(a.image[2]) + ")");
+        } else {
+            m = clCreateBuffer(context_, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(a.bytes, 4)), nullptr, &err);
+            check(err, "clCreateBuffer (" + std::to_string(a.bytes) + " bytes)");
+        }
+        return m;
+    }
+
+    // OpenCLSession._allocate_storage
+    void allocate_storage() {
+        int64_t align_bits = static_cast<int64_t>(device_info<cl_uint>(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN));
+        int64_t max_alloc = static_cast<int64_t>(device_info<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+        Placement placement = device_placement(program_, std::max<int64_t>(align_bits / 8, 1), max_alloc);
+        for (const auto& a : placement.allocations) {
+            allocations_.push_back(nullptr);
+            if (a) allocations_.back() = allocate(*a);
+        }
+        device_bytes = placement.device_bytes;
+        for (size_t i = 0; i < program_.tensors.size(); ++i) {
+            const Tensor& t = program_.tensors[i];
+            const auto& place = placement.places[i];
+            if (!place) {
+                Allocation own;
+                own.bytes = t.bytes;
+                cl_mem m = allocate(own);
+                tensor_views_.push_back(m);
+                memory_.push_back(m);
+                ranges_.push_back({m, 0});
+            } else if (placement.shared[static_cast<size_t>(place->allocation)] && !t.is_image) {
+                cl_mem arena = allocations_[static_cast<size_t>(place->allocation)];
+                cl_buffer_region region = {static_cast<size_t>(place->offset), static_cast<size_t>(t.bytes)};
+                cl_int err;
+                cl_mem m = clCreateSubBuffer(arena, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+                check(err, "clCreateSubBuffer (" + t.name + ")");
+                tensor_views_.push_back(m);
+                memory_.push_back(m);
+                ranges_.push_back({arena, static_cast<size_t>(place->offset)});
+            } else {
+                cl_mem m = allocations_[static_cast<size_t>(place->allocation)];
+                memory_.push_back(m);
+                ranges_.push_back({m, 0});
+            }
+        }
+    }
+
+    static void region(const Tensor& t, size_t out[3]) {
+        for (size_t i = 0; i < 3; ++i) out[i] = static_cast<size_t>(t.image[i]);
+    }
+
+    bool half_texels(const Tensor& t) const { return std::string(t.texel_dtype()) != dtype_name(t.dtype); }
+
+    // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ.
+    // Non-blocking: `data` (and staging_) must stay unchanged until the queue finishes.
+    void write(int tid, const void* data, cl_command_queue q, bool blocking = false) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        const void* bytes = data;
+        size_t n = static_cast<size_t>(t.bytes);
+        if (half_texels(t)) {
+            staging_.resize(static_cast<size_t>(t.elements()) * 2);
+            convert(t.dtype, data, dtype_from_name(t.texel_dtype()), staging_.data(), static_cast<size_t>(t.elements()));
+            bytes = staging_.data();
+            n = staging_.size();
+            blocking = true;  // staging_ is reused
+        }
+        size_t origin[3] = {0, 0, 0}, r[3];
+        if (t.is_image) {
+            region(t, r);
+            check(clEnqueueWriteImage(q, memory_[static_cast<size_t>(tid)], blocking, origin, r, 0, 0, bytes, 0, nullptr, nullptr), "writing " + t.name);
+        } else {
+            check(clEnqueueWriteBuffer(q, memory_[static_cast<size_t>(tid)], blocking, 0, n, bytes, 0, nullptr, nullptr), "writing " + t.name);
+        }
+    }
+
+    // _read: into `data` in the tensor's dtype
+    void read(int tid, void* data, cl_command_queue q) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        bool convert_back = half_texels(t);
+        void* target = data;
+        size_t n = static_cast<size_t>(t.bytes);
+        if (convert_back) {
+            staging_.resize(static_cast<size_t>(t.elements()) * 2);
+            target = staging_.data();
+            n = staging_.size();
+        }
+        size_t origin[3] = {0, 0, 0}, r[3];
+        if (t.is_image) {
+            region(t, r);
+            check(clEnqueueReadImage(q, memory_[static_cast<size_t>(tid)], convert_back, origin, r, 0, 0, target, 0, nullptr, nullptr), "reading " + t.name);
+        } else {
+            check(clEnqueueReadBuffer(q, memory_[static_cast<size_t>(tid)], convert_back, 0, n, target, 0, nullptr, nullptr), "reading " + t.name);
+        }
+        if (convert_back) convert(dtype_from_name(t.texel_dtype()), staging_.data(), t.dtype, data, static_cast<size_t>(t.elements()));
+    }
+
+    void upload_constants() {
+        for (const Tensor& t : program_.tensors) {
+            if (t.kind != "constant") continue;
+            const Constant& c = artifact_->constant_table.at("t" + std::to_string(t.id));
+            write(t.id, artifact_->constants.data() + c.offset, queue_, true);
+        }
+        check(clFinish(queue_), "uploading the constants");
+    }
+
+    cl_kernel copy_kernel(const char* name) {
+        if (!copies_cl_) copies_cl_ = build(context_, device_, kTexelCopiesSource);
+        cl_int err;
+        cl_kernel k = clCreateKernel(copies_cl_, name, &err);
+        check(err, std::string("clCreateKernel ") + name);
+        return k;
+    }
+
+    // The launch's argument count against the built kernel's (the artifact check read it off the
+    // source; this is what the driver compiled).
+    void check_signature(cl_kernel kernel, const Step& step) {
+        cl_uint n = 0;
+        check(clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof n, &n, nullptr), "clGetKernelInfo " + step.kernel);
+        if (n != step.args.size())
+            throw Error(RVK_ERROR_ARTIFACT, "a launch of kernel " + step.kernel + " passes " + std::to_string(step.args.size()) + " tensors; the kernel takes " +
+                                                std::to_string(n) + " arguments");
+    }
+
+    template <typename T>
+    static void arg(cl_kernel k, cl_uint i, const T& v, const std::string& what) {
+        check(clSetKernelArg(k, i, sizeof(T), &v), "clSetKernelArg " + std::to_string(i) + " of " + what);
+    }
+
+    // _bind_launches: a kernel object per launch step, its arguments set once
+    void bind_steps() {
+        size_t scratch = 0;
+        for (const Step& step : program_.steps) {
+            Launch l;
+            if (step.op == Step::Launch) {
+                const Kernel* k = program_.kernel(step.kernel);
+                l.name = step.kernel;
+                cl_int err;
+                l.kernel = clCreateKernel(program_cl_, step.kernel.c_str(), &err);
+                check(err, "clCreateKernel " + step.kernel);
+                launches_.push_back(l);  // owned from here (released by the destructor)
+                check_signature(l.kernel, step);
+                for (size_t i = 0; i < step.args.size(); ++i) arg(l.kernel, static_cast<cl_uint>(i), memory_[static_cast<size_t>(step.args[i])], step.kernel);
+                for (size_t i = 0; i < 3; ++i) {
+                    launches_.back().global[i] = static_cast<size_t>(k->global[i]);
+                    launches_.back().local[i] = static_cast<size_t>(k->local[i]);
+                }
+                continue;
+            }
+            const Tensor& s = program_.tensors[static_cast<size_t>(step.src)];
+            const Tensor& d = program_.tensors[static_cast<size_t>(step.dst)];
+            l.name = "copy " + s.name + "->" + d.name;
+            l.src = step.src;
+            l.dst = step.dst;
+            if (std::string(s.texel_dtype()) != d.texel_dtype()) {  // half texels on one side: a converting kernel
+                cl_int texels = static_cast<cl_int>(s.bytes / (4 * static_cast<int64_t>(dtype_size(s.dtype))));
+                cl_mem src = memory_[static_cast<size_t>(step.src)], dst = memory_[static_cast<size_t>(step.dst)];
+                const char* name = s.is_image && d.is_image ? "rvk_image_to_image" : d.is_image ? "rvk_buffer_to_image" : s.is_image ? "rvk_image_to_buffer" : nullptr;
+                if (!name) throw Error(RVK_ERROR_ARTIFACT, "copy " + s.name + "->" + d.name + ": a buffer-to-buffer copy converts nothing");
+                l.kernel = copy_kernel(name);
+                launches_.push_back(l);
+                cl_kernel k = l.kernel;
+                arg(k, 0, src, name);
+                arg(k, 1, dst, name);
+                arg(k, 2, texels, name);
+                const Tensor& first = s.is_image ? s : d;
+                arg(k, 3, static_cast<cl_int>(first.image[0]), name);
+                arg(k, 4, static_cast<cl_int>(first.image[1]), name);
+                if (s.is_image && d.is_image) {
+                    arg(k, 5, static_cast<cl_int>(d.image[0]), name);
+                    arg(k, 6, static_cast<cl_int>(d.image[1]), name);
+                }
+                launches_.back().dims = 1;
+                launches_.back().local[0] = 64;
+                launches_.back().global[0] = static_cast<size_t>((texels + 63) / 64 * 64);
+                continue;
+            }
+            if (s.is_image && d.is_image) scratch = std::max(scratch, static_cast<size_t>(s.bytes));
+            launches_.push_back(l);
+        }
+        if (scratch) {  // between two image mappings: through the dense layout (made now: runs allocate nothing)
+            cl_int err;
+            scratch_ = clCreateBuffer(context_, CL_MEM_READ_WRITE, scratch, nullptr, &err);
+            check(err, "clCreateBuffer (scratch)");
+        }
+    }
+
+    void enqueue(const Launch& l, cl_command_queue q, cl_event* first, cl_event* last) {
+        if (l.kernel) {
+            check(clEnqueueNDRangeKernel(q, l.kernel, l.dims, nullptr, l.global, l.local, 0, nullptr, first), "launching " + l.name);
+            if (first) {
+                *last = *first;
+                clRetainEvent(*first);
+            }
+            return;
+        }
+        const Tensor& s = program_.tensors[static_cast<size_t>(l.src)];
+        const Tensor& d = program_.tensors[static_cast<size_t>(l.dst)];
+        size_t origin[3] = {0, 0, 0}, r[3];
+        cl_mem src = memory_[static_cast<size_t>(l.src)], dst = memory_[static_cast<size_t>(l.dst)];
+        if (s.is_image && d.is_image) {
+            region(s, r);
+            check(clEnqueueCopyImageToBuffer(q, src, scratch_, origin, r, 0, 0, nullptr, first), l.name);
+            region(d, r);
+            check(clEnqueueCopyBufferToImage(q, scratch_, dst, 0, origin, r, 0, nullptr, last), l.name);
+        } else if (d.is_image) {
+            // a buffer side that is a sub-buffer of an arena is named by its arena and offset:
+            // copying between a sub-buffer and an image crashes pocl
+            region(d, r);
+            auto [buffer, offset] = ranges_[static_cast<size_t>(l.src)];
+            check(clEnqueueCopyBufferToImage(q, buffer, dst, offset, origin, r, 0, nullptr, first), l.name);
+        } else if (s.is_image) {
+            region(s, r);
+            auto [buffer, offset] = ranges_[static_cast<size_t>(l.dst)];
+            check(clEnqueueCopyImageToBuffer(q, src, buffer, origin, r, offset, 0, nullptr, first), l.name);
+        } else {
+            check(clEnqueueCopyBuffer(q, src, dst, 0, 0, static_cast<size_t>(s.bytes), 0, nullptr, first), l.name);
+        }
+        if (first && !(s.is_image && d.is_image)) {
+            *last = *first;
+            clRetainEvent(*first);
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Session> open_opencl_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile) {
+    cl_device_id d = select_device(device);
+    return std::make_unique<OpenCLSession>(std::move(artifact), d, profile);
+}
+
+}  // namespace rvk

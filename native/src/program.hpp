@@ -1,0 +1,124 @@
+// The .rvk artifact and its program, as relax_vk/serialization/artifact.py writes them and
+// relax_vk/serialization/validate.py + relax_vk/storage/program.py check them: parsed, validated
+// completely (the same checks, in the same order, with the same messages), then held as plain structs
+// the backends execute.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dtype.hpp"
+#include "json.hpp"
+#include "relax_vk/relax_vk.h"
+
+namespace rvk {
+
+// Every failure inside the library: a status for the C ABI and a message.
+struct Error : std::runtime_error {
+    rvk_status status;
+    Error(rvk_status s, const std::string& message) : std::runtime_error(message), status(s) {}
+};
+
+using Extents = std::array<int64_t, 3>;  // image width, height, layers
+
+struct Tensor {
+    int id = 0;
+    std::string name;
+    std::vector<int64_t> shape;
+    DType dtype = DType::F32;       // what the device holds
+    DType host_dtype = DType::F32;  // what the caller reads/writes (host_dtype, else dtype)
+    std::string scope;
+    std::string kind;
+    int64_t bytes = 0;
+    bool is_image = false;
+    Extents image{};
+    std::string texel;  // "" or "float32"/"float16" (half storage of a float32 texture)
+    int storage = -1;   // allocation index (with a storage assignment)
+    int64_t offset = 0;
+
+    int64_t elements() const;
+    const char* texel_dtype() const;  // storage.lifetimes.texel_dtype
+    int64_t stored_bytes() const;     // storage.lifetimes.stored_bytes
+};
+
+struct Kernel {
+    std::string name;
+    std::array<int64_t, 3> global{}, local{};
+};
+
+struct Step {
+    enum Op { Launch, Copy } op = Launch;
+    std::string kernel;  // Launch
+    std::vector<int> args;
+    int src = -1, dst = -1;  // Copy
+};
+
+struct Allocation {
+    int64_t bytes = 0;
+    bool is_image = false;
+    Extents image{};
+    std::string dtype;  // texel dtype of an image
+};
+
+struct Program {
+    std::string target;
+    std::vector<Tensor> tensors;
+    std::vector<Kernel> kernels;
+    std::vector<Step> steps;
+    std::vector<int> inputs, outputs;
+    bool has_storage = false;
+    std::vector<Allocation> storage;
+
+    const Kernel* kernel(const std::string& name) const;
+};
+
+struct Constant {
+    DType dtype;
+    std::vector<int64_t> shape;
+    size_t offset, nbytes;  // in the constants section
+};
+
+struct Artifact {
+    Program program;
+    std::string source;
+    std::string constants;  // the constant section's bytes
+    std::map<std::string, Constant> constant_table;  // "t<id>" -> where its data lies
+};
+
+// Parses and validates a whole .rvk (relax_vk.serialization.artifact.Artifact.from_bytes); `what`
+// names it in messages. Throws Error(RVK_ERROR_ARTIFACT).
+std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size, const std::string& what);
+
+uint32_t crc32(const uint8_t* data, size_t size);
+
+// relax_vk.storage.lifetimes.image_bytes
+int64_t image_bytes(const Extents& image, const std::string& dtype);
+// relax_vk.storage.program.with_float_texels: half-texel textures stored as float32 texels
+Program with_float_texels(const Program& p);
+
+// relax_vk.storage.program.allocations / device_placement / allocated_bytes
+struct Place {
+    int allocation;
+    int64_t offset;
+};
+void allocations(const Program& p, std::vector<Allocation>& objects, std::vector<Place>& places);
+struct Placement {
+    std::vector<std::optional<Allocation>> allocations;  // nullopt: an arena the device cannot make whole
+    std::vector<std::optional<Place>> places;            // nullopt: a buffer of its own
+    std::vector<bool> shared;
+    int64_t device_bytes = 0;
+};
+Placement device_placement(const Program& p, int64_t alignment, int64_t max_alloc_bytes);
+int64_t allocated_bytes(const Program& p);
+
+// "[1, 2, 3]" (Python's repr of a list of ints)
+std::string list_repr(const int64_t* v, size_t n);
+inline std::string list_repr(const std::vector<int64_t>& v) { return list_repr(v.data(), v.size()); }
+
+}  // namespace rvk

@@ -1,0 +1,93 @@
+#include "session.hpp"
+
+#include <algorithm>
+
+namespace rvk {
+
+void step_times(const std::vector<std::string>& names, const std::vector<uint64_t>& begins, const std::vector<uint64_t>& ends,
+                std::vector<ProfileEntry>& profile, double& span_ms) {
+    profile.clear();
+    bool any = false;
+    uint64_t last_end = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+        uint64_t start = any ? std::max(begins[i], last_end) : begins[i];
+        uint64_t e = std::max(ends[i], start);
+        profile.push_back({names[i], static_cast<double>(e - start) * 1e-6});
+        last_end = e;
+        any = true;
+    }
+    span_ms = any ? static_cast<double>(last_end - begins[0]) * 1e-6 : 0.0;
+}
+
+Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move(artifact)), program_(artifact_->program) {
+    for (int tid : program_.inputs) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        inputs_.emplace_back(static_cast<size_t>(t.bytes));
+    }
+    input_set_.assign(inputs_.size(), false);
+    for (int tid : program_.outputs) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        outputs_device_.emplace_back(static_cast<size_t>(t.bytes));
+        outputs_host_.emplace_back(static_cast<size_t>(t.elements()) * dtype_size(t.host_dtype));
+    }
+}
+
+// relax_vk.runtime.session.Session.check_inputs, for one input
+void Session::set_input(int index, const void* data, size_t size, const char* dtype, const int64_t* shape, int rank) {
+    if (index < 0 || index >= static_cast<int>(inputs_.size()))
+        throw Error(RVK_ERROR_ARGUMENT, "input index " + std::to_string(index) + " out of range (the model takes " +
+                                            std::to_string(inputs_.size()) + " inputs)");
+    const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[static_cast<size_t>(index)])];
+    if (shape || rank) {
+        if (rank < 0 || (rank > 0 && !shape)) throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": a shape of rank " + std::to_string(rank) + " and no extents");
+        std::vector<int64_t> given(shape, shape + rank);
+        if (given != t.shape) throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": shape " + list_repr(given) + ", expected " + list_repr(t.shape));
+    }
+    DType given = dtype ? dtype_from_name(dtype) : t.host_dtype;
+    if (given == DType::Invalid || (given != t.host_dtype && given != t.dtype))
+        throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": dtype " + (dtype ? dtype : "?") + ", expected " + dtype_name(t.host_dtype));
+    size_t expected = static_cast<size_t>(t.elements()) * dtype_size(given);
+    if (size != expected || (!data && size))
+        throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": " + std::to_string(size) + " bytes, expected " + std::to_string(expected) + " (" +
+                                            list_repr(t.shape) + " " + dtype_name(given) + ")");
+    input_set_[static_cast<size_t>(index)] = false;
+    if (!convert(given, data, t.dtype, inputs_[static_cast<size_t>(index)].data(), static_cast<size_t>(t.elements())))
+        throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": " + dtype_name(t.host_dtype) + " values outside the " + dtype_name(t.dtype) +
+                                            " range the device holds them in");
+    input_set_[static_cast<size_t>(index)] = true;
+}
+
+void Session::run() {
+    for (size_t i = 0; i < inputs_.size(); ++i)
+        if (!input_set_[i])
+            throw Error(RVK_ERROR_ARGUMENT, "input " + program_.tensors[static_cast<size_t>(program_.inputs[i])].name + " is not set");
+    execute(inputs_, outputs_device_);
+    for (size_t i = 0; i < outputs_host_.size(); ++i) {  // Session.to_host
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.outputs[i])];
+        convert(t.dtype, outputs_device_[i].data(), t.host_dtype, outputs_host_[i].data(), static_cast<size_t>(t.elements()));
+    }
+}
+
+void Session::get_output(int index, void* data, size_t size) const {
+    if (index < 0 || index >= static_cast<int>(outputs_host_.size()))
+        throw Error(RVK_ERROR_ARGUMENT, "output index " + std::to_string(index) + " out of range (the model has " +
+                                            std::to_string(outputs_host_.size()) + " outputs)");
+    const std::vector<uint8_t>& out = outputs_host_[static_cast<size_t>(index)];
+    if (size != out.size() || (!data && size))
+        throw Error(RVK_ERROR_ARGUMENT, "output " + program_.tensors[static_cast<size_t>(program_.outputs[static_cast<size_t>(index)])].name +
+                                            ": " + std::to_string(size) + " bytes asked, it has " + std::to_string(out.size()));
+    std::copy(out.begin(), out.end(), static_cast<uint8_t*>(data));
+}
+
+void Session::set_profiling(bool enabled) {
+    if (enabled && !can_profile_) throw Error(RVK_ERROR_ARGUMENT, "the session was created without RVK_SESSION_PROFILE");
+    profiling_ = enabled;
+}
+
+std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile) {
+    if (artifact->program.target == "opencl") return open_opencl_session(std::move(artifact), device, profile);
+    throw Error(RVK_ERROR_UNSUPPORTED, "the artifact targets " + artifact->program.target +
+                                           "; this native runtime has only the OpenCL backend (the Vulkan one is not written yet)");
+}
+
+}  // namespace rvk

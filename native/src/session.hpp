@@ -1,0 +1,64 @@
+// What every backend's session shares (relax_vk/runtime/session.py): the model's edges (inputs
+// checked and converted to the device dtype, outputs converted back to the host dtype), the
+// per-step profile (step_times) and the run protocol. A backend implements execute().
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "program.hpp"
+
+namespace rvk {
+
+struct ProfileEntry {
+    std::string name;
+    double ms;
+};
+
+// relax_vk.runtime.session.step_times: per-step ms that tile the device span (nanosecond stamps)
+void step_times(const std::vector<std::string>& names, const std::vector<uint64_t>& begins, const std::vector<uint64_t>& ends,
+                std::vector<ProfileEntry>& profile, double& span_ms);
+
+class Session {
+public:
+    explicit Session(std::shared_ptr<const Artifact> artifact);
+    virtual ~Session() = default;
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    const Program& program() const { return program_; }
+    void set_input(int index, const void* data, size_t size, const char* dtype, const int64_t* shape, int rank);
+    void run();
+    void get_output(int index, void* data, size_t size) const;
+    void set_profiling(bool enabled);
+
+    std::vector<ProfileEntry> profile;
+    double device_ms = std::nan("");
+    int64_t device_bytes = 0;
+    std::string device_name;
+    std::string warnings;
+
+protected:
+    // Uploads `inputs` (device-dtype bytes, one per program input), runs every step and downloads
+    // every output into `outputs` (device-dtype bytes, sized by the caller); fills the profile when
+    // profiling.
+    virtual void execute(const std::vector<std::vector<uint8_t>>& inputs, std::vector<std::vector<uint8_t>>& outputs) = 0;
+
+    std::shared_ptr<const Artifact> artifact_;
+    Program program_;  // what is allocated (half texels may have become float texels)
+    bool can_profile_ = false;
+    bool profiling_ = false;
+
+private:
+    std::vector<std::vector<uint8_t>> inputs_, outputs_device_, outputs_host_;
+    std::vector<bool> input_set_;
+};
+
+// A session for the artifact's target on `device` (NULL, "pocl", "gpu", "P:D"). Throws Error.
+std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile);
+
+std::unique_ptr<Session> open_opencl_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile);
+
+}  // namespace rvk

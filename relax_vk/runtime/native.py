@@ -1,0 +1,244 @@
+"""The native runtime (``native/``: a C library, no Python inside) from Python, through ctypes.
+
+``load(artifact, device, native=True)`` returns a :class:`NativeSession`: the same ``run(inputs) ->
+outputs``, ``time()``, ``last_profile``, ``last_device_ms`` and ``device_bytes`` as the Python
+sessions, computed by the library. Parsing, validation, device selection, the storage placement, the
+checks and conversions of inputs and outputs and the profile all happen in C; this module only
+moves numpy arrays across and maps the library's status codes onto relax_vk's exceptions (an
+invalid artifact is an :class:`~relax_vk.serialization.artifact.ArtifactError`, a device limit a
+:class:`~relax_vk.runtime.session.DeviceLimitError`, a bad input a ``ValueError``, ...).
+
+The library is found at ``$RELAX_VK_NATIVE_LIB`` if set, else at ``native/build/librelax_vk_native.so``
+of the source tree (what ``make setup`` builds: ``cmake -S native -B native/build && cmake --build
+native/build``). ctypes releases the GIL around every call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+
+from ..core.errors import RelaxVKError, UnsupportedError
+from ..serialization.artifact import Artifact, ArtifactError
+from .session import DeviceLimitError, Session
+
+ENV = "RELAX_VK_NATIVE_LIB"
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "native"
+DEFAULT_LIBRARY = SOURCE_DIR / "build" / "librelax_vk_native.so"
+ABI_VERSION = 1
+MAX_RANK = 16
+PROFILE = 1
+
+# rvk_status
+OK, ARTIFACT, DEVICE, LIMIT, BUILD, ARGUMENT, RUNTIME, UNSUPPORTED, IO = range(9)
+
+
+class NativeUnavailable(RelaxVKError, RuntimeError):
+    """The native library is not built (or not the ABI this module speaks)."""
+
+
+class NativeRuntimeError(RelaxVKError, RuntimeError):
+    """The device API failed while the native runtime ran (the message names the OpenCL error)."""
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_char_p),
+        ("device_dtype", ctypes.c_char_p),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_RANK),
+        ("elements", ctypes.c_int64),
+    ]
+
+
+def library_path() -> Path:
+    """Where the library is looked for (``$RELAX_VK_NATIVE_LIB`` or the source tree's build folder)."""
+    return Path(os.environ[ENV]) if os.environ.get(ENV) else DEFAULT_LIBRARY
+
+
+_LIB: Optional[ctypes.CDLL] = None
+
+
+def library() -> ctypes.CDLL:
+    """The loaded library, its prototypes declared. Raises :class:`NativeUnavailable` when it is not built."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    path = library_path()
+    if not path.exists():
+        raise NativeUnavailable(
+            f"the native runtime is not built ({path} does not exist): run `make setup`, or "
+            f"`cmake -S {SOURCE_DIR} -B {SOURCE_DIR / 'build'} && cmake --build {SOURCE_DIR / 'build'}`, or set ${ENV}"
+        )
+    lib = ctypes.CDLL(str(path))
+    P, c = ctypes.c_void_p, ctypes
+    sigs = {
+        "rvk_abi_version": (c.c_int, []),
+        "rvk_last_error": (c.c_char_p, []),
+        "rvk_artifact_open_file": (c.c_int, [c.c_char_p, c.POINTER(P)]),
+        "rvk_artifact_open_memory": (c.c_int, [c.c_char_p, c.c_size_t, c.c_char_p, c.POINTER(P)]),
+        "rvk_artifact_destroy": (None, [P]),
+        "rvk_session_create": (c.c_int, [P, c.c_char_p, c.c_uint32, c.POINTER(P)]),
+        "rvk_session_destroy": (None, [P]),
+        "rvk_session_input_count": (c.c_int32, [P]),
+        "rvk_session_output_count": (c.c_int32, [P]),
+        "rvk_session_input_info": (c.c_int, [P, c.c_int32, c.POINTER(_TensorInfo)]),
+        "rvk_session_output_info": (c.c_int, [P, c.c_int32, c.POINTER(_TensorInfo)]),
+        "rvk_session_set_input": (c.c_int, [P, c.c_int32, P, c.c_size_t, c.c_char_p, c.POINTER(c.c_int64), c.c_int32]),
+        "rvk_session_run": (c.c_int, [P]),
+        "rvk_session_get_output": (c.c_int, [P, c.c_int32, P, c.c_size_t]),
+        "rvk_session_set_profiling": (c.c_int, [P, c.c_int]),
+        "rvk_session_profile_count": (c.c_int32, [P]),
+        "rvk_session_profile_entry": (c.c_int, [P, c.c_int32, c.POINTER(c.c_char_p), c.POINTER(c.c_double)]),
+        "rvk_session_device_ms": (c.c_double, [P]),
+        "rvk_session_device_bytes": (c.c_int64, [P]),
+        "rvk_session_device_name": (c.c_char_p, [P]),
+        "rvk_session_warnings": (c.c_char_p, [P]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    if lib.rvk_abi_version() != ABI_VERSION:
+        raise NativeUnavailable(f"{path} speaks ABI {lib.rvk_abi_version()}, this module ABI {ABI_VERSION}: rebuild it")
+    _LIB = lib
+    return lib
+
+
+def _error(status: int) -> Exception:
+    """The exception the Python runtime raises for the same failure."""
+    message = library().rvk_last_error().decode(errors="replace")
+    if status in (ARTIFACT, IO):
+        return ArtifactError(message)
+    if status == LIMIT:
+        return DeviceLimitError(message)
+    if status == ARGUMENT:
+        return ValueError(message)
+    if status == DEVICE:
+        from .opencl.compiler import OpenCLUnavailable
+
+        return OpenCLUnavailable(message)
+    if status == BUILD:
+        from .opencl.compiler import OpenCLBuildError
+
+        err = OpenCLBuildError.__new__(OpenCLBuildError)
+        RuntimeError.__init__(err, message)
+        err.device, err.log, err.source = "", message, ""
+        return err
+    if status == UNSUPPORTED:
+        return UnsupportedError(message)
+    return NativeRuntimeError(message)
+
+
+def _check(status: int) -> None:
+    if status != OK:
+        raise _error(status)
+
+
+def _info(fn, handle, index: int) -> dict:
+    info = _TensorInfo()
+    _check(fn(handle, index, ctypes.byref(info)))
+    return {
+        "name": info.name.decode(),
+        "dtype": info.dtype.decode(),
+        "device_dtype": info.device_dtype.decode(),
+        "shape": [int(v) for v in info.shape[: info.rank]],
+    }
+
+
+def device_spec(device) -> str:
+    """The ``"P:D"`` name of a pyopencl device (its platform and device index, as the library counts)."""
+    if not hasattr(device, "platform"):
+        raise TypeError(f"the native runtime takes a device name ('pocl', 'gpu', 'P:D') or a pyopencl device, not {type(device).__name__}")
+    from .opencl.compiler import all_devices
+
+    for p, d, dev in all_devices():
+        if dev == device:
+            return f"{p}:{d}"
+    raise ValueError(f"device {device.name} is not among the OpenCL devices")
+
+
+class NativeSession(Session):
+    """A program loaded by the native library on one device (see the module docstring)."""
+
+    def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device=None, profile: bool = True):
+        """``artifact``: a path, the file's bytes or an :class:`Artifact`; ``device``: ``"pocl"``,
+        ``"gpu"``, ``"P:D"``, None (a GPU if one works, else pocl) or a pyopencl device."""
+        lib = library()
+        if device is not None and not isinstance(device, str):
+            device = device_spec(device)
+        handle = ctypes.c_void_p()
+        if isinstance(artifact, Artifact):
+            data = artifact.to_bytes()
+            _check(lib.rvk_artifact_open_memory(data, len(data), b"artifact", ctypes.byref(handle)))
+        elif isinstance(artifact, bytes):
+            _check(lib.rvk_artifact_open_memory(artifact, len(artifact), b"artifact", ctypes.byref(handle)))
+        else:
+            _check(lib.rvk_artifact_open_file(os.fsencode(artifact), ctypes.byref(handle)))
+        self._lib, self._handle = lib, None
+        session = ctypes.c_void_p()
+        try:
+            _check(lib.rvk_session_create(handle, device.encode() if device else None, PROFILE if profile else 0, ctypes.byref(session)))
+        finally:
+            lib.rvk_artifact_destroy(handle)  # the session keeps what it needs
+        self._handle = session
+        self.inputs = [_info(lib.rvk_session_input_info, session, i) for i in range(lib.rvk_session_input_count(session))]
+        self.outputs = [_info(lib.rvk_session_output_info, session, i) for i in range(lib.rvk_session_output_count(session))]
+        self.device_name = lib.rvk_session_device_name(session).decode()
+        self.device_bytes = int(lib.rvk_session_device_bytes(session))
+        self._can_profile = self._profiling = profile
+        self.last_profile: List[dict] = []
+        text = lib.rvk_session_warnings(session).decode()
+        if text:
+            warnings.warn(text, stacklevel=3)
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._lib.rvk_session_destroy(handle)
+            self._handle = None
+
+    @property
+    def profiling(self) -> bool:  # type: ignore[override]
+        return self._profiling
+
+    @profiling.setter
+    def profiling(self, enabled: bool) -> None:
+        if self._can_profile:
+            _check(self._lib.rvk_session_set_profiling(self._handle, int(bool(enabled))))
+            self._profiling = bool(enabled)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once (numpy in, numpy out); inputs are checked and converted by the library."""
+        lib, handle = self._lib, self._handle
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for i, array in enumerate(inputs):
+            array = np.ascontiguousarray(array)
+            shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+            _check(lib.rvk_session_set_input(handle, i, array.ctypes.data, array.nbytes, str(array.dtype).encode(), shape, array.ndim))
+        _check(lib.rvk_session_run(handle))
+        outputs = []
+        for i, info in enumerate(self.outputs):
+            out = np.empty(info["shape"], dtype=info["dtype"])
+            _check(lib.rvk_session_get_output(handle, i, out.ctypes.data, out.nbytes))
+            outputs.append(out)
+        self._read_profile()
+        return outputs
+
+    def _read_profile(self) -> None:
+        lib, handle = self._lib, self._handle
+        name, ms = ctypes.c_char_p(), ctypes.c_double()
+        profile = []
+        for i in range(lib.rvk_session_profile_count(handle)):
+            _check(lib.rvk_session_profile_entry(handle, i, ctypes.byref(name), ctypes.byref(ms)))
+            profile.append({"name": name.value.decode(), "ms": float(ms.value)})
+        if self._profiling or not self._can_profile or not self.last_profile:
+            self.last_profile = profile
+            self.last_device_ms = float(lib.rvk_session_device_ms(handle)) if profile else math.nan

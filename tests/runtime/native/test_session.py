@@ -1,0 +1,222 @@
+"""The native runtime (C library through ctypes) against the Python runtime on pocl: the same
+outputs (<= 1e-6 relative), the same device memory, the same profile steps, the same errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+import relax_vk
+from relax_vk.core.options import ScopeOptions
+from relax_vk.models import EXAMPLES, build_example
+from relax_vk.runtime import DeviceLimitError, load
+from relax_vk.runtime import native
+from relax_vk.runtime.opencl import find_device
+from relax_vk.serialization.artifact import Artifact
+from relax_vk.tools.reference import random_inputs
+
+from ...runtime_helpers import copy_program
+
+#: the zoo models held to the Python runtime here: a CNN with fire modules and ceil-mode pools (the
+#: Android-shaped example runs it too) and a ViT in the packed token layout
+ZOO = ["squeezenet", "vit_small"]
+
+
+def assert_same(native_session, python_session, inputs):
+    """Both sessions give the same outputs (<= 1e-6 relative to the output's largest magnitude),
+    hold the same device memory and profile the same steps."""
+    got, want = native_session.run(inputs), python_session.run(inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        scale = max(float(np.max(np.abs(w.astype("float64")))), 1e-30) if w.size else 1.0
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6 * scale)
+    assert native_session.device_bytes == python_session.device_bytes
+    assert [p["name"] for p in native_session.last_profile] == [p["name"] for p in python_session.last_profile]
+    assert all(p["ms"] >= 0 for p in native_session.last_profile)
+    assert sum(p["ms"] for p in native_session.last_profile) <= native_session.last_device_ms + 1e-9
+    return got
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_examples_match_the_python_runtime(native_build, name):
+    mod = build_example(name)
+    artifact = relax_vk.build(mod).artifact()
+    inputs = random_inputs(mod)
+    assert_same(load(artifact, device="pocl", native=True), load(artifact, device="pocl"), inputs)
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_models_match_the_python_runtime(native_build, zoo_artifact, name, tmp_path):
+    artifact, example, _ = zoo_artifact(name)
+    path = str(tmp_path / f"{name}.rvk")
+    artifact.write(path)
+    out = assert_same(load(path, device="pocl", native=True), load(path, device="pocl"), [example])[0]
+    assert float(np.std(out)) > 1e-3  # a meaningful comparison
+
+
+def test_mixed_consumers_copy_from_an_arena_into_a_texture(native_build):
+    mod = build_example("mixed-consumers")
+    artifact = relax_vk.build(mod, registry=relax_vk.rfc_registry()).artifact()
+    assert any(step["op"] == "copy" for step in artifact.program["steps"])
+    assert_same(load(artifact, device="pocl", native=True), load(artifact, device="pocl"), random_inputs(mod))
+
+
+@pytest.mark.parametrize("scopes", [("global.texture",), ("global.texture", "global.texture-weight"), ("global.texture-nhwc",)])
+def test_scope_copies_round_trip(native_build, scopes):
+    x = np.random.default_rng(1).standard_normal((2, 3, 5, 7, 4)).astype("float32")
+    out = load(copy_program(x.shape, *scopes), device="pocl", native=True).run([x])[0]
+    np.testing.assert_array_equal(out, x)
+
+
+def test_half_texels_match_the_python_runtime(native_build):
+    mod = build_example("conv-relu-pool")
+    half = relax_vk.build(mod, options=ScopeOptions(precision="fp16")).artifact()
+    assert any(t.get("texel") == "float16" for t in half.program["tensors"])
+    inputs = random_inputs(mod)
+    with _maybe_warns():
+        native_session = load(half, device="pocl", native=True)
+    with _maybe_warns():
+        python_session = load(half, device="pocl")
+    assert_same(native_session, python_session, inputs)
+
+
+def _maybe_warns():
+    """pocl may lack half-float images (both runtimes then store float texels, with a warning)."""
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def quiet():
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*no half-float images.*")
+            yield
+
+    return quiet()
+
+
+def _edge_program(host: str, device: str = "int32") -> Artifact:
+    """input (device dtype, host dtype `host`) -> buffer copy -> output (the same conversion back)."""
+    shape = [2, 3]
+    nbytes = 6 * np.dtype(device).itemsize
+    t = {"shape": shape, "dtype": device, "scope": "global", "image": None, "bytes": nbytes, "host_dtype": host}
+    tensors = [dict(t, id=0, name="x", kind="input"), dict(t, id=1, name="y", kind="intermediate")]
+    program = {"format": "relax_vk.program", "target": "opencl", "model": {}, "tensors": tensors, "kernels": [],
+               "steps": [{"op": "copy", "src": 0, "dst": 1}], "inputs": [0], "outputs": [1]}  # fmt: skip
+    return Artifact(program, "__kernel void relax_vk_noop(void) {}")
+
+
+@pytest.mark.parametrize("host, device, values", [
+    ("int64", "int32", [[-3, 0, 7], [2**31 - 1, -(2**31), 5]]),
+    ("bool", "int32", [[True, False, True], [False, False, True]]),
+    ("uint8", "int32", [[0, 255, 7], [1, 2, 3]]),
+    ("float16", "float32", [[0.5, -2.0, 65504.0], [1e-4, 3.140625, 0.0]]),
+    ("float64", "float32", [[0.1, -1e30, 3.0], [1e-45, 2.5, -0.0]]),
+])  # fmt: skip
+def test_dtypes_convert_at_the_edges_as_the_python_runtime(native_build, host, device, values):
+    artifact = _edge_program(host, device)
+    x = np.array(values, dtype=host)
+    got, want = load(artifact, device="pocl", native=True).run([x])[0], load(artifact, device="pocl").run([x])[0]
+    assert got.dtype == want.dtype == np.dtype(host)
+    np.testing.assert_array_equal(got, want)
+    # the device dtype is accepted too
+    np.testing.assert_array_equal(load(artifact, device="pocl", native=True).run([x.astype(device)])[0], want)
+
+
+def test_integers_outside_the_device_range_are_refused_as_in_python(native_build):
+    artifact = _edge_program("int64")
+    x = np.array([[2**40, 0, 0], [0, 0, 0]], dtype="int64")
+    with pytest.raises(ValueError) as python_error:
+        load(artifact, device="pocl").run([x])
+    with pytest.raises(ValueError) as native_error:
+        load(artifact, device="pocl", native=True).run([x])
+    assert str(native_error.value) == str(python_error.value)
+
+
+def test_bad_inputs_are_named_as_in_python(native_build):
+    mod = build_example("rfc-conv2d")
+    artifact = relax_vk.build(mod).artifact()
+    sessions = [load(artifact, device="pocl", native=True), load(artifact, device="pocl")]
+    x, w = random_inputs(mod)
+    for bad in ([x], [x, w[..., :2]], [x.astype("float64"), w], [x.astype("complex64"), w]):
+        messages = []
+        for session in sessions:
+            with pytest.raises(ValueError) as err:
+                session.run(bad)
+            messages.append(str(err.value))
+        assert messages[0] == messages[1]
+
+
+def test_runs_repeat_exactly_and_timing_keeps_the_profile(native_build):
+    mod = build_example("conv-relu-pool")
+    artifact = relax_vk.build(mod).artifact()
+    session = load(artifact, device="pocl", native=True)
+    inputs = random_inputs(mod)
+    first = session.run(inputs)
+    profile = session.last_profile
+    lat = session.time(inputs, repeat=2)
+    assert lat["median"] > 0 and session.last_profile is profile and session.profiling
+    np.testing.assert_array_equal(session.run(inputs)[0], first[0])
+    assert not np.allclose(session.run(random_inputs(mod, seed=1))[0], first[0])
+    unprofiled = load(artifact, device="pocl", profile=False, native=True)
+    np.testing.assert_array_equal(unprofiled.run(inputs)[0], first[0])
+    assert unprofiled.last_profile and all(math.isnan(k["ms"]) for k in unprofiled.last_profile)
+
+
+def test_device_limits_are_refused_as_in_python(native_build):
+    width = int(find_device().image2d_max_width)
+    program = copy_program((1, 1, 1, width + 4, 4), "global.texture")
+    with pytest.raises(DeviceLimitError) as python_error:
+        load(program, device="pocl")
+    with pytest.raises(DeviceLimitError) as native_error:
+        load(program, device="pocl", native=True)
+    assert str(native_error.value) == str(python_error.value)
+
+
+def test_device_names(native_build, pocl):
+    artifact = copy_program((1, 1, 1, 2, 4), "global.texture")
+    assert load(artifact, device="0:0", native=True).device_name
+    assert load(artifact, device=pocl, native=True).device_name == pocl.name.strip()  # a pyopencl device
+    with pytest.raises(ValueError, match=r"unknown device 'tpu': use 'pocl', 'gpu' or PLATFORM:DEVICE"):
+        load(artifact, device="tpu", native=True)
+    with pytest.raises(relax_vk.runtime.opencl.OpenCLUnavailable, match="no OpenCL device 9:9"):
+        load(artifact, device="9:9", native=True)
+
+
+def test_vulkan_artifacts_are_refused_clearly(native_build):
+    from relax_vk.core.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="targets vulkan; this native runtime has only the OpenCL backend"):
+        load(copy_program((1, 1, 1, 2, 4), "global.texture", target="vulkan"), device="pocl", native=True)
+
+
+def test_an_unbuilt_library_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv(native.ENV, str(tmp_path / "missing.so"))
+    monkeypatch.setattr(native, "_LIB", None)
+    with pytest.raises(native.NativeUnavailable, match=r"the native runtime is not built .*missing.so does not exist\): run `make setup`"):
+        load(copy_program((1, 1, 1, 2, 4), "global.texture"), native=True)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # numpy's, on the Python side
+@pytest.mark.parametrize("host", ["float16", "bool", "int8", "uint8", "int64", "float64"])
+def test_output_conversions_round_as_numpy(native_build, host):
+    """float32/int32 device values converted to the output's host dtype exactly as numpy's astype
+    (ties to even, overflow to inf, subnormals; integer wrap-around of int8/uint8)."""
+    rng = np.random.default_rng(3)
+    device = "int32" if host in ("bool", "int8", "uint8", "int64") else "float32"
+    if device == "float32":
+        special = np.array([65504, 65520, 65519.99, 1e-8, 5.96e-8, 2.98e-8, 6.1e-5, -0.0, np.inf, -np.inf, 1 + 2**-11, 1 + 3 * 2**-11], "float32")
+        values = np.concatenate([special, rng.standard_normal(1000).astype("float32") * 10.0 ** rng.integers(-9, 6, 1000)])
+    else:
+        values = np.concatenate([np.array([0, 1, -1, 127, 128, 255, 256, -129, 2**31 - 1, -(2**31)], "int32"),
+                                 rng.integers(-(2**31), 2**31 - 1, 1000).astype("int32")])  # fmt: skip
+    values = values.astype(device)
+    artifact = _edge_program(host, device)
+    artifact.program["tensors"][0].pop("host_dtype")  # the input is the device dtype itself
+    n = values.size
+    for t in artifact.program["tensors"]:
+        t.update(shape=[n], bytes=n * 4)
+    got = load(artifact, device="pocl", native=True).run([values])[0]
+    want = load(artifact, device="pocl").run([values])[0]
+    assert got.dtype == want.dtype == np.dtype(host)
+    np.testing.assert_array_equal(got.view("uint8"), want.view("uint8"))  # bitwise

@@ -1,0 +1,158 @@
+"""The native command-line tools and the Android-shaped example, built by CMake and run on pocl:
+rvk-run (no Python: .npy in, .npy out, median ms), the example's top-5, and the sanitizer build's
+bad-artifact and byte-flip fuzz runs (a clear error, no crash, no sanitizer report)."""
+
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.runtime import load, native
+from relax_vk.tools.reference import random_inputs
+
+from ...serialization.test_validate import CASES
+from .test_artifacts import damaged_bytes
+
+#: a sanitizer report fails the run (ASan/UBSan exit non-zero and print their SUMMARY line)
+SANITIZER_ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+
+
+def run(args, env=None, timeout=300):
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, timeout=timeout)
+    assert "Sanitizer" not in done.stderr and "runtime error:" not in done.stderr, done.stderr[-4000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """conv-relu-pool as a file, its inputs as .npy and the Python runtime's outputs."""
+    folder = tmp_path_factory.mktemp("rvk")
+    mod = build_example("conv-relu-pool")
+    artifact = relax_vk.build(mod).artifact()
+    path = folder / "model.rvk"
+    artifact.write(str(path))
+    inputs = random_inputs(mod)
+    files = []
+    for i, x in enumerate(inputs):
+        files.append(folder / f"in{i}.npy")
+        np.save(files[-1], x)
+    return path, files, load(artifact, device="pocl").run(inputs), artifact
+
+
+def test_rvk_run_matches_the_python_runtime(native_build, model, tmp_path):
+    path, inputs, expected, _ = model
+    out = tmp_path / "y.npy"
+    args = [native_build / "rvk-run", path, "--device", "pocl", "--output", out, "--repeat", "3", "--profile"]
+    for f in inputs:
+        args += ["--input", f]
+    done = run(args)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(out), expected[0])
+    assert re.search(r"median \d+\.\d+ ms per inference \(3 runs", done.stdout)
+    assert "load to first output" in done.stdout and "te_layout_transform_kernel" in done.stdout
+
+
+def test_rvk_run_errors(native_build, model, tmp_path):
+    path, inputs, _, _ = model
+    done = run([native_build / "rvk-run", path, "--device", "pocl", "--input", inputs[0]])
+    assert done.returncode == 1 and "the model takes 2 inputs, got 1" in done.stderr
+    np.save(tmp_path / "x64.npy", np.load(inputs[0]).astype("float64"))
+    done = run([native_build / "rvk-run", path, "--device", "pocl", "--input", tmp_path / "x64.npy", "--input", inputs[1]])
+    assert done.returncode == 1 and "RVK_ERROR_ARGUMENT: input x: dtype float64, expected float32" in done.stderr
+    (tmp_path / "bad.rvk").write_bytes(path.read_bytes()[:100])
+    done = run([native_build / "rvk-run", tmp_path / "bad.rvk"])
+    assert done.returncode == 1 and "RVK_ERROR_ARTIFACT" in done.stderr and "truncated?" in done.stderr
+
+
+def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_artifact, tmp_path):
+    import torch
+
+    artifact, example, model = zoo_artifact("squeezenet")
+    path = tmp_path / "squeezenet.rvk"
+    artifact.write(str(path))
+    frame = example.astype("<f4")
+    frame.tofile(tmp_path / "frame.f32")
+    scores = load(artifact, device="pocl").run([frame])[0].ravel()
+    top5 = np.argsort(-scores, kind="stable")[:5]
+    with torch.no_grad():
+        assert list(np.argsort(-model(torch.from_numpy(example)).numpy().ravel(), kind="stable")[:1]) == list(top5[:1])
+    done = run([native_build / "examples" / "android_classifier" / "android_classifier", path, "--device", "pocl", "--frame", tmp_path / "frame.f32"])
+    assert done.returncode == 0, done.stderr
+    printed = [int(c) for c in re.findall(r"class (\d+):", done.stdout)]
+    assert printed == list(top5), done.stdout
+
+
+def test_the_jni_glue_from_java(native_build, zoo_artifact, tmp_path):
+    """Classifier.java -> classifier_jni.c -> the C ABI: the Kotlin/Java side of an app, on pocl."""
+    import shutil
+
+    jni = native_build / "examples" / "android_classifier" / "libclassifier_jni.so"
+    if not (shutil.which("javac") and shutil.which("java") and jni.exists()):
+        pytest.skip("no JDK (javac, java and jni.h)")
+    artifact, example, _ = zoo_artifact("squeezenet")
+    artifact.write(str(tmp_path / "model.rvk"))
+    example.astype("<f4").tofile(tmp_path / "frame.f32")
+    top5 = np.argsort(-load(artifact, device="pocl").run([example])[0].ravel(), kind="stable")[:5]
+    sources = sorted((native.SOURCE_DIR.parent / "examples" / "android_classifier" / "java").rglob("*.java"))
+    assert run(["javac", "-d", tmp_path / "classes", *sources]).returncode == 0
+    done = run(["java", f"-Drelaxvk.jni={jni}", "-cp", tmp_path / "classes", "org.relaxvk.example.Main", tmp_path / "model.rvk",
+                tmp_path / "frame.f32", "pocl"])  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.split() == ["top-5:"] + [str(k) for k in top5]
+    # a damaged model is a Java exception carrying the runtime's message
+    (tmp_path / "bad.rvk").write_bytes(b"RELAXVK\0" + bytes(100))
+    done = run(["java", f"-Drelaxvk.jni={jni}", "-cp", tmp_path / "classes", "org.relaxvk.example.Main", tmp_path / "bad.rvk",
+                tmp_path / "frame.f32", "pocl"])  # fmt: skip
+    assert done.returncode != 0 and "RuntimeException: loading the model: RVK_ERROR_ARTIFACT: model: format version 0" in done.stderr
+
+
+def test_bad_artifacts_under_the_sanitizers(asan_build, model, tmp_path):
+    path, inputs, _, artifact = model
+    files = []
+    for name, (change, _) in sorted(CASES.items()):
+        files.append(tmp_path / f"{len(files)}.rvk")
+        files[-1].write_bytes(damaged_bytes(artifact, change))
+    data = path.read_bytes()
+    for cut in (0, 10, 95, len(data) // 2, len(data) - 1):
+        files.append(tmp_path / f"cut{cut}.rvk")
+        files[-1].write_bytes(data[:cut])
+    for f in files:
+        done = run([asan_build / "rvk-run", f, "--device", "pocl", "--input", inputs[0], "--input", inputs[1]], env=SANITIZER_ENV)
+        assert done.returncode == 1 and "RVK_ERROR_ARTIFACT" in done.stderr, (f, done.stderr[-2000:])
+    # and a valid run under the sanitizers, outputs and all
+    done = run([asan_build / "rvk-run", path, "--device", "pocl", "--input", inputs[0], "--input", inputs[1], "--repeat", "1"], env=SANITIZER_ENV)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_byte_flip_fuzz_under_the_sanitizers(asan_build, model):
+    """A slice of the campaign (native/tests/fuzz.sh runs 1,000 mutations per seed): every mutant
+    refused with RVK_ERROR_ARTIFACT and a message, or loaded and run on pocl, with no report."""
+    path = model[0]
+    done = run([asan_build / "rvk-fuzz", path, "--mutations", "300", "--seed", "1", "--quiet"], env=SANITIZER_ENV)
+    assert done.returncode == 0 and "0 misbehaved" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
+    done = run([asan_build / "rvk-fuzz", path, "--mutations", "60", "--seed", "2", "--device", "pocl", "--quiet"], env=SANITIZER_ENV)
+    assert done.returncode == 0 and "0 misbehaved" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
+    assert int(re.search(r"(\d+) sessions run", done.stdout).group(1)) > 0
+
+
+def test_cross_build_for_aarch64(tmp_path):
+    """The library cross-builds for 64-bit ARM with Debian's cross compiler (no OpenCL library
+    needed: it is dlopen()ed on the target). Unoptimised, library only: a build check, kept cheap."""
+    import shutil
+
+    from relax_vk.runtime import native
+
+    if not shutil.which("aarch64-linux-gnu-g++"):
+        pytest.skip("no aarch64 cross compiler (Debian: g++-aarch64-linux-gnu)")
+    toolchain = native.SOURCE_DIR / "cmake" / "aarch64-linux-gnu.cmake"
+    configure = ["cmake", "-S", native.SOURCE_DIR, "-B", tmp_path, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", "-DCMAKE_BUILD_TYPE=None",
+                 "-DRVK_BUILD_EXAMPLES=OFF", "-DRVK_BUILD_TOOLS=OFF"]  # fmt: skip
+    assert run(configure).returncode == 0
+    done = run(["cmake", "--build", tmp_path, "-j2"])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    header = (tmp_path / "librelax_vk_native.so").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
