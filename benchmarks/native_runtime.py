@@ -10,19 +10,19 @@ to agree (<= 1e-6 relative) and the device memory to be equal.
 native runtime saves; on a CPU device the models' own times are mostly kernel time.
 
 Usage: python benchmarks/native_runtime.py [--device pocl] [--repeat 20] [MODEL ...]
-(MODEL: a built-in example, a zoo model or launches-N; default: every example)
+(MODEL: a built-in example, a zoo model, launches-N, or an OpenCL ``.rvk`` file, which needs no TVM:
+built here, run on a GPU machine; default: every example)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 
 import numpy as np
 
-import relax_vk
-from relax_vk.models import EXAMPLES, build_example
 from relax_vk.runtime import load
 
 
@@ -41,6 +41,17 @@ def launches(n: int):
 def artifact_and_inputs(name: str):
     if name.startswith("launches-"):
         return launches(int(name.split("-", 1)[1]))
+    if name.endswith(".rvk"):  # (no TVM: seeded inputs of the program's input shapes and dtypes)
+        from relax_vk.serialization.artifact import Artifact
+
+        artifact = Artifact.read(name)
+        rng = np.random.default_rng(0)
+        tensors = {t["id"]: t for t in artifact.program["tensors"]}
+        shapes = [(tensors[i]["shape"], tensors[i].get("host_dtype", tensors[i]["dtype"])) for i in artifact.program["inputs"]]
+        return artifact, [rng.standard_normal(shape).astype(dtype) for shape, dtype in shapes]
+    import relax_vk
+    from relax_vk.models import EXAMPLES, build_example
+
     if name in EXAMPLES:
         from relax_vk.tools.reference import random_inputs
 
@@ -63,10 +74,14 @@ def timed_load(path: str, device: str, native: bool, inputs):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=sorted(EXAMPLES))
+    parser.add_argument("models", nargs="*", default=None)
     parser.add_argument("--device", default="pocl")
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
+    if not args.models:
+        from relax_vk.models import EXAMPLES
+
+        args.models = sorted(EXAMPLES)
     print(f"{'model':16} {'steps':>5} | {'load ms py':>10} {'native':>8} | {'first out py':>12} {'native':>8} | "
           f"{'run ms py':>9} {'native':>8} {'ratio':>6}")  # fmt: skip
     for name in args.models:
@@ -84,7 +99,7 @@ def main() -> None:
             py_ms.append(py.time(inputs, repeat=args.repeat)["median"])
             nat_ms.append(nat.time(inputs, repeat=args.repeat)["median"])
         p, n = float(np.median(py_ms)), float(np.median(nat_ms))
-        print(f"{name:16} {len(artifact.program['steps']):5d} | {py_load:10.1f} {nat_load:8.1f} | {py_first:12.1f} {nat_first:8.1f} | "
+        print(f"{os.path.basename(name):16} {len(artifact.program['steps']):5d} | {py_load:10.1f} {nat_load:8.1f} | {py_first:12.1f} {nat_first:8.1f} | "
               f"{p:9.3f} {n:8.3f} {n / p:6.2f}")  # fmt: skip
 
 
