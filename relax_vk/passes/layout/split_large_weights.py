@@ -1,17 +1,20 @@
 """SplitLargeWeights: no constant weight larger than one buffer binding.
 
 Requires: a target carrying :class:`~relax_vk.core.limits.DeviceLimits` (its ``max_buffer_bytes``:
-Vulkan's ``maxStorageBufferRange``, 128 MiB on lavapipe and on many phone GPUs). Runs first in the
-layout stage, on NCHW ops.
+Vulkan's ``maxStorageBufferRange``, 128 MiB on lavapipe, on many phone GPUs and in a Vulkan target's
+defaults; OpenCL's largest allocation). Runs in the layout stage on NCHW ops, after
+``FoldSmallConstants``: what importers wrap around a weight (ONNX ``Gemm``'s ``transB`` and
+PyTorch's ``Linear``: a ``permute_dims``; an ``astype``) is folded into a constant by then.
 
 Guarantees: every ``conv2d`` (NCHW/OIHW) and ``matmul`` whose constant weight takes more bytes than
 the limit (counted as the layout stage stores it: output channels padded to a multiple of 4) is
 split along its output channels / features into parts that each fit, each part computed by its
 own op on the same input, and the parts concatenated along the channel / feature axis. The VGG
 family's fully-connected layers (411 MB for fc6) become a few matmuls whose weights each fit. A
-weight that is a model *input* (not a constant) and exceeds the limit cannot be split at compile
-time: :class:`~relax_vk.core.errors.LimitError` names it, its size and the limit. Nothing else
-changes; results are identical (each output element is computed by the same reduction).
+weight over the limit that is not a constant (a model input, or a tensor computed at run time)
+cannot be split at compile time: :class:`~relax_vk.core.errors.LimitError` names it, its size and
+the limit. Nothing else changes; results are identical (each output element is computed by the
+same reduction).
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ def _parts(out_features: int, bytes_per_feature: int, limit: int, align: int) ->
 
 @relax.expr_functor.mutator
 class _Splitter(relax.PyExprMutator):
-    def __init__(self, mod, limit: int):
+    def __init__(self, mod, limit: int, params=()):
         super().__init__(mod)
         self.limit = limit
+        self.params = set(params)
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
@@ -71,9 +75,10 @@ class _Splitter(relax.PyExprMutator):
             return False
         if not isinstance(weight, GenericConst):
             name = getattr(weight, "name", "weight")
+            kind = "a model input" if weight in self.params else "computed at run time"
             raise LimitError(
-                f"{what} weight {name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is a "
-                "model input (only constant weights can be split at compile time)"
+                f"{what} weight {name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is "
+                f"{kind} (only constant weights can be split at compile time)"
             )
         return True
 
@@ -143,6 +148,6 @@ def SplitLargeWeights(max_buffer_bytes: int) -> tvm.transform.Pass:
     """Split convs and matmuls whose constant weights exceed ``max_buffer_bytes`` (module docstring)."""
 
     def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
-        return _Splitter(mod, max_buffer_bytes).visit_expr(func)
+        return _Splitter(mod, max_buffer_bytes, func.params).visit_expr(func)
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.SplitLargeWeights")
