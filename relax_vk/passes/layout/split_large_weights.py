@@ -7,7 +7,8 @@ defaults; OpenCL's largest allocation). Runs in the layout stage on NCHW ops, af
 PyTorch's ``Linear``: a ``permute_dims``; an ``astype``) is folded into a constant by then.
 
 Guarantees: every ``conv2d`` (NCHW/OIHW) and ``matmul`` whose constant weight takes more bytes than
-the limit (counted as the layout stage stores it: output channels padded to a multiple of 4) is
+the limit (counted as the layout stage stores it: output channels padded to a multiple of 4, and
+so are a plain conv's input channels and a matmul's reduction axis) is
 split along its output channels / features into parts that each fit, each part computed by its
 own op on the same input, and the parts concatenated along the channel / feature axis. The VGG
 family's fully-connected layers (411 MB for fc6) become a few matmuls whose weights each fit. A
@@ -91,11 +92,11 @@ class _Splitter(relax.PyExprMutator):
         if shape is None:
             return None
         o, i, kh, kw = shape
+        groups = int(a.groups)
         itemsize = np.dtype(str(weight.ty.dtype)).itemsize
-        per_out = i * kh * kw * itemsize
+        per_out = (_ceil4(i) if groups == 1 else i) * kh * kw * itemsize  # a plain conv's packed weight pads its inputs
         if not self._too_large(weight, _ceil4(o) * per_out, "conv2d"):
             return None
-        groups = int(a.groups)
         align = math.lcm(LANES, o // groups) if groups > 1 else LANES  # a part holds whole groups
         parts = _parts(o, per_out, self.limit, align)
         if parts is None:
@@ -125,9 +126,10 @@ class _Splitter(relax.PyExprMutator):
             return None
         k, m = shape
         itemsize = np.dtype(str(weight.ty.dtype)).itemsize
-        if not self._too_large(weight, k * _ceil4(m) * itemsize, "matmul"):
+        per_column = _ceil4(k) * itemsize  # packed as a 1x1 conv: the reduction axis is padded too
+        if not self._too_large(weight, _ceil4(m) * per_column, "matmul"):
             return None
-        parts = _parts(m, k * itemsize, self.limit, LANES)
+        parts = _parts(m, per_column, self.limit, LANES)
         if parts is None:
             raise LimitError(f"matmul weight [{k}, {m}]: even {LANES} columns exceed the {self.limit}-byte buffer binding limit")
         array = weight.value.numpy()

@@ -46,6 +46,26 @@ def test_matmul_weights_split_along_features_and_run_on_the_gpu():
     np.testing.assert_allclose(load(artifact, device="pocl").run(inputs)[0], run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["matmul", "conv2d"])
+def test_weights_are_counted_as_stored_padded_reduction_axes_included(kind):
+    """A matmul's 13-long reduction axis and a plain conv's 6 input channels are stored padded to
+    16 and 8: a weight whose unpadded bytes fit the binding but whose stored bytes do not is split."""
+    if kind == "matmul":
+        x = tensor("x", (2, 13))
+        mod = module([x], lambda bb, x: relax.op.matmul(x, const((13, 8), seed=5)))
+        limit = 448  # unpadded 13 x 8 x 4 = 416, stored 16 x 8 x 4 = 512
+    else:
+        x = tensor("x", (1, 6, 5, 5))
+        mod = module([x], lambda bb, x: relax.op.nn.conv2d(x, const((8, 6, 3, 3), seed=6), padding=(1, 1)))
+        limit = 2000  # unpadded 8 x 6 x 9 x 4 = 1728, stored 8 x 8 x 9 x 4 = 2304
+    artifact = relax_vk.build(mod, relax_vk.target.opencl(max_buffer_bytes=limit)).artifact()
+    assert max(t["bytes"] for t in artifact.program["tensors"] if t["kind"] == "constant") <= limit
+    from relax_vk.runtime import load
+
+    inputs = random_inputs(mod)
+    np.testing.assert_allclose(load(artifact, device="pocl").run(inputs)[0], run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_a_weight_that_is_a_model_input_cannot_be_split():
     x, w = tensor("x", (1, 64)), tensor("w", (64, 4096))
     mod = module([x, w], lambda bb, x, w: relax.op.matmul(x, w))
