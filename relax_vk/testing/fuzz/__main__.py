@@ -26,8 +26,8 @@ def main(argv=None) -> int:
     p.add_argument("--limits", choices=("default", "cut"), default="default",
                    help="device limits: the defaults, or cut down (256-texel images, 64 layers, 1 MiB bindings, 256 workgroups)")
     p.add_argument("--min-ok-share", type=float, default=0.0,
-                   help="fail (exit 1) when fewer seeds than this share run right (e.g. 0.75; the CI slice's bound is "
-                   "campaign.MIN_OK_SHARE)")  # fmt: skip
+                   help="fail (exit 1) when fewer seeds than this share run right (the CI slice's bounds: "
+                   "campaign.MIN_OK_SHARE, MIN_OK_SHARE_CUT under --limits cut)")  # fmt: skip
     args = p.parse_args(argv)
     front = ("torch", "onnx") if args.front_door == "both" else (args.front_door,)
     back = ("opencl", "vulkan") if args.backend == "both" else (args.backend,)

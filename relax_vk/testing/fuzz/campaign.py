@@ -26,8 +26,13 @@ FAILURES = ("miscompile", "crash")
 #: seeds' statuses from the worst to the best (a seed with several runs takes its worst)
 SEVERITY = ("miscompile", "crash", "clear-error", "reference-disagrees", "frontend", "ok")
 #: the least share of ``ok`` seeds a healthy campaign has: a front door or a build that refuses
-#: everything (all ``frontend`` or ``clear-error``) fails it though nothing crashed
-MIN_OK_SHARE = 0.75
+#: everything (all ``frontend`` or ``clear-error``) fails it though nothing crashed. Measured at
+#: default limits: 89% on pocl (150 seeds), 92% on lavapipe (50); the rest is the ONNX exporter
+#: refusing (attention and triu before opset 14, adaptive pools of uneven windows)
+MIN_OK_SHARE = 0.8
+#: the same under ``CUT_LIMITS``, where activations over the 1 MiB binding are refused on purpose
+#: (``clear-error``): 72% measured (25 seeds)
+MIN_OK_SHARE_CUT = 0.6
 
 
 def run_seed(
