@@ -12,10 +12,11 @@ so are a plain conv's input channels and a matmul's reduction axis) is
 split along its output channels / features into parts that each fit, each part computed by its
 own op on the same input, and the parts concatenated along the channel / feature axis. The VGG
 family's fully-connected layers (411 MB for fc6) become a few matmuls whose weights each fit. A
-weight over the limit that is not a constant (a model input, or a tensor computed at run time)
-cannot be split at compile time: :class:`~relax_vk.core.errors.LimitError` names it, its size and
-the limit. Nothing else changes; results are identical (each output element is computed by the
-same reduction).
+weight over the limit that is a model *input* cannot be split at compile time:
+:class:`~relax_vk.core.errors.LimitError` names it, its size and the limit. One computed at run
+time (attention's ``K^T``) is left as it is: the scope plan may hold it in a texture, and the
+export's fit check names it if it stays a buffer over the limit. Nothing else changes; results
+are identical (each output element is computed by the same reduction).
 """
 
 from __future__ import annotations
@@ -74,14 +75,14 @@ class _Splitter(relax.PyExprMutator):
     def _too_large(self, weight, nbytes: int, what: str):
         if nbytes <= self.limit:
             return False
-        if not isinstance(weight, GenericConst):
-            name = getattr(weight, "name", "weight")
-            kind = "a model input" if weight in self.params else "computed at run time"
-            raise LimitError(
-                f"{what} weight {name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is "
-                f"{kind} (only constant weights can be split at compile time)"
-            )
-        return True
+        if isinstance(weight, GenericConst):
+            return True
+        if weight not in self.params:  # computed at run time: the plan and the export's fit check decide
+            return False
+        raise LimitError(
+            f"{what} weight {weight.name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is a "
+            "model input (only constant weights can be split at compile time)"
+        )
 
     def _conv2d(self, call) -> Optional[relax.Expr]:
         a = call.attrs

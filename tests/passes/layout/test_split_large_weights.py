@@ -5,6 +5,7 @@ lavapipe under cut limits."""
 
 import numpy as np
 import pytest
+import tvm
 from helpers import const, module, tensor
 from tvm import relax
 
@@ -73,11 +74,11 @@ def test_a_weight_that_is_a_model_input_cannot_be_split():
         SplitLargeWeights(4096)(mod)
 
 
-def test_a_weight_computed_at_run_time_is_named_as_such():
+def test_a_weight_computed_at_run_time_is_left_to_the_plan():
+    """Attention's K^T over a binding may still fit a texture: not this pass's to refuse."""
     x, y = tensor("x", (1, 64)), tensor("y", (64, 64))
     mod = module([x, y], lambda bb, x, y: relax.op.matmul(x, bb.emit(relax.op.nn.relu(y))))
-    with pytest.raises(LimitError, match=r"matmul weight \w+ takes 16384 bytes, .* and is computed at run time"):
-        SplitLargeWeights(4096)(mod)
+    tvm.ir.assert_structural_equal(SplitLargeWeights(4096)(mod), mod)
 
 
 def test_an_activation_over_one_binding_is_a_limit_error_naming_it():
