@@ -83,15 +83,19 @@ class _Context:
 
 def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
     tgt = c.target
-    per_target = [EdgeDtypes(tgt.kind.name), SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
+    edges = [EdgeDtypes(tgt.kind.name)] if tgt is not None else []
+    # after the folding: the weights importers wrap (Gemm's transB, Linear's permute_dims, an
+    # astype) are constants by then, which is what the split needs
+    split = [SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
     return [
         DeriveIdentifiers(),
-        *per_target,
+        *edges,
         relax.transform.DecomposeOpsForInference(),
         relax.transform.Normalize(),
         # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
         relax.transform.CanonicalizeBindings(),
         FoldSmallConstants(),
+        *split,
         ConvertToPackedLayout(),
         relax.transform.Normalize(),
         # drop what packing left unused, e.g. the unpacked pool output that only fed the
@@ -190,9 +194,9 @@ def _layout_stage(tgt: Optional[tvm.target.Target]) -> tvm.transform.Pass:
 
 def layout_stage(target: "tvm.target.Target | str | None" = None) -> tvm.transform.Pass:
     """Stage 1: names made valid identifiers, then (when a target is given) inputs and outputs of
-    dtypes its API cannot hold converted at the edges and constant weights too large for one of
-    its buffer bindings split, inference decompositions with their
-    constant parts folded (numpy), then packed layouts through the network; constant weights are
+    dtypes its API cannot hold converted at the edges, inference decompositions with their
+    constant parts folded (numpy), (when a target is given) constant weights too large for one of
+    its buffer bindings split, then packed layouts through the network; constant weights are
     packed (and padded) at compile time."""
     return _layout_stage(_target.resolve(target) if target is not None else None)
 

@@ -5,7 +5,7 @@ the image limits, the layout stage the buffer limits (weights too large for one 
 the codegen the workgroup limit (grids are folded), and the build the memory limit (a model that
 cannot fit is refused, naming the tensor). Limits come from, in order: the user's explicit values,
 a local device (:func:`from_opencl_device`, :func:`from_wgpu_adapter`), a :data:`PRESETS` entry, or
-the defaults. Every preset says where its numbers come from.
+the defaults (:data:`DEFAULT`; :data:`VULKAN_DEFAULT` for Vulkan targets). Every preset says where its numbers come from.
 
 Invariants (checked at construction): every limit is a positive integer; ``max_buffer_bytes <=
 max_alloc_bytes <= memory_bytes``.
@@ -86,6 +86,16 @@ class DeviceLimits:
 
 
 DEFAULT = DeviceLimits()
+
+#: a Vulkan target's defaults: :data:`DEFAULT` with the storage binding every Vulkan device
+#: guarantees (``maxStorageBufferRange`` >= 2^27) and WebGPU's default ``maxStorageBufferBindingSize``
+#: (2^27), so a model built without a device's limits loads on any (lavapipe's binding is 2^27 too):
+#: larger weights are split. OpenCL has no binding limit; its allocation limit stays the default.
+VULKAN_DEFAULT = DEFAULT.with_overrides(
+    max_buffer_bytes=128 * MiB,
+    source="relax_vk defaults for Vulkan (Adreno-class images, Vulkan's guaranteed workgroup count and 2^27-byte "
+    "storage binding)",
+)
 
 #: Limits of the GPUs relax_vk serves. Each entry names its sources; where the vendor driver and
 #: Mesa differ, the smaller (portable) value is used; what no source gave is marked "assumed".

@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import tvm
 
-from .limits import DEFAULT, DeviceLimits, from_opencl_device, from_wgpu_adapter, preset
+from .limits import DEFAULT, VULKAN_DEFAULT, DeviceLimits, from_opencl_device, from_wgpu_adapter, preset
 from .limits import device_name as name_of
 from .scope import TextureLimits
 
@@ -35,8 +35,8 @@ def _host() -> dict:
     return {"kind": "llvm"}
 
 
-def _resolve_limits(base: LimitsSpec, spatial_limit, depth_limit, **overrides) -> DeviceLimits:
-    limits = preset(base) if isinstance(base, str) else (base or DEFAULT)
+def _resolve_limits(base: LimitsSpec, spatial_limit, depth_limit, default: DeviceLimits = DEFAULT, **overrides) -> DeviceLimits:
+    limits = preset(base) if isinstance(base, str) else (base or default)
     if spatial_limit is not None:
         overrides.update(image_width=int(spatial_limit), image_height=int(spatial_limit))
     if depth_limit is not None:
@@ -109,13 +109,14 @@ def vulkan(
     memory_bytes: Optional[int] = None,
 ) -> tvm.target.Target:
     """A Vulkan target with the limits of ``adapter`` (a wgpu adapter), else ``limits`` (a
-    :class:`DeviceLimits` or preset name), else the defaults, overridden by the keyword limits
+    :class:`DeviceLimits` or preset name), else the defaults (:data:`~relax_vk.core.limits.VULKAN_DEFAULT`:
+    Vulkan's guaranteed 128 MiB storage binding), overridden by the keyword limits
     given. TVM's vulkan target kind has no texture-limit attributes, so every limit travels as a
     target key (module docstring). ``device_name`` (or the adapter's) selects the tuning database."""
     base = from_wgpu_adapter(adapter) if adapter is not None else limits
     if adapter is not None and device_name is None:
         device_name = name_of(adapter) or None
-    lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
+    lim = _resolve_limits(base, spatial_limit, depth_limit, VULKAN_DEFAULT, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
                           max_workgroups=max_workgroups, memory_bytes=memory_bytes)  # fmt: skip
     keys = ["vulkan", "gpu", "texture", f"texture_spatial_limit={lim.textures.spatial}", f"texture_depth_limit={lim.textures.depth}",
             *_keys(lim, device_name)]  # fmt: skip
@@ -123,7 +124,7 @@ def vulkan(
 
 
 def target_limits(target: tvm.target.Target) -> DeviceLimits:
-    """The :class:`DeviceLimits` a target carries (defaults for what it does not carry)."""
+    """The :class:`DeviceLimits` a target carries (the defaults of its kind for what it does not carry)."""
     found = {}
     for key in target.keys:
         name, _, value = str(key).partition("=")
@@ -138,7 +139,7 @@ def target_limits(target: tvm.target.Target) -> DeviceLimits:
             spatial = int(value)
         elif name == "texture_depth_limit" and value:
             depth = int(value)
-    limits = DEFAULT.with_overrides(**found)
+    limits = (VULKAN_DEFAULT if target.kind.name == "vulkan" else DEFAULT).with_overrides(**found)
     if spatial is not None and "image_width" not in found:
         limits = limits.with_overrides(image_width=int(spatial), image_height=int(spatial))
     if depth is not None and "image_layers" not in found:

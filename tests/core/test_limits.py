@@ -46,3 +46,19 @@ def test_limits_from_the_local_devices(pocl, lavapipe):
     vk = from_wgpu_adapter(lavapipe)
     assert vk.max_buffer_bytes == int(lavapipe.limits["max-storage-buffer-binding-size"])
     assert target_limits(relax_vk.target.opencl(opencl_device=pocl)).image_width == cl.image_width
+
+
+def test_a_vulkan_target_without_a_device_splits_what_any_vulkan_device_cannot_bind(lavapipe):
+    """A Vulkan build without a device's limits loads on every Vulkan device and WebGPU: its binding
+    is the 2^27 bytes they all guarantee, no larger than lavapipe's real one, so a weight over
+    lavapipe's binding (a VGG fc6 of 411 MB) is split at build time, not refused at load."""
+    real = int(lavapipe.limits["max-storage-buffer-binding-size"])
+    for target in (relax_vk.target.vulkan(), relax_vk.target.resolve("vulkan"), __import__("tvm").target.Target("vulkan")):
+        binding = target_limits(target).max_buffer_bytes
+        assert binding == 128 << 20 and binding <= real
+    assert target_limits(relax_vk.target.lowering_target(relax_vk.target.vulkan())).max_buffer_bytes == 128 << 20
+    # a device's, a preset's or the user's limits still win; OpenCL keeps its allocation-sized default
+    assert target_limits(relax_vk.target.vulkan(adapter=lavapipe)).max_buffer_bytes == real
+    assert target_limits(relax_vk.target.vulkan(limits="nvidia")).max_buffer_bytes == PRESETS["nvidia"].max_buffer_bytes
+    assert target_limits(relax_vk.target.vulkan(max_buffer_bytes=1 << 30)).max_buffer_bytes == 1 << 30
+    assert target_limits(relax_vk.target.opencl()).max_buffer_bytes == DEFAULT.max_buffer_bytes

@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from relax_vk.serialization.artifact import Artifact
 from relax_vk.tools.cli import main
 
@@ -196,3 +198,31 @@ def test_fp16_and_no_reuse_builds_run_and_say_what_they_hold(tmp_path, capsys):
     assert main(["devices", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows and all({"half_images", "half_arithmetic"} <= set(r["fp16"]) for r in rows)
+
+
+def test_build_for_a_vulkan_device_splits_weights_over_its_binding(tmp_path, capsys, monkeypatch):
+    """`build --device` takes the adapter's real storage binding (not the target's default): an
+    adapter binding a third of an ONNX Gemm's weight gets it split, and the build still runs right."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    from relax_vk.runtime import select_adapter
+    from relax_vk.runtime.vulkan import devices as vulkan_devices
+    from relax_vk.serialization.artifact import Artifact
+
+    torch.manual_seed(0)
+    model, onnx_path, rvk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(200, 96)).eval(), str(tmp_path / "fc.onnx"), str(tmp_path / "fc.rvk")
+    torch.onnx.export(model, (torch.randn(1, 8, 5, 5),), onnx_path, dynamo=False, opset_version=13)
+    real = select_adapter("lavapipe")
+    binding = 200 * 96 * 4 // 3
+
+    class SmallAdapter:  # lavapipe with a binding a third of the Gemm's weight
+        info = real.info
+        limits = dict(real.limits, **{"max-storage-buffer-binding-size": binding})
+
+    monkeypatch.setattr(vulkan_devices, "select_adapter", lambda spec=None: SmallAdapter() if spec == "small" else select_adapter(spec))
+    assert main(["build", onnx_path, "--target", "vulkan", "--device", "small", "-o", rvk]) == 0
+    constants = [t["bytes"] for t in Artifact.read(rvk).program["tensors"] if t["kind"] == "constant"]
+    assert max(constants) <= binding and len(constants) >= 4  # the weight in three parts or more, and the bias
+    capsys.readouterr()
+    assert main(["run", rvk, "--device", "lavapipe", "--check", "--repeat", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True

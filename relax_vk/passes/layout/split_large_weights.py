@@ -1,17 +1,22 @@
 """SplitLargeWeights: no constant weight larger than one buffer binding.
 
 Requires: a target carrying :class:`~relax_vk.core.limits.DeviceLimits` (its ``max_buffer_bytes``:
-Vulkan's ``maxStorageBufferRange``, 128 MiB on lavapipe and on many phone GPUs). Runs first in the
-layout stage, on NCHW ops.
+Vulkan's ``maxStorageBufferRange``, 128 MiB on lavapipe, on many phone GPUs and in a Vulkan target's
+defaults; OpenCL's largest allocation). Runs in the layout stage on NCHW ops, after
+``FoldSmallConstants``: what importers wrap around a weight (ONNX ``Gemm``'s ``transB`` and
+PyTorch's ``Linear``: a ``permute_dims``; an ``astype``) is folded into a constant by then.
 
 Guarantees: every ``conv2d`` (NCHW/OIHW) and ``matmul`` whose constant weight takes more bytes than
-the limit (counted as the layout stage stores it: output channels padded to a multiple of 4) is
+the limit (counted as the layout stage stores it: output channels padded to a multiple of 4, and
+so are a plain conv's input channels and a matmul's reduction axis) is
 split along its output channels / features into parts that each fit, each part computed by its
 own op on the same input, and the parts concatenated along the channel / feature axis. The VGG
 family's fully-connected layers (411 MB for fc6) become a few matmuls whose weights each fit. A
-weight that is a model *input* (not a constant) and exceeds the limit cannot be split at compile
-time: :class:`~relax_vk.core.errors.LimitError` names it, its size and the limit. Nothing else
-changes; results are identical (each output element is computed by the same reduction).
+weight over the limit that is a model *input* cannot be split at compile time:
+:class:`~relax_vk.core.errors.LimitError` names it, its size and the limit. One computed at run
+time (attention's ``K^T``) is left as it is: the scope plan may hold it in a texture, and the
+export's fit check names it if it stays a buffer over the limit. Nothing else changes; results
+are identical (each output element is computed by the same reduction).
 """
 
 from __future__ import annotations
@@ -51,9 +56,10 @@ def _parts(out_features: int, bytes_per_feature: int, limit: int, align: int) ->
 
 @relax.expr_functor.mutator
 class _Splitter(relax.PyExprMutator):
-    def __init__(self, mod, limit: int):
+    def __init__(self, mod, limit: int, params=()):
         super().__init__(mod)
         self.limit = limit
+        self.params = set(params)
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
@@ -69,13 +75,14 @@ class _Splitter(relax.PyExprMutator):
     def _too_large(self, weight, nbytes: int, what: str):
         if nbytes <= self.limit:
             return False
-        if not isinstance(weight, GenericConst):
-            name = getattr(weight, "name", "weight")
-            raise LimitError(
-                f"{what} weight {name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is a "
-                "model input (only constant weights can be split at compile time)"
-            )
-        return True
+        if isinstance(weight, GenericConst):
+            return True
+        if weight not in self.params:  # computed at run time: the plan and the export's fit check decide
+            return False
+        raise LimitError(
+            f"{what} weight {weight.name} takes {nbytes} bytes, over the device's {self.limit}-byte buffer binding limit, and is a "
+            "model input (only constant weights can be split at compile time)"
+        )
 
     def _conv2d(self, call) -> Optional[relax.Expr]:
         a = call.attrs
@@ -86,11 +93,11 @@ class _Splitter(relax.PyExprMutator):
         if shape is None:
             return None
         o, i, kh, kw = shape
+        groups = int(a.groups)
         itemsize = np.dtype(str(weight.ty.dtype)).itemsize
-        per_out = i * kh * kw * itemsize
+        per_out = (_ceil4(i) if groups == 1 else i) * kh * kw * itemsize  # a plain conv's packed weight pads its inputs
         if not self._too_large(weight, _ceil4(o) * per_out, "conv2d"):
             return None
-        groups = int(a.groups)
         align = math.lcm(LANES, o // groups) if groups > 1 else LANES  # a part holds whole groups
         parts = _parts(o, per_out, self.limit, align)
         if parts is None:
@@ -120,9 +127,10 @@ class _Splitter(relax.PyExprMutator):
             return None
         k, m = shape
         itemsize = np.dtype(str(weight.ty.dtype)).itemsize
-        if not self._too_large(weight, k * _ceil4(m) * itemsize, "matmul"):
+        per_column = _ceil4(k) * itemsize  # packed as a 1x1 conv: the reduction axis is padded too
+        if not self._too_large(weight, _ceil4(m) * per_column, "matmul"):
             return None
-        parts = _parts(m, k * itemsize, self.limit, LANES)
+        parts = _parts(m, per_column, self.limit, LANES)
         if parts is None:
             raise LimitError(f"matmul weight [{k}, {m}]: even {LANES} columns exceed the {self.limit}-byte buffer binding limit")
         array = weight.value.numpy()
@@ -143,6 +151,6 @@ def SplitLargeWeights(max_buffer_bytes: int) -> tvm.transform.Pass:
     """Split convs and matmuls whose constant weights exceed ``max_buffer_bytes`` (module docstring)."""
 
     def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
-        return _Splitter(mod, max_buffer_bytes).visit_expr(func)
+        return _Splitter(mod, max_buffer_bytes, func.params).visit_expr(func)
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.SplitLargeWeights")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .campaign import FAILURES, campaign, summary
+from .campaign import FAILURES, campaign, ok_share, summary
 from .runner import CUT_LIMITS
 
 
@@ -25,6 +25,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="write every seed's record (JSON lines) here")
     p.add_argument("--limits", choices=("default", "cut"), default="default",
                    help="device limits: the defaults, or cut down (256-texel images, 64 layers, 1 MiB bindings, 256 workgroups)")
+    p.add_argument("--min-ok-share", type=float, default=0.0,
+                   help="fail (exit 1) when fewer seeds than this share run right (the CI slice's bounds: "
+                   "campaign.MIN_OK_SHARE, MIN_OK_SHARE_CUT under --limits cut)")  # fmt: skip
     args = p.parse_args(argv)
     front = ("torch", "onnx") if args.front_door == "both" else (args.front_door,)
     back = ("opencl", "vulkan") if args.backend == "both" else (args.backend,)
@@ -36,7 +39,7 @@ def main(argv=None) -> int:
         if out is not None:
             out.close()
     print(summary(counts))
-    return 1 if any(counts.get(s, 0) for s in FAILURES) else 0
+    return 1 if any(counts.get(s, 0) for s in FAILURES) or ok_share(counts) < args.min_ok_share else 0
 
 
 if __name__ == "__main__":

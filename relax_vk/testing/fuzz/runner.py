@@ -1,16 +1,26 @@
 """Run one random graph through a front door, relax_vk and a device, and classify the result.
 
-Outcomes (:data:`STATUSES`):
+Outcomes (:data:`STATUSES`), each a statement about relax_vk:
 
 * ``ok`` -- the device output matches PyTorch eager;
-* ``miscompile`` -- it runs, and its output matches neither PyTorch nor TVM's own llvm build of the
-  imported module (the worst bug: wrong numbers);
-* ``crash`` -- relax_vk (compile, export, load or run) raised anything but a clear error;
-* ``clear-error`` -- relax_vk refused the model with an :class:`~relax_vk.core.errors.UnsupportedError`
-  or :class:`~relax_vk.core.errors.LimitError` that names what it cannot do;
-* ``frontend`` -- ``torch.export``, the ONNX exporter or TVM's frontend failed, or TVM's imported
-  module itself disagrees with PyTorch (relax_vk then matches TVM's llvm reference): not relax_vk's
-  doing.
+* ``miscompile`` -- it runs, its output differs from PyTorch's, and TVM's own llvm build of the
+  imported module does not explain it (that build agrees with PyTorch, differs from the device
+  too, or cannot run): wrong numbers, the worst bug;
+* ``crash`` -- an exception raised in relax_vk's code at any stage, its front doors included (its
+  converters called back by TVM's importer, its fix-up passes), and TVM code relax_vk called
+  (a pass, an op constructor): anything but a clear error;
+* ``clear-error`` -- relax_vk refused the model on purpose with an
+  :class:`~relax_vk.core.errors.UnsupportedError` or :class:`~relax_vk.core.errors.LimitError` that
+  names what it cannot do;
+* ``reference-disagrees`` -- the device output differs from PyTorch's, and so does TVM's own llvm
+  build of the imported module, which the device output matches: TVM's import, not relax_vk, is wrong;
+* ``frontend`` -- the model's exporter (``torch.export``, the ONNX exporter, PyTorch eager) or TVM's
+  importer refused it: not relax_vk's code.
+
+Who raised an exception is read from its traceback (:mod:`.blame`), not from its class or message:
+relax_vk's front doors word an importer's failure as a clear error even when the code that failed
+was their own. :attr:`Outcome.origin` names the owner (``relax_vk``, ``tvm-importer``, ``torch``,
+``onnx``, ``harness``).
 """
 
 from __future__ import annotations
@@ -23,10 +33,10 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from ...core.errors import LimitError, UnsupportedError
+from .blame import blame
 from .graph import GraphSpec, to_torch
 
-STATUSES = ("ok", "miscompile", "crash", "clear-error", "frontend")
+STATUSES = ("ok", "miscompile", "crash", "clear-error", "frontend", "reference-disagrees")
 FRONT_DOORS = ("torch", "onnx")
 BACKENDS = ("opencl", "vulkan")
 DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
@@ -41,10 +51,11 @@ class Outcome:
     max_err: Optional[float] = None
     stage: str = ""
     extra: dict = field(default_factory=dict)
+    origin: str = ""  # who raised the exception, for a failed stage (:func:`.blame.origin`)
 
     def to_json(self) -> dict:
         return {"status": self.status, "front_door": self.front_door, "backend": self.backend, "stage": self.stage,
-                "detail": self.detail, "max_err": self.max_err}  # fmt: skip
+                "detail": self.detail, "max_err": self.max_err, "origin": self.origin}  # fmt: skip
 
 
 def close_enough(out: np.ndarray, ref: np.ndarray) -> bool:
@@ -70,6 +81,13 @@ def max_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
 def _short(err: BaseException) -> str:
     text = f"{type(err).__name__}: {err}".strip()
     return text.splitlines()[0][:400] if "\n" in text else text[:400]
+
+
+def _failed(outcome, stage: str, err: BaseException) -> "Outcome":
+    """The outcome of an exception caught at ``stage``, classified by who raised it."""
+    status, where = blame(err)
+    extra = {"traceback": "".join(traceback.format_exception(err, limit=-8))} if status == "crash" else {}
+    return outcome(status, stage=stage, detail=_short(err), origin=where, extra=extra)
 
 
 def import_model(spec: GraphSpec, front_door: str, opset: int = 17):
@@ -122,8 +140,8 @@ def run_spec(
         with torch.no_grad():
             expected = model(example)
         expected = [e.numpy() for e in (expected if isinstance(expected, tuple) else (expected,))]
-    except Exception as err:  # the exporters and TVM's frontends are not under test
-        return outcome("frontend", stage="import", detail=_short(err))
+    except Exception as err:  # the exporters' and TVM's importers' failures are not relax_vk's; its front doors' are
+        return _failed(outcome, "import", err)
     stage = "build"
     try:
         compiled = relax_vk.build(mod, target=make_target(backend, limits))
@@ -133,21 +151,20 @@ def run_spec(
         session = load(artifact, device=device or DEVICES[backend])
         stage = "run"
         outputs = session.run([example.numpy()])
-    except (UnsupportedError, LimitError) as err:
-        return outcome("clear-error", stage=stage, detail=_short(err))
     except Exception as err:
-        return outcome("crash", stage=stage, detail=_short(err), extra={"traceback": traceback.format_exc(limit=6)})
+        return _failed(outcome, stage, err)
     if len(outputs) == len(expected) and all(close_enough(o, e) for o, e in zip(outputs, expected)):
         return outcome("ok", max_err=max_error(outputs, expected))
     err = max_error(outputs, expected)
     try:
         reference = run_on_cpu(mod, [example.numpy()])
-    except Exception as ref_err:  # TVM cannot even run its own import on the CPU
-        return outcome("frontend", stage="reference", detail=_short(ref_err), max_err=err)
+    except Exception as ref_err:  # no witness that the import is wrong: the numbers differ from PyTorch's
+        return outcome("miscompile", stage="reference", detail=f"max abs error {err:.3g} vs PyTorch; TVM's llvm build failed: {_short(ref_err)}",
+                       max_err=err)  # fmt: skip
     matches_tvm = len(reference) == len(outputs) and all(close_enough(o, r) for o, r in zip(outputs, reference))
     tvm_matches_torch = len(reference) == len(expected) and all(close_enough(r, e) for r, e in zip(reference, expected))
     if matches_tvm and not tvm_matches_torch:
-        return outcome("frontend", stage="compare", detail="TVM's import disagrees with PyTorch; relax_vk matches TVM llvm", max_err=err)
+        return outcome("reference-disagrees", stage="compare", detail="TVM's import disagrees with PyTorch; relax_vk matches TVM llvm", max_err=err)
     return outcome("miscompile", stage="compare", detail=f"max abs error {err:.3g} vs PyTorch", max_err=err)
 
 
