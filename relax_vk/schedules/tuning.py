@@ -10,6 +10,13 @@ see :mod:`relax_vk.tools.tune`). The database ships in the package, one JSON fil
                   "config": {"px": 4, "oc": 2, "threads": 64}, "ms": 0.021, "gflops": 1234.5,
                   "default_ms": 0.034, "candidates": 12}]}
 
+An optional ``"plans"`` list holds whole-model measurements of the two uniform plans, which the
+memory-kind decision prefers to summed conv times where a model matches (a conv's time depends on
+what ran before it, which isolated candidates do not see): ``{"api": "opencl", "model":
+"<fingerprint of the model's conv workloads>", "name": "resnet18", "texture_ms": 3.36,
+"buffer_ms": 2.84, "evidence": "..."}`` (:meth:`Database.plan`,
+:func:`relax_vk.tools.tune.import_plan_timings`).
+
 An optional ``"storage"`` object holds measured facts about the device's memory per API, which
 storage planning follows (:func:`storage_policy`): ``{"opencl": {"reuse_buffers": false,
 "evidence": "..."}}`` keeps every buffer in its own allocation on that API (images still share).
@@ -52,13 +59,35 @@ class Record:
 
 
 @dataclass
+class PlanRecord:
+    """Whole-model wall times of a model's texture and buffer plans on one API."""
+
+    api: str
+    model: str  # the fingerprint of the model's conv workloads (workloads.model_fingerprint)
+    texture_ms: float
+    buffer_ms: float
+    name: str = ""
+    evidence: str = ""
+
+
+@dataclass
 class Database:
     device: str
     records: Dict[Tuple[str, str, str], Record] = field(default_factory=dict)
     storage: Dict[str, dict] = field(default_factory=dict)  # api -> {"reuse_buffers": bool, "evidence": str}
+    plans: Dict[Tuple[str, str], PlanRecord] = field(default_factory=dict)  # (api, model fingerprint) ->
 
     def best(self, api: str, memory: str, workload: str) -> Optional[Record]:
         return self.records.get((api, memory, workload))
+
+    def plan(self, api: str, model: str) -> Optional[PlanRecord]:
+        """The whole-model measurement of a model (by fingerprint) on an API, if any."""
+        return self.plans.get((api, model))
+
+    def add_plan(self, record: PlanRecord) -> None:
+        """Keep ``record`` (the latest measurement of a model replaces an earlier one: both plans
+        were timed side by side in one run, so its ratio is the one to trust)."""
+        self.plans[(record.api, record.model)] = record
 
     def add(self, record: Record) -> bool:
         """Keep ``record`` if it is the first or the fastest for its key; returns whether it was kept."""
@@ -74,6 +103,8 @@ class Database:
         out = {"format": FORMAT, "version": VERSION, "device": self.device, "records": records}
         if self.storage:
             out["storage"] = {api: dict(policy) for api, policy in self.storage.items()}
+        if self.plans:
+            out["plans"] = [asdict(p) for _, p in sorted(self.plans.items())]
         return out
 
     def save(self, path: Optional[str] = None) -> str:
@@ -94,6 +125,8 @@ class Database:
         db = Database(data["device"], storage={api: dict(policy) for api, policy in data.get("storage", {}).items()})
         for r in data["records"]:
             db.add(Record(**r))
+        for p in data.get("plans", []):
+            db.add_plan(PlanRecord(**p))
         return db
 
 

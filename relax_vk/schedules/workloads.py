@@ -108,3 +108,22 @@ def workload_counts(mod: tvm.IRModule) -> Dict[str, int]:
         if w is not None:
             counts[w.key()] = counts.get(w.key(), 0) + 1
     return counts
+
+
+def model_fingerprint(mod: tvm.IRModule) -> str:
+    """A short digest of a model's structure: every call of ``main`` (its op or callee name and
+    output shape, in order) and its conv workloads. It keys whole-model plan measurements in the
+    tuning database: a model matches one only if it has the same ops on the same shapes."""
+    import hashlib
+
+    parts = [f"{k}x{n}" for k, n in sorted(workload_counts(mod).items())]
+    main = mod["main"] if "main" in [gv.name_hint for gv in mod.get_global_vars()] else None
+    if main is not None:
+
+        def visit(expr) -> None:
+            if isinstance(expr, relax.Call):
+                op = expr.op.name if hasattr(expr.op, "name") else getattr(expr.op, "name_hint", type(expr.op).__name__)
+                parts.append(f"{op}:{getattr(expr, 'ty', None)}")
+
+        relax.analysis.post_order_visit(main.body, visit)
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]

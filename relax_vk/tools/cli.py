@@ -523,6 +523,12 @@ def cmd_tune(args) -> int:
         for path in args.import_results:  # several files: the chunks of one split measurement
             with open(path) as f:
                 results = json.load(f)
+            if isinstance(results, list):  # whole-model plan timings (benchmarks/gpu_benchmark.py --run --json)
+                from .tune import import_plan_timings
+
+                for device, kept in import_plan_timings(results, args.db, evidence=os.path.basename(path)).items():
+                    log(f"{device}: whole-model timings of {kept} (model, API) pairs kept")
+                continue
             if results.get("complete") is False:
                 log(f"{path}: an unfinished measurement ({results.get('remaining')} cases remain); importing what it measured")
             for device, (kept, offered) in import_results(results, args.db).items():
@@ -636,7 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bundle", help="write the candidates here (to measure on another machine) instead of measuring")
     p.add_argument("--measure", metavar="BUNDLE", help="time a bundle's candidates on this machine (no TVM needed)")
     p.add_argument("--import", dest="import_results", metavar="RESULTS", nargs="+",
-                   help="merge measured results into the database (several files: the chunks of a split measurement)")
+                   help="merge measured results into the database (several files: the chunks of a split measurement; "
+                        "a gpu_benchmark.py --run --json file: whole-model plan timings for the memory-kind decision)")
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help="with --measure: start no case after this many seconds (the results say how many remain)")
     p.add_argument("--resume", action="store_true",

@@ -303,7 +303,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
         lifetimes += [Lifetime(lt.tensor, lt.name, lt.first + offset, lt.last + offset, lt.bytes, lt.image, lt.dtype)
                       for lt in _lifetimes(func, entries_of, outputs)]  # fmt: skip
     if decision is not None and decision.kind == "buffer":  # the decision, not the tensor, made these buffers
-        why = "buffers asked for (prefer=buffer)" if decision.rule == "prefer" else "measured: the model's convs run faster in buffers"
+        why = "buffers asked for (prefer=buffer)" if decision.rule == "prefer" else ("measured: the model runs faster in buffers" if getattr(decision, "basis", "") == "model" else "measured: the model's convs run faster in buffers")
         for t in result.tensors:
             if t.reason == "its producer or consumers need a buffer (fewest copies)":
                 t.reason = why

@@ -232,3 +232,39 @@ def import_results(results: dict, db_dir: Optional[str] = None) -> Dict[str, Tup
 
     clear_cache()
     return summary
+
+
+def import_plan_timings(rows: list, db_dir: Optional[str] = None, evidence: str = "") -> Dict[str, int]:
+    """Merge whole-model plan timings into the tuning databases; returns ``{device: models kept}``.
+
+    ``rows`` is what ``benchmarks/gpu_benchmark.py --run --json`` writes: per model, the wall
+    times of its plans per API (``"opencl/texture"``, ``"opencl/buffer"``, ``"opencl/auto"``, ...)
+    measured side by side in one process. Where an API has both uniform plans and the ``auto``
+    plan's decision names the device and the model's fingerprint, a :class:`PlanRecord` is kept,
+    which :func:`~relax_vk.passes.scope.choose_memory_kind.decide` then prefers to summed conv
+    times for that model."""
+    from ..schedules.tuning import HERE, Database, PlanRecord, clear_cache
+
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "results" in r for r in rows):
+        raise ValueError("not benchmark results (expected the --json output of benchmarks/gpu_benchmark.py --run)")
+    db_dir = db_dir or HERE
+    by_device: Dict[str, List[PlanRecord]] = {}
+    for row in rows:
+        results = row["results"]
+        for api in ("opencl", "vulkan"):
+            tex, buf, auto = (results.get(f"{api}/{plan}") for plan in ("texture", "buffer", "auto"))
+            rule = (auto or {}).get("scope_rule") or {}
+            if not (tex and buf and rule.get("device") and rule.get("model")):
+                continue
+            record = PlanRecord(api, rule["model"], float(tex["wall_ms"]), float(buf["wall_ms"]), row.get("model", ""), evidence)
+            by_device.setdefault(rule["device"], []).append(record)
+    summary: Dict[str, int] = {}
+    for slug, records in by_device.items():
+        path = os.path.join(db_dir, f"{slug}.json")
+        db = Database.load(path) if os.path.exists(path) else Database(slug)
+        for record in records:
+            db.add_plan(record)
+        db.save(path)
+        summary[slug] = len(records)
+    clear_cache()
+    return summary

@@ -11,8 +11,12 @@ tools which rule decided. The rules:
 * ``prefer``: the options asked for one kind (``ScopeOptions(prefer="texture" | "buffer")``);
 * ``measured``: ``prefer="auto"``, the target names a device (``device=`` target key, e.g.
   ``relax_vk.target.opencl(device_name=...)`` or ``--device``) whose tuning database
-  (:mod:`relax_vk.schedules.tuning`) holds every conv of the model for this API in both memory
-  kinds; the kind with the smaller total of measured conv times wins;
+  (:mod:`relax_vk.schedules.tuning`) holds either a whole-model measurement of this model's two
+  plans on this API (``basis="model"``: the faster plan wins; matched by
+  :func:`~relax_vk.schedules.workloads.model_fingerprint` of the module as this pass sees it, after
+  the layout stage, which is what ``gpu_benchmark.py`` records and ``relax-vk tune --import``
+  reads), or every conv of the model in both
+  memory kinds (``basis="convs"``: the kind with the smaller total of measured conv times wins);
 * ``consumer-priority``: ``prefer="auto"`` without those measurements: the RFC's rule (textures
   wherever every consumer takes them).
 
@@ -43,10 +47,12 @@ class MemoryDecision:
     reason: str
     device: Optional[str] = None
     api: Optional[str] = None
-    texture_ms: Optional[float] = None  # summed measured conv times, per memory kind
+    texture_ms: Optional[float] = None  # per memory kind: summed conv times, or the whole model's (basis)
     buffer_ms: Optional[float] = None
     convs: int = 0  # conv calls in the model
     measured: int = 0  # of which the database has both kinds
+    basis: str = ""  # "model" (whole-model plan times) or "convs" (summed conv times), when measured
+    model: str = ""  # the model's fingerprint (schedules.workloads.model_fingerprint)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -60,15 +66,22 @@ def decide(mod: tvm.IRModule, target: tvm.target.Target, options: Optional[Scope
     if options.prefer == "texture":
         return MemoryDecision("prefer", "texture", "textures asked for (prefer=texture): the RFC's consumer-priority rule")
     from ...schedules.tuning import database
-    from ...schedules.workloads import workload_counts
+    from ...schedules.workloads import model_fingerprint, workload_counts
 
     device, api = _target.target_device(target), _target.target_api(target)
     counts = workload_counts(mod)
     calls = sum(counts.values())
+    model = model_fingerprint(mod)
     db = database(device) if device else None
     if db is None:
         why = "the target names no device" if not device else f"no tuning database for {device}"
-        return MemoryDecision("consumer-priority", "texture", f"{why}: the RFC's consumer-priority rule", device, api, convs=calls)
+        return MemoryDecision("consumer-priority", "texture", f"{why}: the RFC's consumer-priority rule", device, api, convs=calls, model=model)
+    plan = db.plan(api, model)
+    if plan is not None:
+        kind = "buffer" if plan.buffer_ms < plan.texture_ms else "texture"
+        reason = (f"measured on {device} ({api}): this model runs in {plan.texture_ms:.3f} ms with textures, "
+                  f"{plan.buffer_ms:.3f} ms with buffers (whole-model runs)")  # fmt: skip
+        return MemoryDecision("measured", kind, reason, device, api, plan.texture_ms, plan.buffer_ms, calls, calls, "model", model)
     totals = {"texture": 0.0, "buffer": 0.0}
     measured = 0
     for key, n in counts.items():
@@ -80,11 +93,11 @@ def decide(mod: tvm.IRModule, target: tvm.target.Target, options: Optional[Scope
     if not calls or measured < calls:
         return MemoryDecision("consumer-priority", "texture",
                               f"{device} ({api}) has measurements for {measured} of {calls} convs: the RFC's consumer-priority rule",
-                              device, api, convs=calls, measured=measured)  # fmt: skip
+                              device, api, convs=calls, measured=measured, model=model)  # fmt: skip
     kind = "buffer" if totals["buffer"] < totals["texture"] else "texture"
     reason = (f"measured on {device} ({api}): {calls} convs take {totals['texture']:.3f} ms in textures, "
               f"{totals['buffer']:.3f} ms in buffers")  # fmt: skip
-    return MemoryDecision("measured", kind, reason, device, api, totals["texture"], totals["buffer"], calls, measured)
+    return MemoryDecision("measured", kind, reason, device, api, totals["texture"], totals["buffer"], calls, measured, "convs", model)
 
 
 def recorded(mod: tvm.IRModule) -> Optional[MemoryDecision]:
