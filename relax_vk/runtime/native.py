@@ -192,6 +192,13 @@ class NativeSession(Session):
         self.outputs = [_info(lib.rvk_session_output_info, session, i) for i in range(lib.rvk_session_output_count(session))]
         self.device_name = lib.rvk_session_device_name(session).decode()
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
+        # the program description, for tools that read it beside a session (names, shapes, kernels
+        # of a profile); the native library has validated the same bytes
+        if isinstance(artifact, Artifact):
+            self.program = artifact.program
+        else:
+            self.program = (Artifact.from_bytes(artifact, what="artifact") if isinstance(artifact, bytes) else Artifact.read(os.fspath(artifact))).program
+        self.tensors = self.program["tensors"]
         self._can_profile = self._profiling = profile
         self.last_profile: List[dict] = []
         text = lib.rvk_session_warnings(session).decode()

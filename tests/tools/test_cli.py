@@ -226,3 +226,12 @@ def test_build_for_a_vulkan_device_splits_weights_over_its_binding(tmp_path, cap
     capsys.readouterr()
     assert main(["run", rvk, "--device", "lavapipe", "--check", "--repeat", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_run_vulkan_without_shader_checks_checks_against_the_reference(capsys):
+    """`relax-vk run --shader-checks none` (wgpu's bounds checks dropped) gives the reference's numbers."""
+    assert main(["run", "rfc-conv2d", "--backend", "vulkan", "--device", "lavapipe", "--shader-checks", "none", "--check",
+                 "--repeat", "1", "--json"]) == 0  # fmt: skip
+    result = json.loads(capsys.readouterr().out)
+    assert result["ok"] is True and result["backend"] == "vulkan"
+    assert main(["run", "rfc-conv2d", "--device", "pocl", "--shader-checks", "none", "--repeat", "1"]) == 2  # OpenCL: refused, named

@@ -156,3 +156,15 @@ def test_cross_build_for_aarch64(tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     header = (tmp_path / "librelax_vk_native.so").read_bytes()[:20]
     assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
+
+
+def test_relax_vk_run_native_checks_against_the_reference(native_build, capsys):
+    """`relax-vk run --native` runs the model on the C runtime and checks it like the Python one."""
+    import json as _json
+
+    from relax_vk.tools.cli import main
+
+    assert main(["run", "rfc-conv2d", "--device", "pocl", "--native", "--check", "--repeat", "2", "--json"]) == 0
+    result = _json.loads(capsys.readouterr().out)
+    assert result["ok"] is True and result["backend"] == "opencl" and result["max_abs_err"] < 1e-3
+    assert result["kernels"] and all(k["ms"] > 0 for k in result["kernels"])
