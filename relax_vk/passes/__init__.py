@@ -15,6 +15,7 @@ from .lower import (
     FoldScopeCopies,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
+    PlanTextureStorage,
     RetargetVDevices,
     RewriteBufferReshapes,
     ShortenKernelNames,
@@ -51,4 +52,5 @@ __all__ = [
     "ShortenKernelNames",
     "RetargetVDevices",
     "RewriteBufferReshapes",
+    "PlanTextureStorage",
 ]

@@ -1,10 +1,11 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
 guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices, and the
-reshape rewrite that only views buffers."""
+reshape rewrite that only views buffers, and the image storages of texture tensors under TVM's VM."""
 
 from .fold_scope_copies import FoldScopeCopies
 from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
+from .plan_texture_storage import PlanTextureStorage
 from .retarget_vdevices import RetargetVDevices
 from .shorten_kernel_names import ShortenKernelNames
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
@@ -19,4 +20,5 @@ __all__ = [
     "ShortenKernelNames",
     "RetargetVDevices",
     "RewriteBufferReshapes",
+    "PlanTextureStorage",
 ]
