@@ -19,8 +19,9 @@ and texel dtype:
 * its tensors are allocated from it through a ``"global"`` VDevice of the same device, so the VM
   hands the image to the kernels as it is (no view image, no ``image2d_from_buffer``); only where
   the module has no such VDevice does the view keep its texture scope (TVM then views as before);
-* the storage is killed right after its last ``alloc_tensor`` (as ``KillAfterLastUse`` does), and
-  a byte storage left without tensors is dropped with its kill.
+* the storage is killed right after its last ``alloc_tensor`` (as ``KillAfterLastUse`` does); a
+  byte storage left without tensors is dropped with its kill, and one that TVM shared between
+  textures and buffers shrinks to the bytes its buffers need.
 
 Requires: ``R.vm.alloc_storage`` / ``R.vm.alloc_tensor`` / ``R.vm.kill_object`` (after
 ``LowerRuntimeBuiltin``), VDevices in the module's ``global_infos``.
@@ -34,6 +35,7 @@ used after it). Buffers keep TVM's plan. Texture tensors allocated elsewhere are
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -130,6 +132,16 @@ def _texture_alloc(binding, storages: Dict[relax.Var, int], devices) -> Optional
     return index, scope, dtype_name, image
 
 
+def _end_byte(call: relax.Call) -> Optional[int]:
+    """The byte after the end of a buffer ``alloc_tensor``'s tensor in its storage (None: not static)."""
+    _, offset, shape, dtype, _ = call.args
+    dims = static_shape(shape.values) if isinstance(shape, relax.ShapeExpr) else None
+    start = _int(offset)
+    if dims is None or start is None:
+        return None
+    return start + math.prod(dims) * tvm.DataType(str(getattr(dtype, "value", ""))).bits // 8
+
+
 def _uses(expr) -> Set[relax.Var]:
     return set(relax.analysis.free_vars(expr)) if isinstance(expr, relax.Expr) else set()
 
@@ -193,13 +205,20 @@ class _BlockPlanner:
             kill = vm_op.kill_object(storage)
             after.setdefault(group[-1].index, []).append(relax.VarBinding(relax.Var("_", relax.TupleType([])), kill))
         moved = {t.index for t in self.textures}
-        still_used = {b.value.args[0] for i, b in enumerate(self.bindings) if i not in moved and _op_name(b.value) == _ALLOC_TENSOR}
-        dropped = {v for v in self.storages if v not in still_used}
+        left: Dict[relax.Var, List[Optional[int]]] = {}
+        for i, b in enumerate(self.bindings):
+            if i not in moved and _op_name(b.value) == _ALLOC_TENSOR:
+                left.setdefault(b.value.args[0], []).append(_end_byte(b.value))
+        emptied = {self.bindings[t.index].value.args[0] for t in self.textures}
+        dropped = {v for v in emptied if v not in left}
         out: List[relax.Binding] = []
         for i, b in enumerate(self.bindings):
             out += before.get(i, [])
             if b.var in dropped or (_op_name(b.value) == _KILL and b.value.args[0] in dropped):
                 continue
+            if b.var in emptied and None not in left[b.var]:  # what TVM sized for textures too: its buffers' bytes
+                size, device, dtype, scope = b.value.args
+                b = relax.VarBinding(b.var, vm_op.alloc_storage(relax.ShapeExpr([max(left[b.var])]), device, dtype, scope))
             out.append(replaced.get(i, b))
             out += after.get(i, [])
         return relax.BindingBlock(out)
