@@ -41,6 +41,7 @@ from .passes import (
     LegalizeWithScopes,
     PartialLegalize,
     PlanTextureStorage,
+    RecordVDevices,
     RemoveRedundantAssignments,
     RewriteBufferReshapes,
     ShortenKernelNames,
@@ -136,7 +137,7 @@ def _finalize_stage(tgt: tvm.target.Target) -> List[tvm.transform.Pass]:
         finalize.append(p)
         if p.info.name == "LowerRuntimeBuiltin":
             finalize.append(PlanTextureStorage())
-    return dataflow + finalize
+    return dataflow + finalize + [RecordVDevices()]
 
 
 def scope_stage(
@@ -169,7 +170,8 @@ def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.
     planning, VM lowering), with ``RewriteDataflowReshape`` replaced by
     :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong) and
     :func:`~relax_vk.passes.PlanTextureStorage` after ``LowerRuntimeBuiltin`` (texture tensors in
-    image storages of exactly their bytes, shared where lifetimes allow)."""
+    image storages of exactly their bytes, shared where lifetimes allow), then
+    :func:`~relax_vk.passes.RecordVDevices` (the executable's VDevice table, for ``load_vm``)."""
     return _finalize_stage(_target.resolve(target))
 
 

@@ -16,6 +16,7 @@ from .lower import (
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     PlanTextureStorage,
+    RecordVDevices,
     RetargetVDevices,
     RewriteBufferReshapes,
     ShortenKernelNames,
@@ -53,4 +54,5 @@ __all__ = [
     "RetargetVDevices",
     "RewriteBufferReshapes",
     "PlanTextureStorage",
+    "RecordVDevices",
 ]
