@@ -100,7 +100,7 @@ def compile(  # noqa: A001  (relax_vk.compile, beside tvm.compile)
     return build(mod, tgt, registry=registry, options=options).executable
 
 
-def _compiler_for(host: Optional[str], cc: Optional[str]):
+def library_compiler(host: Optional[str], cc: Optional[str]):
     """TVM's ``fcompile`` for a host triple: ``cc`` (a C++ compiler command), else the NDK compiler
     in ``TVM_NDK_CC`` for Android triples, else :data:`HOST_COMPILERS`; None: this machine's."""
     from tvm.support import cc as tvm_cc
@@ -127,8 +127,8 @@ def _compiler_for(host: Optional[str], cc: Optional[str]):
 def export_library(executable: tvm.runtime.Executable, path: str, host: Optional[str] = None, cc: Optional[str] = None) -> None:
     """Write ``executable`` as one shared library at ``path`` (atomically: a failed export leaves
     no file, an existing one is replaced whole), cross-compiled for ``host`` (a triple) with ``cc``
-    or the default compiler for it (:func:`_compiler_for`)."""
-    fcompile = _compiler_for(host, cc)
+    or the default compiler for it (:func:`library_compiler`)."""
+    fcompile = library_compiler(host, cc)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, staging = tempfile.mkstemp(prefix=".relax-vk-export-", suffix=os.path.splitext(path)[1] or ".so", dir=folder)
