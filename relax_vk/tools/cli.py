@@ -303,8 +303,8 @@ def _build_tvm_library(args) -> int:
 
     if not args.output.endswith((".so", ".dylib", ".dll")):
         raise UnsupportedError(f"--runtime tvm writes a shared library: name the output MODEL.so, not {args.output!r}")
-    print(f"[1/2] compiling {args.model} for {args.target or 'opencl'} under TVM's VM, host {args.host or 'this machine'} ...", flush=True)
     deploy.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
+    print(f"[1/2] compiling {args.model} for {args.target or 'opencl'} under TVM's VM, host {args.host or 'this machine'} ...", flush=True)
     mod, _ = _load_with_source(args.model, args)
     executable = deploy.compile(mod, _target(args), host=args.host, registry=_registry(args), options=_options(args))
     deploy.export_library(executable, args.output, host=args.host, cc=args.cc)
