@@ -1,6 +1,11 @@
 """relax_vk.compile / load_vm / deploy.export_library: TVM's own runtime (the PyPI runtime has no
-OpenCL, so OpenCL executables are checked for their device list and the clear error; CPU builds run)."""
+OpenCL, so OpenCL executables are checked for their device list and the clear error; CPU builds run).
 
+Where TVM's runtime has OpenCL (a libtvm_runtime built with it, or ``$RELAX_VK_TVM_OPENCL_LIB``
+naming a library with TVM's OpenCL runtime to load first), the OpenCL tests run the VM on pocl and
+compare it with relax_vk's own runtime."""
+
+import ctypes
 import os
 
 import numpy as np
@@ -14,6 +19,10 @@ from relax_vk.compiler import UnsupportedTargetError
 from relax_vk.frontends import load_model
 from relax_vk.passes.lower.record_vdevices import decode, encode, vdevice_table
 from relax_vk.tools.reference import run_on_cpu
+
+
+if os.environ.get("RELAX_VK_TVM_OPENCL_LIB"):
+    ctypes.CDLL(os.environ["RELAX_VK_TVM_OPENCL_LIB"], mode=ctypes.RTLD_GLOBAL)
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +102,22 @@ def test_unsupported_targets_are_named(rfc):
         relax_vk.compile(rfc, "vulkan")
     with pytest.raises(UnsupportedTargetError):
         relax_vk.compile(rfc, "cuda")
+
+
+@pytest.mark.skipif(not deploy.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
+@pytest.mark.parametrize("model", ["rfc-conv2d", "mixed-consumers"])
+def test_vm_on_pocl_equals_the_own_runtime(model, pocl, tmp_path):
+    from relax_vk.runtime import load
+    from relax_vk.tools.reference import random_inputs
+
+    mod = load_model(model)[0]
+    compiled = relax_vk.build(mod, relax_vk.target.opencl(opencl_device=pocl))
+    path = str(tmp_path / "m.so")
+    deploy.export_library(compiled.executable, path)
+    inputs = random_inputs(mod)
+    vm = relax_vk.load_vm(path, tvm.opencl(0))
+    for _ in range(2):  # a second run reuses what the first freed
+        result = vm["main"](*[tvm.runtime.tensor(x, device=tvm.opencl(0)) for x in inputs])
+        outputs = [result.numpy()] if hasattr(result, "numpy") else [r.numpy() for r in result]
+        for got, own in zip(outputs, load(compiled.artifact(), device="pocl").run(inputs)):
+            np.testing.assert_allclose(got, own, rtol=1e-5, atol=1e-6)
