@@ -14,10 +14,11 @@
 
 TVM's OpenCL runtime allocates relax_vk's texture storages as images
 (:mod:`relax_vk.passes.lower.plan_texture_storage`). Its pooled allocator keeps every freed
-storage in one pool keyed by bytes, images with buffers, and never reuses an image: a later buffer
-of the same size could be handed an image. :func:`load_vm` therefore gives devices that hold
-textures TVM's naive allocator (allocate per call, free at once) unless ``memory_cfg`` says
-otherwise.
+storage in one pool keyed by bytes, images with buffers, and never reuses an image for an image: a
+later buffer of the same size can be handed an image (seen on pocl: the second run of rfc-conv2d
+copied its input into a pooled image, ``CL_INVALID_VALUE``). :func:`load_vm` therefore gives every
+device of an executable that holds textures TVM's naive allocator (allocate per call, free at once;
+constants stay for the VM's life) unless ``memory_cfg`` says otherwise.
 """
 
 from __future__ import annotations
@@ -208,8 +209,9 @@ def load_vm(
 ) -> relax.VirtualMachine:
     """A Relax VM over an executable of :func:`compile` or a library of :func:`export_library`,
     with the devices :func:`vm_devices` lists for its VDevices (``device``: e.g. ``tvm.opencl(0)``;
-    default device 0 of each VDevice's kind). ``memory_cfg``: TVM's allocator choice; default the
-    naive allocator on devices holding textures (module docstring), pooled elsewhere.
+    default device 0 of each VDevice's kind). ``memory_cfg``: TVM's allocator choice (``"naive"``,
+    ``"pooled"`` or ``{device: either}``); default naive where the executable holds textures (module
+    docstring), else TVM's default (pooled).
     :class:`RuntimeUnavailableError` when this TVM runtime lacks a device API the executable needs."""
     executable = _load(executable_or_path)
     table = vdevice_table(executable)
@@ -217,9 +219,8 @@ def load_vm(
         if not has_runtime(kind):
             raise _runtime_error(kind)
     devices = vm_devices(table, device)
-    if memory_cfg is None:
-        textured = {i for i, row in enumerate(table) if "texture" in str(row["memory_scope"])}
-        memory_cfg = {devices[i]: "naive" for i in textured}
+    if memory_cfg is None and any("texture" in str(row["memory_scope"]) for row in table):
+        memory_cfg = "naive"
     if isinstance(memory_cfg, dict):
         memory_cfg = {dev: _ALLOCATORS.get(kind, kind) for dev, kind in memory_cfg.items()}
     return relax.VirtualMachine(executable, devices, memory_cfg=memory_cfg)

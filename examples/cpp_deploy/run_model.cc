@@ -116,19 +116,25 @@ int Run(int argc, char** argv) {
   ffi::Module executable = ffi::Module::LoadFromFile(argv[1]);  // the VM executable, host code and kernels
   ffi::Module vm = executable->GetFunction("vm_load_executable").value()().cast<ffi::Module>();
 
-  // one device per VDevice (in index order), then the CPU; naive allocation where textures live
-  // (relax_vk/deploy.py says why), pooled elsewhere
+  // one device per VDevice (in index order), then the CPU; TVM's naive allocator where the model
+  // holds textures (relax_vk/deploy.py says why: the pooled one can hand a freed image to a buffer)
+  std::vector<VDevice> vdevices = VDevices(executable);
+  int allocator = kPooledAllocator;
+  for (const VDevice& v : vdevices) {
+    if (v.scope.find("texture") != std::string::npos) allocator = kNaiveAllocator;
+  }
   std::vector<ffi::Any> init;
-  for (const VDevice& v : VDevices(executable)) {
+  for (const VDevice& v : vdevices) {
     bool cpu = v.kind == "llvm" || v.kind == "c";
     init.push_back(cpu ? kDLCPU : gpu_type);
     init.push_back(cpu ? 0 : gpu_id + v.id);
-    init.push_back(v.scope.find("texture") != std::string::npos ? kNaiveAllocator : kPooledAllocator);
+    init.push_back(allocator);
   }
   if (init.empty()) {  // no VDevices (a CPU build): DEVICE, then the CPU
     init.insert(init.end(), {ffi::Any(gpu_type), ffi::Any(gpu_id), ffi::Any(kPooledAllocator)});
   }
   init.insert(init.end(), {ffi::Any(static_cast<int>(kDLCPU)), ffi::Any(0), ffi::Any(kPooledAllocator)});
+  DLDevice first_device{static_cast<DLDeviceType>(init[0].cast<int>()), init[1].cast<int>()};
   std::vector<ffi::AnyView> init_args(init.begin(), init.end());
   ffi::Any ignored;
   vm->GetFunction("vm_initialization").value().CallPacked(init_args.data(), init_args.size(), &ignored);
@@ -141,7 +147,14 @@ int Run(int argc, char** argv) {
     for (int64_t i = 0, n = x.shape().Product(); i < n; ++i) {
       data[i] = 0.5f * std::sin(0.001f * static_cast<float>(i) + static_cast<float>(k - 3));
     }
-    inputs.push_back(x);  // the VM copies inputs to its first device
+    if (first_device.device_type == kDLCPU) {
+      inputs.push_back(x);
+    } else {  // the VM's main takes its inputs on the VM's first device
+      ffi::Tensor on_device = ffi::Function::GetGlobalRequired("runtime.TVMTensorAllocWithScope")(ffi::Shape(ParseShape(argv[k])), x.dtype(), first_device, nullptr)
+                                  .cast<ffi::Tensor>();
+      ffi::Function::GetGlobalRequired("runtime.TVMTensorCopyFromTo")(x, on_device);
+      inputs.push_back(on_device);
+    }
   }
   std::vector<ffi::AnyView> args(inputs.begin(), inputs.end());
   ffi::Any result;
