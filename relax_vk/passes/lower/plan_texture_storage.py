@@ -29,8 +29,9 @@ Requires: ``R.vm.alloc_storage`` / ``R.vm.alloc_tensor`` / ``R.vm.kill_object`` 
 Guarantees: every ``alloc_tensor`` of a texture VDevice with a static packed shape, offset 0 and a
 float32/float16 dtype, from a storage bound in the same block, is moved to an image storage whose
 bytes equal its image's; a tensor's storage is never shared with a tensor live at the same time
-(lifetime: its ``alloc_tensor`` to its last use in the function, the end of the block when it is
-used after it). Buffers keep TVM's plan. Texture tensors allocated elsewhere are left as they are.
+(lifetime: its ``alloc_tensor`` to its last use, which must be a kernel call, a kill or a shape
+check; a tensor used after its block, or in any other way (a tuple, a view: it may live on in
+another value), is live to the end of the block). Buffers keep TVM's plan. Texture tensors allocated elsewhere are left as they are.
 """
 
 from __future__ import annotations
@@ -146,10 +147,28 @@ def _uses(expr) -> Set[relax.Var]:
     return set(relax.analysis.free_vars(expr)) if isinstance(expr, relax.Expr) else set()
 
 
+def _reads_only(value, mod: tvm.IRModule) -> bool:
+    """Whether a binding's uses of tensors end with it: a kernel call (a PrimFunc of the module,
+    which writes its outputs in place and returns nothing), a kill, or one of the VM's checks. Any
+    other use (a tuple, a view, a call that may return what it took) may keep the tensor alive
+    through another value."""
+    if not isinstance(value, relax.Call):
+        return False
+    if isinstance(value.op, tvm.ir.GlobalVar):
+        return isinstance(mod[value.op], tvm.tirx.PrimFunc)
+    name = _op_name(value)
+    if name == _KILL:
+        return True
+    return isinstance(value.op, relax.ExternFunc) and str(value.op.global_symbol) in _CHECKS
+
+
+_CHECKS = ("vm.builtin.check_tensor_info", "vm.builtin.match_shape")
+
+
 class _BlockPlanner:
     """Re-plans one binding block's texture tensors (module docstring)."""
 
-    def __init__(self, block: relax.BindingBlock, used_after: Set[relax.Var], devices: Sequence[relax.VDevice]):
+    def __init__(self, block: relax.BindingBlock, used_after: Set[relax.Var], devices: Sequence[relax.VDevice], mod: tvm.IRModule):
         self.bindings = list(block.bindings)
         self.devices = devices
         self.storages = {b.var: i for i, b in enumerate(self.bindings) if _op_name(b.value) == _ALLOC_STORAGE}
@@ -159,10 +178,18 @@ class _BlockPlanner:
             if found is not None:
                 self.textures.append(_Texture(i, b.var, b.value, *found))
         end = len(self.bindings)
+        uses = [(_uses(b.value), _reads_only(b.value, mod)) for b in self.bindings]
         for t in self.textures:
-            t.last = end if t.var in used_after else max(
-                [i for i, b in enumerate(self.bindings) if i > t.index and t.var in _uses(b.value)], default=t.index
-            )
+            # the last use; the end of the block when it is used later or may live on in another value
+            t.last = t.index
+            for i in range(t.index + 1, end):
+                if t.var in uses[i][0]:
+                    if not uses[i][1]:
+                        t.last = end
+                        break
+                    t.last = i
+            if t.var in used_after:
+                t.last = end
 
     def groups(self) -> List[List[_Texture]]:
         """The tensors of each image storage (relax_vk's storage planner, per device and dtype)."""
@@ -224,7 +251,7 @@ class _BlockPlanner:
         return relax.BindingBlock(out)
 
 
-def _plan_function(func: relax.Function, devices) -> Optional[relax.Function]:
+def _plan_function(func: relax.Function, devices, mod: tvm.IRModule) -> Optional[relax.Function]:
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         return None
@@ -234,7 +261,7 @@ def _plan_function(func: relax.Function, devices) -> Optional[relax.Function]:
         for later in blocks[i + 1 :]:
             for b in later.bindings:
                 used_after |= _uses(b.value)
-        new = _BlockPlanner(block, used_after, devices).rewrite()
+        new = _BlockPlanner(block, used_after, devices, mod).rewrite()
         if new is not None:
             blocks[i], changed = new, True
     if not changed:
@@ -247,7 +274,7 @@ def PlanTextureStorage() -> tvm.transform.Pass:
 
     def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
         devices = vdevices(mod)
-        new = _plan_function(func, devices) if devices else None
+        new = _plan_function(func, devices, mod) if devices else None
         return func if new is None else relax.BlockBuilder().normalize(new)
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.PlanTextureStorage")

@@ -70,3 +70,50 @@ def test_image_storage_shape_flattens_back_to_the_image():
     assert image_storage_shape((576, 8, 1), "global.texture-weight") == (8, 576, 4)
     with pytest.raises(ValueError):
         image_storage_shape((576, 8, 2), "global.texture-weight")
+
+
+def _before_plan(mod):
+    """``mod`` through relax_vk's pipeline up to where PlanTextureStorage runs (after LowerRuntimeBuiltin)."""
+    import tvm
+    from tvm.ir.instrument import pass_instrument
+
+    @pass_instrument
+    class Capture:
+        module = None
+
+        def run_after_pass(self, m, info):
+            if info.name == "LowerRuntimeBuiltin":
+                Capture.module = m
+
+    with tvm.transform.PassContext(instruments=[Capture()]):
+        relax_vk.get_pipeline("opencl")(mod)
+    return Capture.module
+
+
+def test_a_tensor_that_may_live_on_in_another_value_shares_nothing_after_it():
+    from tvm import relax
+
+    from relax_vk.passes import PlanTextureStorage
+
+    before = _before_plan(load_model("mixed-consumers")[0])
+    shared = [s for s in vm_storages(PlanTextureStorage()(before)) if s.is_texture and len(s.tensors) > 1]
+    assert shared
+    # hold the first texture tensor in a tuple the function returns: it must keep its image to the end
+    func = before["main"]
+    bindings = list(func.body.blocks[0].bindings)
+    first = next(b.var for b in bindings if isinstance(b.value, relax.Call) and str(getattr(b.value.op, "name", "")) == "relax.vm.alloc_tensor"
+                 and "texture" in str(before.global_infos["vdevice"][int(b.value.args[4].value)].memory_scope))  # fmt: skip
+    holder = relax.Var("holder", relax.TupleType([first.ty]))
+    at = max(i for i, b in enumerate(bindings) if first in relax.analysis.free_vars(b.value) and str(getattr(b.value.op, "name", "")) != "relax.vm.kill_object")
+    bindings.insert(at + 1, relax.VarBinding(holder, relax.Tuple([first])))
+    body = relax.SeqExpr([relax.BindingBlock(bindings)], relax.Tuple([func.body.body, holder]))
+    mod = before.clone()
+    mod["main"] = relax.Function(func.params, body, relax.TupleType([func.body.body.ty, holder.ty]), func.is_pure, func.attrs)
+    after = PlanTextureStorage()(relax.transform.Normalize()(mod))
+    holding = [s for s in vm_storages(after) if s.is_texture and any(t == tuple(int(d) for d in first.ty.shape.values) for t, _ in s.tensors)]
+    assert holding
+    # the held tensor's image holds it alone
+    storage_of = {b.var: b.value.args[0] for b in after["main"].body.blocks[0].bindings
+                  if isinstance(b.value, relax.Call) and str(getattr(b.value.op, "name", "")) == "relax.vm.alloc_tensor"}  # fmt: skip
+    held = storage_of[first]
+    assert [v for v, s in storage_of.items() if s.same_as(held)] == [first]
