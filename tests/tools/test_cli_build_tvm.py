@@ -31,6 +31,15 @@ def test_aarch64_library_carries_the_vm_program_and_the_opencl_kernels(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.so"]
 
 
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-g++") is None, reason="needs g++-aarch64-linux-gnu (make setup installs it)")
+def test_android_host_code_links_with_a_given_compiler(tmp_path, capsys):
+    # (no NDK here: the AArch64 g++ links LLVM's aarch64-linux-android host code into an ELF)
+    path = tmp_path / "model.so"
+    args = ["build", "conv-relu-pool", "--runtime", "tvm", "--host", "aarch64-linux-android", "--cc", "aarch64-linux-gnu-g++"]
+    assert main(args + ["-o", str(path)]) == 0
+    assert _elf_machine(path.read_bytes()) == EM_AARCH64
+
+
 def test_missing_cross_compilers_are_named_before_compiling(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("TVM_NDK_CC", raising=False)
     assert main(["build", "rfc-conv2d", "--runtime", "tvm", "--host", "aarch64-linux-android", "-o", str(tmp_path / "m.so")]) == 2

@@ -21,6 +21,8 @@ from typing import Dict, List, Optional
 import tvm
 from tvm import relax
 
+from .plan_texture_storage import vdevices
+
 FUNCTION = "__relax_vk_vdevices"
 PREFIX = "relax_vk.vdevices="
 _PATTERN = re.compile(re.escape(PREFIX) + r"([A-Za-z0-9_.:;\-]*)")
@@ -28,9 +30,7 @@ _PATTERN = re.compile(re.escape(PREFIX) + r"([A-Za-z0-9_.:;\-]*)")
 
 def vdevice_table(mod: tvm.IRModule) -> List[Dict[str, object]]:
     """The module's VDevices as ``{"kind", "vdevice_id", "memory_scope"}`` rows, in index order."""
-    infos = mod.global_infos
-    rows = list(infos["vdevice"]) if "vdevice" in infos else []
-    return [{"kind": v.target.kind.name, "vdevice_id": int(v.vdevice_id), "memory_scope": str(v.memory_scope)} for v in rows]
+    return [{"kind": v.target.kind.name, "vdevice_id": int(v.vdevice_id), "memory_scope": str(v.memory_scope)} for v in vdevices(mod)]
 
 
 def encode(table: List[Dict[str, object]]) -> str:
