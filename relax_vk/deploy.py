@@ -77,7 +77,7 @@ def compile(  # noqa: A001  (relax_vk.compile, beside tvm.compile)
     through its own runtime only: TVM cannot compile these kernels for Vulkan."""
     hosted = host_target(host)
     if _is_cpu(target):
-        tgt = tvm.target.Target({"kind": "llvm", **({"mtriple": str(hosted.attrs["mtriple"])} if hosted is not None else {})})
+        tgt = hosted if hosted is not None else tvm.target.Target({"kind": "llvm"})
         pipeline = tvm.transform.Sequential([relax.get_default_pipeline(tgt), RecordVDevices()])
         return tvm.compile(mod, tgt, relax_pipeline=pipeline)
     from .compiler import UnsupportedTargetError, build
