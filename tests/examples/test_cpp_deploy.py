@@ -23,12 +23,21 @@ def _inputs(shapes):
             for k, s in enumerate(shapes)]  # fmt: skip
 
 
+#: a library holding TVM's OpenCL runtime to link (tests/test_deploy.py says more)
+OPENCL_LIB = os.environ.get("RELAX_VK_TVM_OPENCL_LIB")
+
+
 @pytest.fixture(scope="module")
 def run_model(tmp_path_factory):
     if shutil.which("g++") is None or shutil.which("make") is None:
         pytest.skip("needs g++ and make")
     out = str(tmp_path_factory.mktemp("cpp") / "run_model")
-    subprocess.run(["make", "-s", "-C", EXAMPLE, f"PYTHON={sys.executable}", f"OUT={out}", "OPT=-O0"], check=True)
+    extra = []
+    if OPENCL_LIB:
+        folder = os.path.dirname(os.path.abspath(OPENCL_LIB))
+        name = os.path.basename(OPENCL_LIB)[3:].rsplit(".so", 1)[0]
+        extra = [f"EXTRA_LIBS=-L{folder} -l{name} -Wl,-rpath,{folder}"]
+    subprocess.run(["make", "-s", "-C", EXAMPLE, f"PYTHON={sys.executable}", f"OUT={out}", "OPT=-O0", *extra], check=True)
     return out
 
 
@@ -59,8 +68,26 @@ def test_cpp_program_prints_the_vms_outputs(run_model, model, tmp_path):
         assert abs(total - float(expected.astype(np.float64).sum())) <= 1e-5 * max(1.0, float(np.abs(expected).sum()))
 
 
+@pytest.mark.skipif(not OPENCL_LIB, reason="needs TVM's OpenCL runtime ($RELAX_VK_TVM_OPENCL_LIB)")
+def test_cpp_program_runs_textures_on_pocl(run_model, tmp_path):
+    if OPENCL_LIB:
+        import ctypes
+
+        ctypes.CDLL(OPENCL_LIB, mode=ctypes.RTLD_GLOBAL)
+    mod = load_model("residual")[0]
+    path = str(tmp_path / "model.so")
+    deploy.export_library(relax_vk.compile(mod, "opencl"), path)
+    shapes = [tuple(int(d) for d in p.ty.shape.values) for p in mod["main"].params]
+    run = subprocess.run([run_model, path, "opencl", *[",".join(map(str, s)) for s in shapes]], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    expected = relax_vk.load_vm(relax_vk.compile(mod, "llvm"))["main"](*[tvm.runtime.tensor(x) for x in _inputs(shapes)]).numpy()
+    (shape, total, first), = _parse(run.stdout)
+    assert shape == expected.shape
+    np.testing.assert_allclose(first, expected.reshape(-1)[: len(first)], rtol=1e-5, atol=1e-6)
+
+
 def test_cpp_program_names_a_missing_runtime(run_model, tmp_path):
-    if deploy.has_runtime("opencl"):
+    if deploy.has_runtime("opencl") or OPENCL_LIB:
         pytest.skip("this TVM runtime has OpenCL")
     path = str(tmp_path / "model.so")
     deploy.export_library(relax_vk.compile(load_model("rfc-conv2d")[0], "opencl"), path)
