@@ -11,7 +11,8 @@ setup:
 	@# The test devices: a working OpenCL compiler with image support (pip's bundled pocl 3.0 cannot
 	@# target CPUs newer than its LLVM) and a Vulkan driver for wgpu; the native runtime's build tools.
 	@# As root on Debian/Ubuntu this installs Debian's pocl, Mesa's lavapipe, cmake, g++, the OpenCL
-	@# headers and the ICD loader when they are missing.
+	@# headers and the ICD loader, and the AArch64 cross compiler the phone-export tests link with
+	@# (relax-vk build --runtime tvm --host aarch64-linux-gnu) when they are missing.
 	@missing=""; \
 	$(PYTHON) -c "from relax_vk.runtime.opencl import find_device; find_device()" >/dev/null 2>&1 || missing="$$missing pocl-opencl-icd"; \
 	$(PYTHON) -c "from relax_vk.runtime.vulkan.devices import select_adapter; select_adapter()" >/dev/null 2>&1 || missing="$$missing mesa-vulkan-drivers libvulkan1"; \
@@ -19,6 +20,7 @@ setup:
 	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -f /usr/include/CL/cl.h ] || missing="$$missing opencl-c-headers"; \
 	/sbin/ldconfig -p 2>/dev/null | grep -q 'libOpenCL.so.1 ' || missing="$$missing ocl-icd-libopencl1"; \
+	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing$$missing"; \

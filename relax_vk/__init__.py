@@ -6,6 +6,8 @@ Public API (kept small; see README):
 * pipelines: :func:`scope_pipeline` (memory scopes), :func:`get_pipeline` (complete, for
   ``tvm.compile``), :func:`build` / :func:`export` (compile, write a ``.rvk`` artifact); the
   individual passes in :mod:`relax_vk.passes`
+* TVM's runtime: :func:`compile` (a ``tvm.runtime.Executable``), :func:`load_vm` (a Relax VM with
+  the right devices); :mod:`relax_vk.deploy` exports libraries
 * the registry: :func:`register_op`, :func:`default_registry`, the sets ``ANY_SCOPE``,
   ``BUFFER_ONLY``, ``TEXTURE_ONLY``
 * the memory plan: :func:`plan`
@@ -34,6 +36,8 @@ _API = {
     "build": "compiler",
     "export": "compiler",
     "CompiledModule": "compiler",
+    "compile": "deploy",
+    "load_vm": "deploy",
     "UnsupportedTargetError": "compiler",
     "plan": "tools.memory_plan",
     "MemoryPlan": "tools.memory_plan",

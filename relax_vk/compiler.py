@@ -55,6 +55,7 @@ class CompiledModule:
     shaders: Dict[str, object] = field(default_factory=dict)  # Vulkan: kernel -> relax_vk.codegen.wgsl.Shader
     memory_decision: Optional[object] = None  # which rule chose textures or buffers (choose_memory_kind)
     texel_dtype: str = "float32"  # what texture texels are stored as (ScopeOptions.precision)
+    vm_module: Optional[tvm.IRModule] = None  # the Relax module the VM runs (relax_vk.tools.vm_memory reads it)
 
     @property
     def backend(self) -> str:
@@ -99,14 +100,18 @@ def export(compiled: CompiledModule, path: str) -> None:
 class _CaptureTIR:
     """Keeps the TIR module right after ``SplitHostDevice`` (host functions still have their buffer
     parameters and show each device kernel launch with its arguments and thread extents) and the
-    device module after its finalisation (``LowerIntrin`` is the last device pass)."""
+    device module after its finalisation (``LowerIntrin`` is the last device pass), and the Relax
+    module TVM's VM codegen compiles (after ``AttachGlobalSymbol``, the last Relax pass)."""
 
     def __init__(self):
         self.module = None
         self.device = None
+        self.vm_module = None
 
     def run_after_pass(self, mod, info):
-        if info.name == "tirx.SplitHostDevice":
+        if info.name == "AttachGlobalSymbol":
+            self.vm_module = mod
+        elif info.name == "tirx.SplitHostDevice":
             self.module = mod
         elif info.name == "tirx.LowerIntrin" and _is_device_module(mod):
             self.device = mod
@@ -190,4 +195,5 @@ def compile_lowered(
         seconds["wgsl"] = time.perf_counter() - t0
     compiled.stage_seconds = seconds
     compiled.texel_dtype = texel_dtype
+    compiled.vm_module = capture.vm_module
     return compiled

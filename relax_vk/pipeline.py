@@ -50,6 +50,8 @@ from .passes import (
     LegalizeWithScopes,
     NameKernelsForApi,
     PartialLegalize,
+    PlanTextureStorage,
+    RecordVDevices,
     RemoveRedundantAssignments,
     RetargetVDevices,
     RewriteBufferReshapes,
@@ -222,7 +224,12 @@ def _finalize_stage(tgt: tvm.target.Target) -> List[tvm.transform.Pass]:
         RewriteBufferReshapes() if p.info.name == "RewriteDataflowReshape" else p
         for p in gpu_generic.dataflow_lower_passes(tgt)
     ]
-    return dataflow + list(gpu_generic.finalize_passes(tgt))
+    finalize = []
+    for p in gpu_generic.finalize_passes(tgt):
+        finalize.append(p)
+        if p.info.name == "LowerRuntimeBuiltin":
+            finalize.append(PlanTextureStorage())
+    return dataflow + finalize + [RecordVDevices()]
 
 
 def scope_stage(
@@ -254,7 +261,10 @@ def lowering_stage(target: "tvm.target.Target | str | None" = None) -> tvm.trans
 def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.transform.Pass]:
     """What follows :func:`lowering_stage`: TVM's GPU dataflow lowering and finalisation (memory
     planning, VM lowering), with ``RewriteDataflowReshape`` replaced by
-    :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong)."""
+    :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong) and
+    :func:`~relax_vk.passes.PlanTextureStorage` after ``LowerRuntimeBuiltin`` (texture tensors in
+    image storages of exactly their bytes, shared where lifetimes allow), then
+    :func:`~relax_vk.passes.RecordVDevices` (the executable's VDevice table, for ``load_vm``)."""
     return _finalize_stage(_target.resolve(target))
 
 

@@ -16,6 +16,8 @@ from .lower import (
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
+    PlanTextureStorage,
+    RecordVDevices,
     RetargetVDevices,
     RewriteBufferReshapes,
     ShortenKernelNames,
@@ -53,4 +55,6 @@ __all__ = [
     "NameKernelsForApi",
     "RetargetVDevices",
     "RewriteBufferReshapes",
+    "PlanTextureStorage",
+    "RecordVDevices",
 ]

@@ -324,7 +324,27 @@ def _compile(args, model: str):
     return build(mod, _target(args), registry=_registry(args), options=_options(args), model=source)
 
 
+def _build_tvm_library(args) -> int:
+    """``build --runtime tvm``: the model as a library for TVM's own runtime (relax_vk.deploy)."""
+    from .. import deploy
+    from ..core.errors import UnsupportedError
+
+    if not args.output.endswith((".so", ".dylib", ".dll")):
+        raise UnsupportedError(f"--runtime tvm writes a shared library: name the output MODEL.so, not {args.output!r}")
+    deploy.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
+    print(f"[1/2] compiling {args.model} for {args.target or 'opencl'} under TVM's VM, host {args.host or 'this machine'} ...", flush=True)
+    mod, _ = _load_with_source(args.model, args)
+    executable = deploy.compile(mod, _target(args), host=args.host, registry=_registry(args), options=_options(args))
+    deploy.export_library(executable, args.output, host=args.host, cc=args.cc)
+    print(f"[2/2] wrote {args.output}: load it with relax_vk.load_vm(path, tvm.opencl(0)) or TVM's C++ API (examples/)")
+    if not deploy.has_runtime("opencl"):
+        print("      note: this machine's TVM runtime has no OpenCL; run the library with a libtvm_runtime built with USE_OPENCL=ON")
+    return 0
+
+
 def cmd_build(args) -> int:
+    if args.runtime == "tvm":
+        return _build_tvm_library(args)
     print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
     compiled = _compile(args, args.model)
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
@@ -622,8 +642,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
     _add_model_args(p)
-    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), or FILE.rvk")
+    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), FILE.rvk, or (--runtime tvm) FILE.so")
     p.add_argument("--no-reuse", action="store_true", help="give every tensor its own allocation (no storage planning)")
+    p.add_argument("--runtime", choices=("relax_vk", "tvm"), default="relax_vk",
+                   help="relax_vk: kernels and .rvk for relax_vk's runtime (default); tvm: a library for TVM's Relax VM (OpenCL)")
+    p.add_argument("--host", default=None, metavar="TRIPLE",
+                   help="(--runtime tvm) the VM's host, cross-compiled: aarch64-linux-gnu, aarch64-linux-android, ...")
+    p.add_argument("--cc", default=None, help="(--runtime tvm) the C++ compiler that links the library (default: TRIPLE-g++; "
+                   "Android: $TVM_NDK_CC)")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
     _add_model_args(p)

@@ -1,12 +1,14 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
 guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
-Vulkan kernel names, and the
-reshape rewrite that only views buffers."""
+Vulkan kernel names, the reshape rewrite that only views buffers, the image storages of texture
+tensors under TVM's VM, and the VDevice table an executable carries."""
 
 from .fold_scope_copies import FoldScopeCopies
 from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
 from .name_kernels_for_api import NameKernelsForApi
+from .plan_texture_storage import PlanTextureStorage
+from .record_vdevices import RecordVDevices
 from .retarget_vdevices import RetargetVDevices
 from .shorten_kernel_names import ShortenKernelNames
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
@@ -22,4 +24,6 @@ __all__ = [
     "NameKernelsForApi",
     "RetargetVDevices",
     "RewriteBufferReshapes",
+    "PlanTextureStorage",
+    "RecordVDevices",
 ]

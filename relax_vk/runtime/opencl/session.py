@@ -16,6 +16,7 @@ raises :class:`DeviceLimitError` naming the tensor or kernel, its extents and th
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import List, Optional, Sequence
 
@@ -29,7 +30,8 @@ from ...storage.lifetimes import texel_dtype
 from ...storage.program import with_float_texels
 from .copies import TexelCopies
 from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
-from .compiler import OpenCLBuildError, describe
+from . import binary_cache
+from .compiler import describe
 
 
 def check_limits(program: dict, device) -> None:
@@ -76,7 +78,7 @@ def half_images(context) -> bool:
 class OpenCLSession(Session):
     """A loaded program on one device: memory allocated, kernels built, constants uploaded."""
 
-    def __init__(self, artifact: Artifact, device, profile: bool = True):
+    def __init__(self, artifact: Artifact, device, profile: bool = True, cache_dir=None):
         import pyopencl as cl
 
         self.cl = cl
@@ -96,12 +98,10 @@ class OpenCLSession(Session):
         # every launch host time (NVIDIA's: about as much as the launch itself)
         self.timing_queue = cl.CommandQueue(self.context) if profile else self.queue
         self.profiling = profile
-        built = cl.Program(self.context, artifact.source)
-        try:
-            built.build()
-        except cl.RuntimeError as err:
-            log = built.get_build_info(device, cl.program_build_info.LOG)
-            raise OpenCLBuildError(device.name, log or str(err), artifact.source) from err
+        t0 = time.perf_counter()
+        built, self.build_info = binary_cache.build(self.context, device, artifact.source, cache_dir=cache_dir,
+                                                    required=[k["name"] for k in self.program["kernels"]])  # fmt: skip
+        self.build_seconds = time.perf_counter() - t0
         self.kernels = {k["name"]: (cl.Kernel(built, k["name"]), tuple(k["global"]), tuple(k["local"])) for k in self.program["kernels"]}
         self.tensors = self.program["tensors"]
         self.memory = self._allocate_storage()

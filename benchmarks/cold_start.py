@@ -1,0 +1,65 @@
+"""Cold start: loading an artifact with an empty program-binary cache, then again from it.
+
+For each model the artifact is built once here; then two fresh processes each create an
+:class:`relax_vk.runtime.opencl.session.OpenCLSession` on the device with one (new, empty) cache
+folder: the first builds the program from source (``clBuildProgram``) and stores the binary, the
+second loads the binary (:mod:`relax_vk.runtime.opencl.binary_cache`). pocl's own kernel cache is
+switched off (``POCL_KERNEL_CACHE=0``) so the first load is really cold. Prints, per model, the
+kernels, the seconds spent building the program and loading the whole session (allocations and
+constant uploads included), and second / first.
+
+Usage: ``python benchmarks/cold_start.py [DEVICE] [MODEL ...]`` (default ``pocl`` and
+``rfc-conv2d resnet18 mobilenet_v2``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from relax_vk.runtime import load
+from relax_vk.serialization.artifact import Artifact
+from relax_vk.runtime.opencl import find_device
+from relax_vk.runtime.opencl.session import OpenCLSession
+device = find_device(prefer=sys.argv[2])
+t1 = time.perf_counter()
+session = OpenCLSession(Artifact.read(sys.argv[1]), device, cache_dir=sys.argv[3])
+t2 = time.perf_counter()
+print(json.dumps({"origin": session.build_info.origin, "build_s": session.build_seconds, "load_s": t2 - t1,
+                  "kernels": len(session.kernels)}))
+"""
+
+
+def _load(path: str, device: str, cache: str) -> dict:
+    env = dict(os.environ, POCL_KERNEL_CACHE="0")
+    out = subprocess.run([sys.executable, "-c", _CHILD, path, device, cache], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv) -> int:
+    import relax_vk
+    from relax_vk.frontends import load_model
+
+    device = argv[0] if argv else "pocl"
+    models = argv[1:] or ["rfc-conv2d", "resnet18", "mobilenet_v2"]
+    print(f"{'model':<14} {'kernels':>7} {'build cold s':>12} {'build warm s':>12} {'ratio':>7} {'load cold s':>11} {'load warm s':>11} {'ratio':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in models:
+            path = os.path.join(tmp, f"{name}.rvk")
+            relax_vk.build(load_model(name)[0], "opencl").artifact().write(path)
+            cache = os.path.join(tmp, f"cache-{name}")
+            cold, warm = _load(path, device, cache), _load(path, device, cache)
+            assert (cold["origin"], warm["origin"]) == ("source", "binary"), (cold, warm)
+            print(f"{name:<14} {cold['kernels']:>7} {cold['build_s']:>12.3f} {warm['build_s']:>12.3f} {warm['build_s'] / cold['build_s']:>7.3f} "
+                  f"{cold['load_s']:>11.3f} {warm['load_s']:>11.3f} {warm['load_s'] / cold['load_s']:>7.3f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,230 @@
+"""Deploying through TVM's own runtime: an executable, its library, and a VM with the right devices.
+
+* :func:`compile` -- a ``tvm.runtime.Executable`` for an OpenCL target: :func:`relax_vk.build`'s
+  executable (the same plan, kernels and tuning database; ``tvm.compile`` with
+  ``relax_pipeline=relax_vk.get_pipeline(target)`` and ``tir_pipeline="relax_vk.texture"``), for
+  a host of your choice (``host="aarch64-linux-android"``). An ``llvm`` target compiles with TVM's
+  default CPU pipeline (no textures): a deployment that runs on any machine, for testing.
+* :func:`export_library` -- the executable as one shared library (VM program, host code and the
+  OpenCL kernels), written atomically, cross-compiled for the host's triple.
+* :func:`load_vm` -- a ``relax.VirtualMachine`` over an executable or an exported library with one
+  device per VDevice (read from the executable's table, :mod:`relax_vk.passes.lower.record_vdevices`)
+  and then the CPU; a clear :class:`RuntimeUnavailableError` when this TVM runtime cannot run the
+  executable's devices (the PyPI wheel has no OpenCL runtime).
+
+TVM's OpenCL runtime allocates relax_vk's texture storages as images
+(:mod:`relax_vk.passes.lower.plan_texture_storage`). Its pooled allocator keeps every freed
+storage in one pool keyed by bytes, images with buffers, and never reuses an image for an image: a
+later buffer of the same size can be handed an image (seen on pocl: the second run of rfc-conv2d
+copied its input into a pooled image, ``CL_INVALID_VALUE``). :func:`load_vm` therefore gives every
+device of an executable that holds textures TVM's naive allocator (allocate per call, free at once;
+constants stay for the VM's life) unless ``memory_cfg`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+import tvm
+from tvm import relax
+
+from .core import target as _target
+from .core.errors import UnsupportedError
+from .core.options import ScopeOptions
+from .core.registry import OpRegistry
+from .passes.lower.record_vdevices import FUNCTION as VDEVICE_FUNCTION
+from .passes.lower.record_vdevices import RecordVDevices
+from .passes.lower.record_vdevices import decode as decode_vdevices
+
+#: host triples ``--host`` knows a default C++ compiler for (others need ``cc``)
+HOST_COMPILERS = {"aarch64-linux-gnu": "aarch64-linux-gnu-g++", "x86_64-linux-gnu": "x86_64-linux-gnu-g++"}
+_CPU_KINDS = ("llvm", "c")
+
+
+class RuntimeUnavailableError(UnsupportedError):
+    """This TVM runtime cannot run the executable's devices (e.g. no OpenCL in the PyPI wheel)."""
+
+
+def host_target(host: "str | dict | tvm.target.Target | None") -> Optional[tvm.target.Target]:
+    """An ``llvm`` host target for a triple (``"aarch64-linux-android"``), a target dict or a Target."""
+    if host is None or isinstance(host, tvm.target.Target):
+        return host
+    if isinstance(host, dict):
+        return tvm.target.Target(host)
+    return tvm.target.Target({"kind": "llvm", "mtriple": str(host)})
+
+
+def _is_cpu(target) -> bool:
+    if isinstance(target, str):
+        return target in _CPU_KINDS or target == "cpu"
+    return isinstance(target, tvm.target.Target) and target.kind.name in _CPU_KINDS
+
+
+def compile(  # noqa: A001  (relax_vk.compile, beside tvm.compile)
+    mod: tvm.IRModule,
+    target: "tvm.target.Target | str | None" = None,
+    *,
+    host: "str | dict | tvm.target.Target | None" = None,
+    registry: Optional[OpRegistry] = None,
+    options: Optional[ScopeOptions] = None,
+) -> tvm.runtime.Executable:
+    """``mod`` compiled for TVM's Relax VM (module docstring). ``target``: an OpenCL target (a
+    ``Target``, ``"opencl"``, None for the default) or ``"llvm"``; ``host``: the VM's host (a
+    triple, e.g. ``"aarch64-linux-gnu"``; default: this machine). Vulkan builds run relax_vk's WGSL
+    through its own runtime only: TVM cannot compile these kernels for Vulkan."""
+    hosted = host_target(host)
+    if _is_cpu(target):
+        tgt = hosted if hosted is not None else tvm.target.Target({"kind": "llvm"})
+        pipeline = tvm.transform.Sequential([relax.get_default_pipeline(tgt), RecordVDevices()])
+        return tvm.compile(mod, tgt, relax_pipeline=pipeline)
+    from .compiler import UnsupportedTargetError, build
+
+    try:
+        tgt = _target.resolve(target)
+    except ValueError as err:
+        raise UnsupportedTargetError(f"relax_vk.compile: {err}") from None
+    if tgt.kind.name != "opencl":
+        raise UnsupportedTargetError(
+            f"relax_vk.compile: TVM's VM cannot run relax_vk's {tgt.kind.name} kernels (TVM has no codegen for them); "
+            "compile for OpenCL, or run the Vulkan build with relax_vk's own runtime (relax_vk.build + relax_vk.runtime)"
+        )
+    if options is not None and options.texel_dtype != "float32":
+        raise UnsupportedError(
+            "relax_vk.compile: half-precision texels (ScopeOptions precision='fp16') are for relax_vk's own runtime; "
+            "TVM's VM allocates textures in the tensors' own dtype"
+        )
+    if hosted is not None:
+        tgt = tvm.target.Target(tgt, host=hosted)
+    return build(mod, tgt, registry=registry, options=options).executable
+
+
+def library_compiler(host: Optional[str], cc: Optional[str]):
+    """TVM's ``fcompile`` for a host triple: ``cc`` (a C++ compiler command), else the NDK compiler
+    in ``TVM_NDK_CC`` for Android triples, else :data:`HOST_COMPILERS`; None: this machine's."""
+    from tvm.support import cc as tvm_cc
+
+    if cc is None and host is None:
+        return None
+    if cc is None and "android" in host:
+        cc = os.environ.get("TVM_NDK_CC")
+        if not cc:
+            raise RuntimeUnavailableError(
+                f"exporting for {host} needs the Android NDK's clang++: set TVM_NDK_CC (e.g. "
+                "$ANDROID_NDK/toolchains/llvm/prebuilt/linux-x86_64/bin/aarch64-linux-android28-clang++) or pass --cc"
+            )
+    if cc is None:
+        cc = HOST_COMPILERS.get(host)
+        if cc is None:
+            raise RuntimeUnavailableError(f"no default C++ compiler for host {host!r}; pass cc= (--cc) with one that targets it")
+    if shutil.which(cc.split()[0]) is None:
+        hint = " (Debian: apt-get install g++-aarch64-linux-gnu)" if cc.startswith("aarch64-linux-gnu") else ""
+        raise RuntimeUnavailableError(f"C++ compiler {cc!r} for host {host or 'this machine'} is not installed{hint}")
+    return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC"])
+
+
+def export_library(executable: tvm.runtime.Executable, path: str, host: Optional[str] = None, cc: Optional[str] = None) -> None:
+    """Write ``executable`` as one shared library at ``path`` (atomically: a failed export leaves
+    no file, an existing one is replaced whole), cross-compiled for ``host`` (a triple) with ``cc``
+    or the default compiler for it (:func:`library_compiler`)."""
+    fcompile = library_compiler(host, cc)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, staging = tempfile.mkstemp(prefix=".relax-vk-export-", suffix=os.path.splitext(path)[1] or ".so", dir=folder)
+    os.close(fd)
+    try:
+        if fcompile is None:
+            executable.export_library(staging)
+        else:
+            executable.export_library(staging, fcompile=fcompile)
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+
+
+def has_runtime(kind: str) -> bool:
+    """Whether this TVM runtime has a device API for ``kind`` (``"opencl"``, ``"vulkan"``, ``"cpu"``)."""
+    return kind in _CPU_KINDS + ("cpu",) or tvm.get_global_func(f"device_api.{kind}", allow_missing=True) is not None
+
+
+def _runtime_error(kind: str) -> RuntimeUnavailableError:
+    return RuntimeUnavailableError(
+        f"this TVM runtime has no {kind} device API (the PyPI wheel ships none): run the library with a "
+        f"libtvm_runtime built with USE_{kind.upper()}=ON (README: 'Deploying with TVM's runtime'), or run the "
+        "model with relax_vk's own runtime (relax-vk run)"
+    )
+
+
+def _load(executable_or_path):
+    if not isinstance(executable_or_path, (str, os.PathLike)):
+        return executable_or_path
+    try:
+        return tvm.runtime.load_module(os.fspath(executable_or_path))
+    except Exception as err:  # noqa: BLE001  (TVM raises its own error types; name the missing runtime)
+        for kind in ("opencl", "vulkan"):
+            if kind in str(err).lower() and not has_runtime(kind):
+                raise _runtime_error(kind) from err
+        raise
+
+
+def vdevice_table(executable) -> List[Dict[str, object]]:
+    """The VDevice rows (``kind``, ``vdevice_id``, ``memory_scope``) an executable or loaded library
+    of :func:`compile` records, in index order; read from its constant pool, without a VM."""
+    stats = executable.stats() if hasattr(executable, "stats") else executable["stats"]()
+    table = decode_vdevices(str(stats))
+    if table is None:
+        raise UnsupportedError(
+            f"the executable has no VDevice table ({VDEVICE_FUNCTION}; not built by relax_vk.compile / relax_vk.get_pipeline): "
+            "construct relax.VirtualMachine(ex, [one device per VDevice..., tvm.cpu()]) yourself"
+        )
+    return table
+
+
+def vm_devices(table: Sequence[Dict[str, object]], device: Optional[tvm.runtime.Device] = None) -> List[tvm.runtime.Device]:
+    """The device list TVM's VM needs for ``table``: one device per VDevice (``device`` for those of
+    its kind, offset by their ``vdevice_id``; device 0 of their kind otherwise; the CPU for CPU
+    targets), then the CPU. A table without VDevices: ``device`` (or the CPU), then the CPU."""
+    device_kind = tvm.runtime.Device._DEVICE_TYPE_TO_NAME[device.dlpack_device_type()] if device is not None else None
+    out = []
+    for row in table:
+        kind, index = str(row["kind"]), int(row["vdevice_id"])
+        if kind in _CPU_KINDS:
+            out.append(tvm.cpu(max(index, 0)))
+        elif kind == device_kind:
+            out.append(tvm.device(kind, device.index + max(index, 0)))
+        else:
+            out.append(tvm.device(kind, max(index, 0)))
+    if not out and device is not None:
+        out.append(device)
+    return out + [tvm.cpu()]
+
+
+def load_vm(
+    executable_or_path: "tvm.runtime.Executable | tvm.runtime.Module | str | os.PathLike",
+    device: Optional[tvm.runtime.Device] = None,
+    memory_cfg: "str | dict | None" = None,
+) -> relax.VirtualMachine:
+    """A Relax VM over an executable of :func:`compile` or a library of :func:`export_library`,
+    with the devices :func:`vm_devices` lists for its VDevices (``device``: e.g. ``tvm.opencl(0)``;
+    default device 0 of each VDevice's kind). ``memory_cfg``: TVM's allocator choice (``"naive"``,
+    ``"pooled"`` or ``{device: either}``); default naive where the executable holds textures (module
+    docstring), else TVM's default (pooled).
+    :class:`RuntimeUnavailableError` when this TVM runtime lacks a device API the executable needs."""
+    executable = _load(executable_or_path)
+    table = vdevice_table(executable)
+    for kind in sorted({str(row["kind"]) for row in table}):
+        if not has_runtime(kind):
+            raise _runtime_error(kind)
+    devices = vm_devices(table, device)
+    if memory_cfg is None and any("texture" in str(row["memory_scope"]) for row in table):
+        memory_cfg = "naive"
+    if isinstance(memory_cfg, dict):
+        memory_cfg = {dev: _ALLOCATORS.get(kind, kind) for dev, kind in memory_cfg.items()}
+    return relax.VirtualMachine(executable, devices, memory_cfg=memory_cfg)
+
+
+_ALLOCATORS = {"naive": relax.VirtualMachine.NAIVE_ALLOCATOR, "pooled": relax.VirtualMachine.POOLED_ALLOCATOR}
+

@@ -1,0 +1,123 @@
+"""relax_vk.compile / load_vm / deploy.export_library: TVM's own runtime (the PyPI runtime has no
+OpenCL, so OpenCL executables are checked for their device list and the clear error; CPU builds run).
+
+Where TVM's runtime has OpenCL (a libtvm_runtime built with it, or ``$RELAX_VK_TVM_OPENCL_LIB``
+naming a library with TVM's OpenCL runtime to load first), the OpenCL tests run the VM on pocl and
+compare it with relax_vk's own runtime."""
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+import tvm
+
+import relax_vk
+from relax_vk import deploy
+from relax_vk.codegen.opencl import opencl_source
+from relax_vk.compiler import UnsupportedTargetError
+from relax_vk.frontends import load_model
+from relax_vk.passes.lower.record_vdevices import decode, encode, vdevice_table
+from relax_vk.tools.reference import run_on_cpu
+
+
+if os.environ.get("RELAX_VK_TVM_OPENCL_LIB"):
+    ctypes.CDLL(os.environ["RELAX_VK_TVM_OPENCL_LIB"], mode=ctypes.RTLD_GLOBAL)
+
+
+@pytest.fixture(scope="module")
+def rfc():
+    return load_model("rfc-conv2d")[0]
+
+
+@pytest.fixture(scope="module")
+def opencl_executable(rfc):
+    return relax_vk.compile(rfc, "opencl")
+
+
+def _inputs(mod, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype(str(p.ty.dtype)) for p in mod["main"].params]
+
+
+def test_compile_is_builds_executable(rfc, opencl_executable):
+    compiled = relax_vk.build(rfc, "opencl")
+    assert isinstance(opencl_executable, tvm.runtime.Executable)
+    assert opencl_source(opencl_executable) == compiled.opencl_source  # same plan, kernels, tuning
+    assert deploy.vdevice_table(opencl_executable) == vdevice_table(compiled.vm_module)
+
+
+def test_device_list_is_one_device_per_vdevice_then_the_cpu(opencl_executable):
+    table = deploy.vdevice_table(opencl_executable)
+    assert [row["memory_scope"] for row in table][0] == "global" and any("texture" in r["memory_scope"] for r in table)
+    devices = deploy.vm_devices(table, tvm.opencl(0))
+    assert devices == [tvm.opencl(0)] * len(table) + [tvm.cpu()]
+    assert deploy.vm_devices(table, tvm.opencl(1)) == [tvm.opencl(1)] * len(table) + [tvm.cpu()]
+    assert deploy.vm_devices([], tvm.cpu()) == [tvm.cpu(), tvm.cpu()]
+
+
+def test_table_round_trips():
+    table = [{"kind": "opencl", "vdevice_id": 0, "memory_scope": "global"}, {"kind": "opencl", "vdevice_id": 1, "memory_scope": "global.texture-nhwc"}]
+    assert decode("stats: [" + encode(table) + '", other]') == table
+    assert decode(encode([])) == [] and decode("no table") is None
+
+
+@pytest.mark.skipif(deploy.has_runtime("opencl"), reason="this TVM runtime has OpenCL")
+def test_load_vm_names_the_missing_opencl_runtime(opencl_executable, tmp_path):
+    with pytest.raises(deploy.RuntimeUnavailableError, match="USE_OPENCL=ON"):
+        relax_vk.load_vm(opencl_executable, tvm.opencl(0))
+    path = str(tmp_path / "m.so")
+    deploy.export_library(opencl_executable, path)
+    with pytest.raises(deploy.RuntimeUnavailableError, match="opencl"):
+        relax_vk.load_vm(path)
+
+
+def test_cpu_build_runs_from_the_executable_and_the_library(rfc, tmp_path):
+    inputs = _inputs(rfc)
+    expected = run_on_cpu(rfc, inputs)[0]
+    executable = relax_vk.compile(rfc, "llvm")
+    vm = relax_vk.load_vm(executable)
+    got = vm["main"](*[tvm.runtime.tensor(a) for a in inputs]).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    path = str(tmp_path / "out" / "model.so")
+    deploy.export_library(executable, path)
+    deploy.export_library(executable, path)  # replaces the file whole
+    assert [f for f in os.listdir(tmp_path / "out")] == ["model.so"]  # no staging file left
+    got = relax_vk.load_vm(path)["main"](*[tvm.runtime.tensor(a) for a in inputs]).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_failed_export_leaves_nothing(rfc, tmp_path):
+    executable = relax_vk.compile(rfc, "llvm")
+    with pytest.raises(deploy.RuntimeUnavailableError, match="not installed"):
+        deploy.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-gnu", cc="no-such-compiler-g++")
+    with pytest.raises(deploy.RuntimeUnavailableError, match="TVM_NDK_CC"):
+        os.environ.pop("TVM_NDK_CC", None)
+        deploy.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-android")
+    assert os.listdir(tmp_path) == []
+
+
+def test_unsupported_targets_are_named(rfc):
+    with pytest.raises(UnsupportedTargetError, match="vulkan"):
+        relax_vk.compile(rfc, "vulkan")
+    with pytest.raises(UnsupportedTargetError):
+        relax_vk.compile(rfc, "cuda")
+
+
+@pytest.mark.skipif(not deploy.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
+@pytest.mark.parametrize("model", ["rfc-conv2d", "mixed-consumers"])
+def test_vm_on_pocl_equals_the_own_runtime(model, pocl, tmp_path):
+    from relax_vk.runtime import load
+    from relax_vk.tools.reference import random_inputs
+
+    mod = load_model(model)[0]
+    compiled = relax_vk.build(mod, relax_vk.target.opencl(opencl_device=pocl))
+    path = str(tmp_path / "m.so")
+    deploy.export_library(compiled.executable, path)
+    inputs = random_inputs(mod)
+    vm = relax_vk.load_vm(path, tvm.opencl(0))
+    for _ in range(2):  # a second run reuses what the first freed
+        result = vm["main"](*[tvm.runtime.tensor(x, device=tvm.opencl(0)) for x in inputs])
+        outputs = [result.numpy()] if hasattr(result, "numpy") else [r.numpy() for r in result]
+        for got, own in zip(outputs, load(compiled.artifact(), device="pocl").run(inputs)):
+            np.testing.assert_allclose(got, own, rtol=1e-5, atol=1e-6)
