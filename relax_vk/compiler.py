@@ -32,6 +32,7 @@ from .core.registry import OpRegistry
 from .passes import RetargetVDevices
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
+from .tools import provenance
 from .tools.memory_plan import MemoryPlan, plan
 
 
@@ -137,12 +138,14 @@ def build(
         raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
     lower_tgt = _target.lowering_target(tgt)
     seconds: Dict[str, float] = {}
-    t0 = time.perf_counter()
-    scoped = _scope_pipeline(tgt, registry, options)(mod)
-    seconds["scope"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    lowered = _lowering_stage(lower_tgt)(retarget_for_lowering(scoped, tgt))
-    seconds["lowering"] = time.perf_counter() - t0
+    with provenance.tracking() as tracker:  # the model's ops, followed to the kernels
+        t0 = time.perf_counter()
+        scoped = _scope_pipeline(tgt, registry, options)(mod)
+        seconds["scope"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lowered = _lowering_stage(lower_tgt)(retarget_for_lowering(scoped, tgt))
+        seconds["lowering"] = time.perf_counter() - t0
+    lowered = provenance.attach(lowered, tracker)
     compiled = compile_lowered(tgt, scoped, lowered, seconds, model, (options or ScopeOptions()).texel_dtype)
     compiled.memory_decision = decide_memory_kind(mod, tgt, options)
     return compiled

@@ -1,0 +1,233 @@
+"""Provenance: which of the model's own ops every binding, and so every kernel, came from.
+
+The front doors record the model's op names on the imported ``main`` (:data:`MODEL_OPS_ATTR`,
+variable name -> op name: ONNX node names, PyTorch module paths; :func:`record_model_ops`). The
+compiler's passes rename, decompose, pack, legalize and fuse the bindings, and neither variable
+names nor spans survive them, so :class:`ProvenanceTracker` (a pass instrument :func:`tracking`
+installs around the scope and lowering stages) follows the bindings pass by pass: after every pass
+that changed ``main`` it aligns the new bindings with the old ones and hands each new binding the
+model ops of the old ones it stands for:
+
+* a binding whose variable is the very same object as an old one's (legalization keeps them)
+  is that binding;
+* a call of a fused function (``FuseOps``) stands for the bindings inside it;
+* the rest is aligned as sequences of op kinds (:class:`difflib.SequenceMatcher`): equal runs
+  and same-length replaced runs map one to one (a pass that rewrites ops one for one), a longer or
+  shorter replaced run inherits the union of the ops it replaced (``batch_norm`` decomposed into
+  four elementwise ops), inserted bindings (layout transforms, scope copies) come from no model op.
+
+The result is :data:`PROVENANCE_ATTR` on the lowered ``main`` (the model ops of each binding, in
+binding order: variable names are not unique there), which the export writes into each step of the artifact (``step["ops"]``), so a
+profile or a bisection of an ``.rvk`` needs no TVM. A kernel with several model ops holds them
+fused together; a kernel with none is work the compiler added (a layout transform).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from difflib import SequenceMatcher
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import tvm
+from tvm import relax
+from tvm.ir.instrument import pass_instrument
+
+MODEL_OPS_ATTR = "relax_vk.model_ops"  # imported main: variable name -> the model op that made it
+PROVENANCE_ATTR = "relax_vk.provenance"  # lowered main: per binding, in order, its model ops (in model order)
+
+Ops = Tuple[str, ...]
+
+#: op kinds that move data rather than compute a model op (what layout and scope passes insert)
+MOVEMENT = frozenset({"relax.layout_transform", "relax.to_vdevice", "relax.hint_on_device"})
+
+
+def record_model_ops(mod: tvm.IRModule, made_by: Sequence[Tuple[str, str]]) -> tvm.IRModule:
+    """``mod`` with :data:`MODEL_OPS_ATTR` on its ``main``: ``made_by`` lists ``(variable name,
+    model op)`` in the order the importer emitted them (the variable a model op's conversion
+    returned); the bindings emitted before it while converting that op (a bias reshape before its
+    add) belong to it too, so every binding up to the next recorded one is that op's."""
+    main = mod["main"]
+    recorded = {}
+    for name, op in made_by:
+        recorded.setdefault(name, op)  # a conversion that returns its input (dropout) names no new binding
+    names, pending = {}, []
+    for var, _value in _bindings(main):
+        pending.append(var.name)
+        op = recorded.get(var.name)
+        if op is not None:
+            for name in pending:
+                names[name] = op
+            pending = []
+    if not names:
+        return mod
+    out = mod.clone()
+    out["main"] = main.with_attr(MODEL_OPS_ATTR, names)
+    return out
+
+
+def _bindings(func: relax.Function) -> Iterator[Tuple[relax.Var, relax.Expr]]:
+    body = func.body
+    if not isinstance(body, relax.SeqExpr):
+        return
+    for block in body.blocks:
+        for b in block.bindings:
+            yield b.var, b.value
+
+
+def _callee(mod: tvm.IRModule, value) -> Optional[relax.Function]:
+    """The Relax function a binding calls (a fused group), else None."""
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.GlobalVar):
+        func = mod[value.op] if value.op in mod.get_global_vars() else None
+        return func if isinstance(func, relax.Function) else None
+    return None
+
+
+def _kind(value) -> str:
+    if isinstance(value, relax.Call):
+        if isinstance(value.op, tvm.ir.Op):
+            return value.op.name
+        return "call"
+    return type(value).__name__
+
+
+def _flat(func: relax.Function, mod: tvm.IRModule) -> List[Tuple[relax.Var, str, int, relax.Var]]:
+    """``(var, kind, outer index, outer var)`` of every binding, a fused call's inner bindings in
+    its place."""
+    out = []
+    for i, (var, value) in enumerate(_bindings(func)):
+        callee = _callee(mod, value)
+        if callee is not None:
+            out += [(v, _kind(val), i, var) for v, val in _bindings(callee)]
+        else:
+            out.append((var, _kind(value), i, var))
+    return out
+
+
+def _union(groups: Sequence[Ops]) -> Ops:
+    seen: Dict[str, None] = {}
+    for ops in groups:
+        for op in ops:
+            seen.setdefault(op, None)
+    return tuple(seen)
+
+
+def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax.Var, Ops], new: relax.Function,
+              new_mod: tvm.IRModule) -> Dict[relax.Var, Ops]:  # fmt: skip
+    """The model ops of ``new``'s bindings, from ``old``'s (see the module docstring)."""
+    before = _flat(old, old_mod)
+    after = _flat(new, new_mod)
+    index = {var: i for i, (var, *_rest) in enumerate(before)}
+    outer_index = {outer: i for _, _, i, outer in before}
+    old_keys: List[object] = [kind for _, kind, *_rest in before]
+    new_keys: List[object] = []
+    kept_calls = set()
+    for var, kind, _, outer in after:
+        if var in index:  # the same variable: an anchor the alignment must keep
+            old_keys[index[var]] = new_key = ("same", index[var])
+        elif var is outer and outer in outer_index:  # a fused call kept its variable (FuseTIR)
+            kept_calls.add(outer_index[outer])
+            new_key = ("call", outer_index[outer])
+        else:
+            new_key = kind
+        new_keys.append(new_key)
+    for k, (_, _, i, _) in enumerate(before):
+        if i in kept_calls:
+            old_keys[k] = ("call", i)
+    # (the bindings inside a fused call have the ops of the call)
+    ops_before = [old_ops.get(var) or old_ops.get(outer, ()) for var, _, _, outer in before]
+    flat_ops: List[Ops] = [()] * len(after)
+    inserted = set()
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for k in range(j2 - j1):
+                flat_ops[j1 + k] = ops_before[i1 + k]
+        elif tag == "replace":
+            merged = _union(ops_before[i1:i2])
+            for k in range(j1, j2):
+                flat_ops[k] = merged
+        elif tag == "insert":
+            inserted.update(range(j1, j2))
+    # a run of new bindings that compute (a decomposition) belongs to the binding it feeds, the
+    # next one; data movement a pass added (layout transforms, copies) belongs to no model op
+    for j in sorted(inserted, reverse=True):
+        if j + 1 < len(after) and after[j][1] not in MOVEMENT:
+            flat_ops[j] = flat_ops[j + 1]
+    # fold fused calls back: a call stands for the union of its inner bindings
+    outer: Dict[int, List[Ops]] = {}
+    for (_, _, i, _), ops in zip(after, flat_ops):
+        outer.setdefault(i, []).append(ops)
+    return {var: _union(outer.get(i, [])) for i, (var, _value) in enumerate(_bindings(new))}
+
+
+def _main(mod: tvm.IRModule) -> Optional[relax.Function]:
+    for gv in mod.get_global_vars():
+        if gv.name_hint == "main":
+            func = mod[gv]
+            return func if isinstance(func, relax.Function) else None
+    return None
+
+
+def initial_ops(func: relax.Function) -> Dict[relax.Var, Ops]:
+    """The model ops :data:`MODEL_OPS_ATTR` records for ``func``'s bindings."""
+    names = dict(func.attrs[MODEL_OPS_ATTR]) if func.attrs is not None and MODEL_OPS_ATTR in func.attrs else {}
+    return {var: (str(names[var.name]),) for var, _ in _bindings(func) if var.name in names}
+
+
+@pass_instrument
+class ProvenanceTracker:
+    """Follows the model ops of ``main``'s bindings through every pass (module docstring)."""
+
+    def __init__(self):
+        self.main: Optional[relax.Function] = None
+        self.mod: Optional[tvm.IRModule] = None
+        self.ops: Dict[relax.Var, Ops] = {}
+
+    def run_before_pass(self, mod, _info):
+        if self.main is None:
+            main = _main(mod)
+            if main is not None:
+                self.main, self.mod, self.ops = main, mod, initial_ops(main)
+
+    def run_after_pass(self, mod, _info):
+        main = _main(mod)
+        if main is None or self.main is None or main.same_as(self.main):
+            return
+        self.ops = propagate(self.main, self.mod, self.ops, main, mod)
+        self.main, self.mod = main, mod
+
+    def per_binding(self) -> List[List[str]]:
+        """The model ops of each binding of the last ``main`` seen, in binding order."""
+        return [list(self.ops.get(var, ())) for var, _ in _bindings(self.main)] if self.main is not None else []
+
+
+@contextlib.contextmanager
+def tracking() -> Iterator[ProvenanceTracker]:
+    """A pass context (the current one's settings, plus the tracker) for the passes run inside."""
+    tracker = ProvenanceTracker()
+    outer = tvm.transform.PassContext.current()
+    with tvm.transform.PassContext(opt_level=outer.opt_level, config=dict(outer.config), instruments=list(outer.instruments) + [tracker]):
+        yield tracker
+
+
+def attach(lowered: tvm.IRModule, tracker: ProvenanceTracker) -> tvm.IRModule:
+    """``lowered`` with :data:`PROVENANCE_ATTR` on its ``main`` (unchanged when no op was named)."""
+    main = _main(lowered)
+    if main is None or tracker.main is None:
+        return lowered
+    if not tracker.main.same_as(main):  # (a stage's last rewrite the instrument did not see)
+        tracker.ops = propagate(tracker.main, tracker.mod, tracker.ops, main, lowered)
+        tracker.main, tracker.mod = main, lowered
+    ops = tracker.per_binding()
+    if not any(ops):
+        return lowered
+    out = lowered.clone()
+    out["main"] = main.with_attr(PROVENANCE_ATTR, ops)
+    return out
+
+
+def provenance(func: relax.Function) -> List[List[str]]:
+    """:data:`PROVENANCE_ATTR` of a lowered ``main``: each binding's model ops, in binding order
+    (empty when the model's ops were not named)."""
+    if func is None or func.attrs is None or PROVENANCE_ATTR not in func.attrs:
+        return []
+    return [[str(o) for o in ops] for ops in func.attrs[PROVENANCE_ATTR]]
