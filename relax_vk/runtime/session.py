@@ -70,6 +70,12 @@ class Session:
         host = self.tensors[tid].get("host_dtype")
         return array.astype(host) if host else array
 
+    def read_tensor(self, tid: int) -> np.ndarray:
+        """Tensor ``tid`` as the device holds it now (its device layout and dtype; half texels
+        read back as the tensor's dtype). After a run, an intermediate holds its value only in an
+        artifact built without storage reuse (``relax-vk bisect`` reads them so)."""
+        return self._read(tid)
+
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:  # pragma: no cover - abstract
         raise NotImplementedError
 

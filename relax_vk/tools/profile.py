@@ -166,10 +166,7 @@ def compile_model(model, target: str = "opencl", device=None, fp16: bool = False
     if isinstance(model, str) and model.endswith(".rvk"):
         artifact = Artifact.read(model)
         return artifact, model
-    from ..compiler import CompiledModule, build
-    from ..core import target as _target
-    from ..core.limits import from_opencl_device, from_wgpu_adapter
-    from ..core.options import ScopeOptions
+    from ..compiler import CompiledModule
 
     if isinstance(model, CompiledModule):
         return model.artifact(), _model_name(model.model) or "model"
@@ -179,12 +176,22 @@ def compile_model(model, target: str = "opencl", device=None, fp16: bool = False
 
         name = model
         model, source = load_model(model)
+    return build_for(model, target, device, fp16, source).artifact(), name
+
+
+def build_for(mod, target: str = "opencl", device=None, fp16: bool = False, model: Optional[dict] = None):
+    """``relax_vk.build`` of ``mod`` for ``target``, planned for ``device``'s limits (a pyopencl
+    device or wgpu adapter; None: the target's defaults), textures in half texels with ``fp16``."""
+    from ..compiler import build
+    from ..core import target as _target
+    from ..core.limits import from_opencl_device, from_wgpu_adapter
+    from ..core.options import ScopeOptions
+
     limits = None
     if device is not None and not isinstance(device, str):
         limits = (from_wgpu_adapter if target == "vulkan" else from_opencl_device)(device)
     tgt = (_target.vulkan if target == "vulkan" else _target.opencl)(limits=limits)
-    compiled = build(model, tgt, options=ScopeOptions(precision="fp16" if fp16 else "fp32"), model=source)
-    return compiled.artifact(), name
+    return build(mod, tgt, options=ScopeOptions(precision="fp16" if fp16 else "fp32"), model=model)
 
 
 def _model_name(source: dict) -> str:
