@@ -14,8 +14,9 @@ from tvm import relax
 
 
 class RecordingTable(dict):
-    """A dict that records ``(variable name, model op name)`` for every Relax variable stored in it
-    (``name_of(key)`` names the model op of a key; None: not a model op)."""
+    """A dict that records ``(variable name or call, model op name)`` for every Relax variable (or
+    call, bound later) stored in it (``name_of(key)`` names the model op of a key; None: not a
+    model op)."""
 
     def __init__(self, name_of: Callable[[object], "str | None"]):
         super().__init__()
@@ -24,10 +25,10 @@ class RecordingTable(dict):
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
-        if isinstance(value, relax.Var):
+        if isinstance(value, (relax.Var, relax.Call)):  # (ONNX keeps calls it binds later)
             name = self.name_of(key)
             if name:
-                self.made_by.append((value.name, name))
+                self.made_by.append((value.name if isinstance(value, relax.Var) else value, name))
 
 
 def torch_op_name(node) -> "str | None":

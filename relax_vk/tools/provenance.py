@@ -42,18 +42,21 @@ MOVEMENT = frozenset({"relax.layout_transform", "relax.to_vdevice", "relax.hint_
 
 
 def record_model_ops(mod: tvm.IRModule, made_by: Sequence[Tuple[str, str]]) -> tvm.IRModule:
-    """``mod`` with :data:`MODEL_OPS_ATTR` on its ``main``: ``made_by`` lists ``(variable name,
-    model op)`` in the order the importer emitted them (the variable a model op's conversion
+    """``mod`` with :data:`MODEL_OPS_ATTR` on its ``main``: ``made_by`` lists ``(variable name or
+    the call bound to it, model op)`` in the order the importer emitted them (the variable a model op's conversion
     returned); the bindings emitted before it while converting that op (a bias reshape before its
     add) belong to it too, so every binding up to the next recorded one is that op's."""
     main = mod["main"]
-    recorded = {}
-    for name, op in made_by:
-        recorded.setdefault(name, op)  # a conversion that returns its input (dropout) names no new binding
+    recorded, calls = {}, {}
+    for made, op in made_by:
+        if isinstance(made, str):
+            recorded.setdefault(made, op)  # a conversion that returns its input (dropout) names no new binding
+        else:
+            calls.setdefault(made, op)  # a call the importer bound later: the binding holds it
     names, pending = {}, []
-    for var, _value in _bindings(main):
+    for var, value in _bindings(main):
         pending.append(var.name)
-        op = recorded.get(var.name)
+        op = recorded.get(var.name) or calls.get(value)
         if op is not None:
             for name in pending:
                 names[name] = op
