@@ -39,6 +39,7 @@ Ops = Tuple[str, ...]
 
 #: op kinds that move data rather than compute a model op (what layout and scope passes insert)
 MOVEMENT = frozenset({"relax.layout_transform", "relax.to_vdevice", "relax.hint_on_device"})
+STRUCTURAL = frozenset({"Tuple", "TupleGetItem"})  # bindings that only group or pick values
 
 
 def record_model_ops(mod: tvm.IRModule, made_by: Sequence[Tuple[str, str]]) -> tvm.IRModule:
@@ -93,17 +94,76 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def _flat(func: relax.Function, mod: tvm.IRModule) -> List[Tuple[relax.Var, str, int, relax.Var]]:
-    """``(var, kind, outer index, outer var)`` of every binding, a fused call's inner bindings in
-    its place."""
+def _flat(func: relax.Function, mod: tvm.IRModule) -> List[tuple]:
+    """``(var, kind, outer index, outer var, value)`` of every binding, a fused call's inner
+    bindings in its place."""
     out = []
     for i, (var, value) in enumerate(_bindings(func)):
         callee = _callee(mod, value)
         if callee is not None:
-            out += [(v, _kind(val), i, var) for v, val in _bindings(callee)]
+            out += [(v, _kind(val), i, var, val) for v, val in _bindings(callee)]
         else:
-            out.append((var, _kind(value), i, var))
+            out.append((var, _kind(value), i, var, value))
     return out
+
+
+def _inputs(value) -> List[relax.Var]:
+    """The variables a binding's value reads (call arguments, tuple fields)."""
+    found: List[relax.Var] = []
+
+    def visit(e):
+        if isinstance(e, relax.Var):
+            found.append(e)
+        elif isinstance(e, relax.Call):
+            for a in e.args:
+                visit(a)
+        elif isinstance(e, relax.Tuple):
+            for f in e.fields:
+                visit(f)
+        elif isinstance(e, relax.TupleGetItem):
+            visit(e.tuple_value)
+
+    visit(value)
+    return found
+
+
+def _transparent(kind: str) -> bool:
+    """Whether a binding of this kind holds the same value as its input (data movement, aliases)."""
+    return kind in MOVEMENT or kind == "DataflowVar" or kind == "Var"
+
+
+def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_params) -> Dict[int, int]:
+    """New entry -> old entry, for the new bindings that compute the same kind of op from the
+    values the old one computed from (order free: a pass may emit the graph in another order).
+    Data movement on either side is seen through."""
+    source: Dict[relax.Var, relax.Var] = {}  # old var -> the old value it holds (through movement)
+    for var, kind, _, _, value in before:
+        ins = _inputs(value)
+        source[var] = source.get(ins[0], ins[0]) if _transparent(kind) and ins else var
+    by_kind: Dict[str, List[int]] = {}
+    for i, (var, kind, *_rest) in enumerate(before):
+        if not _transparent(kind):
+            by_kind.setdefault(kind, []).append(i)
+    old_inputs = [{source.get(v, v) for v in _inputs(value)} for _, _, _, _, value in before]
+    corr: Dict[relax.Var, relax.Var] = dict(zip(new_params, old_params))  # new var -> old value
+    matches: Dict[int, int] = {}
+    taken = set()
+    for j, (var, kind, _, _, value) in enumerate(after):
+        ins = _inputs(value)
+        if _transparent(kind):
+            if ins and ins[0] in corr:
+                corr[var] = corr[ins[0]]
+            continue
+        mapped = {corr[v] for v in ins if v in corr}
+        if not mapped:
+            continue
+        for i in by_kind.get(kind, []):
+            if i not in taken and mapped <= old_inputs[i]:
+                matches[j] = i
+                taken.add(i)
+                corr[var] = before[i][0]
+                break
+    return matches
 
 
 def _union(groups: Sequence[Ops]) -> Ops:
@@ -119,37 +179,41 @@ def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax
     """The model ops of ``new``'s bindings, from ``old``'s (see the module docstring)."""
     before = _flat(old, old_mod)
     after = _flat(new, new_mod)
-    index = {var: i for i, (var, *_rest) in enumerate(before)}
-    outer_index = {outer: i for _, _, i, outer in before}
-    old_keys: List[object] = [kind for _, kind, *_rest in before]
-    new_keys: List[object] = []
-    kept_calls = set()
-    for var, kind, _, outer in after:
-        if var in index:  # the same variable: an anchor the alignment must keep
-            old_keys[index[var]] = new_key = ("same", index[var])
-        elif var is outer and outer in outer_index:  # a fused call kept its variable (FuseTIR)
-            kept_calls.add(outer_index[outer])
-            new_key = ("call", outer_index[outer])
-        else:
-            new_key = kind
-        new_keys.append(new_key)
-    for k, (_, _, i, _) in enumerate(before):
-        if i in kept_calls:
-            old_keys[k] = ("call", i)
     # (the bindings inside a fused call have the ops of the call)
-    ops_before = [old_ops.get(var) or old_ops.get(outer, ()) for var, _, _, outer in before]
+    ops_before = [old_ops.get(var) or old_ops.get(outer, ()) for var, _, _, outer, _ in before]
     flat_ops: List[Ops] = [()] * len(after)
+    index = {var: i for i, (var, *_rest) in enumerate(before)}
+    outer_index = {outer: i for _, _, i, outer, _ in before}
+    matched: Dict[int, int] = {}
+    for j, (var, *_rest) in enumerate(after):
+        if var in index:  # the same variable: the same binding
+            matched[j] = index[var]
+    kept_calls = {j: outer_index[outer] for j, (var, _, _, outer, _) in enumerate(after) if j not in matched and var is outer and outer in outer_index}
+    for j, i in _dataflow_matches(before, after, old.params, new.params).items():
+        matched.setdefault(j, i)
+    for j, i in matched.items():
+        flat_ops[j] = ops_before[i]
+    for j, i in kept_calls.items():  # a fused call kept its variable (FuseTIR): the call's ops
+        flat_ops[j] = _union([ops_before[k] for k, entry in enumerate(before) if entry[2] == i])
+    # the rest, aligned as sequences of op kinds
+    # (tuples compute nothing: a decomposed op leaves its tuple behind, and that must not pull the
+    # op's name onto whatever else is left)
+    used = set(matched.values())
+    olds = [i for i in range(len(before)) if i not in used and before[i][1] not in STRUCTURAL]
+    news = [j for j in range(len(after)) if j not in matched and j not in kept_calls and not _transparent(after[j][1])
+            and after[j][1] not in STRUCTURAL]  # fmt: skip
     inserted = set()
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
+    matcher = SequenceMatcher(None, [before[i][1] for i in olds], [after[j][1] for j in news], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             for k in range(j2 - j1):
-                flat_ops[j1 + k] = ops_before[i1 + k]
+                flat_ops[news[j1 + k]] = ops_before[olds[i1 + k]]
         elif tag == "replace":
-            merged = _union(ops_before[i1:i2])
-            for k in range(j1, j2):
-                flat_ops[k] = merged
+            merged = _union([ops_before[i] for i in olds[i1:i2]])
+            for j in news[j1:j2]:
+                flat_ops[j] = merged
         elif tag == "insert":
-            inserted.update(range(j1, j2))
+            inserted.update(news[j1:j2])
     # a run of new bindings that compute (a decomposition) belongs to the binding it feeds, the
     # next one; data movement a pass added (layout transforms, copies) belongs to no model op
     for j in sorted(inserted, reverse=True):
@@ -157,8 +221,8 @@ def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax
             flat_ops[j] = flat_ops[j + 1]
     # fold fused calls back: a call stands for the union of its inner bindings
     outer: Dict[int, List[Ops]] = {}
-    for (_, _, i, _), ops in zip(after, flat_ops):
-        outer.setdefault(i, []).append(ops)
+    for entry, ops in zip(after, flat_ops):
+        outer.setdefault(entry[2], []).append(ops)
     return {var: _union(outer.get(i, [])) for i, (var, _value) in enumerate(_bindings(new))}
 
 
