@@ -11,9 +11,11 @@ model's ops through the provenance the artifact carries (``step["ops"]``,
 * ``ops``: one row per model op (``kind: "op"``), the time of the kernels that compute it; a
   kernel that computes several model ops (fused) splits its time evenly among them, and each of
   their rows names the others (``fused_with``); kernels the compiler added (layout transforms, the
-  slice that drops padded channels: ``kind: "layout"``), copies between memory kinds
-  (``kind: "copy"``) and the device's idle time between steps (``kind: "idle"``) are rows of their
-  own, so the rows add up to ``device_ms`` exactly;
+  slice that drops padded channels: ``kind: "layout"``) and copies between memory kinds
+  (``kind: "copy"``) are rows of their own. A step's time is its busy time on the device
+  (``busy_ms``) plus the device's idle gap before it, the step's launch gap (the time from the
+  previous step's end to its start: the runtime's and driver's cost of starting it; ``idle_ms``
+  is their sum, ``kernels[i]["gap_ms"]`` each), so the rows add up to ``device_ms`` exactly;
 * ``wall_ms`` (the host's clock around the same run) and ``host_ms = wall_ms - device_ms``: writing
   inputs, launching, reading outputs;
 * ``kernels``: every step of that run with its start (the timeline) and its model ops.
@@ -46,7 +48,7 @@ class Profile:
     ops: List[dict] = field(default_factory=list)
     copies: List[dict] = field(default_factory=list)
     kernels: List[dict] = field(default_factory=list)
-    idle_ms: float = 0.0
+    idle_ms: float = 0.0  # the launch gaps, included in the rows' ms (their busy_ms exclude them)
     device_ms_runs: List[float] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -62,7 +64,8 @@ class Profile:
         spread = f"{min(self.device_ms_runs):.3f}-{max(self.device_ms_runs):.3f}" if self.device_ms_runs else "-"
         lines = [
             f"{self.model} on {self.device} ({self.backend}), median of {self.repeat} warm runs: "
-            f"device {self.device_ms:.3f} ms (runs {spread}), wall {self.wall_ms:.3f} ms, host {self.host_ms:.3f} ms",
+            f"device {self.device_ms:.3f} ms (runs {spread}; launch gaps {self.idle_ms:.3f} ms, in the rows), "
+            f"wall {self.wall_ms:.3f} ms, host {self.host_ms:.3f} ms",
             f"{'op':<48} {'kind':<6} {'ms':>9} {'%':>6}  fused with / kernels",
         ]
         rows = self.top(count) if count else sorted(self.ops, key=lambda r: -r["ms"])
@@ -85,8 +88,9 @@ class Profile:
         top = self.top(count)
         fig, (bars, line) = plt.subplots(2, 1, figsize=(11, 3 + 0.3 * len(top)), gridspec_kw={"height_ratios": [max(len(top), 1), 3]})
         colors = {"op": "tab:blue", "layout": "tab:orange", "copy": "tab:red", "idle": "tab:gray"}
+        # (the bar of a row: its time with launch gaps; the timeline: busy spans, gaps left blank)
         bars.barh([r["name"][:50] for r in top][::-1], [r["ms"] for r in top][::-1], color=[colors[r["kind"]] for r in top][::-1])
-        bars.set_xlabel("ms (fused kernels split evenly among their ops)")
+        bars.set_xlabel("ms with launch gaps (fused kernels split evenly among their ops)")
         bars.set_title(f"{self.model} on {self.device}: device {self.device_ms:.3f} ms, host {self.host_ms:.3f} ms")
         for k in self.kernels:
             kind = "copy" if k["kind"] == "copy" else ("op" if k["ops"] else "layout")
@@ -100,37 +104,50 @@ class Profile:
 
 def _rows(program: dict, steps: Sequence[dict], span: float) -> "tuple[List[dict], List[dict], List[dict], float]":
     """``(ops, copies, kernels, idle)`` of one run's per-step times (``steps``: a session's
-    ``last_profile``) and its device span."""
+    ``last_profile``, with each step's ``start_ms``) and its device span. A step's time is its
+    busy time plus the device's idle gap before it (its launch gap): the rows tile the span."""
     tensors = program["tensors"]
     ops: Dict[str, dict] = {}
     copies: List[dict] = []
     kernels: List[dict] = []
+    prev_end = 0.0
+
+    def charge(key: str, row: dict, share: float, total: float, busy: float, kernel: str) -> None:
+        row = ops.setdefault(key, row)
+        row["ms"] += total * share
+        row["busy_ms"] += busy * share
+        if kernel not in row["kernels"]:
+            row["kernels"].append(kernel)
+
     for step, timed in zip(program["steps"], steps):
-        ms = float(timed["ms"])
-        start = float(timed.get("start_ms", float("nan")))
+        busy = float(timed["ms"])
+        start = float(timed.get("start_ms", prev_end))
+        gap = max(start - prev_end, 0.0)
+        prev_end = start + busy
+        total = busy + gap
         if step["op"] == "copy":
             src, dst = tensors[step["src"]], tensors[step["dst"]]
-            row = {"name": timed["name"], "kind": "copy", "ms": ms, "src_scope": src["scope"], "dst_scope": dst["scope"], "bytes": int(src["bytes"])}
+            row = {"name": timed["name"], "kind": "copy", "ms": total, "busy_ms": busy, "src_scope": src["scope"], "dst_scope": dst["scope"],
+                   "bytes": int(src["bytes"])}  # fmt: skip
             copies.append(row)
             ops[f"{timed['name']}#{len(copies)}"] = dict(row, kernels=[])
-            kernels.append({"name": timed["name"], "kind": "copy", "ms": ms, "start_ms": start, "ops": []})
+            kernels.append({"name": timed["name"], "kind": "copy", "ms": busy, "gap_ms": gap, "start_ms": start, "ops": []})
             continue
         names = list(step.get("ops") or [])
-        kernels.append({"name": step["kernel"], "kind": "launch", "ms": ms, "start_ms": start, "ops": names})
+        kernels.append({"name": step["kernel"], "kind": "launch", "ms": busy, "gap_ms": gap, "start_ms": start, "ops": names})
         if not names:  # work the compiler added: a row of its own, named after its kernel
-            row = ops.setdefault(f"{step['kernel']}#layout", {"name": step["kernel"], "kind": "layout", "ms": 0.0, "kernels": [step["kernel"]]})
-            row["ms"] += ms
+            empty = {"name": step["kernel"], "kind": "layout", "ms": 0.0, "busy_ms": 0.0, "kernels": []}
+            charge(f"{step['kernel']}#layout", empty, 1.0, total, busy, step["kernel"])
             continue
         for name in names:
-            row = ops.setdefault(name, {"name": name, "kind": "op", "ms": 0.0, "kernels": [], "fused_with": []})
-            row["ms"] += ms / len(names)
-            if step["kernel"] not in row["kernels"]:
-                row["kernels"].append(step["kernel"])
-            row["fused_with"] += [n for n in names if n != name and n not in row["fused_with"]]
-    idle = max(span - sum(float(t["ms"]) for t in steps), 0.0)
+            empty = {"name": name, "kind": "op", "ms": 0.0, "busy_ms": 0.0, "kernels": [], "fused_with": []}
+            charge(name, empty, 1.0 / len(names), total, busy, step["kernel"])
+            ops[name]["fused_with"] += [n for n in names if n != name and n not in ops[name]["fused_with"]]
     rows = list(ops.values())
-    if idle > 0:
-        rows.append({"name": "(device idle between steps)", "kind": "idle", "ms": idle, "kernels": []})
+    rest = span - sum(r["ms"] for r in rows)
+    if rest > 1e-9 * max(span, 1.0):  # (a session without step starts: its idle time, unattributed)
+        rows.append({"name": "(device idle, unattributed)", "kind": "idle", "ms": rest, "busy_ms": 0.0, "kernels": []})
+    idle = max(span - sum(float(t["ms"]) for t in steps), 0.0)
     return rows, copies, kernels, idle
 
 

@@ -24,6 +24,9 @@ def _check_adds_up(p: Profile):
     assert abs(total - p.device_ms) <= 0.05 * p.device_ms  # the rows are the device time of that run
     busy = sum(k["ms"] for k in p.kernels)
     assert busy == pytest.approx(p.device_ms - p.idle_ms, rel=1e-6, abs=1e-9)
+    assert sum(r["busy_ms"] for r in p.ops) == pytest.approx(busy, rel=1e-6, abs=1e-9)
+    assert sum(k["gap_ms"] for k in p.kernels) == pytest.approx(p.idle_ms, rel=1e-6, abs=1e-9)
+    assert all(r["kind"] != "idle" for r in p.ops)  # (every step has its start: the gaps are charged to steps)
     assert p.device_ms in p.device_ms_runs and len(p.device_ms_runs) == p.repeat
     assert p.host_ms == pytest.approx(max(p.wall_ms - p.device_ms, 0.0))
 
@@ -38,7 +41,7 @@ def test_ops_are_the_models_own_and_add_up_to_the_device_time(model, target, dev
     assert rows["first"]["fused_with"] == ["first_relu"] and rows["first_relu"]["fused_with"] == ["first"]
     assert rows["first"]["ms"] == pytest.approx(rows["first_relu"]["ms"])
     assert rows["first"]["kernels"] == rows["first_relu"]["kernels"]
-    assert {r["kind"] for r in p.ops} <= {"op", "layout", "copy", "idle"}
+    assert {r["kind"] for r in p.ops} <= {"op", "layout", "copy"}
     starts = [k["start_ms"] for k in p.kernels]
     assert starts == sorted(starts) and starts[0] == 0.0
     doc = json.loads(json.dumps(p.to_json()))
@@ -57,7 +60,7 @@ def test_copies_between_memory_kinds_are_rows_of_their_own(target, device):
     p = profile_session(session, [np.ones((1, 8, 4, 4), np.float32)], repeat=2, model="copies")
     _check_adds_up(p)
     assert len(p.copies) == 2 and {c["dst_scope"] for c in p.copies} == {"global.texture", "global"}
-    assert [r["kind"] for r in p.ops if r["kind"] != "idle"] == ["copy", "copy"]
+    assert [r["kind"] for r in p.ops] == ["copy", "copy"]
 
 
 def test_plot_writes_a_png_and_a_missing_extra_names_it(model, tmp_path, monkeypatch):
