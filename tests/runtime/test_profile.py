@@ -20,3 +20,12 @@ def test_gaps_are_not_charged_to_a_step():
 def test_a_stamp_out_of_order_gives_zero_not_negative():
     profile, _ = step_times(["a", "b"], [0, 50], [100, 80])
     assert [round(p["ms"] * 1e6) for p in profile] == [100, 0]
+
+
+def test_step_starts_place_steps_and_gaps_on_the_timeline():
+    # the overlapping stamps of the first test: each step starts where the device began it
+    profile, span = step_times(["a", "b", "c", "d"], [0, 100, 150, 400], [300, 500, 600, 700])
+    assert [round(p["start_ms"] * 1e6) for p in profile] == [0, 300, 500, 600]
+    profile, span = step_times(["a", "b"], [0, 1000], [100, 1200])
+    assert [round(p["start_ms"] * 1e6) for p in profile] == [0, 1000]  # the gap 100..1000: idle, before b
+    assert round((profile[-1]["start_ms"] + profile[-1]["ms"]) * 1e6) == round(span * 1e6)

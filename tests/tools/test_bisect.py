@@ -12,7 +12,7 @@ from relax_vk.tools.bisect import bisect, build_unshared, to_model_layout
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from onnx_chain import APIS, chain_model  # noqa: E402
+from onnx_chain import APIS, chain_model, onnx_chain  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +141,8 @@ def test_cli_exit_codes(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["first_bad"] is None and [r["op"] for r in out["compared"]] == ["only"]
     assert main(["bisect", str(tmp_path / "missing.onnx"), "--device", "pocl"]) == 2
+    overflow = str(tmp_path / "overflow.onnx")
+    onnx.save(onnx_chain(scale=1e4), overflow)
+    assert main(["bisect", overflow, "--device", "lavapipe", "--backend", "vulkan", "--fp16", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["first_bad"]["op"] == "first_relu" and out["first_bad"]["max_abs_err"] > out["first_bad"]["bound"]
