@@ -68,7 +68,7 @@ def test_build_rvk_then_run_with_check_json(tmp_path, capsys):
     assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
     assert result["ok"] is True and result["max_abs_err"] < 1e-4
     assert set(result["latency_ms"]) == {"median", "min", "max"}
-    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+    assert result["kernels"] and {"name", "ms"} <= set(result["kernels"][0])  # (keys may be added: start_ms)
 
 
 def test_build_folder_holds_the_artifact_too(tmp_path, capsys):
@@ -114,7 +114,7 @@ def test_run_on_vulkan_has_the_same_json_contract(capsys):
     assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels"}
     assert result["backend"] == "vulkan" and "llvmpipe" in result["device"]
     assert result["ok"] is True and result["max_abs_err"] < 1e-4
-    assert result["kernels"] and {"name", "ms"} == set(result["kernels"][0])
+    assert result["kernels"] and {"name", "ms"} <= set(result["kernels"][0])  # (keys may be added: start_ms)
 
 
 def test_vulkan_build_folder_and_rvk_runs_on_its_own_backend(tmp_path, capsys):
