@@ -10,7 +10,8 @@ The reference is TVM's llvm build of the model as imported (:func:`relax_vk.tool
 its ``main`` made to return the output of every model op (the last binding the op's conversion
 made, :data:`~relax_vk.tools.provenance.MODEL_OPS_ATTR`), in the model's own layout. A device
 tensor in a packed layout is read back into that layout first (:func:`to_model_layout`: ``NCHW4c``
-blocks of four channels, padded channels dropped; otherwise the same elements in the same order).
+blocks of four channels or packed tokens, padded channels dropped); a tensor in any other layout
+is skipped, with the reason, rather than guessed.
 
 The ops are compared in model order; the first one whose largest error exceeds the tolerance is
 ``first_bad``, with its error, the scope its tensor lives in and the kernel that wrote it. The
@@ -70,18 +71,21 @@ class Bisection:
 
 def to_model_layout(device: np.ndarray, shape: Sequence[int]) -> Optional[np.ndarray]:
     """A device tensor in the model's ``shape``: the same shape, an ``NCHW4c`` block layout
-    (``[N, C/4, H, W, 4]`` for ``[N, C, H, W]``, padded channels dropped), or the same elements;
-    None when none of these fits."""
+    (``[N, C/4, H, W, 4]`` for ``[N, C, H, W]``), or the packed token layout (``[1, C/4, 1, M, 4]``
+    for ``[..., C]`` with ``M`` rows), padded channels dropped; None when none of these fits (no
+    guess: a wrong unpacking would report a healthy op as bad)."""
     shape = tuple(int(d) for d in shape)
     if device.shape == shape:
         return device
-    if device.ndim == len(shape) + 1 and len(shape) >= 2 and device.shape[-1] == 4:
-        n, blocks, rest = device.shape[0], device.shape[1], device.shape[2:-1]
-        if n == shape[0] and tuple(rest) == shape[2:] and blocks * 4 >= shape[1] > (blocks - 1) * 4:
-            moved = np.moveaxis(device, -1, 2).reshape((n, blocks * 4) + tuple(rest))
-            return moved[:, : shape[1]]
-    if device.size == int(np.prod(shape)):
-        return device.reshape(shape)
+    if device.ndim != 5 or device.shape[-1] != 4 or not shape:
+        return None
+    n, blocks = device.shape[0], device.shape[1]
+    if len(shape) == 4 and n == shape[0] and tuple(device.shape[2:4]) == shape[2:] and blocks * 4 >= shape[1] > (blocks - 1) * 4:
+        return np.moveaxis(device, -1, 2).reshape((n, blocks * 4) + shape[2:])[:, : shape[1]]
+    rows, channels = int(np.prod(shape[:-1])), shape[-1]
+    if n == 1 and device.shape[2] == 1 and device.shape[3] == rows and blocks * 4 >= channels > (blocks - 1) * 4:
+        tokens = np.moveaxis(device[0, :, 0], 0, 1).reshape(rows, blocks * 4)  # [M, C/4, 4] -> [M, C]
+        return tokens[:, :channels].reshape(shape)
     return None
 
 

@@ -120,7 +120,12 @@ def test_packed_tensors_are_read_back_in_the_model_layout():
     for c in range(6):
         packed[:, c // 4, :, :, c % 4] = x[:, c]
     np.testing.assert_array_equal(to_model_layout(packed, x.shape), x)
-    assert to_model_layout(np.zeros((7,), np.float32), (2, 3)) is None
+    tokens = np.arange(2 * 3 * 6, dtype=np.float32).reshape(2, 3, 6)  # [B, T, C]: 6 rows of 6 channels
+    packed = np.zeros((1, 2, 1, 6, 4), np.float32)
+    for c in range(6):
+        packed[0, c // 4, 0, :, c % 4] = tokens.reshape(6, 6)[:, c]
+    np.testing.assert_array_equal(to_model_layout(packed, tokens.shape), tokens)
+    assert to_model_layout(np.zeros((6,), np.float32), (2, 3)) is None  # the same elements in an unknown order: no guess
 
 
 def test_cli_exit_codes(tmp_path, capsys):
