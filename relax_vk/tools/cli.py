@@ -339,13 +339,9 @@ def _inputs(args, session):
 
     if args.inputs:
         return [np.load(path) for path in args.inputs]
-    rng = np.random.default_rng(args.seed)
-    arrays = []
-    for i, tid in enumerate(session.program["inputs"]):
-        t = session.tensors[tid]
-        fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
-        arrays.append((rng.standard_normal(t["shape"]) / np.sqrt(fan_in)).astype(t["dtype"]))
-    return arrays
+    from .profile import seeded_inputs
+
+    return seeded_inputs(session, args.seed)
 
 
 def _model_spec(artifact):

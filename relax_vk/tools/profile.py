@@ -173,16 +173,13 @@ def profile_session(session, inputs: Sequence[np.ndarray], repeat: int = 10, mod
 
 
 def compile_model(model, target: str = "opencl", device=None, fp16: bool = False):
-    """``(artifact, model name)`` of a model given as a name or file (``relax-vk models``), a
-    Relax module, a :class:`~relax_vk.compiler.CompiledModule` or an artifact, planned for
+    """``(artifact, model name)`` of a model given as a name or file (``relax-vk models``; an
+    ``.rvk`` is read by :func:`profile`), a Relax module, a :class:`~relax_vk.compiler.CompiledModule` or an artifact, planned for
     ``device``'s limits when one is given."""
     from ..serialization.artifact import Artifact
 
     if isinstance(model, Artifact):
         return model, _artifact_model(model)
-    if isinstance(model, str) and model.endswith(".rvk"):
-        artifact = Artifact.read(model)
-        return artifact, model
     from ..compiler import CompiledModule
 
     if isinstance(model, CompiledModule):
@@ -251,8 +248,11 @@ def profile(model, inputs: Optional[Sequence[np.ndarray]] = None, device=None, t
     ``"lavapipe"``, ``"gpu"``, ``"N"``; or a pyopencl device / wgpu adapter) over ``repeat`` warm
     runs; ``inputs`` default to seeded random ones. See :class:`Profile`."""
     from ..runtime import load
+    from ..serialization.artifact import Artifact
 
-    if hasattr(model, "program") and model.program.get("target"):
+    if isinstance(model, str) and model.endswith(".rvk"):
+        model = Artifact.read(model)
+    if isinstance(model, Artifact) and model.program.get("target"):
         target = model.program["target"]
     dev = _device(target, device)
     artifact, name = compile_model(model, target, dev, fp16)
