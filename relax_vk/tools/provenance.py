@@ -11,6 +11,11 @@ model ops of the old ones it stands for:
 * a binding whose variable is the very same object as an old one's (legalization keeps them)
   is that binding;
 * a call of a fused function (``FuseOps``) stands for the bindings inside it;
+* by dataflow (a pass may emit the graph in another order: the layout stage does): a new binding
+  that reads the counterparts of what an old binding read is that binding, if it is of the same
+  kind, or if it became a kernel or another nn op (a LayerNorm on packed tokens becomes a
+  ``call_tir``, a Linear a 1x1 conv) and what reads it can be what read the old one; data
+  movement, and the old side's views (which packed layouts mostly drop), are seen through;
 * the rest is aligned as sequences of op kinds (:class:`difflib.SequenceMatcher`): equal runs
   and same-length replaced runs map one to one (a pass that rewrites ops one for one), a longer or
   shorter replaced run inherits the union of the ops it replaced (``batch_norm`` decomposed into
@@ -40,6 +45,9 @@ Ops = Tuple[str, ...]
 #: op kinds that move data rather than compute a model op (what layout and scope passes insert)
 MOVEMENT = frozenset({"relax.layout_transform", "relax.to_vdevice", "relax.hint_on_device"})
 STRUCTURAL = frozenset({"Tuple", "TupleGetItem"})  # bindings that only group or pick values
+#: ops that only view their input (a packed layout carries most of them without a kernel)
+VIEWS = frozenset({"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims", "relax.strided_slice",
+                   "relax.broadcast_to", "relax.flatten"})  # fmt: skip
 
 
 def record_model_ops(mod: tvm.IRModule, made_by: Sequence[Tuple[str, str]]) -> tvm.IRModule:
@@ -132,23 +140,63 @@ def _transparent(kind: str) -> bool:
     return kind in MOVEMENT or kind == "DataflowVar" or kind == "Var"
 
 
-def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_params) -> Dict[int, int]:
-    """New entry -> old entry, for the new bindings that compute the same kind of op from the
-    values the old one computed from (order free: a pass may emit the graph in another order).
-    Data movement on either side is seen through."""
-    source: Dict[relax.Var, relax.Var] = {}  # old var -> the old value it holds (through movement)
+def _converts(kind: str) -> bool:
+    """Whether a new binding of this kind may stand for an old binding of another kind: the layout
+    stage turns ops into kernels (``call_tir``) or other nn ops (a Linear into a 1x1 conv); a
+    decomposition's pieces are arithmetic, and those only match their own kind."""
+    return kind == "relax.call_tir" or kind == "relax.matmul" or kind.startswith("relax.nn.")
+
+
+def _uses(entries: List[tuple], see_through) -> Dict[relax.Var, set]:
+    """Var -> the kinds of the bindings that read it, through bindings ``see_through`` accepts."""
+    chain: Dict[relax.Var, set] = {}
+    uses: Dict[relax.Var, set] = {}
+    for var, kind, _, _, value in entries:
+        ins = _inputs(value)
+        through = see_through(kind)
+        chain[var] = {var} | (chain.get(ins[0], {ins[0]}) if through and ins else set())
+        if not through:
+            for v in ins:
+                for u in chain.get(v, {v}):
+                    uses.setdefault(u, set()).add(kind)
+    return uses
+
+
+def _compatible(new_uses: set, old_uses: set) -> bool:
+    """Whether the readers of a new value can stand for the readers of an old one."""
+    if not new_uses or not old_uses:
+        return True
+    return any(k in old_uses or _converts(k) for k in new_uses)
+
+
+def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_params, anchors: Mapping[int, int]) -> Dict[int, int]:
+    """New entry -> old entry, for the new bindings that compute an op from the values the old one
+    computed from (order free: a pass may emit the graph in another order): of the same kind, or
+    (:func:`_converts`) of another, a view included (a packed layout makes some views kernels and
+    drops the others). Data movement on either side, and views on the old side, are seen through. ``anchors``: entries already
+    known to be the same binding."""
+    chain: Dict[relax.Var, set] = {}  # old var -> itself and the old values it views (through movement and views)
     for var, kind, _, _, value in before:
         ins = _inputs(value)
-        source[var] = source.get(ins[0], ins[0]) if _transparent(kind) and ins else var
+        chain[var] = {var} | (chain.get(ins[0], {ins[0]}) if (_transparent(kind) or kind in VIEWS) and ins else set())
     by_kind: Dict[str, List[int]] = {}
+    convertible: List[int] = []
     for i, (var, kind, *_rest) in enumerate(before):
         if not _transparent(kind):
             by_kind.setdefault(kind, []).append(i)
-    old_inputs = [{source.get(v, v) for v in _inputs(value)} for _, _, _, _, value in before]
+            if kind not in STRUCTURAL:
+                convertible.append(i)
+    old_inputs = [set().union(*[chain.get(v, {v}) for v in _inputs(value)]) for _, _, _, _, value in before]
+    old_uses = _uses(before, lambda kind: _transparent(kind) or kind in VIEWS)
+    new_uses = _uses(after, _transparent)
     corr: Dict[relax.Var, relax.Var] = dict(zip(new_params, old_params))  # new var -> old value
+    for j, i in anchors.items():
+        corr[after[j][0]] = before[i][0]
     matches: Dict[int, int] = {}
-    taken = set()
+    taken = set(anchors.values())
     for j, (var, kind, _, _, value) in enumerate(after):
+        if j in anchors:
+            continue
         ins = _inputs(value)
         if _transparent(kind):
             if ins and ins[0] in corr:
@@ -157,12 +205,18 @@ def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_p
         mapped = {corr[v] for v in ins if v in corr}
         if not mapped:
             continue
-        for i in by_kind.get(kind, []):
-            if i not in taken and mapped <= old_inputs[i]:
-                matches[j] = i
-                taken.add(i)
-                corr[var] = before[i][0]
-                break
+        same = by_kind.get(kind, [])
+        candidates = same + (convertible if _converts(kind) else [])
+        for n, i in enumerate(candidates):
+            if i in taken or not mapped <= old_inputs[i]:
+                continue
+            # another kind only where what reads the new value can be what reads the old one
+            if n >= len(same) and not _compatible(new_uses.get(var, set()), old_uses.get(before[i][0], set())):
+                continue
+            matches[j] = i
+            taken.add(i)
+            corr[var] = before[i][0]
+            break
     return matches
 
 
@@ -189,7 +243,7 @@ def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax
         if var in index:  # the same variable: the same binding
             matched[j] = index[var]
     kept_calls = {j: outer_index[outer] for j, (var, _, _, outer, _) in enumerate(after) if j not in matched and var is outer and outer in outer_index}
-    for j, i in _dataflow_matches(before, after, old.params, new.params).items():
+    for j, i in _dataflow_matches(before, after, old.params, new.params, dict(matched)).items():
         matched.setdefault(j, i)
     for j, i in matched.items():
         flat_ops[j] = ops_before[i]
