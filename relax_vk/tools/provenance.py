@@ -179,14 +179,12 @@ def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_p
     for var, kind, _, _, value in before:
         ins = _inputs(value)
         chain[var] = {var} | (chain.get(ins[0], {ins[0]}) if (_transparent(kind) or kind in VIEWS) and ins else set())
-    by_kind: Dict[str, List[int]] = {}
-    convertible: List[int] = []
-    for i, (var, kind, *_rest) in enumerate(before):
-        if not _transparent(kind):
-            by_kind.setdefault(kind, []).append(i)
-            if kind not in STRUCTURAL:
-                convertible.append(i)
     old_inputs = [set().union(*[chain.get(v, {v}) for v in _inputs(value)]) for _, _, _, _, value in before]
+    readers: Dict[relax.Var, List[int]] = {}  # old var -> the old bindings that read it (in order)
+    for i, (_, kind, *_rest) in enumerate(before):
+        if not _transparent(kind):
+            for v in old_inputs[i]:
+                readers.setdefault(v, []).append(i)
     old_uses = _uses(before, lambda kind: _transparent(kind) or kind in VIEWS)
     new_uses = _uses(after, _transparent)
     corr: Dict[relax.Var, relax.Var] = dict(zip(new_params, old_params))  # new var -> old value
@@ -205,9 +203,10 @@ def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_p
         mapped = {corr[v] for v in ins if v in corr}
         if not mapped:
             continue
-        same = by_kind.get(kind, [])
-        candidates = same + (convertible if _converts(kind) else [])
-        for n, i in enumerate(candidates):
+        readers_of = min((readers.get(m, []) for m in mapped), key=len)
+        same = [i for i in readers_of if before[i][1] == kind]
+        other = [i for i in readers_of if before[i][1] != kind and before[i][1] not in STRUCTURAL] if _converts(kind) else []
+        for n, i in enumerate(same + other):
             if i in taken or not mapped <= old_inputs[i]:
                 continue
             # another kind only where what reads the new value can be what reads the old one
