@@ -130,12 +130,15 @@ def reference_outputs(mod, inputs: Sequence[np.ndarray], ops: Sequence[str]) -> 
 
 def device_outputs(session) -> List[dict]:
     """After a run of ``session`` (an artifact built without storage reuse): per model op, the
-    tensor of the last kernel whose last op it is, ``{"op", "kernel", "tid", "scope", "fused"}``,
-    in step order."""
+    tensor of the kernel that finishes it, when the op is that kernel's last, ``{"op", "kernel",
+    "tid", "scope", "fused"}``, in step order. An op split over kernels (a conv whose bias add is
+    fused with the next op) is compared where it ends: not in the kernel that starts it."""
     tensors = session.program["tensors"]
+    steps = session.program["steps"]
+    last_kernel = {op: k for k, step in enumerate(steps) for op in step.get("ops", [])}  # where each op's computation ends
     found: Dict[str, dict] = {}
     seen = set()
-    for step in session.program["steps"]:
+    for k, step in enumerate(steps):
         args = step["args"] if step["op"] == "launch" else [step["src"], step["dst"]]
         # what a step writes: the intermediates no earlier step referenced
         made = [t for t in args if t not in seen and tensors[t]["kind"] == "intermediate"]
@@ -144,6 +147,8 @@ def device_outputs(session) -> List[dict]:
             continue
         tid = made[-1]
         op = step["ops"][-1]
+        if last_kernel[op] != k:  # a later kernel finishes the op (a conv whose bias add runs with the next op)
+            continue
         found.pop(op, None)
         found[op] = {"op": op, "kernel": step["kernel"], "tid": tid, "scope": tensors[tid]["scope"], "fused": list(step["ops"])}
     _check_unshared(session.program, [f["tid"] for f in found.values()])
