@@ -11,6 +11,8 @@ Public API (kept small; see README):
 * the registry: :func:`register_op`, :func:`default_registry`, the sets ``ANY_SCOPE``,
   ``BUFFER_ONLY``, ``TEXTURE_ONLY``
 * the memory plan: :func:`plan`
+* tools: :func:`profile` (time per op of the model on a device), :func:`bisect` (the first op the
+  device gets wrong)
 * the runtime: :mod:`relax_vk.runtime` (needs numpy and pyopencl only, not TVM)
 
 The compiler API is imported lazily, so ``relax_vk.runtime`` works on a machine without TVM.
@@ -40,6 +42,10 @@ _API = {
     "load_vm": "deploy",
     "UnsupportedTargetError": "compiler",
     "plan": "tools.memory_plan",
+    "profile": "tools.profile",
+    "Profile": "tools.profile",
+    "bisect": "tools.bisect",
+    "Bisection": "tools.bisect",
     "MemoryPlan": "tools.memory_plan",
     "ScopeOptions": "core.options",
     "register_op": "core.registry",

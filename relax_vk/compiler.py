@@ -31,6 +31,7 @@ from .core.options import ScopeOptions
 from .core.registry import OpRegistry
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
+from .tools import provenance
 from .tools.memory_plan import MemoryPlan, plan
 
 
@@ -140,12 +141,14 @@ def build(
     except ValueError as err:
         raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
     seconds: Dict[str, float] = {}
-    t0 = time.perf_counter()
-    scoped = _scope_pipeline(tgt, registry, options)(mod)
-    seconds["scope"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    lowered = _lowering_stage(tgt)(scoped)  # (Vulkan: retargeted to the lowering target first)
-    seconds["lowering"] = time.perf_counter() - t0
+    with provenance.tracking() as tracker:  # the model's ops, followed to the kernels
+        t0 = time.perf_counter()
+        scoped = _scope_pipeline(tgt, registry, options)(mod)
+        seconds["scope"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lowered = _lowering_stage(tgt)(scoped)  # (Vulkan: retargeted to the lowering target first)
+        seconds["lowering"] = time.perf_counter() - t0
+    lowered = provenance.attach(lowered, tracker)
     compiled = compile_lowered(tgt, scoped, lowered, seconds, model, (options or ScopeOptions()).texel_dtype)
     compiled.memory_decision = decide_memory_kind(mod, tgt, options)
     return compiled

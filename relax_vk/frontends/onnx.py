@@ -158,17 +158,32 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     shapes = fix_input_shapes(model, input_shapes, where)
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)
-    from tvm.relax.frontend.onnx import from_onnx as _from_onnx
-
     from onnx import helper
 
     dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in _graph_inputs(model)}
     try:
-        mod = _from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+        mod, made_by = _import(model, shapes, dtypes)
     except Exception as err:
         missing = _unsupported_ops(model)
         if missing:
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    return RaisePrebuiltBinary()(mod)
+    from ..tools.provenance import record_model_ops
+
+    return record_model_ops(RaisePrebuiltBinary()(mod), made_by)
+
+
+def _import(model, shapes, dtypes):
+    """TVM's ONNX import (what its ``from_onnx`` does for a checked model), with its node table
+    recorded: ``(module, [(variable name, ONNX node name)])``, the node names that
+    :mod:`relax_vk.tools.provenance` follows to the kernels."""
+    from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
+
+    from .op_names import RecordingTable
+
+    node_of = {out: node.name or node.output[0] for node in model.graph.node for out in node.output if out}
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    importer = ONNXGraphImporter(shapes, dtypes, keep_params_in_input=False, sanitize=True)
+    importer._nodes = table = RecordingTable(node_of.get)
+    return importer.from_onnx(model.graph, opset), table.made_by

@@ -136,17 +136,25 @@ def _unsupported_nodes(exported) -> list:
 def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
     """Relax module of a ``torch.export.ExportedProgram`` (see the module docstring)."""
     torch = require("torch", "torch")
-    from tvm.relax.frontend.torch import from_exported_program
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    from ..tools.provenance import record_model_ops
+    from .op_names import RecordingTable, torch_op_name
 
     try:
         decomposed = _decomposed(torch, exported)
     except Exception as err:
         raise UnsupportedError(f"{where}: PyTorch cannot decompose it to core ATen: {type(err).__name__}: {_first_line(err)}") from None
     try:
-        return from_exported_program(
-            decomposed, keep_params_as_input=False, unwrap_unit_return_tuple=True,
-            custom_convert_map=CONVERTERS, run_ep_decomposition=False,
+        # (what tvm's from_exported_program does without decompositions, its node table recorded:
+        # the model's op names, which relax_vk.tools.provenance follows to the kernels)
+        importer = ExportedProgramImporter()
+        importer.env = table = RecordingTable(torch_op_name)
+        mod = importer.from_exported_program(
+            decomposed, keep_params_as_input=False, unwrap_unit_return_tuple=True, no_bind_return_tuple=False,
+            custom_convert_map=CONVERTERS,
         )  # fmt: skip
+        return record_model_ops(mod, table.made_by)
     except Exception as err:
         try:
             missing = _unsupported_nodes(decomposed)

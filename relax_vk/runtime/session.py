@@ -70,6 +70,12 @@ class Session:
         host = self.tensors[tid].get("host_dtype")
         return array.astype(host) if host else array
 
+    def read_tensor(self, tid: int) -> np.ndarray:
+        """Tensor ``tid`` as the device holds it now (its device layout and dtype; half texels
+        read back as the tensor's dtype). After a run, an intermediate holds its value only in an
+        artifact built without storage reuse (``relax-vk bisect`` reads them so)."""
+        return self._read(tid)
+
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -96,12 +102,15 @@ def step_times(names: Sequence[str], begins: Sequence[int], ends: Sequence[int])
     step's end if that came later (a driver may stamp a step's start before the previous step has
     drained), to its end. The times therefore tile the span and never sum to more than it, which
     raw ``end - begin`` pairs do not guarantee (NVIDIA's Vulkan driver stamps a pass's beginning
-    at the top of the pipe, so consecutive pairs overlap)."""
+    at the top of the pipe, so consecutive pairs overlap). Each step also says where it started
+    (``start_ms``, from the first step's start): what lies between one step's end and the next
+    one's start is device idle time, part of the span and of no step."""
     profile, last_end = [], None
     for name, b, e in zip(names, begins, ends):
         start = b if last_end is None else max(int(b), last_end)
         e = max(int(e), start)
-        profile.append({"name": name, "ms": (e - start) * 1e-6})
+        # (start_ms: from the run's first step; a gap before it is device idle time)
+        profile.append({"name": name, "ms": (e - start) * 1e-6, "start_ms": (start - int(begins[0])) * 1e-6})
         last_end = e
     span = (last_end - int(begins[0])) * 1e-6 if profile else 0.0
     return profile, span

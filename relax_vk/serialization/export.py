@@ -30,6 +30,7 @@ from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..storage import allocated_bytes, assign_storage
+from ..tools.provenance import provenance
 from ..storage.lifetimes import half_texels
 from .artifact import Artifact
 
@@ -140,6 +141,7 @@ class _ProgramBuilder:
         self.constants: Dict[str, np.ndarray] = {}
         self.of_var: Dict[relax.Var, object] = {}  # var -> tensor id, or list of ids for tuples
         self._const_ids: Dict[GenericConst, int] = {}
+        self.ops: List[str] = []  # the model ops of the binding being read
 
     def add_tensor(self, name: str, ty, kind: str) -> int:
         name = source_name(self.main, name)  # the model's own name (the code uses a derived one)
@@ -194,7 +196,10 @@ class _ProgramBuilder:
             ids = [operands[i] if kind == "param" else ws_ids[i] for kind, i in launch["args"]]
             self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"],
                                               **self.kernel_info(gv.name_hint)}  # fmt: skip
-            self.steps.append({"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids})
+            step = {"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids}
+            if self.ops:  # the model ops this kernel computes (relax_vk.tools.provenance)
+                step["ops"] = list(self.ops)
+            self.steps.append(step)
 
     def kernel_info(self, func_name: str) -> dict:
         """What the schedules recorded on a kernel's PrimFunc: the rule that scheduled it and, for
@@ -318,9 +323,10 @@ def export_program(
         builder.of_var[p] = tid
         inputs.append(tid)
     body = main.body
-    for block in body.blocks:
-        for b in block.bindings:
-            builder.binding(b.var, b.value)
+    ops = provenance(main)
+    for b in (b for block in body.blocks for b in block.bindings):
+        builder.ops = ops.pop(0) if ops else []
+        builder.binding(b.var, b.value)
     result = body.body
     outs = builder.of_var[result] if isinstance(result, relax.Var) else [builder.tensor_of(f) for f in result.fields]
     outputs = outs if isinstance(outs, list) else [outs]

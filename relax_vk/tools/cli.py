@@ -8,6 +8,10 @@
   final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
 * ``relax-vk run MODEL_OR_RVK [--backend opencl|vulkan] [--device D] [--check] [--repeat N] [--json]``:
   run on OpenCL (pyopencl) or Vulkan (wgpu); an ``.rvk`` file runs on the backend it was built for;
+* ``relax-vk profile MODEL_OR_RVK --device D [--json] [--plot FILE.png] [--repeat N]``: time per op
+  of the user's model (:mod:`relax_vk.tools.profile`); ``relax-vk bisect MODEL --device D [--json]``:
+  the first op whose output on the device differs from TVM llvm (:mod:`relax_vk.tools.bisect`;
+  exit 1 when one does);
 * ``relax-vk devices``: the OpenCL devices pyopencl sees and the Vulkan adapters wgpu sees;
 * ``relax-vk demo``: the README's main job on the built-in default model;
 * ``relax-vk models``: the built-in example models;
@@ -383,13 +387,9 @@ def _inputs(args, session):
 
     if args.inputs:
         return [np.load(path) for path in args.inputs]
-    rng = np.random.default_rng(args.seed)
-    arrays = []
-    for i, tid in enumerate(session.program["inputs"]):
-        t = session.tensors[tid]
-        fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
-        arrays.append((rng.standard_normal(t["shape"]) / np.sqrt(fan_in)).astype(t["dtype"]))
-    return arrays
+    from .profile import seeded_inputs
+
+    return seeded_inputs(session, args.seed)
 
 
 def _model_spec(artifact):
@@ -490,6 +490,66 @@ def cmd_run(args) -> int:
         print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
         _print_profile(result["kernels"], result["device_ms"])
     return 0 if result["ok"] in (None, True) else 1
+
+
+# ---- profile / bisect (relax_vk.tools.profile, relax_vk.tools.bisect) ----
+def _built_session(args, reuse: bool = True):
+    """``(session, artifact)``: an ``.rvk`` as built, else the model built for the selected device."""
+    from ..compiler import build
+    from ..runtime import load
+    from ..serialization.artifact import Artifact
+
+    if args.model.endswith(".rvk"):
+        artifact = Artifact.read(args.model)
+        args.target = artifact.program.get("target", "opencl")
+    else:
+        args.target = args.target or "opencl"
+        _select_device(args, default=True)
+        mod, source = _load_with_source(args.model, args)
+        artifact = build(mod, _target(args), registry=_registry(args), options=_options(args), model=source).artifact(reuse=reuse)
+    _select_device(args, default=True)
+    return load(artifact, device=args.run_device), artifact
+
+
+def cmd_profile(args) -> int:
+    from .profile import profile_session
+
+    session, _ = _built_session(args)
+    result = profile_session(session, _inputs(args, session), args.repeat, args.model)
+    if args.plot:
+        result.plot(args.plot)
+    print(json.dumps(result.to_json(), indent=2) if args.json else result.table(args.top))
+    return 0
+
+
+def cmd_bisect(args) -> int:
+    from .bisect import bisect_session
+
+    if args.model.endswith(".rvk"):
+        raise UnsupportedError("relax-vk bisect: give the model (name, .onnx or .pt2), not an .rvk: it builds the model keeping every tensor")
+    session, _ = _built_session(args, reuse=False)
+    result = bisect_session(session, _load(args.model, args), _inputs(args, session), args.model, args.rtol)
+    print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
+    return 0 if result.ok else 1
+
+
+def _add_profile_commands(sub) -> None:
+    p = sub.add_parser("profile", help="time per op of the model on a device (fused kernels mapped back to the model's ops)")
+    _add_model_args(p)
+    p.add_argument("--repeat", type=int, default=10, help="warm runs; the run of median device time is reported")
+    p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the top ops and the timeline (the notebook extra)")
+    p.add_argument("--top", type=int, default=None, help="print only the N slowest rows")
+    p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.set_defaults(func=cmd_profile)
+    p = sub.add_parser("bisect", help="compare every op's output on the device with TVM llvm; name the first bad one")
+    _add_model_args(p)
+    p.add_argument("--rtol", type=float, default=None, help="bound, relative to max(1, |reference|) (default 1e-4; fp16 textures 1e-2)")
+    p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
+    p.set_defaults(func=cmd_bisect)
 
 
 def _device_rows():
@@ -698,12 +758,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tune)
     p = sub.add_parser("models", help="list the built-in example models")
     p.set_defaults(func=cmd_models)
+    _add_profile_commands(sub)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "target", "") is None and args.func is not cmd_run:
+    if getattr(args, "target", "") is None and args.func not in (cmd_run, cmd_profile, cmd_bisect):
         args.target = "opencl"
     try:
         return args.func(args)

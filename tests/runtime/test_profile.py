@@ -42,3 +42,12 @@ def test_steps_and_idle_gaps_add_up_to_the_span():
             reached = max(reached, int(b), int(e))
         assert np.isclose(sum(p["ms"] for p in profile) + idle * 1e-6, span, rtol=0, atol=1e-9)
         assert np.isclose(span, (reached - int(begins[0])) * 1e-6, rtol=0, atol=1e-12)
+
+
+def test_step_starts_place_steps_and_gaps_on_the_timeline():
+    # the overlapping stamps of the first test: each step starts where the device began it
+    profile, span = step_times(["a", "b", "c", "d"], [0, 100, 150, 400], [300, 500, 600, 700])
+    assert [round(p["start_ms"] * 1e6) for p in profile] == [0, 300, 500, 600]
+    profile, span = step_times(["a", "b"], [0, 1000], [100, 1200])
+    assert [round(p["start_ms"] * 1e6) for p in profile] == [0, 1000]  # the gap 100..1000: idle, before b
+    assert round((profile[-1]["start_ms"] + profile[-1]["ms"]) * 1e6) == round(span * 1e6)

@@ -80,7 +80,7 @@ def assert_kernels_tile_the_device_time(result: dict, program=None):
     """``run --json``'s profile: one positive time per step of the program (kernel launches by
     name), adding up to no more than the device time of that profiled run."""
     kernels = result["kernels"]
-    assert kernels and all({"name", "ms"} == set(k) and k["ms"] > 0 for k in kernels)
+    assert kernels and all({"name", "ms"} <= set(k) and k["ms"] > 0 for k in kernels)  # (keys may be added: start_ms)
     assert sum(k["ms"] for k in kernels) <= result["device_ms"] * (1 + 1e-9)
     if program is not None:
         assert [k["name"] for k in kernels if not k["name"].startswith("copy ")] == [s["kernel"] for s in program["steps"] if s["op"] == "launch"]
