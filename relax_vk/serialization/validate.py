@@ -125,9 +125,9 @@ def validate_program(program: dict, source: str, constants: Dict[str, np.ndarray
         else:
             src, dst = ref(step.get("src"), f"copy step {i}"), ref(step.get("dst"), f"copy step {i}")
             _require(src["bytes"] == dst["bytes"], f"copy step {i}: {src['name']} ({src['bytes']} bytes) -> {dst['name']} ({dst['bytes']} bytes)")
-    for what in ("inputs", "outputs"):
+    for what in ("inputs", "outputs"):  # a model of constants alone has no inputs
         ids = program.get(what)
-        _require(isinstance(ids, list) and ids, f"no {what}")
+        _require(isinstance(ids, list) and (ids or what == "inputs"), f"no {what}")
         for tid in ids:
             ref(tid, what)
     problem = storage_problem(program)
