@@ -1,6 +1,7 @@
 """relax_vk's legalizers (op -> TE compute -> ``call_tir``): the packed ops TVM cannot legalize
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
-legalization is wrong for textures, and the degenerate resizes upstream divides by zero on. The
+legalization is wrong for textures, the degenerate resizes upstream divides by zero on, and RMS
+norms over every axis, which upstream mis-indexes. The
 pass that applies them while keeping every decided scope is
 :class:`relax_vk.passes.LegalizeWithScopes`."""
 
@@ -8,14 +9,16 @@ from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
 from .elementwise import MISSING_LEGALIZERS
 from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
+from .rms_norm import legalize_rms_norm
 
 #: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize)
-#: and ops whose upstream legalization is wrong (layout_transform for textures, degenerate resizes)
+#: and ops whose upstream legalization is wrong (layout_transform for textures, degenerate resizes, rms_norm over every axis)
 LEGALIZE_MAP = {
     "relax.nn.conv2d": legalize_conv2d_nchw4c,
     "relax.layout_transform": legalize_layout_transform,
     "relax.image.resize2d": legalize_resize2d,
+    "relax.nn.rms_norm": legalize_rms_norm,
     **MISSING_LEGALIZERS,
 }
 
-__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]
+__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "legalize_rms_norm", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]
