@@ -8,7 +8,9 @@
   vectorized loop of extent 4 that indexes the texel lanes (TVM's texture lowering writes
   whole texels; anything else fails to lower or writes wrong lanes);
 * a texture buffer written and read by the same kernel (image reads do not see the writes of the
-  same launch).
+  same launch);
+* a loop marked for unrolling whose extent is not a constant (TVM's ``UnrollLoop`` fails on it:
+  "Cannot unroll non-constant loop").
 
 An empty list means the kernel is fit for codegen. The scheduling driver
 (:mod:`relax_vk.schedules.apply`) uses it to reject a rule's result and fall back.
@@ -42,6 +44,8 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
             extent = getattr(node.extent, "value", None)
             if node.kind == S.ForKind.VECTORIZED and extent == LANES:
                 lane = lane_loops + (node.loop_var,)
+            if node.kind == S.ForKind.UNROLLED and extent is None:
+                problems.append(f"loop {node.loop_var.name} is marked for unrolling but its extent {node.extent} is not a constant")
             visit(node.body, inner_bound, lane)
             return
         if isinstance(node, s_tir.SBlockRealize):
