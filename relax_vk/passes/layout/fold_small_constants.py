@@ -9,7 +9,9 @@ changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
 shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
-``logical_and``, which the token layout then packs). Constant int64 ``take`` indices whose values fit
+``logical_and``, which the token layout then packs). A call whose result has no elements is
+the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
+inputs: no kernel ever has a zero extent. Constant int64 ``take`` indices whose values fit
 are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
@@ -91,9 +93,38 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
 }
 
 
+def empty_result(call: relax.Call) -> Optional[np.ndarray]:
+    """The empty array a call computes when its result is a tensor of static shape with no
+    elements (a ``Slice`` with ``starts == ends``, a step that leaves nothing), whatever its
+    arguments, else None. TVM infers a negative extent for a strided slice whose begin lies past
+    its end (numpy and ONNX: zero); such an extent counts as zero."""
+    ty = call.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    values = ty.shape.values
+    if not _static(values) or all(int(v.value) > 0 for v in values):
+        return None
+    return np.zeros([max(int(v.value), 0) for v in values], dtype=str(ty.dtype))
+
+
+def _drop_empty_concat_inputs(call: relax.Call) -> relax.Call:
+    """``concat`` without its empty inputs (they add nothing; a kernel reading a tensor of no
+    elements is a zero-extent loop), unless all of them are."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.concat" and isinstance(call.args[0], relax.Tuple)):
+        return call
+    fields = list(call.args[0].fields)
+    kept = [f for f in fields if not (isinstance(f, GenericConst) and f.value.numpy().size == 0)]
+    if not kept or len(kept) == len(fields):
+        return call
+    return relax.op.concat(kept, int(call.attrs.axis)) if len(kept) > 1 else kept[0]
+
+
 def _fold(call: relax.Call) -> Optional[np.ndarray]:
     if not isinstance(call.op, tvm.ir.Op):
         return None
+    empty = empty_result(call)
+    if empty is not None:
+        return empty
     name = call.op.name
     if name == "relax.arange":  # arange(start, end, step) of constant bounds: a constant
         bounds = [_imm(a) for a in call.args]
@@ -142,7 +173,9 @@ class _Folder(relax.PyExprMutator):
         self.folded: Dict[relax.Var, relax.Expr] = {}
 
     def visit_call_(self, call):
-        call = super().visit_call_(call)
+        call = _drop_empty_concat_inputs(super().visit_call_(call))
+        if not isinstance(call, relax.Call):
+            return call
         if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst):
             indices = call.args[1].value.numpy()
             if indices.dtype == np.int64 and (indices.size == 0 or np.abs(indices).max() < 2**31):
@@ -164,6 +197,15 @@ class _Folder(relax.PyExprMutator):
             folded = _fold(value) if isinstance(value, relax.Call) else None
             if folded is not None:
                 self.folded[binding.var] = relax.const(folded, str(folded.dtype))
+                return
+        else:
+            value = self.visit_expr(binding.value)
+            empty = empty_result(value) if isinstance(value, relax.Call) else None
+            if empty is not None:  # a dataflow block's output: bound to the constant, typed by it
+                const = relax.const(empty, str(empty.dtype))
+                var = relax.Var(binding.var.name, const.ty)
+                self.set_var_remap(binding.var, var)
+                self.builder_.emit_normalized(relax.VarBinding(var, const))
                 return
         super().visit_var_binding_(binding)
 
