@@ -19,7 +19,8 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
 3. gives opset < 7 per-channel broadcasts (``PRelu`` slopes, ``broadcast=1`` binary ops with an
    ``axis``) their explicit shapes (:func:`align_legacy_broadcasts`);
 4. imports with TVM's frontend, then raises TOPI binary kernels back to Relax ops
-   (:class:`RaisePrebuiltBinary`, so ``Clip`` packs). An op TVM cannot convert is an error naming
+   (:class:`RaisePrebuiltBinary`, so ``Clip`` packs); outputs TVM leaves as shape values (``Shape``
+   of a static tensor) become the int64 tensors ONNX defines (:func:`tensor_outputs`). An op TVM cannot convert is an error naming
    the op type and the nodes that use it.
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
+import numpy as np
 import tvm
 
 from ..core.errors import UnsupportedError
@@ -205,6 +207,57 @@ def align_legacy_broadcasts(model) -> int:
     return aligned
 
 
+def _shape_as_tensor(expr):
+    """The int64 tensor constant of a static shape or a scalar value, else ``expr`` itself."""
+    from tvm import relax, tirx
+
+    if isinstance(expr, relax.ShapeExpr) and all(isinstance(v, tirx.IntImm) for v in expr.values):
+        return relax.const(np.array([int(v.value) for v in expr.values], "int64"), "int64")
+    if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):  # a Relax prim value
+        dtype = "int64" if isinstance(expr, tirx.IntImm) else "float32"
+        return relax.const(np.array(expr.value, dtype), dtype)
+    return expr
+
+
+def tensor_outputs(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every output of ``main`` that TVM's importer left as a shape or a scalar value
+    (ONNX ``Shape`` / ``Size`` of a static tensor feeding a graph output) turned into the int64
+    tensor constant ONNX defines: in the result itself and in the output bindings (non-dataflow
+    variables) that hold it or a tuple of it."""
+    from tvm import relax
+
+    def convert(expr):
+        if isinstance(expr, relax.Tuple):
+            fields = [convert(f) for f in expr.fields]
+            return expr if all(a is b for a, b in zip(fields, expr.fields)) else relax.Tuple(fields)
+        return _shape_as_tensor(expr)
+
+    @relax.expr_functor.mutator
+    class _Outputs(relax.PyExprMutator):
+        def visit_var_binding_(self, binding):
+            value = self.visit_expr(binding.value)
+            converted = convert(value) if not isinstance(binding.var, relax.DataflowVar) else value
+            if converted is value:
+                return super().visit_var_binding_(binding)
+            var = relax.Var(binding.var.name, self.builder_.normalize(converted).ty)
+            self.set_var_remap(binding.var, var)
+            self.builder_.emit_normalized(relax.VarBinding(var, self.builder_.normalize(converted)))
+
+        def visit_seq_expr_(self, seq):
+            out = super().visit_seq_expr_(seq)
+            result = convert(out.body)
+            return out if result is out.body else relax.SeqExpr(out.blocks, result)
+
+    main = mod["main"]
+    body = _Outputs(mod).visit_expr(main.body)
+    if body.same_as(main.body):
+        return mod
+    func = relax.Function(main.params, body, None, main.is_pure, main.attrs, main.span)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = func
+    return relax.transform.Normalize()(out)
+
+
 def _unsupported_ops(model) -> Dict[str, List[str]]:
     """Op types TVM's ONNX frontend has no converter for -> the nodes that use them."""
     from tvm.relax.frontend.onnx import onnx_frontend
@@ -237,4 +290,4 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    return RaisePrebuiltBinary()(mod)
+    return tensor_outputs(RaisePrebuiltBinary()(mod))

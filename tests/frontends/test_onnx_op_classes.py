@@ -27,10 +27,15 @@ def _value(name, shape, dtype=F):
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=18):
-    """A model; ``inputs``/``outputs``: ``{name: shape}`` (float32; an output shape of None is
-    left to ONNX's shape inference)."""
+    """A model; ``inputs``/``outputs``: ``{name: shape}`` (float32, or ``(dtype, shape)`` for an
+    output; an output shape of None is left to ONNX's shape inference)."""
+    def out(name, shape):  # ``shape``, or ``("int64", shape)``
+        if shape is not None and shape and isinstance(shape[0], str):
+            return _value(name, list(shape[1]), helper.np_dtype_to_tensor_dtype(np.dtype(shape[0])))
+        return _value(name, None if shape is None else list(shape))
+
     graph = helper.make_graph(nodes, "g", [_value(n, list(s)) for n, s in inputs.items()],
-                              [_value(n, None if s is None else list(s)) for n, s in outputs.items()], initializer=list(inits))  # fmt: skip
+                              [out(n, s) for n, s in outputs.items()], initializer=list(inits))  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     inferred = onnx.shape_inference.infer_shapes(model).graph
     known = {v.name: v.type for v in list(inferred.value_info) + list(inferred.output) if v.type.tensor_type.HasField("shape")}
@@ -123,12 +128,13 @@ def test_normalisations_over_leading_axes(backend, device):
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
 def test_constant_outputs(backend, device):
-    """Graph outputs that are a Constant node, an initializer, or the input itself, beside a
-    computed one; and a model of constants alone (no inputs)."""
+    """Graph outputs that are a Constant node, an initializer, the input itself, or the Shape of a
+    static tensor (an int64 tensor; TVM's importer leaves a shape value), beside a computed one;
+    and a model of constants alone (no inputs)."""
     x = RNG.randn(2, 3).astype("float32")
     const = numpy_helper.from_array(RNG.randn(2, 3).astype("float32"), "c")
-    model = _model([helper.make_node("Constant", [], ["k"], value=const), helper.make_node("Relu", ["x"], ["r"])], {"x": x.shape},
-                   {"k": (2, 3), "r": (2, 3), "w": (4,), "x": (2, 3)}, [_array("w", RNG.randn(4))])  # fmt: skip
+    nodes = [helper.make_node("Constant", [], ["k"], value=const), helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Shape", ["x"], ["s"])]
+    model = _model(nodes, {"x": x.shape}, {"k": (2, 3), "r": (2, 3), "w": (4,), "x": (2, 3), "s": ("int64", (2,))}, [_array("w", RNG.randn(4))])
     _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
     alone = _model([helper.make_node("Constant", [], ["k"], value=const)], {}, {"k": (2, 3)})
     _assert_outputs(_run(alone, {}, backend, device, kernels=False), _onnxruntime(alone, {}))
@@ -138,7 +144,8 @@ def test_constant_outputs(backend, device):
 def test_zero_extent_slices(backend, device):
     """Slices that leave nothing (starts == ends, a start past the end, a negative step the
     wrong way) give empty outputs of the right shape, also after an elementwise op; an empty slice
-    concatenated with the input is the input."""
+    concatenated with the input is the input; a Split with an empty part; a MatMul over an empty
+    inner dimension is zeros."""
     x, x4 = RNG.randn(4, 6).astype("float32"), RNG.randn(1, 8, 4, 4).astype("float32")
     inits = [_array(n, v, "int64") for n, v in [("two", [2]), ("five", [5]), ("zero", [0]), ("three", [3]), ("one", [1]), ("neg", [-1])]]
     nodes = [
@@ -149,12 +156,16 @@ def test_zero_extent_slices(backend, device):
         helper.make_node("Concat", ["y0", "x", "y1"], ["y4"], axis=1),
         helper.make_node("Slice", ["x4", "three", "three", "one"], ["y5"]),
         helper.make_node("Concat", ["x4", "y5"], ["y6"], axis=1),
+        helper.make_node("Split", ["x", "cuts"], ["y7", "y8", "y9"], axis=1),  # an empty middle part
+        helper.make_node("Transpose", ["y0"], ["t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["y0", "t"], ["y10"]),  # an empty inner dimension: zeros
     ]
-    model = _model(nodes, {"x": x.shape, "x4": x4.shape}, {f"y{i}": None for i in range(7)}, inits, opset=13)
+    inits.append(_array("cuts", [2, 0, 4], "int64"))
+    model = _model(nodes, {"x": x.shape, "x4": x4.shape}, {f"y{i}": None for i in range(11)}, inits, opset=13)
     feeds = {"x": x, "x4": x4}
     got = _run(model, feeds, backend, device)
     expected = _onnxruntime(model, feeds)
-    assert [e.shape for e in expected] == [(4, 0), (4, 0), (4, 0), (4, 0), (4, 6), (1, 0, 4, 4), (1, 8, 4, 4)]
+    assert [e.shape for e in expected] == [(4, 0), (4, 0), (4, 0), (4, 0), (4, 6), (1, 0, 4, 4), (1, 8, 4, 4), (4, 2), (4, 0), (4, 4), (4, 4)]
     _assert_outputs(got, expected)
 
 

@@ -11,7 +11,8 @@ of static shape, ``Gather`` from it and the negative-index ``where``: int64 tens
 shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
 ``logical_and``, which the token layout then packs). A call whose result has no elements is
 the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
-inputs: no kernel ever has a zero extent. Constant int64 ``take`` indices whose values fit
+inputs, and a ``split`` with empty parts becomes slices and empty constants: no kernel ever has a
+zero extent. Constant int64 ``take`` indices whose values fit
 are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
@@ -90,6 +91,8 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.mod": _binary(np.fmod),
     "relax.floor_mod": _binary(np.mod),
     "relax.floor_divide": _binary(np.floor_divide),
+    # two constant operands: weight-only products, and the matmul of two empty slices (K = 0)
+    "relax.matmul": _binary(np.matmul),
 }
 
 
@@ -117,6 +120,29 @@ def _drop_empty_concat_inputs(call: relax.Call) -> relax.Call:
     if not kept or len(kept) == len(fields):
         return call
     return relax.op.concat(kept, int(call.attrs.axis)) if len(kept) > 1 else kept[0]
+
+
+def _split_without_empty_parts(call: relax.Call) -> relax.Expr:
+    """A ``split`` with an empty part (equal indices, an index at either end: TOPI refuses them,
+    "split_indices must be sorted") as a tuple of slices, its empty parts empty constants."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.split"):
+        return call
+    ty = call.args[0].ty
+    cuts = call.attrs.indices_or_sections
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not _static(ty.shape.values) or isinstance(cuts, (int, tirx.IntImm)):
+        return call
+    shape = _ints(ty.shape.values)
+    axis = int(call.attrs.axis) % len(shape)
+    bounds = [0] + [min(max(int(getattr(c, "value", c)), 0), shape[axis]) for c in cuts] + [shape[axis]]
+    if all(b > a for a, b in zip(bounds, bounds[1:])):
+        return call
+    parts = []
+    for begin, end in zip(bounds, bounds[1:]):
+        if end <= begin:
+            parts.append(relax.const(np.zeros(shape[:axis] + [0] + shape[axis + 1 :], str(ty.dtype)), str(ty.dtype)))
+        else:
+            parts.append(relax.op.strided_slice(call.args[0], [axis], [begin], [end]))
+    return relax.Tuple(parts)
 
 
 def _fold(call: relax.Call) -> Optional[np.ndarray]:
@@ -174,6 +200,8 @@ class _Folder(relax.PyExprMutator):
 
     def visit_call_(self, call):
         call = _drop_empty_concat_inputs(super().visit_call_(call))
+        if isinstance(call, relax.Call):
+            call = _split_without_empty_parts(call)
         if not isinstance(call, relax.Call):
             return call
         if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst):
@@ -200,9 +228,9 @@ class _Folder(relax.PyExprMutator):
                 return
         else:
             value = self.visit_expr(binding.value)
-            empty = empty_result(value) if isinstance(value, relax.Call) else None
-            if empty is not None:  # a dataflow block's output: bound to the constant, typed by it
-                const = relax.const(empty, str(empty.dtype))
+            folded = _fold(value) if isinstance(value, relax.Call) else None
+            if folded is not None:  # a dataflow block's output: bound to the constant, typed by it
+                const = relax.const(folded, str(folded.dtype))
                 var = relax.Var(binding.var.name, const.ty)
                 self.set_var_remap(binding.var, var)
                 self.builder_.emit_normalized(relax.VarBinding(var, const))
