@@ -19,9 +19,9 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
 3. gives opset < 7 per-channel broadcasts (``PRelu`` slopes, ``broadcast=1`` binary ops with an
    ``axis``) their explicit shapes (:func:`align_legacy_broadcasts`);
 4. imports with TVM's frontend, then raises TOPI binary kernels back to Relax ops
-   (:class:`RaisePrebuiltBinary`, so ``Clip`` packs); outputs TVM leaves as shape values (``Shape``
-   of a static tensor) become the int64 tensors ONNX defines (:func:`tensor_outputs`). An op TVM cannot convert is an error naming
-   the op type and the nodes that use it.
+   (:class:`RaisePrebuiltBinary`, so ``Clip`` packs); outputs TVM leaves as shape values
+   (``Shape`` of a static tensor) become the int64 tensors ONNX defines (:func:`tensor_outputs`).
+   An op TVM cannot convert is an error naming the op type and the nodes that use it.
 """
 
 from __future__ import annotations
