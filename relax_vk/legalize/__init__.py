@@ -1,8 +1,8 @@
 """relax_vk's legalizers (op -> TE compute -> ``call_tir``): the packed ops TVM cannot legalize
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
-legalization is wrong for textures, the degenerate resizes upstream divides by zero on, and RMS
-norms over every axis, which upstream mis-indexes. The
-pass that applies them while keeping every decided scope is
+legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
+norms over every axis (upstream mis-indexes them), and cumulative sums and products (upstream lowers
+them only outside the pipeline). The pass that applies them while keeping every decided scope is
 :class:`relax_vk.passes.LegalizeWithScopes`."""
 
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
@@ -10,15 +10,18 @@ from .elementwise import MISSING_LEGALIZERS
 from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
 from .rms_norm import legalize_rms_norm
+from .scan import legalize_cumprod, legalize_cumsum
 
-#: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize)
+#: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize, cumsum/cumprod)
 #: and ops whose upstream legalization is wrong (layout_transform for textures, degenerate resizes, rms_norm over every axis)
 LEGALIZE_MAP = {
     "relax.nn.conv2d": legalize_conv2d_nchw4c,
     "relax.layout_transform": legalize_layout_transform,
     "relax.image.resize2d": legalize_resize2d,
     "relax.nn.rms_norm": legalize_rms_norm,
+    "relax.cumsum": legalize_cumsum,
+    "relax.cumprod": legalize_cumprod,
     **MISSING_LEGALIZERS,
 }
 
-__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "legalize_rms_norm", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]
+__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "legalize_rms_norm", "legalize_cumsum", "legalize_cumprod", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]

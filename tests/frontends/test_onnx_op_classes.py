@@ -213,3 +213,15 @@ def test_channel_shuffle_before_a_grouped_conv(frontend, backend, device, tmp_pa
             expected = [net(x).numpy()]
     got = load(build_for(mod, backend).artifact(), device=device).run([x.numpy()])
     _assert_outputs(got, expected, tol=1e-4)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_cumulative_sums(backend, device):
+    """CumSum (TVM imports it, but no legalizer lowers it: "CodeGenVM cannot emit this Relax
+    operator") over a leading and a trailing axis, exclusive and reversed."""
+    x = RNG.randn(2, 3, 4).astype("float32")
+    cases = [(0, 0, 0), (1, 1, 0), (2, 0, 1), (-1, 1, 1)]
+    nodes = [helper.make_node("CumSum", ["x", f"a{i}"], [f"y{i}"], exclusive=ex, reverse=rev) for i, (_, ex, rev) in enumerate(cases)]
+    inits = [_array(f"a{i}", axis, "int64") for i, (axis, _, _) in enumerate(cases)]
+    model = _model(nodes, {"x": x.shape}, {f"y{i}": None for i in range(len(cases))}, inits, opset=14)
+    _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
