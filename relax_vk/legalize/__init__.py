@@ -1,9 +1,9 @@
 """relax_vk's legalizers (op -> TE compute -> ``call_tir``): the packed ops TVM cannot legalize
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
 legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
-norms over every axis (upstream mis-indexes them), and cumulative sums and products (upstream lowers
-them only outside the pipeline). The pass that applies them while keeping every decided scope is
-:class:`relax_vk.passes.LegalizeWithScopes`."""
+norms over every axis (upstream mis-indexes them), and cumulative sums and products, top-k and
+sorts (upstream lowers them only outside the pipeline). The pass that applies them while keeping
+every decided scope is :class:`relax_vk.passes.LegalizeWithScopes`."""
 
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
 from .elementwise import MISSING_LEGALIZERS
@@ -11,8 +11,9 @@ from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
 from .rms_norm import legalize_rms_norm
 from .scan import legalize_cumprod, legalize_cumsum
+from .sort import legalize_argsort, legalize_sort, legalize_topk
 
-#: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize, cumsum/cumprod)
+#: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize: cumsum/cumprod, topk/sort/argsort)
 #: and ops whose upstream legalization is wrong (layout_transform for textures, degenerate resizes, rms_norm over every axis)
 LEGALIZE_MAP = {
     "relax.nn.conv2d": legalize_conv2d_nchw4c,
@@ -21,7 +22,10 @@ LEGALIZE_MAP = {
     "relax.nn.rms_norm": legalize_rms_norm,
     "relax.cumsum": legalize_cumsum,
     "relax.cumprod": legalize_cumprod,
+    "relax.topk": legalize_topk,
+    "relax.sort": legalize_sort,
+    "relax.argsort": legalize_argsort,
     **MISSING_LEGALIZERS,
 }
 
-__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "legalize_rms_norm", "legalize_cumsum", "legalize_cumprod", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]
+__all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "legalize_rms_norm", "legalize_cumsum", "legalize_cumprod", "legalize_topk", "legalize_sort", "legalize_argsort", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]

@@ -225,3 +225,19 @@ def test_cumulative_sums(backend, device):
     inits = [_array(f"a{i}", axis, "int64") for i, (axis, _, _) in enumerate(cases)]
     model = _model(nodes, {"x": x.shape}, {f"y{i}": None for i in range(len(cases))}, inits, opset=14)
     _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_top_k(backend, device):
+    """TopK (no legalizer lowers it either), largest and smallest, over both axes, with ties:
+    values and int64 indices."""
+    x = np.array([[3.0, 1.0, 2.0, 1.0, 5.0], [2.0, 2.0, -1.0, 0.5, 4.0], [0.0, 7.0, 7.0, -3.0, 1.0]], "float32")
+    cases = [(1, 2, 1), (1, 3, 0), (0, 2, 1)]
+    nodes = [helper.make_node("TopK", ["x", f"k{i}"], [f"v{i}", f"i{i}"], axis=axis, largest=largest) for i, (axis, _, largest) in enumerate(cases)]
+    inits = [_array(f"k{i}", [k], "int64") for i, (_, k, _) in enumerate(cases)]
+    outputs = {}
+    for i, (axis, k, _) in enumerate(cases):
+        shape = tuple(k if d == axis else n for d, n in enumerate(x.shape))
+        outputs[f"v{i}"], outputs[f"i{i}"] = shape, ("int64", shape)
+    model = _model(nodes, {"x": x.shape}, outputs, inits, opset=13)
+    _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
