@@ -1,9 +1,10 @@
 """relax_vk's legalizers (op -> TE compute -> ``call_tir``): the packed ops TVM cannot legalize
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
 legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
-norms over every axis (upstream mis-indexes them), and cumulative sums and products, top-k and
-sorts (upstream lowers them only outside the pipeline). The pass that applies them while keeping
-every decided scope is :class:`relax_vk.passes.LegalizeWithScopes`."""
+norms over every axis (upstream mis-indexes them), cumulative sums and products, top-k and sorts
+(upstream lowers them only outside the pipeline), and ``scatter_elements`` (upstream's serial
+kernel fits no GPU schedule). The pass that applies them while keeping every decided scope is
+:class:`relax_vk.passes.LegalizeWithScopes`."""
 
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
 from .elementwise import MISSING_LEGALIZERS
@@ -11,6 +12,7 @@ from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
 from .rms_norm import legalize_rms_norm
 from .scan import legalize_cumprod, legalize_cumsum
+from .scatter import legalize_scatter_elements
 from .sort import legalize_argsort, legalize_sort, legalize_topk
 
 #: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize: cumsum/cumprod, topk/sort/argsort)
@@ -25,6 +27,7 @@ LEGALIZE_MAP = {
     "relax.topk": legalize_topk,
     "relax.sort": legalize_sort,
     "relax.argsort": legalize_argsort,
+    "relax.scatter_elements": legalize_scatter_elements,
     **MISSING_LEGALIZERS,
 }
 

@@ -9,10 +9,10 @@ changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
 shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
-``logical_and``, which the token layout then packs). A call whose result has no elements is
+``logical_and``, which the token layout then packs); strided slices of constants. A call whose result has no elements is
 the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
 inputs, and a ``split`` with empty parts becomes slices and empty constants: no kernel ever has a
-zero extent. Constant int64 ``take`` indices whose values fit
+zero extent. Constant int64 indices of ``take``, ``gather_elements`` and ``scatter_elements`` whose values fit
 are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
@@ -94,6 +94,10 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     # two constant operands: weight-only products, and the matmul of two empty slices (K = 0)
     "relax.matmul": _binary(np.matmul),
 }
+
+
+#: ops whose second argument is an index tensor: constant int64 indices that fit are narrowed to int32
+INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.scatter_elements")  # (gather_nd insists on int64)
 
 
 def empty_result(call: relax.Call) -> Optional[np.ndarray]:
@@ -183,6 +187,17 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
             return None
         array = np.broadcast_to(data.value.numpy(), shape)
         return np.ascontiguousarray(array if name == "relax.broadcast_to" else array.astype(str(call.attrs.dtype)))
+    if name == "relax.strided_slice" and isinstance(call.args[0], GenericConst) and len(call.args) >= 4:
+        parts = [getattr(a, "fields", None) for a in call.args[1:]]
+        if any(p is None or not all(isinstance(_imm(v), tirx.IntImm) for v in p) for p in parts):
+            return None
+        axes, begins, ends = ([int(_imm(v).value) for v in p] for p in parts[:3])
+        steps = [int(_imm(v).value) for v in parts[3]] if len(parts) > 3 else [1] * len(axes)
+        array = call.args[0].value.numpy()
+        index = [slice(None)] * array.ndim
+        for axis, begin, end, step in zip(axes, begins, ends, steps):
+            index[axis] = slice(begin, end, step)  # (numpy clamps out-of-range bounds as TVM does)
+        return np.ascontiguousarray(array[tuple(index)])
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
         return None
@@ -204,11 +219,12 @@ class _Folder(relax.PyExprMutator):
             call = _split_without_empty_parts(call)
         if not isinstance(call, relax.Call):
             return call
-        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst):
+        if isinstance(call.op, tvm.ir.Op) and call.op.name in INDEX_OPS and isinstance(call.args[1], GenericConst):
             indices = call.args[1].value.numpy()
             if indices.dtype == np.int64 and (indices.size == 0 or np.abs(indices).max() < 2**31):
-                axis = None if call.attrs.axis is None else int(call.attrs.axis)
-                return relax.op.take(call.args[0], relax.const(indices.astype("int32"), "int32"), axis, str(call.attrs.mode))
+                args = list(call.args)
+                args[1] = relax.const(indices.astype("int32"), "int32")
+                return relax.Call(call.op, args, call.attrs)
         return call
 
     def visit_dataflow_var_(self, var):
