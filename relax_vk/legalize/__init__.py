@@ -2,8 +2,8 @@
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
 legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
 norms over every axis (upstream mis-indexes them), cumulative sums and products, top-k and sorts
-(upstream lowers them only outside the pipeline), and ``scatter_elements`` (upstream's serial
-kernel fits no GPU schedule). The pass that applies them while keeping every decided scope is
+(upstream lowers them only outside the pipeline), and the scatters (upstream's serial
+kernels fit no GPU schedule). The pass that applies them while keeping every decided scope is
 :class:`relax_vk.passes.LegalizeWithScopes`."""
 
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
@@ -12,7 +12,7 @@ from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
 from .rms_norm import legalize_rms_norm
 from .scan import legalize_cumprod, legalize_cumsum
-from .scatter import legalize_scatter_elements
+from .scatter import legalize_scatter_elements, legalize_scatter_nd
 from .sort import legalize_argsort, legalize_sort, legalize_topk
 
 #: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize: cumsum/cumprod, topk/sort/argsort)
@@ -28,6 +28,7 @@ LEGALIZE_MAP = {
     "relax.sort": legalize_sort,
     "relax.argsort": legalize_argsort,
     "relax.scatter_elements": legalize_scatter_elements,
+    "relax.scatter_nd": legalize_scatter_nd,
     **MISSING_LEGALIZERS,
 }
 

@@ -244,10 +244,11 @@ def test_top_k(backend, device):
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
-def test_scatter_and_gather_elements(backend, device):
+def test_scatters_and_gather_elements(backend, device):
     """ScatterElements (TOPI's kernel has no block a GPU rule can bind: "no schedule fits it")
-    without and with reductions, negative indices, updates smaller than the data; GatherElements
-    beside them, all with constant int64 indices (int32 on the device)."""
+    without and with reductions, negative indices, updates smaller than the data; ScatterND (its
+    TOPI kernel failed export); GatherElements beside them, all with constant int64 indices (int32
+    on the device)."""
     x = RNG.randn(2, 3, 4).astype("float32")
     inits = [_array("i", [[[0, 1, -1, 0]], [[2, 1, 0, 1]]], "int64"), _array("u", RNG.randn(2, 1, 4)),
              _array("j", [[[1, 0], [0, 1]]], "int64"), _array("v", RNG.randn(1, 2, 2))]  # fmt: skip
@@ -255,6 +256,9 @@ def test_scatter_and_gather_elements(backend, device):
              helper.make_node("ScatterElements", ["x", "i", "u"], ["y1"], axis=1, reduction="add"),
              helper.make_node("ScatterElements", ["x", "i", "u"], ["y2"], axis=-2, reduction="max"),
              helper.make_node("ScatterElements", ["x", "j", "v"], ["y3"], axis=0, reduction="mul"),
-             helper.make_node("GatherElements", ["x", "i"], ["y4"], axis=1)]  # fmt: skip
-    model = _model(nodes, {"x": x.shape}, {f"y{i}": None for i in range(5)}, inits, opset=18)
+             helper.make_node("GatherElements", ["x", "i"], ["y4"], axis=1),
+             helper.make_node("ScatterND", ["x", "nd", "w"], ["y5"]),
+             helper.make_node("ScatterND", ["x", "nd", "w"], ["y6"], reduction="add")]  # fmt: skip
+    inits += [_array("nd", [[[0, 1]], [[-1, 2]]], "int64"), _array("w", RNG.randn(2, 1, 4))]
+    model = _model(nodes, {"x": x.shape}, {f"y{i}": None for i in range(7)}, inits, opset=18)
     _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))

@@ -36,3 +36,18 @@ def test_scatter_elements(reduction, axis):
     mod = module([tensor("x", x.shape)], lambda bb, v: relax.op.scatter_elements(v, relax.const(indices), relax.const(updates), axis, reduction))
     (out,) = run_on_cpu(mod, [x])
     np.testing.assert_allclose(out, _scatter(x, indices, updates, axis % 3, reduction), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["update", "add", "max"])
+def test_scatter_nd(reduction):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 3, 2)).astype("float32")
+    indices = np.array([[[0, 1], [-1, 2]], [[2, 0], [0, 1]]], "int64") if reduction != "update" else np.array([[[0, 1], [-1, 2]], [[2, 0], [1, 1]]], "int64")
+    updates = rng.standard_normal((2, 2, 2)).astype("float32")
+    mod = module([tensor("x", x.shape)], lambda bb, v: relax.op.scatter_nd(v, relax.const(indices), relax.const(updates), reduction))
+    (out,) = run_on_cpu(mod, [x])
+    expected = x.copy()
+    for pos in np.ndindex(2, 2):
+        at = tuple(int(i) % n for i, n in zip(indices[pos], x.shape))
+        expected[at] = {"update": lambda a: updates[pos], "add": lambda a: a + updates[pos], "max": lambda a: np.maximum(a, updates[pos])}[reduction](expected[at])
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)

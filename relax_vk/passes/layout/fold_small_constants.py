@@ -12,7 +12,7 @@ shaders could not even hold), at numpy speed; and constant masks (a causal mask 
 ``logical_and``, which the token layout then packs); strided slices of constants. A call whose result has no elements is
 the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
 inputs, and a ``split`` with empty parts becomes slices and empty constants: no kernel ever has a
-zero extent. Constant int64 indices of ``take``, ``gather_elements`` and ``scatter_elements`` whose values fit
+zero extent. Constant int64 indices of ``take``, ``gather_elements`` and the scatters whose values fit
 are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
@@ -97,7 +97,7 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
 
 
 #: ops whose second argument is an index tensor: constant int64 indices that fit are narrowed to int32
-INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.scatter_elements")  # (gather_nd insists on int64)
+INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.scatter_elements", "relax.scatter_nd")  # (gather_nd insists on int64)
 
 
 def empty_result(call: relax.Call) -> Optional[np.ndarray]:
