@@ -16,9 +16,12 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
    onnxslim is pure Python on onnx alone. A model the optimizer cannot process is imported as is;
    then ``Resize`` nodes with an empty ``scales`` beside ``sizes`` (what exporters write) lose the
    empty input, which TVM refuses ("Only one of scales and sizes");
-3. imports with TVM's frontend, then raises TOPI binary kernels back to Relax ops
-   (:class:`RaisePrebuiltBinary`, so ``Clip`` packs). An op TVM cannot convert is an error naming
-   the op type and the nodes that use it.
+3. gives opset < 7 per-channel broadcasts (``PRelu`` slopes, ``broadcast=1`` binary ops with an
+   ``axis``) their explicit shapes (:func:`align_legacy_broadcasts`);
+4. imports with TVM's frontend, then raises TOPI binary kernels back to Relax ops
+   (:class:`RaisePrebuiltBinary`, so ``Clip`` packs); outputs TVM leaves as shape values
+   (``Shape`` of a static tensor) become the int64 tensors ONNX defines (:func:`tensor_outputs`).
+   An op TVM cannot convert is an error naming the op type and the nodes that use it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
+import numpy as np
 import tvm
 
 from ..core.errors import UnsupportedError
@@ -140,6 +144,120 @@ def drop_empty_resize_scales(model) -> None:
             node.input[2] = ""
 
 
+#: opset < 7 binary ops whose ``broadcast=1`` form aligns the second input at ``axis``
+LEGACY_BROADCAST_OPS = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
+
+
+def _default_opset(model) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def _ranks(model) -> Dict[str, int]:
+    """Rank of every value whose shape ONNX shape inference knows."""
+    from onnx import shape_inference
+
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    ranks = {i.name: len(i.dims) for i in model.graph.initializer}
+    for v in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        if v.type.tensor_type.HasField("shape"):
+            ranks[v.name] = len(v.type.tensor_type.shape.dim)
+    return ranks
+
+
+def align_legacy_broadcasts(model) -> int:
+    """Give opset < 7 per-axis broadcasts their explicit numpy shapes (in place); returns how many
+    inputs were aligned.
+
+    Before opset 7, ``PRelu``'s 1-D slope holds one value per channel (axis 1; PyTorch's
+    ``nn.PReLU(C)`` exports), and binary ops with ``broadcast=1`` align their second input at
+    ``axis``. TVM's importer broadcasts both numpy-style, from the last axis: a per-channel
+    slope met TOPI's "slope length == axis length" assertion, and a binary op whose shapes happen
+    to line up from the right would compute the wrong sum. Each such input gets an ``Unsqueeze``
+    (``axes`` attribute, valid before opset 13) that appends the unit axes after it."""
+    from onnx import helper
+
+    if _default_opset(model) >= 7:
+        return 0
+    ranks = _ranks(model)
+    nodes, aligned = [], 0
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        trailing = 0
+        if node.op_type == "PRelu" and len(node.input) == 2:
+            x, slope = ranks.get(node.input[0]), ranks.get(node.input[1])
+            if x is not None and slope == 1 and x >= 3:
+                trailing = x - 2  # one value per channel: (C,) -> (C, 1, ..., 1)
+        elif node.op_type in LEGACY_BROADCAST_OPS and attrs.get("broadcast") == 1 and "axis" in attrs and len(node.input) == 2:
+            a, b = ranks.get(node.input[0]), ranks.get(node.input[1])
+            if a is not None and b is not None:
+                axis = int(attrs["axis"]) % a if a else 0
+                trailing = a - axis - b
+        if trailing > 0:
+            name = f"{node.input[1]}__aligned_{aligned}"
+            nodes.append(helper.make_node("Unsqueeze", [node.input[1]], [name], axes=list(range(ranks[node.input[1]], ranks[node.input[1]] + trailing))))
+            node.input[1] = name
+            aligned += 1
+        nodes.append(node)
+    if aligned:
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return aligned
+
+
+def _shape_as_tensor(expr):
+    """The int64 tensor constant of a static shape or a scalar value, else ``expr`` itself."""
+    from tvm import relax, tirx
+
+    if isinstance(expr, relax.ShapeExpr) and all(isinstance(v, tirx.IntImm) for v in expr.values):
+        return relax.const(np.array([int(v.value) for v in expr.values], "int64"), "int64")
+    if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):  # a Relax prim value
+        dtype = "int64" if isinstance(expr, tirx.IntImm) else "float32"
+        return relax.const(np.array(expr.value, dtype), dtype)
+    return expr
+
+
+def tensor_outputs(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every output of ``main`` that TVM's importer left as a shape or a scalar value
+    (ONNX ``Shape`` / ``Size`` of a static tensor feeding a graph output) turned into the int64
+    tensor constant ONNX defines: in the result itself and in the output bindings (non-dataflow
+    variables) that hold it or a tuple of it."""
+    from tvm import relax
+
+    def convert(expr):
+        if isinstance(expr, relax.Tuple):
+            fields = [convert(f) for f in expr.fields]
+            return expr if all(a is b for a, b in zip(fields, expr.fields)) else relax.Tuple(fields)
+        return _shape_as_tensor(expr)
+
+    @relax.expr_functor.mutator
+    class _Outputs(relax.PyExprMutator):
+        def visit_var_binding_(self, binding):
+            value = self.visit_expr(binding.value)
+            converted = convert(value) if not isinstance(binding.var, relax.DataflowVar) else value
+            if converted is value:
+                return super().visit_var_binding_(binding)
+            var = relax.Var(binding.var.name, self.builder_.normalize(converted).ty)
+            self.set_var_remap(binding.var, var)
+            self.builder_.emit_normalized(relax.VarBinding(var, self.builder_.normalize(converted)))
+
+        def visit_seq_expr_(self, seq):
+            out = super().visit_seq_expr_(seq)
+            result = convert(out.body)
+            return out if result is out.body else relax.SeqExpr(out.blocks, result)
+
+    main = mod["main"]
+    body = _Outputs(mod).visit_expr(main.body)
+    if body.same_as(main.body):
+        return mod
+    func = relax.Function(main.params, body, None, main.is_pure, main.attrs, main.span)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = func
+    return relax.transform.Normalize()(out)
+
+
 def _unsupported_ops(model) -> Dict[str, List[str]]:
     """Op types TVM's ONNX frontend has no converter for -> the nodes that use them."""
     from tvm.relax.frontend.onnx import onnx_frontend
@@ -156,6 +274,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     """Relax module of an ONNX model (a path or an ``onnx.ModelProto``; see the module docstring)."""
     model, where = _load(path_or_model)
     shapes = fix_input_shapes(model, input_shapes, where)
+    align_legacy_broadcasts(model)
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)
     from onnx import helper
@@ -171,7 +290,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     from ..tools.provenance import record_model_ops
 
-    return record_model_ops(RaisePrebuiltBinary()(mod), made_by)
+    return record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
 
 
 def _import(model, shapes, dtypes):

@@ -28,7 +28,7 @@ from typing import List, Optional
 from tvm import s_tir, tirx
 
 from .cross_thread import texel_per_workgroup
-from .register_tile import accumulate_in_registers, loop_extent
+from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
 
 BLOCK = "conv2d_NCHWc_OIHWo"
 PAD = "conv2d_data_pad"
@@ -80,6 +80,14 @@ class Conv2dWorkload:
     depthwise: bool
     stride: int = 1
     dilation: int = 1
+    groups: int = 1  # of a grouped (not depthwise) conv; not part of the key
+
+    @property
+    def group_texels(self) -> int:
+        """Output texels per group: an output-channel tile that divides it never straddles two
+        groups (a straddling tile reads the input channels of both, over a region TVM can bound
+        only per thread)."""
+        return self.oc_chunks // self.groups if self.groups > 1 and self.oc_chunks % self.groups == 0 else self.oc_chunks
 
     def key(self) -> str:
         kind = "dw" if self.depthwise else "conv"
@@ -132,7 +140,9 @@ def workload(sch: s_tir.Schedule, conv) -> Optional[Conv2dWorkload]:
     if not depthwise and ic % 4:
         return None
     stride, dilation = _window(block, data)
-    return Conv2dWorkload(n, occ, oh, ow, ic, kh, kw, depthwise, stride, dilation)
+    channels = int(getattr(data.source.shape[1], "value", 0)) * 4  # the data's (packed) channels
+    groups = channels // ic if not depthwise and channels > ic and channels % ic == 0 else 1
+    return Conv2dWorkload(n, occ, oh, ow, ic, kh, kw, depthwise, stride, dilation, groups)
 
 
 def _window(block, region) -> tuple:
@@ -197,7 +207,7 @@ def default_config(w: Conv2dWorkload) -> Conv2dConfig:
     px = row_tiles(w.out_w)[0]
     if w.depthwise:
         return Conv2dConfig(px=px, oc=1, threads=64)
-    oc = 2 if w.oc_chunks % 2 == 0 else 1
+    oc = 2 if w.group_texels % 2 == 0 else 1
     return Conv2dConfig(px=px, oc=oc, threads=64)
 
 
@@ -222,10 +232,11 @@ def memory_kind(func: tirx.PrimFunc) -> str:
 
 def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dConfig]:
     """The tuning space of a workload: every exact row tile up to 4 pixels, 1, 2 or 4 output
-    texels per thread (those that divide the output channels; depthwise convs take 1), and
+    texels per thread (those that divide the output channels of a group; depthwise convs take 1), and
     ``threads`` per workgroup, plus a workgroup per output texel splitting the sum where
-    :func:`may_split_reduction`. The default configuration is always among them."""
-    ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.oc_chunks % o == 0]
+    :func:`may_split_reduction`; a grouped conv's tiles stay inside one group. The default
+    configuration is always among them."""
+    ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.group_texels % o == 0]
     found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
     if may_split_reduction(w):
         found += [Conv2dConfig(1, 1, t, split=True) for t in threads]
@@ -320,19 +331,16 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
 
     data_loops = sch.get_loops(data_cache)
     sch.vectorize(data_loops[-1])
-    for lp in data_loops[depth(kh) : -1]:
-        sch.unroll(lp)
+    unroll_constant(sch, data_loops[depth(kh) : -1])
     # weights: the texels one (ic4, kh, kw) step uses
     weight_cache = sch.cache_read(conv, _read_index(sch, conv, weight_buf), "local")
     sch.compute_at(weight_cache, kw, preserve_unit_loops=True)
     weight_loops = sch.get_loops(weight_cache)
     sch.vectorize(weight_loops[-1])
-    for lp in weight_loops[depth(kw) : -1]:
-        sch.unroll(lp)
+    unroll_constant(sch, weight_loops[depth(kw) : -1])
     # the update: every inner loop unrolled (register indices are constants; a reduction update
     # cannot be vectorised in TIR, and GPUs run the 4 lanes as scalar FMAs anyway)
-    for lp in sch.get_loops(conv)[depth(kw) :]:
-        sch.unroll(lp)
+    unroll_constant(sch, sch.get_loops(conv)[depth(kw) :])
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
 
 

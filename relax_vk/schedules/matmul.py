@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 from tvm import s_tir, tirx
 from tvm.ir.expr import Expr as PrimExpr
 
-from .register_tile import accumulate_in_registers, loop_extent
+from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
 
 BLOCK = "token_matmul"
 THREADS = 64
@@ -142,10 +142,8 @@ def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Option
     for cache in caches:
         cache_loops = sch.get_loops(cache)
         sch.vectorize(cache_loops[-1])
-        for lp in cache_loops[4:-1]:
-            sch.unroll(lp)
-    for lp in sch.get_loops(mm)[4:]:
-        sch.unroll(lp)
+        unroll_constant(sch, cache_loops[4:-1])
+    unroll_constant(sch, sch.get_loops(mm)[4:])
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
 
 

@@ -18,13 +18,22 @@ def loop_extent(loop_stmt) -> int:
     return int(getattr(loop_stmt.extent, "value", -1))
 
 
+def unroll_constant(sch: s_tir.Schedule, loops: Sequence) -> None:
+    """Unroll each of ``loops`` whose extent is a constant; a loop whose extent depends on the
+    thread's position stays serial (TVM cannot unroll it: "Cannot unroll non-constant loop").
+    Such loops come from cache stages whose region TVM bounds per thread, e.g. the input rows of a
+    grouped conv whose output-channel tile straddles two groups."""
+    for lp in loops:
+        if loop_extent(sch.get(lp)) >= 0:
+            sch.unroll(lp)
+
+
 def _texel_loops(sch: s_tir.Schedule, block, bound: int) -> None:
     """Vectorise ``block``'s innermost (lane) loop and unroll the loops between it and the first
     ``bound`` (thread-bound) loops."""
     loops = sch.get_loops(block)
     sch.vectorize(loops[-1])
-    for lp in loops[bound:-1]:
-        sch.unroll(lp)
+    unroll_constant(sch, loops[bound:-1])
 
 
 def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: Sequence, reduce_loop, bound: int = 3):

@@ -8,7 +8,11 @@
   vectorized loop of extent 4 that indexes the texel lanes (TVM's texture lowering writes
   whole texels; anything else fails to lower or writes wrong lanes);
 * a texture buffer written and read by the same kernel (image reads do not see the writes of the
-  same launch).
+  same launch);
+* a loop marked for unrolling whose extent is not a constant (TVM's ``UnrollLoop`` fails on it:
+  "Cannot unroll non-constant loop");
+* a loop outside every thread binding that encloses one (host control flow, which the exported
+  program cannot hold: TVM's general-reduction rule builds one for a mean to a 0-d tensor).
 
 An empty list means the kernel is fit for codegen. The scheduling driver
 (:mod:`relax_vk.schedules.apply`) uses it to reject a rule's result and fall back.
@@ -42,6 +46,10 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
             extent = getattr(node.extent, "value", None)
             if node.kind == S.ForKind.VECTORIZED and extent == LANES:
                 lane = lane_loops + (node.loop_var,)
+            if node.kind == S.ForKind.UNROLLED and extent is None:
+                problems.append(f"loop {node.loop_var.name} is marked for unrolling but its extent {node.extent} is not a constant")
+            if not bound and node.kind != S.ForKind.THREAD_BINDING and extent != 1 and _binds_threads(node.body):
+                problems.append(f"loop {node.loop_var.name} encloses the thread bindings (it would run on the host, launching the kernel per iteration)")
             visit(node.body, inner_bound, lane)
             return
         if isinstance(node, s_tir.SBlockRealize):
@@ -68,6 +76,15 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     if both:
         problems.append(f"texture {', '.join(sorted(both))} is written and read by the same kernel")
     return list(dict.fromkeys(problems))
+
+
+def _binds_threads(node) -> bool:
+    """Whether a thread-bound loop lies somewhere under ``node``."""
+    if isinstance(node, S.For) and node.kind == S.ForKind.THREAD_BINDING:
+        return True
+    if isinstance(node, s_tir.SBlockRealize):
+        return _binds_threads(node.block.body)
+    return any(_binds_threads(child) for child in _children(node))
 
 
 def _lane_vars(realize, lane_loops: tuple) -> tuple:

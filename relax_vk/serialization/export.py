@@ -175,6 +175,16 @@ class _ProgramBuilder:
             return self.of_var[expr]
         raise ExportError(f"argument {expr} is not a tensor the program knows")
 
+    def result_tensors(self, expr) -> List[int]:
+        """The tensor ids of a function's result, in order: a variable (a tensor or a tuple), a
+        constant (a graph whose output is a model constant or initializer), or a tuple of them."""
+        if isinstance(expr, relax.Var) and expr in self.of_var:
+            found = self.of_var[expr]
+            return list(found) if isinstance(found, list) else [found]
+        if isinstance(expr, relax.Tuple):
+            return [tid for f in expr.fields for tid in self.result_tensors(f)]
+        return [self.tensor_of(expr)]
+
     def call_tir(self, var: relax.Var, call: relax.Call) -> None:
         gv = call.args[0]
         if len(call.args) > 2:
@@ -327,9 +337,7 @@ def export_program(
     for b in (b for block in body.blocks for b in block.bindings):
         builder.ops = ops.pop(0) if ops else []
         builder.binding(b.var, b.value)
-    result = body.body
-    outs = builder.of_var[result] if isinstance(result, relax.Var) else [builder.tensor_of(f) for f in result.fields]
-    outputs = outs if isinstance(outs, list) else [outs]
+    outputs = builder.result_tensors(body.body)
     edges = dict(main.attrs[EDGE_ATTR]) if main.attrs is not None and EDGE_ATTR in main.attrs else {}
     for p, tid in zip(main.params, inputs):  # dtypes converted at the edges (passes.layout.edge_dtypes)
         if p.name in edges:

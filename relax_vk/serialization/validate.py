@@ -55,7 +55,8 @@ def _tensor(t: dict, index: int) -> None:
     _require(t.get("id") == index, f"{where} has id {t.get('id')!r}")
     _require(isinstance(t.get("name"), str), f"{where} has no name")
     where = f"tensor {index} ({t['name']})"
-    _require(_ints(t.get("shape")), f"{where}: shape {t.get('shape')!r} is not a list of positive integers")
+    # a buffer may hold no elements (a slice that leaves nothing), a texture may not
+    _require(_ints(t.get("shape"), positive=False), f"{where}: shape {t.get('shape')!r} is not a list of non-negative integers")
     dtype = _dtype(t.get("dtype"))
     _require(t.get("kind") in KINDS, f"{where}: kind {t.get('kind')!r} is not one of {KINDS}")
     _require(t.get("scope") in {s.name for s in ALL_SCOPES}, f"{where}: unknown scope {t.get('scope')!r}")
@@ -63,6 +64,7 @@ def _tensor(t: dict, index: int) -> None:
     _require(t.get("bytes") == expected, f"{where}: {t.get('bytes')!r} bytes for shape {t['shape']} {dtype} ({expected} expected)")
     scope = scope_from_name(t["scope"])
     if scope.is_texture:
+        _require(_ints(t["shape"]), f"{where}: a texture of shape {t['shape']} (no elements)")
         image = scope.image_extents(t["shape"]).as_tuple() if t["shape"][-1] == 4 and len(t["shape"]) >= 3 else None
         _require(image is not None and t.get("image") == list(image), f"{where}: image {t.get('image')!r} does not match {t['scope']} of {t['shape']}")
         _require(str(dtype) in ("float32", "float16"), f"{where}: a {dtype} texture")
@@ -125,9 +127,9 @@ def validate_program(program: dict, source: str, constants: Dict[str, np.ndarray
         else:
             src, dst = ref(step.get("src"), f"copy step {i}"), ref(step.get("dst"), f"copy step {i}")
             _require(src["bytes"] == dst["bytes"], f"copy step {i}: {src['name']} ({src['bytes']} bytes) -> {dst['name']} ({dst['bytes']} bytes)")
-    for what in ("inputs", "outputs"):
+    for what in ("inputs", "outputs"):  # a model of constants alone has no inputs
         ids = program.get(what)
-        _require(isinstance(ids, list) and ids, f"no {what}")
+        _require(isinstance(ids, list) and (ids or what == "inputs"), f"no {what}")
         for tid in ids:
             ref(tid, what)
     problem = storage_problem(program)

@@ -136,14 +136,15 @@ def allocated_bytes(program: dict) -> int:
 
 
 def storage_problem(program: dict) -> Optional[str]:
-    """Why the program's storage assignment is unsafe or malformed (None when it is sound)."""
+    """Why the program's storage assignment is unsafe or malformed (None when it is sound). A
+    buffer allocation may hold 0 bytes (tensors of no elements; the runtimes allocate a word)."""
     if "storage" not in program:
         return None
     storage, tensors = program["storage"], program["tensors"]
     if not isinstance(storage, list):
         return "storage is not a list"
     for i, a in enumerate(storage):
-        if not isinstance(a, dict) or a.get("id") != i or not isinstance(a.get("bytes"), int) or a["bytes"] < 1:
+        if not isinstance(a, dict) or a.get("id") != i or not isinstance(a.get("bytes"), int) or a["bytes"] < (1 if a.get("image") else 0):
             return f"allocation {i} is malformed: {a!r}"
         image = a.get("image")
         if image is not None:

@@ -100,3 +100,26 @@ def test_max_and_min_over_a_dim_with_their_indices():
     outs = load(relax_vk.build(mod).artifact(), device="pocl").run([x.numpy()])
     for out, ref in zip(outs, Stats()(x)):
         np.testing.assert_allclose(out, ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_legacy_per_channel_broadcasts_get_explicit_shapes():
+    """Opset < 7: a PRelu's 1-D slope is per channel, a ``broadcast=1`` Add aligns at ``axis``;
+    each gets an Unsqueeze to its numpy shape. Opset 7 on, broadcasting is numpy's: unchanged."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends.onnx import align_legacy_broadcasts
+
+    def model(opset):
+        nodes = [helper.make_node("PRelu", ["x", "s"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"], broadcast=1, axis=1)]
+        inits = [numpy_helper.from_array(np.ones(3, "float32"), n) for n in ("s", "b")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5])], initializer=inits)  # fmt: skip
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+    legacy = model(6)
+    assert align_legacy_broadcasts(legacy) == 2
+    unsqueezes = [n for n in legacy.graph.node if n.op_type == "Unsqueeze"]
+    assert [list(helper.get_attribute_value(n.attribute[0])) for n in unsqueezes] == [[1, 2], [1, 2]]
+    modern = model(13)
+    modern.graph.node[1].ClearField("attribute")
+    assert align_legacy_broadcasts(modern) == 0 and [n.op_type for n in modern.graph.node] == ["PRelu", "Add"]

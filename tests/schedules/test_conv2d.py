@@ -122,3 +122,70 @@ def test_few_outputs_with_long_sums_split_the_sum_across_a_workgroup():
     assert conv["config"] == default_config(w).key() and default_config(w).split
     threads = conv["local"][0]
     assert conv["local"] == [threads, 1, 1] and conv["global"] == [w.output_texels * threads, 1, 1]  # a workgroup per texel
+
+
+def _loops(func) -> list:
+    """``(kind, extent)`` of every loop of ``func``."""
+    from tvm.tirx import stmt as S
+
+    found = []
+
+    def visit(node):
+        if isinstance(node, S.For):
+            found.append((node.kind, node.extent))
+            visit(node.body)
+        elif isinstance(node, S.SeqStmt):
+            for s in node.seq:
+                visit(s)
+        else:
+            for attr in ("body", "then_case", "else_case", "block"):
+                child = getattr(node, attr, None)
+                if child is not None and not isinstance(child, (list, tuple)) and hasattr(child, "span"):
+                    visit(child)
+
+    visit(func.body)
+    return found
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_grouped_conv_tiles_stay_in_a_group_and_straddling_tiles_stay_serial(backend, device):
+    """24 -> 24 channels in 2 groups: 3 output texels per group. The default tile (and every
+    tuning candidate) stays inside a group. A forced tile of 2 texels straddles the groups: its
+    input rows span both groups, a region TVM bounds only per thread; the loop over it stays
+    serial (TVM cannot unroll it: ShuffleNet's "Cannot unroll non-constant loop") and the numbers
+    are right."""
+    import tvm
+
+    from relax_vk.compiler import compile_lowered, retarget_for_lowering
+    from relax_vk.core import target as _target
+    from relax_vk.frontends import from_torch
+    from relax_vk.pipeline import _lowering_stage, _scope_pipeline
+    from relax_vk.schedules import schedule_passes
+    from relax_vk.schedules.conv2d import CONFIG_ATTR, candidate_configs
+    from relax_vk.schedules.verify import kernel_problems
+
+    grouped = Conv2dWorkload(1, 6, 8, 8, 12, 1, 1, False, groups=2)
+    assert grouped.group_texels == 3 and default_config(grouped).oc == 1
+    assert {c.oc for c in candidate_configs(grouped)} == {1}
+    assert default_config(Conv2dWorkload(1, 6, 8, 8, 12, 1, 1, False)).oc == 2  # (one group: 6 texels)
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(24, 24, 1, groups=2), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 24, 8, 8)
+    tgt = _target.resolve(backend)
+    lower_tgt = _target.lowering_target(tgt)
+    scoped = _scope_pipeline(tgt, None, None)(from_torch(model, (x,)))
+    lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
+    (gv,) = [g for g, f in lowered.functions_items() if isinstance(f, tirx.PrimFunc) and "conv2d" in g.name_hint]
+    lowered.update_func(gv, lowered[gv].with_attr(CONFIG_ATTR, Conv2dConfig(px=4, oc=2, threads=64).key()))
+    with lower_tgt:
+        lowered = tvm.transform.Sequential(schedule_passes())(lowered)
+    conv = lowered[gv]
+    assert str(conv.attrs["relax_vk.schedule"]) == "conv2d" and str(conv.attrs[CONFIG_ATTR]) == "px4_oc2_t64"
+    loops = _loops(conv)
+    assert any(k == tirx.ForKind.SERIAL and not isinstance(e, tirx.IntImm) for k, e in loops)  # the straddling rows
+    unrolled = [e for k, e in loops if k == tirx.ForKind.UNROLLED]
+    assert unrolled and all(isinstance(e, tirx.IntImm) for e in unrolled)
+    assert kernel_problems(conv) == []
+    out = load(compile_lowered(tgt, scoped, lowered).artifact(), device=device).run([x.numpy()])[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-4, atol=1e-5)

@@ -67,6 +67,37 @@ def row_sum(a: T.Buffer((8, 16), "float32"), out: T.Buffer((8,), "float32")):
             out[vi] = out[vi] + a[vi, vk]
 
 
+@T.prim_func(s_tir=True)
+def unroll_by_thread(a: T.Buffer((8, 8), "float32"), b: T.Buffer((8,), "float32")):
+    for tx in T.thread_binding(8, thread="threadIdx.x"):
+        with T.sblock("prefix"):
+            vx = T.axis.spatial(8, tx)
+            T.reads(a[vx, 0:8])
+            T.writes(b[vx])
+            b[vx] = T.float32(0)
+            for k in T.unroll(vx + 1):
+                b[vx] = b[vx] + a[vx, k]
+
+
+@T.prim_func(s_tir=True)
+def loop_around_threads(a: T.Buffer((4, 8), "float32"), b: T.Buffer((4, 8), "float32")):
+    for i in range(4):
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+            with T.sblock("copy"):
+                vi, vj = T.axis.remap("SS", [i, tx])
+                b[vi, vj] = a[vi, vj]
+
+
+def test_verify_names_unrolled_loops_of_varying_extent_and_host_loops():
+    """A loop marked for unrolling whose extent depends on the thread (TVM's UnrollLoop fails:
+    "Cannot unroll non-constant loop"), and a loop around the thread bindings (host control flow
+    the exported program cannot hold)."""
+    assert kernel_problems(unroll_by_thread) == ["loop k is marked for unrolling but its extent vx + 1 is not a constant"]
+    assert kernel_problems(loop_around_threads) == [
+        "loop i encloses the thread bindings (it would run on the host, launching the kernel per iteration)"
+    ]
+
+
 def test_verify_names_unbound_blocks_and_partial_texel_stores():
     assert kernel_problems(add_one) == ["block add is not bound to GPU threads"]
     problems = kernel_problems(texture_scale)

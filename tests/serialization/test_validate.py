@@ -34,6 +34,8 @@ CASES = {
     "an unknown dtype": (lambda p: p["tensors"][0].update(dtype="float33"), r"unknown dtype 'float33'"),
     "launch geometry": (lambda p: p["kernels"][0].update(local=[3, 1, 1], **{"global": [10, 1, 1]}), r"global size \[10, 1, 1\] is not a multiple"),
     "outputs that do not exist": (lambda p: p.update(outputs=[-1]), r"outputs names tensor -1"),
+    "no outputs": (lambda p: p.update(outputs=[]), r"no outputs"),
+    "a texture of no elements": (lambda p: next(t for t in p["tensors"] if t["image"]).update(shape=[1, 0, 4, 4, 4], bytes=0), r"a texture of shape \[1, 0, 4, 4, 4\]"),
     "a copy between sizes": (lambda p: p["steps"].append({"op": "copy", "src": 0, "dst": len(p["tensors"]) - 1}), r"copy step \d+: .* bytes\) -> "),
 }
 

@@ -76,6 +76,24 @@ class _Edges(relax.PyExprMutator):
         return super().visit_var_(var)
 
 
+def _bound_value(expr, values: Dict[relax.Var, relax.Expr]):
+    """What ``expr`` is bound to, through aliases (``gv = lv``) and fields of bound tuples
+    (``lv[1]`` of ``lv = (a, b)``); None for a parameter or anything unbound."""
+    seen = set()
+    while True:
+        if isinstance(expr, relax.TupleGetItem):
+            tup = _bound_value(expr.tuple_value, values) if isinstance(expr.tuple_value, relax.Var) else expr.tuple_value
+            if not isinstance(tup, relax.Tuple):
+                return expr
+            expr = tup.fields[int(expr.index)]
+        if not isinstance(expr, relax.Var):
+            return expr
+        if expr not in values or expr in seen:
+            return None
+        seen.add(expr)
+        expr = values[expr]
+
+
 def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
     """``body`` with result field ``i`` cast to ``dtypes[i]``. A field that is itself a cast of a
     ``dtypes[i]`` tensor (``astype(y, float16)`` of a float32 ``y``, held as float32) returns ``y``:
@@ -94,9 +112,7 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
         if i not in dtypes:
             new_fields.append(field)
             continue
-        value = values.get(field) if isinstance(field, relax.Var) else None
-        while isinstance(value, relax.Var):  # (``gv = lv``: through the alias)
-            value = values.get(value)
+        value = _bound_value(field, values)
         if (
             isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.astype"
             and isinstance(value.args[0].ty, relax.TensorType) and str(value.args[0].ty.dtype) == dtypes[i]
@@ -198,7 +214,8 @@ class _WidenFlagCasts(relax.PyExprMutator):
 class _NarrowArgReductions(relax.PyExprMutator):
     """``argmax`` / ``argmin`` (int64 indices) on an API without int64 buffers: computed with int32
     indices (:func:`relax_vk.legalize.arg_reduce.arg_reduce`) and cast up, a cast that the output
-    edge folds away and fused consumers compute in registers."""
+    edge folds away and fused consumers compute in registers; ``topk`` and ``argsort`` likewise
+    compute int32 indices."""
 
     def __init__(self, mod, api: str):
         super().__init__(mod)
@@ -207,6 +224,8 @@ class _NarrowArgReductions(relax.PyExprMutator):
     def visit_call_(self, call):
         call = super().visit_call_(call)
         name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
+        if name in ("relax.topk", "relax.argsort"):
+            return self._narrow_sort(call)
         if name not in ("relax.argmax", "relax.argmin") or not isinstance(call.ty, relax.TensorType):
             return call
         dtype, shape = str(call.ty.dtype), call.args[0].ty.shape
@@ -220,6 +239,25 @@ class _NarrowArgReductions(relax.PyExprMutator):
             smallest=name == "relax.argmin", primfunc_name_hint=name.split(".")[-1],
         ))  # fmt: skip
         return relax.op.astype(indices, dtype)
+
+
+    def _narrow_sort(self, call):
+        """``topk`` / ``argsort`` with int64 indices: computed with int32 ones, cast up."""
+        a = call.attrs
+        dtype = str(a.dtype)
+        if device_dtype(dtype, self.api) != "int32" or not dtype.startswith("int") or dtype == "int32":
+            return call
+        if call.op.name == "relax.argsort":
+            return relax.op.astype(relax.op.argsort(call.args[0], int(a.axis), bool(a.descending), "int32"), dtype)
+        ret = str(a.ret_type)
+        narrow = self.builder_.emit(relax.op.topk(call.args[0], int(a.k), int(a.axis), ret, bool(a.largest), "int32"))
+        if ret == "indices":
+            return relax.op.astype(narrow, dtype)
+        if ret == "values":
+            return narrow
+        values = self.builder_.emit(relax.TupleGetItem(narrow, 0))
+        indices = self.builder_.emit(relax.op.astype(self.builder_.emit(relax.TupleGetItem(narrow, 1)), dtype))
+        return relax.Tuple([values, indices])
 
 
 def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> Tuple[relax.Function, tvm.IRModule]:

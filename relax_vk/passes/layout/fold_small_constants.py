@@ -9,7 +9,10 @@ changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
 shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
-``logical_and``, which the token layout then packs). Constant int64 ``take`` indices whose values fit
+``logical_and``, which the token layout then packs); strided slices of constants. A call whose result has no elements is
+the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
+inputs, and a ``split`` with empty parts becomes slices and empty constants: no kernel ever has a
+zero extent. Constant int64 indices of ``take``, ``gather_elements`` and the scatters whose values fit
 are narrowed to int32 (WGSL has no 64-bit integers; the result is the same). TVM's ``FoldConstant`` would compile an llvm kernel per folded call (tens of
 milliseconds each, so tens of seconds on a mid-sized network).
 """
@@ -88,12 +91,70 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.mod": _binary(np.fmod),
     "relax.floor_mod": _binary(np.mod),
     "relax.floor_divide": _binary(np.floor_divide),
+    # two constant operands: weight-only products, and the matmul of two empty slices (K = 0)
+    "relax.matmul": _binary(np.matmul),
 }
+
+
+#: ops whose second argument is an index tensor: constant int64 indices that fit are narrowed to int32
+INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.scatter_elements", "relax.scatter_nd")  # (gather_nd insists on int64)
+
+
+def empty_result(call: relax.Call) -> Optional[np.ndarray]:
+    """The empty array a call computes when its result is a tensor of static shape with no
+    elements (a ``Slice`` with ``starts == ends``, a step that leaves nothing), whatever its
+    arguments, else None. TVM infers a negative extent for a strided slice whose begin lies past
+    its end (numpy and ONNX: zero); such an extent counts as zero."""
+    ty = call.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    values = ty.shape.values
+    if not _static(values) or all(int(v.value) > 0 for v in values):
+        return None
+    return np.zeros([max(int(v.value), 0) for v in values], dtype=str(ty.dtype))
+
+
+def _drop_empty_concat_inputs(call: relax.Call) -> relax.Call:
+    """``concat`` without its empty inputs (they add nothing; a kernel reading a tensor of no
+    elements is a zero-extent loop), unless all of them are."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.concat" and isinstance(call.args[0], relax.Tuple)):
+        return call
+    fields = list(call.args[0].fields)
+    kept = [f for f in fields if not (isinstance(f, GenericConst) and f.value.numpy().size == 0)]
+    if not kept or len(kept) == len(fields):
+        return call
+    return relax.op.concat(kept, int(call.attrs.axis)) if len(kept) > 1 else kept[0]
+
+
+def _split_without_empty_parts(call: relax.Call) -> relax.Expr:
+    """A ``split`` with an empty part (equal indices, an index at either end: TOPI refuses them,
+    "split_indices must be sorted") as a tuple of slices, its empty parts empty constants."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.split"):
+        return call
+    ty = call.args[0].ty
+    cuts = call.attrs.indices_or_sections
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or not _static(ty.shape.values) or isinstance(cuts, (int, tirx.IntImm)):
+        return call
+    shape = _ints(ty.shape.values)
+    axis = int(call.attrs.axis) % len(shape)
+    bounds = [0] + [min(max(int(getattr(c, "value", c)), 0), shape[axis]) for c in cuts] + [shape[axis]]
+    if all(b > a for a, b in zip(bounds, bounds[1:])):
+        return call
+    parts = []
+    for begin, end in zip(bounds, bounds[1:]):
+        if end <= begin:
+            parts.append(relax.const(np.zeros(shape[:axis] + [0] + shape[axis + 1 :], str(ty.dtype)), str(ty.dtype)))
+        else:
+            parts.append(relax.op.strided_slice(call.args[0], [axis], [begin], [end]))
+    return relax.Tuple(parts)
 
 
 def _fold(call: relax.Call) -> Optional[np.ndarray]:
     if not isinstance(call.op, tvm.ir.Op):
         return None
+    empty = empty_result(call)
+    if empty is not None:
+        return empty
     name = call.op.name
     if name == "relax.arange":  # arange(start, end, step) of constant bounds: a constant
         bounds = [_imm(a) for a in call.args]
@@ -126,6 +187,17 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
             return None
         array = np.broadcast_to(data.value.numpy(), shape)
         return np.ascontiguousarray(array if name == "relax.broadcast_to" else array.astype(str(call.attrs.dtype)))
+    if name == "relax.strided_slice" and isinstance(call.args[0], GenericConst) and len(call.args) >= 4:
+        parts = [getattr(a, "fields", None) for a in call.args[1:]]
+        if any(p is None or not all(isinstance(_imm(v), tirx.IntImm) for v in p) for p in parts):
+            return None
+        axes, begins, ends = ([int(_imm(v).value) for v in p] for p in parts[:3])
+        steps = [int(_imm(v).value) for v in parts[3]] if len(parts) > 3 else [1] * len(axes)
+        array = call.args[0].value.numpy()
+        index = [slice(None)] * array.ndim
+        for axis, begin, end, step in zip(axes, begins, ends, steps):
+            index[axis] = slice(begin, end, step)  # (numpy clamps out-of-range bounds as TVM does)
+        return np.ascontiguousarray(array[tuple(index)])
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
         return None
@@ -142,12 +214,17 @@ class _Folder(relax.PyExprMutator):
         self.folded: Dict[relax.Var, relax.Expr] = {}
 
     def visit_call_(self, call):
-        call = super().visit_call_(call)
-        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst):
+        call = _drop_empty_concat_inputs(super().visit_call_(call))
+        if isinstance(call, relax.Call):
+            call = _split_without_empty_parts(call)
+        if not isinstance(call, relax.Call):
+            return call
+        if isinstance(call.op, tvm.ir.Op) and call.op.name in INDEX_OPS and isinstance(call.args[1], GenericConst):
             indices = call.args[1].value.numpy()
             if indices.dtype == np.int64 and (indices.size == 0 or np.abs(indices).max() < 2**31):
-                axis = None if call.attrs.axis is None else int(call.attrs.axis)
-                return relax.op.take(call.args[0], relax.const(indices.astype("int32"), "int32"), axis, str(call.attrs.mode))
+                args = list(call.args)
+                args[1] = relax.const(indices.astype("int32"), "int32")
+                return relax.Call(call.op, args, call.attrs)
         return call
 
     def visit_dataflow_var_(self, var):
@@ -164,6 +241,15 @@ class _Folder(relax.PyExprMutator):
             folded = _fold(value) if isinstance(value, relax.Call) else None
             if folded is not None:
                 self.folded[binding.var] = relax.const(folded, str(folded.dtype))
+                return
+        else:
+            value = self.visit_expr(binding.value)
+            folded = _fold(value) if isinstance(value, relax.Call) else None
+            if folded is not None:  # a dataflow block's output: bound to the constant, typed by it
+                const = relax.const(folded, str(folded.dtype))
+                var = relax.Var(binding.var.name, const.ty)
+                self.set_var_remap(binding.var, var)
+                self.builder_.emit_normalized(relax.VarBinding(var, const))
                 return
         super().visit_var_binding_(binding)
 

@@ -147,6 +147,8 @@ class OpenCLSession(Session):
     def _write(self, tid: int, array: np.ndarray, queue=None) -> None:
         t, q = self.tensors[tid], queue or self.queue
         array = np.ascontiguousarray(array, dtype=texel_dtype(t))
+        if not t["bytes"]:  # a tensor of no elements: nothing to copy
+            return
         if t["image"]:
             self.cl.enqueue_copy(q, self.memory[tid], array, origin=(0, 0, 0), region=self._region(t))
         else:
@@ -155,6 +157,8 @@ class OpenCLSession(Session):
     def _read(self, tid: int, queue=None) -> np.ndarray:
         t, q = self.tensors[tid], queue or self.queue
         out = np.empty(t["shape"], dtype=texel_dtype(t))
+        if not t["bytes"]:
+            return out.astype(t["dtype"], copy=False)
         if t["image"]:
             self.cl.enqueue_copy(q, out, self.memory[tid], origin=(0, 0, 0), region=self._region(t))
         else:

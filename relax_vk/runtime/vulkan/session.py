@@ -207,6 +207,8 @@ class VulkanSession(Session):
     def _write(self, tid: int, array: np.ndarray) -> None:
         t = self.tensors[tid]
         data = np.ascontiguousarray(array, dtype=texel_dtype(t))
+        if not t["bytes"]:  # a tensor of no elements: nothing to write (wgpu refuses empty writes)
+            return
         if t["image"]:
             w, h, layers = t["image"]
             self.device.queue.write_texture(
@@ -223,6 +225,8 @@ class VulkanSession(Session):
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
         stored = texel_dtype(t)
+        if not t["bytes"]:
+            return np.zeros(t["shape"], dtype=t["dtype"])
         if t["image"]:
             w, h, layers = t["image"]
             raw = self.device.queue.read_texture(

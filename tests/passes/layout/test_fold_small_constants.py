@@ -108,3 +108,30 @@ def test_tril_and_broadcast_of_constants_fold():
     out = FoldSmallConstants()(mod)
     assert op_count(out, "relax.tril") == op_count(out, "relax.broadcast_to") == 0
     assert_same_numbers(mod, out)
+
+
+def test_results_with_no_elements_fold_to_empty_constants():
+    """A slice that leaves nothing (begin == end; a begin past the end, which TVM types with a
+    negative extent), what is computed from it, and the dataflow output: empty constants of the
+    right shape; a concat drops its empty inputs."""
+    x = tensor("x", (4, 6))
+
+    def body(bb, x):
+        same = bb.emit(relax.op.strided_slice(x, [1], [2], [2]))
+        past = bb.emit(relax.op.strided_slice(x, [1], [5], [0]))
+        relu = bb.emit(relax.op.nn.relu(past))
+        whole = bb.emit(relax.op.concat([same, x, relu], axis=1))
+        return relax.Tuple([relax.op.add(same, same), whole])
+
+    out = FoldSmallConstants()(module([x], body))
+    assert op_count(out, "relax.strided_slice") == 0 and op_count(out, "relax.nn.relu") == 0 and op_count(out, "relax.add") == 0
+    assert op_count(out, "relax.concat") == 0  # one input left: the input itself
+    values = {b.var: b.value for b in out["main"].body.blocks[0].bindings}
+
+    def resolve(expr):
+        while isinstance(expr, relax.Var) and expr in values:
+            expr = values[expr]
+        return expr
+
+    empty, whole = (resolve(f) for f in resolve(out["main"].body.body).fields)
+    assert empty.value.numpy().shape == (4, 0) and whole.same_as(out["main"].params[0])
