@@ -472,6 +472,13 @@ private:
                 tensor_views_.push_back(m);
                 memory_.push_back(m);
                 ranges_.push_back({m, 0});
+            } else if (t.bytes == 0 && !t.is_image) {  // no elements: a word of its own (no empty sub-buffer)
+                Allocation own;
+                own.bytes = 0;
+                cl_mem m = allocate(own);
+                tensor_views_.push_back(m);
+                memory_.push_back(m);
+                ranges_.push_back({m, 0});
             } else if (placement.shared[static_cast<size_t>(place->allocation)] && !t.is_image) {
                 cl_mem arena = allocations_[static_cast<size_t>(place->allocation)];
                 cl_buffer_region region = {static_cast<size_t>(place->offset), static_cast<size_t>(t.bytes)};
@@ -508,6 +515,7 @@ private:
             n = staging_.size();
             blocking = true;  // staging_ is reused
         }
+        if (t.bytes == 0) return;  // a tensor of no elements: nothing to copy
         size_t origin[3] = {0, 0, 0}, r[3];
         if (t.is_image) {
             region(t, r);
@@ -523,6 +531,7 @@ private:
         bool convert_back = half_texels(t);
         void* target = data;
         size_t n = static_cast<size_t>(t.bytes);
+        if (n == 0) return;  // a tensor of no elements
         if (convert_back) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
             target = staging_.data();

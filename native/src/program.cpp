@@ -130,7 +130,8 @@ void check_tensor(const Json& t, size_t index) {
     require(equals_int(t.get("id"), static_cast<int64_t>(index)), where + " has id " + repr(t.get("id")));
     require(t.get("name") && t.get("name")->is_string(), where + " has no name");
     where = "tensor " + std::to_string(index) + " (" + t.get("name")->as_string() + ")";
-    require(ints(t.get("shape")), where + ": shape " + repr(t.get("shape")) + " is not a list of positive integers");
+    // a buffer may hold no elements (a slice that leaves nothing), a texture may not
+    require(ints(t.get("shape"), 0, false), where + ": shape " + repr(t.get("shape")) + " is not a list of non-negative integers");
     DType dtype = dtype_of(t.get("dtype"));
     require(one_of(t.get("kind"), kKinds), where + ": kind " + repr(t.get("kind")) + " is not one of " + tuple_repr(kKinds, 4));
     require(one_of(t.get("scope"), kScopes), where + ": unknown scope " + repr(t.get("scope")));
@@ -144,6 +145,7 @@ void check_tensor(const Json& t, size_t index) {
     const std::string& scope = t.get("scope")->as_string();
     const Json* image = t.get("image");
     if (is_texture_scope(scope)) {
+        require(ints(t.get("shape")), where + ": a texture of shape " + list_repr(shape) + " (no elements)");
         Extents e{};
         bool ok = shape.size() >= 3 && shape.back() == 4 && image_extents(scope, shape, &e) && image && image->is_array() &&
                   image->items().size() == 3;
@@ -234,7 +236,7 @@ std::optional<std::string> kernel_param_kinds(const std::string& src, size_t ope
     return std::nullopt;
 }
 
-// Beyond validate.py (the Python runtime does not check it): every launch of an OpenCL program
+// As validate.check_launch_signatures (the same messages): every launch of an OpenCL program
 // binds as many tensors as its kernel's declaration has parameters, an image to every image
 // parameter and a buffer to every pointer (a buffer bound to an image parameter makes pocl crash in
 // clEnqueueNDRangeKernel, under pyopencl too).
@@ -316,9 +318,12 @@ std::string storage_problem(const Json& program) {
     const std::vector<Json>& allocs = storage->items();
     for (size_t i = 0; i < allocs.size(); ++i) {
         const Json& a = allocs[i];
-        if (!a.is_object() || !equals_int(a.get("id"), static_cast<int64_t>(i)) || !py_int(a.get("bytes")) || int_value(a.get("bytes")) < 1)
+        // a buffer allocation may hold 0 bytes (tensors of no elements; the runtime allocates a word)
+        const Json* image = a.is_object() ? a.get("image") : nullptr;
+        const bool has_image = image && !image->is_null() && !(image->is_array() && image->items().empty());
+        if (!a.is_object() || !equals_int(a.get("id"), static_cast<int64_t>(i)) || !py_int(a.get("bytes")) ||
+            int_value(a.get("bytes")) < (has_image ? 1 : 0))
             return "allocation " + std::to_string(i) + " is malformed: " + a.repr();
-        const Json* image = a.get("image");
         if (image && !image->is_null()) {
             bool ok = image->is_array() && image->items().size() == 3;
             for (size_t j = 0; ok && j < 3; ++j) ok = py_int(&image->items()[j]) && int_value(&image->items()[j]) > 0;
@@ -483,7 +488,8 @@ void validate_program(const Json& program, const std::string& source, const std:
     }
     for (const char* what : {"inputs", "outputs"}) {
         const Json* ids = program.get(what);
-        require(ids && ids->is_array() && !ids->items().empty(), std::string("no ") + what);
+        // a model of constants alone has no inputs
+        require(ids && ids->is_array() && (!ids->items().empty() || std::string(what) == "inputs"), std::string("no ") + what);
         for (const Json& tid : ids->items()) ref(&tid, what);
     }
     std::string problem = storage_problem(program);

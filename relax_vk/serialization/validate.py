@@ -6,7 +6,7 @@ dtype, scope, image extents that match the scope's flattening, byte count), ever
 geometry, every step's references (kernels that exist, tensor ids in range, copies between tensors
 of equal size), inputs and outputs, every constant present with its shape and dtype, and every
 kernel present in the source (an OpenCL ``__kernel`` of that name, a Vulkan shader span inside the
-source), and the storage assignment safe (:func:`relax_vk.storage.program.storage_problem`: no two
+source, and for OpenCL each launch's tensors of the kinds its kernel's parameters take), and the storage assignment safe (:func:`relax_vk.storage.program.storage_problem`: no two
 tensors of one allocation live at once, each fits its allocation). The first problem raises :class:`~relax_vk.serialization.artifact.ArtifactError` naming
 the entry. Standard library and numpy only (the runtime calls it without TVM).
 """
@@ -88,7 +88,7 @@ def _kernel(k: dict, target: str, source: str) -> None:
                  f"{where}: shader span {span!r} lies outside the source section ({len(source)} characters)")  # fmt: skip
         _require(isinstance(k.get("bindings"), list), f"{where}: no binding list")
     else:
-        _require(re.search(r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?" + re.escape(k["name"]) + r"\s*\(", source) is not None,
+        _require(re.search(_KERNEL_HEAD.format(re.escape(k["name"])), source) is not None,
                  f"{where} is not in the OpenCL source")  # fmt: skip
 
 
@@ -143,11 +143,70 @@ def validate_program(program: dict, source: str, constants: Dict[str, np.ndarray
                  f"constant {t['name']}: data {list(array.shape)} {array.dtype}, tensor {t['shape']} {t['dtype']}")  # fmt: skip
 
 
+_KERNEL_HEAD = r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?{}\s*\("
+
+
+def kernel_param_kinds(source: str, name: str):
+    """What each parameter of OpenCL kernel ``name``'s declaration takes: ``"i"`` an image,
+    ``"b"`` a buffer (a pointer), ``"s"`` anything else; None when its list is not closed."""
+    m = re.search(_KERNEL_HEAD.format(re.escape(name)), source)
+    if m is None:
+        return None
+    depth, param, kinds = 1, "", []
+
+    def classify(p: str) -> None:
+        p = p.strip()
+        if p and p != "void":
+            kinds.append("i" if re.search(r"image[123]d", p) else "b" if "*" in p else "s")
+
+    for c in source[m.end() :]:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                classify(param)
+                return "".join(kinds)
+        elif c == "," and depth == 1:
+            classify(param)
+            param = ""
+            continue
+        param += c
+    return None
+
+
+def check_launch_signatures(program: dict, source: str) -> None:
+    """Every launch of an OpenCL program binds as many tensors as its kernel's declaration has
+    parameters, an image to every image parameter and a buffer to every pointer (a buffer bound
+    to an image parameter makes pocl crash inside ``clEnqueueNDRangeKernel``). The native runtime
+    makes the same check, with the same messages."""
+    kinds: Dict[str, str] = {}
+    tensors = program["tensors"]
+    for i, step in enumerate(program["steps"]):
+        if step["op"] != "launch":
+            continue
+        kernel = step["kernel"]
+        if kernel not in kinds:
+            found = kernel_param_kinds(source, kernel)
+            _require(found is not None, f"kernel {kernel}: its parameter list in the OpenCL source is not closed")
+            kinds[kernel] = found
+        want, args = kinds[kernel], step["args"]
+        _require(len(args) == len(want), f"step {i} ({kernel}) passes {len(args)} tensors; the kernel takes {len(want)} parameters")
+        for a, (tid, kind) in enumerate(zip(args, want)):
+            t = tensors[tid]
+            image = scope_from_name(t["scope"]).is_texture
+            problem = ("a buffer for an image parameter" if kind == "i" and not image else "a texture for a buffer parameter" if kind == "b" and image
+                       else "a tensor for a parameter that is neither a buffer nor an image" if kind == "s" else None)  # fmt: skip
+            _require(problem is None, f"step {i} ({kernel}) passes tensor {t['name']} as parameter {a}: {problem}")
+
+
 def check(artifact, what: str = "artifact") -> None:
     """Raise :class:`ArtifactError` naming the first problem of ``artifact``'s program."""
     from .artifact import ArtifactError
 
     try:
         validate_program(artifact.program, artifact.source, artifact.constants)
+        if artifact.program.get("target") == "opencl":
+            check_launch_signatures(artifact.program, artifact.source)
     except _Invalid as err:
         raise ArtifactError(f"{what}: invalid program: {err}") from None

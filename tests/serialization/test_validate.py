@@ -67,3 +67,15 @@ def test_a_valid_artifact_round_trips(artifact, tmp_path):
     path = str(tmp_path / "ok.rvk")
     artifact.write(path)
     assert Artifact.read(path).program["steps"] == artifact.program["steps"]
+
+
+def test_a_buffer_bound_to_an_image_parameter_is_refused_before_it_reaches_the_driver(artifact):
+    """pocl crashed the process inside clEnqueueNDRangeKernel on such a (CRC-valid) artifact."""
+    def rewire(p):
+        tensors = p["tensors"]
+        step = next(s for s in p["steps"] if s["op"] == "launch" and any(tensors[a]["image"] for a in s["args"]))
+        i = next(i for i, a in enumerate(step["args"]) if tensors[a]["image"])
+        step["args"][i] = next(t["id"] for t in tensors if not t["image"])
+
+    with pytest.raises(ArtifactError, match=r"as parameter \d+: a buffer for an image parameter"):
+        _damaged(artifact, rewire).validate()

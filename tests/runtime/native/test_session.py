@@ -220,3 +220,31 @@ def test_output_conversions_round_as_numpy(native_build, host):
     want = load(artifact, device="pocl").run([values])[0]
     assert got.dtype == want.dtype == np.dtype(host)
     np.testing.assert_array_equal(got.view("uint8"), want.view("uint8"))  # bitwise
+
+
+def test_tensors_of_no_elements_and_constant_outputs(native_build, tmp_path):
+    """Empty slices (zero-byte buffers, never a zero-size sub-buffer or copy) and a constant
+    output: the native runtime gives the Python runtime's shapes and values."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends import from_onnx
+
+    ints = lambda name, v: numpy_helper.from_array(np.array(v, dtype="int64"), name)  # noqa: E731
+    const = numpy_helper.from_array(np.arange(6, dtype="float32").reshape(2, 3), "c")
+    nodes = [helper.make_node("Slice", ["x", "two", "two", "one"], ["empty"]),
+             helper.make_node("Relu", ["empty"], ["relu_empty"]),
+             helper.make_node("Concat", ["empty", "x"], ["joined"], axis=1),
+             helper.make_node("Constant", [], ["k"], value=const)]  # fmt: skip
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("relu_empty", (4, 0)), ("joined", (4, 6)), ("k", (2, 3)))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (4, 6))], outs,
+                              initializer=[ints("two", [2]), ints("one", [1])])  # fmt: skip
+    path = str(tmp_path / "empty.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    artifact = relax_vk.build(from_onnx(path)).artifact()
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype("float32")
+    want = load(artifact, device="pocl").run([x])
+    got = load(artifact, device="pocl", native=True).run([x])
+    assert [g.shape for g in got] == [w.shape for w in want] == [(4, 0), (4, 6), (2, 3)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
