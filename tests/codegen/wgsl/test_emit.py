@@ -149,6 +149,20 @@ def test_vectors_wider_than_wgsl_are_written_lane_by_lane():
         assert f"a_ptr[(8 + {k} * 1)] = a_ptr_l{k};" in shader.source
 
 
+def _dispatch_once(device, source: str, buffers) -> None:
+    """Run ``source``'s ``main`` as one workgroup with ``buffers`` bound at 0, 1, ... (submitted)."""
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=source), "entry_point": "main"})
+    entries = [{"binding": i, "resource": {"buffer": buf}} for i, buf in enumerate(buffers)]
+    group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, group)
+    compute.dispatch_workgroups(1, 1, 1)
+    compute.end()
+    device.queue.submit([encoder.finish()])
+
+
 def test_overlapping_wide_store_reads_every_lane_first(lavapipe_device):
     # a[1:9] = a[0:9]: TIR reads the whole vector before storing; lane-by-lane code must too
     import wgpu
@@ -158,15 +172,7 @@ def test_overlapping_wide_store_reads_every_lane_first(lavapipe_device):
     device = lavapipe_device
     data = np.arange(16, dtype="float16")
     buf = device.create_buffer_with_data(data=data.tobytes(), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
-    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=source), "entry_point": "main"})
-    group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf}}])
-    encoder = device.create_command_encoder()
-    compute = encoder.begin_compute_pass()
-    compute.set_pipeline(pipeline)
-    compute.set_bind_group(0, group)
-    compute.dispatch_workgroups(1, 1, 1)
-    compute.end()
-    device.queue.submit([encoder.finish()])
+    _dispatch_once(device, source, [buf])
     out = np.frombuffer(bytes(device.queue.read_buffer(buf)), dtype="float16")
     expected = data.copy()
     expected[1:9] = data[0:8]
@@ -270,16 +276,7 @@ def test_helpers_on_vectors_run_lane_by_lane(lavapipe_device):
     a = np.array([3.0, -100.0, 0.3, np.nan], "float32")
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
     bufs = [device.create_buffer_with_data(data=d.tobytes(), usage=usage) for d in (a, np.zeros(12, "float32"), np.zeros(4, "float16"))]
-    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=shader.source), "entry_point": "main"})
-    entries = [{"binding": i, "resource": {"buffer": buf}} for i, buf in enumerate(bufs)]
-    group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
-    encoder = device.create_command_encoder()
-    compute = encoder.begin_compute_pass()
-    compute.set_pipeline(pipeline)
-    compute.set_bind_group(0, group)
-    compute.dispatch_workgroups(1, 1, 1)
-    compute.end()
-    device.queue.submit([encoder.finish()])
+    _dispatch_once(device, shader.source, bufs)
     b = np.frombuffer(bytes(device.queue.read_buffer(bufs[1])), dtype="float32")
     h = np.frombuffer(bytes(device.queue.read_buffer(bufs[2])), dtype="float16")
     np.testing.assert_allclose(b[:4], np.tanh(a * np.float32(40)), rtol=1e-6)
