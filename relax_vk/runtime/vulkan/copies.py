@@ -14,7 +14,10 @@ a shader has no such rule.)
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import re
+from pathlib import Path
+from string import Template
+from typing import Dict, Optional, Tuple
 
 WORKGROUP = 64
 _ELEM = {"float32": "f32", "float16": "f16"}
@@ -28,6 +31,28 @@ def copy_items(src_image, dst_image, nbytes: int, itemsize: int) -> int:
     return nbytes // (4 * itemsize)
 
 
+def _fragments(text: str) -> Dict[str, str]:
+    """The named fragments of ``copies.wgsl`` (a line ``//! NAME`` starts one)."""
+    out: Dict[str, str] = {}
+    name = None
+    for line in text.splitlines():
+        match = re.fullmatch(r"//! (\w+)", line)
+        if match:
+            name = match.group(1)
+            out[name] = []
+        elif name is not None:
+            out[name].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+#: the WGSL fragments of the copy shaders, shared with the native runtime (which embeds the file)
+FRAGMENTS = _fragments((Path(__file__).parent / "copies.wgsl").read_text())
+
+
+def _fill(name: str, **values) -> str:
+    return Template(FRAGMENTS[name]).substitute({k: str(v) for k, v in values.items()})
+
+
 def copy_shader(
     src_image: Optional[Tuple[int, int, int]],
     dst_image: Optional[Tuple[int, int, int]],
@@ -38,41 +63,36 @@ def copy_shader(
 ) -> str:
     """The WGSL of one copy (``*_image`` = ``(W, H, L)`` of a texture side, None for a buffer;
     ``texel``: what a written texture's texels are stored as, when not ``dtype``: a float32
-    tensor in half texels)."""
+    tensor in half texels), assembled from the fragments of ``copies.wgsl`` (the native runtime's
+    ``copy_shader`` assembles the same text the same way)."""
     src, dst = ("texture" if src_image else "buffer"), ("texture" if dst_image else "buffer")
     if dtype not in _ELEM and not (src == dst == "buffer"):
         raise ValueError(f"texture copies of {dtype} tensors are not supported (float32 and float16)")
     elem = _ELEM.get(dtype, "u32")
     count = copy_items(src_image, dst_image, nbytes, 2 if dtype == "float16" else 4)
-    decls = []
+    parts = [_fill("header", src=src, dst=dst, count=count, dtype=dtype)]
     if src == dst == "buffer":
-        decls = ["@group(0) @binding(0) var<storage, read> src: array<u32>;", "@group(0) @binding(1) var<storage, read_write> dst: array<u32>;"]
-        body = "dst[i] = src[i];"
+        parts += [FRAGMENTS["words_src_decl"], FRAGMENTS["words_dst_decl"]]
+        body = FRAGMENTS["words_body"]
     else:
+        if elem == "f16":
+            parts.append(FRAGMENTS["enable_f16"])
         if src_image:
             w, h, _ = src_image
-            decls.append("@group(0) @binding(0) var src: texture_2d_array<f32>;")
-            read = f"textureLoad(src, vec2<i32>(i % {w}, (i / {w}) % {h}), i / {w * h}, 0)"
+            parts.append(FRAGMENTS["src_texture_decl"])
+            read = _fill("src_texture_read", w=w, h=h, wh=w * h)
         else:
-            decls.append(f"@group(0) @binding(0) var<storage, read> src: array<{elem}>;")
-            read = f"vec4<f32>(vec4<{elem}>(src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]))"
+            parts.append(_fill("src_buffer_decl", elem=elem))
+            read = _fill("src_buffer_read", elem=elem)
         if dst_image:
             w, h, _ = dst_image
-            decls.append(f"@group(0) @binding(1) var dst: texture_storage_2d_array<{TEXTURE_FORMATS[texel or dtype]}, write>;")
-            body = f"textureStore(dst, vec2<i32>(i % {w}, (i / {w}) % {h}), i / {w * h}, {read});"
+            parts.append(_fill("dst_texture_decl", format=TEXTURE_FORMATS[texel or dtype]))
+            body = _fill("dst_texture_body", w=w, h=h, wh=w * h, read=read)
         else:
-            decls.append(f"@group(0) @binding(1) var<storage, read_write> dst: array<{elem}>;")
-            body = f"let t = vec4<{elem}>({read});\n    dst[4 * i] = t.x; dst[4 * i + 1] = t.y; dst[4 * i + 2] = t.z; dst[4 * i + 3] = t.w;"
-    enable = ["enable f16;"] if elem == "f16" and not (src == dst == "buffer") else []
-    return "\n".join(
-        [f"// relax_vk: copy {src} -> {dst}, {count} items of {dtype}", *enable, *decls, "",
-         f"@compute @workgroup_size({WORKGROUP}, 1, 1)",
-         "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {",
-         f"    let i = (i32(wid.y) * {groups_x} + i32(wid.x)) * {WORKGROUP} + i32(lid.x);",
-         f"    if (i >= {count}) {{ return; }}",
-         f"    {body}",
-         "}", ""]
-    )  # fmt: skip
+            parts.append(_fill("dst_buffer_decl", elem=elem))
+            body = _fill("dst_buffer_body", elem=elem, read=read)
+    parts.append(_fill("main", workgroup=WORKGROUP, groups_x=groups_x, count=count, body=body))
+    return "\n".join(parts) + "\n"
 
 
 def copy_bindings(src_image, dst_image, dtype: str, texel: Optional[str] = None) -> list:
