@@ -116,7 +116,7 @@ rvk_status rvk_session_create(const rvk_artifact* artifact, const char* device, 
     return guarded([&] {
         require(artifact && out, "NULL artifact or out");
         auto handle = std::make_unique<rvk_session>();
-        handle->session = rvk::open_session(artifact->artifact, device, (flags & RVK_SESSION_PROFILE) != 0);
+        handle->session = rvk::open_session(artifact->artifact, device, flags);
         *out = handle.release();
     });
 }

@@ -278,6 +278,13 @@ int64_t code_points(const std::string& s) {
     return n;
 }
 
+// the byte offset of code point `n` of UTF-8 text (its size for n = code_points(s))
+size_t code_point_offset(const std::string& s, int64_t n) {
+    for (size_t i = 0; i < s.size(); ++i)
+        if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && n-- == 0) return i;
+    return s.size();
+}
+
 void check_kernel(const Json& k, const std::string& target, const std::string& source) {
     require(k.is_object() && k.get("name") && k.get("name")->is_string(), "kernel entry " + k.repr() + " has no name");
     std::string where = "kernel " + k.get("name")->as_string();
@@ -507,7 +514,7 @@ void validate_program(const Json& program, const std::string& source, const std:
 }
 
 // ------------------------------------------------------------------------ typed program
-Program to_program(const Json& j) {
+Program to_program(const Json& j, const std::string& source) {
     Program p;
     p.target = j.get("target")->as_string();
     for (const Json& tj : j.get("tensors")->items()) {
@@ -533,6 +540,13 @@ Program to_program(const Json& j) {
         for (size_t i = 0; i < 3; ++i) {
             k.global[i] = kj.get("global")->items()[i].as_int();
             k.local[i] = kj.get("local")->items()[i].as_int();
+        }
+        if (p.target == "vulkan") {  // (check_kernel validated the span and the list)
+            const Json* span = kj.get("shader");
+            k.shader_begin = code_point_offset(source, int_value(span->get("offset")));
+            k.shader_end = code_point_offset(source, int_value(span->get("offset")) + int_value(span->get("length")));
+            for (const Json& b : kj.get("bindings")->items()) k.bindings.push_back(b.is_string() ? b.as_string() : "");
+            if (const Json* w = kj.get("workgroup_bytes"); w && w->is_int()) k.workgroup_bytes = w->as_int();
         }
         p.kernels.push_back(k);
     }
@@ -749,7 +763,7 @@ std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size,
     } catch (const Invalid& err) {
         throw fail(std::string("invalid program: ") + err.what());
     }
-    artifact->program = to_program(program);
+    artifact->program = to_program(program, artifact->source);
     return artifact;
 }
 

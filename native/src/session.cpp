@@ -84,10 +84,20 @@ void Session::set_profiling(bool enabled) {
     profiling_ = enabled;
 }
 
-std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile) {
-    if (artifact->program.target == "opencl") return open_opencl_session(std::move(artifact), device, profile);
-    throw Error(RVK_ERROR_UNSUPPORTED, "the artifact targets " + artifact->program.target +
-                                           "; this native runtime has only the OpenCL backend (the Vulkan one is not written yet)");
+std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags) {
+    bool profile = (flags & RVK_SESSION_PROFILE) != 0;
+    uint32_t checks = flags & (RVK_SESSION_SHADER_CHECKS_LOOPS | RVK_SESSION_SHADER_CHECKS_NONE);
+    if (checks == (RVK_SESSION_SHADER_CHECKS_LOOPS | RVK_SESSION_SHADER_CHECKS_NONE))
+        throw Error(RVK_ERROR_ARGUMENT, "RVK_SESSION_SHADER_CHECKS_LOOPS and RVK_SESSION_SHADER_CHECKS_NONE exclude each other");
+    if (artifact->program.target == "vulkan") return open_vulkan_session(std::move(artifact), device, profile, static_cast<int>(checks));
+    if (checks) throw Error(RVK_ERROR_ARGUMENT, "shader checks apply to Vulkan artifacts only (this one targets " + artifact->program.target + ")");
+    return open_opencl_session(std::move(artifact), device, profile);
 }
+
+#ifndef RVK_VULKAN
+std::unique_ptr<Session> open_vulkan_session(std::shared_ptr<const Artifact>, const char*, bool, int) {
+    throw Error(RVK_ERROR_UNSUPPORTED, "the artifact targets vulkan; this build of the native runtime has no Vulkan backend (configure it with wgpu-native's headers: -DRVK_WGPU_INCLUDE_DIR=)");
+}
+#endif
 
 }  // namespace rvk

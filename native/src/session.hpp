@@ -56,9 +56,13 @@ private:
     std::vector<bool> input_set_;
 };
 
-// A session for the artifact's target on `device` (NULL, "pocl", "gpu", "P:D"). Throws Error.
-std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile);
+// A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:
+// NULL, "lavapipe", "cpu", "gpu", an adapter index) with the RVK_SESSION_* `flags`. Throws Error.
+std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags);
 
 std::unique_ptr<Session> open_opencl_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile);
+// `shader_checks`: 0 (wgpu's bounds checks), RVK_SESSION_SHADER_CHECKS_LOOPS or _NONE. Without wgpu
+// headers at build time (RVK_VULKAN off) it throws Error(RVK_ERROR_UNSUPPORTED).
+std::unique_ptr<Session> open_vulkan_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile, int shader_checks);
 
 }  // namespace rvk

@@ -2,7 +2,8 @@
  *
  * Lifecycle:
  *   rvk_artifact_open_file / rvk_artifact_open_memory   parse + completely validate a .rvk (no device)
- *   rvk_session_create(artifact, "pocl" | "gpu" | "P:D" | NULL, flags)
+ *   rvk_session_create(artifact, "pocl" | "gpu" | "P:D" | NULL, flags)      (OpenCL artifacts)
+ *   rvk_session_create(artifact, "lavapipe" | "gpu" | "N" | NULL, flags)    (Vulkan artifacts, through wgpu-native)
  *                                                        pick the device, check its limits, build the
  *                                                        kernels, allocate every planned image/buffer,
  *                                                        upload the constants
@@ -42,12 +43,14 @@ extern "C" {
 typedef enum rvk_status {
     RVK_OK = 0,
     RVK_ERROR_ARTIFACT = 1,    /* truncated, corrupt or inconsistent .rvk (Python: ArtifactError) */
-    RVK_ERROR_DEVICE = 2,      /* no such device / no working OpenCL device (Python: OpenCLUnavailable) */
+    RVK_ERROR_DEVICE = 2,      /* no such device / no working OpenCL device or Vulkan adapter, no wgpu-native library
+                                  (Python: OpenCLUnavailable, VulkanUnavailable) */
     RVK_ERROR_LIMIT = 3,       /* the device cannot hold or run the program (Python: DeviceLimitError) */
-    RVK_ERROR_BUILD = 4,       /* clBuildProgram failed; the message holds the build log (OpenCLBuildError) */
+    RVK_ERROR_BUILD = 4,       /* clBuildProgram failed / wgpu rejected a shader; the message holds the build log or
+                                  wgpu's error and the numbered WGSL (OpenCLBuildError, ShaderError) */
     RVK_ERROR_ARGUMENT = 5,    /* a bad argument: index, shape, dtype, size, NULL (Python: ValueError) */
-    RVK_ERROR_RUNTIME = 6,     /* the device API failed while running (an OpenCL error code is named) */
-    RVK_ERROR_UNSUPPORTED = 7, /* a valid artifact this build cannot run (e.g. a Vulkan target) */
+    RVK_ERROR_RUNTIME = 6,     /* the device API failed while running (an OpenCL error code or wgpu's message) */
+    RVK_ERROR_UNSUPPORTED = 7, /* a valid artifact this build cannot run (a Vulkan target in a build without wgpu headers) */
     RVK_ERROR_IO = 8           /* a file could not be read */
 } rvk_status;
 
@@ -66,7 +69,12 @@ typedef struct rvk_tensor_info {
 } rvk_tensor_info;
 
 /* session flags */
-#define RVK_SESSION_PROFILE 1u /* per-step device times (OpenCL profiling events) on every run */
+#define RVK_SESSION_PROFILE 1u /* per-step device times (OpenCL profiling events, Vulkan timestamp queries) on every run */
+/* Vulkan only: wgpu's runtime checks in the shaders (relax_vk/runtime/vulkan/shader_modules.py). By
+ * default every shader keeps wgpu's bounds checks; these create the modules with
+ * wgpuDeviceCreateShaderModuleTrusted instead: loop bounding only, or no checks at all. */
+#define RVK_SESSION_SHADER_CHECKS_LOOPS 2u
+#define RVK_SESSION_SHADER_CHECKS_NONE 4u
 
 RVK_API int rvk_abi_version(void);
 RVK_API const char* rvk_last_error(void);
@@ -84,7 +92,11 @@ RVK_API const char* rvk_artifact_target(const rvk_artifact* artifact);
 
 /* --- sessions ------------------------------------------------------------------------------- */
 /* `artifact` is borrowed: the session keeps what it needs, the artifact may be destroyed after.
- * `device`: NULL (a GPU if one works, else pocl), "pocl", "gpu" or "P:D" (platform:device index). */
+ * `device`, OpenCL: NULL (a GPU if one works, else pocl), "pocl", "gpu" or "P:D" (platform:device index);
+ * Vulkan: NULL (a GPU adapter if there is one, else a CPU one), "lavapipe" (or "cpu"), "gpu" or "N" (an index
+ * of the Vulkan adapters, as `relax-vk devices` lists them). The Vulkan backend opens wgpu-native at its first
+ * use: $RVK_WGPU_LIBRARY, else libwgpu_native.so (or libwgpu_native-release.so) beside this library, else on
+ * the loader's path. */
 RVK_API rvk_status rvk_session_create(const rvk_artifact* artifact, const char* device, uint32_t flags, rvk_session** out);
 RVK_API void rvk_session_destroy(rvk_session* session);
 

@@ -1,0 +1,965 @@
+// The Vulkan backend: relax_vk/runtime/vulkan/{devices,session,copies,shader_modules}.py through
+// wgpu-native's C API (webgpu.h + wgpu.h, opened at run time by wgpu_loader.cpp): the same wgpu-native
+// library wgpu-py wraps, the same WGSL kernels, the same copy shaders (the fragments of
+// relax_vk/runtime/vulkan/copies.wgsl, embedded at build time).
+//
+// Adapters by the Python runtime's names and rules (devices.select_adapter: NULL, "lavapipe"/"cpu",
+// "gpu", an index of the Vulkan adapters). A session checks the program against the adapter's limits
+// (session.check_limits, the same messages), requests a device with those limits (and
+// timestamp-query / shader-f16 where the Python session asks for them), allocates every texture
+// (rgba32float / rgba16float 2D arrays) and buffer of the artifact's storage plan as
+// device_placement makes it (an arena range per tensor, bound at its offset), creates every shader
+// module, pipeline and bind group, the readback buffers of the outputs and the timestamp queries,
+// and uploads the constants. A run then writes the inputs, records every step into one command
+// encoder (one compute pass; a pass per step with a timestamp pair when profiling), copies the
+// outputs (and the timestamps) into mappable buffers in the same encoder, submits once and maps.
+//
+// wgpu-native's default uncaptured-error handler aborts the process: every device gets an error
+// callback (errors are collected and raised as Error after the call that caused them; wgpu-native
+// reports them synchronously) and a device-lost callback.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <regex>
+
+#include "copies_wgsl.h"  // generated from relax_vk/runtime/vulkan/copies.wgsl
+#include "session.hpp"
+#include "wgpu_loader.hpp"
+
+namespace rvk {
+
+namespace {
+
+constexpr int kMaxQueries = 4096;  // WebGPU's limit on one query set (session.MAX_QUERIES)
+constexpr int64_t kWorkgroup = 64;  // copies.WORKGROUP
+
+WGPUStringView view(const std::string& s) { return WGPUStringView{s.data(), s.size()}; }
+
+std::string text(WGPUStringView v) {
+    if (!v.data) return "";
+    return v.length == WGPU_STRLEN ? std::string(v.data) : std::string(v.data, v.length);
+}
+
+int64_t words(int64_t nbytes) { return (nbytes + 3) / 4 * 4; }  // session._words
+
+// ------------------------------------------------------------------------------- devices.py
+struct Adapter {
+    WGPUAdapter adapter;
+    std::string device, type;  // info.device, wgpu-py's adapter_type name
+    bool cpu;
+};
+
+std::string adapter_type_name(WGPUAdapterType t) {
+    switch (t) {
+        case WGPUAdapterType_DiscreteGPU: return "DiscreteGPU";
+        case WGPUAdapterType_IntegratedGPU: return "IntegratedGPU";
+        case WGPUAdapterType_CPU: return "CPU";
+        default: return "Unknown";
+    }
+}
+
+// devices.describe_adapter
+std::string describe(const Adapter& a) { return a.device + " (" + a.type + ", Vulkan)"; }
+
+struct Instance {
+    WGPUInstance instance = nullptr;
+    std::vector<Adapter> adapters;  // on the Vulkan backend, in enumeration order
+};
+
+// The process's instance (devices._wgpu: timestamps normalized to nanoseconds) and its Vulkan
+// adapters, made at the first call and kept for the process.
+const Instance& instance() {
+    static std::mutex lock;
+    static Instance made;
+    std::lock_guard<std::mutex> guard(lock);
+    if (made.instance) return made;
+    const Wgpu& w = wgpu();
+    WGPUInstanceExtras extras = {};
+    extras.chain.sType = static_cast<WGPUSType>(WGPUSType_InstanceExtras);
+    extras.backends = WGPUInstanceBackend_Vulkan;
+    extras.flags = WGPUInstanceFlag_Default | WGPUInstanceFlag_AutomaticTimestampNormalization;
+    WGPUInstanceDescriptor desc = WGPU_INSTANCE_DESCRIPTOR_INIT;
+    desc.nextInChain = &extras.chain;
+    WGPUInstance inst = w.CreateInstance(&desc);
+    if (!inst) throw Error(RVK_ERROR_DEVICE, "wgpu-native (" + w.path + ") could not create an instance");
+    WGPUInstanceEnumerateAdapterOptions options = {};
+    options.backends = WGPUInstanceBackend_Vulkan;
+    std::vector<WGPUAdapter> all(w.InstanceEnumerateAdapters(inst, &options, nullptr));
+    if (!all.empty()) all.resize(w.InstanceEnumerateAdapters(inst, &options, all.data()));
+    for (WGPUAdapter a : all) {
+        WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
+        if (w.AdapterGetInfo(a, &info) != WGPUStatus_Success) continue;
+        if (info.backendType == WGPUBackendType_Vulkan)
+            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU});
+        else
+            w.AdapterRelease(a);
+        w.AdapterInfoFreeMembers(info);
+    }
+    made.instance = inst;
+    return made;
+}
+
+bool all_digits(const std::string& s) {
+    return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// devices.select_adapter
+const Adapter& select_adapter(const char* spec_or_null) {
+    const std::vector<Adapter>& adapters = instance().adapters;
+    if (adapters.empty())
+        throw Error(RVK_ERROR_DEVICE, "no Vulkan adapter found (install a Vulkan driver: Debian 'mesa-vulkan-drivers libvulkan1' gives lavapipe)");
+    const Adapter* gpu = nullptr;
+    const Adapter* cpu = nullptr;
+    for (const Adapter& a : adapters) {
+        if (a.cpu && !cpu) cpu = &a;
+        if (!a.cpu && !gpu) gpu = &a;
+    }
+    if (!spec_or_null) return gpu ? *gpu : *cpu;
+    std::string spec = spec_or_null;
+    if (spec == "lavapipe" || spec == "cpu" || spec == "pocl") {
+        if (!cpu) throw Error(RVK_ERROR_DEVICE, "no CPU Vulkan adapter (lavapipe); `relax-vk devices` lists the adapters");
+        return *cpu;
+    }
+    if (spec == "gpu") {
+        if (!gpu) throw Error(RVK_ERROR_DEVICE, "no GPU Vulkan adapter; `relax-vk devices` lists the adapters");
+        return *gpu;
+    }
+    if (all_digits(spec) && std::stoul(spec) < adapters.size()) return adapters[std::stoul(spec)];
+    throw Error(RVK_ERROR_ARGUMENT, "unknown Vulkan device " + py_repr(spec) + ": use 'lavapipe', 'gpu' or an index from `relax-vk devices`");
+}
+
+// ------------------------------------------------------------------------------- copies.py
+const char* texture_format_name(const std::string& dtype) {
+    return dtype == "float32" ? "rgba32float" : dtype == "float16" ? "rgba16float" : nullptr;
+}
+
+WGPUTextureFormat texture_format(const std::string& dtype) {
+    return dtype == "float16" ? WGPUTextureFormat_RGBA16Float : WGPUTextureFormat_RGBA32Float;
+}
+
+// The named fragments of copies.wgsl (a line "//! NAME" starts one), as copies._fragments
+const std::map<std::string, std::string>& fragments() {
+    static const std::map<std::string, std::string> parsed = [] {
+        std::map<std::string, std::vector<std::string>> lines;
+        std::string name, source = kCopiesWgsl;
+        std::regex marker("//! (\\w+)");
+        for (size_t start = 0; start < source.size();) {
+            size_t end = source.find('\n', start);
+            std::string line = source.substr(start, end == std::string::npos ? std::string::npos : end - start);
+            std::smatch m;
+            if (std::regex_match(line, m, marker)) {
+                name = m[1];
+                lines[name].clear();
+            } else if (!name.empty()) {
+                lines[name].push_back(line);
+            }
+            if (end == std::string::npos) break;
+            start = end + 1;
+        }
+        std::map<std::string, std::string> out;
+        for (const auto& [key, body] : lines)
+            for (size_t i = 0; i < body.size(); ++i) out[key] += (i ? "\n" : "") + body[i];
+        return out;
+    }();
+    return parsed;
+}
+
+// copies._fill: fragment `name` with every ${KEY} replaced
+std::string fill(const std::string& name, const std::map<std::string, std::string>& values = {}) {
+    auto it = fragments().find(name);
+    if (it == fragments().end()) throw Error(RVK_ERROR_RUNTIME, "internal error: copies.wgsl has no fragment " + name);
+    std::string out, s = it->second;
+    for (size_t i = 0; i < s.size();) {
+        if (s.compare(i, 2, "${") == 0) {
+            size_t close = s.find('}', i);
+            auto v = values.find(s.substr(i + 2, close - i - 2));
+            if (close == std::string::npos || v == values.end()) throw Error(RVK_ERROR_RUNTIME, "internal error: copies.wgsl fragment " + name + " misses a value");
+            out += v->second;
+            i = close + 1;
+        } else {
+            out += s[i++];
+        }
+    }
+    return out;
+}
+
+// copies.copy_items
+int64_t copy_items(const Tensor& s, const Tensor& d, int64_t nbytes, int64_t itemsize) {
+    if (!s.is_image && !d.is_image) return (nbytes + 3) / 4;
+    return nbytes / (4 * itemsize);
+}
+
+// copies.copy_shader (the same text, from the same fragments)
+std::string copy_shader(const Tensor& s, const Tensor& d, int64_t nbytes, const std::string& dtype, int64_t groups_x, const std::string& texel) {
+    std::string src = s.is_image ? "texture" : "buffer", dst = d.is_image ? "texture" : "buffer";
+    bool words_only = !s.is_image && !d.is_image;
+    if (!texture_format_name(dtype) && !words_only)
+        throw Error(RVK_ERROR_ARTIFACT, "texture copies of " + dtype + " tensors are not supported (float32 and float16)");
+    std::string elem = dtype == "float32" ? "f32" : dtype == "float16" ? "f16" : "u32";
+    int64_t count = copy_items(s, d, nbytes, dtype == "float16" ? 2 : 4);
+    std::vector<std::string> parts = {fill("header", {{"src", src}, {"dst", dst}, {"count", std::to_string(count)}, {"dtype", dtype}})};
+    std::string body;
+    if (words_only) {
+        parts.push_back(fill("words_src_decl"));
+        parts.push_back(fill("words_dst_decl"));
+        body = fill("words_body");
+    } else {
+        if (elem == "f16") parts.push_back(fill("enable_f16"));
+        std::string read;
+        if (s.is_image) {
+            parts.push_back(fill("src_texture_decl"));
+            read = fill("src_texture_read", {{"w", std::to_string(s.image[0])}, {"h", std::to_string(s.image[1])}, {"wh", std::to_string(s.image[0] * s.image[1])}});
+        } else {
+            parts.push_back(fill("src_buffer_decl", {{"elem", elem}}));
+            read = fill("src_buffer_read", {{"elem", elem}});
+        }
+        if (d.is_image) {
+            parts.push_back(fill("dst_texture_decl", {{"format", texture_format_name(texel.empty() ? dtype : texel)}}));
+            body = fill("dst_texture_body", {{"w", std::to_string(d.image[0])}, {"h", std::to_string(d.image[1])},
+                                             {"wh", std::to_string(d.image[0] * d.image[1])}, {"read", read}});
+        } else {
+            parts.push_back(fill("dst_buffer_decl", {{"elem", elem}}));
+            body = fill("dst_buffer_body", {{"elem", elem}, {"read", read}});
+        }
+    }
+    parts.push_back(fill("main", {{"workgroup", std::to_string(kWorkgroup)}, {"groups_x", std::to_string(groups_x)}, {"count", std::to_string(count)}, {"body", body}}));
+    std::string out;
+    for (size_t i = 0; i < parts.size(); ++i) out += (i ? "\n" : "") + parts[i];
+    return out + "\n";
+}
+
+// copies.copy_bindings
+std::vector<std::string> copy_bindings(const Tensor& s, const Tensor& d, const std::string& dtype, const std::string& texel) {
+    std::string src = s.is_image ? "texture" : "buffer_read";
+    std::string dst = d.is_image ? ((texel.empty() ? dtype : texel) == "float16" ? "storage_texture_f16" : "storage_texture") : "buffer";
+    return {src, dst};
+}
+
+// copies.copy_grid
+std::pair<int64_t, int64_t> copy_grid(int64_t items, int64_t max_groups) {
+    int64_t groups = std::max<int64_t>(1, (items + kWorkgroup - 1) / kWorkgroup);
+    if (groups <= max_groups) return {groups, 1};
+    int64_t y = (groups + max_groups - 1) / max_groups;
+    return {(groups + y - 1) / y, y};
+}
+
+// session.writable_reads: the read-only buffers at `positions` declared and bound read-write
+void writable_reads(std::string& source, std::vector<std::string>& bindings, const std::vector<size_t>& positions) {
+    for (size_t i : positions) {
+        if (bindings[i] != "buffer_read") continue;
+        bindings[i] = "buffer";
+        std::regex declaration("(@binding\\(" + std::to_string(i) + "\\)\\s+var<storage,\\s*)read>");
+        size_t n = static_cast<size_t>(std::distance(std::sregex_iterator(source.begin(), source.end(), declaration), std::sregex_iterator()));
+        if (n != 1) throw Error(RVK_ERROR_ARTIFACT, "binding " + std::to_string(i) + " is not a read-only storage buffer declaration of the shader");
+        source = std::regex_replace(source, declaration, "$1read_write>");
+    }
+}
+
+// ------------------------------------------------------------------------------- session.py
+struct Limits {
+    int64_t tex2d, layers, invocations, size[3], groups, workgroup_storage, buffers, storage_textures, textures, binding_size, buffer_size, alignment;
+};
+
+Limits limits_of(const WGPULimits& l) {
+    return {l.maxTextureDimension2D, l.maxTextureArrayLayers, l.maxComputeInvocationsPerWorkgroup,
+            {l.maxComputeWorkgroupSizeX, l.maxComputeWorkgroupSizeY, l.maxComputeWorkgroupSizeZ}, l.maxComputeWorkgroupsPerDimension,
+            l.maxComputeWorkgroupStorageSize, l.maxStorageBuffersPerShaderStage, l.maxStorageTexturesPerShaderStage,
+            l.maxSampledTexturesPerShaderStage, static_cast<int64_t>(l.maxStorageBufferBindingSize), static_cast<int64_t>(l.maxBufferSize),
+            l.minStorageBufferOffsetAlignment};
+}
+
+// vulkan.session.check_limits (the same checks, the same messages)
+void check_limits(const Program& program, const Limits& l, const std::string& device, bool f16) {
+    for (const Tensor& t : program.tensors) {
+        if (t.is_image) {
+            std::vector<std::string> problems;
+            if (t.image[0] > l.tex2d) problems.push_back("width " + std::to_string(t.image[0]) + " > texture2d max width " + std::to_string(l.tex2d));
+            if (t.image[1] > l.tex2d) problems.push_back("height " + std::to_string(t.image[1]) + " > texture2d max height " + std::to_string(l.tex2d));
+            if (t.image[2] > l.layers) problems.push_back(std::to_string(t.image[2]) + " layers > max array layers " + std::to_string(l.layers));
+            if (!problems.empty()) {
+                std::string joined;
+                for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "; " : "") + problems[i];
+                throw Error(RVK_ERROR_LIMIT, "tensor " + t.name + " (" + t.scope + ", image " + std::to_string(t.image[0]) + "x" + std::to_string(t.image[1]) +
+                                                 "x" + std::to_string(t.image[2]) + ") does not fit " + device + ": " + joined);
+            }
+            if (!texture_format_name(dtype_name(t.dtype)))
+                throw Error(RVK_ERROR_LIMIT, "tensor " + t.name + ": " + dtype_name(t.dtype) + " textures are not supported (float32 and float16 only)");
+        }
+        if (t.dtype == DType::F16 && !f16)
+            throw Error(RVK_ERROR_LIMIT, "tensor " + t.name + " is float16; " + device + " lacks the shader-f16 feature (rebuild the model in float32)");
+        if (!t.is_image && t.bytes > l.binding_size)
+            throw Error(RVK_ERROR_LIMIT, "tensor " + t.name + " (" + std::to_string(t.bytes) + " bytes) exceeds " + device +
+                                             "'s max storage buffer binding size " + std::to_string(l.binding_size));
+    }
+    static const char* const axes = "xyz";
+    for (const Kernel& k : program.kernels) {
+        if (k.workgroup_bytes > l.workgroup_storage)
+            throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " needs " + std::to_string(k.workgroup_bytes) + " bytes of workgroup memory; " + device +
+                                             " allows " + std::to_string(l.workgroup_storage));
+        int64_t invocations = k.local[0] * k.local[1] * k.local[2];
+        if (invocations > l.invocations)
+            throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " needs workgroups of " + std::to_string(invocations) + " invocations; " + device +
+                                             " allows " + std::to_string(l.invocations));
+        for (size_t a = 0; a < 3; ++a) {
+            int64_t groups = k.global[a] / k.local[a];
+            if (k.local[a] > l.size[a])
+                throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + ": workgroup size " + axes[a] + "=" + std::to_string(k.local[a]) + " > " + std::to_string(l.size[a]));
+            if (groups > l.groups)
+                throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + ": " + std::to_string(groups) + " workgroups along " + axes[a] + " > " + device +
+                                                 "'s limit " + std::to_string(l.groups));
+        }
+        int64_t counts[3] = {0, 0, 0};  // buffer, texture, storage_texture
+        for (const std::string& b : k.bindings) {
+            if (b == "buffer" || b == "buffer_read") ++counts[0];
+            if (b == "texture") ++counts[1];
+            if (b == "storage_texture" || b == "storage_texture_f16") ++counts[2];
+        }
+        const std::pair<const char*, int64_t> kinds[3] = {{"buffer", l.buffers}, {"texture", l.textures}, {"storage_texture", l.storage_textures}};
+        const char* const keys[3] = {"max-storage-buffers-per-shader-stage", "max-sampled-textures-per-shader-stage", "max-storage-textures-per-shader-stage"};
+        for (size_t i = 0; i < 3; ++i)
+            if (counts[i] > kinds[i].second)
+                throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " binds " + std::to_string(counts[i]) + " " + kinds[i].first + "s; " + device + " allows " +
+                                                 std::to_string(kinds[i].second) + " (" + keys[i] + ")");
+    }
+}
+
+// What the device's callbacks report (outlives the device: see VulkanSession's member order).
+struct Errors {
+    std::string message;  // the first uncaptured error since the last take()
+    std::string lost;     // why the device was lost ("" while it is not)
+
+    static void on_error(WGPUDevice const*, WGPUErrorType type, WGPUStringView message, void* self, void*) {
+        Errors* e = static_cast<Errors*>(self);
+        if (e->message.empty())
+            e->message = std::string(type == WGPUErrorType_OutOfMemory ? "out of memory: " : type == WGPUErrorType_Internal ? "internal error: " : "") + text(message);
+    }
+    static void on_lost(WGPUDevice const*, WGPUDeviceLostReason reason, WGPUStringView message, void* self, void*) {
+        if (reason == WGPUDeviceLostReason_Destroyed || reason == WGPUDeviceLostReason_CallbackCancelled) return;  // (the session's own release)
+        static_cast<Errors*>(self)->lost = "the Vulkan device was lost: " + text(message);
+    }
+    std::string take() {
+        std::string m = message.empty() ? lost : message;
+        message.clear();
+        return m;
+    }
+};
+
+// Every wgpu object a session creates, released in reverse dependency order (also when the
+// constructor throws half-way).
+struct Handles {
+    const Wgpu* w = nullptr;
+    WGPUDevice device = nullptr;
+    WGPUQueue queue = nullptr;
+    std::vector<WGPUBuffer> buffers;
+    std::vector<WGPUTexture> textures;
+    std::vector<WGPUTextureView> views;
+    std::vector<WGPUShaderModule> modules;
+    std::vector<WGPUBindGroupLayout> layouts;
+    std::vector<WGPUPipelineLayout> pipeline_layouts;
+    std::vector<WGPUComputePipeline> pipelines;
+    std::vector<WGPUBindGroup> groups;
+    WGPUQuerySet queries = nullptr;
+
+    ~Handles() {
+        if (!w) return;
+        for (WGPUBindGroup g : groups) w->BindGroupRelease(g);
+        for (WGPUComputePipeline p : pipelines) w->ComputePipelineRelease(p);
+        for (WGPUPipelineLayout p : pipeline_layouts) w->PipelineLayoutRelease(p);
+        for (WGPUBindGroupLayout l : layouts) w->BindGroupLayoutRelease(l);
+        for (WGPUShaderModule m : modules) w->ShaderModuleRelease(m);
+        for (WGPUTextureView v : views) w->TextureViewRelease(v);
+        for (WGPUTexture t : textures) w->TextureRelease(t);
+        for (WGPUBuffer b : buffers) w->BufferRelease(b);
+        if (queries) w->QuerySetRelease(queries);  // (wgpu-native's QuerySetDestroy then Release panics: release only)
+        if (queue) w->QueueRelease(queue);
+        if (device) w->DeviceRelease(device);
+    }
+};
+
+class VulkanSession : public Session {
+public:
+    VulkanSession(std::shared_ptr<const Artifact> artifact, const Adapter& adapter, bool profile, int shader_checks)
+        : Session(std::move(artifact)), w_(wgpu()), shader_checks_(shader_checks) {
+        h_.w = &w_;
+        device_name = adapter.device;
+        size_t a = device_name.find_first_not_of(" \t\n\r"), b = device_name.find_last_not_of(" \t\n\r");
+        device_name = a == std::string::npos ? "" : device_name.substr(a, b - a + 1);
+        WGPULimits adapter_limits = WGPU_LIMITS_INIT;
+        if (w_.AdapterGetLimits(adapter.adapter, &adapter_limits) != WGPUStatus_Success)
+            throw Error(RVK_ERROR_DEVICE, "wgpu cannot read the limits of " + describe(adapter));
+        limits_ = limits_of(adapter_limits);
+        bool f16 = w_.AdapterHasFeature(adapter.adapter, WGPUFeatureName_ShaderF16);
+        check_limits(program_, limits_, describe(adapter), f16);
+        int steps = static_cast<int>(program_.steps.size());
+        can_profile_ = profile;
+        profiling_ = profile;
+        timestamps_ = profile && w_.AdapterHasFeature(adapter.adapter, WGPUFeatureName_TimestampQuery) && steps > 0 && 2 * steps <= kMaxQueries;
+        request_device(adapter, adapter_limits);
+        allocate_storage();
+        prepare_steps();
+        prepare_readback();
+        upload_constants();
+    }
+
+protected:
+    void execute(const std::vector<std::vector<uint8_t>>& inputs, std::vector<std::vector<uint8_t>>& outputs) override {
+        for (size_t i = 0; i < inputs.size(); ++i) write(program_.inputs[i], inputs[i].data());
+        bool stamped = profiling_ && timestamps_;
+        WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
+        WGPUComputePassEncoder pass = nullptr;
+        for (size_t i = 0; i < steps_.size(); ++i) {
+            const Prepared& s = steps_[i];
+            if (stamped) {
+                WGPUPassTimestampWrites stamps = WGPU_PASS_TIMESTAMP_WRITES_INIT;
+                stamps.querySet = h_.queries;
+                stamps.beginningOfPassWriteIndex = static_cast<uint32_t>(2 * i);
+                stamps.endOfPassWriteIndex = static_cast<uint32_t>(2 * i + 1);
+                WGPUComputePassDescriptor desc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+                desc.timestampWrites = &stamps;
+                pass = w_.CommandEncoderBeginComputePass(encoder, &desc);
+            } else if (!pass) {
+                pass = w_.CommandEncoderBeginComputePass(encoder, nullptr);
+            }
+            w_.ComputePassEncoderSetPipeline(pass, s.pipeline);  // WebGPU orders each dispatch's accesses after the last's
+            w_.ComputePassEncoderSetBindGroup(pass, 0, s.group, 0, nullptr);
+            w_.ComputePassEncoderDispatchWorkgroups(pass, s.groups[0], s.groups[1], s.groups[2]);
+            if (stamped) {
+                w_.ComputePassEncoderEnd(pass);
+                w_.ComputePassEncoderRelease(pass);
+                pass = nullptr;
+            }
+        }
+        if (pass) {
+            w_.ComputePassEncoderEnd(pass);
+            w_.ComputePassEncoderRelease(pass);
+        }
+        for (const Readback& r : readbacks_) copy_out(encoder, r);
+        if (stamped) {
+            uint32_t n = static_cast<uint32_t>(2 * steps_.size());
+            w_.CommandEncoderResolveQuerySet(encoder, h_.queries, 0, n, query_buffer_, 0);
+            w_.CommandEncoderCopyBufferToBuffer(encoder, query_buffer_, 0, query_readback_, 0, 8ull * n);
+        }
+        WGPUCommandBuffer commands = w_.CommandEncoderFinish(encoder, nullptr);
+        w_.CommandEncoderRelease(encoder);
+        w_.QueueSubmit(h_.queue, 1, &commands);
+        w_.CommandBufferRelease(commands);
+        check_errors("running the program");
+        std::vector<std::pair<WGPUBuffer, uint64_t>> maps;
+        for (const Readback& r : readbacks_)
+            if (r.buffer) maps.push_back({r.buffer, r.size});
+        if (stamped) maps.push_back({query_readback_, 16 * steps_.size()});
+        map_all(maps);
+        for (size_t i = 0; i < outputs.size(); ++i) read_mapped(readbacks_[i], outputs[i]);
+        if (stamped) {
+            const uint64_t* stamps = static_cast<const uint64_t*>(w_.BufferGetConstMappedRange(query_readback_, 0, 16 * steps_.size()));
+            std::vector<std::string> names;
+            std::vector<uint64_t> begins, ends;
+            for (size_t i = 0; i < steps_.size(); ++i) {
+                names.push_back(steps_[i].name);
+                begins.push_back(stamps[2 * i]);
+                ends.push_back(stamps[2 * i + 1]);
+            }
+            w_.BufferUnmap(query_readback_);
+            step_times(names, begins, ends, profile, device_ms);
+        }
+    }
+
+private:
+    struct Memory {
+        WGPUBuffer buffer = nullptr;
+        WGPUTexture texture = nullptr;
+        uint64_t size = 0;  // a buffer's bytes
+    };
+    struct Pipeline {
+        WGPUComputePipeline pipeline;
+        WGPUBindGroupLayout layout;
+    };
+    struct Prepared {
+        std::string name;
+        WGPUComputePipeline pipeline;
+        WGPUBindGroup group;
+        uint32_t groups[3];
+    };
+    struct Readback {  // an output's mappable copy
+        int tid;
+        WGPUBuffer buffer = nullptr;  // NULL for a tensor of no elements
+        uint64_t size = 0;
+        uint32_t row = 0, padded_row = 0, rows = 0;  // a texture's rows (bytes, bytes with the 256-byte alignment, rows of all layers)
+    };
+
+    Errors errors_;  // (declared before h_: the callbacks may fire until the device is released)
+    const Wgpu& w_;
+    Handles h_;
+    int shader_checks_;
+    Limits limits_{};
+    bool timestamps_ = false;
+    std::vector<Memory> memory_;     // per tensor
+    std::vector<int64_t> offsets_;   // per tensor: its byte offset in its buffer
+    std::map<std::string, Pipeline> pipelines_;  // by kernel name, (kernel, writable positions) or copy source
+    std::vector<Prepared> steps_;
+    std::vector<Readback> readbacks_;
+    WGPUBuffer query_buffer_ = nullptr, query_readback_ = nullptr;
+    std::vector<uint8_t> staging_;
+
+    void check_errors(const std::string& what, rvk_status status = RVK_ERROR_RUNTIME) {
+        std::string message = errors_.take();
+        if (!message.empty()) throw Error(status, what + ": " + message);
+    }
+
+    static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView message, void* request, void*) {
+        auto* r = static_cast<std::pair<WGPUDevice, std::string>*>(request);
+        if (status == WGPURequestDeviceStatus_Success)
+            r->first = device;
+        else
+            r->second = text(message).empty() ? "status " + std::to_string(static_cast<int>(status)) : text(message);
+    }
+
+    void request_device(const Adapter& adapter, const WGPULimits& a) {
+        std::vector<WGPUFeatureName> features;
+        if (timestamps_) features.push_back(WGPUFeatureName_TimestampQuery);
+        bool half = artifact_->source.find("enable f16;") != std::string::npos;
+        for (const Tensor& t : program_.tensors) half = half || t.dtype == DType::F16;
+        if (half) features.push_back(WGPUFeatureName_ShaderF16);
+        WGPULimits limits = WGPU_LIMITS_INIT;  // session.LIMIT_KEYS: the adapter's own
+        limits.maxTextureDimension2D = a.maxTextureDimension2D;
+        limits.maxTextureArrayLayers = a.maxTextureArrayLayers;
+        limits.maxComputeInvocationsPerWorkgroup = a.maxComputeInvocationsPerWorkgroup;
+        limits.maxComputeWorkgroupSizeX = a.maxComputeWorkgroupSizeX;
+        limits.maxComputeWorkgroupSizeY = a.maxComputeWorkgroupSizeY;
+        limits.maxComputeWorkgroupSizeZ = a.maxComputeWorkgroupSizeZ;
+        limits.maxComputeWorkgroupsPerDimension = a.maxComputeWorkgroupsPerDimension;
+        limits.maxComputeWorkgroupStorageSize = a.maxComputeWorkgroupStorageSize;
+        limits.maxStorageBuffersPerShaderStage = a.maxStorageBuffersPerShaderStage;
+        limits.maxStorageTexturesPerShaderStage = a.maxStorageTexturesPerShaderStage;
+        limits.maxSampledTexturesPerShaderStage = a.maxSampledTexturesPerShaderStage;
+        limits.maxStorageBufferBindingSize = a.maxStorageBufferBindingSize;
+        limits.maxBufferSize = a.maxBufferSize;
+        WGPUDeviceDescriptor desc = WGPU_DEVICE_DESCRIPTOR_INIT;
+        desc.requiredFeatureCount = features.size();
+        desc.requiredFeatures = features.data();
+        desc.requiredLimits = &limits;
+        desc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+        desc.deviceLostCallbackInfo.callback = &Errors::on_lost;
+        desc.deviceLostCallbackInfo.userdata1 = &errors_;
+        desc.uncapturedErrorCallbackInfo.callback = &Errors::on_error;
+        desc.uncapturedErrorCallbackInfo.userdata1 = &errors_;
+        std::pair<WGPUDevice, std::string> request{nullptr, ""};
+        WGPURequestDeviceCallbackInfo callback = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+        callback.mode = WGPUCallbackMode_AllowSpontaneous;
+        callback.callback = &VulkanSession::on_device;
+        callback.userdata1 = &request;
+        w_.AdapterRequestDevice(adapter.adapter, &desc, callback);
+        for (int i = 0; i < 100 && !request.first && request.second.empty(); ++i) w_.InstanceProcessEvents(instance().instance);
+        if (!request.first)
+            throw Error(RVK_ERROR_DEVICE, "wgpu could not create a device on " + describe(adapter) + ": " + (request.second.empty() ? "no answer" : request.second));
+        h_.device = request.first;
+        h_.queue = w_.DeviceGetQueue(h_.device);
+    }
+
+    // ----------------------------------------------------------------------------- memory
+    WGPUBuffer buffer(uint64_t size, WGPUBufferUsage usage, const std::string& what) {
+        WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+        desc.size = size;
+        desc.usage = usage;
+        WGPUBuffer b = w_.DeviceCreateBuffer(h_.device, &desc);
+        if (b) h_.buffers.push_back(b);
+        check_errors("allocating " + what);
+        if (!b) throw Error(RVK_ERROR_RUNTIME, "allocating " + what + " failed");
+        return b;
+    }
+
+    // session._allocate: a 2D-array texture of the texel format, or a storage buffer
+    Memory allocate(const Allocation& a, const std::string& what) {
+        Memory m;
+        if (a.is_image) {
+            WGPUTextureDescriptor desc = WGPU_TEXTURE_DESCRIPTOR_INIT;
+            desc.usage = WGPUTextureUsage_TextureBinding | WGPUTextureUsage_StorageBinding | WGPUTextureUsage_CopyDst | WGPUTextureUsage_CopySrc;
+            desc.dimension = WGPUTextureDimension_2D;
+            desc.size = {static_cast<uint32_t>(a.image[0]), static_cast<uint32_t>(a.image[1]), static_cast<uint32_t>(a.image[2])};
+            desc.format = texture_format(a.dtype);
+            m.texture = w_.DeviceCreateTexture(h_.device, &desc);
+            if (m.texture) h_.textures.push_back(m.texture);
+            check_errors("allocating " + what);
+            if (!m.texture) throw Error(RVK_ERROR_RUNTIME, "allocating " + what + " failed");
+            return m;
+        }
+        m.size = static_cast<uint64_t>(std::max<int64_t>(4, words(a.bytes)));
+        m.buffer = buffer(m.size, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst | WGPUBufferUsage_CopySrc, what);
+        return m;
+    }
+
+    // session._allocate_storage
+    void allocate_storage() {
+        Placement placement = device_placement(program_, limits_.alignment, limits_.buffer_size);
+        device_bytes = placement.device_bytes;
+        std::vector<Memory> objects;
+        for (size_t i = 0; i < placement.allocations.size(); ++i)
+            objects.push_back(placement.allocations[i] ? allocate(*placement.allocations[i], "allocation " + std::to_string(i)) : Memory{});
+        for (size_t i = 0; i < program_.tensors.size(); ++i) {
+            const Tensor& t = program_.tensors[i];
+            const std::optional<Place>& place = placement.places[i];
+            if (!place) {
+                Allocation own;
+                own.bytes = t.bytes;
+                memory_.push_back(allocate(own, t.name));
+                offsets_.push_back(0);
+            } else {
+                memory_.push_back(objects[static_cast<size_t>(place->allocation)]);
+                offsets_.push_back(place->offset);
+            }
+        }
+    }
+
+    // session._write: `data` holds the tensor in its dtype (converted to its texel dtype)
+    void write(int tid, const void* data) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        if (t.bytes == 0) return;  // a tensor of no elements: nothing to write (wgpu refuses empty writes)
+        const Memory& m = memory_[static_cast<size_t>(tid)];
+        DType texel = dtype_from_name(t.texel_dtype());
+        size_t elements = static_cast<size_t>(t.elements());
+        if (t.is_image) {
+            size_t itemsize = dtype_size(texel);
+            size_t dense = static_cast<size_t>(t.image[0] * t.image[1] * t.image[2] * 4) * itemsize;
+            staging_.assign(std::max(dense, elements * itemsize), 0);
+            convert(t.dtype, data, texel, staging_.data(), elements);
+            WGPUTexelCopyTextureInfo dst = WGPU_TEXEL_COPY_TEXTURE_INFO_INIT;
+            dst.texture = m.texture;
+            WGPUTexelCopyBufferLayout layout = WGPU_TEXEL_COPY_BUFFER_LAYOUT_INIT;
+            layout.bytesPerRow = static_cast<uint32_t>(4 * itemsize * static_cast<size_t>(t.image[0]));
+            layout.rowsPerImage = static_cast<uint32_t>(t.image[1]);
+            WGPUExtent3D size = {static_cast<uint32_t>(t.image[0]), static_cast<uint32_t>(t.image[1]), static_cast<uint32_t>(t.image[2])};
+            w_.QueueWriteTexture(h_.queue, &dst, staging_.data(), dense, &layout, &size);
+        } else {
+            size_t n = static_cast<size_t>(t.bytes);
+            staging_.assign(static_cast<size_t>(words(t.bytes)), 0);
+            std::memcpy(staging_.data(), data, n);
+            w_.QueueWriteBuffer(h_.queue, m.buffer, static_cast<uint64_t>(offsets_[static_cast<size_t>(tid)]), staging_.data(), staging_.size());
+        }
+        check_errors("writing " + t.name);
+    }
+
+    void upload_constants() {
+        for (const Tensor& t : program_.tensors) {
+            if (t.kind != "constant") continue;
+            const Constant& c = artifact_->constant_table.at("t" + std::to_string(t.id));
+            write(t.id, artifact_->constants.data() + c.offset);
+        }
+    }
+
+    // an output's mappable buffer (readback_.buffer NULL for a tensor of no elements)
+    void prepare_readback() {
+        for (int tid : program_.outputs) {
+            const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+            Readback r;
+            r.tid = tid;
+            if (t.bytes) {
+                uint64_t size;
+                if (t.is_image) {
+                    r.row = static_cast<uint32_t>(4 * dtype_size(dtype_from_name(t.texel_dtype())) * static_cast<size_t>(t.image[0]));
+                    r.padded_row = (r.row + 255) / 256 * 256;  // WebGPU's bytesPerRow alignment
+                    r.rows = static_cast<uint32_t>(t.image[1] * t.image[2]);
+                    size = static_cast<uint64_t>(r.padded_row) * r.rows;
+                } else {
+                    size = static_cast<uint64_t>(words(t.bytes));
+                }
+                r.size = size;
+                r.buffer = buffer(size, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "the readback of " + t.name);
+            }
+            readbacks_.push_back(r);
+        }
+        if (timestamps_) {
+            size_t n = 2 * program_.steps.size();
+            WGPUQuerySetDescriptor desc = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+            desc.type = WGPUQueryType_Timestamp;
+            desc.count = static_cast<uint32_t>(n);
+            h_.queries = w_.DeviceCreateQuerySet(h_.device, &desc);
+            check_errors("creating the timestamp queries");
+            query_buffer_ = buffer(8 * n, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc, "the timestamps");
+            query_readback_ = buffer(8 * n, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "the timestamp readback");
+        }
+    }
+
+    void copy_out(WGPUCommandEncoder encoder, const Readback& r) {
+        if (!r.buffer) return;
+        const Tensor& t = program_.tensors[static_cast<size_t>(r.tid)];
+        const Memory& m = memory_[static_cast<size_t>(r.tid)];
+        if (t.is_image) {
+            WGPUTexelCopyTextureInfo src = WGPU_TEXEL_COPY_TEXTURE_INFO_INIT;
+            src.texture = m.texture;
+            WGPUTexelCopyBufferInfo dst = WGPU_TEXEL_COPY_BUFFER_INFO_INIT;
+            dst.buffer = r.buffer;
+            dst.layout.bytesPerRow = r.padded_row;
+            dst.layout.rowsPerImage = static_cast<uint32_t>(t.image[1]);
+            WGPUExtent3D size = {static_cast<uint32_t>(t.image[0]), static_cast<uint32_t>(t.image[1]), static_cast<uint32_t>(t.image[2])};
+            w_.CommandEncoderCopyTextureToBuffer(encoder, &src, &dst, &size);
+        } else {
+            w_.CommandEncoderCopyBufferToBuffer(encoder, m.buffer, static_cast<uint64_t>(offsets_[static_cast<size_t>(r.tid)]), r.buffer, 0,
+                                                static_cast<uint64_t>(words(t.bytes)));
+        }
+    }
+
+    static void on_mapped(WGPUMapAsyncStatus status, WGPUStringView message, void* result, void*) {
+        auto* r = static_cast<std::pair<int, std::string>*>(result);
+        r->first = status == WGPUMapAsyncStatus_Success ? 1 : -1;
+        if (status != WGPUMapAsyncStatus_Success) r->second = text(message);
+    }
+
+    void map_all(const std::vector<std::pair<WGPUBuffer, uint64_t>>& buffers) {
+        std::vector<std::pair<int, std::string>> results(buffers.size(), {0, ""});
+        for (size_t i = 0; i < buffers.size(); ++i) {
+            WGPUBufferMapCallbackInfo callback = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+            callback.mode = WGPUCallbackMode_AllowSpontaneous;
+            callback.callback = &VulkanSession::on_mapped;
+            callback.userdata1 = &results[i];
+            w_.BufferMapAsync(buffers[i].first, WGPUMapMode_Read, 0, static_cast<size_t>(buffers[i].second), callback);
+        }
+        auto pending = [&] { return std::any_of(results.begin(), results.end(), [](const auto& r) { return r.first == 0; }); };
+        for (int i = 0; i < 1000 && pending() && errors_.lost.empty(); ++i) {
+            w_.DevicePoll(h_.device, true, nullptr);
+            if (pending()) w_.InstanceProcessEvents(instance().instance);
+        }
+        check_errors("reading the outputs");
+        for (const auto& r : results)
+            if (r.first != 1) throw Error(RVK_ERROR_RUNTIME, "reading the outputs: mapping a readback buffer failed" + (r.second.empty() ? "" : ": " + r.second));
+    }
+
+    // session._read (of a mapped readback): into `out` in the tensor's dtype
+    void read_mapped(const Readback& r, std::vector<uint8_t>& out) {
+        if (!r.buffer) return;
+        const Tensor& t = program_.tensors[static_cast<size_t>(r.tid)];
+        DType texel = dtype_from_name(t.texel_dtype());
+        size_t elements = static_cast<size_t>(t.elements()), nbytes = elements * dtype_size(texel);
+        std::vector<uint8_t> dense;
+        if (t.is_image) {
+            const uint8_t* p = static_cast<const uint8_t*>(w_.BufferGetConstMappedRange(r.buffer, 0, static_cast<size_t>(r.padded_row) * r.rows));
+            dense.resize(static_cast<size_t>(r.row) * r.rows);
+            for (uint32_t row = 0; row < r.rows; ++row) std::memcpy(dense.data() + static_cast<size_t>(row) * r.row, p + static_cast<size_t>(row) * r.padded_row, r.row);
+        } else {
+            size_t size = static_cast<size_t>(words(t.bytes));
+            const uint8_t* p = static_cast<const uint8_t*>(w_.BufferGetConstMappedRange(r.buffer, 0, size));
+            dense.assign(p, p + size);
+        }
+        w_.BufferUnmap(r.buffer);
+        dense.resize(std::max(dense.size(), nbytes), 0);
+        out.assign(elements * dtype_size(t.dtype), 0);
+        convert(texel, dense.data(), t.dtype, out.data(), elements);
+    }
+
+    // ----------------------------------------------------------------------------- pipelines
+    static WGPUBindGroupLayoutEntry layout_entry(uint32_t binding, const std::string& kind) {
+        WGPUBindGroupLayoutEntry e = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+        e.binding = binding;
+        e.visibility = WGPUShaderStage_Compute;
+        e.buffer.type = WGPUBufferBindingType_BindingNotUsed;
+        e.sampler.type = WGPUSamplerBindingType_BindingNotUsed;
+        e.texture.sampleType = WGPUTextureSampleType_BindingNotUsed;
+        e.storageTexture.access = WGPUStorageTextureAccess_BindingNotUsed;
+        if (kind == "buffer") {
+            e.buffer.type = WGPUBufferBindingType_Storage;
+        } else if (kind == "buffer_read") {
+            e.buffer.type = WGPUBufferBindingType_ReadOnlyStorage;
+        } else if (kind == "texture") {
+            e.texture.sampleType = WGPUTextureSampleType_UnfilterableFloat;
+            e.texture.viewDimension = WGPUTextureViewDimension_2DArray;
+            e.texture.multisampled = false;
+        } else {  // storage_texture, storage_texture_f16 (kinds checked by the caller)
+            e.storageTexture.access = WGPUStorageTextureAccess_WriteOnly;
+            e.storageTexture.format = texture_format(kind == "storage_texture_f16" ? "float16" : "float32");
+            e.storageTexture.viewDimension = WGPUTextureViewDimension_2DArray;
+        }
+        return e;
+    }
+
+    static bool known_kind(const std::string& kind) {
+        return kind == "buffer" || kind == "buffer_read" || kind == "texture" || kind == "storage_texture" || kind == "storage_texture_f16";
+    }
+
+    // session.ShaderError's message
+    static std::string shader_error(const std::string& kernel, const std::string& error, const std::string& source) {
+        std::string numbered;
+        size_t line = 1;
+        for (size_t start = 0; start < source.size(); ++line) {
+            size_t end = source.find('\n', start);
+            char prefix[16];
+            std::snprintf(prefix, sizeof prefix, "%4zu | ", line);
+            numbered += (line > 1 ? "\n" : "") + std::string(prefix) + source.substr(start, end == std::string::npos ? std::string::npos : end - start);
+            if (end == std::string::npos) break;
+            start = end + 1;
+        }
+        return "shader for kernel " + kernel + " was rejected by the device:\n" + error + "\n--- shader ---\n" + numbered;
+    }
+
+    // session._pipeline (shader_modules.create_shader_module: wgpu's checks unless the session
+    // asked for fewer)
+    Pipeline pipeline(const std::string& name, const std::string& source, const std::vector<std::string>& bindings) {
+        for (size_t i = 0; i < bindings.size(); ++i)
+            if (!known_kind(bindings[i]))
+                throw Error(RVK_ERROR_BUILD, shader_error(name, "unknown binding kind " + py_repr(bindings[i]) + " (binding " + std::to_string(i) + ")", source));
+        WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
+        wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
+        wgsl.code = view(source);
+        WGPUShaderModuleDescriptor desc = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+        desc.nextInChain = &wgsl.chain;
+        desc.label = view(name);
+        WGPUShaderModule module;
+        if (shader_checks_ == 0) {
+            module = w_.DeviceCreateShaderModule(h_.device, &desc);
+        } else {
+            if (!w_.DeviceCreateShaderModuleTrusted)
+                throw Error(RVK_ERROR_UNSUPPORTED, "shader checks other than 'bounds': this wgpu-native (" + w_.path + ") has no wgpuDeviceCreateShaderModuleTrusted");
+            module = w_.DeviceCreateShaderModuleTrusted(h_.device, &desc, shader_checks_ == RVK_SESSION_SHADER_CHECKS_LOOPS
+                                                                               ? WGPUShaderRuntimeChecks_ForceLoopBounding
+                                                                               : WGPUShaderRuntimeChecks_None);
+        }
+        if (module) h_.modules.push_back(module);
+        std::vector<WGPUBindGroupLayoutEntry> entries;
+        for (size_t i = 0; i < bindings.size(); ++i) entries.push_back(layout_entry(static_cast<uint32_t>(i), bindings[i]));
+        WGPUBindGroupLayoutDescriptor layout_desc = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
+        layout_desc.entryCount = entries.size();
+        layout_desc.entries = entries.data();
+        WGPUBindGroupLayout layout = w_.DeviceCreateBindGroupLayout(h_.device, &layout_desc);
+        if (layout) h_.layouts.push_back(layout);
+        WGPUPipelineLayoutDescriptor pipeline_layout_desc = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
+        pipeline_layout_desc.bindGroupLayoutCount = 1;
+        pipeline_layout_desc.bindGroupLayouts = &layout;
+        WGPUPipelineLayout pipeline_layout = w_.DeviceCreatePipelineLayout(h_.device, &pipeline_layout_desc);
+        if (pipeline_layout) h_.pipeline_layouts.push_back(pipeline_layout);
+        WGPUComputePipelineDescriptor pipeline_desc = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+        pipeline_desc.layout = pipeline_layout;
+        pipeline_desc.compute.module = module;
+        pipeline_desc.compute.entryPoint = view("main");
+        WGPUComputePipeline p = w_.DeviceCreateComputePipeline(h_.device, &pipeline_desc);
+        if (p) h_.pipelines.push_back(p);
+        std::string error = errors_.take();
+        if (!error.empty() || !module || !layout || !pipeline_layout || !p)
+            throw Error(RVK_ERROR_BUILD, shader_error(name, error.empty() ? "wgpu returned no object" : error, source));
+        return {p, layout};
+    }
+
+    const Pipeline& kernel_pipeline(const Kernel& k, const std::vector<size_t>& writable) {
+        std::string key = k.name;
+        for (size_t i : writable) key += "|" + std::to_string(i);
+        auto it = pipelines_.find(key);
+        if (it != pipelines_.end()) return it->second;
+        std::string source = artifact_->source.substr(k.shader_begin, k.shader_end - k.shader_begin);
+        std::vector<std::string> bindings = k.bindings;
+        writable_reads(source, bindings, writable);
+        return pipelines_[key] = pipeline(k.name, source, bindings);
+    }
+
+    // session._shared_buffers: positions of `args` bound to a buffer another argument is bound to too
+    std::vector<size_t> shared_buffers(const std::vector<int>& args) const {
+        std::vector<size_t> out;
+        for (size_t i = 0; i < args.size(); ++i) {
+            WGPUBuffer b = memory_[static_cast<size_t>(args[i])].buffer;
+            if (program_.tensors[static_cast<size_t>(args[i])].is_image || !b) continue;
+            size_t n = 0;
+            for (int other : args) n += !program_.tensors[static_cast<size_t>(other)].is_image && memory_[static_cast<size_t>(other)].buffer == b;
+            if (n > 1) out.push_back(i);
+        }
+        return out;
+    }
+
+    static std::string tensor_kind(const Tensor& t) { return t.is_image ? "texture" : "buffer"; }
+
+    // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts
+    void prepare_steps() {
+        for (size_t index = 0; index < program_.steps.size(); ++index) {
+            const Step& step = program_.steps[index];
+            Prepared p{};
+            std::vector<int> args;
+            std::vector<std::string> kinds;
+            if (step.op == Step::Launch) {
+                const Kernel& k = *program_.kernel(step.kernel);
+                args = step.args;
+                if (args.size() != k.bindings.size())
+                    throw Error(RVK_ERROR_ARTIFACT, "step " + std::to_string(index) + " (" + k.name + ") passes " + std::to_string(args.size()) +
+                                                        " tensors; the kernel binds " + std::to_string(k.bindings.size()));
+                std::vector<size_t> writable;
+                for (size_t i : shared_buffers(args))
+                    if (k.bindings[i] == "buffer_read") writable.push_back(i);
+                const Pipeline& pl = kernel_pipeline(k, writable);
+                p.pipeline = pl.pipeline;
+                p.name = step.kernel;
+                for (size_t a = 0; a < 3; ++a) p.groups[a] = static_cast<uint32_t>(k.global[a] / k.local[a]);
+                kinds = k.bindings;
+                bind(p, pl.layout, args, kinds);
+            } else {
+                const Tensor& s = program_.tensors[static_cast<size_t>(step.src)];
+                const Tensor& d = program_.tensors[static_cast<size_t>(step.dst)];
+                std::string dtype = dtype_name(s.dtype);
+                auto [gx, gy] = copy_grid(copy_items(s, d, s.bytes, static_cast<int64_t>(dtype_size(s.dtype))), limits_.groups);
+                p.name = "copy " + s.name + "->" + d.name;
+                args = {step.src, step.dst};
+                std::string texel = d.is_image ? d.texel_dtype() : "";
+                std::string source = copy_shader(s, d, s.bytes, dtype, gx, texel);
+                kinds = copy_bindings(s, d, dtype, texel);
+                writable_reads(source, kinds, shared_buffers(args));
+                auto it = pipelines_.find(source);  // copies of the same shape share one pipeline
+                if (it == pipelines_.end()) it = pipelines_.emplace(source, pipeline(p.name, source, kinds)).first;
+                p.pipeline = it->second.pipeline;
+                p.groups[0] = static_cast<uint32_t>(gx);
+                p.groups[1] = static_cast<uint32_t>(gy);
+                p.groups[2] = 1;
+                bind(p, it->second.layout, args, kinds);
+            }
+            steps_.push_back(p);
+        }
+    }
+
+    // the step's bind group: every tensor at its full size (session._resource)
+    void bind(Prepared& p, WGPUBindGroupLayout layout, const std::vector<int>& args, const std::vector<std::string>& kinds) {
+        std::string described;
+        for (size_t i = 0; i < args.size(); ++i) {
+            const Tensor& t = program_.tensors[static_cast<size_t>(args[i])];
+            described += (i ? ", " : "") + t.name + " (" + dtype_name(t.dtype) + ", " + tensor_kind(t) + ")";
+        }
+        auto mismatch = [&](const std::string& why) {
+            return Error(RVK_ERROR_ARTIFACT, "step " + p.name + ": its tensors [" + described + "] do not match the kernel's bindings: " + why);
+        };
+        std::vector<WGPUBindGroupEntry> entries;
+        for (size_t i = 0; i < args.size(); ++i) {
+            const Tensor& t = program_.tensors[static_cast<size_t>(args[i])];
+            const Memory& m = memory_[static_cast<size_t>(args[i])];
+            bool wants_texture = kinds[i] == "texture" || kinds[i] == "storage_texture" || kinds[i] == "storage_texture_f16";
+            if (wants_texture != t.is_image)
+                throw mismatch("binding " + std::to_string(i) + " is a " + kinds[i] + ", tensor " + t.name + " a " + tensor_kind(t));
+            WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+            e.binding = static_cast<uint32_t>(i);
+            if (t.is_image) {
+                WGPUTextureViewDescriptor desc = WGPU_TEXTURE_VIEW_DESCRIPTOR_INIT;
+                desc.dimension = WGPUTextureViewDimension_2DArray;
+                WGPUTextureView v = w_.TextureCreateView(m.texture, &desc);
+                if (v) h_.views.push_back(v);
+                e.textureView = v;
+            } else {
+                uint64_t offset = static_cast<uint64_t>(offsets_[static_cast<size_t>(args[i])]);
+                if (offset >= m.size) throw mismatch("tensor " + t.name + " lies outside its buffer");
+                e.buffer = m.buffer;
+                e.offset = offset;
+                e.size = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(4, words(t.bytes))), m.size - offset);
+            }
+            entries.push_back(e);
+        }
+        std::string error = errors_.take();
+        if (!error.empty()) throw mismatch(error);
+        WGPUBindGroupDescriptor desc = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+        desc.layout = layout;
+        desc.entryCount = entries.size();
+        desc.entries = entries.data();
+        p.group = w_.DeviceCreateBindGroup(h_.device, &desc);
+        if (p.group) h_.groups.push_back(p.group);
+        error = errors_.take();
+        if (!error.empty() || !p.group) throw mismatch(error.empty() ? "wgpu returned no bind group" : error);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Session> open_vulkan_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile, int shader_checks) {
+    const Adapter& adapter = select_adapter(device);
+    return std::make_unique<VulkanSession>(std::move(artifact), adapter, profile, shader_checks);
+}
+
+}  // namespace rvk
