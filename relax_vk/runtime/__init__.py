@@ -10,6 +10,7 @@ another::
     outputs = session.run([x])                      # numpy in, numpy out
     print(session.last_profile)                     # per-step milliseconds
     load("model.rvk", device="pocl", native=True)   # the same through the native C runtime
+    load("model.rvk", device="lavapipe", native=True)  # (Vulkan artifacts: through wgpu-native)
 
 The artifact's target (``program["target"]``) picks the runtime.
 """
@@ -40,16 +41,15 @@ def load(artifact, device=None, profile: bool = True, native: bool = False, shad
     """A session for an artifact (a path or an :class:`~relax_vk.serialization.artifact.Artifact`) on ``device``
     (a pyopencl device or wgpu adapter, or a spec string for :func:`select_device` /
     :func:`select_adapter`), on the runtime its target names. ``native=True``: the native runtime
-    (the C library of ``native/``, :mod:`relax_vk.runtime.native`; ``device`` as above, a pyopencl
-    device or a spec string), which reads and validates the artifact itself. ``shader_checks``
+    (the C library of ``native/``, :mod:`relax_vk.runtime.native`: OpenCL through the ICD loader,
+    Vulkan through wgpu-native; ``device`` a spec string as above, or a pyopencl device), which reads
+    and validates the artifact itself. ``shader_checks``
     (Vulkan only): wgpu's runtime checks in the shaders, ``"bounds"`` (the default), ``"loops"``
     or ``"none"`` (:mod:`relax_vk.runtime.vulkan.shader_modules`)."""
     if native:
-        if shader_checks is not None:
-            raise ValueError("shader_checks applies to the Python Vulkan runtime; the native runtime runs OpenCL")
         from .native import NativeSession
 
-        return NativeSession(artifact, device, profile)
+        return NativeSession(artifact, device, profile, shader_checks=shader_checks)
     if isinstance(artifact, str):
         artifact = Artifact.read(artifact)  # (validated as it is read)
     else:

@@ -34,6 +34,8 @@ DEFAULT_LIBRARY = SOURCE_DIR / "build" / "librelax_vk_native.so"
 ABI_VERSION = 1
 MAX_RANK = 16
 PROFILE = 1
+SHADER_CHECKS = {"bounds": 0, "loops": 2, "none": 4}  # RVK_SESSION_SHADER_CHECKS_*
+WGPU_ENV = "RVK_WGPU_LIBRARY"
 
 # rvk_status
 OK, ARTIFACT, DEVICE, LIMIT, BUILD, ARGUMENT, RUNTIME, UNSUPPORTED, IO = range(9)
@@ -85,6 +87,7 @@ def library() -> ctypes.CDLL:
         "rvk_artifact_open_file": (c.c_int, [c.c_char_p, c.POINTER(P)]),
         "rvk_artifact_open_memory": (c.c_int, [c.c_char_p, c.c_size_t, c.c_char_p, c.POINTER(P)]),
         "rvk_artifact_destroy": (None, [P]),
+        "rvk_artifact_target": (c.c_char_p, [P]),
         "rvk_session_create": (c.c_int, [P, c.c_char_p, c.c_uint32, c.POINTER(P)]),
         "rvk_session_destroy": (None, [P]),
         "rvk_session_input_count": (c.c_int32, [P]),
@@ -111,8 +114,29 @@ def library() -> ctypes.CDLL:
     return lib
 
 
-def _error(status: int) -> Exception:
-    """The exception the Python runtime raises for the same failure."""
+def wgpu_library() -> Optional[str]:
+    """The wgpu wheel's wgpu-native library (what wgpu-py loads), or None without the wheel."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("wgpu")
+    if spec is None or not spec.origin:
+        return None
+    path = Path(spec.origin).parent / "resources" / "libwgpu_native-release.so"
+    return str(path) if path.exists() else None
+
+
+def _point_at_wgpu() -> None:
+    """``$RVK_WGPU_LIBRARY`` set to the wheel's library (unless the caller set it)."""
+    if not os.environ.get(WGPU_ENV):
+        path = wgpu_library()
+        if path:
+            os.environ[WGPU_ENV] = path
+    # wgpu-native warns about XDG_RUNTIME_DIR on headless machines (as devices._wgpu)
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+
+
+def _error(status: int, target: str = "opencl") -> Exception:
+    """The exception the Python runtime of ``target`` raises for the same failure."""
     message = library().rvk_last_error().decode(errors="replace")
     if status in (ARTIFACT, IO):
         return ArtifactError(message)
@@ -120,6 +144,17 @@ def _error(status: int) -> Exception:
         return DeviceLimitError(message)
     if status == ARGUMENT:
         return ValueError(message)
+    if status == DEVICE and target == "vulkan":
+        from .vulkan.devices import VulkanUnavailable
+
+        return VulkanUnavailable(message)
+    if status == BUILD and target == "vulkan":
+        from .vulkan.session import ShaderError
+
+        err = ShaderError.__new__(ShaderError)
+        RuntimeError.__init__(err, message)
+        err.kernel, err.error, err.source = "", message, ""
+        return err
     if status == DEVICE:
         from .opencl.compiler import OpenCLUnavailable
 
@@ -136,9 +171,9 @@ def _error(status: int) -> Exception:
     return NativeRuntimeError(message)
 
 
-def _check(status: int) -> None:
+def _check(status: int, target: str = "opencl") -> None:
     if status != OK:
-        raise _error(status)
+        raise _error(status, target)
 
 
 def _info(fn, handle, index: int) -> dict:
@@ -167,12 +202,15 @@ def device_spec(device) -> str:
 class NativeSession(Session):
     """A program loaded by the native library on one device (see the module docstring)."""
 
-    def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device=None, profile: bool = True):
-        """``artifact``: a path, the file's bytes or an :class:`Artifact`; ``device``: ``"pocl"``,
-        ``"gpu"``, ``"P:D"``, None (a GPU if one works, else pocl) or a pyopencl device."""
+    def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device=None, profile: bool = True, shader_checks: Optional[str] = None):
+        """``artifact``: a path, the file's bytes or an :class:`Artifact`; ``device``: OpenCL ``"pocl"``,
+        ``"gpu"``, ``"P:D"``, None (a GPU if one works, else pocl) or a pyopencl device; Vulkan
+        ``"lavapipe"``, ``"gpu"``, an adapter index or None; ``shader_checks`` (Vulkan):
+        ``"bounds"`` (None), ``"loops"`` or ``"none"`` (:mod:`relax_vk.runtime.vulkan.shader_modules`)."""
         lib = library()
-        if device is not None and not isinstance(device, str):
-            device = device_spec(device)
+        if shader_checks is not None and shader_checks not in SHADER_CHECKS:
+            raise ValueError(f"shader checks must be one of {', '.join(SHADER_CHECKS)}, not {shader_checks!r}")
+        flags = (PROFILE if profile else 0) | SHADER_CHECKS[shader_checks or "bounds"]
         handle = ctypes.c_void_p()
         if isinstance(artifact, Artifact):
             data = artifact.to_bytes()
@@ -182,9 +220,17 @@ class NativeSession(Session):
         else:
             _check(lib.rvk_artifact_open_file(os.fsencode(artifact), ctypes.byref(handle)))
         self._lib, self._handle = lib, None
+        self.target = target = lib.rvk_artifact_target(handle).decode()
+        if target == "vulkan":
+            _point_at_wgpu()
+            if device is not None and not isinstance(device, str):
+                lib.rvk_artifact_destroy(handle)
+                raise TypeError(f"the native Vulkan runtime takes a device name ('lavapipe', 'gpu', an adapter index), not {type(device).__name__}")
+        elif device is not None and not isinstance(device, str):
+            device = device_spec(device)
         session = ctypes.c_void_p()
         try:
-            _check(lib.rvk_session_create(handle, device.encode() if device else None, PROFILE if profile else 0, ctypes.byref(session)))
+            _check(lib.rvk_session_create(handle, device.encode() if device else None, flags, ctypes.byref(session)), target)
         finally:
             lib.rvk_artifact_destroy(handle)  # the session keeps what it needs
         self._handle = session
