@@ -47,18 +47,19 @@ _ZOO: dict = {}
 
 @pytest.fixture(scope="session")
 def zoo_artifact():
-    """``zoo_artifact(name) -> (artifact, example input, torch model)``: each zoo model compiled
-    once per test session (the equivalence and example tests share them)."""
+    """``zoo_artifact(name, target="opencl") -> (artifact, example input, torch model)``: each zoo
+    model compiled once per target and test session (the equivalence and example tests share them)."""
 
-    def get(name: str):
-        if name not in _ZOO:
+    def get(name: str, target: str = "opencl"):
+        key = (name, target)
+        if key not in _ZOO:
             pytest.importorskip("torch")
             import relax_vk
             from relax_vk.frontends import from_torch
             from relax_vk.zoo import build_zoo_model
 
             model, example = build_zoo_model(name)
-            _ZOO[name] = (relax_vk.build(from_torch(model, (example,))).artifact(), example.numpy(), model)
-        return _ZOO[name]
+            _ZOO[key] = (relax_vk.build(from_torch(model, (example,)), target=target).artifact(), example.numpy(), model)
+        return _ZOO[key]
 
     return get

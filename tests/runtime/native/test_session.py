@@ -1,5 +1,6 @@
-"""The native runtime (C library through ctypes) against the Python runtime on pocl: the same
-outputs (<= 1e-6 relative), the same device memory, the same profile steps, the same errors."""
+"""The native runtime (C library through ctypes) against the Python runtime on pocl (OpenCL) and
+lavapipe (Vulkan, through wgpu-native): the same outputs (<= 1e-6 relative), the same device
+memory, the same profile steps, the same errors."""
 
 import math
 
@@ -18,8 +19,12 @@ from relax_vk.tools.reference import random_inputs
 from ...runtime_helpers import copy_program
 
 #: the zoo models held to the Python runtime here: a CNN with fire modules and ceil-mode pools (the
-#: Android-shaped example runs it too) and a ViT in the packed token layout
-ZOO = ["squeezenet", "vit_small"]
+#: Android-shaped example runs it too) and a ViT in the packed token layout, on OpenCL; the CNN on Vulkan
+ZOO = [("squeezenet", "opencl"), ("vit_small", "opencl"), ("squeezenet", "vulkan")]
+
+#: (target, device) of each backend: pocl through the ICD loader, lavapipe through wgpu-native
+BACKENDS = [("opencl", "pocl"), ("vulkan", "lavapipe")]
+DEVICE = dict(BACKENDS)
 
 
 def assert_same(native_session, python_session, inputs):
@@ -38,46 +43,51 @@ def assert_same(native_session, python_session, inputs):
     return got
 
 
+@pytest.mark.parametrize("target, device", BACKENDS)
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_examples_match_the_python_runtime(native_build, name):
+def test_examples_match_the_python_runtime(native_build, name, target, device):
     mod = build_example(name)
-    artifact = relax_vk.build(mod).artifact()
+    artifact = relax_vk.build(mod, target=target).artifact()
     inputs = random_inputs(mod)
-    assert_same(load(artifact, device="pocl", native=True), load(artifact, device="pocl"), inputs)
+    assert_same(load(artifact, device=device, native=True), load(artifact, device=device), inputs)
 
 
-@pytest.mark.parametrize("name", ZOO)
-def test_zoo_models_match_the_python_runtime(native_build, zoo_artifact, name, tmp_path):
-    artifact, example, _ = zoo_artifact(name)
+@pytest.mark.parametrize("name, target", ZOO)
+def test_zoo_models_match_the_python_runtime(native_build, zoo_artifact, name, target, tmp_path):
+    artifact, example, _ = zoo_artifact(name, target)
     path = str(tmp_path / f"{name}.rvk")
     artifact.write(path)
-    out = assert_same(load(path, device="pocl", native=True), load(path, device="pocl"), [example])[0]
+    device = DEVICE[target]
+    out = assert_same(load(path, device=device, native=True), load(path, device=device), [example])[0]
     assert float(np.std(out)) > 1e-3  # a meaningful comparison
 
 
-def test_mixed_consumers_copy_from_an_arena_into_a_texture(native_build):
+@pytest.mark.parametrize("target, device", BACKENDS)
+def test_mixed_consumers_copy_from_an_arena_into_a_texture(native_build, target, device):
     mod = build_example("mixed-consumers")
-    artifact = relax_vk.build(mod, registry=relax_vk.rfc_registry()).artifact()
+    artifact = relax_vk.build(mod, registry=relax_vk.rfc_registry(), target=target).artifact()
     assert any(step["op"] == "copy" for step in artifact.program["steps"])
-    assert_same(load(artifact, device="pocl", native=True), load(artifact, device="pocl"), random_inputs(mod))
+    assert_same(load(artifact, device=device, native=True), load(artifact, device=device), random_inputs(mod))
 
 
+@pytest.mark.parametrize("target, device", BACKENDS)
 @pytest.mark.parametrize("scopes", [("global.texture",), ("global.texture", "global.texture-weight"), ("global.texture-nhwc",)])
-def test_scope_copies_round_trip(native_build, scopes):
+def test_scope_copies_round_trip(native_build, scopes, target, device):
     x = np.random.default_rng(1).standard_normal((2, 3, 5, 7, 4)).astype("float32")
-    out = load(copy_program(x.shape, *scopes), device="pocl", native=True).run([x])[0]
+    out = load(copy_program(x.shape, *scopes, target=target), device=device, native=True).run([x])[0]
     np.testing.assert_array_equal(out, x)
 
 
-def test_half_texels_match_the_python_runtime(native_build):
+@pytest.mark.parametrize("target, device", BACKENDS)
+def test_half_texels_match_the_python_runtime(native_build, target, device):
     mod = build_example("conv-relu-pool")
-    half = relax_vk.build(mod, options=ScopeOptions(precision="fp16")).artifact()
+    half = relax_vk.build(mod, options=ScopeOptions(precision="fp16"), target=target).artifact()
     assert any(t.get("texel") == "float16" for t in half.program["tensors"])
     inputs = random_inputs(mod)
     with _maybe_warns():
-        native_session = load(half, device="pocl", native=True)
+        native_session = load(half, device=device, native=True)
     with _maybe_warns():
-        python_session = load(half, device="pocl")
+        python_session = load(half, device=device)
     assert_same(native_session, python_session, inputs)
 
 
@@ -95,15 +105,15 @@ def _maybe_warns():
     return quiet()
 
 
-def _edge_program(host: str, device: str = "int32") -> Artifact:
+def _edge_program(host: str, device: str = "int32", target: str = "opencl") -> Artifact:
     """input (device dtype, host dtype `host`) -> buffer copy -> output (the same conversion back)."""
     shape = [2, 3]
     nbytes = 6 * np.dtype(device).itemsize
     t = {"shape": shape, "dtype": device, "scope": "global", "image": None, "bytes": nbytes, "host_dtype": host}
     tensors = [dict(t, id=0, name="x", kind="input"), dict(t, id=1, name="y", kind="intermediate")]
-    program = {"format": "relax_vk.program", "target": "opencl", "model": {}, "tensors": tensors, "kernels": [],
+    program = {"format": "relax_vk.program", "target": target, "model": {}, "tensors": tensors, "kernels": [],
                "steps": [{"op": "copy", "src": 0, "dst": 1}], "inputs": [0], "outputs": [1]}  # fmt: skip
-    return Artifact(program, "__kernel void relax_vk_noop(void) {}")
+    return Artifact(program, "__kernel void relax_vk_noop(void) {}" if target == "opencl" else "")
 
 
 @pytest.mark.parametrize("host, device, values", [
@@ -113,14 +123,15 @@ def _edge_program(host: str, device: str = "int32") -> Artifact:
     ("float16", "float32", [[0.5, -2.0, 65504.0], [1e-4, 3.140625, 0.0]]),
     ("float64", "float32", [[0.1, -1e30, 3.0], [1e-45, 2.5, -0.0]]),
 ])  # fmt: skip
-def test_dtypes_convert_at_the_edges_as_the_python_runtime(native_build, host, device, values):
-    artifact = _edge_program(host, device)
+@pytest.mark.parametrize("target, name", BACKENDS)
+def test_dtypes_convert_at_the_edges_as_the_python_runtime(native_build, host, device, values, target, name):
+    artifact = _edge_program(host, device, target)
     x = np.array(values, dtype=host)
-    got, want = load(artifact, device="pocl", native=True).run([x])[0], load(artifact, device="pocl").run([x])[0]
+    got, want = load(artifact, device=name, native=True).run([x])[0], load(artifact, device=name).run([x])[0]
     assert got.dtype == want.dtype == np.dtype(host)
     np.testing.assert_array_equal(got, want)
     # the device dtype is accepted too
-    np.testing.assert_array_equal(load(artifact, device="pocl", native=True).run([x.astype(device)])[0], want)
+    np.testing.assert_array_equal(load(artifact, device=name, native=True).run([x.astype(device)])[0], want)
 
 
 def test_integers_outside_the_device_range_are_refused_as_in_python(native_build):
@@ -147,10 +158,11 @@ def test_bad_inputs_are_named_as_in_python(native_build):
         assert messages[0] == messages[1]
 
 
-def test_runs_repeat_exactly_and_timing_keeps_the_profile(native_build):
+@pytest.mark.parametrize("target, device", BACKENDS)
+def test_runs_repeat_exactly_and_timing_keeps_the_profile(native_build, target, device):
     mod = build_example("conv-relu-pool")
-    artifact = relax_vk.build(mod).artifact()
-    session = load(artifact, device="pocl", native=True)
+    artifact = relax_vk.build(mod, target=target).artifact()
+    session = load(artifact, device=device, native=True)
     inputs = random_inputs(mod)
     first = session.run(inputs)
     profile = session.last_profile
@@ -158,9 +170,12 @@ def test_runs_repeat_exactly_and_timing_keeps_the_profile(native_build):
     assert lat["median"] > 0 and session.last_profile is profile and session.profiling
     np.testing.assert_array_equal(session.run(inputs)[0], first[0])
     assert not np.allclose(session.run(random_inputs(mod, seed=1))[0], first[0])
-    unprofiled = load(artifact, device="pocl", profile=False, native=True)
+    unprofiled = load(artifact, device=device, profile=False, native=True)
     np.testing.assert_array_equal(unprofiled.run(inputs)[0], first[0])
-    assert unprofiled.last_profile and all(math.isnan(k["ms"]) for k in unprofiled.last_profile)
+    if target == "opencl":  # (an unprofiled OpenCL session names its steps with NaN times; a Vulkan one, as wgpu-py's, has none)
+        assert unprofiled.last_profile and all(math.isnan(k["ms"]) for k in unprofiled.last_profile)
+    else:
+        assert unprofiled.last_profile == [] and math.isnan(unprofiled.last_device_ms)
 
 
 def test_device_limits_are_refused_as_in_python(native_build):
@@ -183,11 +198,54 @@ def test_device_names(native_build, pocl):
         load(artifact, device="9:9", native=True)
 
 
-def test_vulkan_artifacts_are_refused_clearly(native_build):
-    from relax_vk.core.errors import UnsupportedError
+def test_vulkan_device_limits_are_refused_as_in_python(native_build, lavapipe):
+    width = int(lavapipe.limits["max-texture-dimension-2d"])
+    program = copy_program((1, 1, 1, width + 4, 4), "global.texture", target="vulkan")
+    with pytest.raises(DeviceLimitError) as python_error:
+        load(program, device="lavapipe")
+    with pytest.raises(DeviceLimitError) as native_error:
+        load(program, device="lavapipe", native=True)
+    assert str(native_error.value) == str(python_error.value)
 
-    with pytest.raises(UnsupportedError, match="targets vulkan; this native runtime has only the OpenCL backend"):
-        load(copy_program((1, 1, 1, 2, 4), "global.texture", target="vulkan"), device="pocl", native=True)
+
+def test_vulkan_device_names(native_build, lavapipe):
+    from relax_vk.runtime.vulkan.devices import vulkan_adapters
+
+    artifact = copy_program((1, 1, 1, 2, 4), "global.texture", target="vulkan")
+    name = lavapipe.info["device"].strip()
+    for spec in ("lavapipe", "cpu", str(vulkan_adapters().index(lavapipe) if lavapipe in vulkan_adapters() else 0)):
+        assert load(artifact, device=spec, native=True).device_name == load(artifact, device=spec).device_name
+    assert load(artifact, device="lavapipe", native=True).device_name == name
+    for spec in ("tpu", "99"):
+        with pytest.raises(ValueError) as python_error:
+            load(artifact, device=spec)
+        with pytest.raises(ValueError) as native_error:
+            load(artifact, device=spec, native=True)
+        assert str(native_error.value) == str(python_error.value)
+
+
+@pytest.mark.parametrize("checks", ["loops", "none"])
+def test_vulkan_shader_checks_as_in_python(native_build, checks):
+    """Trusted shader modules (wgpuDeviceCreateShaderModuleTrusted) only where asked for, as the
+    Python runtime's shader_checks: the same outputs."""
+    mod = build_example("conv-relu-pool")
+    artifact = relax_vk.build(mod, target="vulkan").artifact()
+    inputs = random_inputs(mod)
+    assert_same(load(artifact, device="lavapipe", native=True, shader_checks=checks), load(artifact, device="lavapipe", shader_checks=checks), inputs)
+    with pytest.raises(ValueError, match="shader checks apply to Vulkan artifacts only"):
+        load(relax_vk.build(mod).artifact(), device="pocl", native=True, shader_checks=checks)
+
+
+def test_a_rejected_shader_is_a_shader_error(native_build):
+    from relax_vk.runtime.vulkan.session import ShaderError
+
+    artifact = relax_vk.build(build_example("rgb-stem"), target="vulkan").artifact()
+    artifact.source = artifact.source.replace("fn main", "fn mian", 1)  # (same length: the spans hold)
+    with pytest.raises(ShaderError) as python_error:
+        load(artifact, device="lavapipe")
+    with pytest.raises(ShaderError, match=r"shader for kernel \w+ was rejected by the device:\n(.|\n)*--- shader ---\n   1 \| "):
+        load(artifact, device="lavapipe", native=True)
+    assert "rejected by the device" in str(python_error.value)
 
 
 def test_an_unbuilt_library_is_a_clear_error(monkeypatch, tmp_path):
