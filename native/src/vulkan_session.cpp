@@ -21,7 +21,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <regex>
+#include <cctype>
 
 #include "copies_wgsl.h"  // generated from relax_vk/runtime/vulkan/copies.wgsl
 #include "session.hpp"
@@ -34,7 +34,9 @@ namespace {
 constexpr int kMaxQueries = 4096;  // WebGPU's limit on one query set (session.MAX_QUERIES)
 constexpr int64_t kWorkgroup = 64;  // copies.WORKGROUP
 
+// (borrows `s`: it must outlive the call the view is passed to)
 WGPUStringView view(const std::string& s) { return WGPUStringView{s.data(), s.size()}; }
+WGPUStringView view(const char* s) { return WGPUStringView{s, std::strlen(s)}; }
 
 std::string text(WGPUStringView v) {
     if (!v.data) return "";
@@ -138,18 +140,22 @@ WGPUTextureFormat texture_format(const std::string& dtype) {
     return dtype == "float16" ? WGPUTextureFormat_RGBA16Float : WGPUTextureFormat_RGBA32Float;
 }
 
+// "//! NAME" with NAME a word (copies._fragments' r"//! (\w+)")
+bool fragment_marker(const std::string& line) {
+    return line.size() > 4 && line.compare(0, 4, "//! ") == 0 &&
+           std::all_of(line.begin() + 4, line.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
 // The named fragments of copies.wgsl (a line "//! NAME" starts one), as copies._fragments
 const std::map<std::string, std::string>& fragments() {
     static const std::map<std::string, std::string> parsed = [] {
         std::map<std::string, std::vector<std::string>> lines;
         std::string name, source = kCopiesWgsl;
-        std::regex marker("//! (\\w+)");
         for (size_t start = 0; start < source.size();) {
             size_t end = source.find('\n', start);
             std::string line = source.substr(start, end == std::string::npos ? std::string::npos : end - start);
-            std::smatch m;
-            if (std::regex_match(line, m, marker)) {
-                name = m[1];
+            if (fragment_marker(line)) {
+                name = line.substr(4);
                 lines[name].clear();
             } else if (!name.empty()) {
                 lines[name].push_back(line);
@@ -244,15 +250,31 @@ std::pair<int64_t, int64_t> copy_grid(int64_t items, int64_t max_groups) {
     return {(groups + y - 1) / y, y};
 }
 
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// Where "read>" of r"@binding\(I\)\s+var<storage,\s*read>" starts, for each match in `source`
+std::vector<size_t> read_only_declarations(const std::string& source, size_t binding) {
+    std::vector<size_t> out;
+    const std::string head = "@binding(" + std::to_string(binding) + ")";
+    for (size_t at = source.find(head); at != std::string::npos; at = source.find(head, at + 1)) {
+        size_t i = at + head.size(), spaces = i;
+        while (i < source.size() && is_space(source[i])) ++i;
+        if (i == spaces || source.compare(i, 12, "var<storage,") != 0) continue;
+        i += 12;
+        while (i < source.size() && is_space(source[i])) ++i;
+        if (source.compare(i, 5, "read>") == 0) out.push_back(i);
+    }
+    return out;
+}
+
 // session.writable_reads: the read-only buffers at `positions` declared and bound read-write
 void writable_reads(std::string& source, std::vector<std::string>& bindings, const std::vector<size_t>& positions) {
     for (size_t i : positions) {
         if (bindings[i] != "buffer_read") continue;
         bindings[i] = "buffer";
-        std::regex declaration("(@binding\\(" + std::to_string(i) + "\\)\\s+var<storage,\\s*)read>");
-        size_t n = static_cast<size_t>(std::distance(std::sregex_iterator(source.begin(), source.end(), declaration), std::sregex_iterator()));
-        if (n != 1) throw Error(RVK_ERROR_ARTIFACT, "binding " + std::to_string(i) + " is not a read-only storage buffer declaration of the shader");
-        source = std::regex_replace(source, declaration, "$1read_write>");
+        std::vector<size_t> found = read_only_declarations(source, i);
+        if (found.size() != 1) throw Error(RVK_ERROR_ARTIFACT, "binding " + std::to_string(i) + " is not a read-only storage buffer declaration of the shader");
+        source.replace(found[0], 5, "read_write>");
     }
 }
 
