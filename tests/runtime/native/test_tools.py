@@ -1,6 +1,7 @@
-"""The native command-line tools and the Android-shaped example, built by CMake and run on pocl:
-rvk-run (no Python: .npy in, .npy out, median ms), the example's top-5, and the sanitizer build's
-bad-artifact and byte-flip fuzz runs (a clear error, no crash, no sanitizer report)."""
+"""The native command-line tools and the Android-shaped example, built by CMake and run on pocl and
+(Vulkan, through wgpu-native) lavapipe: rvk-run (no Python: .npy in, .npy out, median ms), the
+example's top-5, and the sanitizer build's bad-artifact and byte-flip fuzz runs (a clear error, no
+crash, no sanitizer report)."""
 
 import os
 import re
@@ -17,22 +18,33 @@ from relax_vk.tools.reference import random_inputs
 from ...serialization.test_validate import CASES
 from .test_artifacts import damaged_bytes
 
-#: a sanitizer report fails the run (ASan/UBSan exit non-zero and print their SUMMARY line)
-SANITIZER_ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+#: the wgpu wheel's wgpu-native for the Vulkan backend (rvk-run has no Python to find it)
+TOOL_ENV = dict(os.environ, RVK_WGPU_LIBRARY=native.wgpu_library() or "", XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp"))
+#: a sanitizer report fails the run (ASan/UBSan exit non-zero and print their SUMMARY line); leaks
+#: inside the driver stack only (wgpu-native's adapter enumeration, lavapipe) are suppressed
+SANITIZER_ENV = dict(TOOL_ENV, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
+                     LSAN_OPTIONS=f"suppressions={native.SOURCE_DIR / 'tests' / 'lsan.supp'}")  # fmt: skip
 
 
-def run(args, env=None, timeout=300):
+def run(args, env=TOOL_ENV, timeout=300):
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, timeout=timeout)
     assert "Sanitizer" not in done.stderr and "runtime error:" not in done.stderr, done.stderr[-4000:]
     return done
 
 
+@pytest.fixture(scope="module", params=[("opencl", "pocl"), ("vulkan", "lavapipe")], ids=["pocl", "lavapipe"])
+def backend(request):
+    """(target, device) of a backend: pocl through the ICD loader, lavapipe through wgpu-native."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """conv-relu-pool as a file, its inputs as .npy and the Python runtime's outputs."""
+def model(tmp_path_factory, backend):
+    """conv-relu-pool as a file for the backend, its inputs as .npy and the Python runtime's outputs."""
+    target, device = backend
     folder = tmp_path_factory.mktemp("rvk")
     mod = build_example("conv-relu-pool")
-    artifact = relax_vk.build(mod).artifact()
+    artifact = relax_vk.build(mod, target=target).artifact()
     path = folder / "model.rvk"
     artifact.write(str(path))
     inputs = random_inputs(mod)
@@ -40,13 +52,13 @@ def model(tmp_path_factory):
     for i, x in enumerate(inputs):
         files.append(folder / f"in{i}.npy")
         np.save(files[-1], x)
-    return path, files, load(artifact, device="pocl").run(inputs), artifact
+    return path, files, load(artifact, device=device).run(inputs), artifact
 
 
-def test_rvk_run_matches_the_python_runtime(native_build, model, tmp_path):
+def test_rvk_run_matches_the_python_runtime(native_build, model, backend, tmp_path):
     path, inputs, expected, _ = model
     out = tmp_path / "y.npy"
-    args = [native_build / "rvk-run", path, "--device", "pocl", "--output", out, "--repeat", "3", "--profile"]
+    args = [native_build / "rvk-run", path, "--device", backend[1], "--output", out, "--repeat", "3", "--profile"]
     for f in inputs:
         args += ["--input", f]
     done = run(args)
@@ -56,12 +68,12 @@ def test_rvk_run_matches_the_python_runtime(native_build, model, tmp_path):
     assert "load to first output" in done.stdout and "te_layout_transform_kernel" in done.stdout
 
 
-def test_rvk_run_errors(native_build, model, tmp_path):
+def test_rvk_run_errors(native_build, model, backend, tmp_path):
     path, inputs, _, _ = model
-    done = run([native_build / "rvk-run", path, "--device", "pocl", "--input", inputs[0]])
+    done = run([native_build / "rvk-run", path, "--device", backend[1], "--input", inputs[0]])
     assert done.returncode == 1 and "the model takes 2 inputs, got 1" in done.stderr
     np.save(tmp_path / "x64.npy", np.load(inputs[0]).astype("float64"))
-    done = run([native_build / "rvk-run", path, "--device", "pocl", "--input", tmp_path / "x64.npy", "--input", inputs[1]])
+    done = run([native_build / "rvk-run", path, "--device", backend[1], "--input", tmp_path / "x64.npy", "--input", inputs[1]])
     assert done.returncode == 1 and "RVK_ERROR_ARGUMENT: input x: dtype float64, expected float32" in done.stderr
     (tmp_path / "bad.rvk").write_bytes(path.read_bytes()[:100])
     done = run([native_build / "rvk-run", tmp_path / "bad.rvk"])
@@ -110,7 +122,16 @@ def test_the_jni_glue_from_java(native_build, zoo_artifact, tmp_path):
     assert done.returncode != 0 and "RuntimeException: loading the model: RVK_ERROR_ARTIFACT: model: format version 0" in done.stderr
 
 
-def test_bad_artifacts_under_the_sanitizers(asan_build, model, tmp_path):
+def test_a_missing_wgpu_library_is_a_clear_error(native_build, model, backend, tmp_path):
+    if backend[0] != "vulkan":
+        pytest.skip("Vulkan only")
+    path, inputs, _, _ = model
+    env = dict(TOOL_ENV, RVK_WGPU_LIBRARY=str(tmp_path / "missing.so"), LD_LIBRARY_PATH="")
+    done = run([native_build / "rvk-run", path, "--device", "lavapipe", "--input", inputs[0], "--input", inputs[1]], env=env)
+    assert done.returncode == 1 and "RVK_ERROR_DEVICE: no wgpu-native library could be loaded (tried " in done.stderr and "missing.so" in done.stderr
+
+
+def test_bad_artifacts_under_the_sanitizers(asan_build, model, backend, tmp_path):
     path, inputs, _, artifact = model
     files = []
     for name, (change, _) in sorted(CASES.items()):
@@ -121,20 +142,20 @@ def test_bad_artifacts_under_the_sanitizers(asan_build, model, tmp_path):
         files.append(tmp_path / f"cut{cut}.rvk")
         files[-1].write_bytes(data[:cut])
     for f in files:
-        done = run([asan_build / "rvk-run", f, "--device", "pocl", "--input", inputs[0], "--input", inputs[1]], env=SANITIZER_ENV)
+        done = run([asan_build / "rvk-run", f, "--device", backend[1], "--input", inputs[0], "--input", inputs[1]], env=SANITIZER_ENV)
         assert done.returncode == 1 and "RVK_ERROR_ARTIFACT" in done.stderr, (f, done.stderr[-2000:])
     # and a valid run under the sanitizers, outputs and all
-    done = run([asan_build / "rvk-run", path, "--device", "pocl", "--input", inputs[0], "--input", inputs[1], "--repeat", "1"], env=SANITIZER_ENV)
+    done = run([asan_build / "rvk-run", path, "--device", backend[1], "--input", inputs[0], "--input", inputs[1], "--repeat", "1"], env=SANITIZER_ENV)
     assert done.returncode == 0, done.stderr[-4000:]
 
 
-def test_byte_flip_fuzz_under_the_sanitizers(asan_build, model):
+def test_byte_flip_fuzz_under_the_sanitizers(asan_build, model, backend):
     """A slice of the campaign (native/tests/fuzz.sh runs 1,000 mutations per seed): every mutant
-    refused with RVK_ERROR_ARTIFACT and a message, or loaded and run on pocl, with no report."""
+    refused with RVK_ERROR_ARTIFACT and a message, or loaded and run on the device, with no report."""
     path = model[0]
     done = run([asan_build / "rvk-fuzz", path, "--mutations", "300", "--seed", "1", "--quiet"], env=SANITIZER_ENV)
     assert done.returncode == 0 and "0 misbehaved" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
-    done = run([asan_build / "rvk-fuzz", path, "--mutations", "60", "--seed", "2", "--device", "pocl", "--quiet"], env=SANITIZER_ENV)
+    done = run([asan_build / "rvk-fuzz", path, "--mutations", "60", "--seed", "2", "--device", backend[1], "--quiet"], env=SANITIZER_ENV)
     assert done.returncode == 0 and "0 misbehaved" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
     assert int(re.search(r"(\d+) sessions run", done.stdout).group(1)) > 0
 
