@@ -721,7 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=None, help="default 1e-4 (fp16 textures: 1e-2 of the largest output)")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
     p.add_argument("--no-reuse", action="store_true", help="(when building) give every tensor its own allocation")
-    p.add_argument("--native", action="store_true", help="run on the native (C) runtime of native/ (OpenCL), not pyopencl")
+    p.add_argument("--native", action="store_true", help="run on the native (C) runtime of native/ (OpenCL through the ICD loader, Vulkan through wgpu-native), not pyopencl / wgpu-py")
     p.add_argument("--shader-checks", choices=("bounds", "loops", "none"), default=None,
                    help="Vulkan: wgpu's runtime checks in the shaders (default bounds; none: 5-7%% faster on the H100, "
                         "needs a driver with robust image access)")  # fmt: skip
