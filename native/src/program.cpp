@@ -545,7 +545,7 @@ Program to_program(const Json& j, const std::string& source) {
             const Json* span = kj.get("shader");
             k.shader_begin = code_point_offset(source, int_value(span->get("offset")));
             k.shader_end = code_point_offset(source, int_value(span->get("offset")) + int_value(span->get("length")));
-            for (const Json& b : kj.get("bindings")->items()) k.bindings.push_back(b.is_string() ? b.as_string() : "");
+            for (const Json& b : kj.get("bindings")->items()) k.bindings.push_back(b.is_string() ? b.as_string() : b.repr());
             if (const Json* w = kj.get("workgroup_bytes"); w && w->is_int()) k.workgroup_bytes = w->as_int();
         }
         p.kernels.push_back(k);

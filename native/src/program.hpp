@@ -51,8 +51,8 @@ struct Kernel {
     std::string name;
     std::array<int64_t, 3> global{}, local{};
     // Vulkan: the kernel's WGSL (bytes [shader_begin, shader_end) of the source), its binding kinds
-    // ("buffer", "buffer_read", "texture", "storage_texture", "storage_texture_f16"; "" for an entry
-    // that is no string) and its workgroup memory
+    // ("buffer", "buffer_read", "texture", "storage_texture", "storage_texture_f16"; an entry that is
+    // no string: its JSON text, an unknown kind) and its workgroup memory
     size_t shader_begin = 0, shader_end = 0;
     std::vector<std::string> bindings;
     int64_t workgroup_bytes = 0;

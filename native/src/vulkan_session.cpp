@@ -817,7 +817,7 @@ private:
     Pipeline pipeline(const std::string& name, const std::string& source, const std::vector<std::string>& bindings) {
         for (size_t i = 0; i < bindings.size(); ++i)
             if (!known_kind(bindings[i]))
-                throw Error(RVK_ERROR_BUILD, shader_error(name, "unknown binding kind " + py_repr(bindings[i]) + " (binding " + std::to_string(i) + ")", source));
+                throw Error(RVK_ERROR_BUILD, shader_error(name, "unknown binding kind " + py_repr(bindings[i]), source));
         WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
         wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
         wgsl.code = view(source);
@@ -887,6 +887,7 @@ private:
 
     // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts
     void prepare_steps() {
+        for (const Kernel& k : program_.kernels) kernel_pipeline(k, {});  // every kernel's, in order (session.pipelines)
         for (size_t index = 0; index < program_.steps.size(); ++index) {
             const Step& step = program_.steps[index];
             Prepared p{};
