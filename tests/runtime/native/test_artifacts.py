@@ -187,3 +187,49 @@ def test_launches_are_checked_against_the_kernel_declarations(native_build, arti
     data = damaged_bytes(artifact, change)
     assert re.search(message, native_error(data))
     assert native_error(data) == python_error(data)
+
+
+def _set_binding(kernel: int, position: int, kind):
+    return lambda p: p["kernels"][kernel]["bindings"].__setitem__(position, kind)
+
+
+#: CRC-valid Vulkan programs whose kernels, bindings and shaders disagree (no validator can tell: the
+#: device's shader compiler and binding checks do, at load): a clear error in both runtimes
+VULKAN_CASES = {
+    "fewer bindings": (lambda p: p["kernels"][-1]["bindings"].pop(), None),
+    "more bindings": (lambda p: p["kernels"][-1]["bindings"].append("buffer"), None),
+    "a texture binding for a buffer": (lambda p: p["kernels"][-1]["bindings"].__setitem__(
+        p["kernels"][-1]["bindings"].index("buffer_read"), "texture"), None),  # fmt: skip
+    "an unknown binding kind": (_set_binding(0, 0, "sampler"), None),
+    "a binding kind that is no string": (_set_binding(0, 0, 5), None),
+    "another kernel's shader": (lambda p: p["kernels"][0].__setitem__("shader", dict(p["kernels"][-1]["shader"])), None),
+    "WGSL the device rejects": (lambda p: None, lambda source: source.replace("textureStore", "textureStorX")),
+}
+
+
+@pytest.fixture(scope="module")
+def vulkan_artifact():
+    return relax_vk.build(build_example("conv-relu-pool"), target="vulkan").artifact()
+
+
+@pytest.mark.parametrize("case", sorted(VULKAN_CASES))
+def test_inconsistent_vulkan_programs_fail_as_in_python(native_build, vulkan_artifact, case):
+    """The same exception family as the Python Vulkan runtime (a ShaderError naming the same kernel,
+    or a ValueError) and never a crash (wgpu-native's default handler would abort the process)."""
+    from relax_vk.runtime import load
+    from relax_vk.runtime.vulkan.session import ShaderError
+
+    change, source = VULKAN_CASES[case]
+    program = copy.deepcopy(vulkan_artifact.program)
+    change(program)
+    text = source(vulkan_artifact.source) if source else vulkan_artifact.source
+    data = Artifact(program, text, dict(vulkan_artifact.constants)).to_bytes()
+    with pytest.raises((ShaderError, ValueError)) as python_error:
+        load(Artifact.from_bytes(data), device="lavapipe")
+    with pytest.raises((ShaderError, ValueError)) as native_error:
+        native.NativeSession(data, device="lavapipe")
+    if isinstance(python_error.value, ShaderError):
+        assert isinstance(native_error.value, ShaderError)
+        assert str(native_error.value).splitlines()[0] == str(python_error.value).splitlines()[0]  # the same kernel
+    else:
+        assert isinstance(native_error.value, ValueError) and str(native_error.value)
