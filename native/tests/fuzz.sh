@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The byte-flip fuzz campaign: N mutations (default 1000) of each given .rvk, under AddressSanitizer
-# and UBSan, refused with a clear error or loaded and run on DEVICE (default pocl; "none": parsing
-# and validation only). CI runs a slice (tests/runtime/native/test_tools.py).
+# and UBSan, refused with a clear error or loaded and run on DEVICE (default pocl; "lavapipe" for a
+# Vulkan .rvk, through the wgpu wheel's wgpu-native unless RVK_WGPU_LIBRARY is set; "none": parsing
+# and validation only). Leaks inside the driver stack are suppressed (tests/lsan.supp), never the
+# runtime's own. CI runs a slice (tests/runtime/native/test_tools.py).
 #   native/tests/fuzz.sh model.rvk [model2.rvk ...]   (env: MUTATIONS, SEED, DEVICE)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,9 +12,14 @@ build="$here/build-asan"
 cmake --build "$build" -j2 --target rvk-fuzz >/dev/null
 device=()
 [ "${DEVICE:-pocl}" = none ] || device=(--device "${DEVICE:-pocl}")
+if [ -z "${RVK_WGPU_LIBRARY:-}" ]; then
+  wheel="$(python3 -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("wgpu").origin))' 2>/dev/null || true)"
+  if [ -n "$wheel" ]; then export RVK_WGPU_LIBRARY="$wheel/resources/libwgpu_native-release.so"; fi
+fi
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 status=0
 for model in "$@"; do
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS="suppressions=$here/tests/lsan.supp" \
     "$build/rvk-fuzz" "$model" --mutations "${MUTATIONS:-1000}" --seed "${SEED:-1}" "${device[@]}" --quiet || status=1
 done
 exit $status
