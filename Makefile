@@ -28,9 +28,9 @@ setup:
 	  else echo "warning: missing test devices or build tools; install$$missing (Debian/Ubuntu)"; fi; \
 	fi
 	@# The native runtime (native/: C ABI library, rvk-run, the example): CMake and the OpenCL headers
-	@# (installed above when missing; the ICD loader is opened at run time). Incremental: a no-op
-	@# when nothing changed.
-	cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@# (installed above when missing; the ICD loader is opened at run time), wgpu-native's headers from
+	@# this Python's wgpu wheel (its library is opened at run time). Incremental: a no-op when nothing changed.
+	cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRVK_PYTHON="$$(command -v $(PYTHON))" >/dev/null
 	cmake --build $(NATIVE_BUILD) -j$(NATIVE_JOBS) >/dev/null
 
 demo: setup
