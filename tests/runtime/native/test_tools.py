@@ -80,19 +80,20 @@ def test_rvk_run_errors(native_build, model, backend, tmp_path):
     assert done.returncode == 1 and "RVK_ERROR_ARTIFACT" in done.stderr and "truncated?" in done.stderr
 
 
-def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_artifact, tmp_path):
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_artifact, tmp_path, target, device):
     import torch
 
-    artifact, example, model = zoo_artifact("squeezenet")
+    artifact, example, model = zoo_artifact("squeezenet", target)
     path = tmp_path / "squeezenet.rvk"
     artifact.write(str(path))
     frame = example.astype("<f4")
     frame.tofile(tmp_path / "frame.f32")
-    scores = load(artifact, device="pocl").run([frame])[0].ravel()
+    scores = load(artifact, device=device).run([frame])[0].ravel()
     top5 = np.argsort(-scores, kind="stable")[:5]
     with torch.no_grad():
         assert list(np.argsort(-model(torch.from_numpy(example)).numpy().ravel(), kind="stable")[:1]) == list(top5[:1])
-    done = run([native_build / "examples" / "android_classifier" / "android_classifier", path, "--device", "pocl", "--frame", tmp_path / "frame.f32"])
+    done = run([native_build / "examples" / "android_classifier" / "android_classifier", path, "--device", device, "--frame", tmp_path / "frame.f32"])
     assert done.returncode == 0, done.stderr
     printed = [int(c) for c in re.findall(r"class (\d+):", done.stdout)]
     assert printed == list(top5), done.stdout
