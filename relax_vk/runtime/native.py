@@ -199,6 +199,19 @@ def device_spec(device) -> str:
     raise ValueError(f"device {device.name} is not among the OpenCL devices")
 
 
+def adapter_spec(adapter) -> str:
+    """The index name of a wgpu adapter among the Vulkan adapters (as the library counts them)."""
+    if not hasattr(adapter, "info"):
+        raise TypeError(f"the native Vulkan runtime takes a device name ('lavapipe', 'gpu', an adapter index) or a wgpu adapter, not {type(adapter).__name__}")
+    from .vulkan.devices import vulkan_adapters
+
+    key = ("device", "vendor_id", "device_id", "adapter_type", "backend_type")
+    for i, other in enumerate(vulkan_adapters()):
+        if all(other.info.get(k) == adapter.info.get(k) for k in key):
+            return str(i)
+    raise ValueError(f"adapter {adapter.info.get('device')} is not among the Vulkan adapters")
+
+
 class NativeSession(Session):
     """A program loaded by the native library on one device (see the module docstring)."""
 
@@ -224,8 +237,11 @@ class NativeSession(Session):
         if target == "vulkan":
             _point_at_wgpu()
             if device is not None and not isinstance(device, str):
-                lib.rvk_artifact_destroy(handle)
-                raise TypeError(f"the native Vulkan runtime takes a device name ('lavapipe', 'gpu', an adapter index), not {type(device).__name__}")
+                try:
+                    device = adapter_spec(device)
+                except (TypeError, ValueError):
+                    lib.rvk_artifact_destroy(handle)
+                    raise
         elif device is not None and not isinstance(device, str):
             device = device_spec(device)
         session = ctypes.c_void_p()

@@ -216,6 +216,7 @@ def test_vulkan_device_names(native_build, lavapipe):
     for spec in ("lavapipe", "cpu", str(vulkan_adapters().index(lavapipe) if lavapipe in vulkan_adapters() else 0)):
         assert load(artifact, device=spec, native=True).device_name == load(artifact, device=spec).device_name
     assert load(artifact, device="lavapipe", native=True).device_name == name
+    assert load(artifact, device=lavapipe, native=True).device_name == name  # a wgpu adapter
     for spec in ("tpu", "99"):
         with pytest.raises(ValueError) as python_error:
             load(artifact, device=spec)
