@@ -162,8 +162,8 @@ def test_byte_flip_fuzz_under_the_sanitizers(asan_build, model, backend):
 
 
 def test_cross_build_for_aarch64(tmp_path):
-    """The library cross-builds for 64-bit ARM with Debian's cross compiler (no OpenCL library
-    needed: it is dlopen()ed on the target). Unoptimised, library only: a build check, kept cheap."""
+    """The library cross-builds for 64-bit ARM with Debian's cross compiler (no OpenCL or wgpu-native
+    library needed: both are dlopen()ed on the target). Unoptimised, library only: a build check, kept cheap."""
     import shutil
 
     from relax_vk.runtime import native
@@ -176,8 +176,10 @@ def test_cross_build_for_aarch64(tmp_path):
     assert run(configure).returncode == 0
     done = run(["cmake", "--build", tmp_path, "-j2"])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    header = (tmp_path / "librelax_vk_native.so").read_bytes()[:20]
-    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
+    library = (tmp_path / "librelax_vk_native.so").read_bytes()
+    assert library[:4] == b"\x7fELF" and int.from_bytes(library[18:20], "little") == 183  # EM_AARCH64
+    if native.wgpu_library():  # the Vulkan backend is in (wgpu-native's headers only: its library is dlopen()ed)
+        assert b"wgpuDeviceCreateShaderModuleTrusted" in library and b"libwgpu_native.so" in library
 
 
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
