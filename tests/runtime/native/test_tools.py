@@ -123,12 +123,13 @@ def test_the_jni_glue_from_java(native_build, zoo_artifact, tmp_path):
     assert done.returncode != 0 and "RuntimeException: loading the model: RVK_ERROR_ARTIFACT: model: format version 0" in done.stderr
 
 
-def test_a_missing_wgpu_library_is_a_clear_error(native_build, model, backend, tmp_path):
-    if backend[0] != "vulkan":
-        pytest.skip("Vulkan only")
-    path, inputs, _, _ = model
+def test_a_missing_wgpu_library_is_a_clear_error(native_build, tmp_path):
+    from ...runtime_helpers import copy_program
+
+    path = tmp_path / "copy.rvk"
+    copy_program((1, 1, 1, 2, 4), "global.texture", target="vulkan").write(str(path))
     env = dict(TOOL_ENV, RVK_WGPU_LIBRARY=str(tmp_path / "missing.so"), LD_LIBRARY_PATH="")
-    done = run([native_build / "rvk-run", path, "--device", "lavapipe", "--input", inputs[0], "--input", inputs[1]], env=env)
+    done = run([native_build / "rvk-run", path, "--device", "lavapipe"], env=env)
     assert done.returncode == 1 and "RVK_ERROR_DEVICE: no wgpu-native library could be loaded (tried " in done.stderr and "missing.so" in done.stderr
 
 
