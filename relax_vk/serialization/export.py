@@ -31,6 +31,7 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..storage import allocated_bytes, assign_storage
 from ..tools.provenance import provenance
+from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR
 from ..storage.lifetimes import half_texels
 from .artifact import Artifact
 
@@ -225,6 +226,8 @@ class _ProgramBuilder:
         info = {out: str(attrs[key]) for key, out in keys.items() if key in attrs}
         if "relax_vk.flops" in attrs:
             info["flops"] = int(attrs["relax_vk.flops"])
+        if KERNEL_ATTR in attrs:  # computes in half (relax_vk.passes.lower.half_arithmetic)
+            info["arithmetic"], info["accumulate"] = "float16", str(attrs[KERNEL_ATTR])
         return info
 
     def add_tensor_raw(self, name: str, nbytes: int) -> int:
@@ -358,6 +361,9 @@ def export_program(
         "inputs": inputs,
         "outputs": outputs,
     }
+    if main.attrs is not None and ARITH_ATTR in main.attrs:  # half arithmetic: which kernels stay float32, and why
+        decided = {str(k): str(v) for k, v in main.attrs[ARITH_ATTR].items()}
+        program["arithmetic"] = {"dtype": "float16", "float32": {k: v for k, v in sorted(decided.items()) if v != "float16"}}
     for t in builder.tensors:
         if t["image"] and half_texels(t["dtype"], texel):
             t["texel"] = texel
