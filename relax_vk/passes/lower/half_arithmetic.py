@@ -20,8 +20,9 @@ it keeps in float32: :meth:`HalfPolicy.keeps`):
   workgroup reductions) keeps float32, the update adds the half-computed term (``d * w`` as a
   half product) to the float32 sum; and values derived from an accumulator (a mean, a softmax's
   normalisation, a conv's bias/activation epilogue, the locals holding them) stay float32 until
-  stored. ``accumulate="float16"`` computes accumulators in half too (an accumulator whose
-  initial value float16 does not represent, such as max-pooling's -3.4e38, stays float32);
+  stored. ``accumulate="float16"`` computes accumulators in half too (but for one whose initial
+  value float16 does not represent, such as max-pooling's -3.4e38, and one that is a parameter:
+  they stay float32);
 * other float32 locals and workgroup arrays that arithmetic reads (the caches of a conv's input
   and weights) become float16 arrays: half the registers. Locals that only stage copies (a layout
   transform's) keep float32: rounding them would gain nothing.
@@ -277,7 +278,8 @@ def to_half_arithmetic(func: tirx.PrimFunc, accumulate: str = "float32") -> tirx
     for buf, value, _ in reads:
         if not _in(buf, accumulators) or _in(buf, kept):
             continue
-        if accumulate == "float32" or (isinstance(value, E.FloatImm) and not half_represents(float(value.value))):
+        convertible = _in(buf, allocated) and buf.scope() in _LOCAL_SCOPES
+        if accumulate == "float32" or not convertible or (isinstance(value, E.FloatImm) and not half_represents(float(value.value))):
             kept.append(buf)
     grew = True
     while grew:  # what derives from a float32 accumulator stays float32
