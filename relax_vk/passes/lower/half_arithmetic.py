@@ -59,6 +59,7 @@ HALF_MATH = frozenset(
 )
 _BINARY = (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)
 _COMPARE = (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
+_IF_THEN_ELSE = ("prim.if_then_else", "tirx.if_then_else")
 _LOCAL_SCOPES = ("local", "shared", "shared.dyn", "warp")
 
 
@@ -177,7 +178,7 @@ class _Rewriter:
             return self.safe(e.true_value) and self.safe(e.false_value)
         if isinstance(e, tvm.ir.expr.Call) and isinstance(e.op, tvm.ir.Op):
             name = e.op.name
-            if name == "tirx.if_then_else":
+            if name in _IF_THEN_ELSE:
                 return self.safe(e.args[1]) and self.safe(e.args[2])
             if name in HALF_MATH:
                 return all(self.safe(a) for a in e.args)
@@ -191,7 +192,7 @@ class _Rewriter:
         if isinstance(e, tvm.ir.expr.Call) and isinstance(e.op, tvm.ir.Op):
             if e.op.name in HALF_MATH:
                 return True
-            if e.op.name == "tirx.if_then_else":
+            if e.op.name in _IF_THEN_ELSE:
                 return _Rewriter.computes(e.args[1]) or _Rewriter.computes(e.args[2])
         if isinstance(e, E.Select):
             return _Rewriter.computes(e.true_value) or _Rewriter.computes(e.false_value)
@@ -215,7 +216,7 @@ class _Rewriter:
         if isinstance(e, E.Select):
             return tirx.Select(self.any(e.condition), self.half(e.true_value), self.half(e.false_value))
         name = e.op.name
-        if name == "tirx.if_then_else":
+        if name in _IF_THEN_ELSE:
             return tirx.call_intrin(h, name, self.any(e.args[0]), self.half(e.args[1]), self.half(e.args[2]))
         return tirx.call_intrin(h, name, *[self.half(a) for a in e.args])
 
@@ -249,7 +250,7 @@ class _Rewriter:
             return tirx.Select(self.any(e.condition), t, f)
         if isinstance(e, tvm.ir.expr.Call) and isinstance(e.op, tvm.ir.Op) and _is_f32(_dt(e)):
             name = e.op.name
-            if name == "tirx.if_then_else":
+            if name in _IF_THEN_ELSE:
                 return tirx.call_intrin(str(_dt(e)), name, self.any(e.args[0]), self.wide(e.args[1]), self.wide(e.args[2]))
             if name in HALF_MATH:
                 return tirx.call_intrin(str(_dt(e)), name, *[self.wide(a) for a in e.args])
