@@ -31,7 +31,7 @@ from .core import target as _target
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
-from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy
+from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .tools import provenance
@@ -178,6 +178,19 @@ def _half_policy(mod: tvm.IRModule, options: ScopeOptions, calibration) -> HalfP
     return HalfPolicy(accumulate="float16" if options.accumulate == "fp16" else "float32", fp32_ops=options.fp32_ops, overflow=overflow)
 
 
+def _float_texel_kernels(lowered: tvm.IRModule, host_tir: Optional[tvm.IRModule]) -> set:
+    """The device kernels of the PrimFuncs whose textures keep float32 texels
+    (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`)."""
+    from .serialization.export import kernel_launches
+
+    names = set()
+    hosts = {g.name_hint: g for g in host_tir.get_global_vars()} if host_tir is not None else {}
+    for func in float_texel_functions(lowered["main"]):
+        if func in hosts:
+            names.update(launch["kernel"] for launch in kernel_launches(host_tir[hosts[func]], func)[1])
+    return names
+
+
 def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.IRModule:
     """The scoped module with its VDevices on the lowering target (the same module for OpenCL):
     the first lowering stage alone (:func:`relax_vk.lowering_stage` runs it itself)."""
@@ -217,7 +230,8 @@ def compile_lowered(
         from .codegen.wgsl import emit_module
 
         t0 = time.perf_counter()
-        compiled.shaders = emit_module(capture.device, texel_dtype == "float16") if capture.device is not None else {}
+        float_texels = _float_texel_kernels(lowered, capture.module) if texel_dtype == "float16" else set()
+        compiled.shaders = emit_module(capture.device, texel_dtype == "float16", float_texels) if capture.device is not None else {}
         compiled.kernels = sorted(compiled.shaders)
         seconds["wgsl"] = time.perf_counter() - t0
     compiled.stage_seconds = seconds

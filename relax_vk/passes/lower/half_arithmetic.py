@@ -29,7 +29,9 @@ it keeps in float32: :meth:`HalfPolicy.keeps`):
 
 Kernels kept in float32 are untouched. The decisions are recorded on ``main``
 (:data:`ARITH_ATTR`: kernel -> ``"float16"`` or the reason it stays float32) and each rewritten
-kernel carries :data:`KERNEL_ATTR`.
+kernel carries :data:`KERNEL_ATTR`. The textures of kernels kept for overflow keep float32 texels
+when textures are otherwise half (:func:`float_texel_functions`: the export and the WGSL emitter
+read it).
 """
 
 from __future__ import annotations
@@ -351,6 +353,15 @@ def _large_constants(main: relax.Function) -> Dict[str, float]:
                         name = value.args[0].name_hint
                         out[name] = max(out.get(name, 0.0), peak)
     return out
+
+
+def float_texel_functions(main: relax.Function) -> Set[str]:
+    """The PrimFuncs kept in float32 because their values overflow float16 (calibration or a
+    constant weight): the textures they write keep float32 texels under half-texel storage too
+    (an rgba16float texel would saturate what the float32 arithmetic kept)."""
+    if main.attrs is None or ARITH_ATTR not in main.attrs:
+        return set()
+    return {str(k) for k, v in main.attrs[ARITH_ATTR].items() if str(v).startswith(("overflow", "constant"))}
 
 
 def HalfArithmetic(policy: HalfPolicy) -> tvm.transform.Pass:
