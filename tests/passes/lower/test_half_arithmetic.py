@@ -162,3 +162,43 @@ def test_opencl_source_and_devices_without_half_arithmetic(pocl):
     assert "cl_khr_fp16" in compiled.source and "half" in compiled.source
     with pytest.raises(DeviceLimitError, match="cl_khr_fp16"):
         load(compiled.artifact(), device="pocl")
+
+
+def test_the_rewrite_of_scheduled_kernels():
+    """On the scheduled TIR: a conv's input and weight caches become half, its accumulator and
+    epilogue stay float32; a layout transform's copy-only stage stays float32; parameters keep
+    their dtype; max pooling's -3.4e38 start keeps its accumulator float32 even with half sums."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    from relax_vk.core import target as _target
+    from relax_vk.models import build_example
+    from relax_vk.passes.lower.half_arithmetic import KERNEL_ATTR, to_half_arithmetic
+    from relax_vk.pipeline import _lowering_stage, _scope_pipeline
+
+    tgt = _target.resolve("vulkan")
+    lowered = _lowering_stage(tgt)(_scope_pipeline(tgt, None, ScopeOptions())(build_example("conv-relu-pool")))
+    funcs = {gv.name_hint: f for gv, f in lowered.functions_items() if isinstance(f, tirx.PrimFunc)}
+
+    def allocs(func):
+        found = {}
+
+        def on_block(b):
+            found.update({str(buf.name): str(buf.dtype) for buf in b.alloc_buffers})
+            return b
+
+        tvm_ffi.structural_map(func.body, [(tvm.s_tir.SBlock, on_block)])
+        return found
+
+    conv = to_half_arithmetic(next(f for n, f in funcs.items() if n.startswith("fused_conv2d")))
+    locals_ = allocs(conv)
+    assert sorted(d for n, d in locals_.items() if "pad" in n or n.startswith("lv")) == ["float16", "float16"]
+    assert next(d for n, d in locals_.items() if "intermediate_local" in n) == "float32"
+    assert str(conv.attrs[KERNEL_ATTR]) == "float32"
+    assert 'T.Buffer((T.int64(1), T.int64(8), T.int64(32), T.int64(32), T.int64(4)), "float32"' in conv.script()  # (its output)
+    assert "T.max(conv2d" in conv.script()  # the epilogue reads the float32 sum as it is
+    layout = next(f for n, f in funcs.items() if "layout_transform" in n)
+    assert allocs(layout) and set(allocs(to_half_arithmetic(layout)).values()) == {"float32"}
+    pool = to_half_arithmetic(next(f for n, f in funcs.items() if "pool" in n), accumulate="float16")
+    assert set(allocs(pool).values()) == {"float32"}
