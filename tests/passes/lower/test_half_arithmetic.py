@@ -202,3 +202,14 @@ def test_the_rewrite_of_scheduled_kernels():
     assert allocs(layout) and set(allocs(to_half_arithmetic(layout)).values()) == {"float32"}
     pool = to_half_arithmetic(next(f for n, f in funcs.items() if "pool" in n), accumulate="float16")
     assert set(allocs(pool).values()) == {"float32"}
+
+
+def test_a_weight_beyond_half_keeps_its_kernel_float32(lavapipe):
+    """A static bound, without calibration: a constant operand float16 cannot hold (7e4) keeps its
+    kernel in float32 arithmetic."""
+    x = np.random.default_rng(5).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    big = np.full((1, 8, 16, 16), 7e4, np.float32) + np.arange(16, dtype=np.float32)
+    mod = _model([helper.make_node("Add", ["x", "big"], ["y"], name="offset")], [1, 8, 16, 16], [1, 8, 16, 16], [("big", big)])
+    artifact, y = _run(mod, x, calibration=False)
+    assert any(why.startswith("constant") for why in artifact.program["arithmetic"]["float32"].values())
+    np.testing.assert_allclose(y, x + big, rtol=1e-6)
