@@ -1,6 +1,6 @@
-"""fp16 textures on the zoo: accuracy against PyTorch float32 and memory, on the test devices.
+"""fp16 on the zoo: accuracy against PyTorch float32 and memory, on the test devices.
 
-Usage: python benchmarks/fp16_accuracy.py [MODEL ...] [--apis opencl vulkan]
+Usage: python benchmarks/fp16_accuracy.py [MODEL ...] [--apis opencl vulkan] [--arith]
 
 Per zoo model and API (OpenCL on pocl, Vulkan on lavapipe): the texture plan built with
 ``ScopeOptions(precision="fp16")`` (half texels, float32 arithmetic) run on the seeded example
@@ -8,6 +8,12 @@ input, its error against the PyTorch float32 output (max absolute error over the
 largest magnitude; the bound is 1e-2), whether the arg-max agrees (classifiers: top-1; segmentation: the share of pixels whose class
 agrees), and the
 device memory of the fp16 and fp32 sessions (every allocation, weights included).
+
+``--arith``: the same for half arithmetic too (``ScopeOptions(precision="fp16", arithmetic="fp16")``,
+float32 accumulators, calibrated on the example input: the ops that would overflow stay float32),
+on the APIs whose test device has it (lavapipe's ``shader-f16``; pocl has no ``cl_khr_fp16``):
+its error (``arith rel err``, the max relative error the bound applies to), its arg-max
+agreement and how many kernels calibration kept in float32. The worst of both is held to the bound.
 """
 
 from __future__ import annotations
@@ -33,8 +39,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*")
     p.add_argument("--apis", nargs="+", default=list(DEVICES), choices=list(DEVICES))
+    p.add_argument("--arith", action="store_true", help="half arithmetic too, where the test device has it")
     args = p.parse_args(argv)
     head = f"{'model':<15} {'api':<7} {'fp16 rel err':>12} {'fp32 rel err':>12} {'arg-max':>8} {'fp32 MiB':>9} {'fp16 MiB':>9} {'ratio':>6}"
+    if args.arith:
+        head += f" {'arith rel err':>13} {'arg-max':>8} {'fp32 kernels':>12}"
     print(head)
     print("-" * len(head))
     worst = 0.0
@@ -45,21 +54,44 @@ def main(argv=None) -> int:
         mod = from_torch(model, (x,))
         for api in args.apis:
             row = {}
-            for precision in ("fp32", "fp16"):
-                session = load(relax_vk.build(mod, api, options=ScopeOptions(prefer="texture", precision=precision)).artifact(),
-                               device=DEVICES[api])  # fmt: skip
+            plans = {"fp32": ScopeOptions(prefer="texture"), "fp16": ScopeOptions(prefer="texture", precision="fp16")}
+            if args.arith and half_arithmetic(api):
+                plans["arith"] = ScopeOptions(prefer="texture", precision="fp16", arithmetic="fp16")
+            for plan, options in plans.items():
+                artifact = relax_vk.build(mod, api, options=options, calibration=[x.numpy()]).artifact()
+                session = load(artifact, device=DEVICES[api])
                 out = session.run([x.numpy()])[0]
-                row[precision] = (float(np.max(np.abs(out - ref))) / float(np.max(np.abs(ref))), out, session.device_bytes / (1 << 20))
-            err, out, mib = row["fp16"]
-            worst = max(worst, err)
-            if ref.ndim > 2:  # dense prediction: the class of each pixel (axis 1), share that agrees
-                same = f"{100 * float(np.mean(out.argmax(1) == ref.argmax(1))):.1f}%"
-            else:
-                same = "same" if out.reshape(-1).argmax() == ref.reshape(-1).argmax() else "DIFFERS"
-            print(f"{name:<15} {api:<7} {err:>12.2e} {row['fp32'][0]:>12.2e} {same:>8} {row['fp32'][2]:>9.2f} {mib:>9.2f} {mib / row['fp32'][2]:>6.2f}"
-                  + ("  OVER THE BOUND" if err > BOUND else ""), flush=True)  # fmt: skip
+                kept = len(artifact.program.get("arithmetic", {}).get("float32", {}))
+                row[plan] = (float(np.max(np.abs(out - ref))) / float(np.max(np.abs(ref))), out, session.device_bytes / (1 << 20), kept)
+            err, out, mib, _ = row["fp16"]
+            worst = max(worst, err, row["arith"][0] if "arith" in row else 0.0)
+            line = (f"{name:<15} {api:<7} {err:>12.2e} {row['fp32'][0]:>12.2e} {_agreement(out, ref):>8} {row['fp32'][2]:>9.2f} {mib:>9.2f} "
+                    f"{mib / row['fp32'][2]:>6.2f}")  # fmt: skip
+            if "arith" in row:
+                line += f" {row['arith'][0]:>13.2e} {_agreement(row['arith'][1], ref):>8} {row['arith'][3]:>12}"
+            elif args.arith:
+                line += f" {'(no half arithmetic on ' + DEVICES[api] + ')':>35}"
+            print(line + ("  OVER THE BOUND" if max(err, row.get("arith", (0.0,))[0]) > BOUND else ""), flush=True)
     print(f"worst fp16 error: {worst:.2e} of the output's magnitude (bound {BOUND:g})")
     return 0 if worst <= BOUND else 1
+
+
+def _agreement(out: np.ndarray, ref: np.ndarray) -> str:
+    """Top-1 agreement (classifiers), or the share of pixels whose class agrees (dense prediction)."""
+    if ref.ndim > 2:  # dense prediction: the class of each pixel (axis 1), share that agrees
+        return f"{100 * float(np.mean(out.argmax(1) == ref.argmax(1))):.1f}%"
+    return "same" if out.reshape(-1).argmax() == ref.reshape(-1).argmax() else "DIFFERS"
+
+
+def half_arithmetic(api: str) -> bool:
+    """Whether the API's test device computes in half (``relax-vk devices``: half arithmetic)."""
+    if api == "vulkan":
+        from relax_vk.runtime.vulkan.devices import select_adapter
+
+        return "shader-f16" in select_adapter(DEVICES[api]).features
+    from relax_vk.runtime.opencl.devices import select_device
+
+    return "cl_khr_fp16" in select_device(DEVICES[api]).extensions.split()
 
 
 if __name__ == "__main__":

@@ -46,14 +46,18 @@ KERNEL_FIELDS = ("schedule", "workload", "config", "config_source", "memory", "f
 def PLANS(relax_vk):
     """``(name, ScopeOptions, tuned, reuse)``: the RFC's texture plan and the all-buffer plan with
     the device's tuned conv configurations, the default (``auto``) plan, the texture plan with the
-    untuned default configurations, the texture plan with half texels (``--fp16``), and the texture
-    and buffer plans without storage planning (every tensor its own allocation)."""
+    untuned default configurations, the texture plan with half texels (``--fp16``), with half texels
+    and half arithmetic (``--fp16-arith``: float32 accumulators; ``acc16``: half accumulators too;
+    a device without half arithmetic skips them), and the texture and buffer plans without storage
+    planning (every tensor its own allocation)."""
     return (
         ("texture", relax_vk.ScopeOptions(prefer="texture"), True, True),
         ("buffer", relax_vk.ScopeOptions(prefer="buffer"), True, True),
         ("auto", relax_vk.ScopeOptions(), True, True),
         ("texture_untuned", relax_vk.ScopeOptions(prefer="texture"), False, True),
         ("texture_fp16", relax_vk.ScopeOptions(prefer="texture", precision="fp16"), True, True),
+        ("texture_fp16arith", relax_vk.ScopeOptions(prefer="texture", precision="fp16", arithmetic="fp16"), True, True),
+        ("texture_fp16acc16", relax_vk.ScopeOptions(prefer="texture", precision="fp16", arithmetic="fp16", accumulate="fp16"), True, True),
         ("texture_noreuse", relax_vk.ScopeOptions(prefer="texture"), True, False),
         ("buffer_noreuse", relax_vk.ScopeOptions(prefer="buffer"), True, False),
     )
@@ -194,6 +198,7 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
 
 def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> None:
     from relax_vk.runtime import load, select_adapter, select_device
+    from relax_vk.runtime.session import DeviceLimitError
 
     devices = {"opencl": select_device(None), "vulkan": select_adapter(None)}  # (a GPU where there is one)
     print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()}); vulkan: {devices['vulkan'].info['device']}")
@@ -212,8 +217,15 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> N
         entries = [e for e in index if e["model"] == name]
         # each Vulkan plan once more per --shader-checks mode (wgpu's runtime checks dropped), timed in the same rounds
         entries += [dict(e, plan=f"{e['plan']}/{checks}", checks=checks) for checks in shader_checks for e in entries if e["api"] == "vulkan"]
-        sessions = [load(load_artifact(outdir, entry), device=devices[entry["api"]], **({"shader_checks": entry["checks"]} if "checks" in entry else {}))
-                    for entry in entries]  # fmt: skip
+        sessions, kept = [], []
+        for entry in entries:
+            try:
+                sessions.append(load(load_artifact(outdir, entry), device=devices[entry["api"]],
+                                     **({"shader_checks": entry["checks"]} if "checks" in entry else {})))  # fmt: skip
+                kept.append(entry)
+            except DeviceLimitError as err:  # (half arithmetic on a device without it)
+                print(f"{entry['api']:<10} {entry['plan']:<15.15} skipped: {err}")
+        entries = kept
         firsts = [session.run([x])[0] for session in sessions]
         laps = _interleaved(sessions, x, repeat)
         for entry, session, out, lap in zip(entries, sessions, firsts, laps):
@@ -267,6 +279,11 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> N
             if tex and half:
                 print(f"{api}: fp16/fp32 texture wall {half['wall_ms'] / tex['wall_ms']:.2f}, memory {half['device_mib'] / tex['device_mib']:.2f}; "
                       f"fp16 rel err {half['rel_err']:.1e}, top-1 {'same' if half['top1'] else 'DIFFERENT'}")  # fmt: skip
+            for plan in ("texture_fp16arith", "texture_fp16acc16"):
+                arith = results.get(f"{api}/{plan}")
+                if tex and half and arith:
+                    print(f"{api}: {plan}: wall / fp32 texture {arith['wall_ms'] / tex['wall_ms']:.2f}, / fp16 texels {arith['wall_ms'] / half['wall_ms']:.2f}; "
+                          f"rel err {arith['rel_err']:.1e}, top-1 {'same' if arith['top1'] else 'DIFFERENT'}")  # fmt: skip
             if tex and whole:
                 print(f"{api}: storage planning: texture plan {whole['device_mib']:.1f} -> {tex['device_mib']:.1f} MiB, "
                       f"wall reuse/no-reuse {tex['wall_ms'] / whole['wall_ms']:.2f}")  # fmt: skip

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
 
 import tvm
 from tvm import relax
@@ -29,6 +31,7 @@ from .core import target as _target
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
+from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .tools import provenance
@@ -132,10 +135,17 @@ def build(
     registry: Optional[OpRegistry] = None,
     options: Optional[ScopeOptions] = None,
     model: Optional[Dict[str, str]] = None,
+    calibration: "Optional[Sequence[np.ndarray]] | bool" = True,
 ) -> CompiledModule:
     """Scope, lower and compile ``mod`` for an OpenCL or Vulkan target (see :class:`CompiledModule`
     and, for Vulkan, the module docstring). ``model`` records where the module came from (e.g.
-    ``{"example": "rfc-conv2d"}``), so a runtime can rebuild a CPU reference for it."""
+    ``{"example": "rfc-conv2d"}``), so a runtime can rebuild a CPU reference for it.
+
+    With ``ScopeOptions(arithmetic="fp16")`` kernels compute in half
+    (:mod:`relax_vk.passes.lower.half_arithmetic`), but for ``options.fp32_ops`` and, when
+    ``calibration`` is not False, the ops whose values overflow float16 on a CPU reference run of
+    ``calibration`` (input arrays; True: seeded inputs) and their readers
+    (:func:`relax_vk.tools.fp16_range.overflowing_ops`)."""
     try:
         tgt = _target.resolve(target)
     except ValueError as err:
@@ -149,9 +159,36 @@ def build(
         lowered = _lowering_stage(tgt)(scoped)  # (Vulkan: retargeted to the lowering target first)
         seconds["lowering"] = time.perf_counter() - t0
     lowered = provenance.attach(lowered, tracker)
+    if options is not None and options.arithmetic == "fp16":
+        t0 = time.perf_counter()
+        lowered = HalfArithmetic(_half_policy(mod, options, calibration))(lowered)
+        seconds["half arithmetic"] = time.perf_counter() - t0
     compiled = compile_lowered(tgt, scoped, lowered, seconds, model, (options or ScopeOptions()).texel_dtype)
     compiled.memory_decision = decide_memory_kind(mod, tgt, options)
     return compiled
+
+
+def _half_policy(mod: tvm.IRModule, options: ScopeOptions, calibration) -> HalfPolicy:
+    """What :class:`HalfArithmetic` keeps in float32 for ``options`` and the calibration."""
+    overflow = {}
+    if calibration is not False:
+        from .tools.fp16_range import overflowing_ops
+
+        overflow = overflowing_ops(mod, None if calibration is True else calibration)
+    return HalfPolicy(accumulate="float16" if options.accumulate == "fp16" else "float32", fp32_ops=options.fp32_ops, overflow=overflow)
+
+
+def _float_texel_kernels(lowered: tvm.IRModule, host_tir: Optional[tvm.IRModule]) -> set:
+    """The device kernels of the PrimFuncs whose textures keep float32 texels
+    (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`)."""
+    from .serialization.export import kernel_launches
+
+    names = set()
+    hosts = {g.name_hint: g for g in host_tir.get_global_vars()} if host_tir is not None else {}
+    for func in float_texel_functions(lowered["main"]):
+        if func in hosts:
+            names.update(launch["kernel"] for launch in kernel_launches(host_tir[hosts[func]], func)[1])
+    return names
 
 
 def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.IRModule:
@@ -193,7 +230,8 @@ def compile_lowered(
         from .codegen.wgsl import emit_module
 
         t0 = time.perf_counter()
-        compiled.shaders = emit_module(capture.device, texel_dtype == "float16") if capture.device is not None else {}
+        float_texels = _float_texel_kernels(lowered, capture.module) if texel_dtype == "float16" else set()
+        compiled.shaders = emit_module(capture.device, texel_dtype == "float16", float_texels) if capture.device is not None else {}
         compiled.kernels = sorted(compiled.shaders)
         seconds["wgsl"] = time.perf_counter() - t0
     compiled.stage_seconds = seconds

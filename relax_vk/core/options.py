@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Tuple
 
 PREFER = ("auto", "texture", "buffer")
 PRECISIONS = ("fp32", "fp16")
+ARITHMETIC = ("fp32", "fp16")
 
 
 @dataclass(frozen=True)
@@ -24,18 +26,35 @@ class ScopeOptions:
         (``CL_HALF_FLOAT`` images, ``rgba16float`` textures), half the bytes, while kernels
         compute in float32 (image reads and writes convert, on every device, with no
         extension); ``"fp32"`` (the default) stores float32 texels. Buffers stay float32.
+    arithmetic: ``"fp16"``: kernels compute in half (:mod:`relax_vk.passes.lower.half_arithmetic`;
+        the device needs Vulkan's ``shader-f16`` or OpenCL's ``cl_khr_fp16``), accumulating in
+        ``accumulate`` (``"fp32"``, the default, or ``"fp16"``); ``"fp32"`` (the default): float32
+        arithmetic. Independent of ``precision`` (``--fp16-arith`` sets both).
+    fp32_ops: kernels that stay float32 under ``arithmetic="fp16"``: model op names (ONNX node
+        names, PyTorch module paths), kernel names or the tensors kernels write, ``fnmatch``
+        patterns allowed (``"*softmax*"``). Kernels whose values overflow float16 on a
+        calibration run are added by :func:`relax_vk.build`.
     """
 
     textures: bool = True
     weights_in_texture: bool = True
     prefer: str = "auto"
     precision: str = "fp32"
+    arithmetic: str = "fp32"
+    accumulate: str = "fp32"
+    fp32_ops: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.prefer not in PREFER:
             raise ValueError(f"ScopeOptions(prefer={self.prefer!r}): expected one of {', '.join(PREFER)}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"ScopeOptions(precision={self.precision!r}): expected one of {', '.join(PRECISIONS)}")
+        for name in ("arithmetic", "accumulate"):
+            if getattr(self, name) not in ARITHMETIC:
+                raise ValueError(f"ScopeOptions({name}={getattr(self, name)!r}): expected one of {', '.join(ARITHMETIC)}")
+        if isinstance(self.fp32_ops, str):  # one name, not its characters
+            object.__setattr__(self, "fp32_ops", (self.fp32_ops,))
+        object.__setattr__(self, "fp32_ops", tuple(str(x) for x in self.fp32_ops))
 
     @property
     def texel_dtype(self) -> str:

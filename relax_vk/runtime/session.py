@@ -27,6 +27,17 @@ def texture_limit_problems(image, max_w: int, max_h: int, max_layers: int, what:
     return problems
 
 
+def half_arithmetic_problem(program: dict, has_half: bool, device: str, feature: str) -> None:
+    """Raise :class:`DeviceLimitError` when a kernel of ``program`` computes in float16
+    (``ScopeOptions(arithmetic="fp16")``) and the device lacks half arithmetic (``feature``)."""
+    half = [k["name"] for k in program["kernels"] if k.get("arithmetic") == "float16"]
+    if half and not has_half:
+        raise DeviceLimitError(
+            f"kernel {half[0]} computes in float16 (half arithmetic) and {device} lacks {feature}: rebuild it with "
+            "ScopeOptions(arithmetic='fp32') (precision='fp16' still stores half texels)"
+        )
+
+
 class Session:
     """Base of :class:`~relax_vk.runtime.OpenCLSession` and :class:`~relax_vk.runtime.VulkanSession`:
     ``run(inputs) -> outputs`` (numpy in, numpy out), ``last_profile`` (per-step milliseconds) and

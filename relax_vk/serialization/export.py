@@ -31,6 +31,7 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..storage import allocated_bytes, assign_storage
 from ..tools.provenance import provenance
+from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..storage.lifetimes import half_texels
 from .artifact import Artifact
 
@@ -142,6 +143,7 @@ class _ProgramBuilder:
         self.of_var: Dict[relax.Var, object] = {}  # var -> tensor id, or list of ids for tuples
         self._const_ids: Dict[GenericConst, int] = {}
         self.ops: List[str] = []  # the model ops of the binding being read
+        self.written_by: Dict[str, List[int]] = {}  # PrimFunc name -> the tensors its calls write
 
     def add_tensor(self, name: str, ty, kind: str) -> int:
         name = source_name(self.main, name)  # the model's own name (the code uses a derived one)
@@ -194,6 +196,7 @@ class _ProgramBuilder:
         fields = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else [out_ty]
         outs = [self.add_tensor(f"{var.name}" + (f"[{i}]" if len(fields) > 1 else ""), t, "intermediate") for i, t in enumerate(fields)]
         self.of_var[var] = outs if isinstance(out_ty, relax.TupleType) else outs[0]
+        self.written_by.setdefault(gv.name_hint, []).extend(outs)
         if gv.name_hint not in [g.name_hint for g in self.host_tir.get_global_vars()]:
             raise ExportError(f"{gv.name_hint}: no host function after TIR lowering")
         host = self.host_tir[self.host_tir.get_global_var(gv.name_hint)]
@@ -225,6 +228,8 @@ class _ProgramBuilder:
         info = {out: str(attrs[key]) for key, out in keys.items() if key in attrs}
         if "relax_vk.flops" in attrs:
             info["flops"] = int(attrs["relax_vk.flops"])
+        if KERNEL_ATTR in attrs:  # computes in half (relax_vk.passes.lower.half_arithmetic)
+            info["arithmetic"], info["accumulate"] = "float16", str(attrs[KERNEL_ATTR])
         return info
 
     def add_tensor_raw(self, name: str, nbytes: int) -> int:
@@ -323,7 +328,8 @@ def export_program(
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``.
     ``reuse``: tensors whose lifetimes do not overlap share allocations (:mod:`relax_vk.storage`);
     False gives every tensor its own. ``texel="float16"``: textures hold half texels (each texture
-    tensor's ``texel``; the kernels compute in float32). ``private``: storage pools that do not
+    tensor's ``texel``), but for those kernels kept in float32 arithmetic for overflow write
+    (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`). ``private``: storage pools that do not
     share on the target's device (:func:`relax_vk.core.target.private_pools`)."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
@@ -358,8 +364,12 @@ def export_program(
         "inputs": inputs,
         "outputs": outputs,
     }
+    if main.attrs is not None and ARITH_ATTR in main.attrs:  # half arithmetic: which kernels stay float32, and why
+        decided = {str(k): str(v) for k, v in main.attrs[ARITH_ATTR].items()}
+        program["arithmetic"] = {"dtype": "float16", "float32": {k: v for k, v in sorted(decided.items()) if v != "float16"}}
+    float_texels = {tid for name in float_texel_functions(main) for tid in builder.written_by.get(name, [])}
     for t in builder.tensors:
-        if t["image"] and half_texels(t["dtype"], texel):
+        if t["image"] and half_texels(t["dtype"], texel) and t["id"] not in float_texels:
             t["texel"] = texel
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {})

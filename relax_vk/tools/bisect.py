@@ -16,7 +16,8 @@ is skipped, with the reason, rather than guessed.
 The ops are compared in model order; the first one whose largest error exceeds the tolerance is
 ``first_bad``, with its error, the scope its tensor lives in and the kernel that wrote it. The
 tolerance scales with the reference's magnitude: ``rtol * max(1, max |ref|)`` with ``rtol``
-1e-4, or 1e-2 for builds that store textures as half texels (``--fp16``: 11 significant bits).
+1e-4, or 1e-2 for builds that store textures as half texels (``--fp16``: 11 significant bits) or
+compute in half (``--fp16-arith``).
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ def bisect_session(session, mod, inputs: Sequence[np.ndarray], model: str = "", 
     op's (another op of the kernel first, then any op, in model order) is that op's output: the
     provenance was wrong, not the kernel (the row says ``claimed_op``). Only a tensor that matches
     no op's reference counts as bad."""
-    half = any(t.get("texel") == "float16" for t in session.program["tensors"])
+    half = any(t.get("texel") == "float16" for t in session.program["tensors"]) or "arithmetic" in session.program
     rtol = (FP16_RTOL if half else FP32_RTOL) if rtol is None else rtol
     session.run(inputs)
     produced = device_outputs(session)

@@ -131,7 +131,9 @@ def _options(args):
     from ..core.options import ScopeOptions
 
     return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers, prefer=args.prefer,
-                        precision="fp16" if getattr(args, "fp16", False) else "fp32")  # fmt: skip
+                        precision="fp16" if getattr(args, "fp16", False) or getattr(args, "fp16_arith", False) else "fp32",
+                        arithmetic="fp16" if getattr(args, "fp16_arith", False) else "fp32", accumulate=getattr(args, "accumulate", "fp32"),
+                        fp32_ops=tuple(getattr(args, "fp32_op", None) or ()))  # fmt: skip
 
 
 def _registry(args):
@@ -163,6 +165,13 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
                         "database of the --device / --device-name, else the RFC's rule)")
     p.add_argument("--fp16", action="store_true",
                    help="store textures (activations and weights) as half texels: half the memory; kernels compute in float32")
+    p.add_argument("--fp16-arith", action="store_true",
+                   help="half arithmetic too (implies --fp16): kernels compute in float16, accumulating in --accumulate; needs the "
+                        "device's shader-f16 (Vulkan) or cl_khr_fp16 (OpenCL); ops that overflow float16 on a calibration run stay float32")
+    p.add_argument("--accumulate", choices=("fp32", "fp16"), default="fp32",
+                   help="with --fp16-arith: the dtype reductions, convs and matmuls accumulate in (default fp32)")
+    p.add_argument("--fp32-op", action="append", metavar="NAME",
+                   help="with --fp16-arith: keep this op in float32 (model op, kernel or tensor name; fnmatch patterns; repeatable)")
     p.add_argument("--device-name", default=None,
                    help="the device the build is for (its tuning database; default: the --device's name), e.g. 'NVIDIA H100 80GB HBM3'")
     p.add_argument(
@@ -229,10 +238,10 @@ def _compare(outputs, reference, rtol: float, atol: float):
 
 def _check_tolerances(program: dict, reference, rtol: Optional[float] = None, atol: Optional[float] = None):
     """``(rtol, atol)`` to check a program's outputs against ``reference`` at: the given ones, else
-    1e-4 each, or for a program that stores textures as half texels (``--fp16``) the fp16 bound
-    (half texels carry 11 significant bits): ``FP16_RTOL`` and ``FP16_RTOL`` of the largest output
+    1e-4 each, or for a program that stores textures as half texels (``--fp16``) or computes in
+    half (``--fp16-arith``) the fp16 bound (half values carry 11 significant bits): ``FP16_RTOL`` and ``FP16_RTOL`` of the largest output
     magnitude."""
-    if any(t.get("texel") == "float16" for t in program["tensors"]):
+    if any(t.get("texel") == "float16" for t in program["tensors"]) or "arithmetic" in program:
         import numpy as np
 
         scale = max(float(np.max(np.abs(r))) for r in reference)
@@ -466,6 +475,8 @@ def cmd_run(args) -> int:
     inputs = _inputs(args, session)
     outputs = session.run(inputs)
     result = {"backend": args.target, "device": session.device_name, "ok": None, "max_abs_err": None, "max_rel_err": None}
+    if "arithmetic" in artifact.program:  # --fp16-arith: the kernels that stay float32, and why
+        result["arithmetic"] = artifact.program["arithmetic"]
     note = ""
     if args.check:
         reference, note = _reference(artifact, inputs)
@@ -486,6 +497,9 @@ def cmd_run(args) -> int:
             else:
                 print(f"check: {'OK' if result['ok'] else 'MISMATCH'}  max abs err {result['max_abs_err']:.3g}  max rel err {result['max_rel_err']:.3g}")
         print(f"device memory: {session.device_bytes / (1 << 20):.2f} MiB allocated; {_memory_line(artifact.program)}")
+        if "arithmetic" in result:
+            kept = result["arithmetic"]["float32"]
+            print(f"half arithmetic: {len(kept)} kernel(s) kept in float32" + "".join(f"\n  {k}: {why}" for k, why in kept.items()))
         lat = result["latency_ms"]
         print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
         _print_profile(result["kernels"], result["device_ms"])

@@ -151,3 +151,18 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main(["bisect", overflow, "--device", "lavapipe", "--backend", "vulkan", "--fp16", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["first_bad"]["op"] == "first_relu" and out["first_bad"]["max_abs_err"] > out["first_bad"]["bound"]
+
+
+def test_cli_bisect_of_a_half_arithmetic_build(tmp_path, capsys):
+    """--fp16-arith builds compare at the fp16 tolerance: a healthy one has no bad op; the
+    planted overflow is kept in float32 by calibration, so it has none either."""
+    import json
+
+    from relax_vk.tools.cli import main
+
+    for scale in (1.0, 1e4):
+        path = str(tmp_path / f"chain{scale:g}.onnx")
+        onnx.save(onnx_chain(scale=scale), path)
+        assert main(["bisect", path, "--device", "lavapipe", "--backend", "vulkan", "--fp16-arith", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["first_bad"] is None and out["tolerance"] == 1e-2

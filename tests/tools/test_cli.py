@@ -235,3 +235,20 @@ def test_run_vulkan_without_shader_checks_checks_against_the_reference(capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["ok"] is True and result["backend"] == "vulkan"
     assert main(["run", "rfc-conv2d", "--device", "pocl", "--shader-checks", "none", "--repeat", "1"]) == 2  # OpenCL: refused, named
+
+
+def test_run_fp16_arith_keeps_named_ops_in_float32(tmp_path, capsys):
+    """--fp16-arith (half texels and half arithmetic) checks at the fp16 bound and reports the
+    kernels --fp32-op kept in float32."""
+    pytest.importorskip("onnx")
+    import onnx
+
+    from onnx_chain import onnx_chain
+
+    path = str(tmp_path / "chain.onnx")
+    onnx.save(onnx_chain(), path)
+    assert main(["run", path, "--backend", "vulkan", "--device", "lavapipe", "--fp16-arith", "--fp32-op", "squash",
+                 "--check", "--json", "--repeat", "1"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is True and 0 < out["max_abs_err"]
+    assert list(out["arithmetic"]["float32"].values()) == ["fp32_ops: 'squash' names squash"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Collection, Dict, List, Optional, Tuple
 
 import numpy as np
 import tvm
@@ -840,11 +840,13 @@ def emit_kernel(func: tirx.PrimFunc, name: str, half_storage: bool = False) -> S
     return emitter.run()
 
 
-def emit_module(device_mod: tvm.IRModule, half_storage: bool = False) -> Dict[str, Shader]:
-    """``{kernel name: Shader}`` for every device kernel of a finalized device module."""
+def emit_module(device_mod: tvm.IRModule, half_storage: bool = False, float_texels: Collection[str] = ()) -> Dict[str, Shader]:
+    """``{kernel name: Shader}`` for every device kernel of a finalized device module
+    (``half_storage``: the textures they write hold half texels, but for the kernels named in
+    ``float_texels``)."""
     shaders = {}
     for gvar, func in device_mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
             name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else gvar.name_hint
-            shaders[name] = emit_kernel(func, name, half_storage)
+            shaders[name] = emit_kernel(func, name, half_storage and name not in float_texels)
     return shaders

@@ -29,13 +29,14 @@ from ...storage.program import device_placement
 from ...storage.lifetimes import texel_dtype
 from ...storage.program import with_float_texels
 from .copies import TexelCopies
-from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
+from ..session import DeviceLimitError, Session, half_arithmetic_problem, step_times, texture_limit_problems
 from . import binary_cache
 from .compiler import describe
 
 
 def check_limits(program: dict, device) -> None:
     """Raise :class:`DeviceLimitError` for the first tensor or kernel the device cannot handle."""
+    half_arithmetic_problem(program, "cl_khr_fp16" in device.extensions.split(), describe(device), "cl_khr_fp16")
     textures = [t for t in program["tensors"] if t["image"]]
     if textures and not device.image_support:
         raise DeviceLimitError(f"{describe(device)} has no image support; the plan keeps {textures[0]['name']} in a texture")

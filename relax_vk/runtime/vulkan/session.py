@@ -30,7 +30,7 @@ from ...serialization.artifact import Artifact
 from ...core.limits import device_name
 from ...storage.program import device_placement
 from ...storage.lifetimes import texel_dtype
-from ..session import DeviceLimitError, Session, step_times, texture_limit_problems
+from ..session import DeviceLimitError, Session, half_arithmetic_problem, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
 from .shader_modules import create_shader_module
@@ -79,6 +79,7 @@ def shader_source(artifact: Artifact, kernel: dict) -> str:
 def check_limits(program: dict, limits: Dict[str, int], device_name: str = "the device", features=frozenset()) -> None:
     """Raise :class:`DeviceLimitError` for the first tensor or kernel the adapter cannot handle
     (``features``: the adapter's features; float16 tensors need ``shader-f16``)."""
+    half_arithmetic_problem(program, "shader-f16" in features, device_name, "the shader-f16 feature")
     max_dim, max_layers = int(limits["max-texture-dimension-2d"]), int(limits["max-texture-array-layers"])
     for t in program["tensors"]:
         if t["image"]:

@@ -1,0 +1,82 @@
+"""Calibration for half arithmetic: which of a model's ops produce values float16 cannot hold.
+
+:func:`overflowing_ops` runs the model as imported on the CPU (TVM llvm, the reference
+``relax-vk bisect`` compares with) on calibration inputs -- the caller's, else seeded ones
+(:func:`relax_vk.tools.reference.random_inputs`) -- and reads every model op's output. An op whose
+output exceeds float16's range (|x| > 65504 / ``margin``, or non-finite where the reference is
+finite) overflows in half; so do the ops that read it (they would read it as half). The result
+(op -> the magnitude seen) goes into :class:`~relax_vk.passes.lower.half_arithmetic.HalfPolicy`
+``overflow``: :func:`relax_vk.build` keeps those ops' kernels in float32 arithmetic. It is the
+mechanism of ``relax-vk bisect --fp16`` run ahead of time: bisect finds an fp16 overflow after the
+fact, calibration keeps it from happening.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from ..passes.lower.half_arithmetic import HALF_MAX
+from .provenance import MODEL_OPS_ATTR
+
+#: values within a factor MARGIN of float16's largest count as overflowing (other inputs than the
+#: calibration run's reach a little further)
+MARGIN = 2.0
+_SEEN: Dict[tuple, Dict[str, float]] = {}  # the last few calibrations, by model and inputs
+
+
+def _readers(mod: tvm.IRModule) -> Dict[str, set]:
+    """Model op -> the model ops whose bindings read its values (in the imported ``main``)."""
+    main = mod["main"]
+    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    op_of: Dict[str, str] = {}
+    readers: Dict[str, set] = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            op = names.get(b.var.name)
+            used = []
+            relax.analysis.post_order_visit(b.value, lambda e: used.append(e.name) if isinstance(e, relax.Var) else None)
+            for name in used:
+                src = op_of.get(name)
+                if src is not None and op is not None and str(op) != src:
+                    readers.setdefault(src, set()).add(str(op))
+            if op is not None:
+                op_of[b.var.name] = str(op)
+    return readers
+
+
+def overflowing_ops(mod: tvm.IRModule, inputs: Optional[Sequence[np.ndarray]] = None, margin: float = MARGIN) -> Dict[str, float]:
+    """Model op -> the largest magnitude of its output (``inf``: non-finite) for every op of
+    ``mod`` (imported by :mod:`relax_vk.frontends`: its ops are named) whose output float16
+    cannot hold, and the ops reading such an output (with the magnitude they read). Empty for a
+    module whose ops are not named."""
+    from .bisect import _model_outputs, reference_outputs
+    from .reference import random_inputs
+
+    if MODEL_OPS_ATTR not in (mod["main"].attrs or {}):
+        return {}
+    inputs = list(inputs) if inputs is not None else random_inputs(mod)
+    key = (tvm_ffi.structural_hash(mod), tuple(hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() for a in inputs), margin)
+    if key in _SEEN:  # (a CPU build of the model: builds of one model for several targets or plans share it)
+        return dict(_SEEN[key])
+    order = list(_model_outputs(mod))
+    found: Dict[str, float] = {}
+    for op, value in reference_outputs(mod, inputs, order).items():
+        if not np.issubdtype(value.dtype, np.floating) or not value.size:
+            continue
+        peak = float(np.max(np.abs(value))) if np.all(np.isfinite(value)) else float("inf")
+        if peak > HALF_MAX / margin:
+            found[op] = peak
+    readers = _readers(mod)
+    for op, peak in list(found.items()):
+        for reader in readers.get(op, ()):
+            found[reader] = max(found.get(reader, 0.0), peak)
+    if len(_SEEN) >= 8:
+        _SEEN.pop(next(iter(_SEEN)))
+    _SEEN[key] = dict(found)
+    return found
