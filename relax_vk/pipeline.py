@@ -46,6 +46,7 @@ from .passes import (
     EdgeDtypes,
     FoldScopeCopies,
     FoldSmallConstants,
+    NarrowInt64Constants,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
@@ -86,6 +87,7 @@ class _Context:
 def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
     tgt = c.target
     edges = [EdgeDtypes(tgt.kind.name)] if tgt is not None else []
+    int64_constants = [NarrowInt64Constants(tgt.kind.name)] if tgt is not None else []
     # after the folding: the weights importers wrap (Gemm's transB, Linear's permute_dims, an
     # astype) are constants by then, which is what the split needs
     split = [SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
@@ -97,6 +99,7 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
         # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
         relax.transform.CanonicalizeBindings(),
         FoldSmallConstants(),
+        *int64_constants,
         *split,
         ConvertToPackedLayout(),
         relax.transform.Normalize(),

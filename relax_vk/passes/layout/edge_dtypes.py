@@ -18,7 +18,12 @@ function, a bool tensor cast to an integer dtype the API cannot hold is cast to 
 (0 and 1 either way: PyTorch's attention decomposition reduces such int8 flags), and ``argmax`` /
 ``argmin`` compute int32 indices (:mod:`relax_vk.legalize.arg_reduce`) cast up to the op's int64,
 a cast the output edge folds away (a result that is a cast of a device-dtype tensor returns that
-tensor; the host applies the cast).
+tensor; the host applies the cast). The int64 index operands of ``take``, ``gather_elements``,
+``gather_nd`` and the scatters are read as int32 (an ``astype`` that fuses into whatever computes
+them, ONNX's negative-index ``where`` included, or a constant narrowed when its values fit):
+every valid index of a tensor under 2**31 elements fits int32, so the result is the same, and no
+int64 tensor is left between kernels; ``gather_nd``, which TVM types for int64 indices only,
+becomes a ``call_te`` of :func:`relax_vk.legalize.gather_nd.gather_nd_compute`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Dict, Optional, Tuple
 
 import tvm
 from tvm import relax
+from tvm.ir.expr import GenericConst
 
 from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
 
@@ -260,12 +266,56 @@ class _NarrowArgReductions(relax.PyExprMutator):
         return relax.Tuple([values, indices])
 
 
+#: ops whose second argument is an index tensor (:class:`_NarrowIndexOperands`)
+INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.gather_nd", "relax.scatter_elements", "relax.scatter_nd")
+
+
+@relax.expr_functor.mutator
+class _NarrowIndexOperands(relax.PyExprMutator):
+    """The int64 index operand of an :data:`INDEX_OPS` call, on an API without int64 buffers, read
+    as int32 (module docstring). A constant whose values do not all fit int32 is left as it is
+    (the build then refuses its int64 buffer by name)."""
+
+    def __init__(self, mod, api: str):
+        super().__init__(mod)
+        self.api = api
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
+        if name not in INDEX_OPS or len(call.args) < 2:
+            return call
+        indices = call.args[1]
+        ty = indices.ty
+        if not isinstance(ty, relax.TensorType) or str(ty.dtype) != "int64" or device_dtype("int64", self.api) != "int32":
+            return call
+        if isinstance(indices, GenericConst):
+            values = indices.value.numpy()
+            if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
+                return call
+            narrow = relax.const(values.astype("int32"), "int32")
+        else:
+            narrow = self.builder_.emit(relax.op.astype(indices, "int32"))
+        if name == "relax.gather_nd":
+            from ...legalize.gather_nd import gather_nd_compute
+
+            return self.builder_.call_te(
+                gather_nd_compute, call.args[0], narrow, batch_dims=int(call.attrs.batch_dims), primfunc_name_hint="gather_nd"
+            )
+        args = list(call.args)
+        args[1] = narrow
+        return relax.Call(call.op, args, call.attrs)
+
+
 def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> Tuple[relax.Function, tvm.IRModule]:
-    """``func`` converted, and the module of the kernels it now calls (its own ``argmax``es)."""
+    """``func`` converted, and the module of the kernels it now calls (its own ``argmax``es and
+    ``gather_nd``s)."""
     func = _WidenFlagCasts(mod, api).visit_expr(func)
     narrow = _NarrowArgReductions(mod, api)
     func = narrow.visit_expr(func)
-    return _retype(func, mod, api), narrow.builder_.get()
+    gathers = _NarrowIndexOperands(narrow.builder_.get(), api)
+    func = gathers.visit_expr(func)
+    return _retype(func, mod, api), gathers.builder_.get()
 
 
 def _retype(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
@@ -299,7 +349,7 @@ def EdgeDtypes(api: str) -> tvm.transform.Pass:
                 if not new.same_as(func):
                     out = out.clone() if out is mod else out
                     out[gvar] = new
-                    for kvar, kernel in kernels.functions_items():  # (the argmax kernels it added)
+                    for kvar, kernel in kernels.functions_items():  # (the argmax and gather_nd kernels it added)
                         if kvar not in mod.get_global_vars():
                             out[kvar] = kernel
         return out
