@@ -47,6 +47,7 @@ from .passes import (
     FoldScopeCopies,
     FoldSmallConstants,
     NarrowInt64Constants,
+    CheckStaticShapes,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
@@ -106,6 +107,9 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
         # drop what packing left unused, e.g. the unpacked pool output that only fed the
         # zeros_like standing in for max_pool2d_with_indices' unused indices
         relax.transform.DeadCodeElimination(),
+        # (after the folding, which makes a constant condition's nonzero static, and the
+        # elimination, which drops an unused one)
+        CheckStaticShapes(),
     ]
 
 

@@ -10,7 +10,7 @@
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, FoldSmallConstants, NarrowInt64Constants, SplitLargeWeights
+from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NarrowInt64Constants, SplitLargeWeights
 from .lower import (
     FoldScopeCopies,
     IsolateBroadcastReductions,
@@ -39,6 +39,7 @@ __all__ = [
     "SplitLargeWeights",
     "FoldSmallConstants",
     "NarrowInt64Constants",
+    "CheckStaticShapes",
     "ConvertToPackedLayout",
     # stages 2-4
     "PartialLegalize",

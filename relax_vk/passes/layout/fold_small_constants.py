@@ -9,7 +9,7 @@ changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
 shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
-``logical_and``, which the token layout then packs); strided slices of constants. A call whose result has no elements is
+``logical_and``, which the token layout then packs); strided slices of constants; ``nonzero`` of a constant (ONNX ``Compress`` by a constant condition), whose ``match_cast`` to a symbolic count then binds the count, so the shapes after it are static and fold further. A call whose result has no elements is
 the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
 inputs, and a ``split`` with empty parts becomes slices and empty constants: no kernel ever has a
 zero extent. Constant int64 indices of ``take``, ``gather_elements`` and the scatters whose values fit
@@ -93,6 +93,8 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.floor_divide": _binary(np.floor_divide),
     # two constant operands: weight-only products, and the matmul of two empty slices (K = 0)
     "relax.matmul": _binary(np.matmul),
+    # the indices of a constant mask (ONNX Compress by a constant condition): a static count
+    "relax.nonzero": lambda call, a: np.stack(np.nonzero(a[0])),  # (of a tensor of one axis or more: _fold)
 }
 
 
@@ -201,6 +203,8 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
         return None
+    if name == "relax.nonzero" and call.args[0].value.numpy().ndim == 0:
+        return None
     arrays = [a.value.numpy() for a in call.args]
     result = np.asarray(fold(call, arrays))
     out_dtype = str(call.ty.dtype) if isinstance(call.ty, relax.TensorType) else None
@@ -212,6 +216,29 @@ class _Folder(relax.PyExprMutator):
     def __init__(self, mod):
         super().__init__(mod)
         self.folded: Dict[relax.Var, relax.Expr] = {}
+        self.sizes: Dict[tirx.Var, int] = {}  # symbolic sizes a match_cast of a folded constant fixes
+
+    def visit_match_cast_(self, binding):
+        """``match_cast(<foldable call>, Tensor((1, n)))`` (what an importer wraps around a
+        data-dependent ``nonzero``): folded, its symbolic sizes (``n``) are recorded in
+        :attr:`sizes` for the caller to bind; a match_cast of a constant to its own static shape
+        is that constant where read."""
+        value = self.visit_expr(binding.value)
+        folded = _fold(value) if isinstance(value, relax.Call) else None
+        if folded is None and isinstance(value, GenericConst):
+            folded = value.value.numpy()
+        shape = binding.ty.shape if isinstance(binding.ty, relax.TensorType) else None
+        if folded is None or shape is None or not hasattr(shape, "values") or len(shape.values) != folded.ndim:
+            return super().visit_match_cast_(binding)
+        dims = list(shape.values)
+        for dim, size in zip(dims, folded.shape):
+            if isinstance(dim, tirx.Var):
+                self.sizes.setdefault(dim, int(size))
+        static = all(isinstance(d, tirx.IntImm) and int(d) == n for d, n in zip(dims, folded.shape))
+        if static and isinstance(binding.var, relax.DataflowVar) and str(folded.dtype) == str(binding.ty.dtype):
+            self.folded[binding.var] = relax.const(folded, str(folded.dtype))
+            return
+        super().visit_match_cast_(binding)
 
     def visit_call_(self, call):
         call = _drop_empty_concat_inputs(super().visit_call_(call))
@@ -258,6 +285,12 @@ def FoldSmallConstants() -> tvm.transform.Pass:
     """Fold cheap ops on constants with numpy (see module docstring)."""
 
     def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
-        return _Folder(mod).visit_expr(func)
+        folder = _Folder(mod)
+        func = folder.visit_expr(func)
+        while folder.sizes:  # sizes a folded match_cast fixed: bound, the shapes they made static fold further
+            func = relax.BlockBuilder().normalize(func.bind_symbolic_vars(dict(folder.sizes)))
+            folder = _Folder(mod)
+            func = folder.visit_expr(func)
+        return func
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.FoldSmallConstants")
