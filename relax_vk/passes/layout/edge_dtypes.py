@@ -60,7 +60,6 @@ class _Edges(relax.PyExprMutator):
     def __init__(self, mod, replaced: Dict[relax.Var, relax.Var]):
         super().__init__(mod)
         self.replaced = replaced  # old param -> device-dtype param
-        self.casts: Dict[relax.Var, relax.Var] = {}  # old param -> its astype(device, original) binding
 
     def visit_call_(self, call):
         if (
@@ -76,9 +75,9 @@ class _Edges(relax.PyExprMutator):
 
     def visit_var_(self, var):
         if var in self.replaced:
-            if var not in self.casts:
-                self.casts[var] = self.builder_.emit(relax.op.astype(self.replaced[var], str(var.ty.dtype)), f"{var.name}_{var.ty.dtype}")
-            return self.casts[var]
+            # one cast per use: each fuses into the kernel that reads it, so the original dtype
+            # (one the API cannot hold) never lies in a tensor between kernels, even with two readers
+            return self.builder_.emit(relax.op.astype(self.replaced[var], str(var.ty.dtype)), f"{var.name}_{var.ty.dtype}")
         return super().visit_var_(var)
 
 
@@ -135,7 +134,13 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
     if not bindings and not changed:
         return body
     new_result = new_fields[0] if len(fields) == 1 and not isinstance(result.ty, relax.TupleType) else relax.Tuple(new_fields)
-    blocks = [_expose(block, exposed) for block in body.blocks] + ([relax.BindingBlock(bindings)] if bindings else [])
+    blocks = [_expose(block, exposed) for block in body.blocks]
+    if bindings and blocks and isinstance(blocks[-1], relax.DataflowBlock):
+        # the casts join the dataflow block: each fuses into the kernel that computes its field,
+        # so no tensor of a dtype the API cannot hold is left between kernels
+        blocks[-1] = relax.DataflowBlock(list(blocks[-1].bindings) + bindings)
+    elif bindings:
+        blocks.append(relax.BindingBlock(bindings))
     return relax.SeqExpr(blocks, new_result)
 
 

@@ -173,3 +173,31 @@ def test_int64_indices_of_every_index_op_run(tmp_path, backend, device, request)
     if backend == "vulkan":  # the input edge refuses indices the device cannot hold, never wraps them
         with pytest.raises(ValueError, match="input nd: int64 values outside the int32 range"):
             session.run([feeds["data"], feeds["upd"], feeds["nd"] + 2**32, feeds["elements"], feeds["scatter_nd"]])
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_int64_arithmetic_results_leave_no_int64_tensor_between_kernels(tmp_path, backend, device, request):
+    """An int64 result (ONNX Mod and Div of int64 tensors, mixed signs) is cast to the device dtype
+    inside its dataflow block, so the cast fuses into the kernel computing it: on Vulkan no int64
+    tensor is left between kernels (a kernel writing one cannot be expressed in WGSL)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends import from_onnx
+
+    request.getfixturevalue(device)
+    i64 = TensorProto.INT64
+    nodes = [helper.make_node("Mod", ["a", "b"], ["m"]), helper.make_node("Div", ["a", "b"], ["d"]), helper.make_node("Mod", ["a", "three"], ["m3"])]
+    graph = helper.make_graph(
+        nodes, "int64_arith", [helper.make_tensor_value_info(n, i64, [8]) for n in ("a", "b")],
+        [helper.make_tensor_value_info(n, i64, [8]) for n in ("m", "d", "m3")], [numpy_helper.from_array(np.array(3, np.int64), "three")],
+    )  # fmt: skip
+    path = str(tmp_path / "int64_arith.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    a = np.array([-4, 7, 5, 4, -7, 8, -(2**30), 2**30 + 3], dtype=np.int64)
+    b = np.array([2, -3, 8, -2, 3, 5, 7, -9], dtype=np.int64)
+    compiled = relax_vk.build(from_onnx(path), target=backend)
+    assert backend == "opencl" or not [t["name"] for t in compiled.artifact().program["tensors"] if t["dtype"] == "int64"]
+    outs = load(compiled.artifact(), device=device).run([a, b])
+    for out, ref in zip(outs, ort.InferenceSession(path).run(None, {"a": a, "b": b})):
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out, ref)
