@@ -35,6 +35,8 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
+from .fold_small_constants import INDEX_OPS as FOLDED_INDEX_OPS
+from .fold_small_constants import fits_int32
 
 EDGE_ATTR = "relax_vk.edge_dtypes"
 
@@ -271,8 +273,9 @@ class _NarrowArgReductions(relax.PyExprMutator):
         return relax.Tuple([values, indices])
 
 
-#: ops whose second argument is an index tensor (:class:`_NarrowIndexOperands`)
-INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.gather_nd", "relax.scatter_elements", "relax.scatter_nd")
+#: ops whose second argument is an index tensor (:class:`_NarrowIndexOperands`): those whose
+#: constant indices the folding narrows, and gather_nd
+INDEX_OPS = FOLDED_INDEX_OPS + ("relax.gather_nd",)
 
 
 @relax.expr_functor.mutator
@@ -296,7 +299,7 @@ class _NarrowIndexOperands(relax.PyExprMutator):
             return call
         if isinstance(indices, GenericConst):
             values = indices.value.numpy()
-            if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
+            if not fits_int32(values):
                 return call
             narrow = relax.const(values.astype("int32"), "int32")
         else:

@@ -102,6 +102,11 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
 INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.scatter_elements", "relax.scatter_nd")  # (gather_nd insists on int64)
 
 
+def fits_int32(values: np.ndarray) -> bool:
+    """Whether every value of an integer array is an int32 (an empty one: yes)."""
+    return values.size == 0 or (int(values.min()) >= -(2**31) and int(values.max()) < 2**31)
+
+
 def empty_result(call: relax.Call) -> Optional[np.ndarray]:
     """The empty array a call computes when its result is a tensor of static shape with no
     elements (a ``Slice`` with ``starts == ends``, a step that leaves nothing), whatever its
@@ -248,7 +253,7 @@ class _Folder(relax.PyExprMutator):
             return call
         if isinstance(call.op, tvm.ir.Op) and call.op.name in INDEX_OPS and isinstance(call.args[1], GenericConst):
             indices = call.args[1].value.numpy()
-            if indices.dtype == np.int64 and (indices.size == 0 or np.abs(indices).max() < 2**31):
+            if indices.dtype == np.int64 and fits_int32(indices):
                 args = list(call.args)
                 args[1] = relax.const(indices.astype("int32"), "int32")
                 return relax.Call(call.op, args, call.attrs)

@@ -26,15 +26,15 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from .edge_dtypes import device_dtype
+from .fold_small_constants import fits_int32
 
 
 def _narrowable(arg) -> bool:
     if not isinstance(arg, GenericConst) or not isinstance(arg.ty, relax.TensorType) or str(arg.ty.dtype) != "int64":
         return False
     values = arg.value.numpy()
-    if values.ndim == 0:  # (a scalar is an immediate in the kernel that reads it, not a buffer)
-        return False
-    return values.size == 0 or (int(values.min()) >= -(2**31) and int(values.max()) < 2**31)
+    # (a scalar is an immediate in the kernel that reads it, not a buffer)
+    return values.ndim > 0 and fits_int32(values)
 
 
 @relax.expr_functor.mutator
