@@ -52,8 +52,11 @@ def NarrowVulkanIndices() -> tvm.transform.Pass:
                 continue
             if not narrowed.same_as(func):
                 updates[gv] = narrowed
+        if not updates:
+            return mod
+        out = mod.clone()
         for gv, func in updates.items():
-            mod.update_func(gv, func)
-        return mod
+            out.update_func(gv, func)
+        return out
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.NarrowVulkanIndices")
