@@ -281,8 +281,10 @@ INDEX_OPS = FOLDED_INDEX_OPS + ("relax.gather_nd",)
 @relax.expr_functor.mutator
 class _NarrowIndexOperands(relax.PyExprMutator):
     """The int64 index operand of an :data:`INDEX_OPS` call, on an API without int64 buffers, read
-    as int32 (module docstring). A constant whose values do not all fit int32 is left as it is
-    (the build then refuses its int64 buffer by name)."""
+    as int32 (module docstring): an index out of a tensor under 2**31 elements is undefined for
+    these ops, so only valid indices matter, and they fit. A constant whose values do not all fit
+    int32, and the computed indices of a ``take`` in ``wrap``/``clip`` mode (which defines every
+    index), are left as they are (the build then refuses an int64 buffer by name)."""
 
     def __init__(self, mod, api: str):
         super().__init__(mod)
@@ -302,6 +304,8 @@ class _NarrowIndexOperands(relax.PyExprMutator):
             if not fits_int32(values):
                 return call
             narrow = relax.const(values.astype("int32"), "int32")
+        elif name == "relax.take" and str(call.attrs.mode) != "fast":
+            return call  # ("wrap"/"clip" define every index: a value past int32 must not wrap first)
         else:
             narrow = self.builder_.emit(relax.op.astype(indices, "int32"))
         if name == "relax.gather_nd":
