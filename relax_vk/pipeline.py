@@ -46,6 +46,8 @@ from .passes import (
     EdgeDtypes,
     FoldScopeCopies,
     FoldSmallConstants,
+    NarrowInt64Constants,
+    CheckStaticShapes,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
@@ -86,6 +88,7 @@ class _Context:
 def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
     tgt = c.target
     edges = [EdgeDtypes(tgt.kind.name)] if tgt is not None else []
+    int64_constants = [NarrowInt64Constants(tgt.kind.name)] if tgt is not None else []
     # after the folding: the weights importers wrap (Gemm's transB, Linear's permute_dims, an
     # astype) are constants by then, which is what the split needs
     split = [SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
@@ -97,12 +100,16 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
         # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
         relax.transform.CanonicalizeBindings(),
         FoldSmallConstants(),
+        *int64_constants,
         *split,
         ConvertToPackedLayout(),
         relax.transform.Normalize(),
         # drop what packing left unused, e.g. the unpacked pool output that only fed the
         # zeros_like standing in for max_pool2d_with_indices' unused indices
         relax.transform.DeadCodeElimination(),
+        # (after the folding, which makes a constant condition's nonzero static, and the
+        # elimination, which drops an unused one)
+        CheckStaticShapes(),
     ]
 
 

@@ -6,8 +6,9 @@ ModulePass object"; the generic ``s_tir`` pipeline never runs ``TextureFlatten``
 that does pointer arithmetic on images. This pipeline is TVM's adreno lowering (``TextureFlatten``
 first, ``InjectTextureAlloc`` after ``LowerOpaqueBlock``) with two relax_vk passes in it --
 :class:`~relax_vk.codegen.launch_grid.FoldLaunchGrid` just before ``SplitHostDevice`` (no grid axis
-over the workgroup limit) and the texel-store repair first among the device finalisation passes --
-and the ``s_tir`` finalisation passes. It is registered as ``"relax_vk.texture"``::
+over the workgroup limit), the texel-store repair first among the device finalisation passes and,
+for Vulkan kernels, :class:`~relax_vk.codegen.index_narrowing.NarrowVulkanIndices` right after it
+(int32 indices before ``LowerIntrin``) -- and the ``s_tir`` finalisation passes. It is registered as ``"relax_vk.texture"``::
 
     tvm.compile(mod, target, relax_pipeline=relax_vk.get_pipeline(target), tir_pipeline="relax_vk.texture")
 """
@@ -23,6 +24,7 @@ from tvm.tirx import compilation_pipeline
 
 from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics TVM leaves to C names)
 from .bool_vectors import LowerBoolVectorCasts
+from .index_narrowing import NarrowVulkanIndices
 from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores
 
@@ -31,8 +33,10 @@ NAME = "relax_vk.texture"
 
 def _finalize_device_passes():
     """TVM's device finalisation, preceded by the repair of scalarised texture stores
-    (:mod:`relax_vk.codegen.texture_stores`)."""
-    return tvm.transform.Sequential([RepairTextureStores(), s_tir_pipeline.finalize_device_passes()])
+    (:mod:`relax_vk.codegen.texture_stores`) and, for Vulkan kernels, the narrowing of their
+    int64 indices to int32 before ``LowerIntrin`` lowers their divisions
+    (:mod:`relax_vk.codegen.index_narrowing`)."""
+    return tvm.transform.Sequential([RepairTextureStores(), NarrowVulkanIndices(), s_tir_pipeline.finalize_device_passes()])
 
 
 def lowering_passes(config) -> List[tvm.transform.Pass]:

@@ -10,7 +10,7 @@
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, FoldSmallConstants, SplitLargeWeights
+from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NarrowInt64Constants, SplitLargeWeights
 from .lower import (
     FoldScopeCopies,
     IsolateBroadcastReductions,
@@ -38,6 +38,8 @@ __all__ = [
     "EdgeDtypes",
     "SplitLargeWeights",
     "FoldSmallConstants",
+    "NarrowInt64Constants",
+    "CheckStaticShapes",
     "ConvertToPackedLayout",
     # stages 2-4
     "PartialLegalize",

@@ -20,7 +20,9 @@ group 0, binding ``i`` = parameter ``i``:
 ``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
 (all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
 ``int64`` index arithmetic is emitted as ``i32`` (the exporter refuses tensors of 2**31 elements
-or more, so every index fits). Vectors wider than WGSL's 4 lanes (float16x8 loads) are stored
+or more, so every index fits); Vulkan kernels' indices are narrowed to int32 before ``LowerIntrin``
+(:mod:`relax_vk.codegen.index_narrowing`), so their floordiv/floormod are lowered for i32, and an
+int64 constant that does not fit i32 (one an int64 lowering wrote) is refused, never wrapped. Vectors wider than WGSL's 4 lanes (float16x8 loads) are stored
 lane by lane. Anything the emitter cannot translate exactly raises
 :class:`WGSLEmitError` naming the kernel and the construct; it never guesses.
 """

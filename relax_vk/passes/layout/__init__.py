@@ -1,11 +1,13 @@
 """Stage 1 (the RFC's convert-layout stage): names made valid identifiers, inputs and outputs of
-dtypes the API cannot hold converted at the edges, weights too large for one buffer binding split, constants folded with numpy, then NCHW4c / OIHW4o packed layouts
-through the network."""
+dtypes the API cannot hold converted at the edges, weights too large for one buffer binding split, constants folded with numpy (int64 ones held as int32 where the API has no int64), then NCHW4c / OIHW4o packed layouts
+through the network; last, a model whose shapes depend on input values is refused by name."""
 
 from .convert_layout import ConvertToPackedLayout
 from .derive_identifiers import DeriveIdentifiers
 from .edge_dtypes import EdgeDtypes
 from .fold_small_constants import FoldSmallConstants
+from .int64_constants import NarrowInt64Constants
 from .split_large_weights import SplitLargeWeights
+from .static_shapes import CheckStaticShapes
 
-__all__ = ["DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "FoldSmallConstants", "ConvertToPackedLayout"]
+__all__ = ["DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "FoldSmallConstants", "NarrowInt64Constants", "CheckStaticShapes", "ConvertToPackedLayout"]

@@ -18,7 +18,12 @@ function, a bool tensor cast to an integer dtype the API cannot hold is cast to 
 (0 and 1 either way: PyTorch's attention decomposition reduces such int8 flags), and ``argmax`` /
 ``argmin`` compute int32 indices (:mod:`relax_vk.legalize.arg_reduce`) cast up to the op's int64,
 a cast the output edge folds away (a result that is a cast of a device-dtype tensor returns that
-tensor; the host applies the cast).
+tensor; the host applies the cast). The int64 index operands of ``take``, ``gather_elements``,
+``gather_nd`` and the scatters are read as int32 (an ``astype`` that fuses into whatever computes
+them, ONNX's negative-index ``where`` included, or a constant narrowed when its values fit):
+every valid index of a tensor under 2**31 elements fits int32, so the result is the same, and no
+int64 tensor is left between kernels; ``gather_nd``, which TVM types for int64 indices only,
+becomes a ``call_te`` of :func:`relax_vk.legalize.gather_nd.gather_nd_compute`.
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ from typing import Dict, Optional, Tuple
 
 import tvm
 from tvm import relax
+from tvm.ir.expr import GenericConst
 
 from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
+from .fold_small_constants import INDEX_OPS as FOLDED_INDEX_OPS
+from .fold_small_constants import fits_int32
 
 EDGE_ATTR = "relax_vk.edge_dtypes"
 
@@ -54,7 +62,6 @@ class _Edges(relax.PyExprMutator):
     def __init__(self, mod, replaced: Dict[relax.Var, relax.Var]):
         super().__init__(mod)
         self.replaced = replaced  # old param -> device-dtype param
-        self.casts: Dict[relax.Var, relax.Var] = {}  # old param -> its astype(device, original) binding
 
     def visit_call_(self, call):
         if (
@@ -70,9 +77,9 @@ class _Edges(relax.PyExprMutator):
 
     def visit_var_(self, var):
         if var in self.replaced:
-            if var not in self.casts:
-                self.casts[var] = self.builder_.emit(relax.op.astype(self.replaced[var], str(var.ty.dtype)), f"{var.name}_{var.ty.dtype}")
-            return self.casts[var]
+            # one cast per use: each fuses into the kernel that reads it, so the original dtype
+            # (one the API cannot hold) never lies in a tensor between kernels, even with two readers
+            return self.builder_.emit(relax.op.astype(self.replaced[var], str(var.ty.dtype)), f"{var.name}_{var.ty.dtype}")
         return super().visit_var_(var)
 
 
@@ -129,7 +136,13 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
     if not bindings and not changed:
         return body
     new_result = new_fields[0] if len(fields) == 1 and not isinstance(result.ty, relax.TupleType) else relax.Tuple(new_fields)
-    blocks = [_expose(block, exposed) for block in body.blocks] + ([relax.BindingBlock(bindings)] if bindings else [])
+    blocks = [_expose(block, exposed) for block in body.blocks]
+    if bindings and blocks and isinstance(blocks[-1], relax.DataflowBlock):
+        # the casts join the dataflow block: each fuses into the kernel that computes its field,
+        # so no tensor of a dtype the API cannot hold is left between kernels
+        blocks[-1] = relax.DataflowBlock(list(blocks[-1].bindings) + bindings)
+    elif bindings:
+        blocks.append(relax.BindingBlock(bindings))
     return relax.SeqExpr(blocks, new_result)
 
 
@@ -260,12 +273,61 @@ class _NarrowArgReductions(relax.PyExprMutator):
         return relax.Tuple([values, indices])
 
 
+#: ops whose second argument is an index tensor (:class:`_NarrowIndexOperands`): those whose
+#: constant indices the folding narrows, and gather_nd
+INDEX_OPS = FOLDED_INDEX_OPS + ("relax.gather_nd",)
+
+
+@relax.expr_functor.mutator
+class _NarrowIndexOperands(relax.PyExprMutator):
+    """The int64 index operand of an :data:`INDEX_OPS` call, on an API without int64 buffers, read
+    as int32 (module docstring): an index out of a tensor under 2**31 elements is undefined for
+    these ops, so only valid indices matter, and they fit. A constant whose values do not all fit
+    int32, and the computed indices of a ``take`` in ``wrap``/``clip`` mode (which defines every
+    index), are left as they are (the build then refuses an int64 buffer by name)."""
+
+    def __init__(self, mod, api: str):
+        super().__init__(mod)
+        self.api = api
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
+        if name not in INDEX_OPS or len(call.args) < 2:
+            return call
+        indices = call.args[1]
+        ty = indices.ty
+        if not isinstance(ty, relax.TensorType) or str(ty.dtype) != "int64" or device_dtype("int64", self.api) != "int32":
+            return call
+        if isinstance(indices, GenericConst):
+            values = indices.value.numpy()
+            if not fits_int32(values):
+                return call
+            narrow = relax.const(values.astype("int32"), "int32")
+        elif name == "relax.take" and str(call.attrs.mode) != "fast":
+            return call  # ("wrap"/"clip" define every index: a value past int32 must not wrap first)
+        else:
+            narrow = self.builder_.emit(relax.op.astype(indices, "int32"))
+        if name == "relax.gather_nd":
+            from ...legalize.gather_nd import gather_nd_compute
+
+            return self.builder_.call_te(
+                gather_nd_compute, call.args[0], narrow, batch_dims=int(call.attrs.batch_dims), primfunc_name_hint="gather_nd"
+            )
+        args = list(call.args)
+        args[1] = narrow
+        return relax.Call(call.op, args, call.attrs)
+
+
 def _edges(func: relax.Function, mod: tvm.IRModule, api: str) -> Tuple[relax.Function, tvm.IRModule]:
-    """``func`` converted, and the module of the kernels it now calls (its own ``argmax``es)."""
+    """``func`` converted, and the module of the kernels it now calls (its own ``argmax``es and
+    ``gather_nd``s)."""
     func = _WidenFlagCasts(mod, api).visit_expr(func)
     narrow = _NarrowArgReductions(mod, api)
     func = narrow.visit_expr(func)
-    return _retype(func, mod, api), narrow.builder_.get()
+    gathers = _NarrowIndexOperands(narrow.builder_.get(), api)
+    func = gathers.visit_expr(func)
+    return _retype(func, mod, api), gathers.builder_.get()
 
 
 def _retype(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function:
@@ -299,7 +361,7 @@ def EdgeDtypes(api: str) -> tvm.transform.Pass:
                 if not new.same_as(func):
                     out = out.clone() if out is mod else out
                     out[gvar] = new
-                    for kvar, kernel in kernels.functions_items():  # (the argmax kernels it added)
+                    for kvar, kernel in kernels.functions_items():  # (the argmax and gather_nd kernels it added)
                         if kvar not in mod.get_global_vars():
                             out[kvar] = kernel
         return out

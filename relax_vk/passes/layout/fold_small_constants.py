@@ -9,7 +9,7 @@ changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
 shaders could not even hold), at numpy speed; and constant masks (a causal mask from ``arange``, ``full``, comparisons and
-``logical_and``, which the token layout then packs); strided slices of constants. A call whose result has no elements is
+``logical_and``, which the token layout then packs); strided slices of constants; ``nonzero`` of a constant (ONNX ``Compress`` by a constant condition), whose ``match_cast`` to a symbolic count then binds the count, so the shapes after it are static and fold further. A call whose result has no elements is
 the empty constant whatever its arguments (:func:`empty_result`), and ``concat`` drops empty
 inputs, and a ``split`` with empty parts becomes slices and empty constants: no kernel ever has a
 zero extent. Constant int64 indices of ``take``, ``gather_elements`` and the scatters whose values fit
@@ -93,11 +93,18 @@ FOLDERS: Dict[str, Callable[[relax.Call, List[np.ndarray]], np.ndarray]] = {
     "relax.floor_divide": _binary(np.floor_divide),
     # two constant operands: weight-only products, and the matmul of two empty slices (K = 0)
     "relax.matmul": _binary(np.matmul),
+    # the indices of a constant mask (ONNX Compress by a constant condition): a static count
+    "relax.nonzero": lambda call, a: np.stack(np.nonzero(a[0])),  # (of a tensor of one axis or more: _fold)
 }
 
 
 #: ops whose second argument is an index tensor: constant int64 indices that fit are narrowed to int32
 INDEX_OPS = ("relax.take", "relax.gather_elements", "relax.scatter_elements", "relax.scatter_nd")  # (gather_nd insists on int64)
+
+
+def fits_int32(values: np.ndarray) -> bool:
+    """Whether every value of an integer array is an int32 (an empty one: yes)."""
+    return values.size == 0 or (int(values.min()) >= -(2**31) and int(values.max()) < 2**31)
 
 
 def empty_result(call: relax.Call) -> Optional[np.ndarray]:
@@ -201,6 +208,8 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
         return None
+    if name == "relax.nonzero" and call.args[0].value.numpy().ndim == 0:
+        return None
     arrays = [a.value.numpy() for a in call.args]
     result = np.asarray(fold(call, arrays))
     out_dtype = str(call.ty.dtype) if isinstance(call.ty, relax.TensorType) else None
@@ -212,6 +221,29 @@ class _Folder(relax.PyExprMutator):
     def __init__(self, mod):
         super().__init__(mod)
         self.folded: Dict[relax.Var, relax.Expr] = {}
+        self.sizes: Dict[tirx.Var, int] = {}  # symbolic sizes a match_cast of a folded constant fixes
+
+    def visit_match_cast_(self, binding):
+        """``match_cast(<foldable call>, Tensor((1, n)))`` (what an importer wraps around a
+        data-dependent ``nonzero``): folded, its symbolic sizes (``n``) are recorded in
+        :attr:`sizes` for the caller to bind; a match_cast of a constant to its own static shape
+        is that constant where read."""
+        value = self.visit_expr(binding.value)
+        folded = _fold(value) if isinstance(value, relax.Call) else None
+        if folded is None and isinstance(value, GenericConst):
+            folded = value.value.numpy()
+        shape = binding.ty.shape if isinstance(binding.ty, relax.TensorType) else None
+        if folded is None or shape is None or not hasattr(shape, "values") or len(shape.values) != folded.ndim:
+            return super().visit_match_cast_(binding)
+        dims = list(shape.values)
+        for dim, size in zip(dims, folded.shape):
+            if isinstance(dim, tirx.Var):
+                self.sizes.setdefault(dim, int(size))
+        static = all(isinstance(d, tirx.IntImm) and int(d) == n for d, n in zip(dims, folded.shape))
+        if static and isinstance(binding.var, relax.DataflowVar) and str(folded.dtype) == str(binding.ty.dtype):
+            self.folded[binding.var] = relax.const(folded, str(folded.dtype))
+            return
+        super().visit_match_cast_(binding)
 
     def visit_call_(self, call):
         call = _drop_empty_concat_inputs(super().visit_call_(call))
@@ -221,7 +253,7 @@ class _Folder(relax.PyExprMutator):
             return call
         if isinstance(call.op, tvm.ir.Op) and call.op.name in INDEX_OPS and isinstance(call.args[1], GenericConst):
             indices = call.args[1].value.numpy()
-            if indices.dtype == np.int64 and (indices.size == 0 or np.abs(indices).max() < 2**31):
+            if indices.dtype == np.int64 and fits_int32(indices):
                 args = list(call.args)
                 args[1] = relax.const(indices.astype("int32"), "int32")
                 return relax.Call(call.op, args, call.attrs)
@@ -258,6 +290,12 @@ def FoldSmallConstants() -> tvm.transform.Pass:
     """Fold cheap ops on constants with numpy (see module docstring)."""
 
     def transform(func: relax.Function, mod: tvm.IRModule, _ctx) -> relax.Function:
-        return _Folder(mod).visit_expr(func)
+        folder = _Folder(mod)
+        func = folder.visit_expr(func)
+        while folder.sizes:  # sizes a folded match_cast fixed: bound, the shapes they made static fold further
+            func = relax.BlockBuilder().normalize(func.bind_symbolic_vars(dict(folder.sizes)))
+            folder = _Folder(mod)
+            func = folder.visit_expr(func)
+        return func
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.FoldSmallConstants")

@@ -118,3 +118,86 @@ def test_argmax_and_argmin_run_with_int64_results(op, axis, keepdims, backend, d
     expected = np.expand_dims(expected, axis) if keepdims else expected
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, expected)
+
+
+def _index_ops_model(path: str):
+    """One ONNX graph reading int64 indices, given as inputs and as constants (negative ones
+    too), through every index op: GatherND (batch_dims 0 and 1), Gather, GatherElements,
+    ScatterElements and ScatterND."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    nd = np.array([[[0, 1], [1, -1]], [[-1, 0], [0, 2]]], dtype=np.int64)  # (2, 2, 2): tuples into data[:2, :3]
+    nd_b1 = np.array([[[2], [0]], [[-1], [1]]], dtype=np.int64)  # batch_dims 1: per batch, tuples into data[b, :3]
+    take = np.array([[0, 2], [-1, 1]], dtype=np.int64)
+    elements = np.array([[[0, 3, -1, 1]] * 3, [[3, 2, 1, 0]] * 3], dtype=np.int64)  # (2, 3, 4) along axis 2
+    scatter_nd = np.array([[1, 0], [-2, 2]], dtype=np.int64)  # (2, 2): two rows of data
+    inputs = [helper.make_tensor_value_info("data", f32, [2, 3, 4]), helper.make_tensor_value_info("upd", f32, [2, 4])]
+    inputs += [helper.make_tensor_value_info(n, i64, list(a.shape)) for n, a in (("nd", nd), ("elements", elements), ("scatter_nd", scatter_nd))]
+    consts = [numpy_helper.from_array(a, n) for n, a in (("nd_c", nd), ("nd_b1", nd_b1), ("take", take), ("elements_c", elements))]
+    nodes = [
+        helper.make_node("GatherND", ["data", "nd"], ["o0"]),
+        helper.make_node("GatherND", ["data", "nd_c"], ["o1"]),
+        helper.make_node("GatherND", ["data", "nd_b1"], ["o2"], batch_dims=1),
+        helper.make_node("Gather", ["data", "take"], ["o3"], axis=1),
+        helper.make_node("GatherElements", ["data", "elements"], ["o4"], axis=2),
+        helper.make_node("ScatterElements", ["data", "elements_c", "data"], ["o5"], axis=2),
+        helper.make_node("ScatterND", ["data", "scatter_nd", "upd"], ["o6"]),
+    ]
+    outputs = [helper.make_tensor_value_info(f"o{i}", f32, None) for i in range(7)]
+    graph = helper.make_graph(nodes, "index_ops", inputs, outputs, initializer=consts)
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), strict_mode=True)
+    onnx.save(model, path)
+    rng = np.random.default_rng(3)
+    return {"data": rng.standard_normal((2, 3, 4)).astype("float32"), "upd": rng.standard_normal((2, 4)).astype("float32"),
+            "nd": nd, "elements": elements, "scatter_nd": scatter_nd}  # fmt: skip
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_int64_indices_of_every_index_op_run(tmp_path, backend, device, request):
+    """GatherND's importer normalises negative indices with an int64 tensor of the data's shape,
+    and relax's gather_nd takes int64 indices only; on Vulkan (no int64 buffers) the index
+    operands are read as int32 and int64 constants held as int32, so no int64 tensor is left in
+    the program; every result matches onnxruntime on both APIs."""
+    from relax_vk.frontends import from_onnx
+
+    request.getfixturevalue(device)
+    path = str(tmp_path / "index_ops.onnx")
+    feeds = _index_ops_model(path)
+    compiled = relax_vk.build(from_onnx(path), target=backend)
+    assert backend == "opencl" or not [t["name"] for t in compiled.artifact().program["tensors"] if t["dtype"] == "int64"]
+    session = load(compiled.artifact(), device=device)
+    outs = session.run([feeds[k] for k in ("data", "upd", "nd", "elements", "scatter_nd")])
+    for i, (out, ref) in enumerate(zip(outs, ort.InferenceSession(path).run(None, feeds))):
+        np.testing.assert_array_equal(out, ref, err_msg=f"o{i}")
+    if backend == "vulkan":  # the input edge refuses indices the device cannot hold, never wraps them
+        with pytest.raises(ValueError, match="input nd: int64 values outside the int32 range"):
+            session.run([feeds["data"], feeds["upd"], feeds["nd"] + 2**32, feeds["elements"], feeds["scatter_nd"]])
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_int64_arithmetic_results_leave_no_int64_tensor_between_kernels(tmp_path, backend, device, request):
+    """An int64 result (ONNX Mod and Div of int64 tensors, mixed signs) is cast to the device dtype
+    inside its dataflow block, so the cast fuses into the kernel computing it: on Vulkan no int64
+    tensor is left between kernels (a kernel writing one cannot be expressed in WGSL)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends import from_onnx
+
+    request.getfixturevalue(device)
+    i64 = TensorProto.INT64
+    nodes = [helper.make_node("Mod", ["a", "b"], ["m"]), helper.make_node("Div", ["a", "b"], ["d"]), helper.make_node("Mod", ["a", "three"], ["m3"])]
+    graph = helper.make_graph(
+        nodes, "int64_arith", [helper.make_tensor_value_info(n, i64, [8]) for n in ("a", "b")],
+        [helper.make_tensor_value_info(n, i64, [8]) for n in ("m", "d", "m3")], [numpy_helper.from_array(np.array(3, np.int64), "three")],
+    )  # fmt: skip
+    path = str(tmp_path / "int64_arith.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    a = np.array([-4, 7, 5, 4, -7, 8, -(2**30), 2**30 + 3], dtype=np.int64)
+    b = np.array([2, -3, 8, -2, 3, 5, 7, -9], dtype=np.int64)
+    compiled = relax_vk.build(from_onnx(path), target=backend)
+    assert backend == "opencl" or not [t["name"] for t in compiled.artifact().program["tensors"] if t["dtype"] == "int64"]
+    outs = load(compiled.artifact(), device=device).run([a, b])
+    for out, ref in zip(outs, ort.InferenceSession(path).run(None, {"a": a, "b": b})):
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out, ref)

@@ -1,4 +1,7 @@
 import numpy as np
+import pytest
+from helpers_build import BACKENDS
+from onnx_compress import compress_model
 from tvm import relax
 
 from relax_vk.passes import FoldSmallConstants
@@ -135,3 +138,20 @@ def test_results_with_no_elements_fold_to_empty_constants():
 
     empty, whole = (resolve(f) for f in resolve(out["main"].body.body).fields)
     assert empty.value.numpy().shape == (4, 0) and whole.same_as(out["main"].params[0])
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_compress_by_a_constant_condition_runs(tmp_path, backend, device, request):
+    """TVM imports Compress as a nonzero of the condition with a data-dependent size; of a constant
+    condition the indices fold (and the size they fix is bound), so the model is static."""
+    import relax_vk
+    from relax_vk.frontends import from_onnx
+    from relax_vk.runtime import load
+
+    ort = pytest.importorskip("onnxruntime")
+    request.getfixturevalue(device)
+    path = str(tmp_path / "compress.onnx")
+    feeds = compress_model(path, condition_given=False)
+    outs = load(relax_vk.build(from_onnx(path), target=backend).artifact(), device=device).run([feeds["x"]])
+    for out, ref in zip(outs, ort.InferenceSession(path).run(None, {"x": feeds["x"]})):
+        np.testing.assert_array_equal(out, ref)

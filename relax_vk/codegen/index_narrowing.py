@@ -1,0 +1,62 @@
+"""NarrowVulkanIndices: a Vulkan kernel's int64 index arithmetic becomes int32 *before* TVM
+lowers its integer intrinsics.
+
+Requires: finalized device ``PrimFunc``s (after ``SplitHostDevice``), each carrying its ``target``.
+
+Guarantees: in every kernel whose target's API is Vulkan
+(:func:`~relax_vk.core.target.target_api`), index expressions, loop and thread variables and the
+``Bind``/``Let`` variables they flow through are ``int32`` (TVM's ``ForceNarrowIndexToInt32``); data
+stays as it is (an int64 *data* buffer is still refused by the WGSL emitter). Kernels for OpenCL are
+untouched (OpenCL C has a native ``long``). A kernel TVM's pass cannot narrow (an index constant
+past ``int32``) is left as it is: the WGSL emitter then computes its int64 in i32 as before and
+refuses, naming the kernel, any constant that does not fit; nothing is truncated.
+
+Why: WGSL has no 64-bit integers, so :mod:`relax_vk.codegen.wgsl` computes int64 indices in
+``i32`` (every index of a tensor under 2**31 elements fits). That is exact for ``+ - *`` (the
+i32 ring wraps like int64 modulo 2**32 and the final index fits) but not for the divisions
+``LowerIntrin`` writes for ``floordiv``/``floormod``: for an int64 numerator whose lower bound it
+knows, e.g. ``int64(table[i])`` with a bound of ``-2**31``, it writes
+``truncdiv(a + 288 * 7456541, 288) - 7456541``, whose offset (2147483808) is right in int64 and
+wraps in i32 -- a wrong quotient. The emitter refused such constants (fuzz seed 60605: a token
+gather read through another gather's table, fused with a concat and a layout transform); lowered
+from int32, the same ``floordiv`` is written with i32's sign-bit correction instead, which is
+exact for every int32 numerator.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+
+def _for_vulkan(func: tirx.PrimFunc) -> bool:
+    from ..core.target import target_api
+
+    attrs = func.attrs if func.attrs is not None else {}
+    target = attrs["target"] if "target" in attrs else tvm.target.Target.current(allow_none=True)
+    return target is not None and target_api(target) == "vulkan"
+
+
+def NarrowVulkanIndices() -> tvm.transform.Pass:
+    """The pass (module docstring)."""
+    narrow = tirx.transform.ForceNarrowIndexToInt32()
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        updates = {}
+        for gv, func in mod.functions.items():
+            if not isinstance(func, tirx.PrimFunc) or not _for_vulkan(func):
+                continue
+            try:
+                narrowed = narrow(tvm.IRModule({gv: func}))[gv]
+            except tvm.error.InternalError:  # (TVM's check of an index constant past int32): as it is
+                continue
+            if not narrowed.same_as(func):
+                updates[gv] = narrowed
+        if not updates:
+            return mod
+        out = mod.clone()
+        for gv, func in updates.items():
+            out.update_func(gv, func)
+        return out
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.NarrowVulkanIndices")

@@ -1,0 +1,97 @@
+"""NarrowVulkanIndices: a Vulkan kernel's int64 floordiv/floormod of a table entry is lowered in
+int32, so the WGSL computes the exact quotient and remainder (run on lavapipe against numpy);
+OpenCL kernels keep their int64 indices."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import tirx
+from tvm.s_tir import pipeline as s_tir_pipeline
+from tvm.script import tirx as T
+
+import relax_vk
+from relax_vk.codegen import tir_pipeline
+from relax_vk.codegen.index_narrowing import NarrowVulkanIndices
+from relax_vk.codegen.wgsl import WGSLEmitError, emit_kernel
+from relax_vk.core.target import lowering_target
+
+N, DIV, OFFSET = 64, 288, 8
+
+
+@T.prim_func
+def _gather_by_table(table_ptr: T.handle("int32", "global"), src_ptr: T.handle("int32", "global"), out_ptr: T.handle("int32", "global")):
+    # out[i] = src[table[i] // 288 + 8] * 1000 + src[table[i] % 288]: a token gather's read through
+    # a table (int64 index arithmetic on an int32 entry, whose bound is all of int32)
+    T.func_attr({"global_symbol": "gather_by_table", "tirx.noalias": True, "calling_conv": 2})
+    table = T.decl_buffer((N,), "int32", data=table_ptr)
+    src = T.decl_buffer((DIV,), "int32", data=src_ptr)
+    out = T.decl_buffer((N,), "int32", data=out_ptr)
+    tx = T.launch_thread("threadIdx.x", T.int64(N))
+    out[tx] = (
+        src[T.floordiv(T.Cast("int64", table[tx]), T.int64(DIV)) + T.int64(OFFSET)] * 1000
+        + src[T.floormod(T.Cast("int64", table[tx]), T.int64(DIV))]
+    )
+
+
+def _finalized(api: str, passes=None) -> tirx.PrimFunc:
+    """The kernel after the device finalisation passes (relax_vk's, or ``passes``) for ``api``."""
+    target = lowering_target(relax_vk.target.vulkan() if api == "vulkan" else relax_vk.target.opencl())
+    mod = tvm.IRModule({"gather_by_table": _gather_by_table.with_attr("target", target)})
+    with target:
+        return (passes or tir_pipeline._finalize_device_passes())(mod)["gather_by_table"]
+
+
+def test_without_narrowing_the_lowered_int64_floordiv_is_refused_not_truncated():
+    # LowerIntrin's int64 floordiv adds 288 * 7456541 = 2147483808 to the entry: past i32
+    lowered = _finalized("vulkan", s_tir_pipeline.finalize_device_passes())
+    with pytest.raises(WGSLEmitError, match="integer constant 2147483808 does not fit WGSL's i32"):
+        emit_kernel(lowered, "gather_by_table")
+
+
+def test_opencl_kernels_keep_int64_indices():
+    assert "int64" in str(_finalized("opencl"))
+    assert "int64" not in str(_finalized("vulkan").body)
+
+
+def test_narrowed_floordiv_and_floormod_are_exact_on_lavapipe():
+    import wgpu
+
+    from relax_vk.runtime import select_adapter
+
+    shader = emit_kernel(_finalized("vulkan"), "gather_by_table")
+    rng = np.random.default_rng(0)
+    # negative entries too (a floordiv rounds them down): every quotient + 8 and remainder in range
+    table = np.concatenate([[0, 1, -1, DIV - 1, DIV, -DIV, -DIV - 1, 7 * DIV - 1, -OFFSET * DIV]], axis=0)
+    table = np.concatenate([table, rng.integers(-OFFSET * DIV, 7 * DIV, N - len(table))]).astype("int32")
+    src = np.arange(DIV, dtype="int32")
+    device = select_adapter("lavapipe").request_device_sync()
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+    bufs = [device.create_buffer_with_data(data=a.tobytes(), usage=usage) for a in (table, src, np.zeros(N, "int32"))]
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=shader.source), "entry_point": "main"})
+    group = device.create_bind_group(
+        layout=pipeline.get_bind_group_layout(0), entries=[{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bufs)]
+    )
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, group)
+    compute.dispatch_workgroups(1, 1, 1)
+    compute.end()
+    device.queue.submit([encoder.finish()])
+    out = np.frombuffer(bytes(device.queue.read_buffer(bufs[2])), dtype="int32")
+    expected = (np.floor_divide(table, DIV) + OFFSET) * 1000 + np.mod(table, DIV)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_an_index_constant_past_int32_is_left_for_the_emitter_to_refuse():
+    @T.prim_func
+    def far(a_ptr: T.handle("float32", "global")):
+        T.func_attr({"global_symbol": "far", "calling_conv": 2})
+        a = T.decl_buffer((16,), "float32", data=a_ptr)
+        tx = T.launch_thread("threadIdx.x", T.int64(16))
+        a[(tx + T.int64(2**33)) % T.int64(16)] = T.float32(1)
+
+    func = far.with_attr("target", lowering_target(relax_vk.target.vulkan()))
+    assert NarrowVulkanIndices()(tvm.IRModule({"far": func}))["far"].same_as(func)
+    with pytest.raises(WGSLEmitError, match="kernel far: integer constant 8589934592 does not fit WGSL's i32"):
+        emit_kernel(func, "far")
