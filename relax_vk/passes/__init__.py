@@ -13,12 +13,14 @@
 from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, FoldSmallConstants, SplitLargeWeights
 from .lower import (
     FoldScopeCopies,
+    HoistImageStorage,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
     PlanTextureStorage,
     RecordVDevices,
     RetargetVDevices,
+    RoundBufferStorage,
     RewriteBufferReshapes,
     ShortenKernelNames,
     SpecializeKernelScopes,
@@ -56,5 +58,7 @@ __all__ = [
     "RetargetVDevices",
     "RewriteBufferReshapes",
     "PlanTextureStorage",
+    "HoistImageStorage",
+    "RoundBufferStorage",
     "RecordVDevices",
 ]
