@@ -214,6 +214,7 @@ def load_vm(
     executable_or_path: "tvm.runtime.Executable | tvm.runtime.Module | str | os.PathLike",
     device: Optional[tvm.runtime.Device] = None,
     memory_cfg: "str | dict | None" = None,
+    binary_cache: "bool | str | os.PathLike" = False,
 ) -> "VirtualMachine":
     """A Relax VM (:class:`VirtualMachine`) over an executable of :func:`compile` or a library of
     :func:`export_library`, with the devices :func:`vm_devices` lists for its VDevices (``device``:
@@ -223,6 +224,11 @@ def load_vm(
     ``memory_cfg``: TVM's allocator choice (``"naive"``, ``"pooled"`` or ``{device: either}``).
     Default: per VDevice (:func:`allocator_types`): TVM's naive allocator for texture VDevices
     (their images), its pooled one for the rest (module docstring).
+
+    ``binary_cache``: ``True`` (the default folder) or a folder: keep the driver's program binaries
+    of the OpenCL kernels on disk, keyed by device, driver and source and verified on load
+    (:mod:`relax_vk.tvm_program_cache`); the VM's ``program_cache`` says whether they came from
+    the cache. Off by default, as in TVM.
     :class:`RuntimeUnavailableError` when this TVM runtime lacks a device API the executable needs."""
     executable = _load(executable_or_path)
     table = vdevice_table(executable)
@@ -230,12 +236,23 @@ def load_vm(
         if not has_runtime(kind):
             raise _runtime_error(kind)
     devices = vm_devices(table, device)
+    if binary_cache is not False and binary_cache is not None:
+        from .tvm_program_cache import restore_or_save
+
+        if isinstance(executable, tvm.runtime.Executable):
+            executable = executable.jit()
+        opencl = next((d for d in devices if d.dlpack_device_type() == tvm.opencl().dlpack_device_type()), None)
+        program_cache = restore_or_save(executable, opencl, binary_cache) if opencl is not None else None
+    else:
+        program_cache = None
     allocators = None
     if memory_cfg is None:
         allocators = allocator_types(table, len(devices))
     elif isinstance(memory_cfg, dict):
         memory_cfg = {dev: _ALLOCATORS.get(kind, kind) for dev, kind in memory_cfg.items()}
-    return VirtualMachine(executable, devices, memory_cfg=memory_cfg, allocators=allocators)
+    vm = VirtualMachine(executable, devices, memory_cfg=memory_cfg, allocators=allocators)
+    vm.program_cache = program_cache
+    return vm
 
 
 def allocator_types(table: Sequence[Dict[str, object]], count: int) -> List[int]:
@@ -259,6 +276,8 @@ class VirtualMachine(relax.VirtualMachine):
         ``memory_cfg`` is keyed by device, so it cannot give two VDevices of one device two allocators)."""
         self._allocators = list(allocators) if allocators is not None else None
         self._images: Dict[str, object] = {}
+        #: how :func:`load_vm` got the OpenCL programs (``BuildInfo``; None without ``binary_cache``)
+        self.program_cache = None
         super().__init__(rt_mod, device, memory_cfg)
 
     def _setup_device(self, dev, memory_cfg) -> None:
