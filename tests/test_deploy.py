@@ -97,6 +97,15 @@ def test_failed_export_leaves_nothing(rfc, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_allocators_are_naive_for_texture_vdevices_pooled_else():
+    naive, pooled = tvm.relax.VirtualMachine.NAIVE_ALLOCATOR, tvm.relax.VirtualMachine.POOLED_ALLOCATOR
+    table = decode(encode([{"kind": "opencl", "vdevice_id": 0, "memory_scope": "global"},
+                           {"kind": "opencl", "vdevice_id": 0, "memory_scope": "global.texture"},
+                           {"kind": "opencl", "vdevice_id": 0, "memory_scope": "global.texture-weight"}]))  # fmt: skip
+    assert deploy.allocator_types(table, 4) == [pooled, naive, naive, pooled]  # ... then the CPU's
+    assert deploy.allocator_types([], 2) == [pooled, pooled]
+
+
 def test_unsupported_targets_are_named(rfc):
     with pytest.raises(UnsupportedTargetError, match="vulkan"):
         relax_vk.compile(rfc, "vulkan")
