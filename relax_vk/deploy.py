@@ -276,6 +276,7 @@ class VirtualMachine(relax.VirtualMachine):
         ``memory_cfg`` is keyed by device, so it cannot give two VDevices of one device two allocators)."""
         self._allocators = list(allocators) if allocators is not None else None
         self._images: Dict[str, object] = {}
+        self._hoisted: Dict[str, bool] = {}
         #: how :func:`load_vm` got the OpenCL programs (``BuildInfo``; None without ``binary_cache``)
         self.program_cache = None
         super().__init__(rt_mod, device, memory_cfg)
@@ -292,8 +293,13 @@ class VirtualMachine(relax.VirtualMachine):
         self.module["vm_initialization"](*init_args)
 
     def hoisted(self, name: str) -> bool:
-        """Whether ``name`` has hoisted images (``name__with_images`` exists)."""
-        return self.module.implements_function(name + WITH_IMAGES) and self.module.implements_function(name + IMAGES)
+        """Whether ``name`` has hoisted images (``name__images`` and ``name__with_images`` exist)."""
+        known = self._hoisted.get(name)
+        if known is None:
+            known = self._hoisted[name] = bool(
+                self.module.implements_function(name + WITH_IMAGES) and self.module.implements_function(name + IMAGES)
+            )
+        return known
 
     def __getitem__(self, key: str):
         if not self.hoisted(key):

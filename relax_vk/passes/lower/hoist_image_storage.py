@@ -132,6 +132,10 @@ def _split(func: relax.Function, name: str, mod: tvm.IRModule) -> Optional[Tuple
     return named(alloc_fn, name + IMAGES), named(with_images, name + WITH_IMAGES)
 
 
+def _made_for(func, name: str) -> bool:
+    return isinstance(func, relax.Function) and func.attrs is not None and str(func.attrs.get(IMAGES_OF, "")) == name
+
+
 def HoistImageStorage() -> tvm.transform.Pass:
     """Adds ``F__images`` / ``F__with_images`` for every function ``F`` with hoistable image
     storages (module docstring)."""
@@ -147,6 +151,8 @@ def HoistImageStorage() -> tvm.transform.Pass:
             name = str(func.attrs["global_symbol"])
             taken = [n for n in (name + IMAGES, name + WITH_IMAGES) if any(g.name_hint == n for g in mod.get_global_vars())]
             if taken:
+                if all(_made_for(mod[n], name) for n in taken):
+                    continue  # hoisted already (the pass ran before)
                 raise ValueError(f"HoistImageStorage: the module already has a function named {taken[0]!r}")
             split = _split(func, name, mod)
             if split is not None:

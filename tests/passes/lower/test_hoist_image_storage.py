@@ -71,3 +71,14 @@ def test_a_module_without_image_storages_is_unchanged():
     # before PlanTextureStorage, TVM plans textures as byte storages: there is no image to hoist
     before = _before_plan(load_model("rfc-conv2d")[0])
     assert HoistImageStorage()(before).same_as(before)
+
+
+def test_running_twice_adds_nothing_and_names_are_not_taken_over():
+    before = PlanTextureStorage()(_before_plan(load_model("mixed-consumers")[0]))
+    once = HoistImageStorage()(before)
+    assert HoistImageStorage()(once).same_as(once)
+    # a user function already named main__images (not made by the pass): a clear error
+    clash = before.clone()
+    clash["main" + IMAGES] = relax.Function([], relax.Tuple([]), relax.TupleType([])).with_attr("global_symbol", "main" + IMAGES)
+    with pytest.raises(ValueError, match="main__images"):
+        HoistImageStorage()(clash)
