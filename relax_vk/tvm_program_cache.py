@@ -32,7 +32,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from .runtime.opencl.binary_cache import BuildInfo, CacheDir, cache_folder, cache_path, read_verified, write_atomic
 

@@ -2,7 +2,6 @@
 finalize stage (no GPU: read from the compiled program)."""
 
 import pytest
-import tvm
 from tvm import relax
 
 import relax_vk
