@@ -17,13 +17,20 @@ TVM's OpenCL runtime allocates relax_vk's texture storages as images
 TVM's OpenCL runtime hands out for the naive and the pooled type alike) never takes a VM storage
 back from its pool for an image, and pools every freed storage by bytes, images with buffers: a
 later buffer of the same page-rounded size can be handed an image (seen on pocl: the second run of
-rfc-conv2d copied its input into a pooled image, ``CL_INVALID_VALUE``). Hence:
+rfc-conv2d copied its input into a pooled image, ``CL_INVALID_VALUE``). The same happens to a VM's
+texture constants when the VM goes: TVM allocates them with the VM's allocator (``Allocator::Empty``)
+and frees them into the pooled allocator's pool, so the next VM's buffers or constants of the same
+page-rounded size can be images (seen on pocl: ViT after ConvNeXt, wrong outputs or
+``CL_INVALID_VALUE``, with or without relax_vk's changes). Hence:
 
 * images are allocated once per VM (:mod:`relax_vk.passes.lower.hoist_image_storage`,
   :class:`VirtualMachine`), from the texture VDevice's allocator, which :func:`load_vm` makes the
   naive one: its pool (where an image goes when the VM releases it) is never allocated from;
 * buffers come from the ``"global"`` VDevice's pooled allocator, in whole pages
-  (:mod:`relax_vk.passes.lower.round_buffer_storage`), so each call reuses the last call's buffers.
+  (:mod:`relax_vk.passes.lower.round_buffer_storage`), so each call reuses the last call's buffers;
+* :func:`load_vm`, and :class:`VirtualMachine` when it goes, clear TVM's allocator pools
+  (:func:`clear_allocator_pools`), so no VM is handed what an earlier one left (a VM that other
+  objects still hold is cleared after when the next ``load_vm`` runs).
 
 ``docs/tvm_runtime.md`` has the source lines and the measurements.
 """
@@ -250,9 +257,21 @@ def load_vm(
         allocators = allocator_types(table, len(devices))
     elif isinstance(memory_cfg, dict):
         memory_cfg = {dev: _ALLOCATORS.get(kind, kind) for dev, kind in memory_cfg.items()}
+    clear_allocator_pools()  # what VMs gone before left in the pools (module docstring)
     vm = VirtualMachine(executable, devices, memory_cfg=memory_cfg, allocators=allocators)
     vm.program_cache = program_cache
     return vm
+
+
+def clear_allocator_pools() -> None:
+    """Free what TVM's allocators keep in their pools (``vm.builtin.memory_manager.clear``): only
+    storages no one holds; a live VM allocates anew what it needs. Needed after a VM with texture
+    constants is gone: TVM's runtime returns those images to the pooled allocator's byte-keyed pool,
+    from which a later buffer of the same page-rounded size would be handed an image (module
+    docstring)."""
+    clear = tvm.get_global_func("vm.builtin.memory_manager.clear", allow_missing=True)
+    if clear is not None:
+        clear()
 
 
 def allocator_types(table: Sequence[Dict[str, object]], count: int) -> List[int]:
@@ -313,6 +332,14 @@ class VirtualMachine(relax.VirtualMachine):
             return run(*args, images)
 
         return call
+
+    def __del__(self) -> None:
+        # drop this VM (its module, constants and images) first, then what it left in the pools
+        try:
+            self.__dict__.clear()
+            clear_allocator_pools()
+        except Exception:  # noqa: BLE001  (interpreter shutdown: nothing left to protect)
+            pass
 
     def release_images(self) -> None:
         """Drop the images held for the hoisted functions (the next call allocates them again)."""
