@@ -87,6 +87,21 @@ def test_cpu_build_runs_from_the_executable_and_the_library(rfc, tmp_path):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_pools_are_cleared_before_a_vm_starts_and_after_it_goes(rfc, monkeypatch):
+    # a VM gone leaves its texture constants in TVM's pooled allocator, where a later buffer would get
+    # one (docs/tvm_runtime.md): load_vm clears the pools first, and the VM clears them once it is freed
+    import gc
+
+    cleared = []
+    monkeypatch.setattr(deploy, "clear_allocator_pools", lambda: cleared.append(len(cleared)))
+    vm = relax_vk.load_vm(relax_vk.compile(rfc, "llvm"))
+    assert cleared == [0]
+    vm["main"](*[tvm.runtime.tensor(a) for a in _inputs(rfc)])
+    del vm
+    gc.collect()
+    assert cleared == [0, 1]
+
+
 def test_failed_export_leaves_nothing(rfc, tmp_path):
     executable = relax_vk.compile(rfc, "llvm")
     with pytest.raises(deploy.RuntimeUnavailableError, match="not installed"):
