@@ -1,7 +1,8 @@
 // Starting TVM's Relax VM for a library relax_vk built, with TVM's C++ API (header-only; used by
 // run_model.cc here and by benchmarks/tvm_vm_timing.cc):
 //   VDevices(executable)      the VDevice table relax_vk records in the executable
-//   StartVM(executable, ...)  the VM with one device per VDevice, then the CPU; per device the
+//   StartVM(executable, ...)  TVM's allocator pools cleared (what VMs gone before left there), then
+//                             the VM with one device per VDevice, then the CPU; per device the
 //                             allocator relax_vk.load_vm picks (naive for texture VDevices: their
 //                             images; pooled for the rest) -- relax_vk/deploy.py says why
 //   Entry(vm, "main")         `main` with its images allocated once and held (relax_vk's
@@ -59,6 +60,9 @@ inline std::vector<VDevice> VDevices(const ffi::Module& executable) {
 // `gpu_id` + their id), then the CPU. `first_device` receives the VM's first device (where `main`
 // takes its inputs).
 inline ffi::Module StartVM(const ffi::Module& executable, int gpu_type, int gpu_id, DLDevice* first_device) {
+  // free what earlier VMs left in TVM's allocator pools first, as relax_vk.load_vm does: a VM that
+  // went returned its texture constants there, and a buffer of this one could be handed an image
+  if (auto clear = ffi::Function::GetGlobal("vm.builtin.memory_manager.clear")) clear.value()();
   ffi::Module vm = executable->GetFunction("vm_load_executable").value()().cast<ffi::Module>();
   std::vector<ffi::Any> init;
   for (const VDevice& v : VDevices(executable)) {
