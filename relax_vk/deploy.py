@@ -13,12 +13,26 @@
   executable's devices (the PyPI wheel has no OpenCL runtime).
 
 TVM's OpenCL runtime allocates relax_vk's texture storages as images
-(:mod:`relax_vk.passes.lower.plan_texture_storage`). Its pooled allocator keeps every freed
-storage in one pool keyed by bytes, images with buffers, and never reuses an image for an image: a
-later buffer of the same size can be handed an image (seen on pocl: the second run of rfc-conv2d
-copied its input into a pooled image, ``CL_INVALID_VALUE``). :func:`load_vm` therefore gives every
-device of an executable that holds textures TVM's naive allocator (allocate per call, free at once;
-constants stay for the VM's life) unless ``memory_cfg`` says otherwise.
+(:mod:`relax_vk.passes.lower.plan_texture_storage`). Its allocator (``OpenCLPooledAllocator``, which
+TVM's OpenCL runtime hands out for the naive and the pooled type alike) never takes a VM storage
+back from its pool for an image, and pools every freed storage by bytes, images with buffers: a
+later buffer of the same page-rounded size can be handed an image (seen on pocl: the second run of
+rfc-conv2d copied its input into a pooled image, ``CL_INVALID_VALUE``). The same happens to a VM's
+texture constants when the VM goes: TVM allocates them with the VM's allocator (``Allocator::Empty``)
+and frees them into the pooled allocator's pool, so the next VM's buffers or constants of the same
+page-rounded size can be images (seen on pocl: ViT after ConvNeXt, wrong outputs or
+``CL_INVALID_VALUE``, with or without relax_vk's changes). Hence:
+
+* images are allocated once per VM (:mod:`relax_vk.passes.lower.hoist_image_storage`,
+  :class:`VirtualMachine`), from the texture VDevice's allocator, which :func:`load_vm` makes the
+  naive one: its pool (where an image goes when the VM releases it) is never allocated from;
+* buffers come from the ``"global"`` VDevice's pooled allocator, in whole pages
+  (:mod:`relax_vk.passes.lower.round_buffer_storage`), so each call reuses the last call's buffers;
+* :func:`load_vm`, and :class:`VirtualMachine` when it goes, clear TVM's allocator pools
+  (:func:`clear_allocator_pools`), so no VM is handed what an earlier one left (a VM that other
+  objects still hold is cleared after when the next ``load_vm`` runs).
+
+``docs/tvm_runtime.md`` has the source lines and the measurements.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from .core import target as _target
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
+from .passes.lower.hoist_image_storage import IMAGES, WITH_IMAGES
 from .passes.lower.record_vdevices import FUNCTION as VDEVICE_FUNCTION
 from .passes.lower.record_vdevices import RecordVDevices
 from .passes.lower.record_vdevices import decode as decode_vdevices
@@ -206,12 +221,21 @@ def load_vm(
     executable_or_path: "tvm.runtime.Executable | tvm.runtime.Module | str | os.PathLike",
     device: Optional[tvm.runtime.Device] = None,
     memory_cfg: "str | dict | None" = None,
-) -> relax.VirtualMachine:
-    """A Relax VM over an executable of :func:`compile` or a library of :func:`export_library`,
-    with the devices :func:`vm_devices` lists for its VDevices (``device``: e.g. ``tvm.opencl(0)``;
-    default device 0 of each VDevice's kind). ``memory_cfg``: TVM's allocator choice (``"naive"``,
-    ``"pooled"`` or ``{device: either}``); default naive where the executable holds textures (module
-    docstring), else TVM's default (pooled).
+    binary_cache: "bool | str | os.PathLike" = False,
+) -> "VirtualMachine":
+    """A Relax VM (:class:`VirtualMachine`) over an executable of :func:`compile` or a library of
+    :func:`export_library`, with the devices :func:`vm_devices` lists for its VDevices (``device``:
+    e.g. ``tvm.opencl(0)``; default device 0 of each VDevice's kind). ``vm["main"]`` runs with
+    images allocated once for this VM (:class:`VirtualMachine`).
+
+    ``memory_cfg``: TVM's allocator choice (``"naive"``, ``"pooled"`` or ``{device: either}``).
+    Default: per VDevice (:func:`allocator_types`): TVM's naive allocator for texture VDevices
+    (their images), its pooled one for the rest (module docstring).
+
+    ``binary_cache``: ``True`` (the default folder) or a folder: keep the driver's program binaries
+    of the OpenCL kernels on disk, keyed by device, driver and source and verified on load
+    (:mod:`relax_vk.tvm_program_cache`); the VM's ``program_cache`` says whether they came from
+    the cache. Off by default, as in TVM.
     :class:`RuntimeUnavailableError` when this TVM runtime lacks a device API the executable needs."""
     executable = _load(executable_or_path)
     table = vdevice_table(executable)
@@ -219,11 +243,107 @@ def load_vm(
         if not has_runtime(kind):
             raise _runtime_error(kind)
     devices = vm_devices(table, device)
-    if memory_cfg is None and any("texture" in str(row["memory_scope"]) for row in table):
-        memory_cfg = "naive"
-    if isinstance(memory_cfg, dict):
+    if binary_cache is not False and binary_cache is not None:
+        from .tvm_program_cache import restore_or_save
+
+        if isinstance(executable, tvm.runtime.Executable):
+            executable = executable.jit()
+        opencl = next((d for d in devices if d.dlpack_device_type() == tvm.opencl().dlpack_device_type()), None)
+        program_cache = restore_or_save(executable, opencl, binary_cache) if opencl is not None else None
+    else:
+        program_cache = None
+    allocators = None
+    if memory_cfg is None:
+        allocators = allocator_types(table, len(devices))
+    elif isinstance(memory_cfg, dict):
         memory_cfg = {dev: _ALLOCATORS.get(kind, kind) for dev, kind in memory_cfg.items()}
-    return relax.VirtualMachine(executable, devices, memory_cfg=memory_cfg)
+    clear_allocator_pools()  # what VMs gone before left in the pools (module docstring)
+    vm = VirtualMachine(executable, devices, memory_cfg=memory_cfg, allocators=allocators)
+    vm.program_cache = program_cache
+    return vm
+
+
+def clear_allocator_pools() -> None:
+    """Free what TVM's allocators keep in their pools (``vm.builtin.memory_manager.clear``): only
+    storages no one holds; a live VM allocates anew what it needs. Needed after a VM with texture
+    constants is gone: TVM's runtime returns those images to the pooled allocator's byte-keyed pool,
+    from which a later buffer of the same page-rounded size would be handed an image (module
+    docstring)."""
+    clear = tvm.get_global_func("vm.builtin.memory_manager.clear", allow_missing=True)
+    if clear is not None:
+        clear()
+
+
+def allocator_types(table: Sequence[Dict[str, object]], count: int) -> List[int]:
+    """TVM's allocator type for each of ``count`` VM devices (:func:`vm_devices` of ``table``):
+    naive for a texture VDevice, pooled for every other device (module docstring)."""
+    out = [_ALLOCATORS["naive"] if "texture" in str(row["memory_scope"]) else _ALLOCATORS["pooled"] for row in table]
+    return (out + [_ALLOCATORS["pooled"]] * count)[:count]
+
+
+class VirtualMachine(relax.VirtualMachine):
+    """TVM's ``relax.VirtualMachine`` that keeps the images of
+    :class:`~relax_vk.passes.HoistImageStorage`'s functions: ``vm["F"]`` of a function ``F`` with
+    hoisted images runs ``F__with_images`` with this VM's images, allocated by ``F__images`` on the
+    first call and held until the VM goes (or :meth:`release_images`). Every other way in
+    (``vm.module["F"]``, ``set_input``/``invoke_stateful``, ``time_evaluator``) runs ``F`` itself,
+    which allocates its images per call. Calls of one VM share its images: run them one at a time
+    (as TVM's VM requires anyway)."""
+
+    def __init__(self, rt_mod, device, memory_cfg=None, allocators: Optional[Sequence[int]] = None) -> None:
+        """``allocators``: TVM's allocator type per device (overrides ``memory_cfg``; TVM's own
+        ``memory_cfg`` is keyed by device, so it cannot give two VDevices of one device two allocators)."""
+        self._allocators = list(allocators) if allocators is not None else None
+        self._images: Dict[str, object] = {}
+        self._hoisted: Dict[str, bool] = {}
+        #: how :func:`load_vm` got the OpenCL programs (``BuildInfo``; None without ``binary_cache``)
+        self.program_cache = None
+        super().__init__(rt_mod, device, memory_cfg)
+
+    def _setup_device(self, dev, memory_cfg) -> None:
+        if self._allocators is None:
+            return super()._setup_device(dev, memory_cfg)
+        devs = list(dev) if isinstance(dev, (list, tuple)) else [dev]
+        if len(devs) != len(self._allocators):
+            raise ValueError(f"{len(self._allocators)} allocator types for {len(devs)} devices")
+        init_args = []
+        for device, kind in zip(devs, self._allocators):
+            init_args += [device.dlpack_device_type(), device.index, kind]
+        self.module["vm_initialization"](*init_args)
+
+    def hoisted(self, name: str) -> bool:
+        """Whether ``name`` has hoisted images (``name__images`` and ``name__with_images`` exist)."""
+        known = self._hoisted.get(name)
+        if known is None:
+            known = self._hoisted[name] = bool(
+                self.module.implements_function(name + WITH_IMAGES) and self.module.implements_function(name + IMAGES)
+            )
+        return known
+
+    def __getitem__(self, key: str):
+        if not self.hoisted(key):
+            return super().__getitem__(key)
+        run = self.module[key + WITH_IMAGES]
+
+        def call(*args):
+            images = self._images.get(key)
+            if images is None:
+                images = self._images[key] = self.module[key + IMAGES]()
+            return run(*args, images)
+
+        return call
+
+    def __del__(self) -> None:
+        # drop this VM (its module, constants and images) first, then what it left in the pools
+        try:
+            self.__dict__.clear()
+            clear_allocator_pools()
+        except Exception:  # noqa: BLE001  (interpreter shutdown: nothing left to protect)
+            pass
+
+    def release_images(self) -> None:
+        """Drop the images held for the hoisted functions (the next call allocates them again)."""
+        self._images.clear()
 
 
 _ALLOCATORS = {"naive": relax.VirtualMachine.NAIVE_ALLOCATOR, "pooled": relax.VirtualMachine.POOLED_ALLOCATOR}

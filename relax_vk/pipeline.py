@@ -48,6 +48,7 @@ from .passes import (
     FoldSmallConstants,
     NarrowInt64Constants,
     CheckStaticShapes,
+    HoistImageStorage,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
@@ -56,6 +57,7 @@ from .passes import (
     RecordVDevices,
     RemoveRedundantAssignments,
     RetargetVDevices,
+    RoundBufferStorage,
     RewriteBufferReshapes,
     ShortenKernelNames,
     SpecializeKernelScopes,
@@ -235,7 +237,7 @@ def _finalize_stage(tgt: tvm.target.Target) -> List[tvm.transform.Pass]:
     for p in gpu_generic.finalize_passes(tgt):
         finalize.append(p)
         if p.info.name == "LowerRuntimeBuiltin":
-            finalize.append(PlanTextureStorage())
+            finalize += [PlanTextureStorage(), RoundBufferStorage(), HoistImageStorage()]
     return dataflow + finalize + [RecordVDevices()]
 
 
@@ -270,7 +272,10 @@ def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.
     planning, VM lowering), with ``RewriteDataflowReshape`` replaced by
     :func:`~relax_vk.passes.RewriteBufferReshapes` (a reshape *view* of a texture is wrong) and
     :func:`~relax_vk.passes.PlanTextureStorage` after ``LowerRuntimeBuiltin`` (texture tensors in
-    image storages of exactly their bytes, shared where lifetimes allow), then
+    image storages of exactly their bytes, shared where lifetimes allow) and
+    :func:`~relax_vk.passes.HoistImageStorage` (``main__images`` / ``main__with_images``: images
+    allocated once per VM by ``load_vm``), with :func:`~relax_vk.passes.RoundBufferStorage` between
+    them (byte storages in whole pages, so TVM's pooled OpenCL allocator reuses them), then
     :func:`~relax_vk.passes.RecordVDevices` (the executable's VDevice table, for ``load_vm``)."""
     return _finalize_stage(_target.resolve(target))
 

@@ -87,6 +87,21 @@ def test_cpu_build_runs_from_the_executable_and_the_library(rfc, tmp_path):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_pools_are_cleared_before_a_vm_starts_and_after_it_goes(rfc, monkeypatch):
+    # a VM gone leaves its texture constants in TVM's pooled allocator, where a later buffer would get
+    # one (docs/tvm_runtime.md): load_vm clears the pools first, and the VM clears them once it is freed
+    import gc
+
+    cleared = []
+    monkeypatch.setattr(deploy, "clear_allocator_pools", lambda: cleared.append(len(cleared)))
+    vm = relax_vk.load_vm(relax_vk.compile(rfc, "llvm"))
+    assert cleared == [0]
+    vm["main"](*[tvm.runtime.tensor(a) for a in _inputs(rfc)])
+    del vm
+    gc.collect()
+    assert cleared == [0, 1]
+
+
 def test_failed_export_leaves_nothing(rfc, tmp_path):
     executable = relax_vk.compile(rfc, "llvm")
     with pytest.raises(deploy.RuntimeUnavailableError, match="not installed"):
@@ -95,6 +110,15 @@ def test_failed_export_leaves_nothing(rfc, tmp_path):
         os.environ.pop("TVM_NDK_CC", None)
         deploy.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-android")
     assert os.listdir(tmp_path) == []
+
+
+def test_allocators_are_naive_for_texture_vdevices_pooled_else():
+    naive, pooled = tvm.relax.VirtualMachine.NAIVE_ALLOCATOR, tvm.relax.VirtualMachine.POOLED_ALLOCATOR
+    table = decode(encode([{"kind": "opencl", "vdevice_id": 0, "memory_scope": "global"},
+                           {"kind": "opencl", "vdevice_id": 0, "memory_scope": "global.texture"},
+                           {"kind": "opencl", "vdevice_id": 0, "memory_scope": "global.texture-weight"}]))  # fmt: skip
+    assert deploy.allocator_types(table, 4) == [pooled, naive, naive, pooled]  # ... then the CPU's
+    assert deploy.allocator_types([], 2) == [pooled, pooled]
 
 
 def test_unsupported_targets_are_named(rfc):
@@ -116,8 +140,12 @@ def test_vm_on_pocl_equals_the_own_runtime(model, pocl, tmp_path):
     deploy.export_library(compiled.executable, path)
     inputs = random_inputs(mod)
     vm = relax_vk.load_vm(path, tvm.opencl(0))
-    for _ in range(2):  # a second run reuses what the first freed
-        result = vm["main"](*[tvm.runtime.tensor(x, device=tvm.opencl(0)) for x in inputs])
+    assert vm.hoisted("main")  # images allocated once for the VM (HoistImageStorage)
+    expected = load(compiled.artifact(), device="pocl").run(inputs)
+    # twice through the held images (the second call reuses the first's images and pooled buffers),
+    # then through plain main (images per call), then the held images again
+    for run in (vm["main"], vm["main"], vm.module["main"], vm["main"]):
+        result = run(*[tvm.runtime.tensor(x, device=tvm.opencl(0)) for x in inputs])
         outputs = [result.numpy()] if hasattr(result, "numpy") else [r.numpy() for r in result]
-        for got, own in zip(outputs, load(compiled.artifact(), device="pocl").run(inputs)):
+        for got, own in zip(outputs, expected):
             np.testing.assert_allclose(got, own, rtol=1e-5, atol=1e-6)

@@ -15,6 +15,8 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
 
+#include "relax_vk_vm.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,37 +32,6 @@ struct CPUAlloc {  // host memory for inputs and for outputs copied back
   void AllocData(DLTensor* t) { t->data = std::calloc(ffi::GetDataSize(*t), 1); }
   void FreeData(DLTensor* t) { std::free(t->data); }
 };
-
-constexpr int kNaiveAllocator = 1;   // TVM's allocator types (relax.VirtualMachine.NAIVE_ALLOCATOR)
-constexpr int kPooledAllocator = 2;  // ... and POOLED_ALLOCATOR
-
-struct VDevice {
-  std::string kind;
-  int id;
-  std::string scope;
-};
-
-// The VDevice table relax_vk records in the executable ("relax_vk.vdevices=KIND:ID:SCOPE;...",
-// relax_vk/passes/lower/record_vdevices.py), read from the executable's statistics.
-std::vector<VDevice> VDevices(const ffi::Module& executable) {
-  std::string stats = executable->GetFunction("stats").value()().cast<ffi::String>();
-  const std::string prefix = "relax_vk.vdevices=";
-  size_t at = stats.find(prefix);
-  if (at == std::string::npos) {
-    std::fprintf(stderr, "the library has no relax_vk VDevice table (not built by relax_vk)\n");
-    std::exit(2);
-  }
-  at += prefix.size();
-  size_t end = stats.find('"', at);
-  std::stringstream items(stats.substr(at, end - at));
-  std::vector<VDevice> out;
-  for (std::string item; std::getline(items, item, ';');) {
-    if (item.empty()) continue;
-    size_t a = item.find(':'), b = item.find(':', a + 1);
-    out.push_back({item.substr(0, a), std::atoi(item.substr(a + 1, b - a - 1).c_str()), item.substr(b + 1)});
-  }
-  return out;
-}
 
 std::vector<int64_t> ParseShape(const std::string& text) {
   std::vector<int64_t> shape;
@@ -114,30 +85,9 @@ int Run(int argc, char** argv) {
   int gpu_id = device.find(':') == std::string::npos ? 0 : std::atoi(device.substr(device.find(':') + 1).c_str());
 
   ffi::Module executable = ffi::Module::LoadFromFile(argv[1]);  // the VM executable, host code and kernels
-  ffi::Module vm = executable->GetFunction("vm_load_executable").value()().cast<ffi::Module>();
-
-  // one device per VDevice (in index order), then the CPU; TVM's naive allocator where the model
-  // holds textures (relax_vk/deploy.py says why: the pooled one can hand a freed image to a buffer)
-  std::vector<VDevice> vdevices = VDevices(executable);
-  int allocator = kPooledAllocator;
-  for (const VDevice& v : vdevices) {
-    if (v.scope.find("texture") != std::string::npos) allocator = kNaiveAllocator;
-  }
-  std::vector<ffi::Any> init;
-  for (const VDevice& v : vdevices) {
-    bool cpu = v.kind == "llvm" || v.kind == "c";
-    init.push_back(cpu ? kDLCPU : gpu_type);
-    init.push_back(cpu ? 0 : gpu_id + v.id);
-    init.push_back(allocator);
-  }
-  if (init.empty()) {  // no VDevices (a CPU build): DEVICE, then the CPU
-    init.insert(init.end(), {ffi::Any(gpu_type), ffi::Any(gpu_id), ffi::Any(kPooledAllocator)});
-  }
-  init.insert(init.end(), {ffi::Any(static_cast<int>(kDLCPU)), ffi::Any(0), ffi::Any(kPooledAllocator)});
-  DLDevice first_device{static_cast<DLDeviceType>(init[0].cast<int>()), init[1].cast<int>()};
-  std::vector<ffi::AnyView> init_args(init.begin(), init.end());
-  ffi::Any ignored;
-  vm->GetFunction("vm_initialization").value().CallPacked(init_args.data(), init_args.size(), &ignored);
+  // one device per VDevice (in index order), then the CPU; main with its images held (relax_vk_vm.h)
+  DLDevice first_device;
+  ffi::Module vm = relax_vk::StartVM(executable, gpu_type, gpu_id, &first_device);
 
   std::vector<ffi::Any> inputs;
   for (int k = 3; k < argc; ++k) {
@@ -158,7 +108,7 @@ int Run(int argc, char** argv) {
   }
   std::vector<ffi::AnyView> args(inputs.begin(), inputs.end());
   ffi::Any result;
-  vm->GetFunction("main").value().CallPacked(args.data(), args.size(), &result);
+  relax_vk::Entry(vm, "main").CallPacked(args.data(), args.size(), &result);
 
   if (auto tensor = result.as<ffi::Tensor>()) {
     Print(0, *tensor);

@@ -13,12 +13,14 @@
 from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NarrowInt64Constants, SplitLargeWeights
 from .lower import (
     FoldScopeCopies,
+    HoistImageStorage,
     IsolateBroadcastReductions,
     LegalizeWithScopes,
     NameKernelsForApi,
     PlanTextureStorage,
     RecordVDevices,
     RetargetVDevices,
+    RoundBufferStorage,
     RewriteBufferReshapes,
     ShortenKernelNames,
     SpecializeKernelScopes,
@@ -58,5 +60,7 @@ __all__ = [
     "RetargetVDevices",
     "RewriteBufferReshapes",
     "PlanTextureStorage",
+    "HoistImageStorage",
+    "RoundBufferStorage",
     "RecordVDevices",
 ]

@@ -55,10 +55,14 @@ def _storage(function: str, var: relax.Var, call: relax.Call) -> Optional[VMStor
 
 
 def vm_storages(mod: tvm.IRModule) -> List[VMStorage]:
-    """Every static ``R.vm.alloc_storage`` of ``mod``'s Relax functions, in program order."""
+    """Every static ``R.vm.alloc_storage`` of ``mod``'s Relax functions, in program order; the
+    functions :class:`~relax_vk.passes.HoistImageStorage` adds are copies of another's storages
+    (``F__images`` / ``F__with_images``) and are skipped."""
+    from ..passes.lower.hoist_image_storage import IMAGES_OF
+
     out: List[VMStorage] = []
     for gv, func in mod.functions_items():
-        if not isinstance(func, relax.Function):
+        if not isinstance(func, relax.Function) or (func.attrs is not None and IMAGES_OF in func.attrs):
             continue
         by_var = {}
 

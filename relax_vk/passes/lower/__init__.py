@@ -1,14 +1,16 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
 guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
 Vulkan kernel names, the reshape rewrite that only views buffers, the image storages of texture
-tensors under TVM's VM, and the VDevice table an executable carries."""
+tensors under TVM's VM (allocated once per VM through a function of their own), byte storages in whole pages (reused by TVM's pooled allocator), and the VDevice table an executable carries."""
 
 from .fold_scope_copies import FoldScopeCopies
+from .hoist_image_storage import HoistImageStorage
 from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
 from .name_kernels_for_api import NameKernelsForApi
 from .plan_texture_storage import PlanTextureStorage
 from .record_vdevices import RecordVDevices
+from .round_buffer_storage import RoundBufferStorage
 from .retarget_vdevices import RetargetVDevices
 from .shorten_kernel_names import ShortenKernelNames
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
@@ -25,5 +27,7 @@ __all__ = [
     "RetargetVDevices",
     "RewriteBufferReshapes",
     "PlanTextureStorage",
+    "HoistImageStorage",
+    "RoundBufferStorage",
     "RecordVDevices",
 ]

@@ -66,6 +66,22 @@ def cache_folder(cache_dir: CacheDir = None) -> Optional[str]:
     return os.fspath(cache_dir)
 
 
+def cache_path(folder: str, key: Dict[str, str]) -> str:
+    """The file of ``key`` in ``folder``: the SHA-256 of the key."""
+    return _path(folder, key)
+
+
+def read_verified(path: str, key: Dict[str, str]):
+    """``(binary, kernel names)`` of the file at ``path`` when it holds exactly ``key`` and a binary
+    matching its SHA-256 and size; ``(None, why not)`` otherwise (``""``: no file)."""
+    return _read(path, key)
+
+
+def write_atomic(path: str, key: Dict[str, str], binary: bytes, kernels: Sequence[str]) -> None:
+    """Store ``binary`` for ``key`` at ``path`` (atomically; an unwritable folder is ignored)."""
+    _write(path, key, binary, kernels)
+
+
 def _path(folder: str, key: Dict[str, str]) -> str:
     return os.path.join(folder, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest() + ".bin")
 

@@ -8,6 +8,7 @@ import pytest
 import relax_vk
 from relax_vk.frontends import load_model
 from relax_vk.passes.lower.plan_texture_storage import image_storage_shape, vdevices
+from relax_vk.passes.lower.round_buffer_storage import PAGE
 from relax_vk.core.scope import scope_from_name
 from relax_vk.storage.lifetimes import image_bytes
 from relax_vk.storage.program import allocations
@@ -54,7 +55,10 @@ def test_vm_holds_no_more_than_the_own_runtime(compiled):
     program = compiled.artifact().program
     vm_textures = sum(s.bytes for s in storages if s.is_texture)
     assert vm_textures <= _texture_pool(program)
-    assert sum(s.bytes for s in storages) <= _own_held(program)
+    # byte storages are whole pages (RoundBufferStorage: TVM's pooled allocator rounds each to a page
+    # anyway, and reuses it only when it is declared so): at most a page each above the own runtime
+    buffers = [s for s in storages if not s.is_texture]
+    assert sum(s.bytes for s in storages) <= _own_held(program) + (PAGE - 1) * len(buffers)
 
 
 def test_equal_textures_share_an_image_when_their_lifetimes_allow():
