@@ -81,8 +81,8 @@ def build(outdir: str, specs, args) -> None:
     models = []
     for spec in specs:
         name, size = gpu_benchmark._model_size(spec)
-        io = np.load(os.path.join(full, "rvk", f"{name}.io.npz"))
-        x, y = io["x"], io["y"]
+        x, y = _reference(name, size, gpu_benchmark)
+        np.savez(os.path.join(rvk, f"{name}.io.npz"), x=x, y=y)  # (the same as gpu_benchmark's; rewritten when its bundle is reused)
         onnx_path = os.path.join(scratch, f"{name}.onnx")
         _export_onnx(name, x, onnx_path, gpu_benchmark._is_packaged(name))
         x.astype(np.float32).tofile(os.path.join(full, "io", f"{name}.in.bin"))  # (mnn_cl_bench's raw float32 files)
@@ -112,6 +112,27 @@ def build(outdir: str, specs, args) -> None:
     parts = pack(full, outdir, args.part_mib)
     for part, mib in parts:
         print(f"{part}: {mib:.1f} MiB")
+
+
+def _reference(name: str, size, gpu_benchmark):
+    """``(input, reference output)``: the zoo's seeded example input and PyTorch's CPU output, or a
+    packaged ONNX model's example input and onnxruntime's output."""
+    if gpu_benchmark._is_packaged(name):
+        import onnxruntime
+
+        from relax_vk.zoo.packaged import PACKAGED, example_input, packaged_model_path
+
+        ((input_name, shape),) = PACKAGED[name].input_shapes.items()
+        x = example_input(name, shape=tuple(size or shape))
+        session = onnxruntime.InferenceSession(packaged_model_path(name), providers=["CPUExecutionProvider"])
+        return x, session.run(None, {input_name: x})[0]
+    import torch
+
+    from relax_vk.zoo import build_zoo_model
+
+    model, x = build_zoo_model(name, input_shape=size)
+    with torch.no_grad():
+        return x.numpy(), model(x).numpy()
 
 
 def _built(rvk: str, names, device_name) -> bool:
@@ -437,7 +458,8 @@ def run(parts, args) -> dict:
               "vulkan": devices["vulkan"].info["device"] if "vulkan" in devices else None}  # fmt: skip
     print(f"opencl: {device['opencl']}; vulkan: {device['vulkan']}; bundle built for {bundle.index.get('device_name')!r}")
     cache_dir = tempfile.mkdtemp(prefix="peers-mnn-cache-")
-    report = {"device": device, "rounds": args.rounds, "repeat": args.repeat, "engines": engines, "models": []}
+    report = {"device": device, "rounds": args.rounds, "repeat": args.repeat, "engines": engines, "models": [],
+              "where": {"mnn_forward": args.mnn_forward, "ncnn": "cpu" if args.ncnn_cpu else "vulkan", "torch": args.torch_device}}  # fmt: skip
     for entry in bundle.index["models"]:
         if args.models and entry["model"] not in args.models:
             continue
