@@ -41,6 +41,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,8 +205,9 @@ def _convert_ncnn(onnx_path: str, shape, stem: str, scratch: str, exe: str):
 def _copy_mnn(dist: str, deb: str, dest: str) -> dict:
     """MNN's binaries (``dist``/bin/mnn_cl_bench, ``dist``/lib/*.so*: built elsewhere from MNN's
     public source) and the ocl-icd loader they dlopen (libOpenCL.so, from Debian's package)."""
-    for sub in ("bin", "lib"):
-        shutil.copytree(os.path.join(dist, sub), os.path.join(dest, sub), dirs_exist_ok=True)
+    for sub in ("bin", "lib", "compat"):  # (compat: libstdc++/libgcc_s for a machine whose own are older; optional)
+        if sub != "compat" or os.path.isdir(os.path.join(dist, sub)):
+            shutil.copytree(os.path.join(dist, sub), os.path.join(dest, sub), dirs_exist_ok=True)
     if deb:
         unpacked = tempfile.mkdtemp(prefix="ocl-icd-")
         subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
@@ -215,7 +217,7 @@ def _copy_mnn(dist: str, deb: str, dest: str) -> dict:
             shutil.copyfile(os.path.realpath(lib), os.path.join(dest, "ocl", alias))
         shutil.rmtree(unpacked)
     info = os.path.join(dist, "BUILD_INFO.txt")
-    return {"bin": "mnn/bin/mnn_cl_bench", "lib": "mnn/lib", "ocl": "mnn/ocl", "build_info": open(info).read().strip() if os.path.exists(info) else ""}
+    return {"bin": "mnn/bin/mnn_cl_bench", "lib": "mnn/lib", "ocl": "mnn/ocl", "compat": "mnn/compat", "build_info": open(info).read().strip() if os.path.exists(info) else ""}
 
 
 def pack(full: str, outdir: str, part_mib: float):
@@ -337,10 +339,22 @@ class MNN(Engine):
         libs = [bundle.path(tools["lib"])] + ([bundle.path(tools["ocl"])] if _exists(bundle, tools["ocl"]) else [])
         env["LD_LIBRARY_PATH"] = ":".join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
         self.env = env
+        self._loadable(bundle, tools)
         first = self._call(warmup=1, loops=1)
         self.create_ms = first["create_session_ms"]
         self.max_abs_err = first["max_abs_err"]
         self.finite = first["finite"] == 1
+
+    def _loadable(self, bundle: Bundle, tools: dict) -> None:
+        """Check that mnn_cl_bench loads here (adding the bundled libstdc++/libgcc_s when the
+        machine's own are too old, as run_mnn.sh does) and, for OpenCL, sees a platform."""
+        probe = lambda: subprocess.run([self.cmd[0], "--list-devices"], capture_output=True, text=True, env=self.env, timeout=120)  # noqa: E731
+        proc = probe()
+        if re.search(r"GLIBCXX_|CXXABI_|libstdc\+\+|libgcc_s", proc.stderr) and _exists(bundle, tools.get("compat", "mnn/compat")):
+            self.env["LD_LIBRARY_PATH"] += ":" + bundle.path(tools.get("compat", "mnn/compat"))
+            proc = probe()
+        if "error while loading" in proc.stderr or (self.cmd[self.cmd.index("--forward") + 1] == "opencl" and proc.returncode):
+            raise RuntimeError(f"mnn_cl_bench --list-devices: {(proc.stdout + proc.stderr).strip().splitlines()[-2:]}")
 
     def _call(self, warmup: int, loops: int) -> dict:
         proc = subprocess.run(self.cmd + ["--warmup", str(warmup), "--loops", str(loops)], capture_output=True, text=True, env=self.env, timeout=900)
