@@ -516,11 +516,11 @@ def run(parts, args) -> dict:
         live.clear()
         report["models"].append({"model": entry["model"], "shape": entry["shape"], "results": results})
         _print_model(report["models"][-1], engines)
+        if args.json:  # after every model: a run cut short by a time limit keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
     shutil.rmtree(cache_dir, ignore_errors=True)
     _print_table(report, engines)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
     return report
 
 
