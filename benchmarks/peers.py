@@ -337,7 +337,7 @@ class MNN(Engine):
             self.cmd += ["--threads", "2"]
         env = dict(os.environ)
         libs = [bundle.path(tools["lib"])] + ([bundle.path(tools["ocl"])] if _exists(bundle, tools["ocl"]) else [])
-        env["LD_LIBRARY_PATH"] = ":".join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
+        env["LD_LIBRARY_PATH"] = ":".join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p] + _icd_dirs(env))
         self.env = env
         self._loadable(bundle, tools)
         first = self._call(warmup=1, loops=1)
@@ -376,6 +376,18 @@ class MNN(Engine):
         result = self._call(warmup=10, loops=repeat)
         self.max_abs_err = max(self.max_abs_err, result["max_abs_err"])
         return result["median_ms"]
+
+
+def _icd_dirs(env) -> list:
+    """The folders of the OpenCL ICD libraries that ``OCL_ICD_VENDORS`` names (NVIDIA's ICD needs its
+    sibling libcuda.so.1 on the search path, as run_mnn.sh arranges)."""
+    vendors, dirs = env.get("OCL_ICD_VENDORS", ""), []
+    for icd in [os.path.join(vendors, n) for n in sorted(os.listdir(vendors))] if os.path.isdir(vendors) else []:
+        with open(icd) as f:
+            lib = f.read().strip()
+        if os.path.isabs(lib) and os.path.dirname(lib) not in dirs:
+            dirs.append(os.path.dirname(lib))
+    return dirs
 
 
 def _exists(bundle: Bundle, rel: str) -> bool:
