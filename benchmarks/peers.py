@@ -17,8 +17,11 @@ Engines (each one a column; one that cannot run there is reported, not fatal):
 - ``ncnn/vulkan-fp32``, ``ncnn/vulkan-fp16``: ncnn's Vulkan compute (the ``ncnn`` wheel), fp32 with
   every fp16 option off, or fp16 storage + packed + arithmetic; models converted from the same ONNX
   by the ``pnnx`` wheel's executable (``--pnnx``) with fp32 weights (``fp16=0``).
-- ``torch/cuda``: PyTorch eager fp32 on CUDA (cuDNN benchmark mode), zoo models only (the packaged
-  ONNX detector has no PyTorch module).
+- ``torch/cuda``: PyTorch eager fp32 on CUDA (cuDNN benchmark mode, TF32 off), zoo models only
+  (the packaged ONNX detector has no PyTorch module).
+- ``iree/vulkan``: IREE's Vulkan HAL (the ``iree-base-runtime`` wheel), modules compiled here from
+  the same ONNX by the ``iree-base-compiler`` wheel for ``--iree-target`` (:data:`IREE_MODELS`); its
+  files fill parts of their own, so a run without those parts loses only this column.
 
 Each timed iteration is an upload of the input, one inference and a blocking download of the output.
 An engine is timed in ``--rounds`` rounds of ``--repeat`` iterations (each round after warm-up runs of
@@ -53,7 +56,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 MODELS = ("resnet18", "mobilenet_v2", "vit_small", "ppocr_det@224")
-ENGINES = ("relax_vk/opencl", "relax_vk/vulkan", "mnn/image", "mnn/buffer", "ncnn/vulkan-fp32", "ncnn/vulkan-fp16", "torch/cuda")
+ENGINES = ("relax_vk/opencl", "relax_vk/vulkan", "mnn/image", "mnn/buffer", "ncnn/vulkan-fp32", "ncnn/vulkan-fp16", "torch/cuda", "iree/vulkan")
+IREE_MODELS = ("mobilenet_v2", "vit_small", "ppocr_det")  # (resnet18: 45 ms there before, and its 42.7 MiB module would need a part of its own)
+SEPARATE = ("iree/",)  # packed into parts of their own, after the others: a run without them loses only IREE
 FP16_ENGINES = ("ncnn/vulkan-fp16",)
 FP32_TOL = 1e-3  # max |out - ref| / max |ref| for an fp32 engine (reassociation in convs and GEMMs: ~1e-6)
 FP16_TOL = 5e-2
@@ -92,7 +97,10 @@ def build(outdir: str, specs, args) -> None:
                  "rvk": "rvk", "io": {"in": f"io/{name}.in.bin", "ref": f"io/{name}.ref.bin"}}  # fmt: skip
         entry["mnn"] = _convert_mnn(onnx_path, os.path.join(full, "mnn/models", f"{name}.mnn"), args.mnn_python)
         entry["ncnn"] = _convert_ncnn(onnx_path, x.shape, os.path.join(full, "ncnn", name), scratch, args.pnnx)
-        for key in ("mnn", "ncnn"):
+        entry["iree"] = _compile_iree(onnx_path, os.path.join(full, "iree", f"{name}.vmfb"), args) if name in args.iree_models else None
+        for key in ("mnn", "ncnn", "iree"):
+            if entry[key] is None:
+                continue
             if isinstance(entry[key], dict) and "error" in entry[key]:
                 print(f"{name}: {key}: {entry[key]['error']}")
             elif isinstance(entry[key], str):
@@ -104,9 +112,10 @@ def build(outdir: str, specs, args) -> None:
     tools = {}
     if args.mnn_dist:
         tools["mnn"] = _copy_mnn(args.mnn_dist, args.ocl_icd_deb, os.path.join(full, "mnn"))
-    for wheel in args.wheels or ():
-        os.makedirs(os.path.join(full, "whl"), exist_ok=True)
-        shutil.copy(wheel, os.path.join(full, "whl"))
+    for wheel in args.wheels or ():  # (IREE's runtime with IREE's modules)
+        where = os.path.join(full, "iree" if os.path.basename(wheel).startswith("iree") else "", "whl")
+        os.makedirs(where, exist_ok=True)
+        shutil.copy(wheel, where)
     with open(os.path.join(full, INDEX), "w") as f:
         json.dump({"models": models, "tools": tools, "device_name": args.device_name}, f, indent=1)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -202,6 +211,22 @@ def _convert_ncnn(onnx_path: str, shape, stem: str, scratch: str, exe: str):
     return files
 
 
+def _compile_iree(onnx_path: str, out: str, args):
+    """ONNX -> IREE Vulkan module: ``iree-import-onnx``, then ``iree-compile`` for
+    ``--iree-target`` (the iree-base-compiler wheel's tools, from ``--iree-bin``)."""
+    if not args.iree_bin:
+        return {"error": "no --iree-bin"}
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    mlir = out[: -len(".vmfb")] + ".mlir"
+    for cmd in ([os.path.join(args.iree_bin, "iree-import-onnx"), onnx_path, "-o", mlir],
+                [os.path.join(args.iree_bin, "iree-compile"), mlir, "--iree-hal-target-device=vulkan", f"--iree-vulkan-target={args.iree_target}", "-o", out]):  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            return {"error": f"{os.path.basename(cmd[0])} failed: {(proc.stdout + proc.stderr).strip().splitlines()[-3:]}"}
+    os.remove(mlir)
+    return out
+
+
 def _copy_mnn(dist: str, deb: str, dest: str) -> dict:
     """MNN's binaries (``dist``/bin/mnn_cl_bench, ``dist``/lib/*.so*: built elsewhere from MNN's
     public source) and the ocl-icd loader they dlopen (libOpenCL.so, from Debian's package)."""
@@ -220,9 +245,10 @@ def _copy_mnn(dist: str, deb: str, dest: str) -> dict:
     return {"bin": "mnn/bin/mnn_cl_bench", "lib": "mnn/lib", "ocl": "mnn/ocl", "compat": "mnn/compat", "build_info": open(info).read().strip() if os.path.exists(info) else ""}
 
 
-def pack(full: str, outdir: str, part_mib: float):
+def pack(full: str, outdir: str, part_mib: float, separate=SEPARATE):
     """Hard-link the files under ``full`` into ``outdir/partN`` folders of at most ``part_mib``
-    MiB each (largest first, first fit), the index in every part. Returns ``[(part, MiB)]``."""
+    MiB each (largest first, first fit), the index in every part; files under the ``separate``
+    prefixes fill parts of their own after the others. Returns ``[(part, MiB)]``."""
     limit = part_mib * (1 << 20)
     files = []
     for root, _, names in os.walk(full):
@@ -232,10 +258,14 @@ def pack(full: str, outdir: str, part_mib: float):
                 files.append((os.path.getsize(os.path.join(full, rel)), rel))
     index_bytes = os.path.getsize(os.path.join(full, INDEX))
     parts = []  # [size, [rel]]
-    for size, rel in sorted(files, reverse=True):
+    rest = len(parts)
+    ordered = sorted(files, key=lambda f: (f[1].startswith(tuple(separate)), -f[0]))
+    for size, rel in ordered:
+        if rel.startswith(tuple(separate)) and not any(r.startswith(tuple(separate)) for p in parts for r in p[1]):
+            rest = len(parts)  # (the first separate file: later ones go to new parts only)
         if size + index_bytes > limit:
             raise RuntimeError(f"{rel} ({size / (1 << 20):.1f} MiB) is larger than a part ({part_mib} MiB)")
-        part = next((p for p in parts if p[0] + size <= limit), None)
+        part = next((p for p in parts[rest if rel.startswith(tuple(separate)) else 0 :] if p[0] + size <= limit), None)
         if part is None:
             part = [index_bytes, []]
             parts.append(part)
@@ -457,6 +487,41 @@ def torch_engine(bundle: Bundle, entry: dict, device: str) -> Engine:
     return InProcess(step)
 
 
+def iree_engine(bundle: Bundle, entry: dict) -> Engine:
+    """IREE's Vulkan HAL (the iree-base-runtime wheel): the numpy input goes in with the call; the
+    output is copied into a host-visible staging buffer allocated once and read from its mapping
+    (IREE 3.13's ``DeviceArray.to_host()`` fails on Vulkan: it imports host memory that Vulkan's
+    4096-byte import alignment refuses)."""
+    import iree.runtime as rt
+
+    if not isinstance(entry.get("iree"), str):
+        raise RuntimeError(f"no IREE module: {entry.get('iree') or 'not built for this model (--iree-models)'}")
+    config = rt.Config("vulkan")
+    device = config.device
+    context = rt.SystemContext(config=config)
+    with open(bundle.path(entry["iree"]), "rb") as f:
+        context.add_vm_module(rt.VmModule.copy_buffer(context.instance, f.read()))
+    function = context.modules.module["main_graph"]
+    x = np.fromfile(bundle.path(entry["io"]["in"]), np.float32).reshape(entry["shape"])
+    first = function(x)
+    staging = device.allocator.allocate_buffer(memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+                                               allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+                                               allocation_size=first._buffer_view.get_buffer().byte_length())  # fmt: skip
+    semaphore, count = device.create_semaphore(0), [0]
+
+    def step():
+        view = function(x)._buffer_view
+        count[0] += 1
+        device.queue_copy(view.get_buffer(), staging, wait_semaphores=rt.HalFence.create_at(semaphore, count[0] - 1),
+                          signal_semaphores=rt.HalFence.create_at(semaphore, count[0]))  # fmt: skip
+        rt.HalFence.create_at(semaphore, count[0]).wait()
+        return np.array(staging.map().asarray(view.shape, np.dtype(np.float32))).reshape(entry["out_shape"])
+
+    engine = InProcess(step)
+    engine.keep = (context, staging)
+    return engine
+
+
 def make_engine(name: str, bundle: Bundle, entry: dict, args, devices, cache_dir: str) -> Engine:
     kind, _, variant = name.partition("/")
     if kind == "relax_vk":
@@ -467,6 +532,8 @@ def make_engine(name: str, bundle: Bundle, entry: dict, args, devices, cache_dir
         return ncnn_engine(bundle, entry, fp16=variant.endswith("fp16"), gpu=not args.ncnn_cpu)
     if kind == "torch":
         return torch_engine(bundle, entry, args.torch_device)
+    if kind == "iree":
+        return iree_engine(bundle, entry)
     raise ValueError(f"unknown engine {name}")
 
 
@@ -590,7 +657,10 @@ def main() -> int:
     p.add_argument("--pnnx", default=None, help="--build: the pnnx executable (inside the pnnx wheel's package folder)")
     p.add_argument("--mnn-dist", default=None, help="--build: folder with bin/mnn_cl_bench and lib/libMNN.so (built elsewhere)")
     p.add_argument("--ocl-icd-deb", default=None, help="--build: Debian's ocl-icd-libopencl1 package (MNN dlopens libOpenCL.so)")
-    p.add_argument("--wheels", nargs="*", default=None, help="--build: cp312 wheels to carry (ncnn)")
+    p.add_argument("--wheels", nargs="*", default=None, help="--build: cp312 wheels to carry (ncnn, iree-base-runtime)")
+    p.add_argument("--iree-bin", default=None, help="--build: folder with iree-import-onnx and iree-compile (the iree-base-compiler wheel)")
+    p.add_argument("--iree-target", default="ampere", help="--build: --iree-vulkan-target (ampere for the H100; vp_android_baseline_2022 runs on lavapipe)")
+    p.add_argument("--iree-models", nargs="*", default=list(IREE_MODELS), help="--build: the models compiled for IREE")
     p.add_argument("--part-mib", type=float, default=55.0)
     p.add_argument("--engines", nargs="*", default=None, choices=ENGINES)
     p.add_argument("--rounds", type=int, default=5)

@@ -13,13 +13,14 @@ import peers  # noqa: E402
 
 def test_pack_fills_parts_under_the_limit_and_bundle_finds_every_file(tmp_path):
     full = tmp_path / "full"
-    sizes = {"rvk/blobs/a.npy": 600_000, "mnn/models/m.mnn": 500_000, "ncnn/m.ncnn.bin": 400_000, "io/m.in.bin": 300_000, "io/m.ref.bin": 40}
+    sizes = {"rvk/blobs/a.npy": 600_000, "mnn/models/m.mnn": 500_000, "ncnn/m.ncnn.bin": 400_000, "io/m.in.bin": 300_000, "io/m.ref.bin": 40, "iree/m.vmfb": 100_000}
     for rel, size in sizes.items():
         (full / rel).parent.mkdir(parents=True, exist_ok=True)
         (full / rel).write_bytes(os.urandom(size))
     (full / peers.INDEX).write_text(json.dumps({"models": [], "tools": {}}))
     parts = peers.pack(str(full), str(tmp_path), part_mib=1.0)
-    assert len(parts) == 2 and all(mib <= 1.0 for _, mib in parts)
+    assert len(parts) == 3 and all(mib <= 1.0 for _, mib in parts)
+    assert sorted(os.listdir(parts[-1][0])) == ["iree", peers.INDEX]  # (IREE's part of its own)
     for root, _ in parts:
         assert os.path.exists(os.path.join(root, peers.INDEX))
     held = [rel for rel in sizes for root, _ in parts if os.path.exists(os.path.join(root, rel))]
