@@ -222,7 +222,10 @@ def _compile_iree(onnx_path: str, out: str, args):
                 [os.path.join(args.iree_bin, "iree-compile"), mlir, "--iree-hal-target-device=vulkan", f"--iree-vulkan-target={args.iree_target}", "-o", out]):  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
-            return {"error": f"{os.path.basename(cmd[0])} failed: {(proc.stdout + proc.stderr).strip().splitlines()[-3:]}"}
+            if os.path.exists(mlir):
+                os.remove(mlir)
+            first = next((line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line), "")
+            return {"error": f"{os.path.basename(cmd[0])} failed: {first.strip()[:300]}"}
     os.remove(mlir)
     return out
 
