@@ -10,7 +10,8 @@ Engines (each one a column; one that cannot run there is reported, not fatal):
 - ``relax_vk/opencl``, ``relax_vk/vulkan``: the default plan (``auto``), built for ``--device-name``'s
   tuning records, on the Python runtimes (pyopencl, wgpu).
 - ``mnn/image``, ``mnn/buffer``: MNN's OpenCL backend, fp32 (precision high), image or buffer memory,
-  WIDE local-size tuning (cached after the first round), through ``../shared/peers/mnn/mnn_cl_bench``
+  WIDE local-size tuning (``--mnn-tune``; cached in ``--mnn-cache`` by the first call, so later
+  rounds and later runs on the same machine skip it), through ``../shared/peers/mnn/mnn_cl_bench``
   (its compiled binary and libMNN.so come from ``--mnn-dist``, a build of MNN's public source made
   outside this repository; models converted from ONNX by the ``mnn`` PyPI wheel's converter, called
   directly as ``_tools.mnnconvert`` from ``--mnn-python``).
@@ -357,15 +358,15 @@ class MNN(Engine):
     """MNN's OpenCL backend through mnn_cl_bench, one child process per round; the local-size
     tuning of the first round is cached in a file, so later rounds only load it."""
 
-    def __init__(self, bundle: Bundle, entry: dict, mem: str, forward: str, cache_dir: str):
+    def __init__(self, bundle: Bundle, entry: dict, mem: str, forward: str, cache_dir: str, tune: str = "wide"):
         tools = bundle.index["tools"].get("mnn")
         if not tools:
             raise RuntimeError("no MNN binaries in the bundle")
         if not isinstance(entry.get("mnn"), str):
             raise RuntimeError(f"no .mnn model: {entry.get('mnn')}")
         self.cmd = [bundle.path(tools["bin"]), "--model", bundle.path(entry["mnn"]), "--input", bundle.path(entry["io"]["in"]),
-                    "--ref", bundle.path(entry["io"]["ref"]), "--forward", forward, "--mem", mem, "--tune", "wide", "--precision", "high",
-                    "--cache", os.path.join(cache_dir, f"{entry['model']}.{mem}.{forward}.cache")]  # fmt: skip
+                    "--ref", bundle.path(entry["io"]["ref"]), "--forward", forward, "--mem", mem, "--tune", tune, "--precision", "high",
+                    "--cache", os.path.join(cache_dir, f"{entry['model']}.{mem}.{forward}.{tune}.cache")]  # fmt: skip
         if forward == "cpu":
             self.cmd += ["--threads", "2"]
         env = dict(os.environ)
@@ -530,7 +531,7 @@ def make_engine(name: str, bundle: Bundle, entry: dict, args, devices, cache_dir
     if kind == "relax_vk":
         return RelaxVK(bundle, entry["model"], variant, devices[variant])
     if kind == "mnn":
-        return MNN(bundle, entry, variant, args.mnn_forward, cache_dir)
+        return MNN(bundle, entry, variant, args.mnn_forward, cache_dir, args.mnn_tune)
     if kind == "ncnn":
         return ncnn_engine(bundle, entry, fp16=variant.endswith("fp16"), gpu=not args.ncnn_cpu)
     if kind == "torch":
@@ -553,7 +554,8 @@ def run(parts, args) -> dict:
     device = {"opencl": devices["opencl"].name.strip() if "opencl" in devices else None,
               "vulkan": devices["vulkan"].info["device"] if "vulkan" in devices else None}  # fmt: skip
     print(f"opencl: {device['opencl']}; vulkan: {device['vulkan']}; bundle built for {bundle.index.get('device_name')!r}")
-    cache_dir = tempfile.mkdtemp(prefix="peers-mnn-cache-")
+    cache_dir = args.mnn_cache  # (kept: a later run on the same machine skips MNN's tuning)
+    os.makedirs(cache_dir, exist_ok=True)
     report = {"device": device, "rounds": args.rounds, "repeat": args.repeat, "engines": engines, "models": [],
               "where": {"mnn_forward": args.mnn_forward, "ncnn": "cpu" if args.ncnn_cpu else "vulkan", "torch": args.torch_device}}  # fmt: skip
     for entry in bundle.index["models"]:
@@ -601,7 +603,6 @@ def run(parts, args) -> dict:
         if args.json:  # after every model: a run cut short by a time limit keeps what it measured
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)
-    shutil.rmtree(cache_dir, ignore_errors=True)
     _print_table(report, engines)
     return report
 
@@ -671,6 +672,9 @@ def main() -> int:
     p.add_argument("--opencl-device", default=None, help="--run: relax_vk's OpenCL device (default: a GPU; 'pocl' to test here)")
     p.add_argument("--vulkan-device", default=None, help="--run: relax_vk's Vulkan adapter (default: a GPU; 'lavapipe' to test here)")
     p.add_argument("--mnn-forward", default="opencl", choices=("opencl", "cpu"), help="--run: 'cpu' tests the MNN column without a GPU")
+    p.add_argument("--mnn-tune", default="wide", choices=("wide", "normal", "fast", "heavy", "none"), help="--run: MNN's local-size tuning")
+    p.add_argument("--mnn-cache", default=os.path.join(tempfile.gettempdir(), "peers-mnn-cache"),
+                   help="--run: MNN's tuning cache files (kept, so a second run skips the tuning)")
     p.add_argument("--ncnn-cpu", action="store_true", help="--run: ncnn on its CPU path (tests the column without a GPU)")
     p.add_argument("--torch-device", default="cuda")
     p.add_argument("--json", default="")
