@@ -66,9 +66,12 @@ def example_input(name: str, seed: int = 0, shape: Optional[Tuple[int, int, int,
     n, c, h, w = shape
     rng = np.random.default_rng(seed)
     page = np.full((h, w), 0.92, np.float32) + rng.normal(0, 0.03, (h, w)).astype(np.float32)
-    for row in range(h // 5, h - h // 8, max(h // 3, 8)):  # text lines of "characters" with gaps
-        height = max(2, h // 9)
-        for col in range(w // 10, w - w // 10, max(w // 12, 4)):
-            page[row : row + height, col : col + max(2, w // 16)] = 0.1
+    # glyphs sized for a page at most 64 pixels high (a larger page gets more, not bigger, text:
+    # the detector at 224x224 sees text lines, not blocks, and its output is not all background)
+    gh, gw = min(h, 64), w * min(h, 64) // h
+    for row in range(h // 5, h - h // 8, max(gh // 3, 8)):  # text lines of "characters" with gaps
+        height = max(2, gh // 9)
+        for col in range(w // 10, w - w // 10, max(gw // 12, 4)):
+            page[row : row + height, col : col + max(2, gw // 16)] = 0.1
     x = (np.clip(page, 0, 1) - 0.5) / 0.5
     return np.ascontiguousarray(np.broadcast_to(x, (n, c, h, w))).astype(np.float32)

@@ -47,3 +47,14 @@ def test_symbolic_inputs_without_shapes_are_a_clear_error(tmp_path):
         load_model(packaged_model_path("ppocr_cls"), {"y": (1, 3, 48, 192)})
     with pytest.raises(ValueError, match=r"dimension 1 is 3 in the model; --input-shape gives 4"):
         load_model(packaged_model_path("ppocr_cls"), {"x": (1, 4, 48, 192)})
+
+
+@pytest.mark.parametrize("side", [64, 224])
+def test_detector_input_has_text_at_larger_sizes(side):
+    """The example page's glyphs keep the size they have at 64x64, so the detector still finds text
+    at 224x224 (glyphs scaled with the page became blocks, and its output was all background)."""
+    if not __import__("importlib").util.find_spec(PACKAGED["ppocr_det"].package):
+        pytest.skip(f"{PACKAGED['ppocr_det'].requirement} is not installed")
+    x = example_input("ppocr_det", shape=(1, 3, side, side))
+    (probability,) = ort.InferenceSession(packaged_model_path("ppocr_det")).run(None, {"x": x})
+    assert 0.02 < float(np.mean(probability > 0.3)) < 0.5
