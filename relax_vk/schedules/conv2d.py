@@ -27,6 +27,7 @@ from typing import List, Optional
 
 from tvm import s_tir, tirx
 
+from .conv1x1 import gemm_applies, schedule_conv1x1_gemm
 from .cross_thread import texel_per_workgroup
 from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
 
@@ -47,20 +48,22 @@ class Conv2dConfig:
     """Tunables: output pixels per thread along the row, output texels per thread, threads per
     workgroup (along the fused pixel axis). ``split``: instead, one workgroup per output texel
     whose ``threads`` split the reduction (:func:`_schedule_split_reduction`; ``px`` and ``oc``
-    are 1): for convs with few outputs and long sums."""
+    are 1): for convs with few outputs and long sums. ``gemm``: a 1x1 conv as a packed GEMM
+    (:mod:`.conv1x1`), ``px`` pixels of the flattened map (not of one row) x ``oc`` texels."""
 
     px: int = 4
     oc: int = 2
     threads: int = 64
     split: bool = False
+    gemm: bool = False
 
     def key(self) -> str:
-        return f"px{self.px}_oc{self.oc}_t{self.threads}" + ("_split" if self.split else "")
+        return f"px{self.px}_oc{self.oc}_t{self.threads}" + ("_split" if self.split else "") + ("_gemm" if self.gemm else "")
 
     @staticmethod
     def from_key(key: str) -> "Conv2dConfig":
-        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``; the
-        runtime's parser, which the tuner's device half uses without TVM)."""
+        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``,
+        ``px4_oc4_t64_gemm``; the runtime's parser, which the tuner's device half uses without TVM)."""
         from ..runtime.measure import parse_config
 
         return Conv2dConfig(**parse_config(key))
@@ -295,6 +298,8 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     if w is None:
         return None
     cfg = config or default_config(w)
+    if cfg.gemm:
+        return schedule_conv1x1_gemm(sch, conv, pad, epilogue, w, cfg.px, cfg.oc, cfg.threads)
     if cfg.split:
         return _schedule_split_reduction(sch, conv, pad, epilogue, cfg.threads) if not w.depthwise else None
     if w.oc_chunks % cfg.oc or cfg.px < 1 or w.out_w % cfg.px:
