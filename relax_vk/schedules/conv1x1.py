@@ -1,7 +1,7 @@
 """1x1 convolutions as packed GEMMs: register blocks over flattened pixels and output texels.
 
 For the ``conv2d_NCHWc_OIHWo`` block of a 1x1 conv (stride 1 or 2, no padding, not grouped;
-textures and packed buffers alike) with its fused elementwise epilogue (bias, batch norm,
+padding folded into the loads; textures and packed buffers alike) with its fused elementwise epilogue (bias, batch norm,
 relu/relu6/clip, residual add). A 1x1 conv is a GEMM ``out[o, p] = sum_c w[o, c] * in[c, p]``
 over the ``P = out_h * out_w`` pixels of each image; this schedule treats it as one:
 
@@ -76,11 +76,14 @@ def _flatten_pixels(sch: s_tir.Schedule, conv, epilogue, out_h: int, out_w: int)
 
 def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, oc: int, threads: int) -> Optional[tirx.PrimFunc]:
     """The GEMM schedule (module docstring) on ``sch``, or None when it does not take the kernel
-    (not :func:`gemm_applies`, a pad block, or a block size below 1)."""
-    if not gemm_applies(w) or pad is not None or px < 1 or oc < 1:
+    (not :func:`gemm_applies`, an epilogue that is not elementwise over the output, or a block
+    size below 1). A padded 1x1 conv's pad is inlined into the input loads (a guarded read)."""
+    if not gemm_applies(w) or px < 1 or oc < 1:
         return None
     if any(len(sch.get_loops(b)) != 5 for b in epilogue):
         return None  # an epilogue that is not elementwise over the NCHW4c output
+    if pad is not None:
+        sch.compute_inline(pad)
     data_buf = sch.get(conv).reads[0].source
     weight_buf = sch.get(conv).reads[1].source
     _flatten_pixels(sch, conv, epilogue, w.out_h, w.out_w)

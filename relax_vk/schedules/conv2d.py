@@ -22,6 +22,9 @@ the tuning database overrides). Grouped convs whose groups split a texel are lef
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -202,16 +205,44 @@ def may_split_reduction(w: Conv2dWorkload) -> bool:
     return splits_reduction(w) or (not w.depthwise and w.output_texels <= SPLIT_TUNE_MAX_TEXELS and w.reduction >= SPLIT_TUNE_MIN_TERMS)
 
 
-def default_config(w: Conv2dWorkload) -> Conv2dConfig:
-    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size;
-    the split reduction for convs with few outputs and long sums)."""
-    if splits_reduction(w):
-        return Conv2dConfig(px=1, oc=1, threads=64, split=True)
+def _direct_default(w: Conv2dWorkload) -> Conv2dConfig:
     px = row_tiles(w.out_w)[0]
     if w.depthwise:
         return Conv2dConfig(px=px, oc=1, threads=64)
     oc = 2 if w.group_texels % 2 == 0 else 1
     return Conv2dConfig(px=px, oc=oc, threads=64)
+
+
+#: the GEMM block of an untuned 1x1 conv: 4 pixels x 2 output texels (32 accumulators, the
+#: register budget MNN's c8w4 and TFLite's NVIDIA blocks use)
+GEMM_DEFAULT = Conv2dConfig(px=4, oc=2, threads=64, gemm=True)
+
+
+def fmas_per_fetch(w: Conv2dWorkload, c: Conv2dConfig) -> float:
+    """FMAs a thread's block feeds per texel it fetches, per (input channel texel, kernel row):
+    the direct schedule loads a row segment (``(px - 1) * stride + (kw - 1) * dilation + 1``
+    input texels), the GEMM exactly its ``px`` pixels; both load ``kw * oc * 4`` weight texels.
+    A GEMM block is capped at the output it covers (a block past the map computes nothing)."""
+    px = min(c.px, w.out_h * w.out_w) if c.gemm else c.px
+    oc = min(c.oc, w.oc_chunks)
+    inputs = px if c.gemm else (px - 1) * w.stride + (w.kw - 1) * w.dilation + 1
+    return px * oc * 16 * w.kw / (inputs + w.kw * oc * 4)
+
+
+def default_config(w: Conv2dWorkload) -> Conv2dConfig:
+    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size;
+    the split reduction for convs with few outputs and long sums). A 1x1 conv the GEMM takes
+    (:func:`~relax_vk.schedules.conv1x1.gemm_applies`) gets :data:`GEMM_DEFAULT` where that block
+    feeds more FMAs per fetched texel than the direct block (:func:`fmas_per_fetch`): rows the
+    4-pixel tile does not divide (14x14 maps: 2 pixels per thread there) and stride 2 (the direct
+    row segment loads ``2 * px - 1`` texels for ``px`` pixels); elsewhere the two blocks fetch the
+    same, and the direct schedule stays."""
+    if splits_reduction(w):
+        return Conv2dConfig(px=1, oc=1, threads=64, split=True)
+    direct = _direct_default(w)
+    if gemm_applies(w) and fmas_per_fetch(w, GEMM_DEFAULT) > fmas_per_fetch(w, direct):
+        return GEMM_DEFAULT
+    return direct
 
 
 def _is_texture(buffer) -> bool:
@@ -233,24 +264,67 @@ def memory_kind(func: tirx.PrimFunc) -> str:
     return "texture" if _is_texture(weight) else "texture+wbuf"
 
 
+#: the GEMM blocks the tuner tries on a 1x1 conv, (pixels, output texels): up to 8 pixels and
+#: 4 texels, at most 16 accumulator texels (AMD's limit in TFLite; NVIDIA's blocks hold 8)
+GEMM_BLOCKS = ((4, 1), (4, 2), (2, 4), (4, 4), (8, 2))
+
+
 def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dConfig]:
     """The tuning space of a workload: every exact row tile up to 4 pixels, 1, 2 or 4 output
     texels per thread (those that divide the output channels of a group; depthwise convs take 1), and
     ``threads`` per workgroup, plus a workgroup per output texel splitting the sum where
-    :func:`may_split_reduction`; a grouped conv's tiles stay inside one group. The default
-    configuration is always among them."""
+    :func:`may_split_reduction`; a grouped conv's tiles stay inside one group. A 1x1 conv the
+    GEMM takes also gets the :data:`GEMM_BLOCKS` (pixel and texel tails are masked, so every
+    block fits; blocks larger than the output are left out). The default configuration is always
+    among them."""
     ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.group_texels % o == 0]
     found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
     if may_split_reduction(w):
         found += [Conv2dConfig(1, 1, t, split=True) for t in threads]
+    if gemm_applies(w):
+        pixels = w.out_h * w.out_w
+        found += [Conv2dConfig(px, oc, t, gemm=True) for px, oc in GEMM_BLOCKS if px <= pixels and oc <= w.oc_chunks for t in threads]
     default = default_config(w)
     return found if default in found else [default] + found
+
+
+#: ``$RELAX_VK_CONV1X1``: ``gemm`` or ``direct`` forces that kernel on every 1x1 conv the GEMM
+#: takes (what :func:`conv1x1_kernel` sets in code; unset or ``auto``: the database, then the default)
+CONV1X1_ENV = "RELAX_VK_CONV1X1"
+CONV1X1_KINDS = ("auto", "gemm", "direct")
+_CONV1X1: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar("relax_vk_conv1x1", default=None)
+
+
+@contextlib.contextmanager
+def conv1x1_kernel(kind: str):
+    """Within the block, builds schedule the 1x1 convs the GEMM takes with ``kind``: ``"gemm"``
+    (the tuned GEMM block if the database has one, else :data:`GEMM_DEFAULT`), ``"direct"`` (the
+    tuned direct configuration, else the direct default) or ``"auto"`` (the database, then
+    :func:`default_config`). For side-by-side comparisons (``benchmarks/conv1x1_gemm.py``) and
+    tests; overrides :data:`CONV1X1_ENV`."""
+    if kind not in CONV1X1_KINDS:
+        raise ValueError(f"conv1x1_kernel: {kind!r} is not one of {', '.join(CONV1X1_KINDS)}")
+    token = _CONV1X1.set(kind)
+    try:
+        yield
+    finally:
+        _CONV1X1.reset(token)
+
+
+def forced_conv1x1() -> str:
+    """The 1x1 policy in force: :func:`conv1x1_kernel`'s, else :data:`CONV1X1_ENV`'s, else ``auto``."""
+    kind = _CONV1X1.get() or os.environ.get(CONV1X1_ENV, "").strip().lower() or "auto"
+    if kind not in CONV1X1_KINDS:
+        raise ValueError(f"${CONV1X1_ENV}={kind!r} is not one of {', '.join(CONV1X1_KINDS)}")
+    return kind
 
 
 def choose_config(func: tirx.PrimFunc, target) -> tuple:
     """``(config, source)`` for a conv kernel: the one set on it (:data:`CONFIG_ATTR`, "forced"),
     else the tuning database's for the target's device ("tuned"), else the default ("default");
-    ``(None, None)`` when the kernel is not one this rule handles."""
+    ``(None, None)`` when the kernel is not one this rule handles. Under a 1x1 policy
+    (:func:`conv1x1_kernel`), a 1x1 conv the GEMM takes gets that policy's kernel: the tuned
+    configuration if it is of that kind ("tuned"), else that kind's default ("forced")."""
     sch = s_tir.Schedule(func)
     found = find_conv(sch)
     w = workload(sch, found[0]) if found is not None else None
@@ -263,22 +337,33 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
 
     device = target_device(target) if target is not None else None
     config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
-    if config:
-        return Conv2dConfig(**config), "tuned"
+    config = Conv2dConfig(**config) if config else None
+    policy = forced_conv1x1()
+    if policy != "auto" and gemm_applies(w):
+        if config is not None and config.gemm == (policy == "gemm"):
+            return config, "tuned"
+        return (GEMM_DEFAULT if policy == "gemm" else _direct_default(w)), "forced"
+    if config is not None:
+        return config, "tuned"
     return default_config(w), "default"
 
 
 def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
     """The schedule rule: :func:`schedule_conv2d` with :func:`choose_config`'s configuration; the
-    result records the workload, the configuration and its source (module attributes above)."""
+    result records the workload, the configuration and its source (module attributes above). A
+    GEMM configuration the kernel does not fit (an epilogue that is not elementwise over the
+    output) gives way to the direct default (source "default")."""
     config, source = choose_config(func, target)
     if config is None:
         return None
     scheduled = schedule_conv2d(func, config)
-    if scheduled is None:
-        return None
     sch = s_tir.Schedule(func)
     w = workload(sch, find_conv(sch)[0])
+    if scheduled is None and config.gemm:
+        config, source = _direct_default(w), "default"
+        scheduled = schedule_conv2d(func, config)
+    if scheduled is None:
+        return None
     return (scheduled.with_attr(WORKLOAD_ATTR, w.key()).with_attr(CONFIG_ATTR, config.key()).with_attr(SOURCE_ATTR, source)
             .with_attr(MEMORY_ATTR, memory_kind(func)).with_attr("relax_vk.flops", w.flops))  # fmt: skip
 
