@@ -67,9 +67,12 @@ def _flatten_pixels(sch: s_tir.Schedule, conv, epilogue, out_h: int, out_w: int)
 
     for block in [conv] + list(epilogue):
         sch.transform_block_layout(block, blocks(block, False))
+    allocated = sch.get(sch.get_sblock("root")).alloc_buffers  # (a kernel output keeps its layout)
     for block in [conv] + list(epilogue)[:-1]:
         for index, region in enumerate(sch.get(block).writes):
             buf = region.source
+            if not any(buf.same_as(a) for a in allocated):
+                continue
             if len(buf.shape) == 5 and int(buf.shape[2]) == out_h and int(buf.shape[3]) == out_w:
                 sch.transform_layout(block, ("write", index), lambda n, c, y, x, lane: (n, c, y * out_w + x, lane))
 
@@ -84,6 +87,8 @@ def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, 
         return None  # an epilogue that is not elementwise over the NCHW4c output
     if pad is not None:
         sch.compute_inline(pad)
+    if not epilogue:  # the conv writes the output: a copy stage, so the accumulators can be flattened
+        epilogue = [sch.cache_write(conv, 0, "global")]
     data_buf = sch.get(conv).reads[0].source
     weight_buf = sch.get(conv).reads[1].source
     _flatten_pixels(sch, conv, epilogue, w.out_h, w.out_w)
