@@ -157,3 +157,37 @@ def test_mobilenet_v2_with_every_1x1_conv_a_gemm(backend, device, textures):
     assert len(convs) >= 30 and all(k["config"].endswith("_gemm") for k in convs)
     out = load(compiled.artifact(), device=device).run([x.numpy()])[0]
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+
+def test_the_tuner_measures_gemm_and_direct_blocks_and_builds_use_the_faster(tmp_path, pocl, db_dir):
+    """A 1x1 conv's candidates hold direct and GEMM blocks; each is checked against the float64
+    reference on pocl, the fastest is recorded, and a build for that device uses it (whichever
+    kind it is); under a policy of the other kind the build takes that kind's default."""
+    import json
+
+    from relax_vk.frontends import from_torch
+    from relax_vk.runtime.measure import measure_bundle
+    from relax_vk.schedules.tuning import Database, device_slug
+    from relax_vk.schedules.workloads import ConvSpec
+    from relax_vk.tools.tune import candidate_module, import_results, write_bundle
+
+    spec = ConvSpec((1, 16, 6, 7), (12, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1)
+    quiet = dict(apis=("opencl",), memories=("buffer",), threads=(32,), log=lambda _line: None)
+    index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b"), **quiet)
+    configs = index["cases"][0]["configs"]
+    assert any(c.endswith("_gemm") for c in configs) and any(not c.endswith("_gemm") for c in configs)
+    results = measure_bundle(str(tmp_path / "b"), {"opencl": pocl}, repeat=2, log=lambda _line: None)
+    assert all(c["ok"] for c in results["results"][0]["candidates"])
+    import_results(json.loads(json.dumps(results)), str(db_dir))
+    db = Database.load(str(db_dir / f"{device_slug(pocl.name.strip())}.json"))
+    ((_, record),) = db.records.items()
+    best = Conv2dConfig(**record.config)
+    model = torch.nn.Conv2d(16, 12, 1).eval()
+    x = torch.randn(1, 16, 6, 7)
+    target = relax_vk.target.opencl(device_name=pocl.name)
+    for policy, expected, source in (("auto", best, "tuned"), ("gemm" if not best.gemm else "direct", None, "forced")):
+        with conv1x1_kernel(policy):
+            compiled = relax_vk.build(from_torch(model, (x,)), target=target, options=relax_vk.ScopeOptions(textures=False))
+        (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
+        assert conv["config_source"] == source and (expected is None or conv["config"] == expected.key())
+        assert conv["config"].endswith("_gemm") == (best.gemm if policy == "auto" else not best.gemm)
