@@ -32,7 +32,7 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
-from .register_tile import accumulate_in_registers, unroll_constant
+from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
 
 
 def gemm_applies(w) -> bool:
@@ -83,7 +83,8 @@ def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, 
     size below 1). A padded 1x1 conv's pad is inlined into the input loads (a guarded read)."""
     if not gemm_applies(w) or px < 1 or oc < 1:
         return None
-    if any(len(sch.get_loops(b)) != 5 for b in epilogue):
+    out_shape = [loop_extent(sch.get(lp)) for lp in sch.get_loops(conv)[:5]]
+    if any([loop_extent(sch.get(lp)) for lp in sch.get_loops(b)] != out_shape for b in epilogue):
         return None  # an epilogue that is not elementwise over the NCHW4c output
     if pad is not None:
         sch.compute_inline(pad)

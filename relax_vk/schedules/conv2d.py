@@ -352,11 +352,16 @@ def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
     """The schedule rule: :func:`schedule_conv2d` with :func:`choose_config`'s configuration; the
     result records the workload, the configuration and its source (module attributes above). A
     GEMM configuration the kernel does not fit (an epilogue that is not elementwise over the
-    output) gives way to the direct default (source "default")."""
+    output, or one TVM's primitives refuse) gives way to the direct default (source "default")."""
     config, source = choose_config(func, target)
     if config is None:
         return None
-    scheduled = schedule_conv2d(func, config)
+    try:
+        scheduled = schedule_conv2d(func, config)
+    except Exception:  # (a GEMM the kernel does not fit gives way below; other errors go to the driver)
+        if not config.gemm:
+            raise
+        scheduled = None
     sch = s_tir.Schedule(func)
     w = workload(sch, find_conv(sch)[0])
     if scheduled is None and config.gemm:

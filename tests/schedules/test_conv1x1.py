@@ -41,12 +41,12 @@ def _model(case):
     return torch.nn.Sequential(torch.nn.Conv2d(ci, co, 1, stride, pad, bias=epilogue != "none"), act).eval()
 
 
-# cin, cout, stride, pad, epilogue, H, W, the GEMM block forced (px x oc texels)
+# cin, cout, stride, pad, epilogue, H, W, the GEMM block forced (px x oc texels)[, batch]
 CASES = [
     (32, 40, 1, 0, "relu6", 7, 7, (4, 4)),  # 49 pixels: a 1-pixel tail; 10 texels: a 2-texel tail
     (12, 20, 2, 0, "clip", 9, 13, (8, 2)),  # stride 2 (5x7 out), channels not multiples of 8
     (16, 24, 1, 1, "none", 5, 6, (2, 4)),  # padded 1x1 (the pad inlined into the loads), no bias
-    (24, 24, 1, 0, "residual", 6, 5, (4, 2)),  # batch norm + residual add
+    (24, 24, 1, 0, "residual", 6, 5, (4, 2), 2),  # batch norm + residual add; 2 images, each with a tail
 ]
 
 
@@ -62,7 +62,7 @@ def test_gemm_numbers(case, backend, device):
     torch.manual_seed(0)
     model = _model(case)
     h, w, (px, oc) = case[5], case[6], case[7]
-    x = torch.randn(1, case[0], h, w)
+    x = torch.randn(case[8] if len(case) > 8 else 1, case[0], h, w)
     with torch.no_grad():
         ref = model(x).numpy()
     key = Conv2dConfig(px, oc, 64, gemm=True).key()
