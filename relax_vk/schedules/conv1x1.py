@@ -59,14 +59,10 @@ def _flatten_pixels(sch: s_tir.Schedule, conv, epilogue, out_h: int, out_w: int)
     ``p``), where ``(y, x)`` regions would cover whole rows."""
     from tvm.tirx import IndexMap
 
-    def blocks(block, spatial_only):
-        iters = sch.get(block).iter_vars
-        names = [f"v{i}" for i in range(len(iters))]
-        # the NCHW4c output iterators are the first five (n, c4, y, x, lane), then the reduction
-        return IndexMap.from_func(lambda *v: [v[0], v[1], v[2] * out_w + v[3], *v[4:]], ndim=len(names))
-
     for block in [conv] + list(epilogue):
-        sch.transform_block_layout(block, blocks(block, False))
+        # the NCHW4c output iterators come first (n, c4, y, x, lane), then the conv's reduction ones
+        ndim = len(sch.get(block).iter_vars)
+        sch.transform_block_layout(block, IndexMap.from_func(lambda *v: [v[0], v[1], v[2] * out_w + v[3], *v[4:]], ndim=ndim))
     allocated = sch.get(sch.get_sblock("root")).alloc_buffers  # (a kernel output keeps its layout)
     for block in [conv] + list(epilogue)[:-1]:
         for index, region in enumerate(sch.get(block).writes):
