@@ -297,7 +297,8 @@ _CONV1X1: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar("rela
 
 @contextlib.contextmanager
 def conv1x1_kernel(kind: str):
-    """Within the block, builds schedule the 1x1 convs the GEMM takes with ``kind``: ``"gemm"``
+    """Within the block, builds schedule the 1x1 convs the GEMM takes (except those with few
+    outputs and long sums, which keep the split reduction) with ``kind``: ``"gemm"``
     (the tuned GEMM block if the database has one, else :data:`GEMM_DEFAULT`), ``"direct"`` (the
     tuned direct configuration, else the direct default) or ``"auto"`` (the database, then
     :func:`default_config`). For side-by-side comparisons (``benchmarks/conv1x1_gemm.py``) and
@@ -324,7 +325,8 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     else the tuning database's for the target's device ("tuned"), else the default ("default");
     ``(None, None)`` when the kernel is not one this rule handles. Under a 1x1 policy
     (:func:`conv1x1_kernel`), a 1x1 conv the GEMM takes gets that policy's kernel: the tuned
-    configuration if it is of that kind ("tuned"), else that kind's default ("forced")."""
+    configuration if it is of that kind ("tuned"), else that kind's default ("forced"); convs
+    whose default splits the sum across a workgroup (few outputs, long sums) keep it."""
     sch = s_tir.Schedule(func)
     found = find_conv(sch)
     w = workload(sch, found[0]) if found is not None else None
@@ -339,7 +341,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
     config = Conv2dConfig(**config) if config else None
     policy = forced_conv1x1()
-    if policy != "auto" and gemm_applies(w):
+    if policy != "auto" and gemm_applies(w) and not splits_reduction(w):
         if config is not None and config.gemm == (policy == "gemm"):
             return config, "tuned"
         return (GEMM_DEFAULT if policy == "gemm" else _direct_default(w)), "forced"

@@ -143,6 +143,19 @@ def test_conv1x1_policy(monkeypatch):
             pass
 
 
+def test_gemm_policy_leaves_split_reductions_alone(monkeypatch):
+    """A squeeze-excite's 1x1 conv on a pooled vector keeps its split reduction under "gemm"."""
+    from relax_vk.frontends import from_torch
+
+    monkeypatch.delenv(CONV1X1_ENV, raising=False)
+    model = torch.nn.Sequential(torch.nn.Conv2d(300, 16, 1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 300, 1, 1)
+    with conv1x1_kernel("gemm"):
+        compiled = relax_vk.build(from_torch(model, (x,)), "opencl")
+    (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
+    assert conv["config"].endswith("_split") and conv["config_source"] == "default"
+
+
 def test_mobilenet_v2_with_every_1x1_conv_a_gemm():
     """On pocl with textures (image coordinates from flattened pixels); the WGSL and buffer kernels
     are covered shape by shape above (a whole-model build takes a minute or more here)."""
@@ -156,7 +169,8 @@ def test_mobilenet_v2_with_every_1x1_conv_a_gemm():
     with conv1x1_kernel("gemm"):
         compiled = relax_vk.build(from_torch(model, (x,)), backend, options=relax_vk.ScopeOptions(textures=textures))
     convs = [k for k in compiled.artifact().program["kernels"] if "_k1x1_" in k.get("workload", "")]
-    assert len(convs) >= 30 and all(k["config"].endswith("_gemm") for k in convs)
+    gemms = [k for k in convs if k["config"].endswith("_gemm")]
+    assert len(gemms) >= 30 and all(k["config"].endswith("_split") for k in convs if k not in gemms)  # (the classifier)
     out = load(compiled.artifact(), device=device).run([x.numpy()])[0]
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
 
