@@ -170,7 +170,7 @@ def test_mobilenet_v2_with_every_1x1_conv_a_gemm():
         compiled = relax_vk.build(from_torch(model, (x,)), backend, options=relax_vk.ScopeOptions(textures=textures))
     convs = [k for k in compiled.artifact().program["kernels"] if "_k1x1_" in k.get("workload", "")]
     gemms = [k for k in convs if k["config"].endswith("_gemm")]
-    assert len(gemms) >= 30 and all(k["config"].endswith("_split") for k in convs if k not in gemms)  # (the classifier)
+    assert len(gemms) >= 25 and all(k["config"].endswith("_split") for k in convs if k not in gemms)  # (1x1 maps: split sums)
     out = load(compiled.artifact(), device=device).run([x.numpy()])[0]
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
 
