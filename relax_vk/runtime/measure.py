@@ -77,13 +77,14 @@ def case_inputs(case: dict, count: int) -> List[np.ndarray]:
 
 def parse_config(key: str) -> Dict[str, int]:
     """``px4_oc2_t64`` -> ``{"px": 4, "oc": 2, "threads": 64}``, ``px1_oc1_t64_split`` -> the same
-    with ``"split": True`` (Conv2dConfig's key, parsed without TVM)."""
-    m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)(_split)?", str(key))
+    with ``"split": True``, ``px4_oc4_t64_gemm`` with ``"gemm": True`` (Conv2dConfig's key, parsed
+    without TVM)."""
+    m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)(_split|_gemm)?", str(key))
     if m is None:
         raise ValueError(f"not a conv2d configuration: {key!r} (expected e.g. px4_oc2_t64)")
     config = dict(zip(("px", "oc", "threads"), (int(g) for g in m.groups()[:3])))
     if m.group(4):
-        config["split"] = True
+        config[m.group(4)[1:]] = True
     return config
 
 

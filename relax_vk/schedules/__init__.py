@@ -5,8 +5,9 @@
 (:mod:`.verify`) and falls back to the next rule, then to the safe schedule (:mod:`.fallback`):
 
 1. ``conv2d`` -- relax_vk's NCHW4c conv schedule (:mod:`.conv2d`: register-blocked, broadcast FMAs,
-   padding and epilogues fused), configured from the tuning database (:mod:`.tuning`) where the
-   target's device has a record, else by its untuned default;
+   padding and epilogues fused; 1x1 convs also as packed GEMMs over flattened pixels,
+   :mod:`.conv1x1`), configured from the tuning database (:mod:`.tuning`) where the target's
+   device has a record, else by its untuned default;
 2. ``token_matmul`` -- relax_vk's batched matmul of token tensors (:mod:`.matmul`: register
    tiles of rows x texels, whole-texel operand loads, epilogues fused);
 3. ``channel_reduce`` -- channel statistics of token tensors, one workgroup per row

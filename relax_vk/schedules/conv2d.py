@@ -22,11 +22,15 @@ the tuning database overrides). Grouped convs whose groups split a texel are lef
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
 from dataclasses import dataclass
 from typing import List, Optional
 
 from tvm import s_tir, tirx
 
+from .conv1x1 import gemm_applies, schedule_conv1x1_gemm
 from .cross_thread import texel_per_workgroup
 from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
 
@@ -47,20 +51,22 @@ class Conv2dConfig:
     """Tunables: output pixels per thread along the row, output texels per thread, threads per
     workgroup (along the fused pixel axis). ``split``: instead, one workgroup per output texel
     whose ``threads`` split the reduction (:func:`_schedule_split_reduction`; ``px`` and ``oc``
-    are 1): for convs with few outputs and long sums."""
+    are 1): for convs with few outputs and long sums. ``gemm``: a 1x1 conv as a packed GEMM
+    (:mod:`.conv1x1`), ``px`` pixels of the flattened map (not of one row) x ``oc`` texels."""
 
     px: int = 4
     oc: int = 2
     threads: int = 64
     split: bool = False
+    gemm: bool = False
 
     def key(self) -> str:
-        return f"px{self.px}_oc{self.oc}_t{self.threads}" + ("_split" if self.split else "")
+        return f"px{self.px}_oc{self.oc}_t{self.threads}" + ("_split" if self.split else "") + ("_gemm" if self.gemm else "")
 
     @staticmethod
     def from_key(key: str) -> "Conv2dConfig":
-        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``; the
-        runtime's parser, which the tuner's device half uses without TVM)."""
+        """The configuration :meth:`key` describes (``px4_oc2_t64``, ``px1_oc1_t64_split``,
+        ``px4_oc4_t64_gemm``; the runtime's parser, which the tuner's device half uses without TVM)."""
         from ..runtime.measure import parse_config
 
         return Conv2dConfig(**parse_config(key))
@@ -199,16 +205,44 @@ def may_split_reduction(w: Conv2dWorkload) -> bool:
     return splits_reduction(w) or (not w.depthwise and w.output_texels <= SPLIT_TUNE_MAX_TEXELS and w.reduction >= SPLIT_TUNE_MIN_TERMS)
 
 
-def default_config(w: Conv2dWorkload) -> Conv2dConfig:
-    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size;
-    the split reduction for convs with few outputs and long sums)."""
-    if splits_reduction(w):
-        return Conv2dConfig(px=1, oc=1, threads=64, split=True)
+def _direct_default(w: Conv2dWorkload) -> Conv2dConfig:
     px = row_tiles(w.out_w)[0]
     if w.depthwise:
         return Conv2dConfig(px=px, oc=1, threads=64)
     oc = 2 if w.group_texels % 2 == 0 else 1
     return Conv2dConfig(px=px, oc=oc, threads=64)
+
+
+#: the GEMM block of an untuned 1x1 conv: 4 pixels x 2 output texels (32 accumulators, the
+#: register budget MNN's c8w4 and TFLite's NVIDIA blocks use)
+GEMM_DEFAULT = Conv2dConfig(px=4, oc=2, threads=64, gemm=True)
+
+
+def fmas_per_fetch(w: Conv2dWorkload, c: Conv2dConfig) -> float:
+    """FMAs a thread's block feeds per texel it fetches, per (input channel texel, kernel row):
+    the direct schedule loads a row segment (``(px - 1) * stride + (kw - 1) * dilation + 1``
+    input texels), the GEMM exactly its ``px`` pixels; both load ``kw * oc * 4`` weight texels.
+    A GEMM block is capped at the output it covers (a block past the map computes nothing)."""
+    px = min(c.px, w.out_h * w.out_w) if c.gemm else c.px
+    oc = min(c.oc, w.oc_chunks)
+    inputs = px if c.gemm else (px - 1) * w.stride + (w.kw - 1) * w.dilation + 1
+    return px * oc * 16 * w.kw / (inputs + w.kw * oc * 4)
+
+
+def default_config(w: Conv2dWorkload) -> Conv2dConfig:
+    """An untuned configuration that is good on most GPUs (blocks of TFLite's and MNN's size;
+    the split reduction for convs with few outputs and long sums). A 1x1 conv the GEMM takes
+    (:func:`~relax_vk.schedules.conv1x1.gemm_applies`) gets :data:`GEMM_DEFAULT` where that block
+    feeds more FMAs per fetched texel than the direct block (:func:`fmas_per_fetch`): rows the
+    4-pixel tile does not divide (14x14 maps: 2 pixels per thread there) and stride 2 (the direct
+    row segment loads ``2 * px - 1`` texels for ``px`` pixels); elsewhere the two blocks fetch the
+    same, and the direct schedule stays."""
+    if splits_reduction(w):
+        return Conv2dConfig(px=1, oc=1, threads=64, split=True)
+    direct = _direct_default(w)
+    if gemm_applies(w) and fmas_per_fetch(w, GEMM_DEFAULT) > fmas_per_fetch(w, direct):
+        return GEMM_DEFAULT
+    return direct
 
 
 def _is_texture(buffer) -> bool:
@@ -230,24 +264,69 @@ def memory_kind(func: tirx.PrimFunc) -> str:
     return "texture" if _is_texture(weight) else "texture+wbuf"
 
 
+#: the GEMM blocks the tuner tries on a 1x1 conv, (pixels, output texels): up to 8 pixels and
+#: 4 texels, at most 16 accumulator texels (AMD's limit in TFLite; NVIDIA's blocks hold 8)
+GEMM_BLOCKS = ((4, 1), (4, 2), (2, 4), (4, 4), (8, 2))
+
+
 def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dConfig]:
     """The tuning space of a workload: every exact row tile up to 4 pixels, 1, 2 or 4 output
     texels per thread (those that divide the output channels of a group; depthwise convs take 1), and
     ``threads`` per workgroup, plus a workgroup per output texel splitting the sum where
-    :func:`may_split_reduction`; a grouped conv's tiles stay inside one group. The default
-    configuration is always among them."""
+    :func:`may_split_reduction`; a grouped conv's tiles stay inside one group. A 1x1 conv the
+    GEMM takes also gets the :data:`GEMM_BLOCKS` (pixel and texel tails are masked, so every
+    block fits; blocks larger than the output are left out). The default configuration is always
+    among them."""
     ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.group_texels % o == 0]
     found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
     if may_split_reduction(w):
         found += [Conv2dConfig(1, 1, t, split=True) for t in threads]
+    if gemm_applies(w):
+        pixels = w.out_h * w.out_w
+        found += [Conv2dConfig(px, oc, t, gemm=True) for px, oc in GEMM_BLOCKS if px <= pixels and oc <= w.oc_chunks for t in threads]
     default = default_config(w)
     return found if default in found else [default] + found
+
+
+#: ``$RELAX_VK_CONV1X1``: ``gemm`` or ``direct`` forces that kernel on every 1x1 conv the GEMM
+#: takes (what :func:`conv1x1_kernel` sets in code; unset or ``auto``: the database, then the default)
+CONV1X1_ENV = "RELAX_VK_CONV1X1"
+CONV1X1_KINDS = ("auto", "gemm", "direct")
+_CONV1X1: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar("relax_vk_conv1x1", default=None)
+
+
+@contextlib.contextmanager
+def conv1x1_kernel(kind: str):
+    """Within the block, builds schedule the 1x1 convs the GEMM takes (except those with few
+    outputs and long sums, which keep the split reduction) with ``kind``: ``"gemm"``
+    (the tuned GEMM block if the database has one, else :data:`GEMM_DEFAULT`), ``"direct"`` (the
+    tuned direct configuration, else the direct default) or ``"auto"`` (the database, then
+    :func:`default_config`). For side-by-side comparisons (``benchmarks/conv1x1_gemm.py``) and
+    tests; overrides :data:`CONV1X1_ENV`."""
+    if kind not in CONV1X1_KINDS:
+        raise ValueError(f"conv1x1_kernel: {kind!r} is not one of {', '.join(CONV1X1_KINDS)}")
+    token = _CONV1X1.set(kind)
+    try:
+        yield
+    finally:
+        _CONV1X1.reset(token)
+
+
+def forced_conv1x1() -> str:
+    """The 1x1 policy in force: :func:`conv1x1_kernel`'s, else :data:`CONV1X1_ENV`'s, else ``auto``."""
+    kind = _CONV1X1.get() or os.environ.get(CONV1X1_ENV, "").strip().lower() or "auto"
+    if kind not in CONV1X1_KINDS:
+        raise ValueError(f"${CONV1X1_ENV}={kind!r} is not one of {', '.join(CONV1X1_KINDS)}")
+    return kind
 
 
 def choose_config(func: tirx.PrimFunc, target) -> tuple:
     """``(config, source)`` for a conv kernel: the one set on it (:data:`CONFIG_ATTR`, "forced"),
     else the tuning database's for the target's device ("tuned"), else the default ("default");
-    ``(None, None)`` when the kernel is not one this rule handles."""
+    ``(None, None)`` when the kernel is not one this rule handles. Under a 1x1 policy
+    (:func:`conv1x1_kernel`), a 1x1 conv the GEMM takes gets that policy's kernel: the tuned
+    configuration if it is of that kind ("tuned"), else that kind's default ("forced"); convs
+    whose default splits the sum across a workgroup (few outputs, long sums) keep it."""
     sch = s_tir.Schedule(func)
     found = find_conv(sch)
     w = workload(sch, found[0]) if found is not None else None
@@ -260,22 +339,38 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
 
     device = target_device(target) if target is not None else None
     config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
-    if config:
-        return Conv2dConfig(**config), "tuned"
+    config = Conv2dConfig(**config) if config else None
+    policy = forced_conv1x1()
+    if policy != "auto" and gemm_applies(w) and not splits_reduction(w):
+        if config is not None and config.gemm == (policy == "gemm"):
+            return config, "tuned"
+        return (GEMM_DEFAULT if policy == "gemm" else _direct_default(w)), "forced"
+    if config is not None:
+        return config, "tuned"
     return default_config(w), "default"
 
 
 def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
     """The schedule rule: :func:`schedule_conv2d` with :func:`choose_config`'s configuration; the
-    result records the workload, the configuration and its source (module attributes above)."""
+    result records the workload, the configuration and its source (module attributes above). A
+    GEMM configuration the kernel does not fit (an epilogue that is not elementwise over the
+    output, or one TVM's primitives refuse) gives way to the direct default (source "default")."""
     config, source = choose_config(func, target)
     if config is None:
         return None
-    scheduled = schedule_conv2d(func, config)
-    if scheduled is None:
-        return None
+    try:
+        scheduled = schedule_conv2d(func, config)
+    except Exception:  # (a GEMM the kernel does not fit gives way below; other errors go to the driver)
+        if not config.gemm:
+            raise
+        scheduled = None
     sch = s_tir.Schedule(func)
     w = workload(sch, find_conv(sch)[0])
+    if scheduled is None and config.gemm:
+        config, source = _direct_default(w), "default"
+        scheduled = schedule_conv2d(func, config)
+    if scheduled is None:
+        return None
     return (scheduled.with_attr(WORKLOAD_ATTR, w.key()).with_attr(CONFIG_ATTR, config.key()).with_attr(SOURCE_ATTR, source)
             .with_attr(MEMORY_ATTR, memory_kind(func)).with_attr("relax_vk.flops", w.flops))  # fmt: skip
 
@@ -295,6 +390,8 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     if w is None:
         return None
     cfg = config or default_config(w)
+    if cfg.gemm:
+        return schedule_conv1x1_gemm(sch, conv, pad, epilogue, w, cfg.px, cfg.oc, cfg.threads)
     if cfg.split:
         return _schedule_split_reduction(sch, conv, pad, epilogue, cfg.threads) if not w.depthwise else None
     if w.oc_chunks % cfg.oc or cfg.px < 1 or w.out_w % cfg.px:

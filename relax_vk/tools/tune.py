@@ -128,9 +128,12 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
 
 def _distinct(w, configs) -> list:
     """Configurations that give different kernels (threads beyond the pixel count change nothing)."""
+    from ..schedules.conv1x1 import gemm_threads
+
     seen, out = set(), []
     for c in configs:
-        key = (c.px, c.oc, c.threads if c.split else min(c.threads, w.n * w.out_h * (w.out_w // c.px)), c.split)
+        threads = gemm_threads(w, c.px, c.oc, c.threads) if c.gemm else min(c.threads, w.n * w.out_h * (w.out_w // c.px))
+        key = (c.px, c.oc, c.threads if c.split else threads, c.split, c.gemm)
         if key not in seen:
             seen.add(key)
             out.append(c)

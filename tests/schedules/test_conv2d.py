@@ -65,9 +65,11 @@ WORKLOADS = [
 
 def _fmas_per_fetched_texel(w: Conv2dWorkload, c: Conv2dConfig) -> float:
     """Per (input channel chunk, kernel row) of a thread's block: px x oc output texels take
-    px * oc * 16 * kw FMAs from a row segment of input texels and kw * oc * 4 weight texels."""
-    inputs = (c.px - 1) * w.stride + (w.kw - 1) * w.dilation + 1
-    return c.px * c.oc * 16 * w.kw / (inputs + w.kw * c.oc * 4)
+    px * oc * 16 * kw FMAs from a row segment of input texels (the GEMM: its px pixels) and
+    kw * oc * 4 weight texels."""
+    inputs = min(c.px, w.out_h * w.out_w) if c.gemm else (c.px - 1) * w.stride + (w.kw - 1) * w.dilation + 1
+    px, oc = (min(c.px, w.out_h * w.out_w), min(c.oc, w.oc_chunks)) if c.gemm else (c.px, c.oc)
+    return px * oc * 16 * w.kw / (inputs + w.kw * oc * 4)
 
 
 def test_row_tiles_divide_the_row():
@@ -86,6 +88,9 @@ def test_default_config_is_a_valid_candidate_covering_the_output():
         if c.split:  # one workgroup per output texel, its threads splitting the sum
             assert (c.px, c.oc) == (1, 1)
             continue
+        if c.gemm:  # blocks over the flattened map, tails masked (tests/schedules/test_conv1x1.py)
+            assert (w.kh, w.kw, w.depthwise) == (1, 1, False)
+            continue
         assert w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0 and (c.oc == 1 or not w.depthwise)
         threads = w.n * (w.oc_chunks // c.oc) * w.out_h * (w.out_w // c.px)
         assert threads * c.px * c.oc == w.output_texels  # every output texel written exactly once
@@ -103,7 +108,7 @@ def test_every_candidate_config_is_valid():
     for w in WORKLOADS[::7]:
         for c in candidate_configs(w):
             assert Conv2dConfig.from_key(c.key()) == c
-            assert c.split or (w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0 and (c.oc == 1 or not w.depthwise))
+            assert c.split or (c.gemm and (w.kh, w.kw) == (1, 1)) or (w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0 and (c.oc == 1 or not w.depthwise))
             assert not c.split or may_split_reduction(w)  # (the tuning space: wider than the default's rule)
             assert not splits_reduction(w) or may_split_reduction(w)
 
