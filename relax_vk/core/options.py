@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 PREFER = ("auto", "texture", "buffer")
 PRECISIONS = ("fp32", "fp16")
+WINOGRAD = ("auto", "off", "f23", "f43")
 
 
 @dataclass(frozen=True)
@@ -24,18 +25,25 @@ class ScopeOptions:
         (``CL_HALF_FLOAT`` images, ``rgba16float`` textures), half the bytes, while kernels
         compute in float32 (image reads and writes convert, on every device, with no
         extension); ``"fp32"`` (the default) stores float32 texels. Buffers stay float32.
+    winograd: the algorithm of 3x3 stride-1 convs (one group, no dilation;
+        :mod:`relax_vk.passes.scope.choose_conv_algorithm`). ``"auto"`` (the default): the tuning
+        database's record for the conv where the target's device has one, else direct;
+        ``"f23"`` / ``"f43"``: Winograd F(2,3) / F(4,3) for every such conv; ``"off"``: direct.
     """
 
     textures: bool = True
     weights_in_texture: bool = True
     prefer: str = "auto"
     precision: str = "fp32"
+    winograd: str = "auto"
 
     def __post_init__(self):
         if self.prefer not in PREFER:
             raise ValueError(f"ScopeOptions(prefer={self.prefer!r}): expected one of {', '.join(PREFER)}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"ScopeOptions(precision={self.precision!r}): expected one of {', '.join(PRECISIONS)}")
+        if self.winograd not in WINOGRAD:
+            raise ValueError(f"ScopeOptions(winograd={self.winograd!r}): expected one of {', '.join(WINOGRAD)}")
 
     @property
     def texel_dtype(self) -> str:

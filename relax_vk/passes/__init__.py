@@ -24,6 +24,7 @@ from .lower import (
     SpecializeKernelScopes,
 )
 from .scope import (
+    ChooseConvAlgorithm,
     ChooseMemoryKind,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
@@ -44,6 +45,7 @@ __all__ = [
     "CollectConsumerScopeInfo",
     "CollectProducerScopeInfo",
     "ChooseMemoryKind",
+    "ChooseConvAlgorithm",
     "DefineVDevice",
     "RemoveRedundantAssignments",
     # stage 5
