@@ -260,7 +260,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
 
     device = target_device(target) if target is not None else None
     config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
-    if config:
+    if config and "winograd" not in config:  # (a Winograd record: this conv was kept direct anyway)
         return Conv2dConfig(**config), "tuned"
     return default_config(w), "default"
 
