@@ -131,7 +131,8 @@ def _options(args):
     from ..core.options import ScopeOptions
 
     return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers, prefer=args.prefer,
-                        precision="fp16" if getattr(args, "fp16", False) else "fp32")  # fmt: skip
+                        precision="fp16" if getattr(args, "fp16", False) else "fp32",
+                        winograd=getattr(args, "winograd", "auto"))  # fmt: skip
 
 
 def _registry(args):
@@ -163,6 +164,9 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
                         "database of the --device / --device-name, else the RFC's rule)")
     p.add_argument("--fp16", action="store_true",
                    help="store textures (activations and weights) as half texels: half the memory; kernels compute in float32")
+    p.add_argument("--winograd", choices=("auto", "off", "f23", "f43"), default="auto",
+                   help="3x3 stride-1 convs: Winograd F(2,3) or F(4,3) for all (f23, f43), none (off), or auto (default: "
+                        "the tuning database's record per conv, else direct)")
     p.add_argument("--device-name", default=None,
                    help="the device the build is for (its tuning database; default: the --device's name), e.g. 'NVIDIA H100 80GB HBM3'")
     p.add_argument(
