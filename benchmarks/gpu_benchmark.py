@@ -46,8 +46,11 @@ KERNEL_FIELDS = ("schedule", "workload", "config", "config_source", "memory", "f
 def PLANS(relax_vk):
     """``(name, ScopeOptions, tuned, reuse)``: the RFC's texture plan and the all-buffer plan with
     the device's tuned conv configurations, the default (``auto``) plan, the texture plan with the
-    untuned default configurations, the texture plan with half texels (``--fp16``), and the texture
-    and buffer plans without storage planning (every tensor its own allocation)."""
+    untuned default configurations, the texture plan with half texels (``--fp16``), the texture
+    and buffer plans without storage planning (every tensor its own allocation), and each memory
+    kind with Winograd off, F(2,3) and F(4,3) on every 3x3 stride-1 conv (``--plans texture_direct
+    texture_f23 texture_f43 buffer_direct buffer_f23 buffer_f43``: the side-by-side table and the
+    ``winograd`` ratio lines)."""
     return (
         ("texture", relax_vk.ScopeOptions(prefer="texture"), True, True),
         ("buffer", relax_vk.ScopeOptions(prefer="buffer"), True, True),
@@ -56,6 +59,14 @@ def PLANS(relax_vk):
         ("texture_fp16", relax_vk.ScopeOptions(prefer="texture", precision="fp16"), True, True),
         ("texture_noreuse", relax_vk.ScopeOptions(prefer="texture"), True, False),
         ("buffer_noreuse", relax_vk.ScopeOptions(prefer="buffer"), True, False),
+        # Winograd forced on every 3x3 stride-1 conv (the plans above decide per conv: a tuning
+        # record, else direct); "texture_direct"/"buffer_direct": Winograd off whatever the records say
+        ("texture_direct", relax_vk.ScopeOptions(prefer="texture", winograd="off"), True, True),
+        ("texture_f23", relax_vk.ScopeOptions(prefer="texture", winograd="f23"), True, True),
+        ("texture_f43", relax_vk.ScopeOptions(prefer="texture", winograd="f43"), True, True),
+        ("buffer_direct", relax_vk.ScopeOptions(prefer="buffer", winograd="off"), True, True),
+        ("buffer_f23", relax_vk.ScopeOptions(prefer="buffer", winograd="f23"), True, True),
+        ("buffer_f43", relax_vk.ScopeOptions(prefer="buffer", winograd="f43"), True, True),
     )
 
 
@@ -270,6 +281,14 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> N
             if tex and whole:
                 print(f"{api}: storage planning: texture plan {whole['device_mib']:.1f} -> {tex['device_mib']:.1f} MiB, "
                       f"wall reuse/no-reuse {tex['wall_ms'] / whole['wall_ms']:.2f}")  # fmt: skip
+            for kind in ("texture", "buffer"):
+                direct = results.get(f"{api}/{kind}_direct")
+                for tile in ("f23", "f43"):
+                    wino = results.get(f"{api}/{kind}_{tile}")
+                    if direct and wino:
+                        print(f"{api}: winograd {tile} {kind}: wall {wino['wall_ms']:.3f} vs direct {direct['wall_ms']:.3f} ms "
+                              f"({wino['wall_ms'] / direct['wall_ms']:.2f}x), device {wino['device_ms'] / direct['device_ms']:.2f}x, "
+                              f"rel err {wino['rel_err']:.1e}, top-1 {'same' if wino['top1'] else 'DIFFERENT'}")  # fmt: skip
             if auto and "torch-cuda/eager" in results:
                 print(f"{api}: auto plan / torch eager {auto['wall_ms'] / results['torch-cuda/eager']['wall_ms']:.2f} (<= 1.5 wanted)")
         for key, r in results.items():  # e.g. vulkan/auto/none next to vulkan/auto
