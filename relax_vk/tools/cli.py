@@ -647,7 +647,8 @@ def cmd_tune(args) -> int:
             import tempfile
 
             bundle = os.path.join(tempfile.mkdtemp(prefix="relax-vk-tune-"), "bundle")
-        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log, args.missing_for)
+        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log, args.missing_for,
+                             winograd=not args.no_winograd)  # fmt: skip
         log(f"bundle: {len(index['cases'])} cases in {index['seconds']:.0f} s -> {bundle}")
         if not local:
             return 0
@@ -744,6 +745,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", nargs="+", choices=("texture", "buffer"), default=["texture", "buffer"], help="memory kinds to tune")
     p.add_argument("--threads", nargs="+", type=int, default=[32, 64, 128], help="workgroup sizes to try")
     p.add_argument("--missing-for", metavar="DEVICE_NAME", help="only the convs this device's tuning database has no record of")
+    p.add_argument("--no-winograd", action="store_true",
+                   help="no Winograd F(2,3)/F(4,3) candidates for 3x3 stride-1 convs (they compete with the direct ones by default)")
     p.add_argument("--bundle", help="write the candidates here (to measure on another machine) instead of measuring")
     p.add_argument("--measure", metavar="BUNDLE", help="time a bundle's candidates on this machine (no TVM needed)")
     p.add_argument("--import", dest="import_results", metavar="RESULTS", nargs="+",

@@ -185,9 +185,12 @@ def _distinct(w, configs) -> list:
     return out
 
 
-def _recorded(device: str, api: str, memory: str) -> Optional[Callable[[str, int], bool]]:
+def _recorded(device: str, api: str, memory: str, tile: Optional[int] = None) -> Optional[Callable[[str, int], bool]]:
     """``recorded(workload key, candidate count)`` for a device's database: whether it holds a
-    record of the workload measured over at least that many candidates (None: no database)."""
+    record of the workload measured over at least that many candidates (None: no database).
+    ``tile``: for a Winograd F(tile,3) case, only a record of that tile size counts (a record
+    does not say which algorithms its measurement compared, so a workload that direct won is
+    measured again: the price of never skipping an algorithm that was not tried)."""
     from ..schedules.tuning import database, device_slug
 
     db = database(device_slug(device))
@@ -196,6 +199,8 @@ def _recorded(device: str, api: str, memory: str) -> Optional[Callable[[str, int
 
     def recorded(key: str, count: int) -> bool:
         record = db.best(api, memory, key)
+        if tile is not None and (record is None or int(record.config.get("winograd", 0)) != tile):
+            return False
         return record is not None and record.candidates >= count
 
     return recorded
@@ -239,7 +244,9 @@ def write_bundle(
                     recorded = _recorded(missing_for, api, memory) if missing_for else None
                     builds = [lambda: build_case(spec, api, memory, threads, recorded)]
                     if winograd:
-                        builds += [lambda m=m: build_winograd_case(spec, api, memory, m, threads, recorded) for m in TILES]
+                        builds += [lambda m=m: build_winograd_case(spec, api, memory, m, threads,
+                                                                   _recorded(missing_for, api, memory, m) if missing_for else None)
+                                   for m in TILES]  # fmt: skip
                     for i, build in enumerate(builds):
                         t1 = time.perf_counter()
                         built = build()
