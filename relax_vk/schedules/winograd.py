@@ -3,14 +3,15 @@
 For the kernel of :func:`relax_vk.legalize.winograd.winograd_conv2d_compute` (blocks
 ``winograd_data_pad -> winograd_input -> winograd_gemm -> winograd_output``), fused with the conv's
 elementwise epilogue (bias, batch norm, activations, residual add), in textures and buffers alike.
-One thread computes one ``m x m`` output tile for ``oc`` output texels (4 channels each):
+One thread computes ``tiles`` ``m x m`` output tiles along the row for ``oc`` output texels (4
+channels each):
 
 * per input texel chunk (4 input channels) it loads the ``a x a`` input tile (``a = m + 2``) into
   registers, padding folded into those loads (the pad block is computed in registers with its
   guard), and transforms it (``V = B^T d B``, 4 lanes at a time);
 * per input channel of the chunk, per output texel and per tile position it loads one weight
-  texel of the transformed weight (4 output channels) and accumulates ``M[o, e] += V[e].lane(i) *
-  U[o, i, e]``: ``a^2 * 4 * oc`` accumulators in registers (all inner loops unrolled, so every
+  texel of the transformed weight (4 output channels) and accumulates ``M[o, t, e] += V[t, e].lane(i)
+  * U[o, i, e]`` for each of its tiles ``t``: ``a^2 * 4 * oc * tiles`` accumulators in registers (all inner loops unrolled, so every
   index is a constant);
 * the write-back computes ``Y = A^T M A`` and the fused epilogue per output pixel and stores whole
   texels; pixels of the last tile row or column past the output's edge are not stored (the split's
@@ -23,13 +24,12 @@ database's record for the conv workload, when it names this tile size, overrides
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from tvm import s_tir, tirx
 
-from ..legalize.winograd import GEMM, INPUT, INVERSE, KERNEL, OUTPUT, PAD, TILES
+from ..legalize.winograd import GEMM, INPUT, INVERSE, KERNEL, OUTPUT, PAD, TILES, tile_count
 from .conv2d import CONFIG_ATTR, MEMORY_ATTR, SOURCE_ATTR, WORKLOAD_ATTR, Conv2dWorkload
 from .register_tile import loop_extent, unroll_constant
 
@@ -38,25 +38,34 @@ TILE_ATTR = "relax_vk.winograd_tile"  # on the scheduled kernel: m of F(m, 3)
 
 @dataclass(frozen=True)
 class WinogradConfig:
-    """Tunables: the output tile (F(m, 3)), output texels per thread, threads per workgroup."""
+    """Tunables: the output tile (F(m, 3)), output texels per thread, threads per workgroup, and
+    tiles per thread along the row (each weight texel then feeds ``4 * tiles`` multiply-adds)."""
 
     m: int = 2
     oc: int = 1
     threads: int = 64
+    tiles: int = 1
 
     def key(self) -> str:
-        return f"wino{self.m}_oc{self.oc}_t{self.threads}"
+        return f"wino{self.m}_oc{self.oc}_t{self.threads}" + (f"_x{self.tiles}" if self.tiles != 1 else "")
 
     def to_record(self) -> dict:
         """The configuration as a tuning record holds it (``winograd`` marks the algorithm)."""
-        return {"winograd": self.m, "oc": self.oc, "threads": self.threads}
+        record = {"winograd": self.m, "oc": self.oc, "threads": self.threads}
+        return {**record, "tiles": self.tiles} if self.tiles != 1 else record
 
     @staticmethod
     def from_key(key: str) -> "WinogradConfig":
-        found = re.fullmatch(r"wino(\d+)_oc(\d+)_t(\d+)", str(key))
-        if found is None:
+        from ..runtime.measure import parse_config
+
+        config = parse_config(key) if is_winograd_key(key) else {}
+        if "winograd" not in config:
             raise ValueError(f"not a Winograd configuration: {key!r} (expected e.g. wino2_oc1_t64)")
-        return WinogradConfig(*(int(g) for g in found.groups()))
+        return WinogradConfig.from_record(config)
+
+    @staticmethod
+    def from_record(config: dict) -> "WinogradConfig":
+        return WinogradConfig(int(config["winograd"]), int(config["oc"]), int(config["threads"]), int(config.get("tiles", 1)))
 
 
 def is_winograd_key(key: str) -> bool:
@@ -90,14 +99,17 @@ def default_config(w: Conv2dWorkload, m: int) -> WinogradConfig:
 
 
 def candidate_configs(w: Conv2dWorkload, tiles=TILES, threads=(32, 64, 128)) -> List[WinogradConfig]:
-    """The Winograd part of a 3x3 stride-1 conv's tuning space: each tile size, 1 or 2 output
-    texels per thread (those dividing the output texels; 1 only for F(4,3), whose accumulators
-    would not fit registers twice), ``threads`` per workgroup."""
+    """The Winograd part of a 3x3 stride-1 conv's tuning space: each tile size; for F(2,3) one
+    tile and 1 or 2 output texels per thread (those dividing the output texels), or two tiles
+    along the row (where the row has an even number of tiles: no partial pair) and one texel; for
+    F(4,3), whose accumulators would not fit registers twice, one tile and one texel; ``threads``
+    per workgroup."""
     out = []
     for m in tiles:
-        for oc in ((1, 2) if m == 2 else (1,)):
-            if w.oc_chunks % oc == 0:
-                out += [WinogradConfig(m, oc, t) for t in threads]
+        blocks = [(1, 1), (2, 1), (1, 2)] if m == 2 else [(1, 1)]
+        for oc, row in blocks:
+            if w.oc_chunks % oc == 0 and tile_count(w.out_w, m) % row == 0:
+                out += [WinogradConfig(m, oc, t, row) for t in threads]
     return out
 
 
@@ -140,7 +152,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     device = target_device(target) if target is not None else None
     config = lookup(device, target_api(target), memory_kind(sch, found), w.key()) if device else None
     if config and int(config.get("winograd", 0)) == m:
-        return WinogradConfig(m, int(config["oc"]), int(config["threads"])), "tuned", w
+        return WinogradConfig.from_record(config), "tuned", w
     return default_config(w, m), "default", w
 
 
@@ -170,8 +182,10 @@ def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[t
         return None
     w, m = got
     pad, input_, gemm, inverse, output, epilogue = found
-    if config.m != m or config.oc < 1 or w.oc_chunks % config.oc or config.threads < 1:
+    if config.m != m or config.oc < 1 or w.oc_chunks % config.oc or config.threads < 1 or config.tiles < 1:
         return None
+    if tile_count(w.out_w, m) % config.tiles:
+        return None  # (no partial group of tiles: its input window would run past the padded input)
     weight_buf = _weight_buffer(sch, input_, gemm)
     # the epilogue folded into the output transform: one block computes and stores the result
     for b in epilogue[:-1]:
@@ -181,15 +195,15 @@ def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[t
     n, oc, y, x, ocb = sch.get_loops(output)
     oc_o, oc_i = sch.split(oc, [None, config.oc])
     y_o, y_i = sch.split(y, [None, m])  # (a guarded split where the output is not whole tiles)
-    x_o, x_i = sch.split(x, [None, m])
-    sch.reorder(oc_o, n, y_o, x_o, oc_i, y_i, x_i, ocb)
+    x_o, x_t, x_i = sch.split(x, [None, config.tiles, m])
+    sch.reorder(oc_o, n, y_o, x_o, oc_i, y_i, x_t, x_i, ocb)
     tiles = sch.fuse(n, y_o, x_o)
-    threads = min(config.threads, w.n * (-(-w.out_h // m)) * (-(-w.out_w // m)))
+    threads = min(config.threads, w.n * tile_count(w.out_h, m) * (tile_count(w.out_w, m) // config.tiles))
     bx, tx = sch.split(tiles, [None, threads])
     sch.bind(oc_o, "blockIdx.y")
     sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
-    unroll_constant(sch, [oc_i, y_i, x_i])
+    unroll_constant(sch, [oc_i, y_i, x_t, x_i])
     sch.vectorize(ocb)
     # the output transform of the thread's tiles, then the GEMM's accumulators (every position),
     # in registers; position loops unrolled, never vectorized (their selects fold to constants)
@@ -199,9 +213,9 @@ def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[t
     sch.compute_at(gemm, tx, preserve_unit_loops=True)
     sch.set_scope(gemm, 0, "local")
     g_loops = sch.get_loops(gemm)
-    g_oc, g_e1, g_e2, g_ob, g_ic = g_loops[-8], g_loops[-4], g_loops[-3], g_loops[-2], g_loops[-1]
+    g_oc, g_tw, g_e1, g_e2, g_ob, g_ic = g_loops[-7], g_loops[-5], g_loops[-4], g_loops[-3], g_loops[-2], g_loops[-1]
     c4, cl = sch.split(g_ic, [None, 4])
-    sch.reorder(c4, cl, g_oc, g_e1, g_e2, g_ob)
+    sch.reorder(c4, cl, g_oc, g_e1, g_e2, g_tw, g_ob)  # (a weight texel serves the thread's tiles)
     # the input tile of one texel chunk, padding folded into the loads, and its transform
     sch.compute_at(input_, c4, preserve_unit_loops=True)
     sch.set_scope(input_, 0, "local")

@@ -197,8 +197,11 @@ def test_configurations():
     assert default_config(w, 2) in space and default_config(w, 4) in space
     assert {c.m for c in space} == set(TILES)
     assert all(w.oc_chunks % c.oc == 0 for c in space)
-    odd = Conv2dWorkload(1, 3, 7, 7, 8, 3, 3, False)
+    assert WinogradConfig(2, 1, 64, 2) in space  # two tiles per thread: 28 tiles per row
+    odd = Conv2dWorkload(1, 3, 7, 7, 8, 3, 3, False)  # 3 output texels; 4 tiles of F(2,3) per row, 2 of F(4,3)
     assert all(c.oc == 1 for c in candidate_configs(odd)) and default_config(odd, 2).oc == 1
+    assert {c.tiles for c in candidate_configs(odd) if c.m == 2} == {1, 2}
+    assert all(c.tiles == 1 for c in candidate_configs(Conv2dWorkload(1, 4, 14, 14, 8, 3, 3, False)))  # 7 tiles per row
     for c in space:
         assert WinogradConfig.from_key(c.key()) == c
         assert parse_config(c.key()) == c.to_record()  # what the tuner's device half records

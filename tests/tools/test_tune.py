@@ -137,13 +137,14 @@ def test_winograd_candidates_compete_for_the_conv_record(tmp_path, pocl, db_dir)
     fastest of all. ``--missing-for`` builds a tile size's case again unless the record is of it."""
     from relax_vk.schedules.tuning import clear_cache
 
-    spec = ConvSpec((1, 8, 7, 5), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    spec = ConvSpec((1, 8, 7, 8), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1)  # (7 rows: a partial tile row)
     quiet = dict(apis=("opencl",), memories=("buffer",), threads=(32,), log=lambda _line: None)
     index = write_bundle([candidate_module(spec, 1)], str(tmp_path / "b"), **quiet)
     configs = [c["configs"] for c in index["cases"]]
     assert len({c["workload"] for c in index["cases"]}) == 1
     assert len(configs) == 3 and all(k.startswith("px") for k in configs[0])
     assert all(k.startswith("wino2") for k in configs[1]) and all(k.startswith("wino4") for k in configs[2])
+    assert "wino2_oc1_t32_x2" in configs[1]  # two tiles per thread along the row
     results = measure_bundle(str(tmp_path / "b"), {"opencl": pocl}, repeat=2, log=lambda _line: None)
     assert not results["failures"]
     assert all(c["ok"] for r in results["results"] for c in r["candidates"])
