@@ -156,9 +156,8 @@ def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: 
         return None
     tgt = _target.resolve(api)
     options = ScopeOptions(**MEMORY_OPTIONS[memory], winograd="f23" if m == 2 else "f43")
-    configs = candidate_configs(w, tiles=(m,), threads=threads)
-    if not configs:
-        return None
+    default = default_config(w, m)
+    configs = [default] + [c for c in candidate_configs(w, tiles=(m,), threads=threads) if c != default]
     if recorded is not None and recorded(w.key(), len(configs)):
         return RECORDED
     scoped = _scope_pipeline(tgt, None, options)(candidate_module(spec, len(configs)))
@@ -171,7 +170,7 @@ def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: 
     with _target.lowering_target(tgt):
         lowered = tvm.transform.Sequential(schedule_passes())(lowered)
     artifact = compile_lowered(tgt, scoped, lowered, model={"tune": w.key()}).artifact()
-    return artifact, w.key(), default_config(w, m).key(), [c.key() for c in configs]
+    return artifact, w.key(), default.key(), [c.key() for c in configs]
 
 
 def _distinct(w, configs) -> list:

@@ -132,4 +132,6 @@ def test_tune_measure_runs_without_tvm(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((tmp_path / "r.json").read_text())
-    assert len(results["records"]) == 1 and results["records"][0]["max_err"] < 1e-4
+    # one record per case: the direct candidates and each Winograd tile size's (a 3x3 stride-1 conv)
+    assert len(results["records"]) == 3 and all(r["max_err"] < 1e-4 for r in results["records"])
+    assert sorted(str(r["config"].get("winograd", "-")) for r in results["records"]) == ["-", "2", "4"]
