@@ -14,7 +14,8 @@ The kernel (:func:`winograd_conv2d_compute`) is one TE chain, which relax_vk's W
 output texels: the padded input tile (``winograd_data_pad``, padding folded into the reads), its
 transform (``winograd_input``), the per-position GEMM over the input channels
 (``winograd_gemm``, accumulated in registers), the output transform (``winograd_inverse``, per tile)
-and its pixels in the output's layout (``winograd_output``), with the conv's fused epilogue (bias, batch norm, activations, residual add) after it.
+and its pixels in the output's layout (``winograd_output``), with the conv's fused epilogue
+(bias, batch norm, activations, residual add) after it.
 
 Transform arithmetic is written out with only the non-zero coefficients (no multiplications by
 0 or +-1 left for the compiler to fold), selected by the tile position, which the schedule makes a
@@ -152,7 +153,9 @@ def winograd_conv2d_compute(data: te.Tensor, weight: te.Tensor, padding: Sequenc
     rc = te.reduce_axis((0, ic), name="ic")
     gemm = te.compute(
         (n, oc4, th, tw, a, a, LANES),
-        lambda b, o, ty, tx, e1, e2, ob: te.sum(v[b, rc // LANES, ty, tx, e1, e2, rc % LANES] * weight[o, rc, e1, e2, ob].astype(acc), axis=[rc]),
+        lambda b, o, ty, tx, e1, e2, ob: te.sum(
+            v[b, rc // LANES, ty, tx, e1, e2, rc % LANES] * weight[o, rc, e1, e2, ob].astype(acc), axis=[rc]
+        ),
         name=GEMM,
     )
 

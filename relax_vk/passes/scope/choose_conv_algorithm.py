@@ -110,15 +110,17 @@ class _Rewriter(relax.PyExprMutator):
         w = eligible(call)
         if w is None:
             return call
-        m, _source = decide(w, self.options, self.device, self.api, self.memory)
+        m, _ = decide(w, self.options, self.device, self.api, self.memory)
         if m is None:
             return call
         data, weight = call.args[:2]
         if isinstance(weight, GenericConst):
             u = relax.const(wino.transform_weight(weight.value.numpy(), m))
         else:
-            u = self.builder_.emit(self.builder_.call_te(
-                wino.winograd_weight_compute, weight, m, primfunc_name_hint="winograd_weight", primfunc_attrs=wino.weight_attrs()))  # fmt: skip
+            transform = self.builder_.call_te(
+                wino.winograd_weight_compute, weight, m, primfunc_name_hint="winograd_weight", primfunc_attrs=wino.weight_attrs()
+            )
+            u = self.builder_.emit(transform)
         self.chosen += 1
         return self.builder_.call_te(
             wino.winograd_conv2d_compute, data, u, list(_padding(call.attrs)), m, str(call.ty.dtype),
