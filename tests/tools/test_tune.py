@@ -23,7 +23,8 @@ def test_tune_on_pocl_then_build_uses_the_database(pocl, db_dir):
     db = Database.load(str(db_dir / f"{slug}.json"))
     key = "conv_n1_oc32_h28_w28_ic32_k3x3_s1_d1"
     assert {(r.memory, r.workload) for r in db.records.values()} == {("texture", key), ("buffer", key)}
-    assert all(r.ms > 0 and r.candidates >= 2 for r in db.records.values())
+    # (a record counts its own case's candidates: F(4,3) with one workgroup size is a case of one)
+    assert all(r.ms > 0 and r.candidates >= 1 for r in db.records.values())
     mod = build_example("conv20")
     for kind in ("texture", "buffer"):
         compiled = relax_vk.build(mod, target=relax_vk.target.opencl(device_name=pocl.name), options=relax_vk.ScopeOptions(prefer=kind))
