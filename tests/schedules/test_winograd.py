@@ -182,6 +182,10 @@ def test_a_tuning_record_picks_the_algorithm(tmp_path, monkeypatch):
         assert str(kernel.attrs["relax_vk.conv2d_config_source"]) == "tuned"
         (direct,) = _kernels(compiled, "conv2d")
         assert str(direct.attrs["relax_vk.conv2d_config"]) == "px2_oc2_t64"
+        # half texels: the record's F(4,3) runs as F(2,3)
+        half = scope_pipeline(target, options=ScopeOptions(precision="fp16"))(mod)
+        assert _winograd_calls(half) == 1 and not [c for c in _constants(half) if c.shape[2:4] == (6, 6)]
+        assert [c for c in _constants(half) if c.shape[2:4] == (4, 4)]
     finally:
         tuning.clear_cache()
 

@@ -83,6 +83,13 @@ def default_tile(w: Conv2dWorkload) -> Optional[int]:
     return None
 
 
+#: Under ``ScopeOptions(precision="fp16")`` a record's F(4,3) becomes F(2,3): its transformed weights
+#: and tiles in half texels gave 4.4e-3 of the output's magnitude on a 16-channel conv (the fp16
+#: bound is 1e-2; F(2,3) 5.5e-4, direct 4.2e-4), and the records are measured in float32.
+#: ``winograd="f43"`` still forces it.
+FP16_TILE = 2
+
+
 def decide(w: Conv2dWorkload, options: ScopeOptions, device: Optional[str], api: str, memory: str) -> tuple:
     """``(tile size or None, source)`` for an eligible conv: source ``"forced"``, ``"off"``,
     ``"tuned"`` (a database record, Winograd or direct) or ``"default"``."""
@@ -94,7 +101,10 @@ def decide(w: Conv2dWorkload, options: ScopeOptions, device: Optional[str], api:
 
     config = lookup(device, api, memory, w.key()) if device else None
     if config is not None:
-        return (int(config["winograd"]) if "winograd" in config else None), "tuned"
+        m = int(config["winograd"]) if "winograd" in config else None
+        if m == 4 and options.precision == "fp16":
+            m = FP16_TILE  # half texels: F(4,3) loses too much (see FP16_TILE)
+        return m, "tuned"
     return default_tile(w), "default"
 
 
