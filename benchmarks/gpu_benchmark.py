@@ -14,7 +14,9 @@ their Linears included (at 224x224 or ``name@size``; with ``--device-name``, onl
 device's database has no record of; see
 :mod:`relax_vk.tools.tune`). ``--build`` compiles each model for both APIs under the plans of :data:`PLANS` and writes a
 transport bundle (``benchmarks/backend_latency.py``'s format: each distinct constant once) plus
-the input and PyTorch's CPU output. ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
+the input and PyTorch's CPU output (Winograd plans' transformed weights are stored as recipes and
+derived from the conv weights on the GPU machine, in numpy: shipped, they would not fit one
+transfer). ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
 plan's wall-clock latency (inputs uploaded, outputs read back, median and min of ``--repeat``
 runs taken in rounds across the plans: clock changes fall on all alike), the device span of its
 dispatches and each kernel's share (medians of 5 profiled runs), its error against PyTorch; PyTorch eager fp32 on CUDA
@@ -79,6 +81,7 @@ def build(outdir: str, models, device_name=None, plans=None, apis=APIS) -> None:
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []
+    conv_weights: dict = {}  # (Winograd plans' transformed weights are derived from these on the GPU machine)
     for spec in models:
         name, size = _model_size(spec)
         if _is_packaged(name):
@@ -97,7 +100,7 @@ def build(outdir: str, models, device_name=None, plans=None, apis=APIS) -> None:
                 compiled = relax_vk.build(mod, target=target, options=options, model={"zoo": name})
                 artifact = compiled.artifact(reuse=reuse)
                 decision = compiled.plan().scope_rule or {}
-                blobs = store_constants(outdir, artifact)
+                blobs = store_constants(outdir, artifact, conv_weights)
                 index.append({"model": name, "api": api, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs,
                               "scope_rule": decision})  # fmt: skip
                 print(f"built {name} {api} {plan}: {len(artifact.program['kernels'])} kernels in {time.perf_counter() - t0:.1f} s "
