@@ -32,7 +32,9 @@ def test_tune_on_pocl_then_build_uses_the_database(pocl, db_dir):
         expected = db.best("opencl", kind, key).config  # the fastest of the direct and the Winograd candidates
         assert convs and all(k["config_source"] == "tuned" and k["memory"] == kind for k in convs)
         if "winograd" in expected:
-            assert all(k["config"] == f"wino{expected['winograd']}_oc{expected['oc']}_t{expected['threads']}" for k in convs)
+            from relax_vk.schedules.winograd import WinogradConfig
+
+            assert all(k["config"] == WinogradConfig.from_record(expected).key() and k["schedule"] == "winograd" for k in convs)
         else:
             assert all(k["config"] == f"px{expected['px']}_oc{expected['oc']}_t{expected['threads']}" for k in convs)
     # prefer=auto: the database has every conv in both kinds, so the measured times decide
