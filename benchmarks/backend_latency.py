@@ -27,6 +27,8 @@ import json
 import os
 import sys
 
+from typing import Optional
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,13 +63,52 @@ def build(outdir: str, models) -> None:
     print(f"wrote {len(index)} artifacts to {outdir} ({total / 2**20:.1f} MiB of distinct constants)")
 
 
-def store_constants(outdir: str, artifact) -> dict:
-    """Save each constant of ``artifact`` under ``outdir/blobs`` once (named by content);
-    returns ``{constant name: digest}`` for :func:`load_artifact`."""
+def _digest(array: np.ndarray) -> str:
+    return hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
+
+
+def _winograd_sources(artifact, weights: dict) -> dict:
+    """``{constant name: (source digest, m)}`` for each constant of ``artifact`` that is the
+    Winograd F(m,3) transform of a packed 3x3 conv weight, bit for bit: of one in ``weights``
+    (``{(OC/4, IC): {digest: array}}``, the conv weights stored so far, which this call extends
+    with ``artifact``'s). Such a constant is stored as a recipe, and :func:`load_artifact` derives
+    it (transformed weights are 16/9 or 4x their conv weights' bytes: a bundle that shipped both
+    would not fit one transfer to the GPU machine)."""
+    from relax_vk.runtime.winograd import TILES, transform_weight
+
+    for array in artifact.constants.values():
+        if array.ndim == 5 and array.shape[2:] == (3, 3, 4):
+            array = np.ascontiguousarray(array)
+            weights.setdefault(array.shape[:2], {})[_digest(array)] = array
+    found = {}
+    for key, array in artifact.constants.items():
+        m = array.shape[2] - 2 if array.ndim == 5 and array.shape[2] == array.shape[3] and array.shape[4] == 4 else 0
+        if m not in TILES:
+            continue
+        for digest, source in weights.get(array.shape[:2], {}).items():
+            if np.array_equal(transform_weight(source, m), array):
+                found[key] = (digest, m)
+                break
+    return found
+
+
+def store_constants(outdir: str, artifact, weights: Optional[dict] = None) -> dict:
+    """Save each constant of ``artifact`` under ``outdir/blobs`` once (named by content), except
+    Winograd-transformed weights of a conv weight stored before (``weights``: keep one dict across
+    the calls of one bundle), which are stored as how to derive them; returns ``{constant name:
+    digest or {"digest", "winograd", "of"}}`` for :func:`load_artifact`."""
     blobs = {}
+    known = {} if weights is None else weights
+    derived = _winograd_sources(artifact, known)
     for key, array in artifact.constants.items():
         array = np.ascontiguousarray(array)
-        digest = hashlib.sha256(array.tobytes() + str(array.dtype).encode() + str(array.shape).encode()).hexdigest()[:32]
+        digest = _digest(array)
+        if key in derived:
+            source, m = derived[key]
+            blobs[key] = {"digest": digest, "winograd": m, "of": source}
+            if not os.path.exists(os.path.join(outdir, "blobs", f"{source}.npy")):
+                np.save(os.path.join(outdir, "blobs", f"{source}.npy"), known[array.shape[:2]][source])
+            continue
         path = os.path.join(outdir, "blobs", f"{digest}.npy")
         if not os.path.exists(path):
             np.save(path, array)
@@ -76,9 +117,15 @@ def store_constants(outdir: str, artifact) -> dict:
 
 
 def load_artifact(outdir: str, entry: dict):
+    from relax_vk.runtime.winograd import transform_weight
     from relax_vk.serialization.artifact import Artifact
 
-    constants = {key: np.load(os.path.join(outdir, "blobs", f"{digest}.npy")) for key, digest in entry["constants"].items()}
+    def constant(ref):
+        if isinstance(ref, dict):  # a Winograd-transformed weight, derived from its conv weight
+            return transform_weight(np.load(os.path.join(outdir, "blobs", f"{ref['of']}.npy")), int(ref["winograd"]))
+        return np.load(os.path.join(outdir, "blobs", f"{ref}.npy"))
+
+    constants = {key: constant(ref) for key, ref in entry["constants"].items()}
     return Artifact(entry["program"], entry["source"], constants)
 
 

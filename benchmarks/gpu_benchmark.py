@@ -14,7 +14,9 @@ their Linears included (at 224x224 or ``name@size``; with ``--device-name``, onl
 device's database has no record of; see
 :mod:`relax_vk.tools.tune`). ``--build`` compiles each model for both APIs under the plans of :data:`PLANS` and writes a
 transport bundle (``benchmarks/backend_latency.py``'s format: each distinct constant once) plus
-the input and PyTorch's CPU output. ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
+the input and PyTorch's CPU output (Winograd plans' transformed weights are stored as recipes and
+derived from the conv weights on the GPU machine, in numpy: shipped, they would not fit one
+transfer). ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
 plan's wall-clock latency (inputs uploaded, outputs read back, median and min of ``--repeat``
 runs taken in rounds across the plans: clock changes fall on all alike), the device span of its
 dispatches and each kernel's share (medians of 5 profiled runs), its error against PyTorch; PyTorch eager fp32 on CUDA
@@ -48,8 +50,10 @@ def PLANS(relax_vk):
     the device's tuned conv configurations, the default (``auto``) plan, the texture plan with the
     untuned default configurations, the texture plan with half texels (``--fp16``), with half texels
     and half arithmetic (``--fp16-arith``: float32 accumulators; ``acc16``: half accumulators too;
-    a device without half arithmetic skips them), and the texture and buffer plans without storage
-    planning (every tensor its own allocation)."""
+    a device without half arithmetic skips them), the texture and buffer plans without storage
+    planning (every tensor its own allocation), and each memory kind with Winograd off, F(2,3) and
+    F(4,3) on every 3x3 stride-1 conv (``--plans texture_direct texture_f23 texture_f43
+    buffer_direct buffer_f23 buffer_f43``: the side-by-side table and the ``winograd`` ratio lines)."""
     return (
         ("texture", relax_vk.ScopeOptions(prefer="texture"), True, True),
         ("buffer", relax_vk.ScopeOptions(prefer="buffer"), True, True),
@@ -60,6 +64,14 @@ def PLANS(relax_vk):
         ("texture_fp16acc16", relax_vk.ScopeOptions(prefer="texture", precision="fp16", arithmetic="fp16", accumulate="fp16"), True, True),
         ("texture_noreuse", relax_vk.ScopeOptions(prefer="texture"), True, False),
         ("buffer_noreuse", relax_vk.ScopeOptions(prefer="buffer"), True, False),
+        # Winograd forced on every 3x3 stride-1 conv (the plans above decide per conv: a tuning
+        # record, else direct); "texture_direct"/"buffer_direct": Winograd off whatever the records say
+        ("texture_direct", relax_vk.ScopeOptions(prefer="texture", winograd="off"), True, True),
+        ("texture_f23", relax_vk.ScopeOptions(prefer="texture", winograd="f23"), True, True),
+        ("texture_f43", relax_vk.ScopeOptions(prefer="texture", winograd="f43"), True, True),
+        ("buffer_direct", relax_vk.ScopeOptions(prefer="buffer", winograd="off"), True, True),
+        ("buffer_f23", relax_vk.ScopeOptions(prefer="buffer", winograd="f23"), True, True),
+        ("buffer_f43", relax_vk.ScopeOptions(prefer="buffer", winograd="f43"), True, True),
     )
 
 
@@ -72,6 +84,7 @@ def build(outdir: str, models, device_name=None, plans=None, apis=APIS) -> None:
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []
+    conv_weights: dict = {}  # (Winograd plans' transformed weights are derived from these on the GPU machine)
     for spec in models:
         name, size = _model_size(spec)
         if _is_packaged(name):
@@ -90,7 +103,7 @@ def build(outdir: str, models, device_name=None, plans=None, apis=APIS) -> None:
                 compiled = relax_vk.build(mod, target=target, options=options, model={"zoo": name})
                 artifact = compiled.artifact(reuse=reuse)
                 decision = compiled.plan().scope_rule or {}
-                blobs = store_constants(outdir, artifact)
+                blobs = store_constants(outdir, artifact, conv_weights)
                 index.append({"model": name, "api": api, "plan": plan, "program": artifact.program, "source": artifact.source, "constants": blobs,
                               "scope_rule": decision})  # fmt: skip
                 print(f"built {name} {api} {plan}: {len(artifact.program['kernels'])} kernels in {time.perf_counter() - t0:.1f} s "
@@ -287,6 +300,14 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> N
             if tex and whole:
                 print(f"{api}: storage planning: texture plan {whole['device_mib']:.1f} -> {tex['device_mib']:.1f} MiB, "
                       f"wall reuse/no-reuse {tex['wall_ms'] / whole['wall_ms']:.2f}")  # fmt: skip
+            for kind in ("texture", "buffer"):
+                direct = results.get(f"{api}/{kind}_direct")
+                for tile in ("f23", "f43"):
+                    wino = results.get(f"{api}/{kind}_{tile}")
+                    if direct and wino:
+                        print(f"{api}: winograd {tile} {kind}: wall {wino['wall_ms']:.3f} vs direct {direct['wall_ms']:.3f} ms "
+                              f"({wino['wall_ms'] / direct['wall_ms']:.2f}x), device {wino['device_ms'] / direct['device_ms']:.2f}x, "
+                              f"rel err {wino['rel_err']:.1e}, top-1 {'same' if wino['top1'] else 'DIFFERENT'}")  # fmt: skip
             if auto and "torch-cuda/eager" in results:
                 print(f"{api}: auto plan / torch eager {auto['wall_ms'] / results['torch-cuda/eager']['wall_ms']:.2f} (<= 1.5 wanted)")
         for key, r in results.items():  # e.g. vulkan/auto/none next to vulkan/auto

@@ -8,6 +8,7 @@ from typing import Tuple
 PREFER = ("auto", "texture", "buffer")
 PRECISIONS = ("fp32", "fp16")
 ARITHMETIC = ("fp32", "fp16")
+WINOGRAD = ("auto", "off", "f23", "f43")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class ScopeOptions:
         names, PyTorch module paths), kernel names or the tensors kernels write, ``fnmatch``
         patterns allowed (``"*softmax*"``). Kernels whose values overflow float16 on a
         calibration run are added by :func:`relax_vk.build`.
+    winograd: the algorithm of 3x3 stride-1 convs (one group, no dilation;
+        :mod:`relax_vk.passes.scope.choose_conv_algorithm`). ``"auto"`` (the default): the tuning
+        database's record for the conv where the target's device has one, else direct;
+        ``"f23"`` / ``"f43"``: Winograd F(2,3) / F(4,3) for every such conv; ``"off"``: direct.
     """
 
     textures: bool = True
@@ -43,6 +48,7 @@ class ScopeOptions:
     arithmetic: str = "fp32"
     accumulate: str = "fp32"
     fp32_ops: Tuple[str, ...] = ()
+    winograd: str = "auto"
 
     def __post_init__(self):
         if self.prefer not in PREFER:
@@ -55,6 +61,8 @@ class ScopeOptions:
         if isinstance(self.fp32_ops, str):  # one name, not its characters
             object.__setattr__(self, "fp32_ops", (self.fp32_ops,))
         object.__setattr__(self, "fp32_ops", tuple(str(x) for x in self.fp32_ops))
+        if self.winograd not in WINOGRAD:
+            raise ValueError(f"ScopeOptions(winograd={self.winograd!r}): expected one of {', '.join(WINOGRAD)}")
 
     @property
     def texel_dtype(self) -> str:

@@ -25,7 +25,7 @@ max/avg/adaptive-avg pool2d (texture-capable), layout transforms (input and outp
 texture-capable), mean/sum/max/min (texture-capable, output synced with the input; only packed
 tensors are texturable, and the layout stage packs only spatial reductions and the channel
 reductions of token tensors), the packed token kernels (gathers, channel statistics, batched matmul: operands
-and result texture-capable, synced). Users add or replace
+and result texture-capable, synced), the Winograd conv kernel (as a conv). Users add or replace
 entries with :func:`register_op`. The RFC's listing keeps layout-transform inputs in buffers;
 :func:`rfc_registry` reproduces it.
 
@@ -52,6 +52,8 @@ REDUCTIONS = ("relax.mean", "relax.sum", "relax.max", "relax.min")
 #: the packed token kernels the layout stage emits (``relax_vk.legalize.tokens``)
 TOKEN_GATHER, TOKEN_MATMUL, TOKEN_STAT = "relax_vk.token_gather", "relax_vk.token_matmul", "relax_vk.token_stat"
 TOKEN_NORM = "relax_vk.token_norm"  # LayerNorm / softmax over the channels, one kernel
+#: the Winograd conv kernel ChooseConvAlgorithm emits (``relax_vk.legalize.winograd``)
+WINOGRAD_CONV = "relax_vk.winograd_conv2d"
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,9 @@ def _default_entries() -> List[OpRegistration]:
     # index, in whatever mapping that has: a token view of a map, tokens mapped as one image)
     tokens = [OpRegistration(name, inputs=ANY_SCOPE) for name in (TOKEN_MATMUL, TOKEN_STAT, TOKEN_NORM)]
     gather = OpRegistration(TOKEN_GATHER, inputs=[ANY_SCOPE, ANY_SCOPE], outputs=[ANY_SCOPE])
-    return [conv, *pools, layout, *reductions, *tokens, gather]
+    # a Winograd conv: data, transformed weight (a weight, like a conv's) and output as a conv's
+    winograd = OpRegistration(WINOGRAD_CONV, inputs=[ANY_SCOPE, ANY_SCOPE], outputs=[ANY_SCOPE], roles=(Role.ACTIVATION, Role.WEIGHT))
+    return [conv, *pools, layout, *reductions, *tokens, gather, winograd]
 
 
 _DEFAULT = OpRegistry(_default_entries())

@@ -26,6 +26,7 @@ from .lower import (
     SpecializeKernelScopes,
 )
 from .scope import (
+    ChooseConvAlgorithm,
     ChooseMemoryKind,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
@@ -48,6 +49,7 @@ __all__ = [
     "CollectConsumerScopeInfo",
     "CollectProducerScopeInfo",
     "ChooseMemoryKind",
+    "ChooseConvAlgorithm",
     "DefineVDevice",
     "RemoveRedundantAssignments",
     # stage 5

@@ -78,7 +78,14 @@ def case_inputs(case: dict, count: int) -> List[np.ndarray]:
 def parse_config(key: str) -> Dict[str, int]:
     """``px4_oc2_t64`` -> ``{"px": 4, "oc": 2, "threads": 64}``, ``px1_oc1_t64_split`` -> the same
     with ``"split": True``, ``px4_oc4_t64_gemm`` with ``"gemm": True`` (Conv2dConfig's key, parsed
-    without TVM)."""
+    without TVM); ``wino2_oc1_t64`` -> ``{"winograd": 2, "oc": 1, "threads": 64}`` (WinogradConfig's; ``wino2_oc1_t64_x2`` adds
+    ``"tiles": 2``)."""
+    w = re.fullmatch(r"wino(\d+)_oc(\d+)_t(\d+)(?:_x(\d+))?", str(key))
+    if w is not None:  # a Winograd F(m,3) configuration (relax_vk.schedules.winograd.WinogradConfig)
+        config = dict(zip(("winograd", "oc", "threads"), (int(g) for g in w.groups()[:3])))
+        if w.group(4) is not None:
+            config["tiles"] = int(w.group(4))
+        return config
     m = re.fullmatch(r"px(\d+)_oc(\d+)_t(\d+)(_split|_gemm)?", str(key))
     if m is None:
         raise ValueError(f"not a conv2d configuration: {key!r} (expected e.g. px4_oc2_t64)")

@@ -46,6 +46,7 @@ from .conv2d import conv2d_rule
 from .matmul import token_matmul_rule
 from .pooling import schedule_pool
 from .row_norm import row_norm_rule
+from .winograd import winograd_rule
 
 
 def _dlight(rule):
@@ -72,6 +73,7 @@ def _only_if(predicate, rule):
 # only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis)
 RULES: List[Rule] = [
     ("conv2d", conv2d_rule),
+    ("winograd", winograd_rule),
     ("token_matmul", token_matmul_rule),
     ("channel_reduce", channel_reduce_rule),
     ("row_norm", row_norm_rule),

@@ -339,6 +339,8 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
 
     device = target_device(target) if target is not None else None
     config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
+    if config and "winograd" in config:  # (a Winograd record: this conv was kept direct anyway)
+        config = None
     config = Conv2dConfig(**config) if config else None
     policy = forced_conv1x1()
     if policy != "auto" and gemm_applies(w) and not splits_reduction(w):

@@ -133,7 +133,8 @@ def _options(args):
     return ScopeOptions(textures=not args.no_textures, weights_in_texture=not args.weights_in_buffers, prefer=args.prefer,
                         precision="fp16" if getattr(args, "fp16", False) or getattr(args, "fp16_arith", False) else "fp32",
                         arithmetic="fp16" if getattr(args, "fp16_arith", False) else "fp32", accumulate=getattr(args, "accumulate", "fp32"),
-                        fp32_ops=tuple(getattr(args, "fp32_op", None) or ()))  # fmt: skip
+                        fp32_ops=tuple(getattr(args, "fp32_op", None) or ()),
+                        winograd=getattr(args, "winograd", "auto"))  # fmt: skip
 
 
 def _registry(args):
@@ -172,6 +173,9 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
                    help="with --fp16-arith: the dtype reductions, convs and matmuls accumulate in (default fp32)")
     p.add_argument("--fp32-op", action="append", metavar="NAME",
                    help="with --fp16-arith: keep this op in float32 (model op, kernel or tensor name; fnmatch patterns; repeatable)")
+    p.add_argument("--winograd", choices=("auto", "off", "f23", "f43"), default="auto",
+                   help="3x3 stride-1 convs: Winograd F(2,3) or F(4,3) for all (f23, f43), none (off), or auto (default: "
+                        "the tuning database's record per conv, else direct)")
     p.add_argument("--device-name", default=None,
                    help="the device the build is for (its tuning database; default: the --device's name), e.g. 'NVIDIA H100 80GB HBM3'")
     p.add_argument(
@@ -657,7 +661,8 @@ def cmd_tune(args) -> int:
             import tempfile
 
             bundle = os.path.join(tempfile.mkdtemp(prefix="relax-vk-tune-"), "bundle")
-        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log, args.missing_for)
+        index = write_bundle([_load(m, args) for m in args.models], bundle, apis, args.memory, tuple(args.threads), log, args.missing_for,
+                             winograd=not args.no_winograd)  # fmt: skip
         log(f"bundle: {len(index['cases'])} cases in {index['seconds']:.0f} s -> {bundle}")
         if not local:
             return 0
@@ -754,6 +759,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", nargs="+", choices=("texture", "buffer"), default=["texture", "buffer"], help="memory kinds to tune")
     p.add_argument("--threads", nargs="+", type=int, default=[32, 64, 128], help="workgroup sizes to try")
     p.add_argument("--missing-for", metavar="DEVICE_NAME", help="only the convs this device's tuning database has no record of")
+    p.add_argument("--no-winograd", action="store_true",
+                   help="no Winograd F(2,3)/F(4,3) candidates for 3x3 stride-1 convs (they compete with the direct ones by default)")
     p.add_argument("--bundle", help="write the candidates here (to measure on another machine) instead of measuring")
     p.add_argument("--measure", metavar="BUNDLE", help="time a bundle's candidates on this machine (no TVM needed)")
     p.add_argument("--import", dest="import_results", metavar="RESULTS", nargs="+",

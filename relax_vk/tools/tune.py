@@ -8,7 +8,8 @@ Three steps, which may run on two machines (TVM here, the GPU there):
    one small program ``relu(conv2d(x, w) + b_i)`` with one conv kernel per candidate
    configuration (:func:`relax_vk.schedules.conv2d.candidate_configs`, each forced through
    :data:`~relax_vk.schedules.conv2d.CONFIG_ATTR`), built with relax_vk's own pipeline and written
-   as an ``.rvk`` artifact. Weights and inputs are program inputs, so no tensor travels.
+   as an ``.rvk`` artifact; 3x3 stride-1 convs get one more program per Winograd tile size
+   (:func:`build_winograd_case`, candidates of the same workload). Weights and inputs are program inputs, so no tensor travels.
 2. :func:`relax_vk.runtime.measure.measure_bundle` (numpy + pyopencl / wgpu, no TVM): on the
    device, each candidate is checked against a float64 numpy reference and timed.
 3. :func:`import_results`: the fastest correct candidate per (device, API, memory kind, workload)
@@ -34,6 +35,7 @@ import tvm
 from tvm import relax
 
 from ..runtime.measure import BUNDLE_FORMAT, RESULTS_FORMAT, VERSION
+from ..legalize.winograd import TILES
 from ..schedules.workloads import ConvSpec, collect_convs, conv_workload
 from .staging import staged_folder
 
@@ -59,18 +61,24 @@ def candidate_module(spec: ConvSpec, count: int) -> tvm.IRModule:
 
 
 def _conv_calls(lowered: tvm.IRModule) -> List[tvm.ir.GlobalVar]:
-    """The conv kernels of a lowered (unscheduled) module, in the order ``main`` calls them."""
+    """The conv kernels (direct or Winograd) of a lowered (unscheduled) module, in the order
+    ``main`` calls them."""
     from tvm import s_tir
 
     from ..schedules.conv2d import find_conv
+    from ..schedules.winograd import find_winograd
 
     calls: List[tvm.ir.GlobalVar] = []
+
+    def is_conv(func) -> bool:
+        sch = s_tir.Schedule(func)
+        return find_conv(sch) is not None or find_winograd(sch) is not None
 
     def visit(expr) -> None:
         if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.call_tir":
             gv = expr.args[0]
             func = lowered[gv]
-            if isinstance(func, tvm.tirx.PrimFunc) and find_conv(s_tir.Schedule(func)) is not None and gv not in calls:
+            if isinstance(func, tvm.tirx.PrimFunc) and is_conv(func) and gv not in calls:
                 calls.append(gv)
 
     relax.analysis.post_order_visit(lowered["main"], visit)
@@ -126,6 +134,45 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     return artifact, w.key(), default_config(w).key(), [c.key() for c in configs]
 
 
+def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: Sequence[int] = (32, 64, 128),
+                        recorded: Optional[Callable[[str, int], bool]] = None):  # fmt: skip
+    """The Winograd F(m,3) candidates of one conv as a candidate program, like :func:`build_case`
+    (the same workload key: Winograd is a candidate of the conv workload, and the database keeps
+    whichever algorithm measured fastest); None when the conv is not one Winograd computes. The
+    weight is a program input here, so each candidate's transformed weight comes from a weight
+    transform kernel, which is not timed (a model's constant weights are transformed at build time)."""
+    from ..compiler import compile_lowered
+    from ..core import target as _target
+    from ..core.options import ScopeOptions
+    from ..pipeline import _lowering_stage, _scope_pipeline
+    from ..schedules import schedule_passes
+    from ..schedules.conv2d import CONFIG_ATTR
+    from ..schedules.winograd import candidate_configs, default_config
+
+    w = conv_workload(spec)
+    if w is None or (w.kh, w.kw, w.stride, w.dilation, w.depthwise, spec.groups) != (3, 3, 1, 1, False, 1):
+        return None
+    if spec.strides != (1, 1) or spec.dilation != (1, 1):
+        return None
+    tgt = _target.resolve(api)
+    options = ScopeOptions(**MEMORY_OPTIONS[memory], winograd="f23" if m == 2 else "f43")
+    default = default_config(w, m)
+    configs = [default] + [c for c in candidate_configs(w, tiles=(m,), threads=threads) if c != default]
+    if recorded is not None and recorded(w.key(), len(configs)):
+        return RECORDED
+    scoped = _scope_pipeline(tgt, None, options)(candidate_module(spec, len(configs)))
+    lowered = _lowering_stage(tgt, schedule=False)(scoped)
+    calls = _conv_calls(lowered)
+    if len(calls) != len(configs):
+        raise RuntimeError(f"{w.key()}: {len(calls)} Winograd kernels for {len(configs)} candidates")
+    for gv, config in zip(calls, configs):
+        lowered.update_func(gv, lowered[gv].with_attr(CONFIG_ATTR, config.key()))
+    with _target.lowering_target(tgt):
+        lowered = tvm.transform.Sequential(schedule_passes())(lowered)
+    artifact = compile_lowered(tgt, scoped, lowered, model={"tune": w.key()}).artifact()
+    return artifact, w.key(), default.key(), [c.key() for c in configs]
+
+
 def _distinct(w, configs) -> list:
     """Configurations that give different kernels (threads beyond the pixel count change nothing)."""
     from ..schedules.conv1x1 import gemm_threads
@@ -140,9 +187,12 @@ def _distinct(w, configs) -> list:
     return out
 
 
-def _recorded(device: str, api: str, memory: str) -> Optional[Callable[[str, int], bool]]:
+def _recorded(device: str, api: str, memory: str, tile: Optional[int] = None) -> Optional[Callable[[str, int], bool]]:
     """``recorded(workload key, candidate count)`` for a device's database: whether it holds a
-    record of the workload measured over at least that many candidates (None: no database)."""
+    record of the workload measured over at least that many candidates (None: no database).
+    ``tile``: for a Winograd F(tile,3) case, only a record of that tile size counts (a record
+    does not say which algorithms its measurement compared, so a workload that direct won is
+    measured again: the price of never skipping an algorithm that was not tried)."""
     from ..schedules.tuning import database, device_slug
 
     db = database(device_slug(device))
@@ -151,6 +201,8 @@ def _recorded(device: str, api: str, memory: str) -> Optional[Callable[[str, int
 
     def recorded(key: str, count: int) -> bool:
         record = db.best(api, memory, key)
+        if tile is not None and (record is None or int(record.config.get("winograd", 0)) != tile):
+            return False
         return record is not None and record.candidates >= count
 
     return recorded
@@ -164,9 +216,12 @@ def write_bundle(
     threads: Sequence[int] = (32, 64, 128),
     log: Callable[[str], None] = print,
     missing_for: Optional[str] = None,
+    winograd: bool = True,
 ) -> dict:
     """Build the candidates of every distinct conv of ``modules`` into ``outdir`` (module
     docstring); returns the bundle index. Written all or nothing (:mod:`.staging`).
+    ``winograd``: 3x3 stride-1 convs also get a case per Winograd tile size
+    (:func:`build_winograd_case`), whose candidates compete with the direct ones for the record.
     ``missing_for``: a device name; only the (API, memory kind, workload) cases its tuning
     database has no record of (new models on a tuned device), or a record measured over fewer
     candidates than the tuning space now holds (the space grew since: new schedule variants)."""
@@ -189,20 +244,27 @@ def write_bundle(
             for api in apis:
                 for memory in memories:
                     recorded = _recorded(missing_for, api, memory) if missing_for else None
-                    t1 = time.perf_counter()
-                    built = build_case(spec, api, memory, threads, recorded)
-                    if built == RECORDED:
-                        continue
-                    if built is None:
-                        skipped.append({"conv": spec.to_json(), "api": api, "memory": memory})
-                        continue
-                    artifact, key, default, configs = built
-                    case_id = f"c{len(cases):03d}"
-                    with gzip.open(os.path.join(tmp, f"{case_id}.rvk.gz"), "wb", compresslevel=6) as f:
-                        f.write(artifact.to_bytes())  # (kernel sources compress about 30x)
-                    cases.append({"id": case_id, "api": api, "memory": memory, "workload": key, "conv": spec.to_json(),
-                                  "artifact": f"{case_id}.rvk.gz", "default": default, "configs": configs})  # fmt: skip
-                    log(f"{case_id} {api:<6} {memory:<8} {key:<40} {len(configs):>3} candidates  {time.perf_counter() - t1:5.1f} s")
+                    builds = [lambda: build_case(spec, api, memory, threads, recorded)]
+                    if winograd:
+                        builds += [lambda m=m: build_winograd_case(spec, api, memory, m, threads,
+                                                                   _recorded(missing_for, api, memory, m) if missing_for else None)
+                                   for m in TILES]  # fmt: skip
+                    for i, build in enumerate(builds):
+                        t1 = time.perf_counter()
+                        built = build()
+                        if built == RECORDED:
+                            continue
+                        if built is None:
+                            if i == 0:
+                                skipped.append({"conv": spec.to_json(), "api": api, "memory": memory})
+                            continue
+                        artifact, key, default, configs = built
+                        case_id = f"c{len(cases):03d}"
+                        with gzip.open(os.path.join(tmp, f"{case_id}.rvk.gz"), "wb", compresslevel=6) as f:
+                            f.write(artifact.to_bytes())  # (kernel sources compress about 30x)
+                        cases.append({"id": case_id, "api": api, "memory": memory, "workload": key, "conv": spec.to_json(),
+                                      "artifact": f"{case_id}.rvk.gz", "default": default, "configs": configs})  # fmt: skip
+                        log(f"{case_id} {api:<6} {memory:<8} {key:<40} {len(configs):>3} candidates  {time.perf_counter() - t1:5.1f} s")
         index = {"format": BUNDLE_FORMAT, "version": VERSION, "cases": cases, "skipped": skipped,
                  "seconds": time.perf_counter() - t0}  # fmt: skip
         with open(os.path.join(tmp, "tune.json"), "w") as f:

@@ -132,4 +132,27 @@ def test_tune_measure_runs_without_tvm(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((tmp_path / "r.json").read_text())
-    assert len(results["records"]) == 1 and results["records"][0]["max_err"] < 1e-4
+    # one record per case: the direct candidates and each Winograd tile size's (a 3x3 stride-1 conv)
+    assert len(results["records"]) == 3 and all(r["max_err"] < 1e-4 for r in results["records"])
+    assert sorted(str(r["config"].get("winograd", "-")) for r in results["records"]) == ["-", "2", "4"]
+
+
+def test_winograd_weight_transform_without_tvm(tmp_path):
+    """The numpy Winograd weight transform (what transport bundles derive transformed weights
+    with on a machine without TVM) imports without TVM and gives the compiler's constants."""
+    from relax_vk.legalize.winograd import transform_weight
+
+    w = np.random.default_rng(0).standard_normal((2, 8, 3, 3, 4)).astype("float32")
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "u.npy", transform_weight(w, 4))
+    proc = _run(
+        """
+        import sys
+        import numpy as np
+        from relax_vk.runtime.winograd import transform_weight
+        assert "tvm" not in sys.modules
+        assert np.array_equal(transform_weight(np.load("w.npy"), 4), np.load("u.npy"))
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
