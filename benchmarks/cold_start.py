@@ -9,7 +9,9 @@ kernels, the seconds spent building the program and loading the whole session (a
 constant uploads included), and second / first.
 
 Usage: ``python benchmarks/cold_start.py [DEVICE] [MODEL ...]`` (default ``pocl`` and
-``rfc-conv2d resnet18 mobilenet_v2``).
+``rfc-conv2d resnet18 mobilenet_v2``). A MODEL ending in ``.rvk`` is an OpenCL artifact built
+elsewhere (no TVM needed: the GPU machine). NVIDIA's own compute cache is switched off too
+(``CUDA_CACHE_DISABLE=1``), so the first load there is really cold as well.
 """
 
 from __future__ import annotations
@@ -37,22 +39,28 @@ print(json.dumps({"origin": session.build_info.origin, "build_s": session.build_
 
 
 def _load(path: str, device: str, cache: str) -> dict:
-    env = dict(os.environ, POCL_KERNEL_CACHE="0")
+    env = dict(os.environ, POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
     out = subprocess.run([sys.executable, "-c", _CHILD, path, device, cache], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main(argv) -> int:
+def _build(name: str, tmp: str) -> str:
     import relax_vk
     from relax_vk.frontends import load_model
 
+    path = os.path.join(tmp, f"{name}.rvk")
+    relax_vk.build(load_model(name)[0], "opencl").artifact().write(path)
+    return path
+
+
+def main(argv) -> int:
     device = argv[0] if argv else "pocl"
     models = argv[1:] or ["rfc-conv2d", "resnet18", "mobilenet_v2"]
     print(f"{'model':<14} {'kernels':>7} {'build cold s':>12} {'build warm s':>12} {'ratio':>7} {'load cold s':>11} {'load warm s':>11} {'ratio':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            path = os.path.join(tmp, f"{name}.rvk")
-            relax_vk.build(load_model(name)[0], "opencl").artifact().write(path)
+            path = name if name.endswith(".rvk") else _build(name, tmp)
+            name = os.path.basename(name)
             cache = os.path.join(tmp, f"cache-{name}")
             cold, warm = _load(path, device, cache), _load(path, device, cache)
             assert (cold["origin"], warm["origin"]) == ("source", "binary"), (cold, warm)
