@@ -35,18 +35,6 @@ namespace ffi = tvm::ffi;
 
 namespace {
 
-struct CPUAlloc {
-  void AllocData(DLTensor* t) { t->data = std::calloc(ffi::GetDataSize(*t), 1); }
-  void FreeData(DLTensor* t) { std::free(t->data); }
-};
-
-std::vector<int64_t> ParseShape(const std::string& text) {
-  std::vector<int64_t> shape;
-  std::stringstream dims(text);
-  for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::atoll(d.c_str()));
-  return shape;
-}
-
 ffi::Tensor FirstOutput(const ffi::Any& result) {
   if (auto tensor = result.as<ffi::Tensor>()) return *tensor;
   return result.cast<ffi::Array<ffi::Any>>()[0].cast<ffi::Tensor>();
@@ -79,9 +67,9 @@ int Run(int argc, char** argv) {
   ffi::Module vm = relax_vk::StartVM(executable, kDLOpenCL, gpu_id, &device);
   ffi::Function main_fn = relax_vk::Entry(vm, "main", per_call);
 
-  ffi::Shape shape(ParseShape(argv[3]));
+  ffi::Shape shape(relax_vk::ParseShape(argv[3]));
   DLDataType f32{kDLFloat, 32, 1};
-  ffi::Tensor host_in = ffi::Tensor::FromNDAlloc(CPUAlloc(), shape, f32, DLDevice{kDLCPU, 0});
+  ffi::Tensor host_in = ffi::Tensor::FromNDAlloc(relax_vk::CPUAlloc(), shape, f32, DLDevice{kDLCPU, 0});
   FILE* f = std::fopen(argv[2], "rb");
   size_t want = ffi::GetDataSize(host_in.shape().Product(), host_in.dtype());
   if (f == nullptr || std::fread(host_in.data_ptr(), 1, want, f) != want) {
@@ -97,7 +85,7 @@ int Run(int argc, char** argv) {
   auto once = [&]() {
     copy(host_in, dev_in);  // upload
     ffi::Tensor out = FirstOutput(main_fn(dev_in));
-    if (!host_out.has_value()) host_out = ffi::Tensor::FromNDAlloc(CPUAlloc(), out.shape(), out.dtype(), DLDevice{kDLCPU, 0});
+    if (!host_out.has_value()) host_out = ffi::Tensor::FromNDAlloc(relax_vk::CPUAlloc(), out.shape(), out.dtype(), DLDevice{kDLCPU, 0});
     copy(out, host_out.value());  // download: TVM's OpenCL runtime waits for the queue (clFinish)
   };
   for (int i = 0; i < warmup; ++i) once();

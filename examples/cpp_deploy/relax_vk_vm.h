@@ -7,10 +7,12 @@
 //                             images; pooled for the rest) -- relax_vk/deploy.py says why
 //   Entry(vm, "main")         `main` with its images allocated once and held (relax_vk's
 //                             HoistImageStorage: main__images / main__with_images), else `main`
+//   CPUAlloc, ParseShape      host tensors (inputs, outputs copied back) and "1,3,224,224" shapes
 #ifndef RELAX_VK_EXAMPLES_CPP_DEPLOY_RELAX_VK_VM_H_
 #define RELAX_VK_EXAMPLES_CPP_DEPLOY_RELAX_VK_VM_H_
 
 #include <tvm/ffi/any.h>
+#include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
@@ -96,6 +98,20 @@ inline ffi::Function Entry(const ffi::Module& vm, const std::string& name, bool 
     all.push_back(images);
     run.CallPacked(all.data(), all.size(), rv);
   });
+}
+
+// Host memory for tvm::ffi::Tensor::FromNDAlloc: inputs, and outputs copied back.
+struct CPUAlloc {
+  void AllocData(DLTensor* t) { t->data = std::calloc(ffi::GetDataSize(*t), 1); }
+  void FreeData(DLTensor* t) { std::free(t->data); }
+};
+
+// "1,3,224,224" -> {1, 3, 224, 224}
+inline std::vector<int64_t> ParseShape(const std::string& text) {
+  std::vector<int64_t> shape;
+  std::stringstream dims(text);
+  for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::atoll(d.c_str()));
+  return shape;
 }
 
 }  // namespace relax_vk

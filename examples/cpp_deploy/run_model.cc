@@ -28,22 +28,10 @@ namespace ffi = tvm::ffi;
 
 namespace {
 
-struct CPUAlloc {  // host memory for inputs and for outputs copied back
-  void AllocData(DLTensor* t) { t->data = std::calloc(ffi::GetDataSize(*t), 1); }
-  void FreeData(DLTensor* t) { std::free(t->data); }
-};
-
-std::vector<int64_t> ParseShape(const std::string& text) {
-  std::vector<int64_t> shape;
-  std::stringstream dims(text);
-  for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::atoll(d.c_str()));
-  return shape;
-}
-
 void Print(int k, const ffi::Tensor& out) {
   ffi::Tensor host = out;
   if (out.device().device_type != kDLCPU) {  // copy a device output back to the host
-    host = ffi::Tensor::FromNDAlloc(CPUAlloc(), out.shape(), out.dtype(), DLDevice{kDLCPU, 0});
+    host = ffi::Tensor::FromNDAlloc(relax_vk::CPUAlloc(), out.shape(), out.dtype(), DLDevice{kDLCPU, 0});
     ffi::Function::GetGlobalRequired("runtime.TVMTensorCopyFromTo")(out, host);
   }
   std::printf("output %d shape ", k);
@@ -91,7 +79,7 @@ int Run(int argc, char** argv) {
 
   std::vector<ffi::Any> inputs;
   for (int k = 3; k < argc; ++k) {
-    ffi::Tensor x = ffi::Tensor::FromNDAlloc(CPUAlloc(), ffi::Shape(ParseShape(argv[k])), DLDataType{kDLFloat, 32, 1},
+    ffi::Tensor x = ffi::Tensor::FromNDAlloc(relax_vk::CPUAlloc(), ffi::Shape(relax_vk::ParseShape(argv[k])), DLDataType{kDLFloat, 32, 1},
                                              DLDevice{kDLCPU, 0});
     float* data = static_cast<float*>(x.data_ptr());
     for (int64_t i = 0, n = x.shape().Product(); i < n; ++i) {
@@ -100,7 +88,7 @@ int Run(int argc, char** argv) {
     if (first_device.device_type == kDLCPU) {
       inputs.push_back(x);
     } else {  // the VM's main takes its inputs on the VM's first device
-      ffi::Tensor on_device = ffi::Function::GetGlobalRequired("runtime.TVMTensorAllocWithScope")(ffi::Shape(ParseShape(argv[k])), x.dtype(), first_device, nullptr)
+      ffi::Tensor on_device = ffi::Function::GetGlobalRequired("runtime.TVMTensorAllocWithScope")(ffi::Shape(relax_vk::ParseShape(argv[k])), x.dtype(), first_device, nullptr)
                                   .cast<ffi::Tensor>();
       ffi::Function::GetGlobalRequired("runtime.TVMTensorCopyFromTo")(x, on_device);
       inputs.push_back(on_device);
