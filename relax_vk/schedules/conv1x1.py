@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
@@ -114,4 +116,44 @@ def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, 
         sch.vectorize(loops[-1])
         unroll_constant(sch, loops[depth:-1])
     unroll_constant(sch, sch.get_loops(conv)[depth:])
-    return sch.mod["main"]
+    func = sch.mod["main"]
+    budget = private_budget(px, oc)
+    if private_elements(func) > budget:
+        return None  # TVM's region analysis widened a stage past the block (see private_elements)
+    return func
+
+
+def private_budget(px: int, oc: int) -> int:
+    """Elements of private ("local") memory a GEMM block of ``px`` pixels x ``oc`` output texels
+    needs: its accumulators (``px * oc * 4`` lanes), the input texels of one step (``px * 4``) and
+    the weight texels of one step (``oc * 16``), four times over: slack for a padded input's
+    guarded window and a masked tail (224 elements for a padded 2x4 block); a stage TVM widened to
+    whole rows holds thousands."""
+    return 4 * (px * oc * 4 + px * 4 + oc * 16)
+
+
+def private_elements(func: tirx.PrimFunc) -> int:
+    """Elements of the kernel's largest private ("local") allocation. Where a token map's pixel
+    count is not a multiple of the block (475 tokens, 4 pixels a thread), TVM's region analysis of
+    the reindexed input and the accumulators can cover whole rows of the flattened map: 2,048 and
+    4,096 floats a thread: slow on a GPU (private memory spills), and wrong outputs on pocl (fuzz
+    seed 80110). Such a schedule is refused: the rule falls back to the direct kernel. Measured
+    after TVM's own buffer compaction, as the kernel will allocate them."""
+    mod = tvm.IRModule({"main": func})
+    for stage in (s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+                  s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation()):  # fmt: skip
+        mod = stage(mod)
+    largest = 0
+
+    def on_block(block):
+        nonlocal largest
+        for buf in block.alloc_buffers:
+            if str(buf.scope()) == "local":
+                n = 1
+                for e in buf.shape:
+                    n *= int(e) if isinstance(e, (int, tirx.IntImm)) else 1 << 30
+                largest = max(largest, n)
+        return block
+
+    tvm_ffi.structural_map(mod["main"].body, [(s_tir.SBlock, on_block)])
+    return largest
