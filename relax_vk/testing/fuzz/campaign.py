@@ -69,7 +69,10 @@ def _worker(tasks, results, front_doors, backends, do_shrink, limits):
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
+    parent = os.getppid()
     while True:
+        if os.getppid() != parent:  # the campaign was killed: its queued seeds are no one's now
+            return
         seed = tasks.get()
         if seed is None:
             return
