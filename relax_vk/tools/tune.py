@@ -96,15 +96,12 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     is returned (a database record measured over at least as many candidates)."""
     from tvm import s_tir
 
-    from ..compiler import compile_lowered
     from ..core import target as _target
     from ..core.options import ScopeOptions
     from ..pipeline import _lowering_stage, _scope_pipeline
-    from ..schedules import schedule_passes
-    from ..schedules.conv2d import CONFIG_ATTR, candidate_configs, default_config, find_conv, workload
+    from ..schedules.conv2d import candidate_configs, default_config, find_conv, workload
 
     tgt = _target.resolve(api)
-    lower_tgt = _target.lowering_target(tgt)
     options = ScopeOptions(**MEMORY_OPTIONS[memory])
     probe = candidate_module(spec, 1)
     scoped = _scope_pipeline(tgt, None, options)(probe)
@@ -120,18 +117,29 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     configs = _distinct(w, [default] + [c for c in candidate_configs(w, threads) if c != default])
     if recorded is not None and recorded(w.key(), len(configs)):
         return RECORDED
-    mod = candidate_module(spec, len(configs))
-    scoped = _scope_pipeline(tgt, None, options)(mod)
+    artifact = _candidate_artifact(spec, tgt, options, w.key(), configs, "conv")
+    return artifact, w.key(), default_config(w).key(), [c.key() for c in configs]
+
+
+def _candidate_artifact(spec: ConvSpec, tgt, options, key: str, configs: Sequence, what: str):
+    """The artifact of ``len(configs)`` copies of ``spec``'s conv, the i-th scheduled with
+    ``configs[i]`` (:func:`build_case` and :func:`build_winograd_case`)."""
+    from ..compiler import compile_lowered
+    from ..core import target as _target
+    from ..pipeline import _lowering_stage, _scope_pipeline
+    from ..schedules import schedule_passes
+    from ..schedules.conv2d import CONFIG_ATTR
+
+    scoped = _scope_pipeline(tgt, None, options)(candidate_module(spec, len(configs)))
     lowered = _lowering_stage(tgt, schedule=False)(scoped)
     calls = _conv_calls(lowered)
     if len(calls) != len(configs):
-        raise RuntimeError(f"{w.key()}: {len(calls)} conv kernels for {len(configs)} candidates")
+        raise RuntimeError(f"{key}: {len(calls)} {what} kernels for {len(configs)} candidates")
     for gv, config in zip(calls, configs):
         lowered.update_func(gv, lowered[gv].with_attr(CONFIG_ATTR, config.key()))
-    with lower_tgt:
+    with _target.lowering_target(tgt):
         lowered = tvm.transform.Sequential(schedule_passes())(lowered)
-    artifact = compile_lowered(tgt, scoped, lowered, model={"tune": w.key()}).artifact()
-    return artifact, w.key(), default_config(w).key(), [c.key() for c in configs]
+    return compile_lowered(tgt, scoped, lowered, model={"tune": key}).artifact()
 
 
 def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: Sequence[int] = (32, 64, 128),
@@ -141,12 +149,8 @@ def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: 
     whichever algorithm measured fastest); None when the conv is not one Winograd computes. The
     weight is a program input here, so each candidate's transformed weight comes from a weight
     transform kernel, which is not timed (a model's constant weights are transformed at build time)."""
-    from ..compiler import compile_lowered
     from ..core import target as _target
     from ..core.options import ScopeOptions
-    from ..pipeline import _lowering_stage, _scope_pipeline
-    from ..schedules import schedule_passes
-    from ..schedules.conv2d import CONFIG_ATTR
     from ..schedules.winograd import candidate_configs, default_config
 
     w = conv_workload(spec)
@@ -160,16 +164,7 @@ def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: 
     configs = [default] + [c for c in candidate_configs(w, tiles=(m,), threads=threads) if c != default]
     if recorded is not None and recorded(w.key(), len(configs)):
         return RECORDED
-    scoped = _scope_pipeline(tgt, None, options)(candidate_module(spec, len(configs)))
-    lowered = _lowering_stage(tgt, schedule=False)(scoped)
-    calls = _conv_calls(lowered)
-    if len(calls) != len(configs):
-        raise RuntimeError(f"{w.key()}: {len(calls)} Winograd kernels for {len(configs)} candidates")
-    for gv, config in zip(calls, configs):
-        lowered.update_func(gv, lowered[gv].with_attr(CONFIG_ATTR, config.key()))
-    with _target.lowering_target(tgt):
-        lowered = tvm.transform.Sequential(schedule_passes())(lowered)
-    artifact = compile_lowered(tgt, scoped, lowered, model={"tune": w.key()}).artifact()
+    artifact = _candidate_artifact(spec, tgt, options, w.key(), configs, "Winograd")
     return artifact, w.key(), default.key(), [c.key() for c in configs]
 
 
