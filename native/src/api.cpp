@@ -4,6 +4,7 @@
 #include <fstream>
 #include <new>
 
+#include "binary_cache.hpp"
 #include "session.hpp"
 
 struct rvk_artifact {
@@ -186,5 +187,8 @@ double rvk_session_device_ms(const rvk_session* s) { return s ? s->session->devi
 int64_t rvk_session_device_bytes(const rvk_session* s) { return s ? s->session->device_bytes : 0; }
 const char* rvk_session_device_name(const rvk_session* s) { return s ? s->session->device_name.c_str() : ""; }
 const char* rvk_session_warnings(const rvk_session* s) { return s ? s->session->warnings.c_str() : ""; }
+const char* rvk_session_program_origin(const rvk_session* s) { return s ? s->session->program_origin.c_str() : ""; }
+
+void rvk_set_cache_dir(const char* folder) { rvk::set_cache_folder(folder); }
 
 }  // extern "C"

@@ -36,6 +36,8 @@ struct Table {
     cl_program(CL_API_CALL* clCreateProgramWithSource)(cl_context a, cl_uint b, const char** c, const size_t* d, cl_int* e) = nullptr;
     cl_int(CL_API_CALL* clBuildProgram)(cl_program a, cl_uint b, const cl_device_id* c, const char* d, void(CL_CALLBACK* e)(cl_program, void*), void* f) = nullptr;
     cl_int(CL_API_CALL* clGetProgramBuildInfo)(cl_program a, cl_device_id b, cl_program_build_info c, size_t d, void* e, size_t* f) = nullptr;
+    cl_program(CL_API_CALL* clCreateProgramWithBinary)(cl_context a, cl_uint b, const cl_device_id* c, const size_t* d, const unsigned char** e, cl_int* f, cl_int* g) = nullptr;
+    cl_int(CL_API_CALL* clGetProgramInfo)(cl_program a, cl_program_info b, size_t c, void* d, size_t* e) = nullptr;
     cl_int(CL_API_CALL* clReleaseProgram)(cl_program a) = nullptr;
     cl_kernel(CL_API_CALL* clCreateKernel)(cl_program a, const char* b, cl_int* c) = nullptr;
     cl_int(CL_API_CALL* clReleaseKernel)(cl_kernel a) = nullptr;
@@ -93,6 +95,8 @@ Table& table() {
         t.clCreateProgramWithSource = reinterpret_cast<decltype(t.clCreateProgramWithSource)>(dlsym(lib, "clCreateProgramWithSource"));
         t.clBuildProgram = reinterpret_cast<decltype(t.clBuildProgram)>(dlsym(lib, "clBuildProgram"));
         t.clGetProgramBuildInfo = reinterpret_cast<decltype(t.clGetProgramBuildInfo)>(dlsym(lib, "clGetProgramBuildInfo"));
+        t.clCreateProgramWithBinary = reinterpret_cast<decltype(t.clCreateProgramWithBinary)>(dlsym(lib, "clCreateProgramWithBinary"));
+        t.clGetProgramInfo = reinterpret_cast<decltype(t.clGetProgramInfo)>(dlsym(lib, "clGetProgramInfo"));
         t.clReleaseProgram = reinterpret_cast<decltype(t.clReleaseProgram)>(dlsym(lib, "clReleaseProgram"));
         t.clCreateKernel = reinterpret_cast<decltype(t.clCreateKernel)>(dlsym(lib, "clCreateKernel"));
         t.clReleaseKernel = reinterpret_cast<decltype(t.clReleaseKernel)>(dlsym(lib, "clReleaseKernel"));
@@ -128,6 +132,8 @@ Table& table() {
         if (!t.clCreateProgramWithSource && !missing) missing = "clCreateProgramWithSource";
         if (!t.clBuildProgram && !missing) missing = "clBuildProgram";
         if (!t.clGetProgramBuildInfo && !missing) missing = "clGetProgramBuildInfo";
+        if (!t.clCreateProgramWithBinary && !missing) missing = "clCreateProgramWithBinary";
+        if (!t.clGetProgramInfo && !missing) missing = "clGetProgramInfo";
         if (!t.clReleaseProgram && !missing) missing = "clReleaseProgram";
         if (!t.clCreateKernel && !missing) missing = "clCreateKernel";
         if (!t.clReleaseKernel && !missing) missing = "clReleaseKernel";
@@ -221,6 +227,13 @@ CL_API_ENTRY cl_int CL_API_CALL clBuildProgram(cl_program a, cl_uint b, const cl
 
 CL_API_ENTRY cl_int CL_API_CALL clGetProgramBuildInfo(cl_program a, cl_device_id b, cl_program_build_info c, size_t d, void* e, size_t* f) {
     return table().clGetProgramBuildInfo && table().clGetPlatformIDs ? table().clGetProgramBuildInfo(a, b, c, d, e, f) : CL_INVALID_PLATFORM;
+}
+CL_API_ENTRY cl_program CL_API_CALL clCreateProgramWithBinary(cl_context a, cl_uint b, const cl_device_id* c, const size_t* d, const unsigned char** e, cl_int* f,
+                                                              cl_int* g) {
+    return table().clCreateProgramWithBinary && table().clGetPlatformIDs ? table().clCreateProgramWithBinary(a, b, c, d, e, f, g) : rvk::fail<cl_program>(g);
+}
+CL_API_ENTRY cl_int CL_API_CALL clGetProgramInfo(cl_program a, cl_program_info b, size_t c, void* d, size_t* e) {
+    return table().clGetProgramInfo && table().clGetPlatformIDs ? table().clGetProgramInfo(a, b, c, d, e) : CL_INVALID_PLATFORM;
 }
 
 CL_API_ENTRY cl_int CL_API_CALL clReleaseProgram(cl_program a) {

@@ -17,7 +17,9 @@
 #include <map>
 #include <mutex>
 
+#include "binary_cache.hpp"
 #include "session.hpp"
+#include "sha256.hpp"
 #include "texel_copies_cl.h"  // generated from relax_vk/runtime/opencl/texel_copies.cl
 
 namespace rvk {
@@ -140,6 +142,76 @@ cl_program build(cl_context context, cl_device_id device, const std::string& sou
     return program;
 }
 
+// The program's kernel names (CL_PROGRAM_KERNEL_NAMES), sorted.
+std::vector<std::string> kernel_names(cl_program program) {
+    size_t n = 0;
+    std::vector<std::string> out;
+    if (clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, nullptr, &n) != CL_SUCCESS || n == 0) return out;
+    std::string s(n, '\0');
+    if (clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, n, &s[0], nullptr) != CL_SUCCESS) return out;
+    s = s.c_str();
+    for (size_t start = 0; start < s.size();) {
+        size_t end = s.find(';', start);
+        std::string name = strip(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (!name.empty()) out.push_back(name);
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// binary_cache.cache_key: what identifies the compiler that built a binary, and the source.
+CacheKey program_key(cl_device_id device, const std::string& source, const char* options) {
+    cl_platform_id p = device_info<cl_platform_id>(device, CL_DEVICE_PLATFORM);
+    return {{"platform", platform_string(p, CL_PLATFORM_NAME) + " " + platform_string(p, CL_PLATFORM_VERSION)},
+            {"device", device_string(device, CL_DEVICE_NAME)},
+            {"vendor", device_string(device, CL_DEVICE_VENDOR)},
+            {"version", device_string(device, CL_DEVICE_VERSION)},
+            {"driver", device_string(device, CL_DRIVER_VERSION)},
+            {"options", options},
+            {"source_sha256", sha256_hex(source)}};
+}
+
+// binary_cache.build: the program of `source` from a verified binary of the cache folder that the
+// driver loads and that defines every `required` kernel, else built from source and its binary
+// stored (binary_cache.hpp). `origin`: "binary", "source" or "source (cache off)".
+cl_program build_cached(cl_context context, cl_device_id device, const std::string& source, const std::vector<std::string>& required, std::string& origin) {
+    const char* options = "";
+    std::string folder = cache_folder();
+    if (folder.empty()) {
+        origin = "source (cache off)";
+        return build(context, device, source, options);
+    }
+    CacheKey key = program_key(device, source, options);
+    std::string path = cache_path(folder, key), binary, why;
+    std::vector<std::string> names;
+    if (read_verified(path, key, binary, names, why)) {
+        const unsigned char* bytes = reinterpret_cast<const unsigned char*>(binary.data());
+        size_t size = binary.size();
+        cl_int status = CL_SUCCESS, err;
+        cl_program program = clCreateProgramWithBinary(context, 1, &device, &size, &bytes, &status, &err);
+        if (err == CL_SUCCESS && status == CL_SUCCESS) err = clBuildProgram(program, 1, &device, options, nullptr, nullptr);
+        if (err == CL_SUCCESS && status == CL_SUCCESS) {
+            std::vector<std::string> have = kernel_names(program);
+            if (std::all_of(required.begin(), required.end(), [&](const std::string& k) { return std::binary_search(have.begin(), have.end(), k); })) {
+                origin = "binary";
+                return program;
+            }
+        }
+        if (program) clReleaseProgram(program);  // (refused or incomplete: rebuilt from source and replaced)
+    }
+    cl_program program = build(context, device, source, options);
+    origin = "source";
+    size_t size = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) == CL_SUCCESS && size) {
+        std::string out(size, '\0');
+        unsigned char* target = reinterpret_cast<unsigned char*>(&out[0]);
+        if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof target, &target, nullptr) == CL_SUCCESS) write_atomic(path, key, out, kernel_names(program));
+    }
+    return program;
+}
+
 const char* kProbe =
     "__kernel void relax_vk_probe(__write_only image2d_array_t img) { write_imagef(img, (int4)(0, 0, 0, 0), (float4)(1.0f)); }";
 
@@ -151,7 +223,8 @@ std::string device_works(cl_device_id device) {
     if (err != CL_SUCCESS) return std::string("probe build failed: ") + cl_error_name(err);
     std::string problem;
     try {
-        clReleaseProgram(build(context, device, kProbe));
+        std::string origin;  // (through the binary cache: a second start does not compile the probe again)
+        clReleaseProgram(build_cached(context, device, kProbe, {"relax_vk_probe"}, origin));
     } catch (const Error& e) {
         std::string text = e.what();
         std::string chosen, line, last;
@@ -326,7 +399,10 @@ public:
             check(err, "clCreateCommandQueue");
         }
         can_profile_ = profiling_ = profile;
-        program_cl_ = build(context_, device_, artifact_->source);  // the Python runtime's options: one driver cache
+        std::vector<std::string> required;
+        for (const Kernel& k : program_.kernels) required.push_back(k.name);
+        std::sort(required.begin(), required.end());
+        program_cl_ = build_cached(context_, device_, artifact_->source, required, program_origin);  // the Python runtime's cache and options
         allocate_storage();
         bind_steps();
         upload_constants();

@@ -39,6 +39,9 @@ public:
     int64_t device_bytes = 0;
     std::string device_name;
     std::string warnings;
+    // how the device program was made (binary_cache.BuildInfo.origin): "binary" (the cache's),
+    // "source" (built and stored), "source (cache off)"; "" where there is no program cache (Vulkan)
+    std::string program_origin;
 
 protected:
     // Uploads `inputs` (device-dtype bytes, one per program input), runs every step and downloads

@@ -26,12 +26,13 @@ import numpy as np
 
 from ..core.errors import RelaxVKError, UnsupportedError
 from ..serialization.artifact import Artifact, ArtifactError
+from .opencl.binary_cache import BuildInfo
 from .session import DeviceLimitError, Session
 
 ENV = "RELAX_VK_NATIVE_LIB"
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "native"
 DEFAULT_LIBRARY = SOURCE_DIR / "build" / "librelax_vk_native.so"
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_RANK = 16
 PROFILE = 1
 SHADER_CHECKS = {"bounds": 0, "loops": 2, "none": 4}  # RVK_SESSION_SHADER_CHECKS_*
@@ -104,12 +105,15 @@ def library() -> ctypes.CDLL:
         "rvk_session_device_bytes": (c.c_int64, [P]),
         "rvk_session_device_name": (c.c_char_p, [P]),
         "rvk_session_warnings": (c.c_char_p, [P]),
+        "rvk_session_program_origin": (c.c_char_p, [P]),
+        "rvk_set_cache_dir": (None, [c.c_char_p]),
     }
+    lib.rvk_abi_version.restype, lib.rvk_abi_version.argtypes = c.c_int, []
+    if lib.rvk_abi_version() != ABI_VERSION:  # (before binding: an older library lacks functions)
+        raise NativeUnavailable(f"{path} speaks ABI {lib.rvk_abi_version()}, this module ABI {ABI_VERSION}: rebuild it")
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
-    if lib.rvk_abi_version() != ABI_VERSION:
-        raise NativeUnavailable(f"{path} speaks ABI {lib.rvk_abi_version()}, this module ABI {ABI_VERSION}: rebuild it")
     _LIB = lib
     return lib
 
@@ -254,6 +258,10 @@ class NativeSession(Session):
         self.outputs = [_info(lib.rvk_session_output_info, session, i) for i in range(lib.rvk_session_output_count(session))]
         self.device_name = lib.rvk_session_device_name(session).decode()
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
+        # how the OpenCL program was made, as the Python session's build_info says it (the two share
+        # one binary cache folder and file format); None on Vulkan
+        origin = lib.rvk_session_program_origin(session).decode()
+        self.build_info = BuildInfo(origin) if origin else None
         # the program description, for tools that read it beside a session (names, shapes, kernels
         # of a profile); the native library has validated the same bytes
         if isinstance(artifact, Artifact):

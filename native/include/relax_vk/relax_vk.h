@@ -38,7 +38,7 @@ extern "C" {
 #define RVK_API __attribute__((visibility("default")))
 #endif
 
-#define RVK_ABI_VERSION 1
+#define RVK_ABI_VERSION 2
 
 typedef enum rvk_status {
     RVK_OK = 0,
@@ -79,6 +79,11 @@ typedef struct rvk_tensor_info {
 RVK_API int rvk_abi_version(void);
 RVK_API const char* rvk_last_error(void);
 RVK_API const char* rvk_status_name(rvk_status status);
+/* The folder of OpenCL program binaries (the Python runtime's cache format: both runtimes share a
+ * folder) for sessions created after the call. NULL: the default, $RELAX_VK_CACHE_DIR, else
+ * $HOME/.cache/relax_vk/opencl (none without $HOME); "": no cache. An Android app passes its
+ * getCacheDir() path. $RELAX_VK_NO_CACHE=1 turns the cache off whatever was set. `folder` is copied. */
+RVK_API void rvk_set_cache_dir(const char* folder);
 
 /* --- artifacts ------------------------------------------------------------------------------ */
 /* Reads the whole file; `path` is borrowed. *out receives a new handle on success, NULL on failure. */
@@ -133,6 +138,9 @@ RVK_API int64_t rvk_session_device_bytes(const rvk_session* session);
 RVK_API const char* rvk_session_device_name(const rvk_session* session);
 /* Warnings raised while loading ("" when none; owned by the session), e.g. half texels stored as float. */
 RVK_API const char* rvk_session_warnings(const rvk_session* session);
+/* How the device program was made: "binary" (the program-binary cache's, verified), "source" (built,
+ * binary stored), "source (cache off)"; "" for Vulkan (wgpu-native keeps no pipeline cache). */
+RVK_API const char* rvk_session_program_origin(const rvk_session* session);
 
 #ifdef __cplusplus
 }

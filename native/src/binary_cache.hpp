@@ -1,0 +1,41 @@
+// The OpenCL program-binary cache's files: relax_vk/runtime/opencl/binary_cache.py's format, byte
+// for byte, so that the native and the Python runtime read each other's binaries from one folder.
+//
+//   file name   the SHA-256 of json.dumps(key, sort_keys=True) + ".bin"; key: platform (name and
+//               version), device, vendor, version, driver, options, source_sha256
+//   contents    "relax_vk opencl binary 1\n", a JSON line {"binary_bytes", "binary_sha256",
+//               "kernels", "key"}, then the binary
+//
+// A file is used only when its key equals the wanted key and its binary matches its size and
+// SHA-256; writes go to a temporary file renamed over the target, so a reader never sees half a
+// file. Failing to write (a read-only or full folder) costs the next load a build, nothing else.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rvk {
+
+using CacheKey = std::map<std::string, std::string>;  // sorted, as json.dumps(sort_keys=True)
+
+// The process-wide folder of rvk_set_cache_dir: NULL restores the default rules, "" turns caching off.
+void set_cache_folder(const char* folder);
+
+// The folder binaries live in, or "" when caching is off: the one set by set_cache_folder, else
+// $RELAX_VK_CACHE_DIR, else $HOME/.cache/relax_vk/opencl ("" without $HOME); $RELAX_VK_NO_CACHE
+// (not "" or "0") turns caching off whatever was set, as in Python.
+std::string cache_folder();
+
+// json.dumps(key, sort_keys=True) (ensure_ascii escapes) and the file of `key` in `folder`.
+std::string key_json(const CacheKey& key);
+std::string cache_path(const std::string& folder, const CacheKey& key);
+
+// The verified binary and kernel names of the file at `path` for `key`; false with `why` ("" when
+// there is no file) otherwise.
+bool read_verified(const std::string& path, const CacheKey& key, std::string& binary, std::vector<std::string>& kernels, std::string& why);
+
+// Stores `binary` for `key` at `path`, atomically; errors are ignored (see above).
+void write_atomic(const std::string& path, const CacheKey& key, const std::string& binary, const std::vector<std::string>& kernels);
+
+}  // namespace rvk

@@ -1,0 +1,121 @@
+"""The native runtime's OpenCL program-binary cache (native/src/binary_cache.cpp) on pocl: the
+Python runtime's folder and file format, byte for byte (one runtime's binary loads in the other),
+verified before use, rebuilt and replaced when it does not verify, off when asked."""
+
+import os
+
+import numpy as np
+import pytest
+
+import relax_vk
+from relax_vk.models import build_example
+from relax_vk.runtime import load
+from relax_vk.runtime import native
+from relax_vk.tools.reference import random_inputs
+
+
+@pytest.fixture
+def artifact_and_inputs():
+    mod = build_example("conv-relu-pool")
+    return relax_vk.build(mod, target="opencl").artifact(), random_inputs(mod)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh cache folder through $RELAX_VK_CACHE_DIR (read by both runtimes at each load)."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("RELAX_VK_CACHE_DIR", str(folder))
+    monkeypatch.delenv("RELAX_VK_NO_CACHE", raising=False)
+    return folder
+
+
+def _files(folder):
+    return sorted(f for f in os.listdir(folder) if f.endswith(".bin")) if os.path.isdir(folder) else []
+
+
+def _origin(artifact, python=False):
+    session = load(artifact, device="pocl", native=not python)
+    return session.build_info.origin, session
+
+
+def test_second_native_load_uses_the_binary(native_build, artifact_and_inputs, cache):
+    artifact, inputs = artifact_and_inputs
+    first, a = _origin(artifact)
+    second, b = _origin(artifact)
+    assert (first, second) == ("source", "binary")
+    assert len(_files(cache)) == 1
+    for x, y in zip(a.run(inputs), b.run(inputs)):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("writer_is_python", [True, False])
+def test_one_cache_for_both_runtimes(native_build, artifact_and_inputs, cache, writer_is_python):
+    """The file one runtime writes is the file the other looks for (same key JSON, same SHA-256s)
+    and loads; the outputs are the Python runtime's."""
+    artifact, inputs = artifact_and_inputs
+    written, _ = _origin(artifact, python=writer_is_python)
+    files = _files(cache)
+    read, session = _origin(artifact, python=not writer_is_python)
+    assert (written, read) == ("source", "binary") and _files(cache) == files and len(files) == 1
+    want = load(artifact, device="pocl").run(inputs)
+    for x, y in zip(session.run(inputs), want):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("edit", [lambda d: d.__setitem__(-1, d[-1] ^ 0xFF), lambda d: d.__delitem__(slice(-64, None)),
+                                  lambda d: d.__setitem__(slice(0, 8), b"garbage!"), lambda d: d.__setitem__(slice(40, 48), b"{{{{{{{{")])  # fmt: skip
+def test_a_file_that_does_not_verify_is_rebuilt_and_replaced(native_build, artifact_and_inputs, cache, edit):
+    artifact, inputs = artifact_and_inputs
+    _origin(artifact)
+    (path,) = [cache / f for f in _files(cache)]
+    data = bytearray(path.read_bytes())
+    edit(data)
+    path.write_bytes(bytes(data))
+    again, session = _origin(artifact)
+    assert again == "source"
+    assert _origin(artifact)[0] == "binary"  # replaced by a good file
+    np.testing.assert_allclose(session.run(inputs)[0], load(artifact, device="pocl").run(inputs)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_a_binary_the_driver_refuses_is_rebuilt(native_build, artifact_and_inputs, cache):
+    """A file that verifies (key and checksum right) but holds no program the driver loads."""
+    from relax_vk.runtime.opencl import binary_cache, find_device
+
+    artifact, _ = artifact_and_inputs
+    key = binary_cache.cache_key(artifact.source, find_device("pocl"))
+    path = binary_cache.cache_path(str(cache), key)
+    binary_cache.write_atomic(path, key, b"\x7fELF not a program", ["anything"])
+    assert _origin(artifact)[0] == "source"
+    assert binary_cache.read_verified(path, key)[0] != b"\x7fELF not a program"  # replaced
+
+
+def test_cache_off_and_set_by_the_app(native_build, artifact_and_inputs, cache, tmp_path, monkeypatch):
+    artifact, _ = artifact_and_inputs
+    lib = native.library()
+    monkeypatch.setenv("RELAX_VK_NO_CACHE", "1")
+    assert _origin(artifact)[0] == "source (cache off)" and _files(cache) == []
+    monkeypatch.delenv("RELAX_VK_NO_CACHE")
+    app = tmp_path / "app cache"  # (an Android app's getCacheDir(); a space in the path)
+    try:
+        lib.rvk_set_cache_dir(str(app).encode())
+        assert [_origin(artifact)[0], _origin(artifact)[0]] == ["source", "binary"]
+        assert len(_files(app)) == 1 and _files(cache) == []
+        lib.rvk_set_cache_dir(b"")
+        assert _origin(artifact)[0] == "source (cache off)"
+    finally:
+        lib.rvk_set_cache_dir(None)
+    assert _origin(artifact)[0] == "source"  # back to $RELAX_VK_CACHE_DIR
+
+
+def test_an_unwritable_folder_costs_a_build_only(native_build, artifact_and_inputs, cache):
+    artifact, inputs = artifact_and_inputs
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("a file where the folder should be")
+    origin, session = _origin(artifact)
+    assert origin == "source" and session.run(inputs)
+
+
+def test_vulkan_sessions_have_no_program_cache(native_build):
+    mod = build_example("conv-relu-pool")
+    session = load(relax_vk.build(mod, target="vulkan").artifact(), device="lavapipe", native=True)
+    assert session.build_info is None
