@@ -1,11 +1,13 @@
 /* rvk-run: run a .rvk model with the native runtime, no Python.
  *
  *   rvk-run model.rvk [--device D] --input x.npy [--input ...] [--output y.npy ...] [--repeat N] [--profile]
+ *           [--shader-checks bounds|loops|none]
  *
  * Inputs are .npy files in the model's input order (their host dtype or device dtype); outputs are
  * written in the model's output order. --repeat N times N unprofiled inferences after one warm-up
  * (inputs set, run, outputs read: what an app pays) and prints the median ms per inference;
- * --profile prints the per-step device times of one profiled run. Exit status 0 on success, 1 with
+ * --profile prints the per-step device times of one profiled run. --shader-checks (Vulkan): wgpu's
+ * runtime checks in the shaders, "bounds" (the default), "loops" or "none" (RVK_SESSION_SHADER_CHECKS_*). Exit status 0 on success, 1 with
  * the runtime's message on stderr otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +36,8 @@ static int compare(const void* a, const void* b) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: rvk-run model.rvk [--device pocl|gpu|P:D] --input x.npy [--input ...] [--output y.npy ...] [--repeat N] [--profile]\n");
+    fprintf(stderr, "usage: rvk-run model.rvk [--device pocl|gpu|P:D] --input x.npy [--input ...] [--output y.npy ...] [--repeat N] [--profile]\n"
+                    "       [--shader-checks bounds|loops|none]  (Vulkan: wgpu's checks in the shaders)\n");
 }
 
 int main(int argc, char** argv) {
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
     const char* inputs[MAX_FILES];
     const char* outputs[MAX_FILES];
     int n_inputs = 0, n_outputs = 0, repeat = 0, profile = 0;
+    uint32_t checks = 0;
     for (int i = 1; i < argc; ++i) {
         const char* a = argv[i];
         int has_value = i + 1 < argc;
@@ -51,6 +55,16 @@ int main(int argc, char** argv) {
         else if (strcmp(a, "--output") == 0 && has_value && n_outputs < MAX_FILES) outputs[n_outputs++] = argv[++i];
         else if (strcmp(a, "--repeat") == 0 && has_value) repeat = atoi(argv[++i]);
         else if (strcmp(a, "--profile") == 0) profile = 1;
+        else if (strcmp(a, "--shader-checks") == 0 && has_value) {
+            const char* v = argv[++i];
+            if (strcmp(v, "bounds") == 0) checks = 0;
+            else if (strcmp(v, "loops") == 0) checks = RVK_SESSION_SHADER_CHECKS_LOOPS;
+            else if (strcmp(v, "none") == 0) checks = RVK_SESSION_SHADER_CHECKS_NONE;
+            else {
+                usage();
+                return 2;
+            }
+        }
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage();
             return 0;
@@ -69,7 +83,7 @@ int main(int argc, char** argv) {
     rvk_status st = rvk_artifact_open_file(model, &artifact);
     if (st) return fail("loading", st);
     double t0 = now_ms();
-    st = rvk_session_create(artifact, device, RVK_SESSION_PROFILE, &session);
+    st = rvk_session_create(artifact, device, RVK_SESSION_PROFILE | checks, &session);
     rvk_artifact_destroy(artifact);
     if (st) return fail("creating the session", st);
     double load_ms = now_ms() - t0;

@@ -68,6 +68,24 @@ def test_rvk_run_matches_the_python_runtime(native_build, model, backend, tmp_pa
     assert "load to first output" in done.stdout and "te_layout_transform_kernel" in done.stdout
 
 
+@pytest.mark.parametrize("checks", ["loops", "none"])
+def test_rvk_run_shader_checks(native_build, model, backend, tmp_path, checks):
+    """--shader-checks: wgpu's checks in the Vulkan shaders dropped, the same outputs; a value that
+    is not a mode is a usage error."""
+    path, inputs, expected, _ = model
+    if backend[0] != "vulkan":
+        pytest.skip("shader checks are wgpu's (Vulkan)")
+    out = tmp_path / "y.npy"
+    args = [native_build / "rvk-run", path, "--device", backend[1], "--output", out, "--shader-checks", checks]
+    for f in inputs:
+        args += ["--input", f]
+    done = run(args)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(out), expected[0])
+    bad = run([native_build / "rvk-run", path, "--device", backend[1], "--shader-checks", "off"])
+    assert bad.returncode == 2 and "usage: rvk-run" in bad.stderr
+
+
 def test_rvk_run_errors(native_build, model, backend, tmp_path):
     path, inputs, _, _ = model
     done = run([native_build / "rvk-run", path, "--device", backend[1], "--input", inputs[0]])
