@@ -209,7 +209,7 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
         return {"error": f"{type(err).__name__}: {err}"}
 
 
-def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> None:
+def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runtimes=("python",), plans=None) -> None:
     from relax_vk.runtime import load, select_adapter, select_device
     from relax_vk.runtime.session import DeviceLimitError
 
@@ -227,13 +227,16 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> N
         print(header)
         print("-" * len(header))
         results = {}
-        entries = [e for e in index if e["model"] == name]
+        entries = [e for e in index if e["model"] == name and (not plans or e["plan"] in plans)]
         # each Vulkan plan once more per --shader-checks mode (wgpu's runtime checks dropped), timed in the same rounds
         entries += [dict(e, plan=f"{e['plan']}/{checks}", checks=checks) for checks in shader_checks for e in entries if e["api"] == "vulkan"]
+        # and once per runtime: the native library (C, no Python per step) beside pyopencl / wgpu-py,
+        # as "PLAN+native", timed in the same rounds
+        entries = [dict(e, plan=e["plan"] + ("+native" if rt == "native" else ""), native=rt == "native") for rt in runtimes for e in entries]
         sessions, kept = [], []
         for entry in entries:
             try:
-                sessions.append(load(load_artifact(outdir, entry), device=devices[entry["api"]],
+                sessions.append(load(load_artifact(outdir, entry), device=devices[entry["api"]], native=entry["native"],
                                      **({"shader_checks": entry["checks"]} if "checks" in entry else {})))  # fmt: skip
                 kept.append(entry)
             except DeviceLimitError as err:  # (half arithmetic on a device without it)
@@ -310,6 +313,10 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=()) -> N
                               f"rel err {wino['rel_err']:.1e}, top-1 {'same' if wino['top1'] else 'DIFFERENT'}")  # fmt: skip
             if auto and "torch-cuda/eager" in results:
                 print(f"{api}: auto plan / torch eager {auto['wall_ms'] / results['torch-cuda/eager']['wall_ms']:.2f} (<= 1.5 wanted)")
+        for suffix in dict.fromkeys("+native" if rt == "native" else "" for rt in runtimes):
+            ocl, vk = results.get(f"opencl/auto{suffix}"), results.get(f"vulkan/auto{suffix}")
+            if ocl and vk:
+                print(f"auto plan{suffix or ' (python runtimes)'}: vulkan/opencl wall {vk['wall_ms'] / ocl['wall_ms']:.2f} (<= 1.25 wanted)")
         for key, r in results.items():  # e.g. vulkan/auto/none next to vulkan/auto
             base = results.get(key.rsplit("/", 1)[0]) if key.count("/") == 2 else None
             if base:
@@ -330,7 +337,10 @@ def main() -> int:
     p.add_argument("--apis", nargs="*", default=list(APIS))
     p.add_argument("--run", metavar="DIR")
     p.add_argument("--models", nargs="*", default=None, help=f"--build/--tune-bundle: default {' '.join(MODELS)}; --run: every model of the bundle")
-    p.add_argument("--plans", nargs="*", default=None, help="build only these plans (default: all of PLANS)")
+    p.add_argument("--plans", nargs="*", default=None, help="build (--build) or time (--run) only these plans (default: all of PLANS / the bundle's)")
+    p.add_argument("--runtimes", nargs="*", default=["python"], choices=("python", "native"),
+                   help="--run: the runtimes to time each plan on, in the same rounds: python (pyopencl, wgpu-py) and/or native "
+                        "(the C library, $RELAX_VK_NATIVE_LIB or native/build)")
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--shader-checks", nargs="*", default=[], choices=("loops", "none"),
                    help="--run: also time every Vulkan plan with these wgpu shader checks (default: only wgpu's bounds checks)")
@@ -341,7 +351,7 @@ def main() -> int:
     elif args.build:
         build(args.build, args.models or MODELS, args.device_name, args.plans, args.apis)
     elif args.run:
-        run(args.run, args.repeat, args.json, args.models, args.shader_checks)
+        run(args.run, args.repeat, args.json, args.models, args.shader_checks, args.runtimes, args.plans)
     else:
         p.error("give --build DIR or --run DIR")
     return 0
