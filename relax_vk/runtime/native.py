@@ -37,6 +37,7 @@ MAX_RANK = 16
 PROFILE = 1
 SHADER_CHECKS = {"bounds": 0, "loops": 2, "none": 4}  # RVK_SESSION_SHADER_CHECKS_*
 WGPU_ENV = "RVK_WGPU_LIBRARY"
+OPENCL_ENV = "RVK_OPENCL_LIBRARY"
 
 # rvk_status
 OK, ARTIFACT, DEVICE, LIMIT, BUILD, ARGUMENT, RUNTIME, UNSUPPORTED, IO = range(9)
@@ -127,6 +128,39 @@ def wgpu_library() -> Optional[str]:
         return None
     path = Path(spec.origin).parent / "resources" / "libwgpu_native-release.so"
     return str(path) if path.exists() else None
+
+
+def pyopencl_loader() -> Optional[str]:
+    """The OpenCL ICD loader that pyopencl's wheel bundles (``pyopencl/.libs/libOpenCL-*.so*``), or
+    None (no pyopencl, or one linked against the system's loader, which the library finds too)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyopencl")
+    if spec is None or not spec.origin:
+        return None
+    found = sorted((Path(spec.origin).parent / ".libs").glob("libOpenCL*.so*"))
+    return str(found[0]) if found else None
+
+
+def _point_at_pyopencl_loader() -> None:
+    """``$RVK_OPENCL_LIBRARY`` set to pyopencl's loader (unless the caller set it), so that the
+    library lists the platforms and devices the Python runtime lists, in its order. Two loaders can
+    disagree: on the GPU machine pyopencl's honours ``$OCL_ICD_VENDORS`` (NVIDIA alone) and the
+    system's also lists pocl first, so "0:0" named the H100 in one and pocl in the other. The
+    library reads the variable once, at its first OpenCL call."""
+    if os.environ.get(OPENCL_ENV):
+        return
+    path = pyopencl_loader()
+    if not path:
+        return
+    try:  # pyopencl initializes its loader first: the wheel's ocl-icd crashed in __initClIcd (a
+        # stpcpy, pocl's machine) when the library's dlopen was the first to initialize it
+        import pyopencl
+
+        pyopencl.get_platforms()
+    except Exception:  # (no platform through it: the library's own lookup says why)
+        return
+    os.environ[OPENCL_ENV] = path
 
 
 def _point_at_wgpu() -> None:
@@ -246,8 +280,15 @@ class NativeSession(Session):
                 except (TypeError, ValueError):
                     lib.rvk_artifact_destroy(handle)
                     raise
-        elif device is not None and not isinstance(device, str):
-            device = device_spec(device)
+        else:
+            _point_at_pyopencl_loader()
+        asked = device if target == "opencl" and device is not None and not isinstance(device, str) else None
+        if asked is not None:
+            try:
+                device = device_spec(device)
+            except (TypeError, ValueError):
+                lib.rvk_artifact_destroy(handle)
+                raise
         session = ctypes.c_void_p()
         try:
             _check(lib.rvk_session_create(handle, device.encode() if device else None, flags, ctypes.byref(session)), target)
@@ -257,6 +298,12 @@ class NativeSession(Session):
         self.inputs = [_info(lib.rvk_session_input_info, session, i) for i in range(lib.rvk_session_input_count(session))]
         self.outputs = [_info(lib.rvk_session_output_info, session, i) for i in range(lib.rvk_session_output_count(session))]
         self.device_name = lib.rvk_session_device_name(session).decode()
+        if asked is not None and self.device_name != asked.name.strip():  # never another device, silently
+            lib.rvk_session_destroy(session)
+            self._handle = None
+            raise ValueError(f"the native library opened {self.device_name!r} as {device!r}, not pyopencl's {asked.name.strip()!r}: its OpenCL "
+                             f"loader ({os.environ.get(OPENCL_ENV) or 'the system libOpenCL.so.1'}) lists other platforms; set ${OPENCL_ENV} "
+                             f"to pyopencl's loader, or pass a device name ('gpu', 'pocl')")  # fmt: skip
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
         # how the OpenCL program was made, as the Python session's build_info says it (the two share
         # one binary cache folder and file format); None on Vulkan

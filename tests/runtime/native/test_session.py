@@ -3,6 +3,7 @@ lavapipe (Vulkan, through wgpu-native): the same outputs (<= 1e-6 relative), the
 memory, the same profile steps, the same errors."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -307,3 +308,23 @@ def test_tensors_of_no_elements_and_constant_outputs(native_build, tmp_path):
     assert [g.shape for g in got] == [w.shape for w in want] == [(4, 0), (4, 6), (2, 3)]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_pyopencl_device_opens_that_device(native_build, pocl, monkeypatch):
+    """A pyopencl device is the same device in the library: its ICD loader is pyopencl's (the
+    GPU machine's system loader also listed pocl, so "0:0" was pocl there and the H100 in
+    pyopencl); a loader that lists other platforms is an error, never another device."""
+    artifact = relax_vk.build(build_example("conv-relu-pool"), target="opencl").artifact()
+    session = load(artifact, device=pocl, native=True)
+    assert session.device_name == pocl.name.strip()
+    if native.pyopencl_loader():
+        assert os.environ[native.OPENCL_ENV] == native.pyopencl_loader()
+
+    class Elsewhere:  # a device the library has under another name at the same indices
+        name = "Some Other GPU"
+        platform = pocl.platform
+
+    spec = native.device_spec(pocl)
+    monkeypatch.setattr(native, "device_spec", lambda device: spec)  # (the indices of pocl)
+    with pytest.raises(ValueError, match="opened .* not pyopencl's 'Some Other GPU'"):
+        load(artifact, device=Elsewhere(), native=True)
