@@ -215,6 +215,32 @@ cl_program build_cached(cl_context context, cl_device_id device, const std::stri
 const char* kProbe =
     "__kernel void relax_vk_probe(__write_only image2d_array_t img) { write_imagef(img, (int4)(0, 0, 0, 0), (float4)(1.0f)); }";
 
+// The contexts of successful probes, kept for the session that follows: a context costs NVIDIA's
+// driver ~0.12 s to make and ~0.06 s to release, and a start used to make two (the probe's, then
+// the session's). take_probe_context hands the chosen device's over and releases the others.
+std::mutex probe_lock;
+std::map<cl_device_id, cl_context> probe_contexts;
+
+void keep_probe_context(cl_device_id device, cl_context context) {
+    std::lock_guard<std::mutex> hold(probe_lock);
+    cl_context& slot = probe_contexts[device];
+    if (slot) clReleaseContext(slot);
+    slot = context;
+}
+
+cl_context take_probe_context(cl_device_id device) {
+    std::lock_guard<std::mutex> hold(probe_lock);
+    cl_context mine = nullptr;
+    for (auto& [d, c] : probe_contexts) {
+        if (d == device)
+            mine = c;
+        else
+            clReleaseContext(c);
+    }
+    probe_contexts.clear();
+    return mine;
+}
+
 // compiler.device_works: "" when the device builds an image-writing probe kernel
 std::string device_works(cl_device_id device) {
     if (!device_info<cl_bool>(device, CL_DEVICE_IMAGE_SUPPORT)) return "no image support";
@@ -238,7 +264,10 @@ std::string device_works(cl_device_id device) {
         }
         problem = "probe build failed: " + (chosen.empty() ? last : chosen);
     }
-    clReleaseContext(context);
+    if (problem.empty())
+        keep_probe_context(device, context);
+    else
+        clReleaseContext(context);
     return problem;
 }
 
@@ -382,8 +411,9 @@ class OpenCLSession final : public Session {
 public:
     OpenCLSession(std::shared_ptr<const Artifact> artifact, cl_device_id device, bool profile) : Session(std::move(artifact)), device_(device) {
         device_name = device_string(device, CL_DEVICE_NAME);
-        cl_int err;
-        context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
+        cl_int err = CL_SUCCESS;
+        context_ = take_probe_context(device_);  // (the probe's, when this process just probed the device)
+        if (!context_) context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
         check(err, "clCreateContext");
         bool half = std::any_of(program_.tensors.begin(), program_.tensors.end(), [](const Tensor& t) { return t.texel == "float16"; });
         if (half && !half_images(context_)) {
