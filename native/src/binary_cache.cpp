@@ -50,7 +50,7 @@ std::string json_string(const std::string& s) {
         } else if (c < 0x80) {
             unit(c), ++i;
         } else {  // a UTF-8 sequence
-            int n = c >= 0xf0 && c < 0xf8 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
+            int n = c >= 0xf0 && c < 0xf5 ? 3 : c >= 0xe0 && c < 0xf0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
             unsigned cp = n == 3 ? c & 0x07u : n == 2 ? c & 0x0fu : c & 0x1fu;
             bool ok = n > 0;
             for (int k = 1; ok && k <= n; ++k) {

@@ -119,3 +119,26 @@ def test_vulkan_sessions_have_no_program_cache(native_build):
     mod = build_example("conv-relu-pool")
     session = load(relax_vk.build(mod, target="vulkan").artifact(), device="lavapipe", native=True)
     assert session.build_info is None
+
+
+def test_key_json_and_sha256_are_pythons(native_build):
+    """The file name is the SHA-256 of json.dumps(key, sort_keys=True): the C++ side must write the
+    same bytes for any device string (escapes, non-ASCII as \\uXXXX, surrogate pairs) and hash like
+    hashlib, across SHA-256's block boundaries."""
+    import hashlib
+    import json
+    import random
+    import subprocess
+
+    rng = random.Random(0)
+    cases = ["", "NVIDIA H100 80GB HBM3", 'q"b\\s\n\t\r\b\f\x01\x7f', "Mali\u2122-G78", "\u00e9\U0001f600x"] + ["x" * n for n in (55, 56, 63, 64, 65, 119, 1000)]
+    for _ in range(200):
+        cases.append("".join(chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0x7FF), rng.randint(0x800, 0xD7FF), rng.randint(0xE000, 0x10FFFF)]))
+                             for _ in range(rng.randint(0, 40))))  # fmt: skip
+    done = subprocess.run([native_build / "rvk-cache-key"], input="\n".join(c.encode().hex() for c in cases) + "\n", capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(cases)
+    for case, line in zip(cases, lines):
+        key, digest = line.split("\t")
+        assert key == json.dumps({"device": case, "options": ""}, sort_keys=True), repr(case)
+        assert digest == hashlib.sha256(case.encode()).hexdigest(), repr(case)
