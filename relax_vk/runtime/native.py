@@ -314,7 +314,7 @@ class NativeSession(Session):
         if isinstance(artifact, Artifact):
             self.program = artifact.program
         else:
-            self.program = (Artifact.from_bytes(artifact, what="artifact") if isinstance(artifact, bytes) else Artifact.read(os.fspath(artifact))).program
+            self.program = Artifact.from_bytes(artifact, what="artifact").program if isinstance(artifact, bytes) else Artifact.read_program(os.fspath(artifact))
         self.tensors = self.program["tensors"]
         self._can_profile = self._profiling = profile
         self.last_profile: List[dict] = []

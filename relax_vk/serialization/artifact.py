@@ -150,6 +150,32 @@ class Artifact:
         return artifact
 
     @staticmethod
+    def read_program(path: str) -> dict:
+        """The program section of the artifact at ``path`` alone (its bounds and CRC checked, the
+        JSON parsed), without reading the source or the constants or validating: for a caller that
+        has the whole artifact validated elsewhere (the native runtime's Python layer, whose library
+        read and validated the same file). Raises :class:`ArtifactError` as :meth:`read` does."""
+        try:
+            with open(path, "rb") as f:
+                head = f.read(HEADER_SIZE)
+                if len(head) < HEADER_SIZE:
+                    raise ArtifactError(f"{path}: truncated: {len(head)} bytes, the header alone is {HEADER_SIZE}")
+                magic, version, count = _HEADER.unpack_from(head, 0)
+                if magic != MAGIC or version != VERSION or count != len(SECTIONS):
+                    return Artifact.read(path).program  # (read() names what is wrong)
+                offset, size, crc, _ = _SECTION.unpack_from(head, _HEADER.size)
+                f.seek(offset)
+                part = f.read(size)
+        except OSError as err:
+            raise ArtifactError(f"{path}: cannot read: {err}") from None
+        if len(part) != size or zlib.crc32(part) & 0xFFFFFFFF != crc:
+            return Artifact.read(path).program
+        try:
+            return json.loads(part.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return Artifact.read(path).program
+
+    @staticmethod
     def read(path: str) -> "Artifact":
         try:
             with open(path, "rb") as f:

@@ -88,3 +88,22 @@ def test_write_is_atomic(artifact, tmp_path, monkeypatch):
         artifact.write(str(path))
     assert path.read_bytes() == b"old"  # the old file is untouched
     assert [p.name for p in tmp_path.iterdir()] == ["m.rvk"]  # and no temporary is left behind
+
+
+def test_read_program_reads_the_program_section_alone(artifact, tmp_path):
+    """read_program: the program read() gives, from the header and the program section only; a
+    file read() refuses is refused the same way (not a half-read program)."""
+    path = tmp_path / "m.rvk"
+    artifact.write(str(path))
+    assert Artifact.read_program(str(path)) == Artifact.read(str(path)).program
+    data = bytearray(path.read_bytes())
+    program_offset = struct.unpack_from("<Q", data, 16)[0]  # (the first section entry's offset)
+    data[program_offset + 5] ^= 0xFF  # inside the program section: its CRC fails
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="CRC32"):
+        Artifact.read_program(str(path))
+    path.write_bytes(bytes(data[:HEADER_SIZE - 1]))
+    with pytest.raises(ArtifactError, match="truncated"):
+        Artifact.read_program(str(path))
+    with pytest.raises(ArtifactError, match="cannot read"):
+        Artifact.read_program(str(tmp_path / "missing.rvk"))
