@@ -17,6 +17,13 @@ if [ -z "${RVK_WGPU_LIBRARY:-}" ]; then
   if [ -n "$wheel" ]; then export RVK_WGPU_LIBRARY="$wheel/resources/libwgpu_native-release.so"; fi
 fi
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+# mutants that load build programs of their own: their binaries go to a folder of this run, not the
+# user's cache (unless RELAX_VK_CACHE_DIR is set)
+if [ -z "${RELAX_VK_CACHE_DIR:-}" ]; then
+  RELAX_VK_CACHE_DIR="$(mktemp -d)"
+  export RELAX_VK_CACHE_DIR
+  trap 'rm -rf "$RELAX_VK_CACHE_DIR"' EXIT
+fi
 status=0
 for model in "$@"; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS="suppressions=$here/tests/lsan.supp" \
