@@ -153,8 +153,8 @@ def _point_at_pyopencl_loader() -> None:
     path = pyopencl_loader()
     if not path:
         return
-    try:  # pyopencl initializes its loader first: the wheel's ocl-icd crashed in __initClIcd (a
-        # stpcpy, pocl's machine) when the library's dlopen was the first to initialize it
+    try:  # pyopencl initializes its loader first: the wheel's ocl-icd crashed (a stpcpy in
+        # __initClIcd, on this CPU machine with pocl) when the library's dlopen initialized it first
         import pyopencl
 
         pyopencl.get_platforms()
