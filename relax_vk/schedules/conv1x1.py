@@ -34,7 +34,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
+from .register_tile import accumulate_in_registers, loop_extent, read_index, texel_loops, unroll_constant
 
 
 def gemm_applies(w) -> bool:
@@ -48,10 +48,6 @@ def gemm_threads(w, px: int, oc: int, threads: int) -> int:
     (with a single block every index is a constant, and TVM then puts no guard on the cache and
     write-back stages, so idle threads would store garbage)."""
     return max(1, min(threads, w.n * (-(-w.out_h * w.out_w // px))))
-
-
-def _read_index(sch: s_tir.Schedule, block, buffer) -> int:
-    return [r.source.same_as(buffer) for r in sch.get(block).reads].index(True)
 
 
 def _flatten_pixels(sch: s_tir.Schedule, conv, epilogue, out_h: int, out_w: int) -> None:
@@ -93,7 +89,7 @@ def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, 
     _flatten_pixels(sch, conv, epilogue, w.out_h, w.out_w)
     # the input texels of a thread's pixels, indexed by the conv's own iterators (a range of
     # pixels, where the data's (y, x) region of consecutive pixels spans whole rows)
-    data_cache = sch.reindex(conv, ("read", _read_index(sch, conv, data_buf)))
+    data_cache = sch.reindex(conv, ("read", read_index(sch, conv, data_buf)))
     n, occ, pixels, ocb, ic, kh, kw = sch.get_loops(conv)
     occ_o, occ_i = sch.split(occ, [None, min(oc, w.oc_chunks)])
     pix_o, pix_i = sch.split(pixels, [None, min(px, w.out_h * w.out_w)])
@@ -108,13 +104,11 @@ def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, 
     # per ic4 step: the block's input texels once (a 1x1 window: nothing slides), its weight texels
     sch.compute_at(data_cache, kw, preserve_unit_loops=True)
     sch.set_scope(data_cache, 0, "local")
-    weight_cache = sch.cache_read(conv, _read_index(sch, conv, weight_buf), "local")
+    weight_cache = sch.cache_read(conv, read_index(sch, conv, weight_buf), "local")
     sch.compute_at(weight_cache, kw, preserve_unit_loops=True)
     depth = 6  # occ_o, bx, tx, ic_o, kh, kw: the loops above the per-step stages
     for cache in (data_cache, weight_cache):
-        loops = sch.get_loops(cache)
-        sch.vectorize(loops[-1])
-        unroll_constant(sch, loops[depth:-1])
+        texel_loops(sch, cache, depth)
     unroll_constant(sch, sch.get_loops(conv)[depth:])
     func = sch.mod["main"]
     budget = private_budget(px, oc)

@@ -32,7 +32,7 @@ from tvm import s_tir, tirx
 
 from .conv1x1 import gemm_applies, schedule_conv1x1_gemm
 from .cross_thread import texel_per_workgroup
-from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
+from .register_tile import accumulate_in_registers, loop_depth, loop_extent, read_index, texel_loops, unroll_constant
 
 BLOCK = "conv2d_NCHWc_OIHWo"
 PAD = "conv2d_data_pad"
@@ -249,6 +249,14 @@ def _is_texture(buffer) -> bool:
     return str(buffer.scope()).startswith("global.texture")
 
 
+def operand_memory(data, weight) -> str:
+    """The memory kind of a conv whose input is ``data`` and weight ``weight`` (buffers), as the
+    tuning database keys it: ``"texture"``, ``"texture+wbuf"`` or ``"buffer"``."""
+    if not _is_texture(data):
+        return "buffer"
+    return "texture" if _is_texture(weight) else "texture+wbuf"
+
+
 def memory_kind(func: tirx.PrimFunc) -> str:
     """Where the conv's operands live: ``"texture"`` (data and weights in textures, the RFC's
     plan), ``"texture+wbuf"`` (data in a texture, weights in a buffer) or ``"buffer"``."""
@@ -258,10 +266,7 @@ def memory_kind(func: tirx.PrimFunc) -> str:
         return "buffer"
     conv, pad, _ = found
     data = sch.get(pad).reads[0].source if pad is not None else sch.get(conv).reads[0].source
-    weight = sch.get(conv).reads[1].source
-    if not _is_texture(data):
-        return "buffer"
-    return "texture" if _is_texture(weight) else "texture+wbuf"
+    return operand_memory(data, sch.get(conv).reads[1].source)
 
 
 #: the GEMM blocks the tuner tries on a 1x1 conv, (pixels, output texels): up to 8 pixels and
@@ -377,10 +382,6 @@ def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
             .with_attr(MEMORY_ATTR, memory_kind(func)).with_attr("relax_vk.flops", w.flops))  # fmt: skip
 
 
-def _read_index(sch: s_tir.Schedule, block, buffer) -> int:
-    return [r.source.same_as(buffer) for r in sch.get(block).reads].index(True)
-
-
 def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) -> Optional[tirx.PrimFunc]:
     """``func`` scheduled (module docstring), or None when it is not a kernel this rule handles."""
     sch = s_tir.Schedule(func)
@@ -423,23 +424,16 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
         sch.set_scope(pad, 0, "local")
         data_cache = pad
     else:
-        data_cache = sch.cache_read(conv, _read_index(sch, conv, data_buf), "local")
+        data_cache = sch.cache_read(conv, read_index(sch, conv, data_buf), "local")
         sch.compute_at(data_cache, kh, preserve_unit_loops=True)
-    def depth(loop) -> int:  # loops down to and including ``loop`` (around the conv block)
-        return [sch.get(lp).same_as(sch.get(loop)) for lp in sch.get_loops(conv)].index(True) + 1
-
-    data_loops = sch.get_loops(data_cache)
-    sch.vectorize(data_loops[-1])
-    unroll_constant(sch, data_loops[depth(kh) : -1])
+    texel_loops(sch, data_cache, loop_depth(sch, conv, kh))
     # weights: the texels one (ic4, kh, kw) step uses
-    weight_cache = sch.cache_read(conv, _read_index(sch, conv, weight_buf), "local")
+    weight_cache = sch.cache_read(conv, read_index(sch, conv, weight_buf), "local")
     sch.compute_at(weight_cache, kw, preserve_unit_loops=True)
-    weight_loops = sch.get_loops(weight_cache)
-    sch.vectorize(weight_loops[-1])
-    unroll_constant(sch, weight_loops[depth(kw) : -1])
+    texel_loops(sch, weight_cache, loop_depth(sch, conv, kw))
     # the update: every inner loop unrolled (register indices are constants; a reduction update
     # cannot be vectorised in TIR, and GPUs run the 4 lanes as scalar FMAs anyway)
-    unroll_constant(sch, sch.get_loops(conv)[depth(kw) :])
+    unroll_constant(sch, sch.get_loops(conv)[loop_depth(sch, conv, kw) :])
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
 
 

@@ -28,7 +28,17 @@ def unroll_constant(sch: s_tir.Schedule, loops: Sequence) -> None:
             sch.unroll(lp)
 
 
-def _texel_loops(sch: s_tir.Schedule, block, bound: int) -> None:
+def read_index(sch: s_tir.Schedule, block, buffer) -> int:
+    """The position of ``buffer`` among ``block``'s reads (what ``cache_read`` and ``reindex`` take)."""
+    return [r.source.same_as(buffer) for r in sch.get(block).reads].index(True)
+
+
+def loop_depth(sch: s_tir.Schedule, block, loop) -> int:
+    """The loops around ``block`` down to and including ``loop``."""
+    return [sch.get(lp).same_as(sch.get(loop)) for lp in sch.get_loops(block)].index(True) + 1
+
+
+def texel_loops(sch: s_tir.Schedule, block, bound: int) -> None:
     """Vectorise ``block``'s innermost (lane) loop and unroll the loops between it and the first
     ``bound`` (thread-bound) loops."""
     loops = sch.get_loops(block)
@@ -40,7 +50,7 @@ def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: S
     """Give reduction ``block`` a local accumulator written back under ``thread_loop``, with the
     ``epilogue`` blocks (a DAG: hard-swish reads its input twice) collapsed into their last block
     and folded into the write-back, and its initialisation split off at ``reduce_loop``; both store
-    texels (:func:`_texel_loops` past the ``bound`` thread-bound loops). Returns ``(write-back
+    texels (:func:`texel_loops` past the ``bound`` thread-bound loops). Returns ``(write-back
     block, init block)``."""
     acc = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(acc, thread_loop, preserve_unit_loops=True)
@@ -48,7 +58,7 @@ def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: S
         sch.compute_inline(b)
     if epilogue:
         sch.reverse_compute_inline(epilogue[-1])
-    _texel_loops(sch, acc, bound)
+    texel_loops(sch, acc, bound)
     init = sch.decompose_reduction(block, reduce_loop)
-    _texel_loops(sch, init, bound)
+    texel_loops(sch, init, bound)
     return acc, init

@@ -30,8 +30,8 @@ from typing import List, Optional, Tuple
 from tvm import s_tir, tirx
 
 from ..legalize.winograd import GEMM, INPUT, INVERSE, KERNEL, OUTPUT, PAD, TILES, tile_count
-from .conv2d import CONFIG_ATTR, MEMORY_ATTR, SOURCE_ATTR, WORKLOAD_ATTR, Conv2dWorkload
-from .register_tile import loop_extent, unroll_constant
+from .conv2d import CONFIG_ATTR, MEMORY_ATTR, SOURCE_ATTR, WORKLOAD_ATTR, Conv2dWorkload, operand_memory
+from .register_tile import loop_depth, loop_extent, read_index, texel_loops, unroll_constant
 
 TILE_ATTR = "relax_vk.winograd_tile"  # on the scheduled kernel: m of F(m, 3)
 
@@ -117,12 +117,7 @@ def memory_kind(sch: s_tir.Schedule, found) -> str:
     """Where the kernel's operands live, as the tuning database keys the conv
     (:func:`relax_vk.schedules.conv2d.memory_kind`)."""
     pad, input_, gemm, _, _, _ = found
-    data = sch.get(pad).reads[0].source
-    weight = _weight_buffer(sch, input_, gemm)
-    texture = lambda b: str(b.scope()).startswith("global.texture")  # noqa: E731
-    if not texture(data):
-        return "buffer"
-    return "texture" if texture(weight) else "texture+wbuf"
+    return operand_memory(sch.get(pad).reads[0].source, _weight_buffer(sch, input_, gemm))
 
 
 def _weight_buffer(sch: s_tir.Schedule, input_, gemm):
@@ -209,7 +204,7 @@ def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[t
     # in registers; position loops unrolled, never vectorized (their selects fold to constants)
     sch.compute_at(inverse, tx, preserve_unit_loops=True)
     sch.set_scope(inverse, 0, "local")
-    unroll_constant(sch, sch.get_loops(inverse)[_depth(sch, inverse, tx) :])
+    unroll_constant(sch, sch.get_loops(inverse)[loop_depth(sch, inverse, tx) :])
     sch.compute_at(gemm, tx, preserve_unit_loops=True)
     sch.set_scope(gemm, 0, "local")
     g_loops = sch.get_loops(gemm)
@@ -221,25 +216,13 @@ def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[t
     sch.set_scope(input_, 0, "local")
     sch.compute_at(pad, c4, preserve_unit_loops=True)
     sch.set_scope(pad, 0, "local")
-    pad_loops = sch.get_loops(pad)
-    sch.vectorize(pad_loops[-1])  # (whole texels loaded)
-    unroll_constant(sch, pad_loops[_depth(sch, gemm, c4) : -1])
-    unroll_constant(sch, sch.get_loops(input_)[_depth(sch, gemm, c4) :])
+    texel_loops(sch, pad, loop_depth(sch, gemm, c4))  # (whole texels loaded)
+    unroll_constant(sch, sch.get_loops(input_)[loop_depth(sch, gemm, c4) :])
     # one weight texel per (input channel, output texel, position), loaded where it is used
-    index = [r.source.same_as(weight_buf) for r in sch.get(gemm).reads].index(True)
-    weights = sch.cache_read(gemm, index, "local")
+    weights = sch.cache_read(gemm, read_index(sch, gemm, weight_buf), "local")
     sch.compute_at(weights, g_e2, preserve_unit_loops=True)
-    w_loops = sch.get_loops(weights)
-    sch.vectorize(w_loops[-1])
-    unroll_constant(sch, w_loops[_depth(sch, gemm, g_e2) : -1])
+    texel_loops(sch, weights, loop_depth(sch, gemm, g_e2))
     init = sch.decompose_reduction(gemm, c4)
-    i_loops = sch.get_loops(init)
-    sch.vectorize(i_loops[-1])
-    unroll_constant(sch, i_loops[3:-1])
-    unroll_constant(sch, sch.get_loops(gemm)[_depth(sch, gemm, c4) :])
+    texel_loops(sch, init, 3)
+    unroll_constant(sch, sch.get_loops(gemm)[loop_depth(sch, gemm, c4) :])
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
-
-
-def _depth(sch: s_tir.Schedule, block, loop) -> int:
-    """Loops around ``block`` down to and including ``loop``."""
-    return [sch.get(lp).same_as(sch.get(loop)) for lp in sch.get_loops(block)].index(True) + 1
