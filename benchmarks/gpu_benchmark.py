@@ -228,11 +228,12 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runt
         print("-" * len(header))
         results = {}
         entries = [e for e in index if e["model"] == name and (not plans or e["plan"] in plans)]
-        # each Vulkan plan once more per --shader-checks mode (wgpu's runtime checks dropped), timed in the same rounds
-        entries += [dict(e, plan=f"{e['plan']}/{checks}", checks=checks) for checks in shader_checks for e in entries if e["api"] == "vulkan"]
-        # and once per runtime: the native library (C, no Python per step) beside pyopencl / wgpu-py,
-        # as "PLAN+native", timed in the same rounds
+        # each plan once per runtime: the native library (C, no Python per step) beside pyopencl /
+        # wgpu-py, as "PLAN+native", timed in the same rounds
         entries = [dict(e, plan=e["plan"] + ("+native" if rt == "native" else ""), native=rt == "native") for rt in runtimes for e in entries]
+        # each Vulkan plan once more per --shader-checks mode (wgpu's runtime checks dropped), timed in
+        # the same rounds ("PLAN+native/none" is compared with "PLAN+native", on its own runtime)
+        entries += [dict(e, plan=f"{e['plan']}/{checks}", checks=checks) for checks in shader_checks for e in entries if e["api"] == "vulkan"]
         sessions, kept = [], []
         for entry in entries:
             try:
