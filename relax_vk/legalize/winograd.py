@@ -42,6 +42,7 @@ WINOGRAD_WEIGHT = "relax_vk.winograd_weight"
 #: block names the schedule finds the kernel by
 PAD, INPUT, GEMM, INVERSE, OUTPUT = "winograd_data_pad", "winograd_input", "winograd_gemm", "winograd_inverse", "winograd_output"
 
+
 def _combine(coeffs: Sequence, term: Callable[[int], tirx.PrimExpr], dtype: str) -> tirx.PrimExpr:
     """``sum_k coeffs[k] * term(k)`` over the non-zero coefficients (+-1 without a multiply)."""
     out = None

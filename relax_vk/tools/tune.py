@@ -153,10 +153,8 @@ def build_winograd_case(spec: ConvSpec, api: str, memory: str, m: int, threads: 
     from ..core.options import ScopeOptions
     from ..schedules.winograd import candidate_configs, default_config
 
-    w = conv_workload(spec)
-    if w is None or (w.kh, w.kw, w.stride, w.dilation, w.depthwise, spec.groups) != (3, 3, 1, 1, False, 1):
-        return None
-    if spec.strides != (1, 1) or spec.dilation != (1, 1):
+    w = conv_workload(spec)  # (ChooseConvAlgorithm's eligible(): 3x3, both strides and dilations 1, one group)
+    if w is None or (w.kh, w.kw, w.depthwise, spec.groups, spec.strides, spec.dilation) != (3, 3, False, 1, (1, 1), (1, 1)):
         return None
     tgt = _target.resolve(api)
     options = ScopeOptions(**MEMORY_OPTIONS[memory], winograd="f23" if m == 2 else "f43")
