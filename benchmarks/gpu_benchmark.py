@@ -144,7 +144,7 @@ def _packaged(name: str, size):
     return from_onnx(path, {input_name: shape}), x, y
 
 
-def tune_bundle(outdir: str, models, apis, missing_for=None) -> None:
+def tune_bundle(outdir: str, models, apis, missing_for=None, winograd: bool = True) -> None:
     from relax_vk.frontends import from_torch
     from relax_vk.tools.tune import write_bundle
     from relax_vk.zoo import build_zoo_model
@@ -157,7 +157,7 @@ def tune_bundle(outdir: str, models, apis, missing_for=None) -> None:
             continue
         model, x = build_zoo_model(name, input_shape=size)
         modules.append(from_torch(model, (x,)))
-    index = write_bundle(modules, outdir, apis, missing_for=missing_for)
+    index = write_bundle(modules, outdir, apis, missing_for=missing_for, winograd=winograd)
     print(f"{len(index['cases'])} cases in {index['seconds']:.0f} s")
 
 
@@ -336,6 +336,7 @@ def main() -> int:
     p.add_argument("--device-name", default=None, help="build for this device's tuning database (e.g. 'NVIDIA H100 80GB HBM3'); "
                    "with --tune-bundle: only the convs that database lacks")
     p.add_argument("--apis", nargs="*", default=list(APIS))
+    p.add_argument("--no-winograd", action="store_true", help="--tune-bundle: direct conv candidates only (no Winograd cases)")
     p.add_argument("--run", metavar="DIR")
     p.add_argument("--models", nargs="*", default=None, help=f"--build/--tune-bundle: default {' '.join(MODELS)}; --run: every model of the bundle")
     p.add_argument("--plans", nargs="*", default=None, help="build (--build) or time (--run) only these plans (default: all of PLANS / the bundle's)")
@@ -348,7 +349,7 @@ def main() -> int:
     p.add_argument("--json", default="")
     args = p.parse_args()
     if args.tune_bundle:
-        tune_bundle(args.tune_bundle, args.models or MODELS, args.apis, args.device_name)
+        tune_bundle(args.tune_bundle, args.models or MODELS, args.apis, args.device_name, not args.no_winograd)
     elif args.build:
         build(args.build, args.models or MODELS, args.device_name, args.plans, args.apis)
     elif args.run:

@@ -11,7 +11,10 @@ over the ``P = out_h * out_w`` pixels of each image; this schedule treats it as 
   a last block that runs past the map is masked (every read, update and store of a pixel past
   the end is guarded, so nothing is read or written out of bounds);
 * one thread computes ``px`` pixels x ``oc`` output texels (``px * oc * 4`` accumulators in
-  registers); output-channel texels that do not fill the last block are masked the same way;
+  registers); ``oc`` divides the output texels: with a tail of output texels and more than one
+  workgroup of pixels, TVM left the tail's stores unguarded (a 1x1 conv to 12 channels on a 45x17
+  map wrote past its output: wrong numbers in images, a corrupted heap on pocl and lavapipe; fuzz
+  seed 150288), so such a block is refused;
 * per input-channel texel (4 channels, ``ic4``) the thread loads its ``px`` input texels once and
   the ``4 * oc`` weight texels once, and accumulates ``acc[o, p] += in[p].lane(i) * w[o, i]``:
   every input texel feeds ``16 * oc`` FMAs, every weight texel ``4 * px``;
@@ -75,7 +78,7 @@ def schedule_conv1x1_gemm(sch: s_tir.Schedule, conv, pad, epilogue, w, px: int, 
     """The GEMM schedule (module docstring) on ``sch``, or None when it does not take the kernel
     (not :func:`gemm_applies`, an epilogue that is not elementwise over the output, or a block
     size below 1). A padded 1x1 conv's pad is inlined into the input loads (a guarded read)."""
-    if not gemm_applies(w) or px < 1 or oc < 1:
+    if not gemm_applies(w) or px < 1 or oc < 1 or w.oc_chunks % min(oc, w.oc_chunks):
         return None
     out_shape = [loop_extent(sch.get(lp)) for lp in sch.get_loops(conv)[:5]]
     if any([loop_extent(sch.get(lp)) for lp in sch.get_loops(b)] != out_shape for b in epilogue):

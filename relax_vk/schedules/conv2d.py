@@ -51,7 +51,8 @@ class Conv2dConfig:
     """Tunables: output pixels per thread along the row, output texels per thread, threads per
     workgroup (along the fused pixel axis). ``split``: instead, one workgroup per output texel
     whose ``threads`` split the reduction (:func:`_schedule_split_reduction`; ``px`` and ``oc``
-    are 1): for convs with few outputs and long sums. ``gemm``: a 1x1 conv as a packed GEMM
+    are 1), or per block of ``px`` pixels x ``oc`` texels whose threads split the input channels
+    (:func:`_schedule_split_block`): for convs with few outputs and long sums. ``gemm``: a 1x1 conv as a packed GEMM
     (:mod:`.conv1x1`), ``px`` pixels of the flattened map (not of one row) x ``oc`` texels."""
 
     px: int = 4
@@ -214,8 +215,15 @@ def _direct_default(w: Conv2dWorkload) -> Conv2dConfig:
 
 
 #: the GEMM block of an untuned 1x1 conv: 4 pixels x 2 output texels (32 accumulators, the
-#: register budget MNN's c8w4 and TFLite's NVIDIA blocks use)
+#: register budget MNN's c8w4 and TFLite's NVIDIA blocks use); 1 texel where the output texels
+#: are odd (:func:`gemm_default`)
 GEMM_DEFAULT = Conv2dConfig(px=4, oc=2, threads=64, gemm=True)
+
+
+def gemm_default(w: Conv2dWorkload) -> Conv2dConfig:
+    """:data:`GEMM_DEFAULT`, with one output texel per thread where two do not divide the
+    output texels (the GEMM takes no output-texel tail: :func:`~.conv1x1.schedule_conv1x1_gemm`)."""
+    return GEMM_DEFAULT if w.oc_chunks % GEMM_DEFAULT.oc == 0 else Conv2dConfig(GEMM_DEFAULT.px, 1, GEMM_DEFAULT.threads, gemm=True)
 
 
 def fmas_per_fetch(w: Conv2dWorkload, c: Conv2dConfig) -> float:
@@ -240,8 +248,8 @@ def default_config(w: Conv2dWorkload) -> Conv2dConfig:
     if splits_reduction(w):
         return Conv2dConfig(px=1, oc=1, threads=64, split=True)
     direct = _direct_default(w)
-    if gemm_applies(w) and fmas_per_fetch(w, GEMM_DEFAULT) > fmas_per_fetch(w, direct):
-        return GEMM_DEFAULT
+    if gemm_applies(w) and fmas_per_fetch(w, gemm_default(w)) > fmas_per_fetch(w, direct):
+        return gemm_default(w)
     return direct
 
 
@@ -279,16 +287,18 @@ def candidate_configs(w: Conv2dWorkload, threads=(32, 64, 128)) -> List[Conv2dCo
     texels per thread (those that divide the output channels of a group; depthwise convs take 1), and
     ``threads`` per workgroup, plus a workgroup per output texel splitting the sum where
     :func:`may_split_reduction`; a grouped conv's tiles stay inside one group. A 1x1 conv the
-    GEMM takes also gets the :data:`GEMM_BLOCKS` (pixel and texel tails are masked, so every
-    block fits; blocks larger than the output are left out). The default configuration is always
+    GEMM takes also gets the :data:`GEMM_BLOCKS` whose output texels divide the conv's (pixel
+    tails are masked; blocks larger than the output are left out). The default configuration is always
     among them."""
     ocs = [1] if w.depthwise else [o for o in (1, 2, 4) if w.group_texels % o == 0]
     found = [Conv2dConfig(px, oc, t) for px in row_tiles(w.out_w) for oc in ocs for t in threads]
     if may_split_reduction(w):
         found += [Conv2dConfig(1, 1, t, split=True) for t in threads]
+    if may_split_block(w):
+        found += split_block_configs(w)
     if gemm_applies(w):
         pixels = w.out_h * w.out_w
-        found += [Conv2dConfig(px, oc, t, gemm=True) for px, oc in GEMM_BLOCKS if px <= pixels and oc <= w.oc_chunks for t in threads]
+        found += [Conv2dConfig(px, oc, t, gemm=True) for px, oc in GEMM_BLOCKS if px <= pixels and w.oc_chunks % oc == 0 for t in threads]
     default = default_config(w)
     return found if default in found else [default] + found
 
@@ -351,7 +361,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     if policy != "auto" and gemm_applies(w) and not splits_reduction(w):
         if config is not None and config.gemm == (policy == "gemm"):
             return config, "tuned"
-        return (GEMM_DEFAULT if policy == "gemm" else _direct_default(w)), "forced"
+        return (gemm_default(w) if policy == "gemm" else _direct_default(w)), "forced"
     if config is not None:
         return config, "tuned"
     return default_config(w), "default"
@@ -395,6 +405,8 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     cfg = config or default_config(w)
     if cfg.gemm:
         return schedule_conv1x1_gemm(sch, conv, pad, epilogue, w, cfg.px, cfg.oc, cfg.threads)
+    if cfg.split and (cfg.px, cfg.oc) != (1, 1):
+        return _schedule_split_block(sch, conv, pad, epilogue, w, cfg) if split_block_fits(w, cfg) else None
     if cfg.split:
         return _schedule_split_reduction(sch, conv, pad, epilogue, cfg.threads) if not w.depthwise else None
     if w.oc_chunks % cfg.oc or cfg.px < 1 or w.out_w % cfg.px:
@@ -447,4 +459,105 @@ def _schedule_split_reduction(sch: s_tir.Schedule, conv, pad, epilogue, threads:
         sch.compute_inline(b)
     out = epilogue[-1] if epilogue else sch.cache_write(conv, 0, "local")
     texel_per_workgroup(sch, conv, out, 3, threads)
+    return sch.mod["main"]
+
+
+#: the most output texels a block-split thread accumulates (16 texels: 64 registers)
+SPLIT_BLOCK_MAX_TEXELS = 16
+#: the most workgroup memory a block split's partial sums take (``threads x texels x 16`` bytes):
+#: half of what OpenCL and Vulkan guarantee (32 KiB on Adreno and Mali, 48 KiB on NVIDIA's Vulkan)
+SPLIT_BLOCK_MAX_SHARED = 16384
+#: block splits are tuning candidates of convs with at least SPLIT_TUNE_MIN_TERMS terms per sum and
+#: at most this many output texels (ResNet's 3x3 layers down from 64 channels at 56x56): the
+#: threads per output texel grow the grid where one thread per block would leave a large GPU idle
+SPLIT_BLOCK_TUNE_MAX_TEXELS = 65536
+
+
+def may_split_block(w: Conv2dWorkload) -> bool:
+    """Whether the tuning space of a workload holds block-split configurations."""
+    return not w.depthwise and w.output_texels <= SPLIT_BLOCK_TUNE_MAX_TEXELS and w.reduction >= SPLIT_TUNE_MIN_TERMS
+
+
+def split_block_configs(w: Conv2dWorkload, threads=(8, 16, 32, 64, 128)) -> List[Conv2dConfig]:
+    """The block-split part of a tuning space (:func:`_schedule_split_block`): a block of the
+    whole row (or of a row tile whose texels the threads divide) times 1, 2 or 4 output texels,
+    at most :data:`SPLIT_BLOCK_MAX_TEXELS`, for each thread count that divides the input channel
+    texels, within :data:`SPLIT_BLOCK_MAX_SHARED` bytes of partial sums."""
+    found = []
+    for oc in (1, 2, 4):
+        for px in [w.out_w] + [p for p in row_tiles(w.out_w) if p != w.out_w]:
+            for t in threads:
+                c = Conv2dConfig(px, oc, t, split=True)
+                if ((px, oc) != (1, 1) and px * oc <= SPLIT_BLOCK_MAX_TEXELS and t * px * oc * 16 <= SPLIT_BLOCK_MAX_SHARED
+                        and split_block_fits(w, c)):  # fmt: skip
+                    found.append(c)
+    return found
+
+
+def split_block_fits(w: Conv2dWorkload, c: Conv2dConfig) -> bool:
+    """Whether the block-split schedule takes ``c`` for ``w``: a plain (not depthwise, one group)
+    conv whose row the ``px`` pixels divide, whose output texels the ``oc`` texels divide, and
+    whose input channel texels the ``threads`` divide (each thread then takes the same number)."""
+    return (not w.depthwise and w.groups == 1 and c.px >= 1 and w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0
+            and w.ic % 4 == 0 and c.threads >= 1 and (w.ic // 4) % c.threads == 0
+            and (c.px == w.out_w or (c.px * c.oc) % c.threads == 0))  # (see _schedule_split_block)  # fmt: skip
+
+
+def _schedule_split_block(sch: s_tir.Schedule, conv, pad, epilogue, w: Conv2dWorkload, c: Conv2dConfig) -> tirx.PrimFunc:
+    """One workgroup per block of ``px`` pixels x ``oc`` output texels, its ``threads`` threads
+    splitting the input channel texels (thread ``t`` takes texels ``t, t + threads, ...``). Each
+    thread accumulates its share of the whole block in registers, as the direct schedule does
+    (row segments loaded once per (texel, kernel row), padding folded into the loads, every weight
+    texel feeding ``4 * px`` FMAs); the partial blocks meet in workgroup memory, and one thread
+    per output texel sums its ``threads`` partials, computes the fused epilogue and stores the
+    texel. For deep convs on small maps (ResNet's 512 channels at 7x7): too few output texels to
+    fill a large GPU a thread each, too many for a workgroup each."""
+    data_buf, weight_buf = (r.source for r in sch.get(conv).reads)
+    n, occ, oh, ow, ocb, ic, kh, kw = sch.get_loops(conv)
+    occ_o, occ_i = sch.split(occ, [None, c.oc])
+    ow_o, ow_i = sch.split(ow, [None, c.px])
+    ic4, ic_i = sch.split(ic, [None, 4])
+    ic_o, ic_t = sch.split(ic4, [None, c.threads])
+    sch.reorder(occ_o, n, oh, ow_o, ic_t, ic_o, kh, kw, ic_i, occ_i, ow_i, ocb)
+    bx = sch.fuse(occ_o, n, oh, ow_o)
+    partial = sch.rfactor(ic_t, factor_axis=0)
+    sch.set_scope(partial, 0, "shared")
+    # the partial blocks under the workgroup's loop of the sum (one kernel), each thread's in registers
+    sch.bind(sch.get_loops(conv)[0], "blockIdx.x")
+    sch.compute_at(partial, sch.get_loops(conv)[0], preserve_unit_loops=True)
+    # (compute_at makes a loop per block iter: thread, n, occ, y, x, lane of oc; ic outer, ic lane, kh, kw)
+    _, p_thread, p_n, p_occ, p_y, p_x, p_ocb, p_outer, p_lane, p_kh, p_kw = sch.get_loops(partial)
+    sch.reorder(p_thread, p_n, p_y, p_outer, p_kh, p_kw, p_lane, p_occ, p_x, p_ocb)
+    p_loops = sch.get_loops(partial)  # bx, thread, n, y, ic outer, kh, kw, ...
+    p_loops = [p_loops[0], p_loops[1], p_loops[4], p_loops[5], p_loops[6]]
+    p_thread, p_outer = p_loops[1], p_loops[2]
+    sch.bind(p_thread, "threadIdx.x")
+    acc = sch.cache_write(partial, 0, "local")
+    sch.reverse_compute_at(acc, p_thread, preserve_unit_loops=True)
+    texel_loops(sch, acc, 2)
+    if pad is not None:
+        sch.compute_at(pad, p_loops[3], preserve_unit_loops=True)  # (per kernel row: the row segment)
+        sch.set_scope(pad, 0, "local")
+        data_cache = pad
+    else:
+        data_cache = sch.cache_read(partial, read_index(sch, partial, data_buf), "local")
+        sch.compute_at(data_cache, p_loops[3], preserve_unit_loops=True)
+    texel_loops(sch, data_cache, loop_depth(sch, partial, p_loops[3]))
+    weight_cache = sch.cache_read(partial, read_index(sch, partial, weight_buf), "local")
+    sch.compute_at(weight_cache, p_loops[4], preserve_unit_loops=True)
+    texel_loops(sch, weight_cache, loop_depth(sch, partial, p_loops[4]))
+    init = sch.decompose_reduction(partial, p_outer)
+    texel_loops(sch, init, 2)
+    unroll_constant(sch, sch.get_loops(partial)[loop_depth(sch, partial, p_loops[4]) :])
+    # the sum of the partials: a thread per output texel, the epilogue folded into its store. The
+    # threads past the block's texels must store nothing, but a write-back placed by
+    # reverse_compute_at keeps no guard of the split it sits under; texel f of the block is pixel
+    # f // oc, channel texel f % oc, and the block is the whole row (or the threads divide it), so
+    # those threads fall on pixels past the row, which TVM does guard
+    _, t, o_i, x_i, lane = sch.get_loops(conv)
+    sch.reorder(x_i, o_i, t, lane)
+    texel = sch.fuse(x_i, o_i)
+    _, tx = sch.split(texel, [None, c.threads])
+    sch.bind(tx, "threadIdx.x")
+    accumulate_in_registers(sch, conv, tx, epilogue, t, bound=3)
     return sch.mod["main"]

@@ -43,9 +43,9 @@ def _model(case):
 
 # cin, cout, stride, pad, epilogue, H, W, the GEMM block forced (px x oc texels)[, batch]
 CASES = [
-    (32, 40, 1, 0, "relu6", 7, 7, (4, 4)),  # 49 pixels: a 1-pixel tail; 10 texels: a 2-texel tail
-    (12, 20, 2, 0, "clip", 9, 13, (8, 2)),  # stride 2 (5x7 out), channels not multiples of 8
-    (16, 24, 1, 1, "none", 5, 6, (2, 4)),  # padded 1x1 (the pad inlined into the loads), no bias
+    (32, 40, 1, 0, "relu6", 7, 7, (4, 2)),  # 49 pixels: a 1-pixel tail; 10 texels
+    (12, 24, 2, 0, "clip", 9, 13, (8, 2)),  # stride 2 (5x7 out), 12 input channels (3 texels)
+    (16, 24, 1, 1, "none", 5, 6, (2, 3)),  # padded 1x1 (the pad inlined into the loads), no bias, 3 texels
     (24, 24, 1, 0, "residual", 6, 5, (4, 2), 2),  # batch norm + residual add; 2 images, each with a tail
 ]
 
@@ -118,7 +118,9 @@ def test_default_takes_the_gemm_where_its_block_fetches_less():
 def test_tuning_space_holds_the_gemm_blocks_of_1x1_convs_only():
     w = Conv2dWorkload(1, 3, 7, 7, 64, 1, 1, False)
     gemm = [c for c in candidate_configs(w, threads=(64,)) if c.gemm]
-    assert {(c.px, c.oc) for c in gemm} == {(4, 1), (4, 2), (8, 2)}  # (no block wider than the 3 texels)
+    assert {(c.px, c.oc) for c in gemm} == {(4, 1)}  # (no block whose texels do not divide the 3)
+    six = [c for c in candidate_configs(Conv2dWorkload(1, 6, 7, 7, 64, 1, 1, False), threads=(64,)) if c.gemm]
+    assert {(c.px, c.oc) for c in six} == {(4, 1), (4, 2), (8, 2)}  # (no block wider than the 6 texels)
     assert all(Conv2dConfig(**parse_config(c.key())) == c for c in gemm)
     assert not any(c.gemm for c in candidate_configs(Conv2dWorkload(1, 3, 7, 7, 64, 3, 3, False)))
     assert gemm_threads(w, 4, 2, 64) == 13 and gemm_threads(Conv2dWorkload(2, 3, 7, 7, 64, 1, 1, False), 4, 2, 64) == 26
@@ -207,3 +209,45 @@ def test_the_tuner_measures_gemm_and_direct_blocks_and_builds_use_the_faster(tmp
         (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
         assert conv["config_source"] == source and (expected is None or conv["config"] == expected.key())
         assert conv["config"].endswith("_gemm") == (best.gemm if policy == "auto" else not best.gemm)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_a_tail_of_output_texels_is_refused_and_the_default_divides_them(backend, device):
+    """Fuzz seed 150288: a 1x1 conv to 12 channels (3 output texels) on a 45x17 map took the
+    default GEMM block of 2 texels; with more than one workgroup of pixels TVM left the texel
+    tail's stores unguarded, which wrote past the output (wrong numbers in images, a corrupted
+    heap on pocl and lavapipe). The default now takes 1 texel there, the tuning space only blocks
+    that divide the texels, and a forced tail block gives way to the direct default."""
+    from relax_vk.schedules.conv1x1 import schedule_conv1x1_gemm
+    from relax_vk.schedules.conv2d import find_conv, gemm_default, workload
+    from tvm import s_tir
+
+    w = Conv2dWorkload(1, 3, 45, 17, 4, 1, 1, False)
+    assert default_config(w) == gemm_default(w) and default_config(w).oc == 1
+    assert all(w.oc_chunks % c.oc == 0 for c in candidate_configs(w) if c.gemm)
+    torch.manual_seed(0)
+    model = torch.nn.Conv2d(1, 12, 1, bias=False).eval()
+    x = torch.randn(1, 1, 45, 17)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    from relax_vk.frontends import from_torch
+
+    for textures in (True, False):
+        compiled = relax_vk.build(from_torch(model, (x,)), backend, options=relax_vk.ScopeOptions(textures=textures))
+        (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
+        assert conv["config"] == "px4_oc1_t64_gemm"
+        session = load(compiled.artifact(), device=device)
+        for _ in range(2):
+            np.testing.assert_allclose(session.run([x.numpy()])[0], ref, rtol=1e-4, atol=1e-5)
+    # a forced block of 2 texels over 3: the GEMM refuses it
+    from relax_vk.compiler import retarget_for_lowering
+    from relax_vk.core import target as _target
+    from relax_vk.pipeline import _lowering_stage, _scope_pipeline
+
+    tgt = _target.resolve(backend)
+    scoped = _scope_pipeline(tgt, None, None)(from_torch(model, (x,)))
+    lowered = _lowering_stage(_target.lowering_target(tgt), schedule=False)(retarget_for_lowering(scoped, tgt))
+    (gv,) = [g for g, f in lowered.functions_items() if isinstance(f, tirx.PrimFunc) and "conv2d" in g.name_hint]
+    sch = s_tir.Schedule(lowered[gv])
+    conv, pad, epilogue = find_conv(sch)
+    assert schedule_conv1x1_gemm(sch, conv, pad, epilogue, workload(sch, conv), 4, 2, 64) is None

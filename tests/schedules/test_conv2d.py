@@ -8,7 +8,7 @@ from tvm import tirx
 
 import relax_vk
 from relax_vk.runtime import load
-from relax_vk.schedules.conv2d import Conv2dConfig, Conv2dWorkload, candidate_configs, default_config, may_split_reduction, row_tiles, splits_reduction
+from relax_vk.schedules.conv2d import Conv2dConfig, Conv2dWorkload, candidate_configs, default_config, may_split_block, may_split_reduction, row_tiles, splits_reduction
 from helpers_build import BACKENDS
 
 torch = pytest.importorskip("torch")
@@ -109,7 +109,7 @@ def test_every_candidate_config_is_valid():
         for c in candidate_configs(w):
             assert Conv2dConfig.from_key(c.key()) == c
             assert c.split or (c.gemm and (w.kh, w.kw) == (1, 1)) or (w.out_w % c.px == 0 and w.oc_chunks % c.oc == 0 and (c.oc == 1 or not w.depthwise))
-            assert not c.split or may_split_reduction(w)  # (the tuning space: wider than the default's rule)
+            assert not c.split or may_split_reduction(w) or (may_split_block(w) and (c.px, c.oc) != (1, 1))  # (wider than the default's rule)
             assert not splits_reduction(w) or may_split_reduction(w)
 
 
@@ -194,3 +194,85 @@ def test_grouped_conv_tiles_stay_in_a_group_and_straddling_tiles_stay_serial(bac
     out = load(compile_lowered(tgt, scoped, lowered).artifact(), device=device).run([x.numpy()])[0]
     with torch.no_grad():
         np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _forced_conv(model, x, backend, textures, key):
+    """``(scoped, lowered)`` of a one-conv model with its conv scheduled under configuration ``key``."""
+    import tvm
+
+    from relax_vk.compiler import retarget_for_lowering
+    from relax_vk.core import target as _target
+    from relax_vk.frontends import from_torch
+    from relax_vk.pipeline import _lowering_stage, _scope_pipeline
+    from relax_vk.schedules import schedule_passes
+    from relax_vk.schedules.conv2d import CONFIG_ATTR
+
+    tgt = _target.resolve(backend)
+    lower_tgt = _target.lowering_target(tgt)
+    scoped = _scope_pipeline(tgt, None, relax_vk.ScopeOptions(textures=textures))(from_torch(model, (x,)))
+    lowered = _lowering_stage(lower_tgt, schedule=False)(retarget_for_lowering(scoped, tgt))
+    (gv,) = [g for g, f in lowered.functions_items() if isinstance(f, tirx.PrimFunc) and "conv2d" in g.name_hint]
+    lowered.update_func(gv, lowered[gv].with_attr(CONFIG_ATTR, key))
+    with lower_tgt:
+        lowered = tvm.transform.Sequential(schedule_passes())(lowered)
+    return tgt, scoped, lowered, lowered[gv]
+
+
+# cin, cout, kernel, stride, pad, H, W, the block-split configuration: whole rows of 1-3 texels of
+# output channels, threads more than, fewer than and dividing the block's texels (the threads past
+# the block store nothing: a row of 6 pixels with 4 or 8 threads), stride 2, 1x1, a padded window
+SPLIT_BLOCKS = [
+    (64, 16, 3, 1, 1, 7, 7, "px7_oc2_t16_split"),
+    (32, 8, 3, 1, 1, 6, 6, "px6_oc1_t4_split"),
+    (32, 8, 3, 1, 1, 6, 6, "px6_oc2_t8_split"),
+    (48, 12, 3, 1, 1, 5, 5, "px5_oc3_t4_split"),
+    (128, 16, 3, 1, 1, 14, 14, "px7_oc4_t4_split"),
+    (128, 16, 3, 2, 1, 14, 14, "px7_oc4_t32_split"),
+    (64, 8, 1, 1, 0, 7, 7, "px7_oc2_t16_split"),
+]
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("case", SPLIT_BLOCKS, ids=["x".join(map(str, c)) for c in SPLIT_BLOCKS])
+def test_split_block_schedule_numbers(case, backend, device):
+    """The block-split schedule (a workgroup per block of pixels x output texels, its threads
+    splitting the input channels) gives the conv's numbers with its fused epilogue, in textures
+    and buffers. Run twice: a thread past the block that stored garbage would race with the
+    neighbouring workgroup's store (it did, before the block's texels were laid out so that TVM's
+    own guard covers those threads)."""
+    from relax_vk.compiler import compile_lowered
+    from relax_vk.schedules.conv2d import CONFIG_ATTR
+    from relax_vk.schedules.verify import kernel_problems
+
+    ci, co, k, s, p, h, w, key = case
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(ci, co, k, s, p), torch.nn.ReLU()).eval()
+    x = torch.randn(1, ci, h, w)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for textures in (True, False):
+        tgt, scoped, lowered, conv = _forced_conv(model, x, backend, textures, key)
+        assert str(conv.attrs["relax_vk.schedule"]) == "conv2d" and str(conv.attrs[CONFIG_ATTR]) == key
+        assert kernel_problems(conv) == []
+        session = load(compile_lowered(tgt, scoped, lowered).artifact(), device=device)
+        for _ in range(2):
+            np.testing.assert_allclose(session.run([x.numpy()])[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_split_block_candidates_fit_their_schedule():
+    """Every block-split candidate is one the schedule takes (no partial block, threads that
+    divide the input channel texels, the whole row or threads dividing the block) and stays in
+    the register budget; ResNet's deep layers get them, a conv with many outputs does not."""
+    from relax_vk.schedules.conv2d import SPLIT_BLOCK_MAX_SHARED, SPLIT_BLOCK_MAX_TEXELS, split_block_configs, split_block_fits
+
+    for w in WORKLOADS:
+        for c in split_block_configs(w):
+            assert c.split and (c.px, c.oc) != (1, 1) and split_block_fits(w, c)
+            assert c.px * c.oc <= SPLIT_BLOCK_MAX_TEXELS and (c.px == w.out_w or (c.px * c.oc) % c.threads == 0)
+            assert c.threads * c.px * c.oc * 16 <= SPLIT_BLOCK_MAX_SHARED
+            assert (w.ic // 4) % c.threads == 0 and w.oc_chunks % c.oc == 0 and not w.depthwise
+    deep = Conv2dWorkload(1, 128, 7, 7, 512, 3, 3, False)
+    assert {c.key() for c in split_block_configs(deep)} >= {"px7_oc1_t64_split", "px7_oc2_t32_split"}
+    assert {c.key() for c in split_block_configs(deep)} <= {c.key() for c in candidate_configs(deep)}
+    wide = Conv2dWorkload(1, 64, 112, 112, 64, 3, 3, False)
+    assert not any(c.split for c in candidate_configs(wide))
