@@ -365,6 +365,8 @@ std::vector<std::string> texture_limit_problems(const Extents& image, int64_t ma
 
 // opencl.session.check_limits
 void check_limits(const Program& program, cl_device_id device) {
+    std::string extensions = " " + device_string(device, CL_DEVICE_EXTENSIONS) + " ";
+    half_arithmetic_problem(program, extensions.find(" cl_khr_fp16 ") != std::string::npos, describe(device), "cl_khr_fp16");
     std::vector<const Tensor*> textures;
     for (const Tensor& t : program.tensors)
         if (t.is_image) textures.push_back(&t);

@@ -541,6 +541,7 @@ Program to_program(const Json& j, const std::string& source) {
             k.global[i] = kj.get("global")->items()[i].as_int();
             k.local[i] = kj.get("local")->items()[i].as_int();
         }
+        if (const Json* a = kj.get("arithmetic"); a && a->is_string()) k.half_arithmetic = a->as_string() == "float16";
         if (p.target == "vulkan") {  // (check_kernel validated the span and the list)
             const Json* span = kj.get("shader");
             k.shader_begin = code_point_offset(source, int_value(span->get("offset")));

@@ -56,6 +56,7 @@ struct Kernel {
     size_t shader_begin = 0, shader_end = 0;
     std::vector<std::string> bindings;
     int64_t workgroup_bytes = 0;
+    bool half_arithmetic = false;  // "arithmetic": "float16" (ScopeOptions(arithmetic="fp16"))
 };
 
 struct Step {

@@ -4,6 +4,14 @@
 
 namespace rvk {
 
+void half_arithmetic_problem(const Program& program, bool has_half, const std::string& device, const std::string& feature) {
+    if (has_half) return;
+    for (const Kernel& k : program.kernels)
+        if (k.half_arithmetic)
+            throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " computes in float16 (half arithmetic) and " + device + " lacks " + feature +
+                                             ": rebuild it with ScopeOptions(arithmetic='fp32') (precision='fp16' still stores half texels)");
+}
+
 void step_times(const std::vector<std::string>& names, const std::vector<uint64_t>& begins, const std::vector<uint64_t>& ends,
                 std::vector<ProfileEntry>& profile, double& span_ms) {
     profile.clear();

@@ -21,6 +21,11 @@ struct ProfileEntry {
 void step_times(const std::vector<std::string>& names, const std::vector<uint64_t>& begins, const std::vector<uint64_t>& ends,
                 std::vector<ProfileEntry>& profile, double& span_ms);
 
+// relax_vk.runtime.session.half_arithmetic_problem: throws Error(RVK_ERROR_LIMIT) when a kernel of
+// `program` computes in float16 and the device lacks half arithmetic (`feature`), before any
+// kernel is compiled (a compiler's refusal names no op and no remedy)
+void half_arithmetic_problem(const Program& program, bool has_half, const std::string& device, const std::string& feature);
+
 class Session {
 public:
     explicit Session(std::shared_ptr<const Artifact> artifact);

@@ -294,6 +294,7 @@ Limits limits_of(const WGPULimits& l) {
 
 // vulkan.session.check_limits (the same checks, the same messages)
 void check_limits(const Program& program, const Limits& l, const std::string& device, bool f16) {
+    half_arithmetic_problem(program, f16, device, "the shader-f16 feature");
     for (const Tensor& t : program.tensors) {
         if (t.is_image) {
             std::vector<std::string> problems;

@@ -189,6 +189,20 @@ def test_device_limits_are_refused_as_in_python(native_build):
     assert str(native_error.value) == str(python_error.value)
 
 
+def test_half_arithmetic_without_cl_khr_fp16_is_refused_as_in_python(native_build):
+    """A model built for half arithmetic on a device without it (pocl, NVIDIA's OpenCL): the native
+    runtime refused it only when NVIDIA's compiler rejected the half code (a build log naming
+    neither op nor remedy; seen on the H100); now before any compile, with Python's message."""
+    from onnx_chain import chain_model
+
+    artifact = relax_vk.build(chain_model(), "opencl", options=ScopeOptions(arithmetic="fp16")).artifact()
+    with pytest.raises(DeviceLimitError, match="cl_khr_fp16") as python_error:
+        load(artifact, device="pocl")
+    with pytest.raises(DeviceLimitError) as native_error:
+        load(artifact, device="pocl", native=True)
+    assert str(native_error.value) == str(python_error.value)
+
+
 def test_device_names(native_build, pocl):
     artifact = copy_program((1, 1, 1, 2, 4), "global.texture")
     assert load(artifact, device="0:0", native=True).device_name
