@@ -276,3 +276,32 @@ def test_split_block_candidates_fit_their_schedule():
     assert {c.key() for c in split_block_configs(deep)} <= {c.key() for c in candidate_configs(deep)}
     wide = Conv2dWorkload(1, 64, 112, 112, 64, 3, 3, False)
     assert not any(c.split for c in candidate_configs(wide))
+
+
+class _ResidualHardswish(torch.nn.Module):
+    """conv -> batch norm -> + x -> hard-swish: an epilogue that reads the conv's input again and
+    its own input twice (the DAG the write-back folds in)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(c, c, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(c)
+        torch.nn.init.uniform_(self.bn.running_var, 0.5, 1.5)
+
+    def forward(self, x):
+        return torch.nn.functional.hardswish(x + self.bn(self.conv(x)))
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_split_block_folds_a_residual_epilogue(backend, device):
+    from relax_vk.compiler import compile_lowered
+
+    torch.manual_seed(1)
+    model = _ResidualHardswish(32).eval()
+    x = torch.randn(1, 32, 5, 5)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for textures in (True, False):
+        tgt, scoped, lowered, conv = _forced_conv(model, x, backend, textures, "px5_oc2_t4_split")
+        assert str(conv.attrs["relax_vk.schedule"]) == "conv2d"
+        out = load(compile_lowered(tgt, scoped, lowered).artifact(), device=device).run([x.numpy()])[0]
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
