@@ -528,27 +528,24 @@ def _schedule_split_block(sch: s_tir.Schedule, conv, pad, epilogue, w: Conv2dWor
     # (compute_at makes a loop per block iter: thread, n, occ, y, x, lane of oc; ic outer, ic lane, kh, kw)
     _, p_thread, p_n, p_occ, p_y, p_x, p_ocb, p_outer, p_lane, p_kh, p_kw = sch.get_loops(partial)
     sch.reorder(p_thread, p_n, p_y, p_outer, p_kh, p_kw, p_lane, p_occ, p_x, p_ocb)
-    p_loops = sch.get_loops(partial)  # bx, thread, n, y, ic outer, kh, kw, ...
-    p_loops = [p_loops[0], p_loops[1], p_loops[4], p_loops[5], p_loops[6]]
-    p_thread, p_outer = p_loops[1], p_loops[2]
     sch.bind(p_thread, "threadIdx.x")
     acc = sch.cache_write(partial, 0, "local")
     sch.reverse_compute_at(acc, p_thread, preserve_unit_loops=True)
     texel_loops(sch, acc, 2)
     if pad is not None:
-        sch.compute_at(pad, p_loops[3], preserve_unit_loops=True)  # (per kernel row: the row segment)
+        sch.compute_at(pad, p_kh, preserve_unit_loops=True)  # (per kernel row: the row segment)
         sch.set_scope(pad, 0, "local")
         data_cache = pad
     else:
         data_cache = sch.cache_read(partial, read_index(sch, partial, data_buf), "local")
-        sch.compute_at(data_cache, p_loops[3], preserve_unit_loops=True)
-    texel_loops(sch, data_cache, loop_depth(sch, partial, p_loops[3]))
+        sch.compute_at(data_cache, p_kh, preserve_unit_loops=True)
+    texel_loops(sch, data_cache, loop_depth(sch, partial, p_kh))
     weight_cache = sch.cache_read(partial, read_index(sch, partial, weight_buf), "local")
-    sch.compute_at(weight_cache, p_loops[4], preserve_unit_loops=True)
-    texel_loops(sch, weight_cache, loop_depth(sch, partial, p_loops[4]))
+    sch.compute_at(weight_cache, p_kw, preserve_unit_loops=True)
+    texel_loops(sch, weight_cache, loop_depth(sch, partial, p_kw))
     init = sch.decompose_reduction(partial, p_outer)
     texel_loops(sch, init, 2)
-    unroll_constant(sch, sch.get_loops(partial)[loop_depth(sch, partial, p_loops[4]) :])
+    unroll_constant(sch, sch.get_loops(partial)[loop_depth(sch, partial, p_kw) :])
     # the sum of the partials: a thread per output texel, the epilogue folded into its store. The
     # threads past the block's texels must store nothing, but a write-back placed by
     # reverse_compute_at keeps no guard of the split it sits under; texel f of the block is pixel
