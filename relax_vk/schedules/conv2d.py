@@ -32,7 +32,7 @@ from tvm import s_tir, tirx
 
 from .conv1x1 import gemm_applies, schedule_conv1x1_gemm
 from .cross_thread import texel_per_workgroup
-from .register_tile import accumulate_in_registers, loop_depth, loop_extent, read_index, texel_loops, unroll_constant
+from .register_tile import accumulate_in_registers, cache_texels, loop_depth, loop_extent, texel_loops, unroll_constant
 
 BLOCK = "conv2d_NCHWc_OIHWo"
 PAD = "conv2d_data_pad"
@@ -430,23 +430,25 @@ def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) 
     sch.bind(tx, "threadIdx.x")
     # accumulators in registers; the write-back computes the fused epilogue and stores texels
     accumulate_in_registers(sch, conv, tx, epilogue, ic)
-    # input: the row segment of every kw at once (sliding window), padding folded into the loads
-    if pad is not None:
-        sch.compute_at(pad, kh, preserve_unit_loops=True)
-        sch.set_scope(pad, 0, "local")
-        data_cache = pad
-    else:
-        data_cache = sch.cache_read(conv, read_index(sch, conv, data_buf), "local")
-        sch.compute_at(data_cache, kh, preserve_unit_loops=True)
-    texel_loops(sch, data_cache, loop_depth(sch, conv, kh))
-    # weights: the texels one (ic4, kh, kw) step uses
-    weight_cache = sch.cache_read(conv, read_index(sch, conv, weight_buf), "local")
-    sch.compute_at(weight_cache, kw, preserve_unit_loops=True)
-    texel_loops(sch, weight_cache, loop_depth(sch, conv, kw))
+    _load_window(sch, conv, pad, data_buf, weight_buf, kh, kw)
     # the update: every inner loop unrolled (register indices are constants; a reduction update
     # cannot be vectorised in TIR, and GPUs run the 4 lanes as scalar FMAs anyway)
     unroll_constant(sch, sch.get_loops(conv)[loop_depth(sch, conv, kw) :])
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
+
+
+def _load_window(sch: s_tir.Schedule, conv, pad, data_buf, weight_buf, kh, kw) -> None:
+    """The register loads of a thread's block (the direct and block-split schedules): per kernel
+    row ``kh`` the input row segment of every ``kw`` at once (a sliding window), padding folded
+    into the loads (the pad block computed in registers with its guard); per ``kw`` step the
+    weight texels it uses."""
+    if pad is not None:
+        sch.compute_at(pad, kh, preserve_unit_loops=True)
+        sch.set_scope(pad, 0, "local")
+        texel_loops(sch, pad, loop_depth(sch, conv, kh))
+    else:
+        cache_texels(sch, conv, data_buf, kh)
+    cache_texels(sch, conv, weight_buf, kw)
 
 
 def _schedule_split_reduction(sch: s_tir.Schedule, conv, pad, epilogue, threads: int) -> tirx.PrimFunc:
@@ -532,17 +534,7 @@ def _schedule_split_block(sch: s_tir.Schedule, conv, pad, epilogue, w: Conv2dWor
     acc = sch.cache_write(partial, 0, "local")
     sch.reverse_compute_at(acc, p_thread, preserve_unit_loops=True)
     texel_loops(sch, acc, 2)
-    if pad is not None:
-        sch.compute_at(pad, p_kh, preserve_unit_loops=True)  # (per kernel row: the row segment)
-        sch.set_scope(pad, 0, "local")
-        data_cache = pad
-    else:
-        data_cache = sch.cache_read(partial, read_index(sch, partial, data_buf), "local")
-        sch.compute_at(data_cache, p_kh, preserve_unit_loops=True)
-    texel_loops(sch, data_cache, loop_depth(sch, partial, p_kh))
-    weight_cache = sch.cache_read(partial, read_index(sch, partial, weight_buf), "local")
-    sch.compute_at(weight_cache, p_kw, preserve_unit_loops=True)
-    texel_loops(sch, weight_cache, loop_depth(sch, partial, p_kw))
+    _load_window(sch, partial, pad, data_buf, weight_buf, p_kh, p_kw)
     init = sch.decompose_reduction(partial, p_outer)
     texel_loops(sch, init, 2)
     unroll_constant(sch, sch.get_loops(partial)[loop_depth(sch, partial, p_kw) :])

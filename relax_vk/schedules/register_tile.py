@@ -46,6 +46,15 @@ def texel_loops(sch: s_tir.Schedule, block, bound: int) -> None:
     unroll_constant(sch, loops[bound:-1])
 
 
+def cache_texels(sch: s_tir.Schedule, block, buffer, loop):
+    """A private ("local") copy of what ``block`` reads of ``buffer`` under ``loop``, loaded there
+    as whole texels (:func:`texel_loops`); returns the cache block."""
+    cache = sch.cache_read(block, read_index(sch, block, buffer), "local")
+    sch.compute_at(cache, loop, preserve_unit_loops=True)
+    texel_loops(sch, cache, loop_depth(sch, block, loop))
+    return cache
+
+
 def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: Sequence, reduce_loop, bound: int = 3):
     """Give reduction ``block`` a local accumulator written back under ``thread_loop``, with the
     ``epilogue`` blocks (a DAG: hard-swish reads its input twice) collapsed into their last block

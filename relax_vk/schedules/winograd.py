@@ -31,7 +31,7 @@ from tvm import s_tir, tirx
 
 from ..legalize.winograd import GEMM, INPUT, INVERSE, KERNEL, OUTPUT, PAD, TILES, tile_count
 from .conv2d import CONFIG_ATTR, MEMORY_ATTR, SOURCE_ATTR, WORKLOAD_ATTR, Conv2dWorkload, operand_memory
-from .register_tile import loop_depth, loop_extent, read_index, texel_loops, unroll_constant
+from .register_tile import cache_texels, loop_depth, loop_extent, texel_loops, unroll_constant
 
 TILE_ATTR = "relax_vk.winograd_tile"  # on the scheduled kernel: m of F(m, 3)
 
@@ -219,9 +219,7 @@ def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[t
     texel_loops(sch, pad, loop_depth(sch, gemm, c4))  # (whole texels loaded)
     unroll_constant(sch, sch.get_loops(input_)[loop_depth(sch, gemm, c4) :])
     # one weight texel per (input channel, output texel, position), loaded where it is used
-    weights = sch.cache_read(gemm, read_index(sch, gemm, weight_buf), "local")
-    sch.compute_at(weights, g_e2, preserve_unit_loops=True)
-    texel_loops(sch, weights, loop_depth(sch, gemm, g_e2))
+    cache_texels(sch, gemm, weight_buf, g_e2)
     init = sch.decompose_reduction(gemm, c4)
     texel_loops(sch, init, 3)
     unroll_constant(sch, sch.get_loops(gemm)[loop_depth(sch, gemm, c4) :])
