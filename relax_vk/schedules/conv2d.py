@@ -525,8 +525,8 @@ def _schedule_split_block(sch: s_tir.Schedule, conv, pad, epilogue, w: Conv2dWor
     partial = sch.rfactor(ic_t, factor_axis=0)
     sch.set_scope(partial, 0, "shared")
     # the partial blocks under the workgroup's loop of the sum (one kernel), each thread's in registers
-    sch.bind(sch.get_loops(conv)[0], "blockIdx.x")
-    sch.compute_at(partial, sch.get_loops(conv)[0], preserve_unit_loops=True)
+    sch.bind(bx, "blockIdx.x")
+    sch.compute_at(partial, bx, preserve_unit_loops=True)
     # (compute_at makes a loop per block iter: thread, n, occ, y, x, lane of oc; ic outer, ic lane, kh, kw)
     _, p_thread, p_n, p_occ, p_y, p_x, p_ocb, p_outer, p_lane, p_kh, p_kw = sch.get_loops(partial)
     sch.reorder(p_thread, p_n, p_y, p_outer, p_kh, p_kw, p_lane, p_occ, p_x, p_ocb)
