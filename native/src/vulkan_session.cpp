@@ -18,6 +18,7 @@
 // callback (errors are collected and raised as Error after the call that caused them; wgpu-native
 // reports them synchronously) and a device-lost callback.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -418,6 +419,7 @@ public:
         int steps = static_cast<int>(program_.steps.size());
         can_profile_ = profile;
         profiling_ = profile;
+        spin_us_ = number_from_env("RVK_SPIN_US", adapter.cpu ? 0 : 2000);  // (a CPU adapter's "GPU" is the host's cores)
         timestamps_ = profile && w_.AdapterHasFeature(adapter.adapter, WGPUFeatureName_TimestampQuery) && steps > 0 && 2 * steps <= kMaxQueries;
         request_device(adapter, adapter_limits);
         allocate_storage();
@@ -426,60 +428,20 @@ public:
         upload_constants();
     }
 
+    ~VulkanSession() override { drop_ahead(); }
+
 protected:
     void execute(const std::vector<std::vector<uint8_t>>& inputs, std::vector<std::vector<uint8_t>>& outputs) override {
         for (size_t i = 0; i < inputs.size(); ++i) write(program_.inputs[i], inputs[i].data());
         bool stamped = profiling_ && timestamps_;
-        WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
-        WGPUComputePassEncoder pass = nullptr;
-        for (size_t i = 0; i < steps_.size(); ++i) {
-            const Prepared& s = steps_[i];
-            if (submit_every_ && i && i % submit_every_ == 0) {  // the GPU starts while the rest is recorded
-                if (pass) {
-                    w_.ComputePassEncoderEnd(pass);
-                    w_.ComputePassEncoderRelease(pass);
-                    pass = nullptr;
-                }
-                WGPUCommandBuffer part = w_.CommandEncoderFinish(encoder, nullptr);
-                w_.CommandEncoderRelease(encoder);
-                w_.QueueSubmit(h_.queue, 1, &part);
-                w_.CommandBufferRelease(part);
-                encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
-            }
-            if (stamped) {
-                WGPUPassTimestampWrites stamps = WGPU_PASS_TIMESTAMP_WRITES_INIT;
-                stamps.querySet = h_.queries;
-                stamps.beginningOfPassWriteIndex = static_cast<uint32_t>(2 * i);
-                stamps.endOfPassWriteIndex = static_cast<uint32_t>(2 * i + 1);
-                WGPUComputePassDescriptor desc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
-                desc.timestampWrites = &stamps;
-                pass = w_.CommandEncoderBeginComputePass(encoder, &desc);
-            } else if (!pass) {
-                pass = w_.CommandEncoderBeginComputePass(encoder, nullptr);
-            }
-            w_.ComputePassEncoderSetPipeline(pass, s.pipeline);  // WebGPU orders each dispatch's accesses after the last's
-            w_.ComputePassEncoderSetBindGroup(pass, 0, s.group, 0, nullptr);
-            w_.ComputePassEncoderDispatchWorkgroups(pass, s.groups[0], s.groups[1], s.groups[2]);
-            if (stamped) {
-                w_.ComputePassEncoderEnd(pass);
-                w_.ComputePassEncoderRelease(pass);
-                pass = nullptr;
-            }
+        if (stamped || ahead_.empty()) {
+            drop_ahead();  // (recorded unstamped: a profiled run records its own)
+            record_run(stamped, true);
+        } else {  // recorded during the last run: the inputs written above are ordered before it
+            w_.QueueSubmit(h_.queue, ahead_.size(), ahead_.data());
+            drop_ahead();
         }
-        if (pass) {
-            w_.ComputePassEncoderEnd(pass);
-            w_.ComputePassEncoderRelease(pass);
-        }
-        for (const Readback& r : readbacks_) copy_out(encoder, r);
-        if (stamped) {
-            uint32_t n = static_cast<uint32_t>(2 * steps_.size());
-            w_.CommandEncoderResolveQuerySet(encoder, h_.queries, 0, n, query_buffer_, 0);
-            w_.CommandEncoderCopyBufferToBuffer(encoder, query_buffer_, 0, query_readback_, 0, 8ull * n);
-        }
-        WGPUCommandBuffer commands = w_.CommandEncoderFinish(encoder, nullptr);
-        w_.CommandEncoderRelease(encoder);
-        w_.QueueSubmit(h_.queue, 1, &commands);
-        w_.CommandBufferRelease(commands);
+        if (!stamped && record_ahead_) record_run(false, false);  // the next run's, while the GPU runs this one
         check_errors("running the program");
         std::vector<std::pair<WGPUBuffer, uint64_t>> maps;
         for (const Readback& r : readbacks_)
@@ -534,6 +496,18 @@ private:
     // every 8 steps, 1.33-1.35 every 16, 1.39-1.45 every 32; resnet18 1.11-1.16 whatever the value.
     // (The Python session submits every 32: its recording costs more host time per step.)
     size_t submit_every_ = submit_every_from_env();
+    // An unprofiled run records the next run's command buffer after submitting its own, so its
+    // host recording overlaps the GPU's work instead of preceding it ($RVK_RECORD_AHEAD=0: off).
+    // WebGPU command buffers are single-use, so each run records one for its successor; the
+    // bindings never change, and the next run's input writes are queued before its submission.
+    bool record_ahead_ = flag_from_env("RVK_RECORD_AHEAD", true);
+    // How long a run polls for its outputs without blocking before it blocks, in microseconds
+    // ($RVK_SPIN_US; 0: block at once). A blocking wait wakes the thread well after the GPU is
+    // done: on the H100, 2 ms of polling takes mobilenet_v2 from 0.737 to 0.675 ms and a
+    // one-kernel run from 0.171 to 0.125 ms. The cost is a busy CPU core for up to that long per
+    // run. Default 2000, and 0 on a CPU adapter (polling would take a core from its "GPU").
+    long spin_us_ = 0;
+    std::vector<WGPUCommandBuffer> ahead_;
     Limits limits_{};
     bool timestamps_ = false;
     std::vector<Memory> memory_;     // per tensor
@@ -544,12 +518,94 @@ private:
     WGPUBuffer query_buffer_ = nullptr, query_readback_ = nullptr;
     std::vector<uint8_t> staging_;
 
+    static bool flag_from_env(const char* name, bool fallback) {
+        const char* v = std::getenv(name);
+        if (!v || !*v) return fallback;
+        return std::strcmp(v, "0") != 0;
+    }
+
+    static long number_from_env(const char* name, long fallback) {
+        const char* v = std::getenv(name);
+        if (!v || !*v) return fallback;
+        char* end = nullptr;
+        long n = std::strtol(v, &end, 10);
+        return end && *end == '\0' && n >= 0 ? n : fallback;
+    }
+
     static size_t submit_every_from_env() {
         const char* v = std::getenv("RVK_SUBMIT_EVERY");
         if (!v || !*v) return 16;
         char* end = nullptr;
         long n = std::strtol(v, &end, 10);
         return end && *end == '\0' && n >= 0 ? static_cast<size_t>(n) : 16;
+    }
+
+    // Records a whole run's steps and its output copies (and its timestamps' resolution when
+    // `stamped`). `submit`: each part is submitted as soon as it is recorded, in parts of
+    // `submit_every_` steps; else the run is kept whole in `ahead_` for the next execute().
+    void record_run(bool stamped, bool submit) {
+        WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
+        WGPUComputePassEncoder pass = nullptr;
+        auto finish = [&] {
+            if (pass) {
+                w_.ComputePassEncoderEnd(pass);
+                w_.ComputePassEncoderRelease(pass);
+                pass = nullptr;
+            }
+            WGPUCommandBuffer part = w_.CommandEncoderFinish(encoder, nullptr);
+            w_.CommandEncoderRelease(encoder);
+            encoder = nullptr;
+            if (submit) {
+                w_.QueueSubmit(h_.queue, 1, &part);
+                w_.CommandBufferRelease(part);
+            } else {
+                ahead_.push_back(part);
+            }
+        };
+        for (size_t i = 0; i < steps_.size(); ++i) {
+            const Prepared& s = steps_[i];
+            if (submit && submit_every_ && i && i % submit_every_ == 0) {  // the GPU starts while the rest is recorded
+                finish();
+                encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
+            }
+            if (stamped) {
+                WGPUPassTimestampWrites stamps = WGPU_PASS_TIMESTAMP_WRITES_INIT;
+                stamps.querySet = h_.queries;
+                stamps.beginningOfPassWriteIndex = static_cast<uint32_t>(2 * i);
+                stamps.endOfPassWriteIndex = static_cast<uint32_t>(2 * i + 1);
+                WGPUComputePassDescriptor desc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+                desc.timestampWrites = &stamps;
+                pass = w_.CommandEncoderBeginComputePass(encoder, &desc);
+            } else if (!pass) {
+                pass = w_.CommandEncoderBeginComputePass(encoder, nullptr);
+            }
+            w_.ComputePassEncoderSetPipeline(pass, s.pipeline);  // WebGPU orders each dispatch's accesses after the last's
+            w_.ComputePassEncoderSetBindGroup(pass, 0, s.group, 0, nullptr);
+            w_.ComputePassEncoderDispatchWorkgroups(pass, s.groups[0], s.groups[1], s.groups[2]);
+            if (stamped) {
+                w_.ComputePassEncoderEnd(pass);
+                w_.ComputePassEncoderRelease(pass);
+                pass = nullptr;
+            }
+        }
+        if (pass) {
+            w_.ComputePassEncoderEnd(pass);
+            w_.ComputePassEncoderRelease(pass);
+            pass = nullptr;
+        }
+        for (const Readback& r : readbacks_) copy_out(encoder, r);
+        if (stamped) {
+            uint32_t n = static_cast<uint32_t>(2 * steps_.size());
+            w_.CommandEncoderResolveQuerySet(encoder, h_.queries, 0, n, query_buffer_, 0);
+            w_.CommandEncoderCopyBufferToBuffer(encoder, query_buffer_, 0, query_readback_, 0, 8ull * n);
+        }
+        finish();
+        check_errors(submit ? "running the program" : "recording the next run");
+    }
+
+    void drop_ahead() {
+        for (WGPUCommandBuffer b : ahead_) w_.CommandBufferRelease(b);
+        ahead_.clear();
     }
 
     void check_errors(const std::string& what, rvk_status status = RVK_ERROR_RUNTIME) {
@@ -682,9 +738,14 @@ private:
             w_.QueueWriteTexture(h_.queue, &dst, staging_.data(), dense, &layout, &size);
         } else {
             size_t n = static_cast<size_t>(t.bytes);
-            staging_.assign(static_cast<size_t>(words(t.bytes)), 0);
-            std::memcpy(staging_.data(), data, n);
-            w_.QueueWriteBuffer(h_.queue, m.buffer, static_cast<uint64_t>(offsets_[static_cast<size_t>(tid)]), staging_.data(), staging_.size());
+            uint64_t offset = static_cast<uint64_t>(offsets_[static_cast<size_t>(tid)]);
+            if (n % 4 == 0) {  // (wgpu copies it into its own staging memory)
+                w_.QueueWriteBuffer(h_.queue, m.buffer, offset, data, n);
+            } else {  // padded to whole words, as WebGPU requires
+                staging_.assign(static_cast<size_t>(words(t.bytes)), 0);
+                std::memcpy(staging_.data(), data, n);
+                w_.QueueWriteBuffer(h_.queue, m.buffer, offset, staging_.data(), staging_.size());
+            }
         }
         check_errors("writing " + t.name);
     }
@@ -765,6 +826,13 @@ private:
             w_.BufferMapAsync(buffers[i].first, WGPUMapMode_Read, 0, static_cast<size_t>(buffers[i].second), callback);
         }
         auto pending = [&] { return std::any_of(results.begin(), results.end(), [](const auto& r) { return r.first == 0; }); };
+        // Poll without blocking for up to spin_us_ (the driver's blocking wait wakes the thread
+        // tens of microseconds after the GPU is done), then block.
+        auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+        while (spin_us_ > 0 && pending() && errors_.lost.empty() && std::chrono::steady_clock::now() < spin_end) {
+            w_.DevicePoll(h_.device, false, nullptr);
+            if (pending()) w_.InstanceProcessEvents(instance().instance);
+        }
         for (int i = 0; i < 1000 && pending() && errors_.lost.empty(); ++i) {
             w_.DevicePoll(h_.device, true, nullptr);
             if (pending()) w_.InstanceProcessEvents(instance().instance);
