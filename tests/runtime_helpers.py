@@ -41,3 +41,27 @@ def assert_profile_is_sound(session, inputs):
     total = sum(k["ms"] for k in profile)
     assert total <= session.last_device_ms * (1 + 1e-9) <= wall_ms, (total, session.last_device_ms, wall_ms)
     return outputs
+
+
+def two_output_copy_program(shape, scope, target="vulkan"):
+    """:func:`copy_program` whose outputs are its texture (``scope``) and its output buffer: a
+    program that reads back an image and a buffer."""
+    artifact = copy_program(shape, scope, target=target)
+    artifact.program["outputs"] = [1, 2]
+    return artifact
+
+
+def assert_each_run_takes_its_inputs(session, input_sets, expected):
+    """Runs of ``input_sets`` in an order that changes the inputs from run to run and repeats some
+    (a, b, a, c, c, b), unprofiled but for one run in the middle where the session can profile,
+    each run's outputs equal to ``expected`` of its own inputs (<= 1e-5): a runtime that records a
+    run's commands ahead of it must read the inputs written for that run, never the last run's."""
+    order, can_profile = [0, 1, 0, 2, 2, 1], bool(session.profiling)
+    session.profiling = False
+    for k, i in enumerate(order):
+        session.profiling = can_profile and k == 3
+        got = session.run(input_sets[i])
+        assert len(got) == len(expected[i])
+        for g, e in zip(got, expected[i]):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5, err_msg=f"run {k} (inputs {i})")
+    session.profiling = False

@@ -5,9 +5,11 @@ Texture-scoped tensors are real Vulkan images: 2D array textures, RGBA float32, 
 writes them; buffers are storage buffers. Every allocation of the program's storage assignment
 (:mod:`relax_vk.storage`: intermediates whose lifetimes do not overlap share a texture, or sit
 at offsets of one buffer arena, bound as buffer ranges), bind group and pipeline is created when
-the session is loaded (constants uploaded then), so runs allocate nothing but their readback.
+the session is loaded (constants uploaded then, and a mappable readback buffer per output), so
+runs allocate nothing.
 Scope copies are small WGSL shaders (:mod:`relax_vk.runtime.vulkan.copies`). One run is one
-command buffer; WebGPU orders each dispatch's memory accesses after the previous one's. A profiled
+command buffer (submitted in parts: :class:`VulkanSession`), its last commands copying the outputs
+into their readback buffers; WebGPU orders each dispatch's memory accesses after the previous one's. A profiled
 run (``run``, when the adapter offers ``timestamp-query``) records a compute pass per step with a
 timestamp pair each (``last_profile``); ``time`` measures unprofiled runs, all steps in one pass.
 
@@ -33,6 +35,7 @@ from ...storage.lifetimes import texel_dtype
 from ..session import DeviceLimitError, Session, half_arithmetic_problem, step_times, texture_limit_problems
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
+from .readback import Readback, mapping
 from .shader_modules import create_shader_module
 
 MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
@@ -137,6 +140,17 @@ class VulkanSession(Session):
     submission at the end would add the two). ``0``: one submission."""
 
     submit_every = 32
+    #: an unprofiled run records the next run's command buffer after submitting its own, so its
+    #: host recording overlaps the GPU's work instead of preceding it. WebGPU command buffers are
+    #: single-use; the bindings never change, and the next run's input writes are queued before
+    #: its submission.
+    record_ahead = True
+    #: how long a run polls for its outputs without blocking before it blocks (ms; 0: block at
+    #: once; where wgpu-py runs on wgpu-native, :mod:`.readback`). A blocking wait wakes the
+    #: thread well after the GPU is done: on the H100, 2 ms of polling takes mobilenet_v2 from
+    #: 0.787 to 0.697 ms. The cost is a busy CPU core for up to that long per run. ``None``: 2 ms,
+    #: and 0 on a CPU adapter (lavapipe: polling would take a core from its "GPU").
+    spin_ms: "float | None" = None
 
     def __init__(self, artifact: Artifact, adapter, profile: bool = True, shader_checks: str = "bounds"):
         wgpu = _wgpu()
@@ -171,6 +185,10 @@ class VulkanSession(Session):
             self.queries = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * steps)
             usage = wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
             self.query_buffer = self.device.create_buffer(size=16 * steps, usage=usage)
+        self.readbacks = [Readback(self, tid) for tid in self.program["outputs"]]
+        spin = self.spin_ms if self.spin_ms is not None else 0.0 if adapter.info.get("adapter_type") == "CPU" else 2.0
+        self.mapping = mapping(self.device, spin)
+        self._ahead: "list | None" = None  # the next run's command buffer (record_ahead)
         self._upload_constants()
         self.last_profile: List[dict] = []
 
@@ -366,21 +384,30 @@ class VulkanSession(Session):
 
         return record
 
-    def submit_steps(self) -> None:
-        """Record every step of a run and submit it, every ``submit_every`` steps (its inputs
-        written, its outputs not read): a compute pass per step with timestamps when profiling,
-        else one pass per submitted command buffer."""
-        record = self._record
+    def _record_run(self, submit: bool) -> list:
+        """Record every step of a run (its inputs written), its output copies into the readback
+        buffers and, when profiling, its timestamps' resolution: a compute pass per step with
+        timestamps when profiling, else one pass per command buffer. ``submit``: each command
+        buffer of ``submit_every`` steps is submitted as soon as it is recorded; else the run is
+        returned as one unsubmitted command buffer (``[buffer]``), for the next run."""
+        record, queue = self._record, self.device.queue
         encoder = self.device.create_command_encoder()
-        compute = None
+        compute, parts = None, []
+
+        def finish(encoder, compute) -> None:
+            if compute is not None and not self.profiling:
+                compute.end()
+            buffer = encoder.finish()
+            if submit:
+                queue.submit([buffer])
+            else:
+                parts.append(buffer)
+
         for i, (_, pipeline, group, groups) in enumerate(self.steps):
-            if self.submit_every and i and i % self.submit_every == 0:
+            if submit and self.submit_every and i and i % self.submit_every == 0:
                 # hand the GPU what is recorded so far: it runs while the rest is recorded
-                if compute is not None and not self.profiling:
-                    compute.end()
-                    compute = None
-                self.device.queue.submit([encoder.finish()])
-                encoder = self.device.create_command_encoder()
+                finish(encoder, compute)
+                encoder, compute = self.device.create_command_encoder(), None
             if self.profiling:
                 stamps = {"query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
                 compute = encoder.begin_compute_pass(timestamp_writes=stamps)
@@ -391,18 +418,35 @@ class VulkanSession(Session):
                 compute.end()
         if compute is not None and not self.profiling:
             compute.end()
+        compute = None
+        for readback in self.readbacks:
+            readback.copy(encoder)
         if self.profiling:
             encoder.resolve_query_set(self.queries, 0, 2 * len(self.steps), self.query_buffer, 0)
-        self.device.queue.submit([encoder.finish()])
+        finish(encoder, None)
+        return parts
+
+    def submit_steps(self) -> None:
+        """Record every step of a run and submit it, every ``submit_every`` steps (its inputs
+        written, its outputs copied into the readback buffers but not read)."""
+        self._record_run(submit=True)
 
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Run once; returns the outputs. A profiled run (the default, when the adapter has
         timestamp queries) records a compute pass per step and its time in ``last_profile``; an
-        unprofiled one (:meth:`time`) one compute pass per submitted command buffer."""
+        unprofiled one (:meth:`time`) one compute pass per submitted command buffer, and, with
+        ``record_ahead``, records the next run's command buffer while the GPU runs this one."""
         for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
             self._write(tid, array)
-        self.submit_steps()
-        outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
+        ahead, self._ahead = self._ahead, None  # (an unprofiled recording: a profiled run records its own)
+        if self.profiling or ahead is None:
+            self.submit_steps()
+        else:  # the input writes above are queued before it
+            self.device.queue.submit(ahead)
+        if self.record_ahead and not self.profiling:
+            self._ahead = self._record_run(submit=False)
+        self.mapping.map([r.buffer for r in self.readbacks if r.buffer is not None])
+        outputs = [self.to_host(r.tid, r.read(self.mapping)) for r in self.readbacks]
         if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
         # nanoseconds (the instance normalizes timestamps: devices._wgpu)
@@ -410,3 +454,4 @@ class VulkanSession(Session):
         names = [name for name, *_rest in self.steps]
         self.last_profile, self.last_device_ms = step_times(names, stamps[0::2][: len(names)], stamps[1::2][: len(names)])
         return outputs
+

@@ -17,7 +17,7 @@ from relax_vk.runtime.opencl import find_device
 from relax_vk.serialization.artifact import Artifact
 from relax_vk.tools.reference import random_inputs
 
-from ...runtime_helpers import copy_program
+from ...runtime_helpers import assert_each_run_takes_its_inputs, copy_program, two_output_copy_program
 
 #: the zoo models held to the Python runtime here: a CNN with fire modules and ceil-mode pools (the
 #: Android-shaped example runs it too) and a ViT in the packed token layout, on OpenCL; the CNN on Vulkan
@@ -177,6 +177,24 @@ def test_runs_repeat_exactly_and_timing_keeps_the_profile(native_build, target, 
         assert unprofiled.last_profile and all(math.isnan(k["ms"]) for k in unprofiled.last_profile)
     else:
         assert unprofiled.last_profile == [] and math.isnan(unprofiled.last_device_ms)
+
+
+@pytest.mark.parametrize("ahead, spin_us", [("1", "50000"), ("0", "0")], ids=["ahead-spinning", "each-run-blocking"])
+@pytest.mark.parametrize("target, device", BACKENDS)
+def test_runs_recorded_ahead_take_each_runs_inputs(native_build, target, device, ahead, spin_us, monkeypatch):
+    # native Vulkan submits the command buffer the last unprofiled run recorded for it
+    # ($RVK_RECORD_AHEAD), then polls for its outputs without blocking for up to $RVK_SPIN_US
+    monkeypatch.setenv("RVK_RECORD_AHEAD", ahead)
+    monkeypatch.setenv("RVK_SPIN_US", spin_us)
+    mod = build_example("conv-relu-pool")
+    artifact = relax_vk.build(mod, target=target).artifact()
+    python = load(artifact, device=device)
+    input_sets = [random_inputs(mod, seed=s) for s in range(3)]
+    assert_each_run_takes_its_inputs(load(artifact, device=device, native=True), input_sets, [python.run(x) for x in input_sets])
+    shape = (1, 2, 3, 5, 4)
+    xs = [[np.random.default_rng(s).standard_normal(shape).astype("float32")] for s in range(3)]
+    copies = load(two_output_copy_program(shape, "global.texture", target=target), device=device, native=True)
+    assert_each_run_takes_its_inputs(copies, xs, [[x[0], x[0]] for x in xs])
 
 
 def test_device_limits_are_refused_as_in_python(native_build):

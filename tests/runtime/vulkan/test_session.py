@@ -12,7 +12,7 @@ from relax_vk.runtime import DeviceLimitError, ShaderError, load, select_adapter
 from relax_vk.runtime.vulkan.session import VulkanSession, check_limits
 from relax_vk.core.scope import scope_from_name
 from helpers import module, tensor
-from runtime_helpers import assert_profile_is_sound, copy_program
+from runtime_helpers import assert_each_run_takes_its_inputs, assert_profile_is_sound, copy_program, two_output_copy_program
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,31 @@ def test_steps_submitted_in_pieces_give_the_same_numbers(every, lavapipe, monkey
     session.profiling = False
     for out, ref in zip(session.run(inputs) + profiled, run_on_cpu(mod, inputs) * 2):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("ahead, spin_ms", [(True, 50.0), (False, 0.0)], ids=["ahead-spinning", "each-run-blocking"])
+def test_runs_recorded_ahead_take_each_runs_inputs(ahead, spin_ms, lavapipe, monkeypatch):
+    # an unprofiled run submits the command buffer the last run recorded for it, then polls for
+    # its outputs (without blocking for up to spin_ms: lavapipe runs these in under 50 ms)
+    monkeypatch.setattr(VulkanSession, "record_ahead", ahead)
+    monkeypatch.setattr(VulkanSession, "spin_ms", spin_ms)
+    mod = build_example("conv-relu-pool")
+    session = load(relax_vk.build(mod, target="vulkan").artifact(), device=lavapipe)
+    assert session.mapping.spin_ms == spin_ms
+    input_sets = [random_inputs(mod, seed=s) for s in range(3)]
+    assert_each_run_takes_its_inputs(session, input_sets, [run_on_cpu(mod, x) for x in input_sets])
+    assert (session._ahead is not None) == ahead
+    # an image output and a buffer output read back from one run
+    shape = (1, 2, 3, 5, 4)
+    copies = load(two_output_copy_program(shape, "global.texture"), device=lavapipe)
+    xs = [[np.random.default_rng(s).standard_normal(shape).astype("float32")] for s in range(3)]
+    assert_each_run_takes_its_inputs(copies, xs, [[x[0], x[0]] for x in xs])
+
+
+def test_a_cpu_adapter_blocks_at_once_by_default(lavapipe):
+    # polling would take a core from a CPU adapter's "GPU"; a GPU polls for up to 2 ms first
+    session = load(copy_program((1, 1, 1, 2, 4), "global.texture", target="vulkan"), device=lavapipe)
+    assert lavapipe.info["adapter_type"] == "CPU" and session.mapping.spin_ms == 0.0
 
 
 @pytest.mark.parametrize("scope", ["global.texture", "global.texture-nhwc", "global.texture-weight"])
