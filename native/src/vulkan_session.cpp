@@ -503,7 +503,7 @@ private:
     bool record_ahead_ = flag_from_env("RVK_RECORD_AHEAD", true);
     // How long a run polls for its outputs without blocking before it blocks, in microseconds
     // ($RVK_SPIN_US; 0: block at once). A blocking wait wakes the thread well after the GPU is
-    // done: on the H100, 2 ms of polling takes mobilenet_v2 from 0.737 to 0.675 ms and a
+    // done: on the H100, 2 ms of polling takes mobilenet_v2 from 0.684 to 0.610 ms and a
     // one-kernel run from 0.171 to 0.125 ms. The cost is a busy CPU core for up to that long per
     // run. Default 2000, and 0 on a CPU adapter (polling would take a core from its "GPU").
     long spin_us_ = 0;

@@ -148,7 +148,7 @@ class VulkanSession(Session):
     #: how long a run polls for its outputs without blocking before it blocks (ms; 0: block at
     #: once; where wgpu-py runs on wgpu-native, :mod:`.readback`). A blocking wait wakes the
     #: thread well after the GPU is done: on the H100, 2 ms of polling takes mobilenet_v2 from
-    #: 0.787 to 0.697 ms. The cost is a busy CPU core for up to that long per run. ``None``: 2 ms,
+    #: 0.726 to 0.657 ms. The cost is a busy CPU core for up to that long per run. ``None``: 2 ms,
     #: and 0 on a CPU adapter (lavapipe: polling would take a core from its "GPU").
     spin_ms: "float | None" = None
 

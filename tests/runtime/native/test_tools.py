@@ -21,7 +21,7 @@ from .test_artifacts import damaged_bytes
 #: the wgpu wheel's wgpu-native for the Vulkan backend (rvk-run has no Python to find it)
 TOOL_ENV = dict(os.environ, RVK_WGPU_LIBRARY=native.wgpu_library() or "", XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp"))
 #: a sanitizer report fails the run (ASan/UBSan exit non-zero and print their SUMMARY line); leaks
-#: inside the driver stack only (tests/lsan.supp: one allocation of wgpu-native's adapter enumeration) are suppressed
+#: inside the driver stack only (tests/lsan.supp: one allocation of wgpu-native's adapter enumeration, lavapipe's own) are suppressed
 SANITIZER_ENV = dict(TOOL_ENV, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
                      LSAN_OPTIONS=f"suppressions={native.SOURCE_DIR / 'tests' / 'lsan.supp'}")  # fmt: skip
 
