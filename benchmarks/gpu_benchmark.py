@@ -19,7 +19,11 @@ derived from the conv weights on the GPU machine, in numpy: shipped, they would 
 transfer). ``--run`` needs numpy, pyopencl and wgpu (no TVM): every
 plan's wall-clock latency (inputs uploaded, outputs read back, median and min of ``--repeat``
 runs taken in rounds across the plans: clock changes fall on all alike), the device span of its
-dispatches and each kernel's share (medians of 5 profiled runs), its error against PyTorch; PyTorch eager fp32 on CUDA
+dispatches and each kernel's share (medians of 5 profiled runs: every dispatch timestamped, a
+compute pass each on Vulkan, a profiling queue on OpenCL, which lengthens a run of small kernels,
+so on such models the span exceeds an unprofiled run's wall time: mobilenet_v2 on the H100 1.05 /
+0.72 ms against walls of 0.62 / 0.54, Vulkan / OpenCL; it bounds the GPU's time from above), its
+error against PyTorch; PyTorch eager fp32 on CUDA
 timed the same way (its first output checked against the CPU output); then the ratios the
 issue's targets are stated in.
 """
