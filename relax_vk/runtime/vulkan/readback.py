@@ -21,8 +21,9 @@ from ...storage.lifetimes import texel_dtype
 MAP_TIMEOUT_S = 60.0
 
 
-def _words(nbytes) -> int:
-    return (int(nbytes) + 3) // 4 * 4
+def words(nbytes) -> int:
+    """``nbytes`` rounded up to whole 32-bit words (buffer sizes and ranges)."""
+    return -(-int(nbytes) // 4) * 4
 
 
 class Readback:
@@ -45,7 +46,7 @@ class Readback:
             self.padded_row = -(-self.row // 256) * 256
             size = self.padded_row * h * layers
         else:
-            size = _words(t["bytes"])
+            size = words(t["bytes"])
         self.buffer = session.device.create_buffer(size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
 
     def copy(self, encoder) -> None:
@@ -131,7 +132,10 @@ class NativeMapping(Mapping):
                 lib.wgpuInstanceProcessEvents(self.instance)
             if block and 0 in statuses and time.perf_counter() - start > MAP_TIMEOUT_S:
                 raise RuntimeError(f"reading the outputs: the device did not finish within {MAP_TIMEOUT_S:.0f} s")
-        if -1 in statuses:
+        if -1 in statuses:  # (the others unmapped, so the next run can copy into them)
+            for b, status in zip(buffers, statuses):
+                if status == 1:
+                    lib.wgpuBufferUnmap(b._internal)
             raise RuntimeError("reading the outputs: mapping a readback buffer failed")
 
     def view(self, buffer) -> memoryview:

@@ -36,6 +36,7 @@ from ..session import DeviceLimitError, Session, half_arithmetic_problem, step_t
 from .copies import TEXTURE_FORMATS, copy_bindings, copy_grid, copy_items, copy_shader
 from .devices import LIMIT_KEYS, _wgpu, describe_adapter
 from .readback import Readback, mapping
+from .readback import words as _words
 from .shader_modules import create_shader_module
 
 MAX_QUERIES = 4096  # WebGPU's limit on one query set: per-step profiling covers 2048 steps
@@ -53,11 +54,6 @@ def writable_reads(source: str, bindings: Sequence[str], positions: Sequence[int
         if n != 1:
             raise ValueError(f"binding {i} is not a read-only storage buffer declaration of the shader")
     return source, bindings
-
-
-def _words(nbytes) -> int:
-    """``nbytes`` rounded up to whole 32-bit words (buffer sizes and ranges)."""
-    return -(-int(nbytes) // 4) * 4
 
 
 class ShaderError(RelaxVKError, RuntimeError):
@@ -237,9 +233,9 @@ class VulkanSession(Session):
                 (w, h, layers),
             )
         else:
-            raw = data.tobytes()
-            raw += b"\0" * ((-len(raw)) % 4)
-            self.device.queue.write_buffer(self.memory[tid], self.offsets[tid], raw)
+            if data.nbytes % 4:  # (padded to whole words, as WebGPU requires; else written as it is)
+                data = np.frombuffer(data.tobytes() + b"\0" * (-data.nbytes % 4), dtype=np.uint8)
+            self.device.queue.write_buffer(self.memory[tid], self.offsets[tid], data)
 
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
