@@ -22,7 +22,9 @@ runs taken in rounds across the plans: clock changes fall on all alike), the dev
 dispatches and each kernel's share (medians of 5 profiled runs: every dispatch timestamped, a
 compute pass each on Vulkan, a profiling queue on OpenCL, which lengthens a run of small kernels,
 so on such models the span exceeds an unprofiled run's wall time: mobilenet_v2 on the H100 1.05 /
-0.72 ms against walls of 0.62 / 0.54, Vulkan / OpenCL; it bounds the GPU's time from above), its
+0.72 ms against walls of 0.62 / 0.54, Vulkan / OpenCL; it bounds the GPU's time from above); on
+Vulkan (Python runtime) the GPU's time of an unprofiled run too ("busy": every dispatch in one
+pass between two timestamps, ``VulkanSession.busy_ms``); its
 error against PyTorch; PyTorch eager fp32 on CUDA
 timed the same way (its first output checked against the CPU output); then the ratios the
 issue's targets are stated in.
@@ -227,7 +229,7 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runt
         io = np.load(os.path.join(outdir, f"{name}.io.npz"))
         x, ref = io["x"], io["y"]
         print(f"\n{name} at {'x'.join(map(str, x.shape))}")
-        header = f"{'engine':<10} {'plan':<15} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'kernels':>7} {'max err':>9} {'dev MiB':>8}"
+        header = f"{'engine':<10} {'plan':<15} {'wall med ms':>11} {'wall min ms':>11} {'device ms':>10} {'busy ms':>8} {'kernels':>7} {'max err':>9} {'dev MiB':>8}"
         print(header)
         print("-" * len(header))
         results = {}
@@ -256,6 +258,8 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runt
                 spans.append(session.last_device_ms)  # a run's span (its steps' times tile it)
                 steps.append([k["ms"] for k in session.last_profile])
             device_ms = float(np.median(spans))
+            # the GPU's time of an unprofiled run (Vulkan, Python runtime: one pass, two timestamps)
+            busy_ms = session.busy_ms([x]) if hasattr(session, "busy_ms") else float("nan")
             info = {k["name"]: k for k in session.program["kernels"]}
             kernels = {}
             for k, ms in zip(session.last_profile, np.median(np.array(steps), axis=0)):
@@ -267,11 +271,12 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runt
             err = float(np.max(np.abs(out - ref)))
             rule = entry.get("scope_rule") or {}
             mib = session.device_bytes / (1 << 20)
-            results[f"{entry['api']}/{entry['plan']}"] = {"wall_ms": med, "min_ms": mn, "device_ms": device_ms, "max_err": err, "kernels": kernels,
+            results[f"{entry['api']}/{entry['plan']}"] = {"wall_ms": med, "min_ms": mn, "device_ms": device_ms, "busy_ms": busy_ms, "max_err": err, "kernels": kernels,
                                                          "scope_rule": rule, "device_mib": mib, "rel_err": err / float(np.max(np.abs(ref))),
                                                          "top1": bool(out.argmax() == ref.argmax()), "memory": session.program.get("memory")}  # fmt: skip
             chose = f"  ({rule.get('rule')} -> {rule.get('kind')})" if entry["plan"] == "auto" else ""
-            print(f"{entry['api']:<10} {entry['plan']:<15.15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {len(session.program['kernels']):>7} {err:>9.1e} "
+            busy = f"{busy_ms:>8.3f}" if busy_ms == busy_ms else f"{'-':>8}"
+            print(f"{entry['api']:<10} {entry['plan']:<15.15} {med:>11.3f} {mn:>11.3f} {device_ms:>10.3f} {busy} {len(session.program['kernels']):>7} {err:>9.1e} "
                   f"{mib:>8.1f}{chose}", flush=True)  # fmt: skip
             convs = [k for k in kernels.values() if k.get("flops")]
             conv_ms = sum(k["ms"] for k in convs)
@@ -283,7 +288,7 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runt
         if peer and "error" not in peer:
             err = float(np.max(np.abs(peer["out"] - ref)))
             results["torch-cuda/eager"] = {"wall_ms": peer["wall_ms"], "min_ms": peer["min_ms"], "max_err": err}
-            print(f"{'torch-cuda':<10} {'eager fp32':<15} {peer['wall_ms']:>11.3f} {peer['min_ms']:>11.3f} {'-':>10} {'-':>7} {err:>9.1e}")
+            print(f"{'torch-cuda':<10} {'eager fp32':<15} {peer['wall_ms']:>11.3f} {peer['min_ms']:>11.3f} {'-':>10} {'-':>8} {'-':>7} {err:>9.1e}")
         elif peer:
             print(f"torch-cuda: {peer['error']}")
         for api in APIS:

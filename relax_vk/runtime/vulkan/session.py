@@ -451,3 +451,26 @@ class VulkanSession(Session):
         self.last_profile, self.last_device_ms = step_times(names, stamps[0::2][: len(names)], stamps[1::2][: len(names)])
         return outputs
 
+    def busy_ms(self, inputs: Sequence[np.ndarray], repeat: int = 5) -> float:
+        """The GPU's time for one unprofiled run's dispatches, in ms (median of ``repeat``): every
+        step in one compute pass with a timestamp at its beginning and its end only. A profiled
+        run's span (a pass and a timestamp pair per step) is longer for models of small kernels:
+        on the H100, mobilenet_v2's 56 dispatches take 0.46 ms this way and span 1.05 ms
+        profiled. NaN where the session cannot profile (no timestamp queries)."""
+        if not hasattr(self, "queries"):
+            return float("nan")
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array)
+        spans = []
+        for _ in range(repeat):
+            encoder = self.device.create_command_encoder()
+            stamps = {"query_set": self.queries, "beginning_of_pass_write_index": 0, "end_of_pass_write_index": 1}
+            compute = encoder.begin_compute_pass(timestamp_writes=stamps)
+            for _, pipeline, group, groups in self.steps:
+                self._record(compute, pipeline, group, groups)
+            compute.end()
+            encoder.resolve_query_set(self.queries, 0, 2, self.query_buffer, 0)
+            self.device.queue.submit([encoder.finish()])
+            begin, end = np.frombuffer(bytes(self.device.queue.read_buffer(self.query_buffer, 0, 16)), dtype=np.uint64).astype(np.int64)
+            spans.append((end - begin) * 1e-6)
+        return float(np.median(spans))

@@ -108,6 +108,17 @@ def test_runs_recorded_ahead_take_each_runs_inputs(ahead, spin_ms, lavapipe, mon
     assert_each_run_takes_its_inputs(copies, xs, [[x[0], x[0]] for x in xs])
 
 
+def test_busy_time_is_the_gpus_time_of_an_unprofiled_run(lavapipe):
+    # one compute pass with two timestamps: in milliseconds, within the wall time of a run
+    mod = build_example("conv-relu-pool")
+    artifact = relax_vk.build(mod, target="vulkan").artifact()
+    session, inputs = load(artifact, device=lavapipe), random_inputs(mod)
+    busy, wall = session.busy_ms(inputs, repeat=3), session.time(inputs, repeat=3)["median"]
+    assert 0 < busy <= 1.2 * wall + 0.5, (busy, wall)
+    np.testing.assert_allclose(session.run(inputs)[0], run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-4)
+    assert np.isnan(load(artifact, device=lavapipe, profile=False).busy_ms(inputs))
+
+
 def test_a_cpu_adapter_blocks_at_once_by_default(lavapipe):
     # polling would take a core from a CPU adapter's "GPU"; a GPU polls for up to 2 ms first
     session = load(copy_program((1, 1, 1, 2, 4), "global.texture", target="vulkan"), device=lavapipe)
