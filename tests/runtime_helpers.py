@@ -55,12 +55,17 @@ def assert_each_run_takes_its_inputs(session, input_sets, expected):
     """Runs of ``input_sets`` in an order that changes the inputs from run to run and repeats some
     (a, b, a, c, c, b), unprofiled but for one run in the middle where the session can profile,
     each run's outputs equal to ``expected`` of its own inputs (<= 1e-5): a runtime that records a
-    run's commands ahead of it must read the inputs written for that run, never the last run's."""
+    run's commands ahead of it must read the inputs written for that run, never the last run's,
+    and the profiled run must profile itself (a session that has not profiled before: a run of
+    the unstamped commands recorded ahead would leave its timestamps zero)."""
     order, can_profile = [0, 1, 0, 2, 2, 1], bool(session.profiling)
     session.profiling = False
     for k, i in enumerate(order):
         session.profiling = can_profile and k == 3
         got = session.run(input_sets[i])
+        if session.profiling:  # a profile of this run (the first profiled one: a run of commands recorded unstamped has none)
+            assert session.last_profile and all(0 <= p["ms"] < 1e4 for p in session.last_profile), session.last_profile
+            assert 0 < session.last_device_ms < 1e4, session.last_device_ms
         assert len(got) == len(expected[i])
         for g, e in zip(got, expected[i]):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5, err_msg=f"run {k} (inputs {i})")

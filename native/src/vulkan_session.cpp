@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <cctype>
 
@@ -441,8 +442,8 @@ protected:
             w_.QueueSubmit(h_.queue, ahead_.size(), ahead_.data());
             drop_ahead();
         }
-        if (!stamped && record_ahead_) record_run(false, false);  // the next run's, while the GPU runs this one
         check_errors("running the program");
+        if (!stamped && record_ahead_) record_run(false, false);  // the next run's, while the GPU runs this one
         std::vector<std::pair<WGPUBuffer, uint64_t>> maps;
         for (const Readback& r : readbacks_)
             if (r.buffer) maps.push_back({r.buffer, r.size});
@@ -487,6 +488,8 @@ private:
     };
 
     Errors errors_;  // (declared before h_: the callbacks may fire until the device is released)
+    using MapResults = std::vector<std::pair<int, std::string>>;  // per buffer of a map_all: 1 mapped, -1 failed (message), 0 pending
+    std::vector<std::shared_ptr<MapResults>> abandoned_maps_;  // (the same: results of maps an error left pending)
     const Wgpu& w_;
     Handles h_;
     int shader_checks_;
@@ -817,7 +820,8 @@ private:
     }
 
     void map_all(const std::vector<std::pair<WGPUBuffer, uint64_t>>& buffers) {
-        std::vector<std::pair<int, std::string>> results(buffers.size(), {0, ""});
+        auto held = std::make_shared<MapResults>(buffers.size(), std::pair<int, std::string>{0, ""});
+        MapResults& results = *held;
         for (size_t i = 0; i < buffers.size(); ++i) {
             WGPUBufferMapCallbackInfo callback = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
             callback.mode = WGPUCallbackMode_AllowSpontaneous;
@@ -828,7 +832,7 @@ private:
         auto pending = [&] { return std::any_of(results.begin(), results.end(), [](const auto& r) { return r.first == 0; }); };
         // Poll without blocking for up to spin_us_ (the driver's blocking wait wakes the thread
         // tens of microseconds after the GPU is done), then block.
-        auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+        auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(std::min(spin_us_, 10'000'000L));
         while (spin_us_ > 0 && pending() && errors_.lost.empty() && std::chrono::steady_clock::now() < spin_end) {
             w_.DevicePoll(h_.device, false, nullptr);
             if (pending()) w_.InstanceProcessEvents(instance().instance);
@@ -837,9 +841,18 @@ private:
             w_.DevicePoll(h_.device, true, nullptr);
             if (pending()) w_.InstanceProcessEvents(instance().instance);
         }
+        bool failed = !errors_.message.empty() || !errors_.lost.empty() ||
+                      std::any_of(results.begin(), results.end(), [](const auto& r) { return r.first != 1; });
+        if (failed) {  // every buffer unmapped and pending maps cancelled, so the next run can copy into them
+            for (const auto& b : buffers) w_.BufferUnmap(b.first);
+            w_.InstanceProcessEvents(instance().instance);
+            if (pending()) abandoned_maps_.push_back(held);  // (their callbacks may still come: keep what they write to)
+        }
         check_errors("reading the outputs");
         for (const auto& r : results)
-            if (r.first != 1) throw Error(RVK_ERROR_RUNTIME, "reading the outputs: mapping a readback buffer failed" + (r.second.empty() ? "" : ": " + r.second));
+            if (r.first != 1)
+                throw Error(RVK_ERROR_RUNTIME, r.first == 0 ? "reading the outputs: the device did not finish"
+                                                            : "reading the outputs: mapping a readback buffer failed" + (r.second.empty() ? "" : ": " + r.second));
     }
 
     // session._read (of a mapped readback): into `out` in the tensor's dtype

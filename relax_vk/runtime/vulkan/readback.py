@@ -19,6 +19,8 @@ from ...storage.lifetimes import texel_dtype
 
 #: the longest a mapping may take before a run gives up on the device (seconds)
 MAP_TIMEOUT_S = 60.0
+#: a mapping callback's user data: (its map() call's number modulo _CALLS) * _PER_CALL + buffer index
+_PER_CALL, _CALLS = 1 << 16, 1 << 15
 
 
 def words(nbytes) -> int:
@@ -34,7 +36,10 @@ class Readback:
 
     def __init__(self, session, tid: int):
         wgpu = session.wgpu
-        self.session, self.tid = session, tid
+        self.tid = tid
+        # (the output's memory object and offset, not the session: no reference cycle keeps a
+        # dropped session's device memory alive until Python's cycle collector runs)
+        self.source, self.offset = session.memory[tid], session.offsets[tid]
         t = self.tensor = session.tensors[tid]
         self.stored = np.dtype(texel_dtype(t))
         self.buffer = None
@@ -52,16 +57,16 @@ class Readback:
     def copy(self, encoder) -> None:
         if self.buffer is None:
             return
-        s, t = self.session, self.tensor
+        t = self.tensor
         if t["image"]:
             w, h, layers = t["image"]
             encoder.copy_texture_to_buffer(
-                {"texture": s.memory[self.tid], "mip_level": 0, "origin": (0, 0, 0)},
+                {"texture": self.source, "mip_level": 0, "origin": (0, 0, 0)},
                 {"buffer": self.buffer, "offset": 0, "bytes_per_row": self.padded_row, "rows_per_image": h},
                 (w, h, layers),
             )
         else:
-            encoder.copy_buffer_to_buffer(s.memory[self.tid], s.offsets[self.tid], self.buffer, 0, self.buffer.size)
+            encoder.copy_buffer_to_buffer(self.source, self.offset, self.buffer, 0, self.buffer.size)
 
     def read(self, mapping: "Mapping") -> np.ndarray:
         """The output, its buffer mapped by ``mapping.map`` (unmapped here)."""
@@ -95,6 +100,11 @@ class Mapping:
         buffer.unmap()
 
 
+class _Calls:
+    call: int = 0
+    statuses: List[int] = []
+
+
 class NativeMapping(Mapping):
     """:class:`Mapping` through wgpu-native's C calls, the device polled from the calling thread:
     without blocking for up to ``spin_ms``, then blocking."""
@@ -105,38 +115,45 @@ class NativeMapping(Mapping):
 
         self.lib, self.ffi = lib, ffi = _api.lib, _api.ffi
         self.device, self.instance, self.spin_ms = device._internal, get_wgpu_instance(), spin_ms
-        self.statuses: List[int] = []
-        statuses = self.statuses
+        # per map() call: its number and its buffers' statuses (0 pending, 1 mapped, -1 failed); a
+        # callback of an earlier call (a map abandoned by an error) finds another number and is ignored
+        state = self.state = _Calls()
 
         @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
         def on_mapped(status, _message, userdata1, _userdata2):
-            statuses[int(ffi.cast("intptr_t", userdata1))] = 1 if status == lib.WGPUMapAsyncStatus_Success else -1
+            call, i = divmod(int(ffi.cast("intptr_t", userdata1)), _PER_CALL)
+            if call == state.call % _CALLS:
+                state.statuses[i] = 1 if status == lib.WGPUMapAsyncStatus_Success else -1
 
         self._on_mapped = on_mapped  # (kept alive with the mapping)
 
     def map(self, buffers: Sequence) -> None:
-        lib, ffi, statuses = self.lib, self.ffi, self.statuses
-        statuses[:] = [0] * len(buffers)
+        lib, ffi, state = self.lib, self.ffi, self.state
+        if len(buffers) >= _PER_CALL:
+            raise ValueError(f"{len(buffers)} outputs to read back; at most {_PER_CALL - 1}")
+        state.call += 1
+        statuses = state.statuses = [0] * len(buffers)
         for i, b in enumerate(buffers):
             info = ffi.new("WGPUBufferMapCallbackInfo *")
             info.mode = lib.WGPUCallbackMode_AllowSpontaneous
             info.callback = self._on_mapped
-            info.userdata1 = ffi.cast("void *", i)
+            info.userdata1 = ffi.cast("void *", (state.call % _CALLS) * _PER_CALL + i)
             lib.wgpuBufferMapAsync(b._internal, lib.WGPUMapMode_Read, 0, b.size, info[0])
         start = time.perf_counter()
         spin_until = start + self.spin_ms * 1e-3
+        problem = None
         while 0 in statuses:
             block = time.perf_counter() >= spin_until
             lib.wgpuDevicePoll(self.device, block, ffi.NULL)
             if 0 in statuses:
                 lib.wgpuInstanceProcessEvents(self.instance)
             if block and 0 in statuses and time.perf_counter() - start > MAP_TIMEOUT_S:
-                raise RuntimeError(f"reading the outputs: the device did not finish within {MAP_TIMEOUT_S:.0f} s")
-        if -1 in statuses:  # (the others unmapped, so the next run can copy into them)
-            for b, status in zip(buffers, statuses):
-                if status == 1:
-                    lib.wgpuBufferUnmap(b._internal)
-            raise RuntimeError("reading the outputs: mapping a readback buffer failed")
+                problem = f"the device did not finish within {MAP_TIMEOUT_S:.0f} s"
+                break
+        if problem or -1 in statuses:  # (every buffer unmapped, pending maps cancelled: the next run can copy into them)
+            for b in buffers:
+                lib.wgpuBufferUnmap(b._internal)
+            raise RuntimeError(f"reading the outputs: {problem or 'mapping a readback buffer failed'}")
 
     def view(self, buffer) -> memoryview:
         pointer = self.lib.wgpuBufferGetConstMappedRange(buffer._internal, 0, buffer.size)

@@ -442,7 +442,14 @@ class VulkanSession(Session):
         if self.record_ahead and not self.profiling:
             self._ahead = self._record_run(submit=False)
         self.mapping.map([r.buffer for r in self.readbacks if r.buffer is not None])
-        outputs = [self.to_host(r.tid, r.read(self.mapping)) for r in self.readbacks]
+        outputs = []
+        try:
+            for r in self.readbacks:  # (each unmapped as it is read)
+                outputs.append(self.to_host(r.tid, r.read(self.mapping)))
+        finally:  # the rest unmapped too when one fails, so the next run can copy into them
+            for r in self.readbacks[len(outputs) + 1 :]:
+                if r.buffer is not None:
+                    self.mapping.unmap(r.buffer)
         if not self.profiling:  # (timing runs keep the last profiled run's times)
             return outputs
         # nanoseconds (the instance normalizes timestamps: devices._wgpu)
