@@ -12,10 +12,15 @@ blocking (``spin``).
   polls without blocking for up to ``spin`` ms first sees it at once (``VulkanSession.spin_ms``;
   ``$RVK_SPIN_US``).
 
+  Where the last wait was longer than that budget, a wait first sleeps until shortly before the
+  GPU should be done (``readback.sleep_before_polling``); "spin at once" (wgpu-py) polls from the
+  start of every wait instead, as the first version of polling did.
+
 The script loads the bundle's plan of each model on OpenCL (pyopencl and the native library) and
 on Vulkan in three variants per runtime: each run records its own and blocks (before), records
-ahead and blocks, records ahead and spins (the default). wgpu-py's own ``map_sync`` is the
-first variant's wait. It checks every session's outputs against the bundle's reference over
+ahead and blocks, records ahead and spins (the default), and for wgpu-py a fourth, spinning at
+once. wgpu-py's own ``map_sync`` is the first variant's wait. Besides the wall time it prints the
+process's CPU time per inference (every thread: the host's cost of polling). It checks every session's outputs against the bundle's reference over
 three runs (the later ones run what the run before recorded), then times them in ``--rounds``
 rounds (each round: ``--repeat`` unprofiled runs of every session in turn, the order rotated by
 one per round) and prints the median of the rounds' medians with the ratios.
@@ -27,10 +32,12 @@ Usage (GPU machine, a ``gpu_benchmark.py --build`` bundle; the native library bu
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -44,10 +51,15 @@ VARIANTS = [
     ("vulkan wgpu-py, each run, block", "vulkan", False, False, 0.0),
     ("vulkan wgpu-py, ahead, block", "vulkan", False, True, 0.0),
     ("vulkan wgpu-py, ahead, spin", "vulkan", False, True, 2.0),
+    ("vulkan wgpu-py, ahead, spin at once", "vulkan", False, True, -2.0),
     ("vulkan native, each run, block", "vulkan", True, False, 0.0),
     ("vulkan native, ahead, block", "vulkan", True, True, 0.0),
     ("vulkan native, ahead, spin", "vulkan", True, True, 2.0),
 ]
+
+
+def _map_at_once(map_, buffers, adaptive=True):
+    return map_(buffers, adaptive=False)
 
 
 def open_session(artifact, device, native: bool, ahead, spin_ms):
@@ -61,7 +73,9 @@ def open_session(artifact, device, native: bool, ahead, spin_ms):
     if not native and ahead is not None:
         session.record_ahead = ahead
         if ahead:
-            session.mapping.spin_ms = spin_ms
+            session.mapping.spin_ms = abs(spin_ms)
+            if spin_ms < 0:  # (polls from the start of every wait: no sleep first, no estimate)
+                session.mapping.map = functools.partial(_map_at_once, session.mapping.map)
         else:  # (the session before this change: wgpu-py's own map_sync)
             session.mapping = Mapping()
     os.environ.pop("RVK_RECORD_AHEAD", None)
@@ -101,22 +115,25 @@ def main() -> int:
             if err > 1e-3:
                 raise SystemExit(f"{model} {label}: wrong outputs (relative error {err:.1e})")
             errors.append(err)
-        medians = [[] for _ in sessions]
+        medians, cpu = [[] for _ in sessions], [[] for _ in sessions]
         for r in range(args.rounds):
             for i in range(len(sessions)):
                 k = (i + r) % len(sessions)
+                c0 = time.process_time()
                 medians[k].append(sessions[k].time([x], args.repeat)["median"])
+                cpu[k].append((time.process_time() - c0) * 1e3 / (args.repeat + 1))  # (time() runs once more first)
         wall = {label: float(np.median(m)) for (label, *_), m in zip(variants, medians)}
+        cpu_ms = {label: float(np.median(c)) for (label, *_), c in zip(variants, cpu)}
         print(f"\n{model} ({args.plan} plan; {entries[variants[0][1]].get('scope_rule', {}).get('kind', '?')}), ms per inference, "
               f"median of {args.rounds} rounds' medians of {args.repeat}")  # fmt: skip
         for (label, *_), err in zip(variants, errors):
-            print(f"  {label:<33} {wall[label]:>7.3f}   rel err {err:.1e}")
+            print(f"  {label:<37} {wall[label]:>7.3f} ms   host CPU {cpu_ms[label]:>7.3f} ms   rel err {err:.1e}")
         for runtime, ocl in (("wgpu-py", "opencl pyopencl"), ("native", "opencl native")):
             steps = [wall.get(f"vulkan {runtime}, {v}") for v in ("each run, block", "ahead, block", "ahead, spin")]
             if all(steps) and ocl in wall:
                 print(f"  {runtime}: vulkan/opencl {' -> '.join(f'{v / wall[ocl]:.2f}' for v in steps)} "
                       f"(recording ahead {steps[1] / steps[0]:.2f}x, spinning {steps[2] / steps[1]:.2f}x)")
-        rows.append({"model": model, "plan": args.plan, "wall_ms": wall, "rel_err": dict(zip([v[0] for v in variants], errors))})
+        rows.append({"model": model, "plan": args.plan, "wall_ms": wall, "cpu_ms": cpu_ms, "rel_err": dict(zip([v[0] for v in variants], errors))})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

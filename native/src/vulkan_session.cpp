@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <cctype>
 
 #include "copies_wgsl.h"  // generated from relax_vk/runtime/vulkan/copies.wgsl
@@ -448,7 +449,7 @@ protected:
         for (const Readback& r : readbacks_)
             if (r.buffer) maps.push_back({r.buffer, r.size});
         if (stamped) maps.push_back({query_readback_, 16 * steps_.size()});
-        map_all(maps);
+        map_all(maps, !stamped);
         for (size_t i = 0; i < outputs.size(); ++i) read_mapped(readbacks_[i], outputs[i]);
         if (stamped) {
             const uint64_t* stamps = static_cast<const uint64_t*>(w_.BufferGetConstMappedRange(query_readback_, 0, 16 * steps_.size()));
@@ -508,8 +509,11 @@ private:
     // ($RVK_SPIN_US; 0: block at once). A blocking wait wakes the thread well after the GPU is
     // done: on the H100, 2 ms of polling takes mobilenet_v2 from 0.684 to 0.610 ms and a
     // one-kernel run from 0.171 to 0.125 ms. The cost is a busy CPU core for up to that long per
-    // run. Default 2000, and 0 on a CPU adapter (polling would take a core from its "GPU").
+    // run: a run whose last wait was longer sleeps first, until shortly before it should be done.
+    // Default 2000, and 0 on a CPU adapter (polling would take a core from its "GPU").
     long spin_us_ = 0;
+    static constexpr size_t kWaitsKept = 8;
+    std::vector<double> waits_s_;  // the last unprofiled runs' waits for their outputs, oldest first
     std::vector<WGPUCommandBuffer> ahead_;
     Limits limits_{};
     bool timestamps_ = false;
@@ -819,7 +823,20 @@ private:
         if (status != WGPUMapAsyncStatus_Success) r->second = text(message);
     }
 
-    void map_all(const std::vector<std::pair<WGPUBuffer, uint64_t>>& buffers) {
+    // Seconds a wait sleeps before it polls (relax_vk.runtime.vulkan.readback.sleep_before_polling),
+    // given the shortest of the last kWaitsKept waits: that less a margin of a tenth of it, at least
+    // 0.2 ms and at most the polling budget; 0 without a last wait or a budget, or where the budget
+    // covers the whole wait. (The shortest: one slow run does not make the next ones oversleep.)
+    static double sleep_before_polling(double wait_s, double spin_s) {
+        if (wait_s < 0 || spin_s <= 0 || wait_s <= spin_s) return 0.0;
+        return wait_s - std::min(spin_s, std::max(0.1 * wait_s, 2e-4));
+    }
+    double shortest_wait() const {
+        return waits_s_.empty() ? -1.0 : *std::min_element(waits_s_.begin(), waits_s_.end());
+    }
+
+    // `adaptive`: an unprofiled run's wait, which may sleep first and is remembered as the last wait.
+    void map_all(const std::vector<std::pair<WGPUBuffer, uint64_t>>& buffers, bool adaptive) {
         auto held = std::make_shared<MapResults>(buffers.size(), std::pair<int, std::string>{0, ""});
         MapResults& results = *held;
         for (size_t i = 0; i < buffers.size(); ++i) {
@@ -831,8 +848,14 @@ private:
         }
         auto pending = [&] { return std::any_of(results.begin(), results.end(), [](const auto& r) { return r.first == 0; }); };
         // Poll without blocking for up to spin_us_ (the driver's blocking wait wakes the thread
-        // tens of microseconds after the GPU is done), then block.
-        auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(std::min(spin_us_, 10'000'000L));
+        // tens of microseconds after the GPU is done), then block; where the last wait was longer
+        // than that, sleep first until shortly before the GPU should be done.
+        using clock = std::chrono::steady_clock;
+        auto start = clock::now();
+        double spin_s = static_cast<double>(std::min(spin_us_, 10'000'000L)) * 1e-6;
+        double sleep = adaptive ? sleep_before_polling(shortest_wait(), spin_s) : 0.0;
+        if (sleep > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+        auto spin_end = clock::now() + std::chrono::microseconds(std::min(spin_us_, 10'000'000L));
         while (spin_us_ > 0 && pending() && errors_.lost.empty() && std::chrono::steady_clock::now() < spin_end) {
             w_.DevicePoll(h_.device, false, nullptr);
             if (pending()) w_.InstanceProcessEvents(instance().instance);
@@ -853,6 +876,10 @@ private:
             if (r.first != 1)
                 throw Error(RVK_ERROR_RUNTIME, r.first == 0 ? "reading the outputs: the device did not finish"
                                                             : "reading the outputs: mapping a readback buffer failed" + (r.second.empty() ? "" : ": " + r.second));
+        if (adaptive) {
+            if (waits_s_.size() == kWaitsKept) waits_s_.erase(waits_s_.begin());
+            waits_s_.push_back(std::chrono::duration<double>(clock::now() - start).count());
+        }
     }
 
     // session._read (of a mapped readback): into `out` in the tensor's dtype

@@ -6,11 +6,16 @@ its per-device polling thread resolves, two thread hand-offs per map. Where wgpu
 wgpu-native, :class:`NativeMapping` maps through wgpu-native's C calls and polls the device from the
 calling thread instead: for up to ``spin_ms`` without blocking, then blocking. The copies are
 in the submitted command buffer, so no extra submission is needed to see them.
+
+Where the recent waits were longer than the polling budget, a wait sleeps first, until shortly
+before the GPU should be done (:func:`sleep_before_polling`): a long run then costs the host the budget
+at most, spent where it shortens the wait, and not at the start of the wait, where it buys nothing.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import List, Sequence
 
 import numpy as np
@@ -19,6 +24,26 @@ from ...storage.lifetimes import texel_dtype
 
 #: the longest a mapping may take before a run gives up on the device (seconds)
 MAP_TIMEOUT_S = 60.0
+#: how many of the last waits the next wait's sleep is estimated from (their shortest)
+WAITS_KEPT = 8
+
+
+def sleep_before_polling(wait_s: "float | None", spin_s: float) -> float:
+    """Seconds a wait sleeps before it polls, given ``wait_s``, the shortest of the last
+    :data:`WAITS_KEPT` waits (each from the start of the wait to the outputs mapped): that less a
+    margin of a tenth of it, at least 0.2 ms and at most the polling budget ``spin_s``; 0 without
+    a last wait, without a budget, or where the budget covers the whole wait.
+
+    The shortest, not the last: one slow run (a stall, a clock change) does not make the next
+    eight sleep past their end. A run that ends during the sleep is seen late by the rest of the
+    sleep, and its wait (the sleep) becomes the new shortest, so the estimate falls by the margin
+    per run while the GPU is faster than it; a run that ends after it is polled for, then blocked
+    for, and costs the host at most the budget."""
+    if wait_s is None or spin_s <= 0 or wait_s <= spin_s:
+        return 0.0
+    return wait_s - min(spin_s, max(0.1 * wait_s, 2e-4))
+
+
 #: a mapping callback's user data: (its map() call's number modulo _CALLS) * _PER_CALL + buffer index
 _PER_CALL, _CALLS = 1 << 16, 1 << 15
 
@@ -87,9 +112,10 @@ class Readback:
 class Mapping:
     """Maps readback buffers through wgpu-py: ``map(buffers)`` returns once every buffer is mapped
     for reading (the GPU done writing it), ``view(buffer)`` is its mapped bytes and ``unmap``
-    ends the mapping."""
+    ends the mapping. ``adaptive=False`` (a profiled run, slower than the runs it would predict):
+    the wait neither sleeps first nor counts as the last wait."""
 
-    def map(self, buffers: Sequence) -> None:
+    def map(self, buffers: Sequence, adaptive: bool = True) -> None:
         for b in buffers:
             b.map_sync("READ")
 
@@ -115,6 +141,7 @@ class NativeMapping(Mapping):
 
         self.lib, self.ffi = lib, ffi = _api.lib, _api.ffi
         self.device, self.instance, self.spin_ms = device._internal, get_wgpu_instance(), spin_ms
+        self.waits_s: "deque[float]" = deque(maxlen=WAITS_KEPT)  # the last unprofiled waits (sleep_before_polling)
         # per map() call: its number and its buffers' statuses (0 pending, 1 mapped, -1 failed); a
         # callback of an earlier call (a map abandoned by an error) finds another number and is ignored
         state = self.state = _Calls()
@@ -127,7 +154,7 @@ class NativeMapping(Mapping):
 
         self._on_mapped = on_mapped  # (kept alive with the mapping)
 
-    def map(self, buffers: Sequence) -> None:
+    def map(self, buffers: Sequence, adaptive: bool = True) -> None:
         lib, ffi, state = self.lib, self.ffi, self.state
         if len(buffers) >= _PER_CALL:
             raise ValueError(f"{len(buffers)} outputs to read back; at most {_PER_CALL - 1}")
@@ -140,7 +167,10 @@ class NativeMapping(Mapping):
             info.userdata1 = ffi.cast("void *", (state.call % _CALLS) * _PER_CALL + i)
             lib.wgpuBufferMapAsync(b._internal, lib.WGPUMapMode_Read, 0, b.size, info[0])
         start = time.perf_counter()
-        spin_until = start + self.spin_ms * 1e-3
+        sleep = sleep_before_polling(min(self.waits_s, default=None), self.spin_ms * 1e-3) if adaptive else 0.0
+        if sleep > 0:
+            time.sleep(sleep)
+        spin_until = time.perf_counter() + self.spin_ms * 1e-3
         problem = None
         while 0 in statuses:
             block = time.perf_counter() >= spin_until
@@ -154,6 +184,8 @@ class NativeMapping(Mapping):
             for b in buffers:
                 lib.wgpuBufferUnmap(b._internal)
             raise RuntimeError(f"reading the outputs: {problem or 'mapping a readback buffer failed'}")
+        if adaptive:
+            self.waits_s.append(time.perf_counter() - start)
 
     def view(self, buffer) -> memoryview:
         pointer = self.lib.wgpuBufferGetConstMappedRange(buffer._internal, 0, buffer.size)

@@ -144,8 +144,10 @@ class VulkanSession(Session):
     #: how long a run polls for its outputs without blocking before it blocks (ms; 0: block at
     #: once; where wgpu-py runs on wgpu-native, :mod:`.readback`). A blocking wait wakes the
     #: thread well after the GPU is done: on the H100, 2 ms of polling takes mobilenet_v2 from
-    #: 0.726 to 0.657 ms. The cost is a busy CPU core for up to that long per run. ``None``: 2 ms,
-    #: and 0 on a CPU adapter (lavapipe: polling would take a core from its "GPU").
+    #: 0.726 to 0.657 ms. The cost is a busy CPU core for up to that long per run: a run whose
+    #: last wait was longer sleeps first, until shortly before it should be done
+    #: (:func:`.readback.sleep_before_polling`). ``None``: 2 ms, and 0 on a CPU adapter (lavapipe:
+    #: polling would take a core from its "GPU").
     spin_ms: "float | None" = None
 
     def __init__(self, artifact: Artifact, adapter, profile: bool = True, shader_checks: str = "bounds"):
@@ -441,7 +443,7 @@ class VulkanSession(Session):
             self.device.queue.submit(ahead)
         if self.record_ahead and not self.profiling:
             self._ahead = self._record_run(submit=False)
-        self.mapping.map([r.buffer for r in self.readbacks if r.buffer is not None])
+        self.mapping.map([r.buffer for r in self.readbacks if r.buffer is not None], adaptive=not self.profiling)
         outputs = []
         try:
             for r in self.readbacks:  # (each unmapped as it is read)

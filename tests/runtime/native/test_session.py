@@ -179,7 +179,9 @@ def test_runs_repeat_exactly_and_timing_keeps_the_profile(native_build, target, 
         assert unprofiled.last_profile == [] and math.isnan(unprofiled.last_device_ms)
 
 
-@pytest.mark.parametrize("ahead, spin_us", [("1", "50000"), ("0", "0")], ids=["ahead-spinning", "each-run-blocking"])
+# (spinning: lavapipe runs these within 50 ms; sleeping: a 0.1 ms budget, shorter than its waits, so
+# each unprofiled wait after the first sleeps until shortly before the last one's end, then polls)
+@pytest.mark.parametrize("ahead, spin_us", [("1", "50000"), ("1", "100"), ("0", "0")], ids=["ahead-spinning", "ahead-sleeping", "each-run-blocking"])
 @pytest.mark.parametrize("target, device", BACKENDS)
 def test_runs_recorded_ahead_take_each_runs_inputs(native_build, target, device, ahead, spin_us, monkeypatch):
     # native Vulkan submits the command buffer the last unprofiled run recorded for it
