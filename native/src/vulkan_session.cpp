@@ -421,7 +421,7 @@ public:
         int steps = static_cast<int>(program_.steps.size());
         can_profile_ = profile;
         profiling_ = profile;
-        spin_us_ = number_from_env("RVK_SPIN_US", adapter.cpu ? 0 : 2000);  // (a CPU adapter's "GPU" is the host's cores)
+        spin_us_ = std::min(number_from_env("RVK_SPIN_US", adapter.cpu ? 0 : 2000), 10'000'000L);  // (a CPU adapter's "GPU" is the host's cores; at most 10 s)
         timestamps_ = profile && w_.AdapterHasFeature(adapter.adapter, WGPUFeatureName_TimestampQuery) && steps > 0 && 2 * steps <= kMaxQueries;
         request_device(adapter, adapter_limits);
         allocate_storage();
@@ -499,7 +499,7 @@ private:
     // H100, native Vulkan, vulkan/opencl wall: mobilenet_v2 1.41-1.56 with one submission, 1.38-1.43
     // every 8 steps, 1.33-1.35 every 16, 1.39-1.45 every 32; resnet18 1.11-1.16 whatever the value.
     // (The Python session submits every 32: its recording costs more host time per step.)
-    size_t submit_every_ = submit_every_from_env();
+    size_t submit_every_ = static_cast<size_t>(number_from_env("RVK_SUBMIT_EVERY", 16));
     // An unprofiled run records the next run's command buffer after submitting its own, so its
     // host recording overlaps the GPU's work instead of preceding it ($RVK_RECORD_AHEAD=0: off).
     // WebGPU command buffers are single-use, so each run records one for its successor; the
@@ -509,7 +509,8 @@ private:
     // ($RVK_SPIN_US; 0: block at once). A blocking wait wakes the thread well after the GPU is
     // done: on the H100, 2 ms of polling takes mobilenet_v2 from 0.684 to 0.610 ms and a
     // one-kernel run from 0.171 to 0.125 ms. The cost is a busy CPU core for up to that long per
-    // run: a run whose last wait was longer sleeps first, until shortly before it should be done.
+    // run: where the shortest of the recent waits was longer, a run sleeps first, until shortly
+    // before it should be done.
     // Default 2000, and 0 on a CPU adapter (polling would take a core from its "GPU").
     long spin_us_ = 0;
     static constexpr size_t kWaitsKept = 8;
@@ -539,13 +540,6 @@ private:
         return end && *end == '\0' && n >= 0 ? n : fallback;
     }
 
-    static size_t submit_every_from_env() {
-        const char* v = std::getenv("RVK_SUBMIT_EVERY");
-        if (!v || !*v) return 16;
-        char* end = nullptr;
-        long n = std::strtol(v, &end, 10);
-        return end && *end == '\0' && n >= 0 ? static_cast<size_t>(n) : 16;
-    }
 
     // Records a whole run's steps and its output copies (and its timestamps' resolution when
     // `stamped`). `submit`: each part is submitted as soon as it is recorded, in parts of
@@ -553,12 +547,14 @@ private:
     void record_run(bool stamped, bool submit) {
         WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
         WGPUComputePassEncoder pass = nullptr;
+        auto end_pass = [&] {
+            if (!pass) return;
+            w_.ComputePassEncoderEnd(pass);
+            w_.ComputePassEncoderRelease(pass);
+            pass = nullptr;
+        };
         auto finish = [&] {
-            if (pass) {
-                w_.ComputePassEncoderEnd(pass);
-                w_.ComputePassEncoderRelease(pass);
-                pass = nullptr;
-            }
+            end_pass();
             WGPUCommandBuffer part = w_.CommandEncoderFinish(encoder, nullptr);
             w_.CommandEncoderRelease(encoder);
             encoder = nullptr;
@@ -589,17 +585,9 @@ private:
             w_.ComputePassEncoderSetPipeline(pass, s.pipeline);  // WebGPU orders each dispatch's accesses after the last's
             w_.ComputePassEncoderSetBindGroup(pass, 0, s.group, 0, nullptr);
             w_.ComputePassEncoderDispatchWorkgroups(pass, s.groups[0], s.groups[1], s.groups[2]);
-            if (stamped) {
-                w_.ComputePassEncoderEnd(pass);
-                w_.ComputePassEncoderRelease(pass);
-                pass = nullptr;
-            }
+            if (stamped) end_pass();
         }
-        if (pass) {
-            w_.ComputePassEncoderEnd(pass);
-            w_.ComputePassEncoderRelease(pass);
-            pass = nullptr;
-        }
+        end_pass();  // (the copies are outside any pass)
         for (const Readback& r : readbacks_) copy_out(encoder, r);
         if (stamped) {
             uint32_t n = static_cast<uint32_t>(2 * steps_.size());
@@ -835,7 +823,7 @@ private:
         return waits_s_.empty() ? -1.0 : *std::min_element(waits_s_.begin(), waits_s_.end());
     }
 
-    // `adaptive`: an unprofiled run's wait, which may sleep first and is remembered as the last wait.
+    // `adaptive`: an unprofiled run's wait, which may sleep first and is kept among the recent waits.
     void map_all(const std::vector<std::pair<WGPUBuffer, uint64_t>>& buffers, bool adaptive) {
         auto held = std::make_shared<MapResults>(buffers.size(), std::pair<int, std::string>{0, ""});
         MapResults& results = *held;
@@ -848,15 +836,14 @@ private:
         }
         auto pending = [&] { return std::any_of(results.begin(), results.end(), [](const auto& r) { return r.first == 0; }); };
         // Poll without blocking for up to spin_us_ (the driver's blocking wait wakes the thread
-        // tens of microseconds after the GPU is done), then block; where the last wait was longer
-        // than that, sleep first until shortly before the GPU should be done.
+        // tens of microseconds after the GPU is done), then block; where the shortest recent wait
+        // was longer than that, sleep first until shortly before the GPU should be done.
         using clock = std::chrono::steady_clock;
         auto start = clock::now();
-        double spin_s = static_cast<double>(std::min(spin_us_, 10'000'000L)) * 1e-6;
-        double sleep = adaptive ? sleep_before_polling(shortest_wait(), spin_s) : 0.0;
+        double sleep = adaptive ? sleep_before_polling(shortest_wait(), static_cast<double>(spin_us_) * 1e-6) : 0.0;
         if (sleep > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
-        auto spin_end = clock::now() + std::chrono::microseconds(std::min(spin_us_, 10'000'000L));
-        while (spin_us_ > 0 && pending() && errors_.lost.empty() && std::chrono::steady_clock::now() < spin_end) {
+        auto spin_end = clock::now() + std::chrono::microseconds(spin_us_);
+        while (spin_us_ > 0 && pending() && errors_.lost.empty() && clock::now() < spin_end) {
             w_.DevicePoll(h_.device, false, nullptr);
             if (pending()) w_.InstanceProcessEvents(instance().instance);
         }

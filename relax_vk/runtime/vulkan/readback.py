@@ -113,7 +113,7 @@ class Mapping:
     """Maps readback buffers through wgpu-py: ``map(buffers)`` returns once every buffer is mapped
     for reading (the GPU done writing it), ``view(buffer)`` is its mapped bytes and ``unmap``
     ends the mapping. ``adaptive=False`` (a profiled run, slower than the runs it would predict):
-    the wait neither sleeps first nor counts as the last wait."""
+    the wait neither sleeps first nor counts among the recent waits."""
 
     def map(self, buffers: Sequence, adaptive: bool = True) -> None:
         for b in buffers:
@@ -127,8 +127,11 @@ class Mapping:
 
 
 class _Calls:
-    call: int = 0
-    statuses: List[int] = []
+    """The number of the last ``map()`` call and its buffers' statuses, shared with the callback."""
+
+    def __init__(self) -> None:
+        self.call = 0
+        self.statuses: List[int] = []
 
 
 class NativeMapping(Mapping):

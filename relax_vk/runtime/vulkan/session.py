@@ -239,6 +239,11 @@ class VulkanSession(Session):
                 data = np.frombuffer(data.tobytes() + b"\0" * (-data.nbytes % 4), dtype=np.uint8)
             self.device.queue.write_buffer(self.memory[tid], self.offsets[tid], data)
 
+    def _write_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        """Every input checked (:meth:`Session.check_inputs`) and written (queued before the next submission)."""
+        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
+            self._write(tid, array)
+
     def _read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
         stored = texel_dtype(t)
@@ -416,7 +421,6 @@ class VulkanSession(Session):
                 compute.end()
         if compute is not None and not self.profiling:
             compute.end()
-        compute = None
         for readback in self.readbacks:
             readback.copy(encoder)
         if self.profiling:
@@ -434,8 +438,7 @@ class VulkanSession(Session):
         timestamp queries) records a compute pass per step and its time in ``last_profile``; an
         unprofiled one (:meth:`time`) one compute pass per submitted command buffer, and, with
         ``record_ahead``, records the next run's command buffer while the GPU runs this one."""
-        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
-            self._write(tid, array)
+        self._write_inputs(inputs)
         ahead, self._ahead = self._ahead, None  # (an unprofiled recording: a profiled run records its own)
         if self.profiling or ahead is None:
             self.submit_steps()
@@ -468,8 +471,7 @@ class VulkanSession(Session):
         profiled. NaN where the session cannot profile (no timestamp queries)."""
         if not hasattr(self, "queries"):
             return float("nan")
-        for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
-            self._write(tid, array)
+        self._write_inputs(inputs)
         spans = []
         for _ in range(repeat):
             encoder = self.device.create_command_encoder()
