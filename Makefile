@@ -14,8 +14,8 @@ setup:
 	@# headers and the ICD loader, and the AArch64 cross compiler the phone-export tests link with
 	@# (relax-vk build --runtime tvm --host aarch64-linux-gnu) when they are missing.
 	@missing=""; \
-	$(PYTHON) -c "from relax_vk.runtime.opencl import find_device; find_device()" >/dev/null 2>&1 || missing="$$missing pocl-opencl-icd"; \
-	$(PYTHON) -c "from relax_vk.runtime.vulkan.devices import select_adapter; select_adapter()" >/dev/null 2>&1 || missing="$$missing mesa-vulkan-drivers libvulkan1"; \
+	ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || missing="$$missing pocl-opencl-icd"; \
+	{ /sbin/ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; } || missing="$$missing mesa-vulkan-drivers libvulkan1"; \
 	command -v cmake >/dev/null || missing="$$missing cmake"; \
 	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -f /usr/include/CL/cl.h ] || missing="$$missing opencl-c-headers"; \

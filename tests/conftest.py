@@ -8,20 +8,22 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def pocl():
-    """The pocl OpenCL device (a CPU with a real OpenCL compiler and images)."""
-    from relax_vk.runtime.opencl import find_device
+    """The pocl OpenCL device (a CPU with a real OpenCL compiler and images), as the native library opens it."""
+    from relax_vk.runtime import select_device
 
-    return find_device(prefer="pocl")
+    device = select_device("opencl", "pocl")
+    assert "pocl" in device.row["platform"].lower() or "portable" in device.row["platform"].lower(), device.row
+    return device
 
 
 @pytest.fixture(scope="session")
 def lavapipe():
-    """Mesa's lavapipe Vulkan adapter (a CPU Vulkan driver) through wgpu."""
-    from relax_vk.runtime import select_adapter
+    """Mesa's lavapipe Vulkan adapter (a CPU Vulkan driver), through wgpu-native."""
+    from relax_vk.runtime import select_device
 
-    adapter = select_adapter("lavapipe")
-    assert adapter.info["backend_type"] == "Vulkan"
-    return adapter
+    device = select_device("vulkan", "lavapipe")
+    assert device.type == "CPU", device.row
+    return device
 
 
 @pytest.fixture

@@ -97,3 +97,41 @@ def assert_same_numbers(original, transformed, rtol=1e-5, atol=1e-5, seed=0):
 
 def scoped(mod, target=TARGET, **kw):
     return relax_vk.scope_pipeline(target, **kw)(mod)
+
+
+def wgpu_lavapipe_adapter():
+    """wgpu-py's lavapipe adapter: the tests that dispatch one WGSL shader by hand use wgpu-py as a
+    shader harness (the runtime is the native library)."""
+    import os
+
+    import wgpu
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    for adapter in wgpu.gpu.enumerate_adapters_sync():
+        info = adapter.info
+        if str(info.get("backend_type", "")).lower() == "vulkan" and str(info.get("adapter_type", "")).lower() == "cpu":
+            return adapter
+    import pytest
+
+    pytest.skip("no lavapipe adapter through wgpu-py")
+
+
+def opencl_build_program(source: str) -> list:
+    """``clBuildProgram`` of ``source`` on pocl through pyopencl (a test harness: the runtime is the
+    native library); the kernel names the program defines. Fails with the build log."""
+    import pyopencl as cl
+
+    device = pyopencl_pocl()
+    program = cl.Program(cl.Context([device]), source)
+    try:
+        program.build()
+    except cl.RuntimeError as err:
+        raise AssertionError(f"clBuildProgram failed on {device.name}:\n{program.get_build_info(device, cl.program_build_info.LOG)}") from err
+    return sorted(k.function_name for k in program.all_kernels())
+
+
+def pyopencl_pocl():
+    """pocl's device through pyopencl (for tests that check the library against another reader)."""
+    import pyopencl as cl
+
+    return next(d for p in cl.get_platforms() if "portable" in p.name.lower() or "pocl" in p.name.lower() for d in p.get_devices())

@@ -8,7 +8,7 @@ from typing import Dict, List, Tuple
 from tvm import relax
 
 import relax_vk
-from relax_vk.runtime.opencl import build_program
+from helpers import opencl_build_program as build_program
 
 
 def build_and_compile(mod, **kw):

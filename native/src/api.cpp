@@ -191,4 +191,27 @@ const char* rvk_session_program_origin(const rvk_session* s) { return s ? s->ses
 
 void rvk_set_cache_dir(const char* folder) { rvk::set_cache_folder(folder); }
 
+rvk_status rvk_session_read_tensor(const rvk_session* s, int32_t tensor, void* data, size_t size) {
+    return guarded([&] {
+        require(s, "NULL session");
+        s->session->read_tensor(tensor, data, size);
+    });
+}
+
+rvk_status rvk_devices(const char* api, const char* spec, const char** json) {
+    static thread_local std::string rows;
+    if (json) *json = "";
+    return guarded([&] {
+        require(api && json, "NULL api or json");
+        std::string which = api;
+        if (which == "opencl")
+            rows = rvk::opencl_devices_json(spec);
+        else if (which == "vulkan")
+            rows = rvk::vulkan_devices_json(spec);
+        else
+            throw rvk::Error(RVK_ERROR_ARGUMENT, "unknown API " + rvk::py_repr(which) + ": 'opencl' or 'vulkan'");
+        *json = rows.c_str();
+    });
+}
+
 }  // extern "C"

@@ -13,6 +13,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,7 +21,7 @@
 #include "binary_cache.hpp"
 #include "session.hpp"
 #include "sha256.hpp"
-#include "texel_copies_cl.h"  // generated from relax_vk/runtime/opencl/texel_copies.cl
+#include "texel_copies_cl.h"  // generated from native/src/shaders/texel_copies.cl
 
 namespace rvk {
 
@@ -343,8 +344,11 @@ cl_device_id select_device(const char* spec_or_null) {
     throw Error(RVK_ERROR_DEVICE, "no OpenCL device " + spec + "; `relax-vk devices` lists them");
 }
 
-// session.half_images
+// Whether the context's device has RGBA half-float image arrays; $RVK_OPENCL_HALF_IMAGES=0 says it
+// has not (a driver whose half images misbehave: textures are then stored as float32)
 bool half_images(cl_context context) {
+    const char* force = std::getenv("RVK_OPENCL_HALF_IMAGES");
+    if (force && std::string(force) == "0") return false;
     cl_uint n = 0;
     if (clGetSupportedImageFormats(context, CL_MEM_READ_WRITE, CL_MEM_OBJECT_IMAGE2D_ARRAY, 0, nullptr, &n) != CL_SUCCESS) return false;
     std::vector<cl_image_format> formats(n);
@@ -487,6 +491,10 @@ protected:
             for (const Launch& l : launches_) profile.push_back({l.name, std::nan("")});
             device_ms = std::nan("");
         }  // else a timing run: keep the last profiled run's times
+    }
+
+    void read_device(int tid, void* data) override {
+        read(tid, data, profiling_ || !timing_queue_ ? queue_ : timing_queue_, true);
     }
 
 private:
@@ -787,7 +795,59 @@ private:
     }
 };
 
+// One row of opencl_devices_json (devices.list_devices' row)
+std::string device_row(const Candidate& c) {
+    cl_device_id d = c.device;
+    std::string problem = device_works(d);
+    bool images = device_info<cl_bool>(d, CL_DEVICE_IMAGE_SUPPORT) != 0;
+    int64_t w = images ? static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE2D_MAX_WIDTH)) : 1;
+    int64_t h = images ? static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE2D_MAX_HEIGHT)) : 1;
+    int64_t layers = images ? static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE_MAX_ARRAY_SIZE)) : 1;
+    int64_t alloc = static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+    int64_t memory = std::max(alloc, static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_GLOBAL_MEM_SIZE)));
+    cl_device_type type = device_info<cl_device_type>(d, CL_DEVICE_TYPE);
+    std::string type_name = type & CL_DEVICE_TYPE_GPU ? "GPU" : type & CL_DEVICE_TYPE_CPU ? "CPU" : type & CL_DEVICE_TYPE_ACCELERATOR ? "ACCELERATOR" : "DEFAULT";
+    bool half_imgs = false;
+    if (images) {
+        cl_int err;
+        cl_context context = clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err);
+        if (err == CL_SUCCESS) {
+            half_imgs = half_images(context);
+            clReleaseContext(context);
+        }
+    }
+    std::string extensions = " " + device_string(d, CL_DEVICE_EXTENSIONS) + " ";
+    bool half_arith = extensions.find(" cl_khr_fp16 ") != std::string::npos;
+    std::string name = device_string(d, CL_DEVICE_NAME), platform = strip(platform_string(platform_of(d), CL_PLATFORM_NAME));
+    auto num = [](int64_t v) { return std::to_string(v); };
+    std::string limits = "{\"image_width\": " + num(w) + ", \"image_height\": " + num(h) + ", \"image_layers\": " + num(layers) +
+                         ", \"max_buffer_bytes\": " + num(alloc) + ", \"max_alloc_bytes\": " + num(alloc) + ", \"max_workgroups\": 65535" +
+                         ", \"max_workgroup_size\": " + num(static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE))) +
+                         ", \"max_shared_bytes\": " + num(static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE))) +
+                         ", \"memory_bytes\": " + num(memory) + ", \"source\": " + json_quote("OpenCL device " + name + " (" + platform + ")") + "}";
+    std::string row = "{\"index\": " + json_quote(std::to_string(c.platform) + ":" + std::to_string(c.index)) + ", \"platform\": " + json_quote(platform) +
+                      ", \"device\": " + json_quote(name) + ", \"type\": " + json_quote(type_name) + ", \"image_support\": " + (images ? "true" : "false") +
+                      ", \"image2d_max\": " + (images ? "[" + num(w) + ", " + num(h) + "]" : "null") +
+                      ", \"image_max_array_size\": " + (images ? num(layers) : "null") + ", \"usable\": " + (problem.empty() ? "true" : "false") +
+                      ", \"problem\": " + json_quote(problem) + ", \"limits\": " + limits + ", \"fp16\": {\"half_images\": " + (half_imgs ? "true" : "false") +
+                      ", \"half_arithmetic\": " + (half_arith ? "true" : "false") + "}}";
+    return row;
+}
+
 }  // namespace
+
+std::string opencl_devices_json(const char* spec) {
+    std::vector<Candidate> all = all_devices();
+    if (spec) {
+        cl_device_id chosen = select_device(spec);
+        for (const Candidate& c : all)
+            if (c.device == chosen) return "[" + device_row(c) + "]";
+        throw Error(RVK_ERROR_DEVICE, "no OpenCL device " + std::string(spec));
+    }
+    std::string out = "[";
+    for (size_t i = 0; i < all.size(); ++i) out += (i ? ", " : "") + device_row(all[i]);
+    return out + "]";
+}
 
 std::unique_ptr<Session> open_opencl_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile) {
     cl_device_id d = select_device(device);

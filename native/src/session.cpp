@@ -1,5 +1,7 @@
 #include "session.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 
 namespace rvk {
@@ -87,6 +89,33 @@ void Session::get_output(int index, void* data, size_t size) const {
     std::copy(out.begin(), out.end(), static_cast<uint8_t*>(data));
 }
 
+void Session::read_tensor(int tid, void* data, size_t size) {
+    if (tid < 0 || tid >= static_cast<int>(program_.tensors.size()))
+        throw Error(RVK_ERROR_ARGUMENT, "tensor " + std::to_string(tid) + " out of range (the program has " + std::to_string(program_.tensors.size()) + " tensors)");
+    const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+    size_t expected = static_cast<size_t>(t.elements()) * dtype_size(t.dtype);
+    if (size != expected || (!data && size))
+        throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": " + std::to_string(size) + " bytes asked, it has " + std::to_string(expected));
+    if (size) read_device(tid, data);
+}
+
+std::string json_quote(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
 void Session::set_profiling(bool enabled) {
     if (enabled && !can_profile_) throw Error(RVK_ERROR_ARGUMENT, "the session was created without RVK_SESSION_PROFILE");
     profiling_ = enabled;
@@ -105,6 +134,9 @@ std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, 
 #ifndef RVK_VULKAN
 std::unique_ptr<Session> open_vulkan_session(std::shared_ptr<const Artifact>, const char*, bool, int) {
     throw Error(RVK_ERROR_UNSUPPORTED, "the artifact targets vulkan; this build of the native runtime has no Vulkan backend (configure it with wgpu-native's headers: -DRVK_WGPU_INCLUDE_DIR=)");
+}
+std::string vulkan_devices_json(const char*) {
+    throw Error(RVK_ERROR_UNSUPPORTED, "this build of the native runtime has no Vulkan backend (configure it with wgpu-native's headers: -DRVK_WGPU_INCLUDE_DIR=)");
 }
 #endif
 

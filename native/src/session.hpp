@@ -38,6 +38,10 @@ public:
     void run();
     void get_output(int index, void* data, size_t size) const;
     void set_profiling(bool enabled);
+    // Tensor `tid` of the program as the device holds it now, in its device dtype (half texels read
+    // back as the tensor's dtype): `size` must be its exact byte size. After a run an intermediate
+    // holds its value only in an artifact built without storage reuse (`relax-vk bisect`).
+    void read_tensor(int tid, void* data, size_t size);
 
     std::vector<ProfileEntry> profile;
     double device_ms = std::nan("");
@@ -53,6 +57,9 @@ protected:
     // every output into `outputs` (device-dtype bytes, sized by the caller); fills the profile when
     // profiling.
     virtual void execute(const std::vector<std::vector<uint8_t>>& inputs, std::vector<std::vector<uint8_t>>& outputs) = 0;
+    // Copies tensor `tid` into `data` (its dtype's bytes, the size checked by read_tensor), after
+    // every step submitted so far.
+    virtual void read_device(int tid, void* data) = 0;
 
     std::shared_ptr<const Artifact> artifact_;
     Program program_;  // what is allocated (half texels may have become float texels)
@@ -67,6 +74,17 @@ private:
 // A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:
 // NULL, "lavapipe", "cpu", "gpu", an adapter index) with the RVK_SESSION_* `flags`. Throws Error.
 std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags);
+
+// The devices a session can open, as a JSON array of rows (`relax-vk devices`): index (the spec
+// that names it), platform, device, type, image_support, image2d_max, image_max_array_size, usable,
+// problem, limits (relax_vk.core.limits.DeviceLimits' fields) and fp16 {half_images, half_arithmetic}.
+// `spec` NULL: every device of the API; else the one row of the device the spec selects (as a
+// session would), or Error(RVK_ERROR_DEVICE / RVK_ERROR_ARGUMENT).
+std::string opencl_devices_json(const char* spec);
+std::string vulkan_devices_json(const char* spec);
+
+// A JSON string literal of `s` (quotes and escapes).
+std::string json_quote(const std::string& s);
 
 std::unique_ptr<Session> open_opencl_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile);
 // `shader_checks`: 0 (wgpu's bounds checks), RVK_SESSION_SHADER_CHECKS_LOOPS or _NONE. Without wgpu

@@ -1,7 +1,7 @@
 // The Vulkan backend: relax_vk/runtime/vulkan/{devices,session,copies,shader_modules}.py through
 // wgpu-native's C API (webgpu.h + wgpu.h, opened at run time by wgpu_loader.cpp): the same wgpu-native
 // library wgpu-py wraps, the same WGSL kernels, the same copy shaders (the fragments of
-// relax_vk/runtime/vulkan/copies.wgsl, embedded at build time).
+// native/src/shaders/copies.wgsl, embedded at build time).
 //
 // Adapters by the Python runtime's names and rules (devices.select_adapter: NULL, "lavapipe"/"cpu",
 // "gpu", an index of the Vulkan adapters). A session checks the program against the adapter's limits
@@ -27,7 +27,7 @@
 #include <thread>
 #include <cctype>
 
-#include "copies_wgsl.h"  // generated from relax_vk/runtime/vulkan/copies.wgsl
+#include "copies_wgsl.h"  // generated from native/src/shaders/copies.wgsl
 #include "session.hpp"
 #include "wgpu_loader.hpp"
 
@@ -54,6 +54,7 @@ struct Adapter {
     WGPUAdapter adapter;
     std::string device, type;  // info.device, wgpu-py's adapter_type name
     bool cpu;
+    std::string description;  // info.description (the driver)
 };
 
 std::string adapter_type_name(WGPUAdapterType t) {
@@ -97,7 +98,7 @@ const Instance& instance() {
         WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
         if (w.AdapterGetInfo(a, &info) != WGPUStatus_Success) continue;
         if (info.backendType == WGPUBackendType_Vulkan)
-            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU});
+            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU, text(info.description)});
         else
             w.AdapterRelease(a);
         w.AdapterInfoFreeMembers(info);
@@ -465,6 +466,34 @@ protected:
         }
     }
 
+    // A mappable copy of the tensor, made, read and released at once (a tool's read: bisect)
+    void read_device(int tid, void* data) override {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        Readback r = readback_of(tid);
+        WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+        desc.size = r.size;
+        desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+        r.buffer = w_.DeviceCreateBuffer(h_.device, &desc);
+        check_errors("allocating the readback of " + t.name);
+        if (!r.buffer) throw Error(RVK_ERROR_RUNTIME, "allocating the readback of " + t.name + " failed");
+        struct Release {
+            const Wgpu& w;
+            WGPUBuffer b;
+            ~Release() { w.BufferRelease(b); }
+        } release{w_, r.buffer};
+        WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
+        copy_out(encoder, r);
+        WGPUCommandBuffer commands = w_.CommandEncoderFinish(encoder, nullptr);
+        w_.CommandEncoderRelease(encoder);
+        w_.QueueSubmit(h_.queue, 1, &commands);
+        w_.CommandBufferRelease(commands);
+        check_errors("reading " + t.name);
+        map_all({{r.buffer, r.size}}, false);
+        std::vector<uint8_t> out;
+        read_mapped(r, out);
+        std::memcpy(data, out.data(), out.size());
+    }
+
 private:
     struct Memory {
         WGPUBuffer buffer = nullptr;
@@ -754,24 +783,27 @@ private:
     }
 
     // an output's mappable buffer (readback_.buffer NULL for a tensor of no elements)
+    // the rows and size of tensor `tid`'s mappable copy (no buffer yet)
+    Readback readback_of(int tid) const {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        Readback r;
+        r.tid = tid;
+        if (t.is_image) {
+            r.row = static_cast<uint32_t>(4 * dtype_size(dtype_from_name(t.texel_dtype())) * static_cast<size_t>(t.image[0]));
+            r.padded_row = (r.row + 255) / 256 * 256;  // WebGPU's bytesPerRow alignment
+            r.rows = static_cast<uint32_t>(t.image[1] * t.image[2]);
+            r.size = static_cast<uint64_t>(r.padded_row) * r.rows;
+        } else {
+            r.size = static_cast<uint64_t>(words(t.bytes));
+        }
+        return r;
+    }
+
     void prepare_readback() {
         for (int tid : program_.outputs) {
             const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-            Readback r;
-            r.tid = tid;
-            if (t.bytes) {
-                uint64_t size;
-                if (t.is_image) {
-                    r.row = static_cast<uint32_t>(4 * dtype_size(dtype_from_name(t.texel_dtype())) * static_cast<size_t>(t.image[0]));
-                    r.padded_row = (r.row + 255) / 256 * 256;  // WebGPU's bytesPerRow alignment
-                    r.rows = static_cast<uint32_t>(t.image[1] * t.image[2]);
-                    size = static_cast<uint64_t>(r.padded_row) * r.rows;
-                } else {
-                    size = static_cast<uint64_t>(words(t.bytes));
-                }
-                r.size = size;
-                r.buffer = buffer(size, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "the readback of " + t.name);
-            }
+            Readback r = readback_of(tid);
+            if (t.bytes) r.buffer = buffer(r.size, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "the readback of " + t.name);
             readbacks_.push_back(r);
         }
         if (timestamps_) {
@@ -1101,7 +1133,45 @@ private:
     }
 };
 
+// One row of vulkan_devices_json (devices.list_adapters' row, in the OpenCL rows' shape)
+std::string adapter_row(const Adapter& a, size_t index) {
+    const Wgpu& w = wgpu();
+    WGPULimits l = WGPU_LIMITS_INIT;
+    if (w.AdapterGetLimits(a.adapter, &l) != WGPUStatus_Success) throw Error(RVK_ERROR_DEVICE, "wgpu cannot read the limits of " + describe(a));
+    auto num = [](uint64_t v) { return std::to_string(v); };
+    uint64_t binding = l.maxStorageBufferBindingSize, alloc = std::max<uint64_t>(l.maxBufferSize, binding);
+    uint64_t memory = std::max<uint64_t>(alloc, 4ull << 30);  // (wgpu reports no memory size: DeviceLimits' default)
+    std::string name = a.device;
+    size_t first = name.find_first_not_of(" \t\n\r"), last = name.find_last_not_of(" \t\n\r");
+    name = first == std::string::npos ? "" : name.substr(first, last - first + 1);
+    std::string limits = "{\"image_width\": " + num(l.maxTextureDimension2D) + ", \"image_height\": " + num(l.maxTextureDimension2D) +
+                         ", \"image_layers\": " + num(l.maxTextureArrayLayers) + ", \"max_buffer_bytes\": " + num(binding) +
+                         ", \"max_alloc_bytes\": " + num(alloc) + ", \"max_workgroups\": " + num(l.maxComputeWorkgroupsPerDimension) +
+                         ", \"max_workgroup_size\": " + num(l.maxComputeInvocationsPerWorkgroup) +
+                         ", \"max_shared_bytes\": " + num(l.maxComputeWorkgroupStorageSize) + ", \"memory_bytes\": " + num(memory) +
+                         ", \"source\": " + json_quote("Vulkan adapter " + a.device + " (wgpu limits)") + "}";
+    // every Vulkan adapter wgpu exposes has what relax_vk needs (core WebGPU: rgba32float storage
+    // textures, 2D arrays, rgba16float storage); a plan's sizes are checked against its limits at load
+    return "{\"index\": " + json_quote(std::to_string(index)) + ", \"platform\": " + json_quote("Vulkan (" + a.description + ")") +
+           ", \"device\": " + json_quote(name) + ", \"type\": " + json_quote(a.type) + ", \"image_support\": true, \"image2d_max\": [" +
+           num(l.maxTextureDimension2D) + ", " + num(l.maxTextureDimension2D) + "], \"image_max_array_size\": " + num(l.maxTextureArrayLayers) +
+           ", \"usable\": true, \"problem\": \"\", \"timestamp_query\": " + (w.AdapterHasFeature(a.adapter, WGPUFeatureName_TimestampQuery) ? "true" : "false") +
+           ", \"limits\": " + limits + ", \"fp16\": {\"half_images\": true, \"half_arithmetic\": " +
+           (w.AdapterHasFeature(a.adapter, WGPUFeatureName_ShaderF16) ? "true" : "false") + "}}";
+}
+
 }  // namespace
+
+std::string vulkan_devices_json(const char* spec) {
+    const std::vector<Adapter>& adapters = instance().adapters;
+    if (spec) {
+        const Adapter& chosen = select_adapter(spec);
+        return "[" + adapter_row(chosen, static_cast<size_t>(&chosen - adapters.data())) + "]";
+    }
+    std::string out = "[";
+    for (size_t i = 0; i < adapters.size(); ++i) out += (i ? ", " : "") + adapter_row(adapters[i], i);
+    return out + "]";
+}
 
 std::unique_ptr<Session> open_vulkan_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile, int shader_checks) {
     const Adapter& adapter = select_adapter(device);

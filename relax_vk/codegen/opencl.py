@@ -3,11 +3,18 @@ compiled executable."""
 
 from __future__ import annotations
 
-from typing import Optional
-
-from ..runtime.opencl.compiler import kernel_names
+import re
+from typing import List, Optional
 
 __all__ = ["kernel_names", "opencl_source"]
+
+_KERNEL_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+def kernel_names(source: str) -> List[str]:
+    """Names of the ``__kernel`` functions in ``source`` (each once, in order of appearance;
+    TVM's OpenCL codegen declares every kernel before defining it)."""
+    return list(dict.fromkeys(_KERNEL_RE.findall(source)))
 
 
 def _opencl_module(module) -> Optional[object]:

@@ -162,46 +162,14 @@ def preset(name: str) -> DeviceLimits:
 
 
 def device_name(device) -> str:
-    """The name of a pyopencl device or a wgpu adapter (what tuning databases are keyed by)."""
-    info = getattr(device, "info", None)
-    if isinstance(info, dict) or hasattr(info, "get"):
-        return str(info.get("device", "")).strip()
+    """The name of a local device (a :class:`relax_vk.runtime.Device`: what tuning databases are keyed by)."""
     return str(device.name).strip()
 
 
-def from_opencl_device(device) -> DeviceLimits:
-    """The limits of a pyopencl device (images, allocation, work-group size, local memory)."""
-    alloc = int(device.max_mem_alloc_size)
-    memory = max(int(device.global_mem_size), alloc)
-    images = bool(device.image_support)
-    return DeviceLimits(
-        image_width=int(device.image2d_max_width) if images else 1,
-        image_height=int(device.image2d_max_height) if images else 1,
-        image_layers=int(device.image_max_array_size) if images else 1,
-        max_buffer_bytes=alloc,
-        max_alloc_bytes=alloc,
-        max_workgroups=DEFAULT.max_workgroups,  # OpenCL has no per-dimension group limit: stay portable
-        max_workgroup_size=int(device.max_work_group_size),
-        max_shared_bytes=int(device.local_mem_size),
-        memory_bytes=memory,
-        source=f"OpenCL device {device.name.strip()} ({device.platform.name.strip()})",
-    )
-
-
-def from_wgpu_adapter(adapter) -> DeviceLimits:
-    """The limits of a wgpu (Vulkan) adapter."""
-    lim = adapter.limits
-    buffer = int(lim["max-storage-buffer-binding-size"])
-    alloc = max(int(lim["max-buffer-size"]), buffer)
-    return DeviceLimits(
-        image_width=int(lim["max-texture-dimension-2d"]),
-        image_height=int(lim["max-texture-dimension-2d"]),
-        image_layers=int(lim["max-texture-array-layers"]),
-        max_buffer_bytes=buffer,
-        max_alloc_bytes=alloc,
-        max_workgroups=int(lim["max-compute-workgroups-per-dimension"]),
-        max_workgroup_size=int(lim["max-compute-invocations-per-workgroup"]),
-        max_shared_bytes=int(lim["max-compute-workgroup-storage-size"]),
-        memory_bytes=max(alloc, DEFAULT.memory_bytes),
-        source=f"Vulkan adapter {adapter.info.get('device', '?')} (wgpu limits)",
-    )
+def of_device(device) -> DeviceLimits:
+    """The limits of a local device (a :class:`relax_vk.runtime.Device`, whose limits the native
+    library read from the OpenCL device or the Vulkan adapter)."""
+    limits = getattr(device, "limits", None)
+    if not isinstance(limits, DeviceLimits):
+        raise TypeError(f"not a device with limits (relax_vk.runtime.select_device): {type(device).__name__}")
+    return limits

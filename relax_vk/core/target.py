@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import tvm
 
-from .limits import DEFAULT, VULKAN_DEFAULT, DeviceLimits, from_opencl_device, from_wgpu_adapter, preset
+from .limits import DEFAULT, VULKAN_DEFAULT, DeviceLimits, of_device, preset
 from .limits import device_name as name_of
 from .scope import TextureLimits
 
@@ -70,10 +70,10 @@ def opencl(
     api: Optional[str] = None,
 ) -> tvm.target.Target:
     """An OpenCL target (``device`` selects TVM's adreno schedules by default) with the limits of
-    ``opencl_device`` (a pyopencl device), else ``limits`` (a :class:`DeviceLimits` or preset
+    ``opencl_device`` (a :class:`relax_vk.runtime.Device`), else ``limits`` (a :class:`DeviceLimits` or preset
     name), else the defaults, overridden by the keyword limits given. ``device_name`` (or the
     ``opencl_device``'s name) selects the tuning database the schedules consult."""
-    base = from_opencl_device(opencl_device) if opencl_device is not None else limits
+    base = of_device(opencl_device) if opencl_device is not None else limits
     if opencl_device is not None and device_name is None:
         device_name = name_of(opencl_device) or None
     lim = _resolve_limits(base, spatial_limit, depth_limit, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,
@@ -91,9 +91,9 @@ def opencl(
 
 
 def adapter_limits(adapter) -> TextureLimits:
-    """The texture limits of a wgpu adapter (``relax_vk.runtime.select_adapter``): its max 2D
-    texture dimension and max texture array layers."""
-    return from_wgpu_adapter(adapter).textures
+    """The texture limits of a Vulkan adapter (``relax_vk.runtime.select_device("vulkan", ...)``): its
+    max 2D texture dimension and max texture array layers."""
+    return of_device(adapter).textures
 
 
 def vulkan(
@@ -108,12 +108,12 @@ def vulkan(
     max_workgroups: Optional[int] = None,
     memory_bytes: Optional[int] = None,
 ) -> tvm.target.Target:
-    """A Vulkan target with the limits of ``adapter`` (a wgpu adapter), else ``limits`` (a
+    """A Vulkan target with the limits of ``adapter`` (a Vulkan :class:`relax_vk.runtime.Device`), else ``limits`` (a
     :class:`DeviceLimits` or preset name), else the defaults (:data:`~relax_vk.core.limits.VULKAN_DEFAULT`:
     Vulkan's guaranteed 128 MiB storage binding), overridden by the keyword limits
     given. TVM's vulkan target kind has no texture-limit attributes, so every limit travels as a
     target key (module docstring). ``device_name`` (or the adapter's) selects the tuning database."""
-    base = from_wgpu_adapter(adapter) if adapter is not None else limits
+    base = of_device(adapter) if adapter is not None else limits
     if adapter is not None and device_name is None:
         device_name = name_of(adapter) or None
     lim = _resolve_limits(base, spatial_limit, depth_limit, VULKAN_DEFAULT, max_buffer_bytes=max_buffer_bytes, max_alloc_bytes=max_alloc_bytes,

@@ -1,6 +1,6 @@
 """The device half of ``relax-vk tune``: time a bundle of candidate kernels, check each one first.
 
-Needs numpy and pyopencl or wgpu only (no TVM), so it runs on the machine that has the GPU. A
+Needs numpy and the native library only (no TVM), so it runs on the machine that has the GPU. A
 bundle (written by :func:`relax_vk.tools.tune.write_bundle`) is a folder::
 
     tune.json     {"format": "relax_vk.tune-bundle", "version": 1, "cases": [
@@ -105,7 +105,7 @@ def measure_case(case: dict, artifact, device, repeat: int = 20, tolerance: floa
     """Check and time one case's candidates on ``device``; returns its result record."""
     if load is None:
         from . import load
-    session = load(artifact, device=device)
+    session = load(artifact, device=device, profile=True)
     convs = _conv_steps(session.program)
     outputs_count = len(session.program["outputs"])
     if len(convs) != outputs_count:
@@ -174,7 +174,7 @@ def measure_bundle(bundle: str, devices: Dict[str, object], repeat: int = 20, to
                    log: Callable[[str], None] = print, resume: Optional[dict] = None, budget_s: Optional[float] = None,
                    checkpoint: Optional[Callable[[dict], None]] = None) -> dict:  # fmt: skip
     """Measure every case of ``bundle`` whose API has a device in ``devices`` (``{"opencl": a
-    pyopencl device, "vulkan": a wgpu adapter}``); returns the results document.
+    Device, "vulkan": a Device}`` of :func:`relax_vk.runtime.select_device`); returns the results document.
 
     A measurement can be split over several calls (a GPU lent for minutes at a time): ``resume``
     is the document an earlier call returned for the same bundle (its cases are kept, not measured

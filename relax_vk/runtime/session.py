@@ -1,98 +1,161 @@
-"""What every runtime session shares: input checking and wall-clock timing."""
+"""A model loaded on one device: the binding of the native library's ``rvk_session``.
+
+:class:`Session` moves numpy arrays across the C ABI and nothing else: the library validates the
+artifact, opens the device, places the storage, builds the kernels, checks and converts inputs and
+outputs, runs and profiles.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import math
+import os
 import time
-from typing import Dict, List, Sequence
+import warnings
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..core.errors import LimitError
+from ..serialization.artifact import Artifact
+from .devices import Device
+from .library import TensorInfo, check, library
+
+PROFILE = 1  # RVK_SESSION_PROFILE
+SHADER_CHECKS = {"bounds": 0, "loops": 2, "none": 4}  # RVK_SESSION_SHADER_CHECKS_*
 
 
-class DeviceLimitError(LimitError):
-    """The device cannot hold or run the program (names the tensor or kernel and the limit)."""
+@dataclass(frozen=True)
+class BuildInfo:
+    """How the session's OpenCL program was made (``rvk_session_program_origin``): ``"binary"``
+    (the program-binary cache's, verified), ``"source"`` (built, binary stored) or ``"source (cache off)"``."""
+
+    origin: str
 
 
-def texture_limit_problems(image, max_w: int, max_h: int, max_layers: int, what: str = "image2d") -> List[str]:
-    """Why an image of extents ``(W, H, L)`` does not fit (empty when it does)."""
-    w, h, layers = image
-    problems = []
-    if w > max_w:
-        problems.append(f"width {w} > {what} max width {max_w}")
-    if h > max_h:
-        problems.append(f"height {h} > {what} max height {max_h}")
-    if layers > max_layers:
-        problems.append(f"{layers} layers > max array layers {max_layers}")
-    return problems
-
-
-def half_arithmetic_problem(program: dict, has_half: bool, device: str, feature: str) -> None:
-    """Raise :class:`DeviceLimitError` when a kernel of ``program`` computes in float16
-    (``ScopeOptions(arithmetic="fp16")``) and the device lacks half arithmetic (``feature``)."""
-    half = [k["name"] for k in program["kernels"] if k.get("arithmetic") == "float16"]
-    if half and not has_half:
-        raise DeviceLimitError(
-            f"kernel {half[0]} computes in float16 (half arithmetic) and {device} lacks {feature}: rebuild it with "
-            "ScopeOptions(arithmetic='fp32') (precision='fp16' still stores half texels)"
-        )
+def _info(fn, handle, index: int, target: str) -> dict:
+    info = TensorInfo()
+    check(fn(handle, index, ctypes.byref(info)), target)
+    return {"name": info.name.decode(), "dtype": info.dtype.decode(), "device_dtype": info.device_dtype.decode(),
+            "shape": [int(v) for v in info.shape[: info.rank]]}  # fmt: skip
 
 
 class Session:
-    """Base of :class:`~relax_vk.runtime.OpenCLSession` and :class:`~relax_vk.runtime.VulkanSession`:
-    ``run(inputs) -> outputs`` (numpy in, numpy out), ``last_profile`` (per-step milliseconds) and
-    ``last_device_ms`` (the device time of that same run, first step's start to last step's end;
-    the per-step times never add up to more) and ``device_bytes`` (the device memory its tensors'
-    allocations take: shared allocations counted once)."""
+    """A program loaded by the native library on one device.
 
-    program: dict
-    tensors: List[dict]
-    device_name: str
-    last_profile: List[dict]
-    last_device_ms: float = float("nan")
-    device_bytes: int = 0
-    profiling: bool = False  # whether run() records per-step times (time() turns it off)
+    ``run(inputs) -> outputs`` (numpy in, numpy out, in the model's dtypes); ``time(inputs)``
+    (unprofiled wall-clock latency); with ``profile=True``, ``last_profile`` (per-step
+    milliseconds of the last profiled run, ``{"name", "ms"}``) and ``last_device_ms`` (that run's
+    device span: the steps' times never add up to more); ``device_bytes`` (the device memory the
+    tensors' allocations take, shared allocations counted once); ``device_name``; ``build_info``
+    (OpenCL: where the program came from; None on Vulkan); ``program`` and ``tensors`` (the
+    artifact's program description, for tools)."""
 
-    def check_inputs(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """The inputs as the device holds them: shapes and dtypes checked (an input whose dtype the
-        API cannot hold, ``host_dtype``, is converted to the device dtype here)."""
-        ids = self.program["inputs"]
-        if len(inputs) != len(ids):
-            raise ValueError(f"the model takes {len(ids)} inputs, got {len(inputs)}")
-        out = []
-        for tid, array in zip(ids, inputs):
-            t = self.tensors[tid]
-            array = np.asarray(array)
-            if list(array.shape) != t["shape"]:
-                raise ValueError(f"input {t['name']}: shape {list(array.shape)}, expected {t['shape']}")
-            host = t.get("host_dtype", t["dtype"])
-            if str(array.dtype) not in (host, t["dtype"]):
-                raise ValueError(f"input {t['name']}: dtype {array.dtype}, expected {host}")
-            if str(array.dtype) != t["dtype"]:
-                converted = array.astype(t["dtype"])
-                if np.issubdtype(array.dtype, np.integer) and not np.array_equal(converted, array):
-                    raise ValueError(f"input {t['name']}: {host} values outside the {t['dtype']} range the device holds them in")
-                array = converted
-            out.append(array)
-        return out
+    def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device: "str | Device | None" = None, profile: bool = False,
+                 shader_checks: Optional[str] = None):  # fmt: skip
+        """``artifact``: a path, the file's bytes or an :class:`Artifact`; ``device``: a spec
+        (:mod:`relax_vk.runtime.devices`) or a :class:`~relax_vk.runtime.devices.Device`;
+        ``profile``: record per-step device times on every run (a profiling queue or timestamp
+        queries: slower runs); ``shader_checks`` (Vulkan): wgpu's runtime checks in the shaders,
+        ``"bounds"`` (None, the default), ``"loops"`` or ``"none"``."""
+        self._lib, self._handle = lib, _ = library(), None
+        if shader_checks is not None and shader_checks not in SHADER_CHECKS:
+            raise ValueError(f"shader checks must be one of {', '.join(SHADER_CHECKS)}, not {shader_checks!r}")
+        if isinstance(device, Device):
+            device = device.index
+        elif device is not None and not isinstance(device, str):
+            raise TypeError(f"a device is a spec string ('pocl', 'lavapipe', 'gpu', 'P:D', an index) or a Device, not {type(device).__name__}")
+        flags = (PROFILE if profile else 0) | SHADER_CHECKS[shader_checks or "bounds"]
+        data = artifact.to_bytes() if isinstance(artifact, Artifact) else artifact
+        handle = ctypes.c_void_p()
+        if isinstance(data, bytes):
+            check(lib.rvk_artifact_open_memory(data, len(data), b"artifact", ctypes.byref(handle)))
+        else:
+            check(lib.rvk_artifact_open_file(os.fsencode(data), ctypes.byref(handle)))
+        self.target = target = lib.rvk_artifact_target(handle).decode()
+        session = ctypes.c_void_p()
+        try:
+            check(lib.rvk_session_create(handle, device.encode() if device else None, flags, ctypes.byref(session)), target)
+        finally:
+            lib.rvk_artifact_destroy(handle)  # the session keeps what it needs
+        self._handle = session
+        self.inputs = [_info(lib.rvk_session_input_info, session, i, target) for i in range(lib.rvk_session_input_count(session))]
+        self.outputs = [_info(lib.rvk_session_output_info, session, i, target) for i in range(lib.rvk_session_output_count(session))]
+        self.device_name = lib.rvk_session_device_name(session).decode()
+        self.device_bytes = int(lib.rvk_session_device_bytes(session))
+        origin = lib.rvk_session_program_origin(session).decode()
+        self.build_info = BuildInfo(origin) if origin and target == "opencl" else None
+        self._artifact = artifact
+        self._program: Optional[dict] = None
+        self._can_profile = self._profiling = bool(profile)
+        self.last_profile: List[dict] = []
+        self.last_device_ms = math.nan
+        text = lib.rvk_session_warnings(session).decode()
+        if text:
+            warnings.warn(text, stacklevel=3)
 
-    def to_host(self, tid: int, array: np.ndarray) -> np.ndarray:
-        """An output as the model declares it (converted back from its device dtype)."""
-        host = self.tensors[tid].get("host_dtype")
-        return array.astype(host) if host else array
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._lib.rvk_session_destroy(handle)
+            self._handle = None
 
-    def read_tensor(self, tid: int) -> np.ndarray:
-        """Tensor ``tid`` as the device holds it now (its device layout and dtype; half texels
-        read back as the tensor's dtype). After a run, an intermediate holds its value only in an
-        artifact built without storage reuse (``relax-vk bisect`` reads them so)."""
-        return self._read(tid)
+    @property
+    def program(self) -> dict:
+        """The artifact's program description (read from the artifact on first use; the library has validated the same bytes)."""
+        if self._program is None:
+            a = self._artifact
+            self._program = a.program if isinstance(a, Artifact) else Artifact.from_bytes(a, what="artifact").program if isinstance(a, bytes) \
+                else Artifact.read_program(os.fspath(a))  # fmt: skip
+        return self._program
 
-    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @property
+    def tensors(self) -> List[dict]:
+        return self.program["tensors"]
+
+    @property
+    def profiling(self) -> bool:
+        """Whether runs record per-step times (only a session loaded with ``profile=True`` can)."""
+        return self._profiling
+
+    @profiling.setter
+    def profiling(self, enabled: bool) -> None:
+        if self._can_profile:
+            check(self._lib.rvk_session_set_profiling(self._handle, int(bool(enabled))), self.target)
+            self._profiling = bool(enabled)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run once: numpy in (checked and converted by the library), numpy out."""
+        lib, handle, target = self._lib, self._handle, self.target
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for i, array in enumerate(inputs):
+            array = np.ascontiguousarray(array)
+            shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+            check(lib.rvk_session_set_input(handle, i, array.ctypes.data, array.nbytes, str(array.dtype).encode(), shape, array.ndim), target)
+        check(lib.rvk_session_run(handle), target)
+        outputs = []
+        for i, info in enumerate(self.outputs):
+            out = np.empty(info["shape"], dtype=info["dtype"])
+            check(lib.rvk_session_get_output(handle, i, out.ctypes.data, out.nbytes), target)
+            outputs.append(out)
+        if self._profiling:
+            self._read_profile()
+        return outputs
+
+    def _read_profile(self) -> None:
+        lib, handle = self._lib, self._handle
+        name, ms = ctypes.c_char_p(), ctypes.c_double()
+        profile = []
+        for i in range(lib.rvk_session_profile_count(handle)):
+            check(lib.rvk_session_profile_entry(handle, i, ctypes.byref(name), ctypes.byref(ms)), self.target)
+            profile.append({"name": name.value.decode(), "ms": float(ms.value)})
+        self.last_profile = profile
+        self.last_device_ms = float(lib.rvk_session_device_ms(handle)) if profile else math.nan
 
     def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
-        """Wall-clock latency of ``run`` over ``repeat`` runs (after one warm-up run), unprofiled:
-        the runs record no per-step times and keep the last profiled run's."""
+        """Wall-clock milliseconds of ``run`` over ``repeat`` unprofiled runs after one warm-up run
+        (``median``, ``min``, ``max``); the last profiled run's times stay as they were."""
         profiling, self.profiling = self.profiling, False
         try:
             self.run(inputs)
@@ -105,23 +168,11 @@ class Session:
             self.profiling = profiling
         return {"median": float(np.median(times)), "min": float(np.min(times)), "max": float(np.max(times))}
 
-
-def step_times(names: Sequence[str], begins: Sequence[int], ends: Sequence[int]) -> "tuple[List[dict], float]":
-    """Per-step milliseconds and the run's device span from nanosecond timestamps.
-
-    A step's time is what it added to the device timeline: from its start, or from the previous
-    step's end if that came later (a driver may stamp a step's start before the previous step has
-    drained), to its end. The times therefore tile the span and never sum to more than it, which
-    raw ``end - begin`` pairs do not guarantee (NVIDIA's Vulkan driver stamps a pass's beginning
-    at the top of the pipe, so consecutive pairs overlap). Each step also says where it started
-    (``start_ms``, from the first step's start): what lies between one step's end and the next
-    one's start is device idle time, part of the span and of no step."""
-    profile, last_end = [], None
-    for name, b, e in zip(names, begins, ends):
-        start = b if last_end is None else max(int(b), last_end)
-        e = max(int(e), start)
-        # (start_ms: from the run's first step; a gap before it is device idle time)
-        profile.append({"name": name, "ms": (e - start) * 1e-6, "start_ms": (start - int(begins[0])) * 1e-6})
-        last_end = e
-    span = (last_end - int(begins[0])) * 1e-6 if profile else 0.0
-    return profile, span
+    def read_tensor(self, tid: int) -> np.ndarray:
+        """Tensor ``tid`` of the program as the device holds it now: its device layout and dtype
+        (half texels read back as the tensor's dtype). After a run an intermediate holds its value
+        only in an artifact built without storage reuse (``relax-vk bisect`` reads them so)."""
+        t = self.tensors[tid]
+        out = np.empty(t["shape"], dtype=t["dtype"])
+        check(self._lib.rvk_session_read_tensor(self._handle, tid, out.ctypes.data, out.nbytes), self.target)
+        return out

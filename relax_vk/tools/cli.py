@@ -6,13 +6,13 @@
 * ``relax-vk build MODEL [--target opencl|vulkan] -o DIR``: compile; writes ``kernels.cl`` (OpenCL)
   or ``kernels.wgsl`` (Vulkan), ``plan.json`` (the ``plan --json`` contract), ``module.py`` (the
   final Relax module as TVMScript) and ``model.rvk``; ``-o FILE.rvk`` writes just the artifact;
-* ``relax-vk run MODEL_OR_RVK [--backend opencl|vulkan] [--device D] [--check] [--repeat N] [--json]``:
-  run on OpenCL (pyopencl) or Vulkan (wgpu); an ``.rvk`` file runs on the backend it was built for;
+* ``relax-vk run MODEL_OR_RVK [--backend opencl|vulkan] [--device D] [--check] [--repeat N] [--profile] [--json]``:
+  run on OpenCL or Vulkan (the native library); an ``.rvk`` file runs on the backend it was built for;
 * ``relax-vk profile MODEL_OR_RVK --device D [--json] [--plot FILE.png] [--repeat N]``: time per op
   of the user's model (:mod:`relax_vk.tools.profile`); ``relax-vk bisect MODEL --device D [--json]``:
   the first op whose output on the device differs from TVM llvm (:mod:`relax_vk.tools.bisect`;
   exit 1 when one does);
-* ``relax-vk devices``: the OpenCL devices pyopencl sees and the Vulkan adapters wgpu sees;
+* ``relax-vk devices``: the OpenCL devices and Vulkan adapters the native library sees;
 * ``relax-vk demo``: the README's main job on the built-in default model;
 * ``relax-vk models``: the built-in example models;
 * ``relax-vk tune MODEL... (--device D | --bundle DIR)``, ``relax-vk tune --measure DIR -o R.json``,
@@ -23,12 +23,13 @@ MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file 
 (``torch.export.save``). ``--json`` outputs are stable contracts:
 ``plan`` as in :mod:`relax_vk.tools.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}],
-"device_ms"}``: the kernels (and copies) of a profiled run after the timed runs, whose times tile
-that run's device span ``device_ms``.
+"device_ms"}``: ``latency_ms`` of unprofiled runs; with ``--profile``, the kernels (and copies) of a
+profiled run after the timed runs, whose times tile that run's device span ``device_ms`` (without
+it ``kernels`` is empty and ``device_ms`` null).
 ``devices`` prints a list of ``{"api", "index", "platform", "device", "type", "image_support",
 "image2d_max", "image_max_array_size", "usable", "problem", "limits"}`` (``limits``: the
 :class:`~relax_vk.core.limits.DeviceLimits` fields). ``run`` and ``devices`` on ``.rvk``
-files need only numpy and pyopencl or wgpu (no TVM).
+files need only numpy and the native library (no TVM).
 
 Device limits (:class:`relax_vk.core.limits.DeviceLimits`): ``--device D`` plans for that local
 device's limits (and ``run`` runs on it; ``run`` without ``--device`` plans for the device it
@@ -110,21 +111,10 @@ def _select_device(args, default: bool = False) -> None:
     spec = getattr(args, "device", None)
     if spec is None and not default:
         return
-    from ..core.limits import from_opencl_device, from_wgpu_adapter
+    from ..runtime import select_device
 
-    args.run_device = _local_device(args.target, spec)
-    args.device_limits = (from_wgpu_adapter if args.target == "vulkan" else from_opencl_device)(args.run_device)
-
-
-def _local_device(api: str, spec: Optional[str]):
-    """The local Vulkan adapter or OpenCL device ``spec`` names (None: the default one)."""
-    if api == "vulkan":
-        from ..runtime.vulkan.devices import select_adapter
-
-        return select_adapter(spec)
-    from ..runtime.opencl.devices import select_device
-
-    return select_device(spec)
+    args.run_device = select_device(args.target or "opencl", spec)
+    args.device_limits = args.run_device.limits
 
 
 def _options(args):
@@ -279,7 +269,7 @@ def _demo_run(compiled, device, model: str, label: str):
     from .reference import run_on_cpu
 
     artifact = compiled.artifact()
-    session = load(artifact, device=device)
+    session = load(artifact, device=device, profile=True)
     inputs = _inputs(argparse.Namespace(inputs=None, seed=0), session)
     outputs = session.run(inputs)
     reference = run_on_cpu(_load(model), inputs)
@@ -295,10 +285,9 @@ def _demo_run(compiled, device, model: str, label: str):
 
 def _unavailable_errors():
     """The errors that mean "no usable device of this API here" (not a failure of relax_vk)."""
-    from ..runtime.opencl import OpenCLUnavailable
-    from ..runtime.vulkan.devices import VulkanUnavailable
+    from ..runtime import DeviceUnavailable, LibraryUnavailable
 
-    return (OpenCLUnavailable, VulkanUnavailable, ImportError)
+    return (DeviceUnavailable, LibraryUnavailable, ImportError)
 
 
 def cmd_demo(args) -> int:
@@ -427,11 +416,11 @@ def _reference(artifact, inputs):
 
 
 def _runtime_options(args) -> dict:
-    """``load``'s runtime choices from ``run``'s flags: the native runtime (``--native``), wgpu's
+    """``load``'s runtime choices from ``run``'s flags: a profiling session (``--profile``), wgpu's
     shader checks (``--shader-checks``, Vulkan)."""
     options = {}
-    if getattr(args, "native", False):
-        options["native"] = True
+    if getattr(args, "profile", False):
+        options["profile"] = True
     if getattr(args, "shader_checks", None):
         options["shader_checks"] = args.shader_checks
     return options
@@ -488,9 +477,9 @@ def cmd_run(args) -> int:
             rtol, atol = _check_tolerances(artifact.program, reference, args.rtol, args.atol)
             ok, abs_err, rel_err = _compare(outputs, reference, rtol, atol)
             result.update(ok=ok, max_abs_err=abs_err, max_rel_err=rel_err)
-    result["latency_ms"] = session.time(inputs, repeat=args.repeat)
-    # the kernels of a profiled run after the timed ones (warm), and the device span they tile
-    result["kernels"], result["device_ms"] = _warm_profile(session, inputs)
+    result["latency_ms"] = session.time(inputs, repeat=args.repeat)  # unprofiled runs
+    # with --profile: the kernels of a profiled run after the timed ones (warm), and the device span they tile
+    result["kernels"], result["device_ms"] = _warm_profile(session, inputs) if args.profile else ([], None)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -506,12 +495,13 @@ def cmd_run(args) -> int:
             print(f"half arithmetic: {len(kept)} kernel(s) kept in float32" + "".join(f"\n  {k}: {why}" for k, why in kept.items()))
         lat = result["latency_ms"]
         print(f"latency over {args.repeat} runs: median {lat['median']:.3f} ms (min {lat['min']:.3f}, max {lat['max']:.3f})")
-        _print_profile(result["kernels"], result["device_ms"])
+        if args.profile:
+            _print_profile(result["kernels"], result["device_ms"])
     return 0 if result["ok"] in (None, True) else 1
 
 
 # ---- profile / bisect (relax_vk.tools.profile, relax_vk.tools.bisect) ----
-def _built_session(args, reuse: bool = True):
+def _built_session(args, reuse: bool = True, profile: bool = False):
     """``(session, artifact)``: an ``.rvk`` as built, else the model built for the selected device."""
     from ..compiler import build
     from ..runtime import load
@@ -526,13 +516,13 @@ def _built_session(args, reuse: bool = True):
         mod, source = _load_with_source(args.model, args)
         artifact = build(mod, _target(args), registry=_registry(args), options=_options(args), model=source).artifact(reuse=reuse)
     _select_device(args, default=True)
-    return load(artifact, device=args.run_device), artifact
+    return load(artifact, device=args.run_device, profile=profile), artifact
 
 
 def cmd_profile(args) -> int:
     from .profile import profile_session
 
-    session, _ = _built_session(args)
+    session, _ = _built_session(args, profile=True)
     result = profile_session(session, _inputs(args, session), args.repeat, args.model)
     if args.plot:
         result.plot(args.plot)
@@ -573,27 +563,14 @@ def _add_profile_commands(sub) -> None:
 def _device_rows():
     """OpenCL devices then Vulkan adapters, one row shape (see the module docstring), and a note
     per API that could not be listed."""
+    from ..runtime import list_devices
+
     rows, notes = [], []
-    try:
-        from ..runtime import list_devices
-
-        rows += [dict(r, api="opencl") for r in list_devices()]
-    except Exception as err:  # no pyopencl, no ICD loader, no platform: say so, list Vulkan anyway
-        notes.append(f"OpenCL: {err}")
-    try:
-        from ..runtime.vulkan.devices import list_adapters
-
-        for a in list_adapters():
-            rows.append(
-                {
-                    "api": "vulkan", "index": a["index"], "platform": f"Vulkan ({a['description']})", "device": a["device"],
-                    "type": a["type"], "image_support": True, "image2d_max": [a["texture2d_max"]] * 2,
-                    "image_max_array_size": a["texture_max_array_layers"], "usable": a["usable"], "problem": a["problem"],
-                    "limits": a["limits"], "fp16": a["fp16"],
-                }
-            )  # fmt: skip
-    except Exception as err:
-        notes.append(f"Vulkan: {err}")
+    for api, label in (("opencl", "OpenCL"), ("vulkan", "Vulkan")):
+        try:
+            rows += [dict({"api": api}, **{k: v for k, v in r.items() if k != "timestamp_query"}) for r in list_devices(api)]
+        except Exception as err:  # no library, no ICD loader, no platform, no adapter: say so, list the other API anyway
+            notes.append(f"{label}: {err}")
     return rows, notes
 
 
@@ -668,7 +645,9 @@ def cmd_tune(args) -> int:
             return 0
     from ..runtime.measure import measure_bundle, write_results
 
-    devices = {api: _local_device(api, args.device) for api in apis}
+    from ..runtime import select_device
+
+    devices = {api: select_device(api, args.device) for api in apis}
     resume = None
     if args.resume:
         if not args.output:
@@ -740,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=None, help="default 1e-4 (fp16 textures: 1e-2 of the largest output)")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract)")
     p.add_argument("--no-reuse", action="store_true", help="(when building) give every tensor its own allocation")
-    p.add_argument("--native", action="store_true", help="run on the native (C) runtime of native/ (OpenCL through the ICD loader, Vulkan through wgpu-native), not pyopencl / wgpu-py")
+    p.add_argument("--profile", action="store_true", help="also profile a warm run: per-kernel device times (a profiling queue / timestamp queries)")
     p.add_argument("--shader-checks", choices=("bounds", "loops", "none"), default=None,
                    help="Vulkan: wgpu's runtime checks in the shaders (default bounds; none: 5-7%% faster on the H100, "
                         "needs a driver with robust image access)")  # fmt: skip
@@ -783,7 +762,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_third_party_warnings() -> None:
+    """Only relax_vk's own warnings reach the terminal (PyTorch's and TVM's FutureWarnings and the
+    like are about their APIs, not the user's model); ``$RELAX_VK_DEBUG`` keeps them all."""
+    if os.environ.get("RELAX_VK_DEBUG"):
+        return
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", module=r"relax_vk(\.|$)")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    _quiet_third_party_warnings()
     args = build_parser().parse_args(argv)
     if getattr(args, "target", "") is None and args.func not in (cmd_run, cmd_profile, cmd_bisect):
         args.target = "opencl"

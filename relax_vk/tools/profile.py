@@ -194,16 +194,16 @@ def compile_model(model, target: str = "opencl", device=None, fp16: bool = False
 
 
 def build_for(mod, target: str = "opencl", device=None, fp16: bool = False, model: Optional[dict] = None):
-    """``relax_vk.build`` of ``mod`` for ``target``, planned for ``device``'s limits (a pyopencl
-    device or wgpu adapter; None: the target's defaults), textures in half texels with ``fp16``."""
+    """``relax_vk.build`` of ``mod`` for ``target``, planned for ``device``'s limits (a
+    :class:`relax_vk.runtime.Device`; None: the target's defaults), textures in half texels with ``fp16``."""
     from ..compiler import build
     from ..core import target as _target
-    from ..core.limits import from_opencl_device, from_wgpu_adapter
+    from ..core.limits import of_device
     from ..core.options import ScopeOptions
 
     limits = None
     if device is not None and not isinstance(device, str):
-        limits = (from_wgpu_adapter if target == "vulkan" else from_opencl_device)(device)
+        limits = of_device(device)
     tgt = (_target.vulkan if target == "vulkan" else _target.opencl)(limits=limits)
     return build(mod, tgt, options=ScopeOptions(precision="fp16" if fp16 else "fp32"), model=model)
 
@@ -218,15 +218,9 @@ def _artifact_model(artifact) -> str:
 
 def _device(target: str, device):
     """The local device or adapter a spec names (None: the default one)."""
-    if device is not None and not isinstance(device, str):
-        return device
-    if target == "vulkan":
-        from ..runtime.vulkan.devices import select_adapter
+    from ..runtime import select_device
 
-        return select_adapter(device)
-    from ..runtime.opencl.devices import select_device
-
-    return select_device(device)
+    return select_device(target, device)
 
 
 def seeded_inputs(session, seed: int = 0) -> List[np.ndarray]:
@@ -245,7 +239,7 @@ def profile(model, inputs: Optional[Sequence[np.ndarray]] = None, device=None, t
             fp16: bool = False) -> Profile:  # fmt: skip
     """Profile ``model`` (a name or file, a Relax module, a compiled module or an artifact) on
     ``device`` (OpenCL: ``"pocl"``, ``"gpu"``, ``"P:D"``; Vulkan with ``target="vulkan"``:
-    ``"lavapipe"``, ``"gpu"``, ``"N"``; or a pyopencl device / wgpu adapter) over ``repeat`` warm
+    ``"lavapipe"``, ``"gpu"``, ``"N"``; or a :class:`relax_vk.runtime.Device`) over ``repeat`` warm
     runs; ``inputs`` default to seeded random ones. See :class:`Profile`."""
     from ..runtime import load
     from ..serialization.artifact import Artifact
@@ -256,5 +250,5 @@ def profile(model, inputs: Optional[Sequence[np.ndarray]] = None, device=None, t
         target = model.program["target"]
     dev = _device(target, device)
     artifact, name = compile_model(model, target, dev, fp16)
-    session = load(artifact, device=dev)
+    session = load(artifact, device=dev, profile=True)
     return profile_session(session, list(inputs) if inputs is not None else seeded_inputs(session), repeat, name)

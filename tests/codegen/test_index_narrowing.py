@@ -56,7 +56,7 @@ def test_opencl_kernels_keep_int64_indices():
 def test_narrowed_floordiv_and_floormod_are_exact_on_lavapipe():
     import wgpu
 
-    from relax_vk.runtime import select_adapter
+    from helpers import wgpu_lavapipe_adapter
 
     shader = emit_kernel(_finalized("vulkan"), "gather_by_table")
     rng = np.random.default_rng(0)
@@ -64,7 +64,7 @@ def test_narrowed_floordiv_and_floormod_are_exact_on_lavapipe():
     table = np.concatenate([[0, 1, -1, DIV - 1, DIV, -DIV, -DIV - 1, 7 * DIV - 1, -OFFSET * DIV]], axis=0)
     table = np.concatenate([table, rng.integers(-OFFSET * DIV, 7 * DIV, N - len(table))]).astype("int32")
     src = np.arange(DIV, dtype="int32")
-    device = select_adapter("lavapipe").request_device_sync()
+    device = wgpu_lavapipe_adapter().request_device_sync()
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
     bufs = [device.create_buffer_with_data(data=a.tobytes(), usage=usage) for a in (table, src, np.zeros(N, "int32"))]
     pipeline = device.create_compute_pipeline(layout="auto", compute={"module": device.create_shader_module(code=shader.source), "entry_point": "main"})

@@ -4,7 +4,7 @@ limit, and limits read from the local devices."""
 import pytest
 
 import relax_vk
-from relax_vk.core.limits import DEFAULT, PRESETS, DeviceLimits, from_opencl_device, from_wgpu_adapter, preset
+from relax_vk.core.limits import DEFAULT, PRESETS, DeviceLimits, of_device, preset
 from relax_vk.core.scope import TextureLimits
 from relax_vk.core.target import target_limits, texture_limits, workgroup_limit
 
@@ -41,10 +41,17 @@ def test_targets_carry_every_limit(make):
 
 
 def test_limits_from_the_local_devices(pocl, lavapipe):
-    cl = from_opencl_device(pocl)
-    assert cl.image_width == int(pocl.image2d_max_width) and cl.max_alloc_bytes == int(pocl.max_mem_alloc_size)
-    vk = from_wgpu_adapter(lavapipe)
-    assert vk.max_buffer_bytes == int(lavapipe.limits["max-storage-buffer-binding-size"])
+    import pyopencl as cl_api
+
+    from helpers import wgpu_lavapipe_adapter
+
+    cl = of_device(pocl)  # what the native library read, against pyopencl's and wgpu-py's own readings
+    real_cl = next(d for p in cl_api.get_platforms() for d in p.get_devices() if d.name.strip() == pocl.name)
+    assert cl.image_width == int(real_cl.image2d_max_width) and cl.max_alloc_bytes == int(real_cl.max_mem_alloc_size)
+    assert cl.max_workgroup_size == int(real_cl.max_work_group_size) and cl.max_shared_bytes == int(real_cl.local_mem_size)
+    vk = of_device(lavapipe)
+    real_vk = wgpu_lavapipe_adapter().limits
+    assert vk.max_buffer_bytes == int(real_vk["max-storage-buffer-binding-size"]) and vk.image_layers == int(real_vk["max-texture-array-layers"])
     assert target_limits(relax_vk.target.opencl(opencl_device=pocl)).image_width == cl.image_width
 
 
@@ -52,7 +59,7 @@ def test_a_vulkan_target_without_a_device_splits_what_any_vulkan_device_cannot_b
     """A Vulkan build without a device's limits loads on every Vulkan device and WebGPU: its binding
     is the 2^27 bytes they all guarantee, no larger than lavapipe's real one, so a weight over
     lavapipe's binding (a VGG fc6 of 411 MB) is split at build time, not refused at load."""
-    real = int(lavapipe.limits["max-storage-buffer-binding-size"])
+    real = of_device(lavapipe).max_buffer_bytes
     for target in (relax_vk.target.vulkan(), relax_vk.target.resolve("vulkan"), __import__("tvm").target.Target("vulkan")):
         binding = target_limits(target).max_buffer_bytes
         assert binding == 128 << 20 and binding <= real

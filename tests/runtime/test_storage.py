@@ -70,16 +70,3 @@ def test_offsets_the_device_cannot_bind_get_buffers_of_their_own(builds, api, de
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert session.device_bytes > sum(a["bytes"] for a in program["storage"])
-
-
-def test_read_only_buffers_sharing_an_arena_with_a_written_one_are_bound_writable():
-    from relax_vk.runtime.vulkan.session import writable_reads
-
-    source = ("@group(0) @binding(0) var<storage, read> a: array<f32>;\n"
-              "@group(0) @binding(1) var<storage, read> b: array<f32>;\n"
-              "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n")  # fmt: skip
-    text, kinds = writable_reads(source, ["buffer_read", "buffer_read", "buffer"], [1, 2])
-    assert kinds == ["buffer_read", "buffer", "buffer"]
-    assert "binding(0) var<storage, read> a" in text and "binding(1) var<storage, read_write> b" in text
-    with pytest.raises(ValueError, match="binding 0"):
-        writable_reads("@group(0) @binding(0) var t: texture_2d_array<f32>;", ["buffer_read"], [0])

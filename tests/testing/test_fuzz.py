@@ -57,10 +57,10 @@ def test_shrink_finds_the_culprit_node():
 
 def test_a_broken_compiler_is_reported_as_a_miscompile(monkeypatch):
     """The comparison is real: a device result perturbed after the run is a miscompile."""
-    from relax_vk.runtime.opencl import session as cl_session
+    from relax_vk.runtime.session import Session
 
-    real_run = cl_session.OpenCLSession.run
-    monkeypatch.setattr(cl_session.OpenCLSession, "run", lambda self, xs: [o + 0.5 for o in real_run(self, xs)])
+    real_run = Session.run
+    monkeypatch.setattr(Session, "run", lambda self, xs: [o + 0.5 for o in real_run(self, xs)])
     spec = GraphSpec((1, 4, 6, 6), [Node("act", [0], {"kind": "relu"})], [1])
     assert run_spec(spec, "torch", "opencl").status == "miscompile"
 

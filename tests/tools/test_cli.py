@@ -155,17 +155,20 @@ def test_vulkan_build_folder_and_rvk_runs_on_its_own_backend(tmp_path, capsys):
     assert "was built for vulkan; rebuild it with --target opencl" in capsys.readouterr().err
 
 
+def _small_lavapipe(monkeypatch, **limits) -> None:
+    """``--device small``: lavapipe as the library reads it, with ``limits`` overridden."""
+    import dataclasses
+
+    import relax_vk.runtime as runtime
+
+    select = runtime.select_device
+    real = select("vulkan", "lavapipe")
+    small = dataclasses.replace(real, limits=dataclasses.replace(real.limits, **limits))
+    monkeypatch.setattr(runtime, "select_device", lambda api="opencl", spec=None: small if spec == "small" else select(api, spec))
+
+
 def test_plan_takes_vulkan_limits_from_the_adapter(capsys, monkeypatch):
-    from relax_vk.runtime import select_adapter
-    from relax_vk.runtime.vulkan import devices as vulkan_devices
-
-    real = select_adapter("lavapipe")
-
-    class SmallAdapter:  # lavapipe with a 32-texel 2D texture limit
-        info = real.info
-        limits = dict(real.limits, **{"max-texture-dimension-2d": 32})
-
-    monkeypatch.setattr(vulkan_devices, "select_adapter", lambda spec=None: SmallAdapter() if spec == "small" else select_adapter(spec))
+    _small_lavapipe(monkeypatch, image_width=32, image_height=32)  # lavapipe with a 32-texel 2D texture limit
 
     def activation_scope(args):
         assert main(["plan", "rfc-conv2d", "--json", "--target", "vulkan", *args]) == 0
@@ -205,21 +208,13 @@ def test_build_for_a_vulkan_device_splits_weights_over_its_binding(tmp_path, cap
     adapter binding a third of an ONNX Gemm's weight gets it split, and the build still runs right."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnx")
-    from relax_vk.runtime import select_adapter
-    from relax_vk.runtime.vulkan import devices as vulkan_devices
     from relax_vk.serialization.artifact import Artifact
 
     torch.manual_seed(0)
     model, onnx_path, rvk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(200, 96)).eval(), str(tmp_path / "fc.onnx"), str(tmp_path / "fc.rvk")
     torch.onnx.export(model, (torch.randn(1, 8, 5, 5),), onnx_path, dynamo=False, opset_version=13)
-    real = select_adapter("lavapipe")
     binding = 200 * 96 * 4 // 3
-
-    class SmallAdapter:  # lavapipe with a binding a third of the Gemm's weight
-        info = real.info
-        limits = dict(real.limits, **{"max-storage-buffer-binding-size": binding})
-
-    monkeypatch.setattr(vulkan_devices, "select_adapter", lambda spec=None: SmallAdapter() if spec == "small" else select_adapter(spec))
+    _small_lavapipe(monkeypatch, max_buffer_bytes=binding)  # lavapipe with a binding a third of the Gemm's weight
     assert main(["build", onnx_path, "--target", "vulkan", "--device", "small", "-o", rvk]) == 0
     constants = [t["bytes"] for t in Artifact.read(rvk).program["tensors"] if t["kind"] == "constant"]
     assert max(constants) <= binding and len(constants) >= 4  # the weight in three parts or more, and the bias

@@ -38,7 +38,7 @@ extern "C" {
 #define RVK_API __attribute__((visibility("default")))
 #endif
 
-#define RVK_ABI_VERSION 2
+#define RVK_ABI_VERSION 3
 
 typedef enum rvk_status {
     RVK_OK = 0,
@@ -141,6 +141,21 @@ RVK_API const char* rvk_session_warnings(const rvk_session* session);
 /* How the device program was made: "binary" (the program-binary cache's, verified), "source" (built,
  * binary stored), "source (cache off)"; "" for Vulkan (wgpu-native keeps no pipeline cache). */
 RVK_API const char* rvk_session_program_origin(const rvk_session* session);
+
+/* Tensor `tensor` (an id of the program's tensor table) as the device holds it now, in its device
+ * dtype (half texels read back as the tensor's dtype; `size` its exact byte size). After a run an
+ * intermediate holds its value only in an artifact built without storage reuse (what `relax-vk bisect`
+ * reads). A tool's call: it allocates, waits for the device and frees on every call. */
+RVK_API rvk_status rvk_session_read_tensor(const rvk_session* session, int32_t tensor, void* data, size_t size);
+
+/* --- devices -------------------------------------------------------------------------------- */
+/* The devices of `api` ("opencl" or "vulkan") as a JSON array of rows: index (the device spec that
+ * names it), platform, device, type, image_support, image2d_max, image_max_array_size, usable,
+ * problem, limits (image_width, image_height, image_layers, max_buffer_bytes, max_alloc_bytes,
+ * max_workgroups, max_workgroup_size, max_shared_bytes, memory_bytes, source) and fp16 {half_images,
+ * half_arithmetic}. `spec` NULL: every device; else the one row of the device rvk_session_create
+ * would open for that spec (or its error). *json stays valid until the thread's next rvk_devices. */
+RVK_API rvk_status rvk_devices(const char* api, const char* spec, const char** json);
 
 #ifdef __cplusplus
 }

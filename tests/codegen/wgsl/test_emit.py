@@ -181,9 +181,9 @@ def test_overlapping_wide_store_reads_every_lane_first(lavapipe_device):
 
 @pytest.fixture(scope="module")
 def lavapipe_device():
-    from relax_vk.runtime import select_adapter
+    from helpers import wgpu_lavapipe_adapter
 
-    return select_adapter("lavapipe").request_device_sync(required_features=["shader-f16"])
+    return wgpu_lavapipe_adapter().request_device_sync(required_features=["shader-f16"])
 
 
 @pytest.mark.parametrize(

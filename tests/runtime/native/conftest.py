@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from relax_vk.runtime import native
+from relax_vk.runtime import library as native
 
 ROOT = native.SOURCE_DIR.parent
 
@@ -67,7 +67,7 @@ def zoo_artifact():
 
 @pytest.fixture(autouse=True, scope="session")
 def _program_cache_of_the_session(tmp_path_factory):
-    """OpenCL program binaries of these tests (the library's and the Python runtime's, and of the
+    """OpenCL program binaries of these tests (the library's, and of the
     fuzz's mutants) in a folder of the session, not the user's ~/.cache (a test that needs another
     folder sets its own)."""
     old = os.environ.get("RELAX_VK_CACHE_DIR")

@@ -12,7 +12,7 @@ import pytest
 
 import relax_vk
 from relax_vk.models import build_example
-from relax_vk.runtime import native
+from relax_vk.runtime import load
 from relax_vk.serialization.artifact import HEADER_SIZE, VERSION, Artifact, ArtifactError
 
 from ...serialization.test_validate import CASES
@@ -26,7 +26,7 @@ def artifact():
 def native_error(data: bytes) -> str:
     """The native runtime's message for ``data`` (it must refuse it)."""
     with pytest.raises(ArtifactError) as err:
-        native.NativeSession(data, device="pocl")
+        load(data, device="pocl")
     return str(err.value)
 
 
@@ -95,7 +95,7 @@ def test_magic_version_padding_and_trailing_bytes(native_build, artifact):
 
 def test_a_missing_file(native_build, tmp_path):
     with pytest.raises(ArtifactError, match="nope.rvk: cannot read"):
-        native.NativeSession(str(tmp_path / "nope.rvk"), device="pocl")
+        load(str(tmp_path / "nope.rvk"), device="pocl")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -160,7 +160,7 @@ def test_huge_shapes_do_not_overflow(native_build, artifact):
 
 
 def test_a_valid_artifact_loads(native_build, artifact):
-    session = native.NativeSession(artifact, device="pocl")
+    session = load(artifact, device="pocl")
     assert [i["name"] for i in session.inputs] == [artifact.program["tensors"][t]["name"] for t in artifact.program["inputs"]]
     assert json.loads(json.dumps(session.outputs))[0]["shape"] == artifact.program["tensors"][artifact.program["outputs"][0]]["shape"]
 
@@ -217,7 +217,7 @@ def test_inconsistent_vulkan_programs_fail_as_in_python(native_build, vulkan_art
     """The same exception family as the Python Vulkan runtime (a ShaderError naming the same kernel,
     or a ValueError) and never a crash (wgpu-native's default handler would abort the process)."""
     from relax_vk.runtime import load
-    from relax_vk.runtime.vulkan.session import ShaderError
+    from relax_vk.runtime import ShaderError
 
     change, source = VULKAN_CASES[case]
     program = copy.deepcopy(vulkan_artifact.program)
@@ -227,7 +227,7 @@ def test_inconsistent_vulkan_programs_fail_as_in_python(native_build, vulkan_art
     with pytest.raises((ShaderError, ValueError)) as python_error:
         load(Artifact.from_bytes(data), device="lavapipe")
     with pytest.raises((ShaderError, ValueError)) as native_error:
-        native.NativeSession(data, device="lavapipe")
+        load(data, device="lavapipe")
     if isinstance(python_error.value, ShaderError):
         assert isinstance(native_error.value, ShaderError)
         assert str(native_error.value).splitlines()[0] == str(python_error.value).splitlines()[0]  # the same kernel

@@ -1,6 +1,5 @@
 // Scope copies that convert texels (a half-texel image on either side): one work item per texel.
-// Shared by the Python runtime (relax_vk/runtime/opencl/copies.py) and the native runtime
-// (native/src/opencl_session.cpp embeds it at build time).
+// native/src/opencl_session.cpp embeds it at build time.
 __constant sampler_t rvk_nearest = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;
 
 __kernel void rvk_buffer_to_image(__global const float4* src, __write_only image2d_array_t dst, int n, int w, int h) {

@@ -1,6 +1,5 @@
-//! The WGSL fragments of the scope-copy shaders, shared by the Python runtime
-//! (relax_vk/runtime/vulkan/copies.py) and the native one (native/src/vulkan_session.cpp, embedded at
-//! build time): one source of truth for the shader text. A line "//! NAME" starts fragment NAME (up to
+//! The WGSL fragments of the scope-copy shaders of the Vulkan backend (native/src/vulkan_session.cpp
+//! embeds them at build time). A line "//! NAME" starts fragment NAME (up to
 //! the next such line; these leading lines are no fragment); ${KEY} is replaced by a value.
 //! A shader is: header, [enable_f16,] the source's declaration, the destination's declaration, main
 //! (whose ${body} is words_body, or dst_texture_body / dst_buffer_body with ${read} the source's read).
