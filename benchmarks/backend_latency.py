@@ -142,9 +142,9 @@ def _measure(session, inputs, repeat: int) -> dict:
 
 
 def run(outdir: str, opencl_device, vulkan_device, repeat: int, json_path: str = "", models=None) -> None:
-    from relax_vk.runtime import load, select_adapter, select_device
+    from relax_vk.runtime import load, select_device
 
-    devices = {"opencl": select_device(opencl_device), "vulkan": select_adapter(vulkan_device)}
+    devices = {"opencl": select_device("opencl", opencl_device), "vulkan": select_device("vulkan", vulkan_device)}
     print(f"opencl device: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()})")
     print(f"vulkan adapter: {devices['vulkan'].info['device']} ({devices['vulkan'].info['description']})")
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:

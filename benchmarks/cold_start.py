@@ -1,9 +1,9 @@
 """Cold start: loading an artifact with an empty program-binary cache, then again from it.
 
 For each model the artifact is built once here; then two fresh processes each create an
-:class:`relax_vk.runtime.opencl.session.OpenCLSession` on the device with one (new, empty) cache
+:class:`relax_vk.runtime.Session` on the device with one (new, empty) cache
 folder: the first builds the program from source (``clBuildProgram``) and stores the binary, the
-second loads the binary (:mod:`relax_vk.runtime.opencl.binary_cache`). pocl's own kernel cache is
+second loads the binary (the native library's program-binary cache). pocl's own kernel cache is
 switched off (``POCL_KERNEL_CACHE=0``) so the first load is really cold. Prints, per model, the
 kernels, the seconds spent building the program and loading the whole session (allocations and
 constant uploads included), and second / first.
@@ -14,9 +14,7 @@ elsewhere (no TVM needed: the GPU machine). NVIDIA's driver keeps its own comput
 SASS it JIT-compiles from the PTX that is its "binary"): each model gets a fresh, empty one
 (``CUDA_CACHE_PATH``) shared by its two loads, as an app's first and second start would; with
 ``--no-driver-cache`` it is off (``CUDA_CACHE_DISABLE=1``) and the second load still JIT-compiles.
-``--native``: the native runtime (``load(..., native=True)``, the C library of ``native/``) instead,
-through the same cache folder and format (``$RELAX_VK_CACHE_DIR``); its build seconds are not
-reported apart, only the load. Every line also gives load-to-first-output (load, then one run on
+The build seconds are not reported apart, only the load. Every line also gives load-to-first-output (load, then one run on
 seeded inputs).
 """
 
@@ -34,19 +32,13 @@ import numpy as np
 t0 = time.perf_counter()
 from relax_vk.runtime import load
 from relax_vk.serialization.artifact import Artifact
-from relax_vk.runtime.opencl import find_device
-from relax_vk.runtime.opencl.session import OpenCLSession
 artifact = Artifact.read(sys.argv[1])
 tensors = {t["id"]: t for t in artifact.program["tensors"]}
 rng = np.random.default_rng(0)
 inputs = [rng.standard_normal(tensors[i]["shape"]).astype(tensors[i].get("host_dtype", tensors[i]["dtype"])) for i in artifact.program["inputs"]]
-native = sys.argv[4] == "native"
-t1 = time.perf_counter()  # (device selection included: each runtime probes the devices)
-if native:
-    os.environ["RELAX_VK_CACHE_DIR"] = sys.argv[3]
-    session = load(sys.argv[1], device=sys.argv[2], native=True)
-else:
-    session = OpenCLSession(artifact, find_device(prefer=sys.argv[2]), cache_dir=sys.argv[3])
+t1 = time.perf_counter()  # (device selection included: the library probes the devices)
+os.environ["RELAX_VK_CACHE_DIR"] = sys.argv[3]
+session = load(sys.argv[1], device=sys.argv[2])
 t2 = time.perf_counter()
 session.run(inputs)
 t3 = time.perf_counter()

@@ -74,9 +74,9 @@ def build(outdir: str, models, device_name=None, apis=APIS, plans=PLANS, kernels
 
 
 def run(outdir: str, repeat: int, json_path: str = "", devices=None) -> list:
-    from relax_vk.runtime import load, select_adapter, select_device
+    from relax_vk.runtime import load, select_device
 
-    devices = devices or {"opencl": select_device(None), "vulkan": select_adapter(None)}
+    devices = devices or {"opencl": select_device("opencl", None), "vulkan": select_device("vulkan", None)}
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
         index = json.load(f)
     rows = []
@@ -139,11 +139,11 @@ def main() -> int:
     if args.local:
         import tempfile
 
-        from relax_vk.runtime import select_adapter, select_device
+        from relax_vk.runtime import select_device
 
         with tempfile.TemporaryDirectory() as tmp:
             build(tmp, args.models, args.device_name, args.apis, args.plans, args.kernels)
-            devices = {"opencl": select_device("pocl"), "vulkan": select_adapter("lavapipe")}
+            devices = {"opencl": select_device("opencl", "pocl"), "vulkan": select_device("vulkan", "lavapipe")}
             run(tmp, args.repeat, args.json, {api: devices[api] for api in args.apis})
     elif args.build:
         build(args.build, args.models, args.device_name, args.apis, args.plans, args.kernels)

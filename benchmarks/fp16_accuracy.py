@@ -85,13 +85,9 @@ def _agreement(out: np.ndarray, ref: np.ndarray) -> str:
 
 def half_arithmetic(api: str) -> bool:
     """Whether the API's test device computes in half (``relax-vk devices``: half arithmetic)."""
-    if api == "vulkan":
-        from relax_vk.runtime.vulkan.devices import select_adapter
+    from relax_vk.runtime import select_device
 
-        return "shader-f16" in select_adapter(DEVICES[api]).features
-    from relax_vk.runtime.opencl.devices import select_device
-
-    return "cl_khr_fp16" in select_device(DEVICES[api]).extensions.split()
+    return bool(select_device(api, DEVICES[api]).fp16["half_arithmetic"])
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ compute pass each on Vulkan, a profiling queue on OpenCL, which lengthens a run 
 so on such models the span exceeds an unprofiled run's wall time: mobilenet_v2 on the H100 1.05 /
 0.72 ms against walls of 0.62 / 0.54, Vulkan / OpenCL; it bounds the GPU's time from above); on
 Vulkan (Python runtime) the GPU's time of an unprofiled run too ("busy": every dispatch in one
-pass between two timestamps, ``VulkanSession.busy_ms``); its
+pass between two timestamps, a Python-runtime feature that is gone: "-"); its
 error against PyTorch; PyTorch eager fp32 on CUDA
 timed the same way (its first output checked against the CPU output); then the ratios the
 issue's targets are stated in.
@@ -216,10 +216,10 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
 
 
 def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runtimes=("python",), plans=None) -> None:
-    from relax_vk.runtime import load, select_adapter, select_device
+    from relax_vk.runtime import load, select_device
     from relax_vk.runtime.session import DeviceLimitError
 
-    devices = {"opencl": select_device(None), "vulkan": select_adapter(None)}  # (a GPU where there is one)
+    devices = {"opencl": select_device("opencl", None), "vulkan": select_device("vulkan", None)}  # (a GPU where there is one)
     print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()}); vulkan: {devices['vulkan'].info['device']}")
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
         names = {m.partition("@")[0] for m in models or ()}
@@ -243,7 +243,7 @@ def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runt
         sessions, kept = [], []
         for entry in entries:
             try:
-                sessions.append(load(load_artifact(outdir, entry), device=devices[entry["api"]], native=entry["native"],
+                sessions.append(load(load_artifact(outdir, entry), device=devices[entry["api"]], profile=True,
                                      **({"shader_checks": entry["checks"]} if "checks" in entry else {})))  # fmt: skip
                 kept.append(entry)
             except DeviceLimitError as err:  # (half arithmetic on a device without it)
@@ -349,7 +349,7 @@ def main() -> int:
     p.add_argument("--run", metavar="DIR")
     p.add_argument("--models", nargs="*", default=None, help=f"--build/--tune-bundle: default {' '.join(MODELS)}; --run: every model of the bundle")
     p.add_argument("--plans", nargs="*", default=None, help="build (--build) or time (--run) only these plans (default: all of PLANS / the bundle's)")
-    p.add_argument("--runtimes", nargs="*", default=["python"], choices=("python", "native"),
+    p.add_argument("--runtimes", nargs="*", default=["native"], choices=("native",),
                    help="--run: the runtimes to time each plan on, in the same rounds: python (pyopencl, wgpu-py) and/or native "
                         "(the C library, $RELAX_VK_NATIVE_LIB or native/build)")
     p.add_argument("--repeat", type=int, default=50)

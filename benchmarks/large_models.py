@@ -61,9 +61,8 @@ def main(argv=None) -> int:
     import torch
 
     import relax_vk
-    from relax_vk.core.limits import from_opencl_device, from_wgpu_adapter
     from relax_vk.frontends import from_torch
-    from relax_vk.runtime import load, select_adapter, select_device
+    from relax_vk.runtime import load, select_device
 
     models = _models()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -73,12 +72,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore")
     if args.backend == "vulkan":
-        device = select_adapter(args.device or "lavapipe")
-        limits = from_wgpu_adapter(device)
+        device = select_device("vulkan", args.device or "lavapipe")
+        limits = device.limits
         target = relax_vk.target.vulkan(adapter=device)
     else:
-        device = select_device(args.device or "pocl")
-        limits = from_opencl_device(device)
+        device = select_device("opencl", args.device or "pocl")
+        limits = device.limits
         target = relax_vk.target.opencl(opencl_device=device)
     print(f"device limits: {limits.max_buffer_bytes} bytes per buffer binding ({limits.source})")
     print(f"{'model':<8} {'largest weight MB':>17} {'parts':>5} {'compile s':>9} {'run s':>7} {'max abs err':>11} {'top-1 agrees':>12}")

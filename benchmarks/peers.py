@@ -542,15 +542,15 @@ def make_engine(name: str, bundle: Bundle, entry: dict, args, devices, cache_dir
 
 
 def run(parts, args) -> dict:
-    from relax_vk.runtime import select_adapter, select_device
+    from relax_vk.runtime import select_device
 
     bundle = Bundle(parts)
     engines = [e for e in ENGINES if not args.engines or e in args.engines]
     devices = {}
     if "relax_vk/opencl" in engines:
-        devices["opencl"] = select_device(args.opencl_device)
+        devices["opencl"] = select_device("opencl", args.opencl_device)
     if "relax_vk/vulkan" in engines:
-        devices["vulkan"] = select_adapter(args.vulkan_device)
+        devices["vulkan"] = select_device("vulkan", args.vulkan_device)
     device = {"opencl": devices["opencl"].name.strip() if "opencl" in devices else None,
               "vulkan": devices["vulkan"].info["device"] if "vulkan" in devices else None}  # fmt: skip
     print(f"opencl: {device['opencl']}; vulkan: {device['vulkan']}; bundle built for {bundle.index.get('device_name')!r}")

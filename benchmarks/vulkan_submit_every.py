@@ -2,7 +2,7 @@
 native OpenCL runtime on the same plan.
 
 One fresh process per value (the library reads the variable when a session is made): the bundle's
-``auto`` plan of the model on both APIs through ``load(native=True)``, outputs checked against the
+``auto`` plan of the model on both APIs through ``load()``, outputs checked against the
 bundle's reference, then ``--repeat`` unprofiled runs of each session interleaved; prints the median
 wall ms of each and vulkan/opencl. The two sessions alternate two GPU contexts, so absolute times
 run higher than gpu_benchmark's; compare the ratios.
@@ -34,7 +34,7 @@ def one(bundle: str, model: str, repeat: int, devices: dict) -> None:
         index = json.load(f)
     io = np.load(os.path.join(bundle, f"{model}.io.npz"))
     x, ref = io["x"], io["y"]
-    sessions = {e["api"]: load(load_artifact(bundle, e), device=devices[e["api"]], native=True) for e in index if e["model"] == model and e["plan"] == "auto"}
+    sessions = {e["api"]: load(load_artifact(bundle, e), device=devices[e["api"]]) for e in index if e["model"] == model and e["plan"] == "auto"}
     for api, session in sessions.items():
         out = session.run([x])[0]
         assert np.max(np.abs(out - ref)) <= 1e-3 * np.max(np.abs(ref)), f"{api}: wrong outputs"
