@@ -5,8 +5,8 @@ wgpu's recording and validation), not by the kernels. This script loads every pl
 bundle (``gpu_benchmark.py --build``) in one process, in two runtime variants per API, and prints
 the median wall-clock of interleaved runs next to the host time of recording one run's steps:
 
-* OpenCL ``stop23``: every launch sets its kernel's arguments again and timed runs go through the
-  profiling queue (the runtime before stop 24); ``current``: arguments bound once per session,
+* OpenCL ``rebind``: every launch sets its kernel's arguments again and timed runs go through the
+  profiling queue (the runtime before commit b9132f9, 2026-11-23); ``current``: arguments bound once per session,
   timed runs on a queue without profiling (:class:`relax_vk.runtime.OpenCLSession`);
 * Vulkan ``submit0``: one submission at the end of the run; ``current``: a submission every
   ``VulkanSession.submit_every`` steps, so the GPU runs while the host records the rest.
@@ -31,11 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_latency import load_artifact  # noqa: E402  (the same transport bundle format)
 
 
-def _opencl_stop23(base):
-    class Stop23(base):
+def _opencl_rebind(base):
+    class Rebind(base):
         """Arguments set per launch per run; timed on the profiling queue."""
 
-        def _enqueue_stop23(self):
+        def _enqueue_rebinding(self):
             cl, q = self.cl, self.queue
             for step in self.program["steps"]:
                 if step["op"] == "launch":
@@ -48,19 +48,19 @@ def _opencl_stop23(base):
         def run(self, inputs):  # (timed runs too: always on the profiling queue)
             for tid, array in zip(self.program["inputs"], self.check_inputs(inputs)):
                 self._write(tid, array)
-            self._enqueue_stop23()
+            self._enqueue_rebinding()
             outputs = [self.to_host(tid, self._read(tid)) for tid in self.program["outputs"]]
             self.queue.finish()
             return outputs
 
         def record(self):
             start = time.perf_counter()
-            self._enqueue_stop23()
+            self._enqueue_rebinding()
             spent = time.perf_counter() - start
             self.queue.finish()
             return spent
 
-    return Stop23
+    return Rebind
 
 
 def _opencl_current(base):
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
 
     devices = {"opencl": select_device(args.devices[0]), "vulkan": select_adapter(args.devices[1])}
     variants = {
-        "opencl": [("stop23", _opencl_stop23(OpenCLSession)), ("current", _opencl_current(OpenCLSession))],
+        "opencl": [("rebind", _opencl_rebind(OpenCLSession)), ("current", _opencl_current(OpenCLSession))],
         "vulkan": [("submit0", _vulkan(VulkanSession, 0)), ("current", _vulkan(VulkanSession, VulkanSession.submit_every))],
     }
     with gzip.open(os.path.join(args.bundle, "index.json.gz"), "rt") as f:
