@@ -1,10 +1,10 @@
 """Host cost of one OpenCL launch by the kind and number of its memory arguments.
 
 A transformer's run on a desktop GPU is bound by the host's ``clEnqueueNDRangeKernel`` calls, and
-relax_vk's texture plans cost more host time per launch than its buffer plans (stop 24,
-``host_overhead.py``). This script isolates why: a chain of 64 launches of tiny kernels (each reads
-the last one's output and ``k - 2`` further inputs, writes its own output: the shape of a model's
-run, each launch its own kernel object with its arguments bound once, as
+relax_vk's texture plans cost more host time per launch than its buffer plans (``host_overhead.py``,
+measured 2026-11-24 at commit 49643cc). This script isolates why: a chain of 64 launches of tiny
+kernels (each reads the last one's output and ``k - 2`` further inputs, writes its own output: the
+shape of a model's run, each launch its own kernel object with its arguments bound once, as
 :class:`relax_vk.runtime.OpenCLSession` does) with every memory argument a buffer, an
 ``image2d_array_t`` or an ``image2d_t``, and ``k`` = 2, 4, 8. It prints the host microseconds per
 launch (median of the runs' enqueue time over 64) and the wall microseconds per launch of a whole

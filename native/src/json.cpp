@@ -102,7 +102,7 @@ private:
                 is_float = true;
                 while (peek() >= '0' && peek() <= '9') ++pos_;
             } else {
-                pos_ = save;  // Python stops the number before a bare 'e'
+                pos_ = save;  // Python ends the number before a bare 'e'
             }
         }
         std::string text = s_.substr(start, pos_ - start);

@@ -701,13 +701,13 @@ std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size,
         uint32_t crc = u32(entry + 16);
         if (offset < end || offset > size || length > size - offset) {
             // Python prints offset + size as an exact integer
-            unsigned __int128 stop = static_cast<unsigned __int128>(offset) + length;
-            std::string stop_text;
+            unsigned __int128 past = static_cast<unsigned __int128>(offset) + length;
+            std::string past_text;
             do {
-                stop_text.insert(stop_text.begin(), static_cast<char>('0' + static_cast<int>(stop % 10)));
-                stop /= 10;
-            } while (stop);
-            throw fail(std::string("section '") + kSections[i] + "' [" + std::to_string(offset) + ", " + stop_text + ") lies outside the file (" +
+                past_text.insert(past_text.begin(), static_cast<char>('0' + static_cast<int>(past % 10)));
+                past /= 10;
+            } while (past);
+            throw fail(std::string("section '") + kSections[i] + "' [" + std::to_string(offset) + ", " + past_text + ") lies outside the file (" +
                        std::to_string(size) + " bytes): truncated?");
         }
         for (uint64_t k = end; k < offset; ++k)

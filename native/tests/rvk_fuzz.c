@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
             uint32_t crc = crc32(data + prog_off, prog_len);
             for (int b = 0; b < 4; ++b) data[16 + 16 + b] = (uint8_t)(crc >> (8 * b));
         }
-        if (round == save_round) { /* replay one mutant: write it and stop */
+        if (round == save_round) { /* replay one mutant: write it and return */
             FILE* out = fopen(save_path, "wb");
             int ok = out && fwrite(data, 1, n, out) == n;
             if (out) fclose(out);

@@ -127,7 +127,7 @@ def fold_shape_subgraphs(model):
     onnxslim = require("onnxslim", "onnx")
     try:
         return onnxslim.slim(model)
-    except Exception:  # an optimizer failure must not stop an import TVM may still manage
+    except Exception:  # an optimizer failure must not halt an import TVM may still manage
         return model
 
 

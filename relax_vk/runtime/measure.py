@@ -178,7 +178,7 @@ def measure_bundle(bundle: str, devices: Dict[str, object], repeat: int = 20, to
 
     A measurement can be split over several calls (a GPU lent for minutes at a time): ``resume``
     is the document an earlier call returned for the same bundle (its cases are kept, not measured
-    again), ``budget_s`` stops before starting a case once that many seconds have passed (after at least
+    again), ``budget_s`` ends the call before starting a case once that many seconds have passed (after at least
     one case, so repeated calls always finish), and
     ``checkpoint`` is called with the document after every case (write it to a file, so a call that
     is killed keeps what it measured). The document's ``complete`` says whether every case of the

@@ -92,7 +92,7 @@ def test_a_bundle_for_a_tuned_device_holds_only_what_its_database_lacks(tmp_path
 
 
 def test_a_measurement_split_by_a_time_budget_resumes_to_the_same_records(tmp_path, pocl, db_dir):
-    """A GPU lent for minutes at a time: --budget stops between cases, the checkpointed results
+    """A GPU lent for minutes at a time: --budget ends a call between cases, the checkpointed results
     resume with --resume, and the chunks import into the database as one measurement would."""
     specs = [ConvSpec((1, 4, 5, 5), (4, 4, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
              ConvSpec((1, 8, 6, 6), (8, 8, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1)]  # fmt: skip
@@ -102,7 +102,7 @@ def test_a_measurement_split_by_a_time_budget_resumes_to_the_same_records(tmp_pa
     assert len(index["cases"]) == 2
     out = str(tmp_path / "r.json")
     common = ["tune", "--measure", bundle, "--device", "pocl", "--target", "opencl", "--repeat", "1", "-o", out, "--resume"]
-    # a spent budget still measures one case per call (so calls always progress), then stops
+    # a spent budget still measures one case per call (so calls always progress), then returns
     assert main(common + ["--budget", "0"]) == 0
     partial = json.loads(open(out).read())
     assert partial["complete"] is False and partial["remaining"] == 1 and len(partial["results"]) == 1

@@ -7,7 +7,7 @@ Guarantees: nothing changes; a ``match_cast`` in ``main`` that defines a symboli
 parameter defines (what TVM's importers write after ``nonzero`` and ONNX ``Compress``/``NonZero``
 with a condition given at run time) raises :class:`~relax_vk.core.errors.UnsupportedError` naming
 the op that computes it, the variable and the model op (``relax_vk.model_ops``). relax_vk's
-runtimes run a fixed sequence of kernels on buffers sized at build time; such a model used to stop
+runtimes run a fixed sequence of kernels on buffers sized at build time; such a model used to fail
 later in lowering or export with an error about a packed call or an int64 buffer.
 """
 

@@ -3,7 +3,7 @@
 Each seed's record (:func:`run_seed`) holds its runs' outcomes, its worst status and, for a crash,
 the traceback's innermost frames. Workers are long-lived processes (TVM is imported once per worker) fed one seed at a time; a
 worker that dies (a segfault in a driver) or exceeds the per-seed timeout is replaced and its seed
-counted as a crash, so one bad seed never stops a campaign. Failures (miscompile, crash) are
+counted as a crash, so one bad seed never halts a campaign. Failures (miscompile, crash) are
 shrunk (:mod:`.shrink`) and written one JSON object per line, ready to become regression cases
 (``tests/testing/fuzz_regressions.json``).
 """
@@ -79,7 +79,7 @@ def _worker(tasks, results, front_doors, backends, do_shrink, limits):
         results.put(("start", seed, None))
         try:
             record = run_seed(seed, front_doors, backends, do_shrink, limits=limits)
-        except Exception as err:  # the harness itself must not stop the campaign
+        except Exception as err:  # the harness itself must not halt the campaign
             record = {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
         results.put(("done", seed, record))
 
