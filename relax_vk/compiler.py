@@ -27,6 +27,7 @@ from tvm.ir.instrument import pass_instrument
 
 from .codegen.opencl import kernel_names, opencl_source
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
+from .core import provenance
 from .core import target as _target
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
@@ -34,7 +35,6 @@ from .core.registry import OpRegistry
 from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
-from .tools import provenance
 from .tools.memory_plan import MemoryPlan, plan
 
 

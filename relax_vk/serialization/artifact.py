@@ -10,7 +10,7 @@ Layout (little endian)::
 
 The program JSON describes tensors (shape, dtype, scope, image extents, kind), kernels (name,
 launch geometry), the ordered steps (kernel launches, scope copies, aliases; a launch may name the
-model ops it computes, ``"ops"``: :mod:`relax_vk.tools.provenance`) and the inputs and outputs. Constants live in the last section; each constant's offset is a multiple of 16.
+model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the inputs and outputs. Constants live in the last section; each constant's offset is a multiple of 16.
 Loading checks the magic, the version, that the sections lie inside the file in order with
 zero padding between them and nothing after, each section's CRC32, and that every constant lies
 inside the constant section, and refuses anything else with an

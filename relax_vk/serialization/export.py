@@ -26,11 +26,11 @@ from tvm.ir.expr import GenericConst
 
 from ..core.errors import LimitError, RelaxVKError
 from ..core.ir_utils import tensor_scope
+from ..core.provenance import provenance
 from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..storage import allocated_bytes, assign_storage
-from ..tools.provenance import provenance
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..storage.lifetimes import half_texels
 from .artifact import Artifact
@@ -210,7 +210,7 @@ class _ProgramBuilder:
             self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"],
                                               **self.kernel_info(gv.name_hint)}  # fmt: skip
             step = {"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids}
-            if self.ops:  # the model ops this kernel computes (relax_vk.tools.provenance)
+            if self.ops:  # the model ops this kernel computes (relax_vk.core.provenance)
                 step["ops"] = list(self.ops)
             self.steps.append(step)
 

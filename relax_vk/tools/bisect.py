@@ -2,13 +2,13 @@
 
 The device side runs the model's artifact built without storage reuse (every tensor keeps its
 own allocation, so after a run every kernel's output is still there) and reads back the output of
-every kernel that computes model ops (``step["ops"]``, :mod:`relax_vk.tools.provenance`). A kernel
+every kernel that computes model ops (``step["ops"]``, :mod:`relax_vk.core.provenance`). A kernel
 that computes several fused ops writes only the last one's output (in model order), so that op
 stands for the kernel.
 
 The reference is TVM's llvm build of the model as imported (:func:`relax_vk.tools.reference.run_on_cpu`),
 its ``main`` made to return the output of every model op (the last binding the op's conversion
-made, :data:`~relax_vk.tools.provenance.MODEL_OPS_ATTR`), in the model's own layout. A device
+made, :data:`~relax_vk.core.provenance.MODEL_OPS_ATTR`), in the model's own layout. A device
 tensor in a packed layout is read back into that layout first (:func:`to_model_layout`: ``NCHW4c``
 blocks of four channels or packed tokens, padded channels dropped); a tensor in any other layout
 is skipped, with the reason, rather than guessed.
@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .provenance import MODEL_OPS_ATTR
+from ..core.provenance import MODEL_OPS_ATTR
 
 FP32_RTOL, FP16_RTOL = 1e-4, 1e-2
 

@@ -21,8 +21,8 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from ..core.provenance import MODEL_OPS_ATTR
 from ..passes.lower.half_arithmetic import HALF_MAX
-from .provenance import MODEL_OPS_ATTR
 
 #: values within a factor MARGIN of float16's largest count as overflowing (other inputs than the
 #: calibration run's reach a little further)
