@@ -32,6 +32,7 @@ from typing import Dict, List
 import numpy as np
 
 from ..core.errors import UnsupportedError
+from .validate import first_problem
 
 MAGIC = b"RELAXVK\0"
 VERSION = 1
@@ -57,9 +58,9 @@ class Artifact:
     def validate(self, what: str = "artifact") -> None:
         """Raise :class:`ArtifactError` unless the program is complete and consistent
         (:mod:`relax_vk.serialization.validate`): loading does this before anything runs."""
-        from .validate import check
-
-        check(self, what)
+        found = first_problem(self)
+        if found is not None:
+            raise ArtifactError(f"{what}: invalid program: {found}")
 
     # ------------------------------------------------------------------ write
     def to_bytes(self) -> bytes:
