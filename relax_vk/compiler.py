@@ -35,6 +35,7 @@ from .core.registry import OpRegistry
 from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
+from .schedules.tuning import private_pools
 from .tools.memory_plan import MemoryPlan, plan
 
 
@@ -87,7 +88,8 @@ class CompiledModule:
         ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
         from .serialization.export import export_program
 
-        limits, private = _target.target_limits(self.target), _target.private_pools(self.target)
+        limits = _target.target_limits(self.target)
+        private = private_pools(_target.target_device(self.target), _target.target_api(self.target))
         if self.backend == "vulkan":
             return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype,
                                   private)  # fmt: skip

@@ -13,6 +13,7 @@ max_alloc_bytes <= memory_bytes``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Dict
 
@@ -159,6 +160,12 @@ def preset(name: str) -> DeviceLimits:
         from .errors import UnsupportedError
 
         raise UnsupportedError(f"unknown device preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+def device_slug(name: str) -> str:
+    """A device name as tuning databases key it (``NVIDIA H100 80GB HBM3`` ->
+    ``nvidia-h100-80gb-hbm3``)."""
+    return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-") or "unknown"
 
 
 def device_name(device) -> str:

@@ -330,7 +330,7 @@ def export_program(
     False gives every tensor its own. ``texel="float16"``: textures hold half texels (each texture
     tensor's ``texel``), but for those kernels kept in float32 arithmetic for overflow write
     (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`). ``private``: storage pools that do not
-    share on the target's device (:func:`relax_vk.core.target.private_pools`)."""
+    share on the target's device (:func:`relax_vk.schedules.tuning.private_pools`)."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []
