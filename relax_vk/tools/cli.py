@@ -342,19 +342,19 @@ def _compile(args, model: str):
 
 
 def _build_tvm_library(args) -> int:
-    """``build --runtime tvm``: the model as a library for TVM's own runtime (relax_vk.deploy)."""
-    from .. import deploy
+    """``build --runtime tvm``: the model as a library for TVM's own runtime (relax_vk.tvm_runtime)."""
+    from .. import tvm_runtime
     from ..core.errors import UnsupportedError
 
     if not args.output.endswith((".so", ".dylib", ".dll")):
         raise UnsupportedError(f"--runtime tvm writes a shared library: name the output MODEL.so, not {args.output!r}")
-    deploy.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
+    tvm_runtime.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
     print(f"[1/2] compiling {args.model} for {args.target or 'opencl'} under TVM's VM, host {args.host or 'this machine'} ...", flush=True)
     mod, _ = _load_with_source(args.model, args)
-    executable = deploy.compile(mod, _target(args), host=args.host, registry=_registry(args), options=_options(args))
-    deploy.export_library(executable, args.output, host=args.host, cc=args.cc)
+    executable = tvm_runtime.compile(mod, _target(args), host=args.host, registry=_registry(args), options=_options(args))
+    tvm_runtime.export_library(executable, args.output, host=args.host, cc=args.cc)
     print(f"[2/2] wrote {args.output}: load it with relax_vk.load_vm(path, tvm.opencl(0)) or TVM's C++ API (examples/)")
-    if not deploy.has_runtime("opencl"):
+    if not tvm_runtime.has_runtime("opencl"):
         print("      note: this machine's TVM runtime has no OpenCL; run the library with a libtvm_runtime built with USE_OPENCL=ON")
     return 0
 
