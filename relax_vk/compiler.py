@@ -147,7 +147,7 @@ def build(
     (:mod:`relax_vk.passes.lower.half_arithmetic`), but for ``options.fp32_ops`` and, when
     ``calibration`` is not False, the ops whose values overflow float16 on a CPU reference run of
     ``calibration`` (input arrays; True: seeded inputs) and their readers
-    (:func:`relax_vk.tools.fp16_range.overflowing_ops`)."""
+    (:func:`relax_vk.analysis.fp16_range.overflowing_ops`)."""
     try:
         tgt = _target.resolve(target)
     except ValueError as err:
@@ -174,7 +174,7 @@ def _half_policy(mod: tvm.IRModule, options: ScopeOptions, calibration) -> HalfP
     """What :class:`HalfArithmetic` keeps in float32 for ``options`` and the calibration."""
     overflow = {}
     if calibration is not False:
-        from .tools.fp16_range import overflowing_ops
+        from .analysis.fp16_range import overflowing_ops
 
         overflow = overflowing_ops(mod, None if calibration is True else calibration)
     return HalfPolicy(accumulate="float16" if options.accumulate == "fp16" else "float32", fp32_ops=options.fp32_ops, overflow=overflow)

@@ -14,11 +14,11 @@ import tvm
 
 import relax_vk
 from relax_vk import tvm_runtime
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.codegen.opencl import opencl_source
 from relax_vk.compiler import UnsupportedTargetError
 from relax_vk.frontends import load_model
 from relax_vk.passes.lower.record_vdevices import decode, encode, vdevice_table
-from relax_vk.tools.reference import run_on_cpu
 
 
 if os.environ.get("RELAX_VK_TVM_OPENCL_LIB"):
@@ -131,8 +131,8 @@ def test_unsupported_targets_are_named(rfc):
 @pytest.mark.skipif(not tvm_runtime.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
 @pytest.mark.parametrize("model", ["rfc-conv2d", "mixed-consumers"])
 def test_vm_on_pocl_equals_the_own_runtime(model, pocl, tmp_path):
+    from relax_vk.analysis.reference import random_inputs
     from relax_vk.runtime import load
-    from relax_vk.tools.reference import random_inputs
 
     mod = load_model(model)[0]
     compiled = relax_vk.build(mod, relax_vk.target.opencl(opencl_device=pocl))

@@ -115,8 +115,8 @@ def test_cache_off_and_other_devices(tmp_path):
 @pytest.mark.skipif(not tvm_runtime.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
 def test_load_vm_restores_tvm_binaries_on_pocl(pocl, tmp_path):
     import relax_vk
+    from relax_vk.analysis.reference import random_inputs
     from relax_vk.frontends import load_model
-    from relax_vk.tools.reference import random_inputs
 
     mod = load_model("rfc-conv2d")[0]
     path = str(tmp_path / "m.so")

@@ -1,3 +1,4 @@
 """Tools around the pipeline: the ``relax-vk`` command line (:mod:`.cli`), the memory-plan report
-(:mod:`.memory_plan`, ``relax_vk.plan``) and its picture (:mod:`.plan_graph`), and the CPU
-reference that checks device results (:mod:`.reference`)."""
+(:mod:`.memory_plan`, ``relax_vk.plan``) and its picture (:mod:`.plan_graph`), ``profile`` and
+``bisect`` on a device (against the CPU reference, :mod:`relax_vk.analysis.reference`), and the
+tuner (:mod:`.tune`)."""

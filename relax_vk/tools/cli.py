@@ -276,7 +276,7 @@ def _demo_run(compiled, device, model: str, label: str):
     """Run a compiled model, check it against TVM llvm (at the fp16 bound for half-texel builds),
     time it, profile a warm run; returns whether it matched."""
     from ..runtime import load
-    from .reference import run_on_cpu
+    from ..analysis.reference import run_on_cpu
 
     artifact = compiled.artifact()
     session = load(artifact, device=device)
@@ -421,7 +421,7 @@ def _reference(artifact, inputs):
     if not spec:
         return None, "skipped: the artifact does not say which model it was built from"
     from ..frontends import load_model
-    from .reference import run_on_cpu
+    from ..analysis.reference import run_on_cpu
 
     return run_on_cpu(load_model(spec, source.get("input_shapes"))[0], inputs), ""
 

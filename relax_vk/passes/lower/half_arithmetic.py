@@ -75,7 +75,7 @@ class HalfPolicy:
     against a kernel's model ops (ONNX node names, PyTorch module paths: ``relax-vk bisect`` and
     ``profile`` name them), its kernel name (with or without the ``_kernel`` suffix codegen
     appends) and the Relax variable it writes. ``overflow``: model op -> the largest magnitude a
-    calibration run saw (:func:`relax_vk.tools.fp16_range.overflowing_ops`): those kernels stay
+    calibration run saw (:func:`relax_vk.analysis.fp16_range.overflowing_ops`): those kernels stay
     float32 too. ``accumulate``: the accumulator dtype (module docstring)."""
 
     accumulate: str = "float32"

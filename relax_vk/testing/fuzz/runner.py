@@ -131,7 +131,7 @@ def run_spec(
     import relax_vk
 
     from ...runtime import load
-    from ...tools.reference import run_on_cpu
+    from ...analysis.reference import run_on_cpu
 
     warnings.filterwarnings("ignore")
     outcome = lambda status, **kw: Outcome(status, front_door, backend, **kw)  # noqa: E731

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs
 from relax_vk.core.options import ScopeOptions
 from relax_vk.models import EXAMPLES, build_example
 from relax_vk.runtime import DeviceLimitError, load
 from relax_vk.runtime import native
 from relax_vk.runtime.opencl import find_device
 from relax_vk.serialization.artifact import Artifact
-from relax_vk.tools.reference import random_inputs
 
 from ...runtime_helpers import assert_each_run_takes_its_inputs, copy_program, two_output_copy_program
 

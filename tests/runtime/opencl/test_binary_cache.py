@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs
 from relax_vk.models import build_example
 from relax_vk.runtime.opencl import binary_cache
 from relax_vk.runtime.opencl.compiler import OpenCLBuildError
 from relax_vk.runtime.opencl.session import OpenCLSession
-from relax_vk.tools.reference import random_inputs
 
 SOURCE = "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n"
 

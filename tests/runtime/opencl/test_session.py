@@ -6,7 +6,7 @@ import pytest
 import relax_vk
 from relax_vk.models import EXAMPLES, build_example
 from relax_vk.runtime.opencl import find_device
-from relax_vk.tools.reference import random_inputs, run_on_cpu
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import DeviceLimitError, load
 from relax_vk.core.scope import scope_from_name
 from runtime_helpers import assert_profile_is_sound, copy_program as _copy_program

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.models import build_example
 from relax_vk.runtime import load, select_adapter
 from relax_vk.runtime.vulkan.readback import WAITS_KEPT, sleep_before_polling
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 
 @pytest.mark.parametrize("last_wait_ms, spin_ms, sleep_ms", [

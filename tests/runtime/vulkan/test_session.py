@@ -7,7 +7,7 @@ import pytest
 import relax_vk
 from relax_vk.serialization.artifact import Artifact
 from relax_vk.models import EXAMPLES, build_example
-from relax_vk.tools.reference import random_inputs, run_on_cpu
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import DeviceLimitError, ShaderError, load, select_adapter
 from relax_vk.runtime.vulkan.session import VulkanSession, check_limits
 from relax_vk.core.scope import scope_from_name

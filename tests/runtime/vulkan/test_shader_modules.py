@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.models import build_example
 from relax_vk.runtime import load
 from relax_vk.runtime.vulkan.shader_modules import CHECKS, create_shader_module
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 from relax_vk.zoo import build_zoo_model
 
 
