@@ -25,6 +25,7 @@ import tvm
 from tvm import relax
 from tvm.ir.instrument import pass_instrument
 
+from .analysis.memory_plan import MemoryPlan, plan
 from .codegen.opencl import kernel_names, opencl_source
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
@@ -36,7 +37,6 @@ from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texe
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .schedules.tuning import private_pools
-from .tools.memory_plan import MemoryPlan, plan
 
 
 class UnsupportedTargetError(UnsupportedError):

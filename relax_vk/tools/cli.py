@@ -21,7 +21,7 @@
 
 MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file or a ``.pt2`` file
 (``torch.export.save``). ``--json`` outputs are stable contracts:
-``plan`` as in :mod:`relax_vk.tools.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
+``plan`` as in :mod:`relax_vk.analysis.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}],
 "device_ms"}``: the kernels (and copies) of a profiled run after the timed runs, whose times tile
 that run's device span ``device_ms``.
@@ -202,7 +202,7 @@ def _scoped_with_decision(args, model: str):
 
 
 def cmd_plan(args) -> int:
-    from .memory_plan import plan
+    from ..analysis.memory_plan import plan
 
     result = plan(*_scoped_with_decision(args, args.model), texel=_options(args).texel_dtype)
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
