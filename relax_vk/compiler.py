@@ -86,7 +86,7 @@ class CompiledModule:
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
         :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits.
         ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
-        from .serialization.export import export_program
+        from .codegen.export import export_program
 
         limits = _target.target_limits(self.target)
         private = private_pools(_target.target_device(self.target), _target.target_api(self.target))
@@ -183,7 +183,7 @@ def _half_policy(mod: tvm.IRModule, options: ScopeOptions, calibration) -> HalfP
 def _float_texel_kernels(lowered: tvm.IRModule, host_tir: Optional[tvm.IRModule]) -> set:
     """The device kernels of the PrimFuncs whose textures keep float32 texels
     (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`)."""
-    from .serialization.export import kernel_launches
+    from .codegen.export import kernel_launches
 
     names = set()
     hosts = {g.name_hint: g for g in host_tir.get_global_vars()} if host_tir is not None else {}

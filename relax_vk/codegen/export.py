@@ -1,4 +1,6 @@
-"""Export a compiled module to the portable ``.rvk`` artifact (see :mod:`relax_vk.serialization.artifact`).
+"""Export a compiled module to the portable ``.rvk`` artifact (see :mod:`relax_vk.serialization.artifact`):
+the compiler's side of the format, which needs TVM and the passes' attributes (the format itself
+sits below the runtime, which loads it without TVM).
 
 The program is read off the compiled IR, not guessed:
 
@@ -30,10 +32,10 @@ from ..core.provenance import provenance
 from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
-from ..storage import allocated_bytes, assign_storage
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
+from ..serialization.artifact import Artifact
+from ..storage import allocated_bytes, assign_storage
 from ..storage.lifetimes import half_texels
-from .artifact import Artifact
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
