@@ -40,8 +40,8 @@ DEFAULT_MODELS = ["rfc-conv2d", "conv20", "resnet18", "mobilenet_v2", "unet_smal
 
 def build(outdir: str, models) -> None:
     import relax_vk
+    from relax_vk.analysis.reference import run_on_cpu
     from relax_vk.frontends import load_model
-    from relax_vk.tools.reference import run_on_cpu
 
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     index = []

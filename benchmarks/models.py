@@ -20,9 +20,9 @@ import tvm
 from tvm import relax
 
 import relax_vk
+from relax_vk.analysis.memory_plan import plan
+from relax_vk.analysis.reference import random_inputs
 from relax_vk.frontends import load_model
-from relax_vk.tools.memory_plan import plan
-from relax_vk.tools.reference import random_inputs
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from compile import ExclusiveTimer  # noqa: E402

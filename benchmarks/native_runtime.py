@@ -69,7 +69,7 @@ def artifact_and_inputs(name: str, target: str = "opencl"):
     from relax_vk.models import EXAMPLES, build_example
 
     if name in EXAMPLES:
-        from relax_vk.tools.reference import random_inputs
+        from relax_vk.analysis.reference import random_inputs
 
         mod = build_example(name)
         return relax_vk.build(mod, target=target).artifact(), random_inputs(mod)

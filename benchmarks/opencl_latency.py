@@ -37,8 +37,8 @@ def build(outdir: str, models) -> None:
             plan_info = compiled.plan()
             print(f"wrote {path}: {len(compiled.kernels)} kernels, texture share {100 * plan_info.texture_share:.1f}%")
         # the CPU reference (TVM llvm) for the inputs --run will use, so devices without TVM can check
+        from relax_vk.analysis.reference import run_on_cpu
         from relax_vk.serialization.artifact import Artifact
-        from relax_vk.tools.reference import run_on_cpu
 
         inputs = _inputs_for(Artifact.read(os.path.join(outdir, f"{name}.texture.rvk")).program)
         np.savez(os.path.join(outdir, f"{name}.reference.npz"), *run_on_cpu(load_model(name)[0], inputs))

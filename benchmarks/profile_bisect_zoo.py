@@ -24,11 +24,11 @@ DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
 
 
 def main(argv=None) -> int:
+    from relax_vk.core.provenance import MODEL_OPS_ATTR
     from relax_vk.frontends import load_model
     from relax_vk.runtime import load
     from relax_vk.tools.bisect import bisect_session
     from relax_vk.tools.profile import _device, build_for, profile_session, seeded_inputs
-    from relax_vk.tools.provenance import MODEL_OPS_ATTR
     from relax_vk.zoo import ZOO
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

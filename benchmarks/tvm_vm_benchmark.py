@@ -10,7 +10,7 @@ with the tuning database of ``--device-name`` (default: the H100's) and writes, 
 build:
 
 * ``OUT/vm/MODEL_PLAN.so``: the executable, exported for this machine's host (x86_64) with
-  :func:`relax_vk.deploy.export_library`, for TVM's runtime;
+  :func:`relax_vk.tvm_runtime.export_library`, for TVM's runtime;
 * ``OUT/vm/MODEL.x.bin`` / ``MODEL.y.bin``: the input and PyTorch's CPU output, raw float32;
 * ``OUT/own/``: the same builds as :mod:`gpu_benchmark`'s transport bundle (``index.json.gz``,
   ``blobs/``, ``MODEL.io.npz``), for ``gpu_benchmark.py --run``.
@@ -43,7 +43,7 @@ def build(outdir: str, specs, device_name: str) -> None:
 
     import relax_vk
     from backend_latency import store_constants
-    from relax_vk import deploy
+    from relax_vk import tvm_runtime
     from relax_vk.frontends import from_torch
     from relax_vk.zoo import build_zoo_model
 
@@ -64,7 +64,7 @@ def build(outdir: str, specs, device_name: str) -> None:
         t0 = time.perf_counter()
         options = relax_vk.ScopeOptions(prefer=plan)
         compiled = relax_vk.build(modules[name], target=relax_vk.target.opencl(device_name=device_name), options=options, model={"zoo": name})
-        deploy.export_library(compiled.executable, os.path.join(outdir, "vm", f"{name}_{plan}.so"))
+        tvm_runtime.export_library(compiled.executable, os.path.join(outdir, "vm", f"{name}_{plan}.so"))
         artifact = compiled.artifact()
         index.append({"model": name, "api": "opencl", "plan": plan, "program": artifact.program, "source": artifact.source,
                       "constants": store_constants(os.path.join(outdir, "own"), artifact), "scope_rule": {}})  # fmt: skip

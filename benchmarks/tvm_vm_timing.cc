@@ -1,4 +1,4 @@
-// Time a library relax_vk built (relax_vk.deploy.export_library) under TVM's C++ Relax VM, the way
+// Time a library relax_vk built (relax_vk.tvm_runtime.export_library) under TVM's C++ Relax VM, the way
 // benchmarks/gpu_benchmark.py times relax_vk's own runtime: per run, the input uploaded, `main`
 // run, the output read back (which waits for the device); median and min of REPEAT runs after
 // WARMUP runs. benchmarks/tvm_vm_benchmark.py builds the libraries and checks the outputs.

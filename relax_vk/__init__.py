@@ -7,7 +7,7 @@ Public API (kept small; see README):
   ``tvm.compile``), :func:`build` / :func:`export` (compile, write a ``.rvk`` artifact); the
   individual passes in :mod:`relax_vk.passes`
 * TVM's runtime: :func:`compile` (a ``tvm.runtime.Executable``), :func:`load_vm` (a Relax VM with
-  the right devices); :mod:`relax_vk.deploy` exports libraries
+  the right devices); :mod:`relax_vk.tvm_runtime` exports libraries
 * the registry: :func:`register_op`, :func:`default_registry`, the sets ``ANY_SCOPE``,
   ``BUFFER_ONLY``, ``TEXTURE_ONLY``
 * the memory plan: :func:`plan`
@@ -38,15 +38,15 @@ _API = {
     "build": "compiler",
     "export": "compiler",
     "CompiledModule": "compiler",
-    "compile": "deploy",
-    "load_vm": "deploy",
+    "compile": "tvm_runtime",
+    "load_vm": "tvm_runtime",
     "UnsupportedTargetError": "compiler",
-    "plan": "tools.memory_plan",
+    "plan": "analysis.memory_plan",
     "profile": "tools.profile",
     "Profile": "tools.profile",
     "bisect": "tools.bisect",
     "Bisection": "tools.bisect",
-    "MemoryPlan": "tools.memory_plan",
+    "MemoryPlan": "analysis.memory_plan",
     "ScopeOptions": "core.options",
     "register_op": "core.registry",
     "default_registry": "core.registry",

@@ -25,8 +25,10 @@ import tvm
 from tvm import relax
 from tvm.ir.instrument import pass_instrument
 
+from .analysis.memory_plan import MemoryPlan, plan
 from .codegen.opencl import kernel_names, opencl_source
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
+from .core import provenance
 from .core import target as _target
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
@@ -34,8 +36,7 @@ from .core.registry import OpRegistry
 from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
-from .tools import provenance
-from .tools.memory_plan import MemoryPlan, plan
+from .schedules.tuning import private_pools
 
 
 class UnsupportedTargetError(UnsupportedError):
@@ -85,9 +86,10 @@ class CompiledModule:
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
         :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits.
         ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
-        from .serialization.export import export_program
+        from .codegen.export import export_program
 
-        limits, private = _target.target_limits(self.target), _target.private_pools(self.target)
+        limits = _target.target_limits(self.target)
+        private = private_pools(_target.target_device(self.target), _target.target_api(self.target))
         if self.backend == "vulkan":
             return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype,
                                   private)  # fmt: skip
@@ -145,7 +147,7 @@ def build(
     (:mod:`relax_vk.passes.lower.half_arithmetic`), but for ``options.fp32_ops`` and, when
     ``calibration`` is not False, the ops whose values overflow float16 on a CPU reference run of
     ``calibration`` (input arrays; True: seeded inputs) and their readers
-    (:func:`relax_vk.tools.fp16_range.overflowing_ops`)."""
+    (:func:`relax_vk.analysis.fp16_range.overflowing_ops`)."""
     try:
         tgt = _target.resolve(target)
     except ValueError as err:
@@ -172,7 +174,7 @@ def _half_policy(mod: tvm.IRModule, options: ScopeOptions, calibration) -> HalfP
     """What :class:`HalfArithmetic` keeps in float32 for ``options`` and the calibration."""
     overflow = {}
     if calibration is not False:
-        from .tools.fp16_range import overflowing_ops
+        from .analysis.fp16_range import overflowing_ops
 
         overflow = overflowing_ops(mod, None if calibration is True else calibration)
     return HalfPolicy(accumulate="float16" if options.accumulate == "fp16" else "float32", fp32_ops=options.fp32_ops, overflow=overflow)
@@ -181,7 +183,7 @@ def _half_policy(mod: tvm.IRModule, options: ScopeOptions, calibration) -> HalfP
 def _float_texel_kernels(lowered: tvm.IRModule, host_tir: Optional[tvm.IRModule]) -> set:
     """The device kernels of the PrimFuncs whose textures keep float32 texels
     (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`)."""
-    from .serialization.export import kernel_launches
+    from .codegen.export import kernel_launches
 
     names = set()
     hosts = {g.name_hint: g for g in host_tir.get_global_vars()} if host_tir is not None else {}

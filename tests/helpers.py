@@ -7,7 +7,7 @@ import tvm
 from tvm import relax
 
 import relax_vk
-from relax_vk.tools.reference import random_inputs, run_on_cpu
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 
 TARGET = relax_vk.target.opencl()
 

@@ -1,4 +1,4 @@
-"""relax_vk.compile / load_vm / deploy.export_library: TVM's own runtime (the PyPI runtime has no
+"""relax_vk.compile / load_vm / tvm_runtime.export_library: TVM's own runtime (the PyPI runtime has no
 OpenCL, so OpenCL executables are checked for their device list and the clear error; CPU builds run).
 
 Where TVM's runtime has OpenCL (a libtvm_runtime built with it, or ``$RELAX_VK_TVM_OPENCL_LIB``
@@ -13,12 +13,12 @@ import pytest
 import tvm
 
 import relax_vk
-from relax_vk import deploy
+from relax_vk import tvm_runtime
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.codegen.opencl import opencl_source
 from relax_vk.compiler import UnsupportedTargetError
 from relax_vk.frontends import load_model
 from relax_vk.passes.lower.record_vdevices import decode, encode, vdevice_table
-from relax_vk.tools.reference import run_on_cpu
 
 
 if os.environ.get("RELAX_VK_TVM_OPENCL_LIB"):
@@ -44,16 +44,16 @@ def test_compile_is_builds_executable(rfc, opencl_executable):
     compiled = relax_vk.build(rfc, "opencl")
     assert isinstance(opencl_executable, tvm.runtime.Executable)
     assert opencl_source(opencl_executable) == compiled.opencl_source  # same plan, kernels, tuning
-    assert deploy.vdevice_table(opencl_executable) == vdevice_table(compiled.vm_module)
+    assert tvm_runtime.vdevice_table(opencl_executable) == vdevice_table(compiled.vm_module)
 
 
 def test_device_list_is_one_device_per_vdevice_then_the_cpu(opencl_executable):
-    table = deploy.vdevice_table(opencl_executable)
+    table = tvm_runtime.vdevice_table(opencl_executable)
     assert [row["memory_scope"] for row in table][0] == "global" and any("texture" in r["memory_scope"] for r in table)
-    devices = deploy.vm_devices(table, tvm.opencl(0))
+    devices = tvm_runtime.vm_devices(table, tvm.opencl(0))
     assert devices == [tvm.opencl(0)] * len(table) + [tvm.cpu()]
-    assert deploy.vm_devices(table, tvm.opencl(1)) == [tvm.opencl(1)] * len(table) + [tvm.cpu()]
-    assert deploy.vm_devices([], tvm.cpu()) == [tvm.cpu(), tvm.cpu()]
+    assert tvm_runtime.vm_devices(table, tvm.opencl(1)) == [tvm.opencl(1)] * len(table) + [tvm.cpu()]
+    assert tvm_runtime.vm_devices([], tvm.cpu()) == [tvm.cpu(), tvm.cpu()]
 
 
 def test_table_round_trips():
@@ -62,13 +62,13 @@ def test_table_round_trips():
     assert decode(encode([])) == [] and decode("no table") is None
 
 
-@pytest.mark.skipif(deploy.has_runtime("opencl"), reason="this TVM runtime has OpenCL")
+@pytest.mark.skipif(tvm_runtime.has_runtime("opencl"), reason="this TVM runtime has OpenCL")
 def test_load_vm_names_the_missing_opencl_runtime(opencl_executable, tmp_path):
-    with pytest.raises(deploy.RuntimeUnavailableError, match="USE_OPENCL=ON"):
+    with pytest.raises(tvm_runtime.RuntimeUnavailableError, match="USE_OPENCL=ON"):
         relax_vk.load_vm(opencl_executable, tvm.opencl(0))
     path = str(tmp_path / "m.so")
-    deploy.export_library(opencl_executable, path)
-    with pytest.raises(deploy.RuntimeUnavailableError, match="opencl"):
+    tvm_runtime.export_library(opencl_executable, path)
+    with pytest.raises(tvm_runtime.RuntimeUnavailableError, match="opencl"):
         relax_vk.load_vm(path)
 
 
@@ -80,8 +80,8 @@ def test_cpu_build_runs_from_the_executable_and_the_library(rfc, tmp_path):
     got = vm["main"](*[tvm.runtime.tensor(a) for a in inputs]).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     path = str(tmp_path / "out" / "model.so")
-    deploy.export_library(executable, path)
-    deploy.export_library(executable, path)  # replaces the file whole
+    tvm_runtime.export_library(executable, path)
+    tvm_runtime.export_library(executable, path)  # replaces the file whole
     assert [f for f in os.listdir(tmp_path / "out")] == ["model.so"]  # no staging file left
     got = relax_vk.load_vm(path)["main"](*[tvm.runtime.tensor(a) for a in inputs]).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
@@ -93,7 +93,7 @@ def test_pools_are_cleared_before_a_vm_starts_and_after_it_goes(rfc, monkeypatch
     import gc
 
     cleared = []
-    monkeypatch.setattr(deploy, "clear_allocator_pools", lambda: cleared.append(len(cleared)))
+    monkeypatch.setattr(tvm_runtime, "clear_allocator_pools", lambda: cleared.append(len(cleared)))
     vm = relax_vk.load_vm(relax_vk.compile(rfc, "llvm"))
     assert cleared == [0]
     vm["main"](*[tvm.runtime.tensor(a) for a in _inputs(rfc)])
@@ -104,11 +104,11 @@ def test_pools_are_cleared_before_a_vm_starts_and_after_it_goes(rfc, monkeypatch
 
 def test_failed_export_leaves_nothing(rfc, tmp_path):
     executable = relax_vk.compile(rfc, "llvm")
-    with pytest.raises(deploy.RuntimeUnavailableError, match="not installed"):
-        deploy.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-gnu", cc="no-such-compiler-g++")
-    with pytest.raises(deploy.RuntimeUnavailableError, match="TVM_NDK_CC"):
+    with pytest.raises(tvm_runtime.RuntimeUnavailableError, match="not installed"):
+        tvm_runtime.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-gnu", cc="no-such-compiler-g++")
+    with pytest.raises(tvm_runtime.RuntimeUnavailableError, match="TVM_NDK_CC"):
         os.environ.pop("TVM_NDK_CC", None)
-        deploy.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-android")
+        tvm_runtime.export_library(executable, str(tmp_path / "m.so"), host="aarch64-linux-android")
     assert os.listdir(tmp_path) == []
 
 
@@ -117,8 +117,8 @@ def test_allocators_are_naive_for_texture_vdevices_pooled_else():
     table = decode(encode([{"kind": "opencl", "vdevice_id": 0, "memory_scope": "global"},
                            {"kind": "opencl", "vdevice_id": 0, "memory_scope": "global.texture"},
                            {"kind": "opencl", "vdevice_id": 0, "memory_scope": "global.texture-weight"}]))  # fmt: skip
-    assert deploy.allocator_types(table, 4) == [pooled, naive, naive, pooled]  # ... then the CPU's
-    assert deploy.allocator_types([], 2) == [pooled, pooled]
+    assert tvm_runtime.allocator_types(table, 4) == [pooled, naive, naive, pooled]  # ... then the CPU's
+    assert tvm_runtime.allocator_types([], 2) == [pooled, pooled]
 
 
 def test_unsupported_targets_are_named(rfc):
@@ -128,16 +128,16 @@ def test_unsupported_targets_are_named(rfc):
         relax_vk.compile(rfc, "cuda")
 
 
-@pytest.mark.skipif(not deploy.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
+@pytest.mark.skipif(not tvm_runtime.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
 @pytest.mark.parametrize("model", ["rfc-conv2d", "mixed-consumers"])
 def test_vm_on_pocl_equals_the_own_runtime(model, pocl, tmp_path):
+    from relax_vk.analysis.reference import random_inputs
     from relax_vk.runtime import load
-    from relax_vk.tools.reference import random_inputs
 
     mod = load_model(model)[0]
     compiled = relax_vk.build(mod, relax_vk.target.opencl(opencl_device=pocl))
     path = str(tmp_path / "m.so")
-    deploy.export_library(compiled.executable, path)
+    tvm_runtime.export_library(compiled.executable, path)
     inputs = random_inputs(mod)
     vm = relax_vk.load_vm(path, tvm.opencl(0))
     assert vm.hoisted("main")  # images allocated once for the VM (HoistImageStorage)

@@ -1,4 +1,4 @@
-"""relax_vk.tvm_program_cache: TVM's OpenCL program binaries on disk, keyed and verified.
+"""relax_vk.tvm_runtime.program_cache: TVM's OpenCL program binaries on disk, keyed and verified.
 
 The key/verify logic runs everywhere on a stand-in OpenCL module (real TVM FFI functions); the
 end-to-end check runs where TVM's runtime has OpenCL (``$RELAX_VK_TVM_OPENCL_LIB``, as in
@@ -13,8 +13,8 @@ import pytest
 import tvm
 import tvm_ffi
 
-from relax_vk import deploy
-from relax_vk.tvm_program_cache import _call_returning_bytes, cache_key, kernel_names, restore_or_save
+from relax_vk import tvm_runtime
+from relax_vk.tvm_runtime.program_cache import _call_returning_bytes, cache_key, kernel_names, restore_or_save
 
 if os.environ.get("RELAX_VK_TVM_OPENCL_LIB"):
     ctypes.CDLL(os.environ["RELAX_VK_TVM_OPENCL_LIB"], mode=ctypes.RTLD_GLOBAL)
@@ -112,15 +112,15 @@ def test_cache_off_and_other_devices(tmp_path):
     assert module.built == 0 and os.listdir(tmp_path) == []
 
 
-@pytest.mark.skipif(not deploy.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
+@pytest.mark.skipif(not tvm_runtime.has_runtime("opencl"), reason="this TVM runtime has no OpenCL (the PyPI wheel's)")
 def test_load_vm_restores_tvm_binaries_on_pocl(pocl, tmp_path):
     import relax_vk
+    from relax_vk.analysis.reference import random_inputs
     from relax_vk.frontends import load_model
-    from relax_vk.tools.reference import random_inputs
 
     mod = load_model("rfc-conv2d")[0]
     path = str(tmp_path / "m.so")
-    deploy.export_library(relax_vk.compile(mod, relax_vk.target.opencl(opencl_device=pocl)), path)
+    tvm_runtime.export_library(relax_vk.compile(mod, relax_vk.target.opencl(opencl_device=pocl)), path)
     inputs = random_inputs(mod)
     results = []
     for origin in ("source", "binary"):

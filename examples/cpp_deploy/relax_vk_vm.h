@@ -4,7 +4,7 @@
 //   StartVM(executable, ...)  TVM's allocator pools cleared (what VMs gone before left there), then
 //                             the VM with one device per VDevice, then the CPU; per device the
 //                             allocator relax_vk.load_vm picks (naive for texture VDevices: their
-//                             images; pooled for the rest) -- relax_vk/deploy.py says why
+//                             images; pooled for the rest) -- relax_vk/tvm_runtime/ says why
 //   Entry(vm, "main")         `main` with its images allocated once and held (relax_vk's
 //                             HoistImageStorage: main__images / main__with_images), else `main`
 //   CPUAlloc, ParseShape      host tensors (inputs, outputs copied back) and "1,3,224,224" shapes

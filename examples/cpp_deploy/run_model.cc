@@ -1,5 +1,5 @@
 // Run a library written by `relax-vk build MODEL --runtime tvm -o model.so` (or
-// relax_vk.deploy.export_library) with TVM's C++ API: load it, start the Relax VM with one device
+// relax_vk.tvm_runtime.export_library) with TVM's C++ API: load it, start the Relax VM with one device
 // per VDevice then the CPU, call `main`, print the outputs.
 //
 //   run_model model.so DEVICE SHAPE [SHAPE ...]

@@ -6,6 +6,8 @@
 * :mod:`.registry` -- the op registry (which scopes each op's tensors may take);
 * :mod:`.op_typing` -- type inference of ops kept through scoping honours ``ty_args``;
 * :mod:`.options` -- ``ScopeOptions``; :mod:`.target` -- OpenCL/Vulkan targets and their limits;
+* :mod:`.provenance` -- the model's op names, recorded by the front doors and followed through
+  every pass to the kernels (read by the export, the half-arithmetic pass and the tools);
 * :mod:`.ir_utils` -- small IR queries; :mod:`.compat`, :mod:`.extras` -- toolchain and optional
   dependency checks.
 

@@ -4,7 +4,7 @@
 the image limits, the layout stage the buffer limits (weights too large for one binding are split),
 the codegen the workgroup limit (grids are folded), and the build the memory limit (a model that
 cannot fit is refused, naming the tensor). Limits come from, in order: the user's explicit values,
-a local device (:func:`from_opencl_device`, :func:`from_wgpu_adapter`), a :data:`PRESETS` entry, or
+a local device (:func:`of_device`: what the native library read), a :data:`PRESETS` entry, or
 the defaults (:data:`DEFAULT`; :data:`VULKAN_DEFAULT` for Vulkan targets). Every preset says where its numbers come from.
 
 Invariants (checked at construction): every limit is a positive integer; ``max_buffer_bytes <=
@@ -13,6 +13,7 @@ max_alloc_bytes <= memory_bytes``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Dict
 
@@ -159,6 +160,12 @@ def preset(name: str) -> DeviceLimits:
         from .errors import UnsupportedError
 
         raise UnsupportedError(f"unknown device preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+def device_slug(name: str) -> str:
+    """A device name as tuning databases key it (``NVIDIA H100 80GB HBM3`` ->
+    ``nvidia-h100-80gb-hbm3``)."""
+    return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-") or "unknown"
 
 
 def device_name(device) -> str:

@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import tvm
 
-from .limits import DEFAULT, VULKAN_DEFAULT, DeviceLimits, of_device, preset
+from .limits import DEFAULT, VULKAN_DEFAULT, DeviceLimits, device_slug, of_device, preset
 from .limits import device_name as name_of
 from .scope import TextureLimits
 
@@ -47,8 +47,6 @@ def _resolve_limits(base: LimitsSpec, spatial_limit, depth_limit, default: Devic
 def _keys(limits: DeviceLimits, device_name: Optional[str] = None, api: Optional[str] = None) -> list:
     keys = [f"{name}={getattr(limits, name)}" for name in _NUMERIC]
     if device_name:
-        from ..schedules.tuning import device_slug
-
         keys.append(f"device={device_slug(device_name)}")
     if api:
         keys.append(f"api={api}")
@@ -213,13 +211,3 @@ def resolve(target: "tvm.target.Target | str | None") -> tvm.target.Target:
         raise ValueError(f"unknown target name {target!r}; use 'opencl' or 'vulkan' or a tvm.target.Target")
     check_kind(target)
     return target
-
-
-def private_pools(target: tvm.target.Target) -> tuple:
-    """The storage pools that must not share allocations on the target's device: ``("buffer",)``
-    where its tuning database measured that shared buffers slow it down
-    (:func:`relax_vk.schedules.tuning.storage_policy`), else none."""
-    from ..schedules.tuning import storage_policy
-
-    policy = storage_policy(target_device(target), target_api(target))
-    return ("buffer",) if policy.get("reuse_buffers") is False else ()

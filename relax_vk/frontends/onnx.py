@@ -34,6 +34,7 @@ import tvm
 
 from ..core.errors import UnsupportedError
 from ..core.extras import require
+from ..core.provenance import record_model_ops
 from .errors import ModelLoadError
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
@@ -288,15 +289,13 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    from ..tools.provenance import record_model_ops
-
     return record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
 
 
 def _import(model, shapes, dtypes):
     """TVM's ONNX import (what its ``from_onnx`` does for a checked model), with its node table
     recorded: ``(module, [(variable name, ONNX node name)])``, the node names that
-    :mod:`relax_vk.tools.provenance` follows to the kernels."""
+    :mod:`relax_vk.core.provenance` follows to the kernels."""
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
     from .op_names import RecordingTable

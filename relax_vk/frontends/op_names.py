@@ -1,5 +1,5 @@
 """The model's own op names, caught while an importer converts the model (see
-:mod:`relax_vk.tools.provenance`, which follows them through the compiler).
+:mod:`relax_vk.core.provenance`, which follows them through the compiler).
 
 Both of TVM's importers keep a table from the model's nodes to the Relax values their conversion
 returned (``env`` for PyTorch FX nodes, ``_nodes`` for ONNX output names); :class:`RecordingTable`

@@ -34,6 +34,7 @@ from tvm import relax
 
 from ..core.errors import UnsupportedError
 from ..core.extras import require
+from ..core.provenance import record_model_ops
 from .errors import ModelLoadError
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
@@ -138,7 +139,6 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
     torch = require("torch", "torch")
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
-    from ..tools.provenance import record_model_ops
     from .op_names import RecordingTable, torch_op_name
 
     try:
@@ -147,7 +147,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         raise UnsupportedError(f"{where}: PyTorch cannot decompose it to core ATen: {type(err).__name__}: {_first_line(err)}") from None
     try:
         # (what tvm's from_exported_program does without decompositions, its node table recorded:
-        # the model's op names, which relax_vk.tools.provenance follows to the kernels)
+        # the model's op names, which relax_vk.core.provenance follows to the kernels)
         importer = ExportedProgramImporter()
         importer.env = table = RecordingTable(torch_op_name)
         mod = importer.from_exported_program(

@@ -33,17 +33,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 FORMAT, VERSION = "relax_vk.tuning", 1
 HERE = os.path.join(os.path.dirname(__file__), "tuning_db")
-
-
-def device_slug(name: str) -> str:
-    """A device name as the database keys it (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``)."""
-    return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-") or "unknown"
 
 
 @dataclass
@@ -171,6 +165,13 @@ def storage_policy(device: Optional[str], api: str) -> dict:
     ``{"reuse_buffers": False, "evidence": ...}``: do not share buffers there)."""
     db = database(device) if device else None
     return dict(db.storage.get(api, {})) if db is not None else {}
+
+
+def private_pools(device: Optional[str], api: str) -> tuple:
+    """The storage pools that must not share allocations on ``device`` (a target's
+    :func:`~relax_vk.core.target.target_device`) with ``api``: ``("buffer",)`` where its database
+    measured that shared buffers slow it down (:func:`storage_policy`), else none."""
+    return ("buffer",) if storage_policy(device, api).get("reuse_buffers") is False else ()
 
 
 def lookup(device: Optional[str], api: str, memory: str, workload: str) -> Optional[Dict[str, int]]:

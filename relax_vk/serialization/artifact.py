@@ -10,7 +10,7 @@ Layout (little endian)::
 
 The program JSON describes tensors (shape, dtype, scope, image extents, kind), kernels (name,
 launch geometry), the ordered steps (kernel launches, scope copies, aliases; a launch may name the
-model ops it computes, ``"ops"``: :mod:`relax_vk.tools.provenance`) and the inputs and outputs. Constants live in the last section; each constant's offset is a multiple of 16.
+model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the inputs and outputs. Constants live in the last section; each constant's offset is a multiple of 16.
 Loading checks the magic, the version, that the sections lie inside the file in order with
 zero padding between them and nothing after, each section's CRC32, and that every constant lies
 inside the constant section, and refuses anything else with an
@@ -32,6 +32,7 @@ from typing import Dict, List
 import numpy as np
 
 from ..core.errors import UnsupportedError
+from .validate import first_problem
 
 MAGIC = b"RELAXVK\0"
 VERSION = 1
@@ -57,9 +58,9 @@ class Artifact:
     def validate(self, what: str = "artifact") -> None:
         """Raise :class:`ArtifactError` unless the program is complete and consistent
         (:mod:`relax_vk.serialization.validate`): loading does this before anything runs."""
-        from .validate import check
-
-        check(self, what)
+        found = first_problem(self)
+        if found is not None:
+            raise ArtifactError(f"{what}: invalid program: {found}")
 
     # ------------------------------------------------------------------ write
     def to_bytes(self) -> bytes:

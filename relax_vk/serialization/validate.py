@@ -7,15 +7,17 @@ geometry, every step's references (kernels that exist, tensor ids in range, copi
 of equal size), inputs and outputs, every constant present with its shape and dtype, and every
 kernel present in the source (an OpenCL ``__kernel`` of that name, a Vulkan shader span inside the
 source, and for OpenCL each launch's tensors of the kinds its kernel's parameters take), and the storage assignment safe (:func:`relax_vk.storage.program.storage_problem`: no two
-tensors of one allocation live at once, each fits its allocation). The first problem raises :class:`~relax_vk.serialization.artifact.ArtifactError` naming
-the entry. Standard library and numpy only (the runtime calls it without TVM).
+tensors of one allocation live at once, each fits its allocation). The first problem is returned
+naming the entry (:func:`first_problem`; the artifact raises it as an
+:class:`~relax_vk.serialization.artifact.ArtifactError`). Standard library and numpy only (the
+runtime calls it without TVM).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -200,13 +202,14 @@ def check_launch_signatures(program: dict, source: str) -> None:
             _require(problem is None, f"step {i} ({kernel}) passes tensor {t['name']} as parameter {a}: {problem}")
 
 
-def check(artifact, what: str = "artifact") -> None:
-    """Raise :class:`ArtifactError` naming the first problem of ``artifact``'s program."""
-    from .artifact import ArtifactError
-
+def first_problem(artifact) -> Optional[str]:
+    """The first problem of ``artifact``'s program, naming the entry (None: it has none).
+    :meth:`~relax_vk.serialization.artifact.Artifact.validate` raises it as an ``ArtifactError``
+    (this module knows nothing of the container, so it does not import :mod:`.artifact`)."""
     try:
         validate_program(artifact.program, artifact.source, artifact.constants)
         if artifact.program.get("target") == "opencl":
             check_launch_signatures(artifact.program, artifact.source)
     except _Invalid as err:
-        raise ArtifactError(f"{what}: invalid program: {err}") from None
+        return str(err)
+    return None

@@ -1,3 +1,4 @@
-"""Tools around the pipeline: the ``relax-vk`` command line (:mod:`.cli`), the memory-plan report
-(:mod:`.memory_plan`, ``relax_vk.plan``) and its picture (:mod:`.plan_graph`), and the CPU
-reference that checks device results (:mod:`.reference`)."""
+"""Tools around the pipeline, the top layer (nothing else in relax_vk imports them): the
+``relax-vk`` command line (:mod:`.cli`), the picture of the memory plan (:mod:`.plan_graph`; the
+plan itself is :mod:`relax_vk.analysis.memory_plan`), ``profile`` and ``bisect`` on a device
+(against the CPU reference, :mod:`relax_vk.analysis.reference`), and the tuner (:mod:`.tune`)."""

@@ -2,13 +2,13 @@
 
 The device side runs the model's artifact built without storage reuse (every tensor keeps its
 own allocation, so after a run every kernel's output is still there) and reads back the output of
-every kernel that computes model ops (``step["ops"]``, :mod:`relax_vk.tools.provenance`). A kernel
+every kernel that computes model ops (``step["ops"]``, :mod:`relax_vk.core.provenance`). A kernel
 that computes several fused ops writes only the last one's output (in model order), so that op
 stands for the kernel.
 
-The reference is TVM's llvm build of the model as imported (:func:`relax_vk.tools.reference.run_on_cpu`),
+The reference is TVM's llvm build of the model as imported (:func:`relax_vk.analysis.reference.reference_outputs`),
 its ``main`` made to return the output of every model op (the last binding the op's conversion
-made, :data:`~relax_vk.tools.provenance.MODEL_OPS_ATTR`), in the model's own layout. A device
+made, :data:`~relax_vk.core.provenance.MODEL_OPS_ATTR`), in the model's own layout. A device
 tensor in a packed layout is read back into that layout first (:func:`to_model_layout`: ``NCHW4c``
 blocks of four channels or packed tokens, padded channels dropped); a tensor in any other layout
 is skipped, with the reason, rather than guessed.
@@ -27,7 +27,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .provenance import MODEL_OPS_ATTR
+from ..analysis.reference import model_outputs, reference_outputs
+from ..core.provenance import MODEL_OPS_ATTR
 
 FP32_RTOL, FP16_RTOL = 1e-4, 1e-2
 
@@ -90,45 +91,6 @@ def to_model_layout(device: np.ndarray, shape: Sequence[int]) -> Optional[np.nda
     return None
 
 
-def _model_outputs(mod) -> Dict[str, object]:
-    """Model op -> the variable of its output in the imported ``main`` (the last binding its
-    conversion made), in model order."""
-    main = mod["main"]
-    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
-    out: Dict[str, object] = {}
-    for block in main.body.blocks:
-        for b in block.bindings:
-            op = names.get(b.var.name)
-            if op is not None:
-                out.pop(str(op), None)
-                out[str(op)] = b.var
-    return out
-
-
-def reference_outputs(mod, inputs: Sequence[np.ndarray], ops: Sequence[str]) -> Dict[str, np.ndarray]:
-    """The output of each of ``ops`` (model op names) on the CPU (TVM llvm): ``main`` made to
-    return them all."""
-    from tvm import relax
-
-    from .reference import run_on_cpu
-
-    wanted = _model_outputs(mod)
-    ops = [op for op in ops if op in wanted and isinstance(wanted[op].ty, relax.TensorType)]
-    if not ops:
-        return {}
-    flat = relax.transform.ToNonDataflow()(mod)
-    main = flat["main"]
-    by_name = {b.var.name: b.var for block in main.body.blocks for b in block.bindings}
-    fields = [by_name[wanted[op].name] for op in ops]
-    result = relax.Tuple(fields)
-    ret = relax.TupleType([f.ty for f in fields])
-    probe = flat.clone()
-    probe["main"] = relax.Function(main.params, relax.SeqExpr(main.body.blocks, result), ret, main.is_pure, main.attrs)
-    probe = relax.transform.Normalize()(probe)
-    values = run_on_cpu(probe, inputs)
-    return dict(zip(ops, values))
-
-
 def device_outputs(session) -> List[dict]:
     """After a run of ``session`` (an artifact built without storage reuse): per model op, the
     tensor of the kernel that finishes it, when the op is that kernel's last, ``{"op", "kernel",
@@ -184,7 +146,7 @@ def bisect_session(session, mod, inputs: Sequence[np.ndarray], model: str = "", 
     rtol = (FP16_RTOL if half else FP32_RTOL) if rtol is None else rtol
     session.run(inputs)
     produced = device_outputs(session)
-    order = list(_model_outputs(mod))
+    order = list(model_outputs(mod))
     reference = reference_outputs(mod, inputs, order)
     result = Bisection(model=model, backend=session.program.get("target", "opencl"), device=session.device_name, tolerance=rtol)
     rows = []

@@ -21,7 +21,7 @@
 
 MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file or a ``.pt2`` file
 (``torch.export.save``). ``--json`` outputs are stable contracts:
-``plan`` as in :mod:`relax_vk.tools.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
+``plan`` as in :mod:`relax_vk.analysis.memory_plan`; ``run`` prints ``{"backend", "device", "ok",
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}],
 "device_ms"}``: ``latency_ms`` of unprofiled runs; with ``--profile``, the kernels (and copies) of a
 profiled run after the timed runs, whose times tile that run's device span ``device_ms`` (without
@@ -192,7 +192,7 @@ def _scoped_with_decision(args, model: str):
 
 
 def cmd_plan(args) -> int:
-    from .memory_plan import plan
+    from ..analysis.memory_plan import plan
 
     result = plan(*_scoped_with_decision(args, args.model), texel=_options(args).texel_dtype)
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
@@ -266,7 +266,7 @@ def _demo_run(compiled, device, model: str, label: str):
     """Run a compiled model, check it against TVM llvm (at the fp16 bound for half-texel builds),
     time it, profile a warm run; returns whether it matched."""
     from ..runtime import load
-    from .reference import run_on_cpu
+    from ..analysis.reference import run_on_cpu
 
     artifact = compiled.artifact()
     session = load(artifact, device=device, profile=True)
@@ -331,19 +331,19 @@ def _compile(args, model: str):
 
 
 def _build_tvm_library(args) -> int:
-    """``build --runtime tvm``: the model as a library for TVM's own runtime (relax_vk.deploy)."""
-    from .. import deploy
+    """``build --runtime tvm``: the model as a library for TVM's own runtime (relax_vk.tvm_runtime)."""
+    from .. import tvm_runtime
     from ..core.errors import UnsupportedError
 
     if not args.output.endswith((".so", ".dylib", ".dll")):
         raise UnsupportedError(f"--runtime tvm writes a shared library: name the output MODEL.so, not {args.output!r}")
-    deploy.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
+    tvm_runtime.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
     print(f"[1/2] compiling {args.model} for {args.target or 'opencl'} under TVM's VM, host {args.host or 'this machine'} ...", flush=True)
     mod, _ = _load_with_source(args.model, args)
-    executable = deploy.compile(mod, _target(args), host=args.host, registry=_registry(args), options=_options(args))
-    deploy.export_library(executable, args.output, host=args.host, cc=args.cc)
+    executable = tvm_runtime.compile(mod, _target(args), host=args.host, registry=_registry(args), options=_options(args))
+    tvm_runtime.export_library(executable, args.output, host=args.host, cc=args.cc)
     print(f"[2/2] wrote {args.output}: load it with relax_vk.load_vm(path, tvm.opencl(0)) or TVM's C++ API (examples/)")
-    if not deploy.has_runtime("opencl"):
+    if not tvm_runtime.has_runtime("opencl"):
         print("      note: this machine's TVM runtime has no OpenCL; run the library with a libtvm_runtime built with USE_OPENCL=ON")
     return 0
 
@@ -410,7 +410,7 @@ def _reference(artifact, inputs):
     if not spec:
         return None, "skipped: the artifact does not say which model it was built from"
     from ..frontends import load_model
-    from .reference import run_on_cpu
+    from ..analysis.reference import run_on_cpu
 
     return run_on_cpu(load_model(spec, source.get("input_shapes"))[0], inputs), ""
 

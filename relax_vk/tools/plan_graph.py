@@ -127,7 +127,7 @@ def draw_plan(mod: tvm.IRModule, func: str = "main", ax=None, max_label: int = 2
     from matplotlib.patches import Patch
 
     from ..passes.layout.derive_identifiers import source_name
-    from .memory_plan import plan as memory_plan
+    from ..analysis.memory_plan import plan as memory_plan
 
     graph = dataflow_graph(mod, func)
     memory = memory_plan(mod)

@@ -4,7 +4,7 @@ A session (:mod:`relax_vk.runtime`) times every step of a run on the device (ker
 copies between memory kinds). :func:`profile_session` runs the model ``repeat`` times warm (after
 one warm-up run), takes the run whose device span is the median, and reads its steps back to the
 model's ops through the provenance the artifact carries (``step["ops"]``,
-:mod:`relax_vk.tools.provenance`):
+:mod:`relax_vk.core.provenance`):
 
 * ``device_ms``: that run's device span, first step's start to last step's end (what the device
   timestamps measure: the queue's time on the device, not the host's);

@@ -186,7 +186,8 @@ def _recorded(device: str, api: str, memory: str, tile: Optional[int] = None) ->
     ``tile``: for a Winograd F(tile,3) case, only a record of that tile size counts (a record
     does not say which algorithms its measurement compared, so a workload that direct won is
     measured again: the price of never skipping an algorithm that was not tried)."""
-    from ..schedules.tuning import database, device_slug
+    from ..core.limits import device_slug
+    from ..schedules.tuning import database
 
     db = database(device_slug(device))
     if db is None:
@@ -268,7 +269,8 @@ def write_bundle(
 def import_results(results: dict, db_dir: Optional[str] = None) -> Dict[str, Tuple[int, int]]:
     """Merge measured results into the tuning databases (one per device); returns ``{device:
     (records kept, records offered)}``. A record replaces an existing one only when faster."""
-    from ..schedules.tuning import HERE, Database, Record, device_slug
+    from ..core.limits import device_slug
+    from ..schedules.tuning import HERE, Database, Record
 
     if results.get("format") != RESULTS_FORMAT or results.get("version") != VERSION:
         raise ValueError("not relax_vk tuning results (expected the output of `relax-vk tune --measure`)")

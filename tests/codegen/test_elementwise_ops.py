@@ -29,8 +29,8 @@ from tvm import relax
 from tvm.relax.transform.legalize_ops import binary as _binary_legalize
 from tvm.relax.transform.legalize_ops import unary as _unary_legalize
 
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.runtime import load
-from relax_vk.tools.reference import run_on_cpu
 
 SHAPE = (1, 4, 4, 4)
 

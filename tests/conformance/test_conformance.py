@@ -11,8 +11,8 @@ import pytest
 from conformance.cases import CASES
 import numpy as np
 
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.passes.lower.name_kernels_for_api import api_name
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
 from helpers_build import BACKENDS, build_for, kernel_scopes
 

@@ -11,7 +11,7 @@ import pytest
 import tvm
 
 import relax_vk
-from relax_vk import deploy
+from relax_vk import tvm_runtime
 from relax_vk.frontends import load_model
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "cpp_deploy")
@@ -54,7 +54,7 @@ def _parse(stdout: str):
 def test_cpp_program_prints_the_vms_outputs(run_model, model, tmp_path):
     mod = load_model(model)[0]
     path = str(tmp_path / "model.so")
-    deploy.export_library(relax_vk.compile(mod, "llvm"), path)
+    tvm_runtime.export_library(relax_vk.compile(mod, "llvm"), path)
     shapes = [tuple(int(d) for d in p.ty.shape.values) for p in mod["main"].params]
     run = subprocess.run([run_model, path, "cpu", *[",".join(map(str, s)) for s in shapes]], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -76,7 +76,7 @@ def test_cpp_program_runs_textures_on_pocl(run_model, tmp_path):
         ctypes.CDLL(OPENCL_LIB, mode=ctypes.RTLD_GLOBAL)
     mod = load_model("residual")[0]
     path = str(tmp_path / "model.so")
-    deploy.export_library(relax_vk.compile(mod, "opencl"), path)
+    tvm_runtime.export_library(relax_vk.compile(mod, "opencl"), path)
     shapes = [tuple(int(d) for d in p.ty.shape.values) for p in mod["main"].params]
     run = subprocess.run([run_model, path, "opencl", *[",".join(map(str, s)) for s in shapes]], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
@@ -87,9 +87,9 @@ def test_cpp_program_runs_textures_on_pocl(run_model, tmp_path):
 
 
 def test_cpp_program_names_a_missing_runtime(run_model, tmp_path):
-    if deploy.has_runtime("opencl") or OPENCL_LIB:
+    if tvm_runtime.has_runtime("opencl") or OPENCL_LIB:
         pytest.skip("this TVM runtime has OpenCL")
     path = str(tmp_path / "model.so")
-    deploy.export_library(relax_vk.compile(load_model("rfc-conv2d")[0], "opencl"), path)
+    tvm_runtime.export_library(relax_vk.compile(load_model("rfc-conv2d")[0], "opencl"), path)
     run = subprocess.run([run_model, path, "opencl", "2,64,56,56", "32,64,3,3"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "opencl" in run.stderr and "error:" in run.stderr

@@ -3,8 +3,8 @@
 import numpy as np
 from tvm import relax, te, topi
 
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.frontends import RaisePrebuiltBinary
-from relax_vk.tools.reference import run_on_cpu
 
 from helpers import tensor
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from tvm import relax
 
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.legalize.arg_reduce import arg_reduce
-from relax_vk.tools.reference import run_on_cpu
 
 from helpers import tensor
 

@@ -7,8 +7,8 @@ import tvm
 from tvm import relax
 from tvm.tirx import IndexMap
 
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.legalize.layout_transform import INJECTIVE, OPAQUE, legalize_layout_transform
-from relax_vk.tools.reference import run_on_cpu
 
 from helpers import tensor
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from tvm import relax
 
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.legalize import LEGALIZE_MAP
-from relax_vk.tools.reference import run_on_cpu
 
 from helpers import module, tensor
 

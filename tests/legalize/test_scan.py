@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from tvm import relax
 
-from relax_vk.tools.reference import run_on_cpu
+from relax_vk.analysis.reference import run_on_cpu
 
 from helpers import module, tensor
 

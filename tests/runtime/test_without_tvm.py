@@ -9,8 +9,8 @@ import textwrap
 import numpy as np
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.models import build_example
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 BLOCK_TVM = textwrap.dedent(
     """

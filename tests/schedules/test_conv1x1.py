@@ -185,7 +185,8 @@ def test_the_tuner_measures_gemm_and_direct_blocks_and_builds_use_the_faster(tmp
 
     from relax_vk.frontends import from_torch
     from relax_vk.runtime.measure import measure_bundle
-    from relax_vk.schedules.tuning import Database, device_slug
+    from relax_vk.core.limits import device_slug
+    from relax_vk.schedules.tuning import Database
     from relax_vk.schedules.workloads import ConvSpec
     from relax_vk.tools.tune import candidate_module, import_results, write_bundle
 

@@ -6,9 +6,9 @@ import pytest
 from tvm import relax
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
 from relax_vk.schedules.pooling import THREADS, WINDOW_THREADS
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 from helpers import const, module, tensor
 from helpers_build import BACKENDS

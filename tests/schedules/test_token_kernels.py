@@ -7,11 +7,11 @@ import pytest
 from tvm import relax
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
 from relax_vk.schedules.channel_reduce import threads_for
 from relax_vk.schedules.matmul import MIN_THREADS, _threads, tile
 from relax_vk.schedules.row_norm import MIN_GROUPS, workgroup
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 from helpers import const, module, tensor
 from helpers_build import BACKENDS

@@ -1,9 +1,9 @@
-"""relax_vk.tools.provenance: the model's op names reach the kernels that compute them."""
+"""relax_vk.core.provenance: the model's op names reach the kernels that compute them."""
 
 import pytest
 
+from relax_vk.core.provenance import MODEL_OPS_ATTR, provenance
 from relax_vk.tools.profile import build_for
-from relax_vk.tools.provenance import MODEL_OPS_ATTR, provenance
 
 torch = pytest.importorskip("torch")
 

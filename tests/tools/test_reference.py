@@ -2,8 +2,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from relax_vk.analysis.reference import random_inputs, run_on_cpu, strip_scopes
 from relax_vk.models import build_example
-from relax_vk.tools.reference import random_inputs, run_on_cpu, strip_scopes
 
 from helpers import scoped
 

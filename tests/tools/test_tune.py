@@ -7,10 +7,11 @@ import pytest
 
 
 import relax_vk
+from relax_vk.core.limits import device_slug
 from relax_vk.models import build_example
 from relax_vk.passes.scope.choose_memory_kind import recorded
 from relax_vk.runtime.measure import measure_bundle
-from relax_vk.schedules.tuning import Database, device_slug
+from relax_vk.schedules.tuning import Database
 from relax_vk.schedules.workloads import ConvSpec
 from relax_vk.tools.cli import main
 from relax_vk.tools.tune import candidate_module, import_results, write_bundle

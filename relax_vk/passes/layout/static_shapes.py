@@ -19,6 +19,7 @@ import tvm
 from tvm import relax, tirx
 
 from ...core.errors import UnsupportedError
+from ...core.provenance import MODEL_OPS_ATTR
 
 
 def _shape_vars(ty) -> Set[tirx.Var]:
@@ -33,8 +34,6 @@ def _shape_vars(ty) -> Set[tirx.Var]:
 
 
 def _check(func: relax.Function) -> None:
-    from ...tools.provenance import MODEL_OPS_ATTR
-
     defined: Set[tirx.Var] = set().union(*(_shape_vars(p.ty) for p in func.params)) if func.params else set()
     made_by = dict(func.attrs[MODEL_OPS_ATTR]) if func.attrs is not None and MODEL_OPS_ATTR in func.attrs else {}
     values = {}

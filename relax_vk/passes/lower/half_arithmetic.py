@@ -48,6 +48,8 @@ from tvm import relax, tirx
 from tvm.ir.prim import expr as E
 from tvm.tirx import stmt as S
 
+from ...core.provenance import provenance
+
 HALF_MAX = 65504.0  # the largest finite float16
 HALF_MIN_NORMAL = 2.0**-14  # the smallest normal float16
 ARITH_ATTR = "relax_vk.arithmetic"  # main: kernel (PrimFunc name) -> "float16" | why it stays float32
@@ -73,7 +75,7 @@ class HalfPolicy:
     against a kernel's model ops (ONNX node names, PyTorch module paths: ``relax-vk bisect`` and
     ``profile`` name them), its kernel name (with or without the ``_kernel`` suffix codegen
     appends) and the Relax variable it writes. ``overflow``: model op -> the largest magnitude a
-    calibration run saw (:func:`relax_vk.tools.fp16_range.overflowing_ops`): those kernels stay
+    calibration run saw (:func:`relax_vk.analysis.fp16_range.overflowing_ops`): those kernels stay
     float32 too. ``accumulate``: the accumulator dtype (module docstring)."""
 
     accumulate: str = "float32"
@@ -322,8 +324,6 @@ def to_half_arithmetic(func: tirx.PrimFunc, accumulate: str = "float32") -> tirx
 
 def _call_sites(main: relax.Function) -> List[Tuple[str, str, List[str]]]:
     """``(PrimFunc name, written variable, model ops)`` per ``call_tir`` binding of ``main``."""
-    from ...tools.provenance import provenance
-
     ops = provenance(main)
     out, i = [], 0
     for block in main.body.blocks:

@@ -6,7 +6,7 @@ not record its VDevices, so this pass adds a Relax function :data:`FUNCTION` (no
 returns them as one string constant, ``relax_vk.vdevices=KIND:ID:SCOPE;KIND:ID:SCOPE;...`` in index
 order (nothing after ``=`` for a module without VDevices; TVM's own ``kind:id:scope`` spelling).
 The constant is readable without running the VM (the executable's ``stats()`` lists its constant
-pool): :func:`relax_vk.deploy.vdevice_table` reads it to build the device list of an executable
+pool): :func:`relax_vk.tvm_runtime.vdevice_table` reads it to build the device list of an executable
 or an exported library, also where this runtime could not initialise a VM for its devices.
 
 Requires: nothing. Guarantees: the module's other functions are unchanged; the function carries

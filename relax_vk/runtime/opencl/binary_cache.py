@@ -1,7 +1,7 @@
 """Cold start: OpenCL program binaries kept on disk, keyed by device, driver and source.
 
 Building a program from source (``clBuildProgram``) dominates loading an artifact: seconds for a
-few dozen kernels on pocl, about ten on NVIDIA for hundreds. :func:`build` keeps the binary the
+few dozen kernels on pocl, about ten on NVIDIA for hundreds. the native library keeps the binary the
 driver produced and loads it next time (``clCreateProgramWithBinary``), verified on load:
 
 * the file name is the SHA-256 of the key: the source, the build options, and the device as the
@@ -34,7 +34,7 @@ CacheDir = Union[str, os.PathLike, None, bool]
 
 @dataclass
 class BuildInfo:
-    """How :func:`build` got its program: ``"binary"`` (from the cache), ``"source"`` (built and
+    """How a program was got: ``"binary"`` (from the cache), ``"source"`` (built and
     stored) or ``"source (cache off)"``, with the reason a cached file was not used."""
 
     origin: str
@@ -123,48 +123,3 @@ def _write(path: str, key: Dict[str, str], binary: bytes, kernels: Sequence[str]
     except OSError:  # a read-only or full cache folder costs the next load a build, nothing else
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-def _from_source(cl, context, device, source: str, options: Sequence[str]):
-    """``clBuildProgram`` of ``source``; :class:`~.compiler.OpenCLBuildError` with the log on failure."""
-    from .compiler import OpenCLBuildError
-
-    program = cl.Program(context, source)
-    try:
-        return program.build(options=list(options), cache_dir=False)
-    except cl.RuntimeError as err:
-        try:
-            log = program.get_build_info(device, cl.program_build_info.LOG)
-        except cl.Error:
-            log = ""
-        raise OpenCLBuildError(device.name, log or str(err), source) from err
-
-
-def build(context, device, source: str, options: Sequence[str] = (), cache_dir: CacheDir = None, required: Sequence[str] = ()):
-    """``(built pyopencl Program, BuildInfo)`` for ``source`` on ``device`` (module docstring).
-    ``required``: kernel names the program must define for a cached binary to be used. A source
-    build that fails raises :class:`~.compiler.OpenCLBuildError` with the build log."""
-    import pyopencl as cl
-
-    folder = cache_folder(cache_dir)
-    if folder is None:
-        return _from_source(cl, context, device, source, options), BuildInfo("source (cache off)")
-    key = cache_key(source, device, options)
-    path = _path(folder, key)
-    binary, kernels_or_reason = _read(path, key)
-    rejected = "" if binary is not None else kernels_or_reason
-    if binary is not None:
-        try:
-            program = cl.Program(context, [device], [binary]).build(options=list(options))
-            names = {k.function_name for k in program.all_kernels()}
-            missing = sorted(set(required) - names)
-            if not missing:
-                return program, BuildInfo("binary", path)
-            rejected = f"program lacks kernels {missing[:3]}"
-        except cl.Error as err:
-            rejected = f"the driver refused it ({str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__})"
-    program = _from_source(cl, context, device, source, options)
-    binaries = program.get_info(cl.program_info.BINARIES)
-    if binaries and binaries[0]:
-        _write(path, key, bytes(binaries[0]), sorted(k.function_name for k in program.all_kernels()))
-    return program, BuildInfo("source", path, rejected)

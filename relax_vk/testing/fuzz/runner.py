@@ -112,9 +112,9 @@ CUT_LIMITS = {"spatial_limit": 256, "depth_limit": 64, "max_buffer_bytes": 1 << 
 
 
 def make_target(backend: str, limits: Optional[dict] = None):
-    import relax_vk
+    from ...core import target
 
-    make = relax_vk.target.opencl if backend == "opencl" else relax_vk.target.vulkan
+    make = target.opencl if backend == "opencl" else target.vulkan
     return make(**(limits or {}))
 
 
@@ -128,10 +128,9 @@ def run_spec(
 
     import torch
 
-    import relax_vk
-
+    from ...analysis.reference import run_on_cpu
+    from ...compiler import build
     from ...runtime import load
-    from ...tools.reference import run_on_cpu
 
     warnings.filterwarnings("ignore")
     outcome = lambda status, **kw: Outcome(status, front_door, backend, **kw)  # noqa: E731
@@ -144,7 +143,7 @@ def run_spec(
         return _failed(outcome, "import", err)
     stage = "build"
     try:
-        compiled = relax_vk.build(mod, target=make_target(backend, limits))
+        compiled = build(mod, target=make_target(backend, limits))
         stage = "export"
         artifact = compiled.artifact()
         stage = "load"

@@ -10,11 +10,11 @@ from tvm import relax
 from tvm.script import tirx as T
 
 import relax_vk
+from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.codegen.wgsl import WGSLEmitError, emit_kernel
 from relax_vk.core.errors import UnsupportedError
 from relax_vk.models import build_example
 from relax_vk.runtime import load
-from relax_vk.tools.reference import run_on_cpu
 
 
 def test_texture_kernels_read_sampled_and_write_storage_textures():

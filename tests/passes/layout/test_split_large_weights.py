@@ -10,9 +10,9 @@ from helpers import const, module, tensor
 from tvm import relax
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.core.errors import LimitError
 from relax_vk.passes import SplitLargeWeights
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 
 def _ops(mod, name):

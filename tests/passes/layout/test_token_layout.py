@@ -6,8 +6,8 @@ import pytest
 from tvm import relax
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.runtime import load
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 from helpers import assert_same_numbers, const, module, op_count, tensor
 from helpers_build import BACKENDS

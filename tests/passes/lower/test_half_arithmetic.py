@@ -135,7 +135,7 @@ def test_overflowing_layers_fall_back_to_float32(lavapipe, precision):
     calibration run keeps it and its reader in float32 (under half texels, the textures they
     write keep float32 texels), and the model stays right; without calibration half arithmetic
     overflows."""
-    from relax_vk.tools.fp16_range import overflowing_ops
+    from relax_vk.analysis.fp16_range import overflowing_ops
 
     mod = chain_model(scale=1e4)
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)

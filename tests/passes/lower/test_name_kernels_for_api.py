@@ -4,10 +4,10 @@ for Vulkan in its shaders, artifact steps and profiles; an OpenCL build's names 
 import numpy as np
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.models import build_example
 from relax_vk.passes.lower.name_kernels_for_api import api_name
 from relax_vk.runtime import load
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 
 def test_only_whole_name_parts_are_renamed():

@@ -57,7 +57,7 @@ def test_buffer_reshape_kernel_becomes_a_view():
     out = RewriteBufferReshapes()(mod)
     names = [n for n, _ in _calls(out)]
     assert "relax.reshape" in names and "reshape" not in names
-    from relax_vk.tools.reference import run_on_cpu
+    from relax_vk.analysis.reference import run_on_cpu
 
     a = np.random.default_rng(0).standard_normal((2, 3, 4)).astype("float32")
     r = np.maximum(a, 0).reshape(6, 4)

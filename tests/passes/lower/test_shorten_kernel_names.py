@@ -7,10 +7,10 @@ import tvm
 from tvm import relax, te, topi
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.passes import ShortenKernelNames
 from relax_vk.passes.lower.shorten_kernel_names import FULL_NAME_ATTR, MAX_NAME, short_name
 from relax_vk.runtime import load
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 from helpers import const, module, tensor
 from helpers_build import BACKENDS

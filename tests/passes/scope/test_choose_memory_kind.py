@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.core.limits import device_slug
 from relax_vk.models import build_example
 from relax_vk.passes.scope.choose_memory_kind import decide, recorded
-from relax_vk.schedules.tuning import Database, Record, clear_cache, device_slug
+from relax_vk.schedules.tuning import Database, Record, clear_cache
 
 
 def test_decision_without_measurements_is_the_rfc_rule(db_dir):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs
 from relax_vk.models import build_example
 from relax_vk.runtime import load
 from relax_vk.runtime import library as native
-from relax_vk.tools.reference import random_inputs
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs, run_on_cpu
 from relax_vk.core.options import ScopeOptions
 from relax_vk.models import EXAMPLES, build_example
 from relax_vk.runtime import DeviceLimitError, OpenCLUnavailable, ShaderError, library, load, select_device
 from relax_vk.serialization.artifact import Artifact
-from relax_vk.tools.reference import random_inputs, run_on_cpu
 
 from ...runtime_helpers import assert_each_run_takes_its_inputs, copy_program, two_output_copy_program
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import relax_vk
+from relax_vk.analysis.reference import random_inputs
 from relax_vk.models import build_example
 from relax_vk.runtime import load, native
-from relax_vk.tools.reference import random_inputs
 
 from ...serialization.test_validate import CASES
 from .test_artifacts import damaged_bytes

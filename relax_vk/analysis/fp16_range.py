@@ -2,7 +2,7 @@
 
 :func:`overflowing_ops` runs the model as imported on the CPU (TVM llvm, the reference
 ``relax-vk bisect`` compares with) on calibration inputs -- the caller's, else seeded ones
-(:func:`relax_vk.tools.reference.random_inputs`) -- and reads every model op's output. An op whose
+(:func:`relax_vk.analysis.reference.random_inputs`) -- and reads every model op's output. An op whose
 output exceeds float16's range (|x| > 65504 / ``margin``, or non-finite where the reference is
 finite) overflows in half; so do the ops that read it (they would read it as half). The result
 (op -> the magnitude seen) goes into :class:`~relax_vk.passes.lower.half_arithmetic.HalfPolicy`
@@ -21,8 +21,9 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from ..core.provenance import MODEL_OPS_ATTR
 from ..passes.lower.half_arithmetic import HALF_MAX
-from .provenance import MODEL_OPS_ATTR
+from .reference import model_outputs, random_inputs, reference_outputs
 
 #: values within a factor MARGIN of float16's largest count as overflowing (other inputs than the
 #: calibration run's reach a little further)
@@ -55,16 +56,13 @@ def overflowing_ops(mod: tvm.IRModule, inputs: Optional[Sequence[np.ndarray]] = 
     ``mod`` (imported by :mod:`relax_vk.frontends`: its ops are named) whose output float16
     cannot hold, and the ops reading such an output (with the magnitude they read). Empty for a
     module whose ops are not named."""
-    from .bisect import _model_outputs, reference_outputs
-    from .reference import random_inputs
-
     if MODEL_OPS_ATTR not in (mod["main"].attrs or {}):
         return {}
     inputs = list(inputs) if inputs is not None else random_inputs(mod)
     key = (tvm_ffi.structural_hash(mod), tuple(hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest() for a in inputs), margin)
     if key in _SEEN:  # (a CPU build of the model: builds of one model for several targets or plans share it)
         return dict(_SEEN[key])
-    order = list(_model_outputs(mod))
+    order = list(model_outputs(mod))
     found: Dict[str, float] = {}
     for op, value in reference_outputs(mod, inputs, order).items():
         if not np.issubdtype(value.dtype, np.floating) or not value.size:

@@ -3,18 +3,21 @@
 ``strip_scopes`` maps every memory scope back to a plain CPU buffer (VDevices dropped, hints and
 ``to_vdevice`` copies become the identity), so a scoped module computes exactly what the original
 did. Tests use it to show the passes keep semantics; ``run_on_cpu`` is also the reference for
-checking device results.
+checking device results. :func:`reference_outputs` reads the output of every named model op
+(:data:`~relax_vk.core.provenance.MODEL_OPS_ATTR`) of a module as imported: what fp16 calibration
+(:mod:`.fp16_range`) and ``relax-vk bisect`` (:mod:`relax_vk.tools.bisect`) compare against.
 """
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 import tvm
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
+from ..core.provenance import MODEL_OPS_ATTR
 from ..legalize import LEGALIZE_MAP
 
 _IDENTITY_OPS = ("relax.to_vdevice", "relax.hint_on_device")
@@ -112,3 +115,38 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
         else:
             arrays.append(rng.integers(-8, 8, shape).astype(str(ty.dtype)))
     return arrays
+
+
+def model_outputs(mod) -> Dict[str, object]:
+    """Model op -> the variable of its output in the imported ``main`` (the last binding its
+    conversion made), in model order."""
+    main = mod["main"]
+    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    out: Dict[str, object] = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            op = names.get(b.var.name)
+            if op is not None:
+                out.pop(str(op), None)
+                out[str(op)] = b.var
+    return out
+
+
+def reference_outputs(mod, inputs: Sequence[np.ndarray], ops: Sequence[str]) -> Dict[str, np.ndarray]:
+    """The output of each of ``ops`` (model op names) on the CPU (TVM llvm): ``main`` made to
+    return them all."""
+    wanted = model_outputs(mod)
+    ops = [op for op in ops if op in wanted and isinstance(wanted[op].ty, relax.TensorType)]
+    if not ops:
+        return {}
+    flat = relax.transform.ToNonDataflow()(mod)
+    main = flat["main"]
+    by_name = {b.var.name: b.var for block in main.body.blocks for b in block.bindings}
+    fields = [by_name[wanted[op].name] for op in ops]
+    result = relax.Tuple(fields)
+    ret = relax.TupleType([f.ty for f in fields])
+    probe = flat.clone()
+    probe["main"] = relax.Function(main.params, relax.SeqExpr(main.body.blocks, result), ret, main.is_pure, main.attrs)
+    probe = relax.transform.Normalize()(probe)
+    values = run_on_cpu(probe, inputs)
+    return dict(zip(ops, values))

@@ -271,7 +271,8 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
     decision = recorded(mod) or decision
     result = MemoryPlan(scope_rule=decision.to_json() if decision is not None else None)
     functions = list(scoped_functions(mod))
-    from ..core.target import private_pools, target_limits, texture_limits
+    from ..core.target import target_api, target_device, target_limits, texture_limits
+    from ..schedules.tuning import private_pools
 
     target = _module_target(mod)
     limits = texture_limits(target) if target is not None else None
@@ -313,7 +314,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
         else:
             result.buffer_bytes += t.bytes
     result.storage = plan_storage(lifetimes, arena_limit=target_limits(target).max_alloc_bytes if target is not None else None,
-                                  private=private_pools(target) if target is not None else ())  # fmt: skip
+                                  private=private_pools(target_device(target), target_api(target)) if target is not None else ())  # fmt: skip
     for tid, obj in result.storage.assignment.items():
         result.tensors[tid].object = obj
     return result

@@ -1,4 +1,6 @@
-"""Export a compiled module to the portable ``.rvk`` artifact (see :mod:`relax_vk.serialization.artifact`).
+"""Export a compiled module to the portable ``.rvk`` artifact (see :mod:`relax_vk.serialization.artifact`):
+the compiler's side of the format, which needs TVM and the passes' attributes (the format itself
+sits below the runtime, which loads it without TVM).
 
 The program is read off the compiled IR, not guessed:
 
@@ -26,14 +28,14 @@ from tvm.ir.expr import GenericConst
 
 from ..core.errors import LimitError, RelaxVKError
 from ..core.ir_utils import tensor_scope
+from ..core.provenance import provenance
 from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
-from ..storage import allocated_bytes, assign_storage
-from ..tools.provenance import provenance
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
+from ..serialization.artifact import Artifact
+from ..storage import allocated_bytes, assign_storage
 from ..storage.lifetimes import half_texels
-from .artifact import Artifact
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -210,7 +212,7 @@ class _ProgramBuilder:
             self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"],
                                               **self.kernel_info(gv.name_hint)}  # fmt: skip
             step = {"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids}
-            if self.ops:  # the model ops this kernel computes (relax_vk.tools.provenance)
+            if self.ops:  # the model ops this kernel computes (relax_vk.core.provenance)
                 step["ops"] = list(self.ops)
             self.steps.append(step)
 
@@ -330,7 +332,7 @@ def export_program(
     False gives every tensor its own. ``texel="float16"``: textures hold half texels (each texture
     tensor's ``texel``), but for those kernels kept in float32 arithmetic for overflow write
     (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`). ``private``: storage pools that do not
-    share on the target's device (:func:`relax_vk.core.target.private_pools`)."""
+    share on the target's device (:func:`relax_vk.schedules.tuning.private_pools`)."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []

@@ -34,7 +34,7 @@ import hashlib
 import os
 from typing import Dict, List
 
-from .runtime.opencl.binary_cache import BuildInfo, CacheDir, cache_folder, cache_path, read_verified, write_atomic
+from ..runtime.opencl.binary_cache import BuildInfo, CacheDir, cache_folder, cache_path, read_verified, write_atomic
 
 #: what the cached blob is (part of the key: another layout is another file)
 FORMAT = "tvm opencl.GetPreCompiledPrograms 1"

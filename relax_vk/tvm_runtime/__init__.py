@@ -1,4 +1,5 @@
-"""Deploying through TVM's own runtime: an executable, its library, and a VM with the right devices.
+"""TVM's runtime path: an executable, its library, and a VM with the right devices (relax_vk's own
+runtime, which needs no TVM, is :mod:`relax_vk.runtime`).
 
 * :func:`compile` -- a ``tvm.runtime.Executable`` for an OpenCL target: :func:`relax_vk.build`'s
   executable (the same plan, kernels and tuning database; ``tvm.compile`` with
@@ -32,6 +33,8 @@ page-rounded size can be images (seen on pocl: ViT after ConvNeXt, wrong outputs
   (:func:`clear_allocator_pools`), so no VM is handed what an earlier one left (a VM that other
   objects still hold is cleared after when the next ``load_vm`` runs).
 
+:mod:`.program_cache` keeps TVM's OpenCL program binaries on disk (``load_vm(binary_cache=...)``).
+
 ``docs/tvm_runtime.md`` has the source lines and the measurements.
 """
 
@@ -45,14 +48,14 @@ from typing import Dict, List, Optional, Sequence
 import tvm
 from tvm import relax
 
-from .core import target as _target
-from .core.errors import UnsupportedError
-from .core.options import ScopeOptions
-from .core.registry import OpRegistry
-from .passes.lower.hoist_image_storage import IMAGES, WITH_IMAGES
-from .passes.lower.record_vdevices import FUNCTION as VDEVICE_FUNCTION
-from .passes.lower.record_vdevices import RecordVDevices
-from .passes.lower.record_vdevices import decode as decode_vdevices
+from ..core import target as _target
+from ..core.errors import UnsupportedError
+from ..core.options import ScopeOptions
+from ..core.registry import OpRegistry
+from ..passes.lower.hoist_image_storage import IMAGES, WITH_IMAGES
+from ..passes.lower.record_vdevices import FUNCTION as VDEVICE_FUNCTION
+from ..passes.lower.record_vdevices import RecordVDevices
+from ..passes.lower.record_vdevices import decode as decode_vdevices
 
 #: host triples ``--host`` knows a default C++ compiler for (others need ``cc``)
 HOST_COMPILERS = {"aarch64-linux-gnu": "aarch64-linux-gnu-g++", "x86_64-linux-gnu": "x86_64-linux-gnu-g++"}
@@ -95,7 +98,7 @@ def compile(  # noqa: A001  (relax_vk.compile, beside tvm.compile)
         tgt = hosted if hosted is not None else tvm.target.Target({"kind": "llvm"})
         pipeline = tvm.transform.Sequential([relax.get_default_pipeline(tgt), RecordVDevices()])
         return tvm.compile(mod, tgt, relax_pipeline=pipeline)
-    from .compiler import UnsupportedTargetError, build
+    from ..compiler import UnsupportedTargetError, build
 
     try:
         tgt = _target.resolve(target)
@@ -234,7 +237,7 @@ def load_vm(
 
     ``binary_cache``: ``True`` (the default folder) or a folder: keep the driver's program binaries
     of the OpenCL kernels on disk, keyed by device, driver and source and verified on load
-    (:mod:`relax_vk.tvm_program_cache`); the VM's ``program_cache`` says whether they came from
+    (:mod:`.program_cache`); the VM's ``program_cache`` says whether they came from
     the cache. Off by default, as in TVM.
     :class:`RuntimeUnavailableError` when this TVM runtime lacks a device API the executable needs."""
     executable = _load(executable_or_path)
@@ -244,7 +247,7 @@ def load_vm(
             raise _runtime_error(kind)
     devices = vm_devices(table, device)
     if binary_cache is not False and binary_cache is not None:
-        from .tvm_program_cache import restore_or_save
+        from .program_cache import restore_or_save
 
         if isinstance(executable, tvm.runtime.Executable):
             executable = executable.jit()
