@@ -68,7 +68,7 @@ class Artifact:
         blob = bytearray()
         table: List[dict] = []
         for name in sorted(self.constants):
-            array = np.ascontiguousarray(self.constants[name])
+            array = np.ascontiguousarray(self.constants[name]).reshape(np.shape(self.constants[name]))  # (a 0-d constant stays 0-d)
             pad = (-len(blob)) % ALIGN
             blob += b"\0" * pad
             table.append({"name": name, "offset": len(blob), "nbytes": array.nbytes, "dtype": str(array.dtype), "shape": list(array.shape)})
