@@ -7,7 +7,9 @@ For each artifact and round: the median wall-clock ms of ``repeat`` unprofiled r
 and out), then ``rvk-run PATH --device D --input x.npy --repeat N`` (its own median, after its warm-up
 run). Prints a table per artifact with the range over the rounds and the ratio of the medians.
 
-Usage: ``python benchmarks/runtime_overhead.py --device gpu [--rounds 3] [--repeat 200] A.rvk [B.rvk ...]``
+Usage: ``python benchmarks/runtime_overhead.py --device gpu [--rounds 3] [--repeat 200] A.rvk [B.rvk ...]``,
+or ``--bundle DIR [--plans auto]``: the artifacts of a ``gpu_benchmark.py --build`` transport bundle,
+written out as ``.rvk`` files first (``--keep DIR`` keeps them there)
 (``--device`` defaults to the artifact's CPU device: pocl for OpenCL, lavapipe for Vulkan). Inputs are
 seeded random arrays of each artifact's input shapes.
 """
@@ -53,9 +55,31 @@ def rvk_run_median(path: str, device: str, inputs, repeat: int, folder: str) -> 
     return float(match.group(1))
 
 
+def write_bundle_artifacts(bundle: str, plans, folder: str):
+    """The ``.rvk`` files of a transport bundle's entries of ``plans`` (gpu_benchmark's format)."""
+    import gzip
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from backend_latency import load_artifact
+
+    with gzip.open(os.path.join(bundle, "index.json.gz"), "rt") as f:
+        index = json.load(f)
+    paths = []
+    for entry in index:
+        if entry["plan"] not in plans:
+            continue
+        path = os.path.join(folder, f"{entry['model']}_{entry['api']}_{entry['plan']}.rvk")
+        load_artifact(bundle, entry).write(path)
+        paths.append(path)
+    return paths
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("artifacts", nargs="+")
+    p.add_argument("artifacts", nargs="*")
+    p.add_argument("--bundle", default=None, help="a gpu_benchmark.py --build bundle: time its artifacts")
+    p.add_argument("--plans", nargs="*", default=["auto"], help="--bundle: these plans (default auto)")
+    p.add_argument("--keep", default=None, help="--bundle: write the .rvk files here (default: a temporary folder)")
     p.add_argument("--device", default=None)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=200)
@@ -63,7 +87,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for path in args.artifacts:
+        paths = list(args.artifacts)
+        if args.bundle:
+            paths += write_bundle_artifacts(args.bundle, args.plans, args.keep or folder)
+        for path in paths:
             program = Artifact.read_program(path)
             target = program.get("target", "opencl")
             device = args.device or ("lavapipe" if target == "vulkan" else "pocl")
