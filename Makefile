@@ -3,13 +3,24 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 NATIVE_BUILD ?= native/build
 NATIVE_JOBS ?= 2
+SETUP_STAMP := build/.setup-stamp
+NATIVE_SOURCES := native/CMakeLists.txt $(wildcard native/src/*.* native/src/shaders/* native/include/relax_vk/*.h native/tools/*.c)
 
 .PHONY: setup demo test bench
 
-setup:
-	$(PIP) install -q -e ".[test]"
-	@# The test devices: a working OpenCL compiler with image support (pip's bundled pocl 3.0 cannot
-	@# target CPUs newer than its LLVM) and a Vulkan driver for wgpu; the native runtime's build tools.
+setup: $(SETUP_STAMP)
+	@# The native runtime's build folder for the tests and the example (native/: C ABI library, rvk-run,
+	@# the Android-shaped example), with this Python's wgpu wheel's headers and wgpu-native beside the
+	@# library. Incremental: a no-op when nothing changed.
+	cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRVK_PYTHON="$$(command -v $(PYTHON))" >/dev/null
+	cmake --build $(NATIVE_BUILD) -j$(NATIVE_JOBS) >/dev/null
+
+# The package, installed editable: pip builds the native library with CMake (scikit-build-core) and
+# installs it with rvk-run inside the package, `relax-vk` and `rvk-run` on the PATH. Again only when
+# the package's definition or the native sources changed.
+$(SETUP_STAMP): pyproject.toml $(NATIVE_SOURCES)
+	@# First the system's part: a working OpenCL compiler with image support (pip's bundled pocl 3.0
+	@# cannot target CPUs newer than its LLVM), a Vulkan driver, the native runtime's build tools.
 	@# As root on Debian/Ubuntu this installs Debian's pocl, Mesa's lavapipe, cmake, g++, the OpenCL
 	@# headers and the ICD loader, and the AArch64 cross compiler the phone-export tests link with
 	@# (relax-vk build --runtime tvm --host aarch64-linux-gnu) when they are missing.
@@ -27,11 +38,8 @@ setup:
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
 	  else echo "warning: missing test devices or build tools; install$$missing (Debian/Ubuntu)"; fi; \
 	fi
-	@# The native runtime (native/: C ABI library, rvk-run, the example): CMake and the OpenCL headers
-	@# (installed above when missing; the ICD loader is opened at run time), wgpu-native's headers from
-	@# this Python's wgpu wheel (its library is opened at run time). Incremental: a no-op when nothing changed.
-	cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRVK_PYTHON="$$(command -v $(PYTHON))" >/dev/null
-	cmake --build $(NATIVE_BUILD) -j$(NATIVE_JOBS) >/dev/null
+	$(PIP) install -q -e ".[test]"
+	@mkdir -p $(dir $@) && touch $@
 
 demo: setup
 	relax-vk demo

@@ -563,9 +563,11 @@ private:
             desc.image_height = static_cast<size_t>(a.image[1]);
             desc.image_array_size = static_cast<size_t>(a.image[2]);
             m = clCreateImage(context_, CL_MEM_READ_WRITE, &format, &desc, nullptr, &err);
+            ++device_objects;
             check(err, "clCreateImage (" + std::to_string(a.image[0]) + "x" + std::to_string(a.image[1]) + "x" + std::to_string(a.image[2]) + ")");
         } else {
             m = clCreateBuffer(context_, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(a.bytes, 4)), nullptr, &err);
+            ++device_objects;
             check(err, "clCreateBuffer (" + std::to_string(a.bytes) + " bytes)");
         }
         return m;
@@ -603,6 +605,7 @@ private:
                 cl_buffer_region region = {static_cast<size_t>(place->offset), static_cast<size_t>(t.bytes)};
                 cl_int err;
                 cl_mem m = clCreateSubBuffer(arena, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+                ++device_objects;
                 check(err, "clCreateSubBuffer (" + t.name + ")");
                 tensor_views_.push_back(m);
                 memory_.push_back(m);
@@ -753,6 +756,7 @@ private:
         if (scratch) {  // between two image mappings: through the dense layout (made now: runs allocate nothing)
             cl_int err;
             scratch_ = clCreateBuffer(context_, CL_MEM_READ_WRITE, scratch, nullptr, &err);
+            ++device_objects;
             check(err, "clCreateBuffer (scratch)");
         }
     }

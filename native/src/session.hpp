@@ -46,6 +46,9 @@ public:
     std::vector<ProfileEntry> profile;
     double device_ms = std::nan("");
     int64_t device_bytes = 0;
+    // Device memory objects (buffers, images, sub-buffers, textures, readback and staging buffers)
+    // the session has created since it was made: runs create none (allocations are made at load).
+    int64_t device_objects = 0;
     std::string device_name;
     std::string warnings;
     // how the device program was made (binary_cache.BuildInfo.origin): "binary" (the cache's),

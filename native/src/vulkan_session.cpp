@@ -474,6 +474,7 @@ protected:
         desc.size = r.size;
         desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
         r.buffer = w_.DeviceCreateBuffer(h_.device, &desc);
+        ++device_objects;
         check_errors("allocating the readback of " + t.name);
         if (!r.buffer) throw Error(RVK_ERROR_RUNTIME, "allocating the readback of " + t.name + " failed");
         struct Release {
@@ -693,6 +694,7 @@ private:
         desc.size = size;
         desc.usage = usage;
         WGPUBuffer b = w_.DeviceCreateBuffer(h_.device, &desc);
+        ++device_objects;
         if (b) h_.buffers.push_back(b);
         check_errors("allocating " + what);
         if (!b) throw Error(RVK_ERROR_RUNTIME, "allocating " + what + " failed");
@@ -709,6 +711,7 @@ private:
             desc.size = {static_cast<uint32_t>(a.image[0]), static_cast<uint32_t>(a.image[1]), static_cast<uint32_t>(a.image[2])};
             desc.format = texture_format(a.dtype);
             m.texture = w_.DeviceCreateTexture(h_.device, &desc);
+            ++device_objects;
             if (m.texture) h_.textures.push_back(m.texture);
             check_errors("allocating " + what);
             if (!m.texture) throw Error(RVK_ERROR_RUNTIME, "allocating " + what + " failed");

@@ -6,9 +6,9 @@ exceptions (:mod:`relax_vk.runtime.errors`); :mod:`~relax_vk.runtime.session` an
 validating an artifact, choosing the device, placing storage, building kernels, running, copying,
 profiling) happens in the library; ctypes releases the GIL around every call.
 
-The library is looked for at ``$RELAX_VK_NATIVE_LIB``, else inside the installed package
-(``relax_vk/runtime/lib/``, where ``pip install`` puts it), else in the source tree's
-``native/build/`` (what ``make setup`` builds). The library itself finds OpenCL (the system's ICD
+The library is looked for at ``$RELAX_VK_NATIVE_LIB``, else in the source tree's ``native/build/``
+(a checkout: what ``make setup`` and the tests keep up to date), else inside the installed package
+(``relax_vk/runtime/lib/``, where ``pip install`` puts it; an editable install's too). The library itself finds OpenCL (the system's ICD
 loader, ``$RVK_OPENCL_LIBRARY``) and wgpu-native (beside itself, where the build copies the ``wgpu``
 wheel's library; ``$RVK_WGPU_LIBRARY``).
 """
@@ -34,7 +34,7 @@ from .errors import (
 
 ENV = "RELAX_VK_NATIVE_LIB"
 NAME = "librelax_vk_native.so"
-PACKAGE_DIR = Path(__file__).resolve().parent / "lib"
+PACKAGE_DIR = Path(__file__).resolve().parent / "lib"  # (a regular install; an editable one: package_library())
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "native"
 DEFAULT_LIBRARY = SOURCE_DIR / "build" / NAME
 ABI_VERSION = 3
@@ -57,15 +57,26 @@ class TensorInfo(ctypes.Structure):
     ]
 
 
+def package_library(name: str = NAME) -> Optional[Path]:
+    """``name`` in the installed package's ``lib/`` folder (found through importlib.resources, which
+    also sees an editable install's built files), or None."""
+    try:
+        from importlib.resources import files
+
+        path = Path(str(files(__package__) / "lib" / name))
+    except (ImportError, TypeError, ValueError, OSError):
+        path = PACKAGE_DIR / name
+    return path if path.exists() else None
+
+
 def library_path() -> Path:
     """Where the library is loaded from (see the module docstring); the source tree's build folder
     when it is found nowhere (the error then says how to build it)."""
     if os.environ.get(ENV):
         return Path(os.environ[ENV])
-    for candidate in (PACKAGE_DIR / NAME, DEFAULT_LIBRARY):
-        if candidate.exists():
-            return candidate
-    return DEFAULT_LIBRARY
+    if DEFAULT_LIBRARY.exists():
+        return DEFAULT_LIBRARY
+    return package_library() or DEFAULT_LIBRARY
 
 
 _LIB: Optional[ctypes.CDLL] = None
@@ -110,6 +121,7 @@ def library() -> ctypes.CDLL:
         "rvk_session_profile_entry": (c.c_int, [P, c.c_int32, c.POINTER(c.c_char_p), c.POINTER(c.c_double)]),
         "rvk_session_device_ms": (c.c_double, [P]),
         "rvk_session_device_bytes": (c.c_int64, [P]),
+        "rvk_session_device_objects": (c.c_int64, [P]),
         "rvk_session_device_name": (c.c_char_p, [P]),
         "rvk_session_warnings": (c.c_char_p, [P]),
         "rvk_session_program_origin": (c.c_char_p, [P]),

@@ -124,6 +124,11 @@ class Session:
             check(self._lib.rvk_session_set_profiling(self._handle, int(bool(enabled))), self.target)
             self._profiling = bool(enabled)
 
+    @property
+    def device_objects(self) -> int:
+        """Device memory objects the session has created since it was loaded (all at load: runs add none)."""
+        return int(self._lib.rvk_session_device_objects(self._handle))
+
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Run once: numpy in (checked and converted by the library), numpy out."""
         lib, handle, target = self._lib, self._handle, self.target

@@ -134,6 +134,10 @@ RVK_API rvk_status rvk_session_profile_entry(const rvk_session* session, int32_t
 RVK_API double rvk_session_device_ms(const rvk_session* session);
 /* Device memory the tensors' allocations take (shared allocations counted once). */
 RVK_API int64_t rvk_session_device_bytes(const rvk_session* session);
+/* Device memory objects (buffers, images, sub-buffers, textures, readback buffers) the session has
+ * created since it was made: every one is made at load, so runs leave this unchanged (a
+ * rvk_session_read_tensor makes and frees one). */
+RVK_API int64_t rvk_session_device_objects(const rvk_session* session);
 /* The device's name (owned by the session). */
 RVK_API const char* rvk_session_device_name(const rvk_session* session);
 /* Warnings raised while loading ("" when none; owned by the session), e.g. half texels stored as float. */
