@@ -28,6 +28,7 @@
 #include <cctype>
 
 #include "copies_wgsl.h"  // generated from relax_vk/runtime/vulkan/copies.wgsl
+#include "driver_caches.hpp"
 #include "session.hpp"
 #include "wgpu_loader.hpp"
 
@@ -54,6 +55,8 @@ struct Adapter {
     WGPUAdapter adapter;
     std::string device, type;  // info.device, wgpu-py's adapter_type name
     bool cpu;
+    uint32_t vendor_id;
+    std::string driver_info;  // info.description: the driver's version ("Mesa 22.3.6 (LLVM 15.0.6)")
 };
 
 std::string adapter_type_name(WGPUAdapterType t) {
@@ -71,16 +74,20 @@ std::string describe(const Adapter& a) { return a.device + " (" + a.type + ", Vu
 struct Instance {
     WGPUInstance instance = nullptr;
     std::vector<Adapter> adapters;  // on the Vulkan backend, in enumeration order
+    DriverCaches caches;            // where the drivers keep their pipelines (set before the instance)
 };
 
 // The process's instance (devices._wgpu: timestamps normalized to nanoseconds) and its Vulkan
-// adapters, made at the first call and kept for the process.
+// adapters, made at the first call and kept for the process. The drivers' shader caches are
+// pointed into relax_vk's cache folder first (driver_caches.hpp): the drivers read their settings
+// when wgpu-native loads them, so the folder of the first Vulkan session stays the process's.
 const Instance& instance() {
     static std::mutex lock;
     static Instance made;
     std::lock_guard<std::mutex> guard(lock);
     if (made.instance) return made;
     const Wgpu& w = wgpu();
+    made.caches = point_driver_caches();
     WGPUInstanceExtras extras = {};
     extras.chain.sType = static_cast<WGPUSType>(WGPUSType_InstanceExtras);
     extras.backends = WGPUInstanceBackend_Vulkan;
@@ -97,7 +104,8 @@ const Instance& instance() {
         WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
         if (w.AdapterGetInfo(a, &info) != WGPUStatus_Success) continue;
         if (info.backendType == WGPUBackendType_Vulkan)
-            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU});
+            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU, info.vendorID,
+                                     text(info.description)});
         else
             w.AdapterRelease(a);
         w.AdapterInfoFreeMembers(info);
@@ -409,6 +417,7 @@ public:
     VulkanSession(std::shared_ptr<const Artifact> artifact, const Adapter& adapter, bool profile, int shader_checks)
         : Session(std::move(artifact)), w_(wgpu()), shader_checks_(shader_checks) {
         h_.w = &w_;
+        program_origin = vulkan_origin(instance().caches, adapter.vendor_id, adapter.driver_info);
         device_name = adapter.device;
         size_t a = device_name.find_first_not_of(" \t\n\r"), b = device_name.find_last_not_of(" \t\n\r");
         device_name = a == std::string::npos ? "" : device_name.substr(a, b - a + 1);

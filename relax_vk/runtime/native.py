@@ -306,7 +306,8 @@ class NativeSession(Session):
                              f"to pyopencl's loader, or pass a device name ('gpu', 'pocl')")  # fmt: skip
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
         # how the OpenCL program was made, as the Python session's build_info says it (the two share
-        # one binary cache folder and file format); None on Vulkan
+        # one binary cache folder and file format); on Vulkan where the driver keeps the pipelines
+        # ("driver cache at FOLDER") or why it keeps none ("source (...)")
         origin = lib.rvk_session_program_origin(session).decode()
         self.build_info = BuildInfo(origin) if origin else None
         # the program description, for tools that read it beside a session (names, shapes, kernels
