@@ -284,6 +284,25 @@ def test_a_rejected_shader_is_a_shader_error(native_build):
     assert "rejected by the device" in str(python_error.value)
 
 
+def test_vulkan_pipelines_made_by_several_threads(native_build, monkeypatch):
+    """$RVK_PIPELINE_THREADS: the kernels' pipelines made side by side give the Python runtime's
+    outputs, and of several rejected shaders the first in the kernels' order is the error (the one
+    a serial load reports), whichever thread met it first."""
+    from relax_vk.runtime.vulkan.session import ShaderError
+
+    monkeypatch.setenv("RVK_PIPELINE_THREADS", "3")
+    mod = build_example("mixed-consumers")
+    artifact = relax_vk.build(mod, target="vulkan").artifact()
+    assert_same(load(artifact, device="lavapipe", native=True), load(artifact, device="lavapipe"), random_inputs(mod))
+    kernels = artifact.program["kernels"]
+    for k in (kernels[2], kernels[-1], kernels[3]):
+        begin, end = k["shader"]["offset"], k["shader"]["offset"] + k["shader"]["length"]
+        artifact.source = artifact.source[:begin] + artifact.source[begin:end].replace("fn main", "fn mian", 1) + artifact.source[end:]
+    for _ in range(3):
+        with pytest.raises(ShaderError, match=rf"shader for kernel {kernels[2]['name']} was rejected by the device:"):
+            load(artifact, device="lavapipe", native=True)
+
+
 def test_an_unbuilt_library_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv(native.ENV, str(tmp_path / "missing.so"))
     monkeypatch.setattr(native, "_LIB", None)
