@@ -21,7 +21,8 @@ struct DriverCaches {
     std::string nvidia_why, mesa_why;  // why it keeps none ("" when it keeps one)
 };
 
-// Sets the drivers' variables (see above); call once, before the Vulkan driver is loaded.
+// Sets the drivers' variables (see above); call once, before the Vulkan driver is loaded. (setenv:
+// a host thread reading the environment at that very moment races with it, as with any setenv.)
 DriverCaches point_driver_caches();
 
 // rvk_session_program_origin of a Vulkan session on an adapter of `vendor_id` whose driver
