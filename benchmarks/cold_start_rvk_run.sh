@@ -34,6 +34,7 @@ one_case() {  # name, then VAR=value ... for every start of the case
             "$(grep -m1 '^load:' "$home/out.txt" || tail -n2 "$home/err.txt")"
     done
     python3 -c "print(f'{\"$name\":<28} second/first: {$secs / $first:.3f}')"
+    echo "$name: files left in \$HOME/.cache: $(cd "$home" && find .cache -type f 2>/dev/null | cut -d/ -f2-4 | sort | uniq -c | tr '\n' ' ')"
     rm -rf "$home"
 }
 one_case "cache"
