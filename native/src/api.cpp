@@ -4,7 +4,7 @@
 #include <fstream>
 #include <new>
 
-#include "binary_cache.hpp"
+#include "cache_folder.hpp"
 #include "session.hpp"
 
 struct rvk_artifact {

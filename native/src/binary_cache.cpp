@@ -2,17 +2,15 @@
 #include "binary_cache.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
-#include <mutex>
 #include <sstream>
 
+#include "cache_folder.hpp"
 #include "json.hpp"
 #include "sha256.hpp"
 
@@ -78,38 +76,7 @@ std::string json_string(const std::string& s) {
     return out + "\"";
 }
 
-bool make_dirs(const std::string& path) {
-    if (path.empty()) return false;
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
-    size_t slash = path.find_last_of('/');
-    if (slash != std::string::npos && slash > 0 && !make_dirs(path.substr(0, slash))) return false;
-    return mkdir(path.c_str(), 0777) == 0 || errno == EEXIST;
-}
-
 }  // namespace
-
-std::mutex configured_lock;
-std::unique_ptr<std::string> configured;  // set_cache_folder's folder (null: the default rules)
-
-void set_cache_folder(const char* folder) {
-    std::lock_guard<std::mutex> hold(configured_lock);
-    configured.reset(folder ? new std::string(folder) : nullptr);
-}
-
-std::string cache_folder() {
-    const char* off = std::getenv("RELAX_VK_NO_CACHE");
-    if (off && *off && std::string(off) != "0") return "";
-    {
-        std::lock_guard<std::mutex> hold(configured_lock);
-        if (configured) return *configured;
-    }
-    const char* dir = std::getenv("RELAX_VK_CACHE_DIR");
-    if (dir && *dir) return dir;
-    const char* home = std::getenv("HOME");
-    if (!home || !*home) return "";  // (an Android app: rvk_set_cache_dir with its cache directory)
-    return std::string(home) + "/.cache/relax_vk/opencl";
-}
 
 std::string key_json(const CacheKey& key) {
     std::string out = "{";

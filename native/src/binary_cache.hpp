@@ -11,6 +11,8 @@
 // file. Failing to write (a read-only or full folder) costs the next load a build, nothing else.
 #pragma once
 
+#include "cache_folder.hpp"  // the folder: cache_folder(CacheApi::OpenCL)
+
 #include <map>
 #include <string>
 #include <vector>
@@ -18,14 +20,6 @@
 namespace rvk {
 
 using CacheKey = std::map<std::string, std::string>;  // sorted, as json.dumps(sort_keys=True)
-
-// The process-wide folder of rvk_set_cache_dir: NULL restores the default rules, "" turns caching off.
-void set_cache_folder(const char* folder);
-
-// The folder binaries live in, or "" when caching is off: the one set by set_cache_folder, else
-// $RELAX_VK_CACHE_DIR, else $HOME/.cache/relax_vk/opencl ("" without $HOME); $RELAX_VK_NO_CACHE
-// (not "" or "0") turns caching off whatever was set, as in Python.
-std::string cache_folder();
 
 // json.dumps(key, sort_keys=True) (ensure_ascii escapes) and the file of `key` in `folder`.
 std::string key_json(const CacheKey& key);

@@ -179,7 +179,7 @@ CacheKey program_key(cl_device_id device, const std::string& source, const char*
 // stored (binary_cache.hpp). `origin`: "binary", "source" or "source (cache off)".
 cl_program build_cached(cl_context context, cl_device_id device, const std::string& source, const std::vector<std::string>& required, std::string& origin) {
     const char* options = "";
-    std::string folder = cache_folder();
+    std::string folder = cache_folder(CacheApi::OpenCL);
     if (folder.empty()) {
         origin = "source (cache off)";
         return build(context, device, source, options);

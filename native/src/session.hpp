@@ -52,7 +52,8 @@ public:
     std::string device_name;
     std::string warnings;
     // how the device program was made (binary_cache.BuildInfo.origin): "binary" (the cache's),
-    // "source" (built and stored), "source (cache off)"; "" where there is no program cache (Vulkan)
+    // "source" (built and stored), "source (cache off)"; Vulkan: "driver cache at FOLDER" or
+    // "source (...)" (driver_caches.hpp's vulkan_origin)
     std::string program_origin;
 
 protected:

@@ -18,16 +18,21 @@
 // callback (errors are collected and raised as Error after the call that caused them; wgpu-native
 // reports them synchronously) and a device-lost callback.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <system_error>
 #include <thread>
 #include <cctype>
 
 #include "copies_wgsl.h"  // generated from native/src/shaders/copies.wgsl
+#include "driver_caches.hpp"
 #include "session.hpp"
 #include "wgpu_loader.hpp"
 
@@ -54,7 +59,8 @@ struct Adapter {
     WGPUAdapter adapter;
     std::string device, type;  // info.device, wgpu-py's adapter_type name
     bool cpu;
-    std::string description;  // info.description (the driver)
+    uint32_t vendor_id;
+    std::string driver_info;  // info.description: the driver's version ("Mesa 22.3.6 (LLVM 15.0.6)")
 };
 
 std::string adapter_type_name(WGPUAdapterType t) {
@@ -72,16 +78,20 @@ std::string describe(const Adapter& a) { return a.device + " (" + a.type + ", Vu
 struct Instance {
     WGPUInstance instance = nullptr;
     std::vector<Adapter> adapters;  // on the Vulkan backend, in enumeration order
+    DriverCaches caches;            // where the drivers keep their pipelines (set before the instance)
 };
 
 // The process's instance (devices._wgpu: timestamps normalized to nanoseconds) and its Vulkan
-// adapters, made at the first call and kept for the process.
+// adapters, made at the first call and kept for the process. The drivers' shader caches are
+// pointed into relax_vk's cache folder first (driver_caches.hpp): the drivers read their settings
+// when wgpu-native loads them, so the folder of the first Vulkan session stays the process's.
 const Instance& instance() {
     static std::mutex lock;
     static Instance made;
     std::lock_guard<std::mutex> guard(lock);
     if (made.instance) return made;
     const Wgpu& w = wgpu();
+    made.caches = point_driver_caches();
     WGPUInstanceExtras extras = {};
     extras.chain.sType = static_cast<WGPUSType>(WGPUSType_InstanceExtras);
     extras.backends = WGPUInstanceBackend_Vulkan;
@@ -98,7 +108,8 @@ const Instance& instance() {
         WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
         if (w.AdapterGetInfo(a, &info) != WGPUStatus_Success) continue;
         if (info.backendType == WGPUBackendType_Vulkan)
-            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU, text(info.description)});
+            made.adapters.push_back({a, text(info.device), adapter_type_name(info.adapterType), info.adapterType == WGPUAdapterType_CPU, info.vendorID,
+                                     text(info.description)});
         else
             w.AdapterRelease(a);
         w.AdapterInfoFreeMembers(info);
@@ -353,14 +364,17 @@ void check_limits(const Program& program, const Limits& l, const std::string& de
 }
 
 // What the device's callbacks report (outlives the device: see VulkanSession's member order).
+// wgpu-native reports an error synchronously, on the thread of the call that caused it: a call
+// that may run beside others (VulkanSession::pipeline) captures its own.
 struct Errors {
     std::string message;  // the first uncaptured error since the last take()
     std::string lost;     // why the device was lost ("" while it is not)
+    static thread_local std::string* captured;  // where this thread's errors go while set (see Capture)
 
     static void on_error(WGPUDevice const*, WGPUErrorType type, WGPUStringView message, void* self, void*) {
-        Errors* e = static_cast<Errors*>(self);
-        if (e->message.empty())
-            e->message = std::string(type == WGPUErrorType_OutOfMemory ? "out of memory: " : type == WGPUErrorType_Internal ? "internal error: " : "") + text(message);
+        std::string& slot = captured ? *captured : static_cast<Errors*>(self)->message;
+        if (slot.empty())
+            slot = std::string(type == WGPUErrorType_OutOfMemory ? "out of memory: " : type == WGPUErrorType_Internal ? "internal error: " : "") + text(message);
     }
     static void on_lost(WGPUDevice const*, WGPUDeviceLostReason reason, WGPUStringView message, void* self, void*) {
         if (reason == WGPUDeviceLostReason_Destroyed || reason == WGPUDeviceLostReason_CallbackCancelled) return;  // (the session's own release)
@@ -371,7 +385,17 @@ struct Errors {
         message.clear();
         return m;
     }
+
+    // The errors of this thread's wgpu calls go to `into` while it lives.
+    struct Capture {
+        std::string* before;
+        explicit Capture(std::string& into) : before(captured) { captured = &into; }
+        ~Capture() { captured = before; }
+        Capture(const Capture&) = delete;
+        Capture& operator=(const Capture&) = delete;
+    };
 };
+thread_local std::string* Errors::captured = nullptr;
 
 // Every wgpu object a session creates, released in reverse dependency order (also when the
 // constructor throws half-way).
@@ -410,6 +434,7 @@ public:
     VulkanSession(std::shared_ptr<const Artifact> artifact, const Adapter& adapter, bool profile, int shader_checks)
         : Session(std::move(artifact)), w_(wgpu()), shader_checks_(shader_checks) {
         h_.w = &w_;
+        program_origin = vulkan_origin(instance().caches, adapter.vendor_id, adapter.driver_info);
         device_name = adapter.device;
         size_t a = device_name.find_first_not_of(" \t\n\r"), b = device_name.find_last_not_of(" \t\n\r");
         device_name = a == std::string::npos ? "" : device_name.substr(a, b - a + 1);
@@ -519,6 +544,7 @@ private:
     };
 
     Errors errors_;  // (declared before h_: the callbacks may fire until the device is released)
+    std::mutex handles_lock_;  // h_'s shader and pipeline lists, while make_kernel_pipelines' threads fill them
     using MapResults = std::vector<std::pair<int, std::string>>;  // per buffer of a map_all: 1 mapped, -1 failed (message), 0 pending
     std::vector<std::shared_ptr<MapResults>> abandoned_maps_;  // (the same: results of maps an error left pending)
     const Wgpu& w_;
@@ -543,6 +569,11 @@ private:
     // before it should be done.
     // Default 2000, and 0 on a CPU adapter (polling would take a core from its "GPU").
     long spin_us_ = 0;
+    // How many threads make the kernels' pipelines at load ($RVK_PIPELINE_THREADS, 1 by default:
+    // the loading thread alone). Not measured to help yet: the 2-core machine this was written on
+    // gives a process about 0.65 of a core however many threads it runs (two busy processes: 0.68
+    // cores together), so 2 threads made no difference there; a GPU host's cores are what it is for.
+    size_t pipeline_threads_ = static_cast<size_t>(std::max(1L, number_from_env("RVK_PIPELINE_THREADS", 1)));
     static constexpr size_t kWaitsKept = 8;
     std::vector<double> waits_s_;  // the last unprofiled runs' waits for their outputs, oldest first
     std::vector<WGPUCommandBuffer> ahead_;
@@ -982,6 +1013,8 @@ private:
         WGPUShaderModuleDescriptor desc = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
         desc.nextInChain = &wgsl.chain;
         desc.label = view(name);
+        std::string error;
+        Errors::Capture capture(error);  // (this call's errors, whichever thread makes it)
         WGPUShaderModule module;
         if (shader_checks_ == 0) {
             module = w_.DeviceCreateShaderModule(h_.device, &desc);
@@ -992,26 +1025,28 @@ private:
                                                                                ? WGPUShaderRuntimeChecks_ForceLoopBounding
                                                                                : WGPUShaderRuntimeChecks_None);
         }
-        if (module) h_.modules.push_back(module);
         std::vector<WGPUBindGroupLayoutEntry> entries;
         for (size_t i = 0; i < bindings.size(); ++i) entries.push_back(layout_entry(static_cast<uint32_t>(i), bindings[i]));
         WGPUBindGroupLayoutDescriptor layout_desc = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
         layout_desc.entryCount = entries.size();
         layout_desc.entries = entries.data();
         WGPUBindGroupLayout layout = w_.DeviceCreateBindGroupLayout(h_.device, &layout_desc);
-        if (layout) h_.layouts.push_back(layout);
         WGPUPipelineLayoutDescriptor pipeline_layout_desc = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
         pipeline_layout_desc.bindGroupLayoutCount = 1;
         pipeline_layout_desc.bindGroupLayouts = &layout;
         WGPUPipelineLayout pipeline_layout = w_.DeviceCreatePipelineLayout(h_.device, &pipeline_layout_desc);
-        if (pipeline_layout) h_.pipeline_layouts.push_back(pipeline_layout);
         WGPUComputePipelineDescriptor pipeline_desc = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
         pipeline_desc.layout = pipeline_layout;
         pipeline_desc.compute.module = module;
         pipeline_desc.compute.entryPoint = view("main");
         WGPUComputePipeline p = w_.DeviceCreateComputePipeline(h_.device, &pipeline_desc);
-        if (p) h_.pipelines.push_back(p);
-        std::string error = errors_.take();
+        {
+            std::lock_guard<std::mutex> hold(handles_lock_);
+            if (module) h_.modules.push_back(module);
+            if (layout) h_.layouts.push_back(layout);
+            if (pipeline_layout) h_.pipeline_layouts.push_back(pipeline_layout);
+            if (p) h_.pipelines.push_back(p);
+        }
         if (!error.empty() || !module || !layout || !pipeline_layout || !p)
             throw Error(RVK_ERROR_BUILD, shader_error(name, error.empty() ? "wgpu returned no object" : error, source));
         return {p, layout};
@@ -1026,6 +1061,51 @@ private:
         std::vector<std::string> bindings = k.bindings;
         writable_reads(source, bindings, writable);
         return pipelines_[key] = pipeline(k.name, source, bindings);
+    }
+
+    // Every kernel's pipeline (session.pipelines), made by pipeline_threads_ threads at once.
+    // wgpu-native translates each WGSL shader (naga) and the driver compiles it inside these
+    // creation calls, one shader after another on one thread: most of a load. wgpu-native lets
+    // threads make them side by side (no lock held across a call: a second thread never waited on
+    // one under strace). The first shader that fails, in the kernels' order, is the error a serial
+    // load reports.
+    void make_kernel_pipelines() {
+        struct Job {
+            const Kernel* kernel;
+            Pipeline made;
+            std::exception_ptr error;
+        };
+        std::vector<Job> jobs;
+        std::set<std::string> named;
+        for (const Kernel& k : program_.kernels)
+            if (!pipelines_.count(k.name) && named.insert(k.name).second) jobs.push_back({&k, {}, nullptr});
+        std::atomic<size_t> next{0}, failed{jobs.size()};  // (no job after a failed one is started)
+        auto work = [&] {
+            for (size_t i; (i = next++) < jobs.size() && i < failed;) {
+                const Kernel& k = *jobs[i].kernel;
+                try {
+                    jobs[i].made = pipeline(k.name, artifact_->source.substr(k.shader_begin, k.shader_end - k.shader_begin), k.bindings);
+                } catch (...) {
+                    jobs[i].error = std::current_exception();
+                    for (size_t f = failed; i < f && !failed.compare_exchange_weak(f, i);) {
+                    }
+                }
+            }
+        };
+        std::vector<std::thread> helpers;
+        for (size_t t = 1; t < std::min(pipeline_threads_, jobs.size()); ++t) {
+            try {
+                helpers.emplace_back(work);
+            } catch (const std::system_error&) {  // (no more threads: the ones there are do the work)
+                break;
+            }
+        }
+        work();
+        for (std::thread& t : helpers) t.join();
+        for (const Job& j : jobs) {
+            if (j.error) std::rethrow_exception(j.error);
+            pipelines_[j.kernel->name] = j.made;
+        }
     }
 
     // session._shared_buffers: positions of `args` bound to a buffer another argument is bound to too
@@ -1045,7 +1125,7 @@ private:
 
     // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts
     void prepare_steps() {
-        for (const Kernel& k : program_.kernels) kernel_pipeline(k, {});  // every kernel's, in order (session.pipelines)
+        make_kernel_pipelines();
         for (size_t index = 0; index < program_.steps.size(); ++index) {
             const Step& step = program_.steps[index];
             Prepared p{};
@@ -1155,7 +1235,7 @@ std::string adapter_row(const Adapter& a, size_t index) {
                          ", \"source\": " + json_quote("Vulkan adapter " + a.device + " (wgpu limits)") + "}";
     // every Vulkan adapter wgpu exposes has what relax_vk needs (core WebGPU: rgba32float storage
     // textures, 2D arrays, rgba16float storage); a plan's sizes are checked against its limits at load
-    return "{\"index\": " + json_quote(std::to_string(index)) + ", \"platform\": " + json_quote("Vulkan (" + a.description + ")") +
+    return "{\"index\": " + json_quote(std::to_string(index)) + ", \"platform\": " + json_quote("Vulkan (" + a.driver_info + ")") +
            ", \"device\": " + json_quote(name) + ", \"type\": " + json_quote(a.type) + ", \"image_support\": true, \"image2d_max\": [" +
            num(l.maxTextureDimension2D) + ", " + num(l.maxTextureDimension2D) + "], \"image_max_array_size\": " + num(l.maxTextureArrayLayers) +
            ", \"usable\": true, \"problem\": \"\", \"timestamp_query\": " + (w.AdapterHasFeature(a.adapter, WGPUFeatureName_TimestampQuery) ? "true" : "false") +

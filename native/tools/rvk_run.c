@@ -8,7 +8,8 @@
  * (inputs set, run, outputs read: what an app pays) and prints the median ms per inference;
  * --profile prints the per-step device times of one profiled run. --shader-checks (Vulkan): wgpu's
  * runtime checks in the shaders, "bounds" (the default), "loops" or "none" (RVK_SESSION_SHADER_CHECKS_*). Exit status 0 on success, 1 with
- * the runtime's message on stderr otherwise. */
+ * the runtime's message on stderr otherwise. "program:" says where the device program came from
+ * (rvk_session_program_origin: the OpenCL binary cache, the Vulkan driver's cache folder). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +136,9 @@ int main(int argc, char** argv) {
         code = fail("running", st);
         goto done;
     }
-    printf("device: %s\nload: %.2f ms, first inference: %.2f ms (load to first output: %.2f ms)\ndevice memory: %lld bytes\n",
-           rvk_session_device_name(session), load_ms, first_ms, load_ms + first_ms, (long long)rvk_session_device_bytes(session));
+    printf("device: %s\nprogram: %s\nload: %.2f ms, first inference: %.2f ms (load to first output: %.2f ms)\ndevice memory: %lld bytes\n",
+           rvk_session_device_name(session), rvk_session_program_origin(session), load_ms, first_ms, load_ms + first_ms,
+           (long long)rvk_session_device_bytes(session));
     if (profile) {
         printf("profile (device span %.3f ms):\n", rvk_session_device_ms(session));
         for (int i = 0; i < rvk_session_profile_count(session); ++i) {

@@ -84,7 +84,7 @@ class Session:
         self.device_name = lib.rvk_session_device_name(session).decode()
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
         origin = lib.rvk_session_program_origin(session).decode()
-        self.build_info = BuildInfo(origin) if origin and target == "opencl" else None
+        self.build_info = BuildInfo(origin) if origin else None
         self._artifact = artifact
         self._program: Optional[dict] = None
         self._can_profile = self._profiling = bool(profile)

@@ -79,10 +79,13 @@ typedef struct rvk_tensor_info {
 RVK_API int rvk_abi_version(void);
 RVK_API const char* rvk_last_error(void);
 RVK_API const char* rvk_status_name(rvk_status status);
-/* The folder of OpenCL program binaries (the Python runtime's cache format: both runtimes share a
- * folder) for sessions created after the call. NULL: the default, $RELAX_VK_CACHE_DIR, else
- * $HOME/.cache/relax_vk/opencl (none without $HOME); "": no cache. An Android app passes its
- * getCacheDir() path. $RELAX_VK_NO_CACHE=1 turns the cache off whatever was set. `folder` is copied. */
+/* The cache folder for sessions created after the call: OpenCL program binaries in it (the Python
+ * runtime's cache format: both runtimes share a folder), the Vulkan drivers' shader caches in its
+ * vulkan/ subfolder. NULL: the default, $RELAX_VK_CACHE_DIR, else $HOME/.cache/relax_vk/opencl and
+ * .../vulkan (none without $HOME); "": no cache. An Android app passes its getCacheDir() path.
+ * $RELAX_VK_NO_CACHE=1 turns the cache off whatever was set. `folder` is copied. Vulkan: the drivers
+ * read their cache settings once per process, so the folder in force at the process's first Vulkan
+ * session is the one they use (NVIDIA's and Mesa's drivers; variables the user set are kept). */
 RVK_API void rvk_set_cache_dir(const char* folder);
 
 /* --- artifacts ------------------------------------------------------------------------------ */
@@ -142,8 +145,11 @@ RVK_API int64_t rvk_session_device_objects(const rvk_session* session);
 RVK_API const char* rvk_session_device_name(const rvk_session* session);
 /* Warnings raised while loading ("" when none; owned by the session), e.g. half texels stored as float. */
 RVK_API const char* rvk_session_warnings(const rvk_session* session);
-/* How the device program was made: "binary" (the program-binary cache's, verified), "source" (built,
- * binary stored), "source (cache off)"; "" for Vulkan (wgpu-native keeps no pipeline cache). */
+/* How the device program was made. OpenCL: "binary" (the program-binary cache's, verified), "source"
+ * (built, binary stored), "source (cache off)". Vulkan (wgpu-native translates the WGSL at every
+ * start; the driver compiles it): "driver cache at FOLDER" (the driver keeps the pipelines it compiles
+ * in FOLDER and reads them from there at a later start), "source (cache off)", or "source (WHY)" when
+ * the driver keeps no cache relax_vk knows of or it is turned off. Owned by the session. */
 RVK_API const char* rvk_session_program_origin(const rvk_session* session);
 
 /* Tensor `tensor` (an id of the program's tensor table) as the device holds it now, in its device

@@ -126,10 +126,12 @@ def test_an_unwritable_folder_costs_a_build_only(native_build, artifact_and_inpu
     assert origin == "source" and session.run(inputs)
 
 
-def test_vulkan_sessions_have_no_program_cache(native_build):
+def test_vulkan_sessions_name_their_drivers_cache(native_build):
+    """Vulkan keeps no program binaries: its origin names the driver's cache instead
+    (test_vulkan_cache.py holds the first and second start to it, in fresh processes)."""
     mod = build_example("conv-relu-pool")
     session = load(relax_vk.build(mod, target="vulkan").artifact(), device="lavapipe")
-    assert session.build_info is None
+    assert session.build_info.origin.startswith(("driver cache at ", "source (")), session.build_info
 
 
 def test_key_json_and_sha256_are_pythons(native_build):

@@ -257,6 +257,24 @@ def test_a_rejected_shader_is_a_shader_error(native_build):
         load(artifact, device="lavapipe")
 
 
+def test_vulkan_pipelines_made_by_several_threads(native_build, monkeypatch):
+    """$RVK_PIPELINE_THREADS: the kernels' pipelines made side by side give TVM llvm's outputs, and
+    of several rejected shaders the first in the kernels' order is the error (the one
+    a serial load reports), whichever thread met it first."""
+    monkeypatch.setenv("RVK_PIPELINE_THREADS", "3")
+    mod = build_example("mixed-consumers")
+    artifact = relax_vk.build(mod, target="vulkan").artifact()
+    inputs = random_inputs(mod)
+    assert_right(load(artifact, device="lavapipe"), inputs, run_on_cpu(mod, inputs))
+    kernels = artifact.program["kernels"]
+    for k in (kernels[2], kernels[-1], kernels[3]):
+        begin, end = k["shader"]["offset"], k["shader"]["offset"] + k["shader"]["length"]
+        artifact.source = artifact.source[:begin] + artifact.source[begin:end].replace("fn main", "fn mian", 1) + artifact.source[end:]
+    for _ in range(3):
+        with pytest.raises(ShaderError, match=rf"shader for kernel {kernels[2]['name']} was rejected by the device:"):
+            load(artifact, device="lavapipe")
+
+
 def test_an_unbuilt_library_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv(library.ENV, str(tmp_path / "missing.so"))
     monkeypatch.setattr(library, "_LIB", None)
