@@ -3,9 +3,10 @@ Python) on the same ``.rvk`` files, in interleaved rounds in one call: what the 
 per inference.
 
 For each artifact and round: the median wall-clock ms of ``repeat`` unprofiled runs through
-``relax_vk.runtime.load`` (a session loaded as the README shows it: ``load(path, device=D)``, numpy in
-and out), then ``rvk-run PATH --device D --input x.npy --repeat N`` (its own median, after its warm-up
-run). Prints a table per artifact with the range over the rounds and the ratio of the medians.
+``relax_vk.runtime.load`` in a fresh Python process (a session loaded as the README shows it:
+``load(path, device=D)``, numpy in and out, after one warm-up run), then ``rvk-run PATH --device D
+--input x.npy --repeat N`` (its own median, after its warm-up run). One process at a time: on the GPU
+machine a second process sees no OpenCL GPU while another holds one. Prints a table per artifact with the range over the rounds and the ratio of the medians.
 
 Usage: ``python benchmarks/runtime_overhead.py --device gpu [--rounds 3] [--repeat 200] A.rvk [B.rvk ...]``,
 or ``--bundle DIR [--plans auto]``: the artifacts of a ``gpu_benchmark.py --build`` transport bundle,
@@ -23,23 +24,39 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
-
 import numpy as np
 
-from relax_vk.runtime import load
 from relax_vk.runtime.rvk_run import executable
 from relax_vk.serialization.artifact import Artifact
 
 
-def python_median(session, inputs, repeat: int) -> float:
+_CHILD = """
+import json, sys, time
+import numpy as np
+from relax_vk.runtime import load
+session = load(sys.argv[1], device=sys.argv[2])  # as the README shows it: no profile
+inputs = [np.load(p) for p in sys.argv[4:]]
+session.run(inputs)
+times = []
+for _ in range(int(sys.argv[3])):
+    t0 = time.perf_counter()
     session.run(inputs)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        session.run(inputs)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
+    times.append((time.perf_counter() - t0) * 1e3)
+print(json.dumps({"median": float(np.median(times)), "device": session.device_name}))
+"""
+
+
+def python_median_in_child(path: str, device: str, inputs, repeat: int, folder: str):
+    """``(median ms, device name)`` of ``load(path, device).run`` timed in a fresh Python process."""
+    files = []
+    for i, x in enumerate(inputs):
+        files.append(os.path.join(folder, f"in{i}.npy"))
+        np.save(files[-1], x)
+    done = subprocess.run([sys.executable, "-c", _CHILD, path, device, str(repeat), *files], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"timing {path} through load() failed:\n{done.stderr[-3000:]}")
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    return row["median"], row["device"]
 
 
 def rvk_run_median(path: str, device: str, inputs, repeat: int, folder: str) -> float:
@@ -48,7 +65,9 @@ def rvk_run_median(path: str, device: str, inputs, repeat: int, folder: str) -> 
         name = os.path.join(folder, f"in{i}.npy")
         np.save(name, x)
         args += ["--input", name]
-    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     match = re.search(r"median ([0-9.]+) ms per inference", done.stdout)
     if not match:
         raise RuntimeError(f"rvk-run printed no median:\n{done.stdout}\n{done.stderr}")
@@ -64,6 +83,7 @@ def write_bundle_artifacts(bundle: str, plans, folder: str):
 
     with gzip.open(os.path.join(bundle, "index.json.gz"), "rt") as f:
         index = json.load(f)
+    os.makedirs(folder, exist_ok=True)
     paths = []
     for entry in index:
         if entry["plan"] not in plans:
@@ -97,16 +117,18 @@ def main(argv=None) -> int:
             tensors = {t["id"]: t for t in program["tensors"]}
             rng = np.random.default_rng(0)
             inputs = [rng.standard_normal(tensors[i]["shape"]).astype(tensors[i].get("host_dtype", tensors[i]["dtype"])) for i in program["inputs"]]
-            session = load(path, device=device)  # as the README shows it: no profile
             py, native = [], []
             for _ in range(args.rounds):
-                py.append(python_median(session, inputs, args.repeat))
+                # each side in a process of its own, one after the other: on the GPU machine a second
+                # process sees no OpenCL GPU while another process holds one
+                median, name = python_median_in_child(path, device, inputs, args.repeat, folder)
+                py.append(median)
                 native.append(rvk_run_median(path, device, inputs, args.repeat, folder))
-            row = {"artifact": os.path.basename(path), "api": target, "device": session.device_name, "load_run_ms": py, "rvk_run_ms": native,
+            row = {"artifact": os.path.basename(path), "api": target, "device": name, "load_run_ms": py, "rvk_run_ms": native,
                    "ratio": float(np.median(py) / np.median(native))}  # fmt: skip
             rows.append(row)
             print(f"{row['artifact']:<28} {target:<6} load().run {min(py):.3f}-{max(py):.3f} ms   rvk-run {min(native):.3f}-{max(native):.3f} ms   "
-                  f"ratio of medians {row['ratio']:.3f}  ({session.device_name})", flush=True)  # fmt: skip
+                  f"ratio of medians {row['ratio']:.3f}  ({name})", flush=True)  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
