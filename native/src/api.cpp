@@ -183,6 +183,16 @@ rvk_status rvk_session_profile_entry(const rvk_session* s, int32_t index, const 
     });
 }
 
+rvk_status rvk_session_profile_start(const rvk_session* s, int32_t index, double* start_ms) {
+    return guarded([&] {
+        require(s && start_ms, "NULL session or start_ms");
+        const auto& profile = s->session->profile;
+        if (index < 0 || index >= static_cast<int32_t>(profile.size()))
+            throw rvk::Error(RVK_ERROR_ARGUMENT, "profile index " + std::to_string(index) + " out of range (" + std::to_string(profile.size()) + ")");
+        *start_ms = profile[static_cast<size_t>(index)].start_ms;
+    });
+}
+
 double rvk_session_device_ms(const rvk_session* s) { return s ? s->session->device_ms : 0.0; }
 int64_t rvk_session_device_bytes(const rvk_session* s) { return s ? s->session->device_bytes : 0; }
 int64_t rvk_session_device_objects(const rvk_session* s) { return s ? s->session->device_objects : 0; }

@@ -22,7 +22,7 @@ void step_times(const std::vector<std::string>& names, const std::vector<uint64_
     for (size_t i = 0; i < names.size(); ++i) {
         uint64_t start = any ? std::max(begins[i], last_end) : begins[i];
         uint64_t e = std::max(ends[i], start);
-        profile.push_back({names[i], static_cast<double>(e - start) * 1e-6});
+        profile.push_back({names[i], static_cast<double>(e - start) * 1e-6, static_cast<double>(start - begins[0]) * 1e-6});
         last_end = e;
         any = true;
     }

@@ -15,6 +15,7 @@ namespace rvk {
 struct ProfileEntry {
     std::string name;
     double ms;
+    double start_ms = std::nan("");  // where the step began, from the first step's start (a gap before it is device idle time)
 };
 
 // relax_vk.runtime.session.step_times: per-step ms that tile the device span (nanosecond stamps)

@@ -30,11 +30,14 @@ Loaded load() {
     Loaded out;
     std::vector<std::string> candidates;
     const char* env = std::getenv("RVK_WGPU_LIBRARY");
-    if (env && *env) candidates.push_back(env);
-    std::string here = own_folder();
-    if (!here.empty())
-        for (const char* name : kNames) candidates.push_back(here + name);
-    for (const char* name : kNames) candidates.push_back(name);
+    if (env && *env) {
+        candidates.push_back(env);  // the user's choice: no other library in its place
+    } else {
+        std::string here = own_folder();  // (where the build and pip put the wgpu wheel's library)
+        if (!here.empty())
+            for (const char* name : kNames) candidates.push_back(here + name);
+        for (const char* name : kNames) candidates.push_back(name);
+    }
     std::string tried;
     void* lib = nullptr;
     for (const std::string& c : candidates) {
@@ -47,7 +50,8 @@ Loaded load() {
     }
     if (!lib) {
         out.error = "no wgpu-native library could be loaded (tried " + tried +
-                    "; set RVK_WGPU_LIBRARY to wgpu-py's wgpu/resources/libwgpu_native-release.so or a wgpu-native release's libwgpu_native.so)";
+                    "; rebuild with the wgpu wheel installed (make setup, pip install .), or set RVK_WGPU_LIBRARY to a wgpu-native library: "
+                    "the wgpu wheel's wgpu/resources/libwgpu_native-release.so or a wgpu-native release's libwgpu_native.so)";
         return out;
     }
 #define RVK_WGPU_RESOLVE(name)                                                                                             \

@@ -119,6 +119,7 @@ def library() -> ctypes.CDLL:
         "rvk_session_set_profiling": (c.c_int, [P, c.c_int]),
         "rvk_session_profile_count": (c.c_int32, [P]),
         "rvk_session_profile_entry": (c.c_int, [P, c.c_int32, c.POINTER(c.c_char_p), c.POINTER(c.c_double)]),
+        "rvk_session_profile_start": (c.c_int, [P, c.c_int32, c.POINTER(c.c_double)]),
         "rvk_session_device_ms": (c.c_double, [P]),
         "rvk_session_device_bytes": (c.c_int64, [P]),
         "rvk_session_device_objects": (c.c_int64, [P]),

@@ -45,7 +45,7 @@ class Session:
 
     ``run(inputs) -> outputs`` (numpy in, numpy out, in the model's dtypes); ``time(inputs)``
     (unprofiled wall-clock latency); with ``profile=True``, ``last_profile`` (per-step
-    milliseconds of the last profiled run, ``{"name", "ms"}``) and ``last_device_ms`` (that run's
+    milliseconds of the last profiled run, ``{"name", "ms", "start_ms"}``) and ``last_device_ms`` (that run's
     device span: the steps' times never add up to more); ``device_bytes`` (the device memory the
     tensors' allocations take, shared allocations counted once); ``device_name``; ``build_info``
     (OpenCL: where the program came from; None on Vulkan); ``program`` and ``tensors`` (the
@@ -150,11 +150,12 @@ class Session:
 
     def _read_profile(self) -> None:
         lib, handle = self._lib, self._handle
-        name, ms = ctypes.c_char_p(), ctypes.c_double()
+        name, ms, start = ctypes.c_char_p(), ctypes.c_double(), ctypes.c_double()
         profile = []
         for i in range(lib.rvk_session_profile_count(handle)):
             check(lib.rvk_session_profile_entry(handle, i, ctypes.byref(name), ctypes.byref(ms)), self.target)
-            profile.append({"name": name.value.decode(), "ms": float(ms.value)})
+            check(lib.rvk_session_profile_start(handle, i, ctypes.byref(start)), self.target)
+            profile.append({"name": name.value.decode(), "ms": float(ms.value), "start_ms": float(start.value)})
         self.last_profile = profile
         self.last_device_ms = float(lib.rvk_session_device_ms(handle)) if profile else math.nan
 

@@ -68,12 +68,16 @@ def test_build_rvk_then_run_with_check_json(tmp_path, capsys):
     path = str(tmp_path / "m.rvk")
     assert main(["build", "conv-relu-pool", "-o", path]) == 0
     capsys.readouterr()
-    assert main(["run", path, "--device", "pocl", "--check", "--repeat", "2", "--json"]) == 0
+    assert main(["run", path, "--device", "pocl", "--check", "--repeat", "2", "--json", "--profile"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels", "device_ms"}
     assert result["ok"] is True and result["max_abs_err"] < 1e-4
     assert set(result["latency_ms"]) == {"median", "min", "max"}
     assert_kernels_tile_the_device_time(result, Artifact.read(path).program)
+    # without --profile: the same keys, unprofiled latency only
+    assert main(["run", path, "--device", "pocl", "--repeat", "2", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert set(plain) == set(result) and plain["kernels"] == [] and plain["device_ms"] is None and plain["latency_ms"]["median"] > 0
 
 
 def assert_kernels_tile_the_device_time(result: dict, program=None):
@@ -94,7 +98,7 @@ def test_build_folder_holds_the_artifact_too(tmp_path, capsys):
 
 
 def test_run_a_model_name_and_text_output(capsys):
-    assert main(["run", "rfc-conv2d", "--device", "pocl", "--check", "--repeat", "2"]) == 0
+    assert main(["run", "rfc-conv2d", "--device", "pocl", "--check", "--repeat", "2", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "check: OK" in out and "latency over 2 runs" in out and "conv2d_NCHWc_OIHWo" in out
 
@@ -125,7 +129,7 @@ def test_devices_lists_opencl_devices_and_vulkan_adapters(capsys):
 
 
 def test_run_on_vulkan_has_the_same_json_contract(capsys):
-    assert main(["run", "conv-relu-pool", "--backend", "vulkan", "--device", "lavapipe", "--check", "--repeat", "2", "--json"]) == 0
+    assert main(["run", "conv-relu-pool", "--backend", "vulkan", "--device", "lavapipe", "--check", "--repeat", "2", "--json", "--profile"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"backend", "device", "ok", "max_abs_err", "max_rel_err", "latency_ms", "kernels", "device_ms"}
     assert result["backend"] == "vulkan" and "llvmpipe" in result["device"]

@@ -56,7 +56,7 @@ def test_copies_between_memory_kinds_are_rows_of_their_own(target, device):
 
     from runtime_helpers import copy_program
 
-    session = load(copy_program((1, 8, 4, 4), "global.texture", target=target), device=_device(target, device))
+    session = load(copy_program((1, 8, 4, 4), "global.texture", target=target), device=_device(target, device), profile=True)
     p = profile_session(session, [np.ones((1, 8, 4, 4), np.float32)], repeat=2, model="copies")
     _check_adds_up(p)
     assert len(p.copies) == 2 and {c["dst_scope"] for c in p.copies} == {"global.texture", "global"}

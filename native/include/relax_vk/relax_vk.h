@@ -133,6 +133,9 @@ RVK_API rvk_status rvk_session_set_profiling(rvk_session* session, int enabled);
  * does not profile). */
 RVK_API int32_t rvk_session_profile_count(const rvk_session* session);
 RVK_API rvk_status rvk_session_profile_entry(const rvk_session* session, int32_t index, const char** name, double* ms);
+/* Where step `index` of the last profiled run began, in ms from the first step's start: what lies
+ * between one step's end and the next one's start is device idle time (NaN when the session does not profile). */
+RVK_API rvk_status rvk_session_profile_start(const rvk_session* session, int32_t index, double* start_ms);
 /* The last profiled run's device span in ms (NaN when none). */
 RVK_API double rvk_session_device_ms(const rvk_session* session);
 /* Device memory the tensors' allocations take (shared allocations counted once). */

@@ -156,7 +156,7 @@ def test_overflowing_layers_fall_back_to_float32(lavapipe, precision):
 
 
 def test_opencl_source_and_devices_without_half_arithmetic(pocl):
-    from relax_vk.runtime.session import DeviceLimitError
+    from relax_vk.runtime import DeviceLimitError
 
     compiled = relax_vk.build(chain_model(), "opencl", options=HALF)
     assert "cl_khr_fp16" in compiled.source and "half" in compiled.source

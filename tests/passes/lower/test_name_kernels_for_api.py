@@ -27,7 +27,7 @@ def test_vulkan_kernels_say_vulkan_and_opencl_kernels_keep_their_names():
     # the same kernels, API part aside (the plan and the kernel set do not depend on the name)
     assert sorted(n.replace("_vulkan", "_opencl") for n in vk.kernels) == sorted(cl.kernels)
     assert any("_opencl" in n for n in cl.kernels)
-    session = load(vk.artifact(), device="lavapipe")
+    session = load(vk.artifact(), device="lavapipe", profile=True)
     inputs = random_inputs(mod)
     np.testing.assert_allclose(session.run(inputs)[0], run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-4)
     assert [p["name"] for p in session.last_profile] == [s["kernel"] for s in program["steps"] if s["op"] == "launch"]

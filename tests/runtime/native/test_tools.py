@@ -13,12 +13,12 @@ import pytest
 import relax_vk
 from relax_vk.analysis.reference import random_inputs
 from relax_vk.models import build_example
-from relax_vk.runtime import load, native
+from relax_vk.runtime import library as native
+from relax_vk.runtime import load
 
 from ...serialization.test_validate import CASES
 from .test_artifacts import damaged_bytes
 
-#: the wgpu wheel's wgpu-native for the Vulkan backend (rvk-run has no Python to find it)
 # (no $RVK_WGPU_LIBRARY: each build folder has wgpu-native beside the library, where it looks first)
 TOOL_ENV = {k: v for k, v in dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")).items() if k != "RVK_WGPU_LIBRARY"}
 #: a sanitizer report fails the run (ASan/UBSan exit non-zero and print their SUMMARY line); leaks
@@ -186,7 +186,7 @@ def test_cross_build_for_aarch64(tmp_path):
     library needed: both are dlopen()ed on the target). Unoptimised, library only: a build check, kept cheap."""
     import shutil
 
-    from relax_vk.runtime import native
+    from relax_vk.runtime import library as native
 
     if not shutil.which("aarch64-linux-gnu-g++"):
         pytest.skip("no aarch64 cross compiler (Debian: g++-aarch64-linux-gnu)")
@@ -203,14 +203,14 @@ def test_cross_build_for_aarch64(tmp_path):
 
 
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
-def test_relax_vk_run_native_checks_against_the_reference(native_build, capsys, target, device):
-    """`relax-vk run --native` runs the model on the C runtime and checks it like the Python one
-    (on Vulkan the CLI hands the library a wgpu adapter: it is named by its index)."""
+def test_relax_vk_run_checks_against_the_reference(native_build, capsys, target, device):
+    """`relax-vk run --profile` runs the model on the library, checks it against TVM llvm and
+    profiles a warm run (the CLI names the device by its index)."""
     import json as _json
 
     from relax_vk.tools.cli import main
 
-    assert main(["run", "rfc-conv2d", "--target", target, "--device", device, "--native", "--check", "--repeat", "2", "--json"]) == 0
+    assert main(["run", "rfc-conv2d", "--target", target, "--device", device, "--profile", "--check", "--repeat", "2", "--json"]) == 0
     result = _json.loads(capsys.readouterr().out)
     assert result["ok"] is True and result["backend"] == target and result["max_abs_err"] < 1e-3
     assert result["kernels"] and all(k["ms"] > 0 for k in result["kernels"])
