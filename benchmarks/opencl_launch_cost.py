@@ -1,7 +1,7 @@
 """Host cost of one OpenCL launch by the kind and number of its memory arguments.
 
 A transformer's run on a desktop GPU is bound by the host's ``clEnqueueNDRangeKernel`` calls, and
-relax_vk's texture plans cost more host time per launch than its buffer plans (``host_overhead.py``,
+relax_vk's texture plans cost more host time per launch than its buffer plans (RESULTS.md,
 measured 2026-11-24 at commit 49643cc). This script isolates why: a chain of 64 launches of tiny
 kernels (each reads the last one's output and ``k - 2`` further inputs, writes its own output: the
 shape of a model's run, each launch its own kernel object with its arguments bound once, as

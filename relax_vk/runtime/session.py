@@ -27,8 +27,9 @@ SHADER_CHECKS = {"bounds": 0, "loops": 2, "none": 4}  # RVK_SESSION_SHADER_CHECK
 
 @dataclass(frozen=True)
 class BuildInfo:
-    """How the session's OpenCL program was made (``rvk_session_program_origin``): ``"binary"``
-    (the program-binary cache's, verified), ``"source"`` (built, binary stored) or ``"source (cache off)"``."""
+    """How the session's program was made (``rvk_session_program_origin``). OpenCL: ``"binary"``
+    (the program-binary cache's, verified), ``"source"`` (built, binary stored) or ``"source (cache
+    off)"``; Vulkan: ``"driver cache at FOLDER"`` or ``"source (...)"`` with the reason there is none."""
 
     origin: str
 
@@ -47,9 +48,10 @@ class Session:
     (unprofiled wall-clock latency); with ``profile=True``, ``last_profile`` (per-step
     milliseconds of the last profiled run, ``{"name", "ms", "start_ms"}``) and ``last_device_ms`` (that run's
     device span: the steps' times never add up to more); ``device_bytes`` (the device memory the
-    tensors' allocations take, shared allocations counted once); ``device_name``; ``build_info``
-    (OpenCL: where the program came from; None on Vulkan); ``program`` and ``tensors`` (the
-    artifact's program description, for tools)."""
+    tensors' allocations take, shared allocations counted once); ``device_objects`` (the device
+    memory objects made since load: runs make none); ``device_name``; ``build_info`` (where the
+    program came from: OpenCL's binary cache, or the Vulkan drivers' cache); ``program`` and
+    ``tensors`` (the artifact's program description, for tools)."""
 
     def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device: "str | Device | None" = None, profile: bool = False,
                  shader_checks: Optional[str] = None):  # fmt: skip
@@ -81,6 +83,8 @@ class Session:
         self._handle = session
         self.inputs = [_info(lib.rvk_session_input_info, session, i, target) for i in range(lib.rvk_session_input_count(session))]
         self.outputs = [_info(lib.rvk_session_output_info, session, i, target) for i in range(lib.rvk_session_output_count(session))]
+        self._output_layout = [(tuple(o["shape"]), np.dtype(o["dtype"])) for o in self.outputs]
+        self._input_args: dict = {}
         self.device_name = lib.rvk_session_device_name(session).decode()
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
         origin = lib.rvk_session_program_origin(session).decode()
@@ -134,15 +138,28 @@ class Session:
         lib, handle, target = self._lib, self._handle, self.target
         if len(inputs) != len(self.inputs):
             raise ValueError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
+        set_input = lib.rvk_session_set_input
         for i, array in enumerate(inputs):
             array = np.ascontiguousarray(array)
-            shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
-            check(lib.rvk_session_set_input(handle, i, array.ctypes.data, array.nbytes, str(array.dtype).encode(), shape, array.ndim), target)
-        check(lib.rvk_session_run(handle), target)
+            # (the shape and dtype arguments made once per distinct shape and dtype: a run's
+            # Python cost is a few ctypes calls)
+            key = (array.shape, array.dtype)
+            args = self._input_args.get(key)
+            if args is None:
+                args = self._input_args[key] = ((ctypes.c_int64 * max(array.ndim, 1))(*array.shape), str(array.dtype).encode(), array.ndim)
+            status = set_input(handle, i, array.ctypes.data, array.nbytes, args[1], args[0], args[2])
+            if status:
+                check(status, target)
+        status = lib.rvk_session_run(handle)
+        if status:
+            check(status, target)
         outputs = []
-        for i, info in enumerate(self.outputs):
-            out = np.empty(info["shape"], dtype=info["dtype"])
-            check(lib.rvk_session_get_output(handle, i, out.ctypes.data, out.nbytes), target)
+        get_output = lib.rvk_session_get_output
+        for i, (shape, dtype) in enumerate(self._output_layout):
+            out = np.empty(shape, dtype=dtype)
+            status = get_output(handle, i, out.ctypes.data, out.nbytes)
+            if status:
+                check(status, target)
             outputs.append(out)
         if self._profiling:
             self._read_profile()
