@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-__all__ = ["kernel_names", "opencl_source"]
+__all__ = ["kernel_names", "opencl_module", "opencl_source"]
 
 _KERNEL_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\(\([^)]*\)\)\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
@@ -17,11 +17,12 @@ def kernel_names(source: str) -> List[str]:
     return list(dict.fromkeys(_KERNEL_RE.findall(source)))
 
 
-def _opencl_module(module) -> Optional[object]:
+def opencl_module(module) -> Optional[object]:
+    """The OpenCL module among ``module`` and its imports (None: none)."""
     if module.kind == "opencl":
         return module
     for child in module.imports:
-        found = _opencl_module(child)
+        found = opencl_module(child)
         if found is not None:
             return found
     return None
@@ -30,5 +31,5 @@ def _opencl_module(module) -> Optional[object]:
 def opencl_source(executable) -> str:
     """The OpenCL C of a ``relax.VMExecutable`` built for an OpenCL target ("" when it has no
     device module)."""
-    device_module = _opencl_module(executable.mod)
+    device_module = opencl_module(executable.mod)
     return str(device_module.inspect_source("cl")) if device_module is not None else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.errors import LimitError, RelaxVKError, UnsupportedError
+from ..core.errors import LimitError, RelaxVKError
 
 
 class LibraryUnavailable(RelaxVKError, RuntimeError):
@@ -40,16 +40,3 @@ class DeviceLimitError(LimitError):
 class DeviceRuntimeError(RelaxVKError, RuntimeError):
     """The device API failed while running (the message names the OpenCL error or wgpu's message)."""
 
-
-__all__ = [
-    "BuildError",
-    "DeviceLimitError",
-    "DeviceRuntimeError",
-    "DeviceUnavailable",
-    "LibraryUnavailable",
-    "OpenCLBuildError",
-    "OpenCLUnavailable",
-    "ShaderError",
-    "UnsupportedError",
-    "VulkanUnavailable",
-]

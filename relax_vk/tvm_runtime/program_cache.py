@@ -34,6 +34,7 @@ import hashlib
 import os
 from typing import Dict, List
 
+from ..codegen.opencl import opencl_module
 from ..runtime.opencl.binary_cache import BuildInfo, CacheDir, cache_folder, cache_path, read_verified, write_atomic
 
 #: what the cached blob is (part of the key: another layout is another file)
@@ -42,17 +43,6 @@ FORMAT = "tvm opencl.GetPreCompiledPrograms 1"
 _STR, _BYTES = 65, 66  # TVMFFITypeIndex: kTVMFFIStr, kTVMFFIBytes (objects: { TVMFFIObject, TVMFFIByteArray })
 _SMALL_STR, _SMALL_BYTES = 11, 12
 _OBJECT_HEADER = 24  # sizeof(TVMFFIObject)
-
-
-def opencl_module(module):
-    """The OpenCL module among ``module`` and its imports (None: none)."""
-    if module.kind == "opencl":
-        return module
-    for sub in module.imports:
-        found = opencl_module(sub)
-        if found is not None:
-            return found
-    return None
 
 
 def device_key(device) -> Dict[str, str]:
