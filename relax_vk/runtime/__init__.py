@@ -31,7 +31,7 @@ from .errors import (
     ShaderError,
     VulkanUnavailable,
 )
-from .session import Session
+from .session import Session, validate
 
 __all__ = [
     "BuildError",
@@ -48,6 +48,7 @@ __all__ = [
     "list_devices",
     "load",
     "select_device",
+    "validate",
 ]
 
 

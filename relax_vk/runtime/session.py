@@ -34,6 +34,21 @@ class BuildInfo:
     origin: str
 
 
+def validate(artifact: Union[str, os.PathLike, bytes, Artifact], what: str = "artifact") -> None:
+    """Raise :class:`~relax_vk.serialization.artifact.ArtifactError` unless ``artifact`` (a path,
+    the file's bytes or an :class:`Artifact`) is complete and consistent, as the library checks it
+    before anything runs (no device is opened): the one artifact validator, what every load does."""
+    lib = library()
+    handle = ctypes.c_void_p()
+    if isinstance(artifact, Artifact):
+        artifact = artifact.to_bytes()
+    if isinstance(artifact, bytes):
+        check(lib.rvk_artifact_open_memory(artifact, len(artifact), what.encode(), ctypes.byref(handle)))
+    else:
+        check(lib.rvk_artifact_open_file(os.fsencode(artifact), ctypes.byref(handle)))
+    lib.rvk_artifact_destroy(handle)
+
+
 def _info(fn, handle, index: int, target: str) -> dict:
     info = TensorInfo()
     check(fn(handle, index, ctypes.byref(info)), target)

@@ -1,7 +1,7 @@
 """The portable ``.rvk`` artifact, between the compiler and the runtime:
 
-* :mod:`.artifact` -- the file format (header, program JSON, source, constants);
-* :mod:`.validate` -- the complete checks of a program before anything runs.
+* :mod:`.artifact` -- the file format (header, program JSON, source, constants). The complete
+  checks of a program before anything runs are the native library's (:func:`relax_vk.runtime.validate`).
 
 Standard library and numpy only, so the runtime loads artifacts without TVM. Why here, between
 the two: the format is the runtime's input contract and the compiler's output, so neither side

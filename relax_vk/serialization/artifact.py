@@ -14,7 +14,9 @@ model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the input
 Loading checks the magic, the version, that the sections lie inside the file in order with
 zero padding between them and nothing after, each section's CRC32, and that every constant lies
 inside the constant section, and refuses anything else with an
-:class:`ArtifactError` that says what is wrong. Writing is atomic (a temporary file renamed into
+:class:`ArtifactError` that says what is wrong. Whether the program itself is complete and
+consistent (tensors, kernels, launches, storage) is checked by the native library, the one
+validator, at every load or by :func:`relax_vk.runtime.validate`. Writing is atomic (a temporary file renamed into
 place), so a failed export never leaves a half-written file. Needs only the standard library and
 numpy: this module must stay importable without TVM.
 """
@@ -32,7 +34,6 @@ from typing import Dict, List
 import numpy as np
 
 from ..core.errors import UnsupportedError
-from .validate import first_problem
 
 MAGIC = b"RELAXVK\0"
 VERSION = 1
@@ -54,13 +55,6 @@ class Artifact:
     program: dict
     source: str
     constants: Dict[str, np.ndarray] = field(default_factory=dict)
-
-    def validate(self, what: str = "artifact") -> None:
-        """Raise :class:`ArtifactError` unless the program is complete and consistent
-        (:mod:`relax_vk.serialization.validate`): loading does this before anything runs."""
-        found = first_problem(self)
-        if found is not None:
-            raise ArtifactError(f"{what}: invalid program: {found}")
 
     # ------------------------------------------------------------------ write
     def to_bytes(self) -> bytes:
@@ -146,16 +140,14 @@ class Artifact:
                 raise ArtifactError(f"{what}: constant {entry['name']} at [{start}, {start + nbytes}) is misaligned or outside its section")
             array = np.frombuffer(blob, dtype=entry["dtype"], count=nbytes // np.dtype(entry["dtype"]).itemsize, offset=start)
             constants[entry["name"]] = array.reshape(entry["shape"])
-        artifact = Artifact(program, source, constants)
-        artifact.validate(what)
-        return artifact
+        return Artifact(program, source, constants)
 
     @staticmethod
     def read_program(path: str) -> dict:
         """The program section of the artifact at ``path`` alone (its bounds and CRC checked, the
         JSON parsed), without reading the source or the constants or validating: for a caller that
-        has the whole artifact validated elsewhere (the native runtime's Python layer, whose library
-        read and validated the same file). Raises :class:`ArtifactError` as :meth:`read` does."""
+        has the whole artifact validated elsewhere (a runtime session, whose library read and
+        validated the same file). Raises :class:`ArtifactError` as :meth:`read` does."""
         try:
             with open(path, "rb") as f:
                 head = f.read(HEADER_SIZE)

@@ -12,16 +12,16 @@
 Model inputs, outputs and constants get an allocation of their own (the host writes and reads
 them; they never alias an intermediate). A program without ``"storage"`` (written before storage
 planning, or with reuse off) allocates every tensor separately: :func:`allocations` gives the
-runtimes one view of both, and :func:`device_placement` what one device can make of it.
-:func:`storage_problem` is the load-time check that an assignment is safe: right kind, format and size, aligned offsets inside the allocation, and no two tensors
-whose bytes (or image) overlap in one allocation live at the same step.
-Standard library only (the runtimes use it without TVM).
+writer one view of both. :func:`storage_problem` states the invariant every assignment keeps: right
+kind, format and size, aligned offsets inside the allocation, and no two tensors whose bytes (or
+image) overlap in one allocation live at the same step (the planner's tests hold it; the native
+library checks the same at every load, the one validator of what a file holds).
+Standard library only.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from .lifetimes import SHAREABLE_KINDS, image_bytes, program_lifetimes, stored_bytes, texel_dtype, touched_steps
@@ -76,58 +76,12 @@ def assign_storage(
     return program, plan
 
 
-def with_float_texels(program: dict) -> dict:
-    """A copy of ``program`` whose half-texel textures hold float32 texels (and whose image
-    allocations are sized for them): what a device without half images runs instead. The kernels
-    read and write float texels either way, so nothing else changes."""
-    program = copy.deepcopy(program)
-    for t in program["tensors"]:
-        t.pop("texel", None)
-    for a in program.get("storage", []):
-        if a.get("image") and a.get("dtype") == "float16":
-            a.update(dtype="float32", bytes=image_bytes(a["image"], "float32"))
-    return program
-
-
 def allocations(program: dict) -> Tuple[List[dict], List[Tuple[int, int]]]:
     """``(allocations, (allocation index, byte offset) of each tensor)``: the program's storage
     assignment, or one allocation per tensor for a program without one."""
     if "storage" not in program:
         return [dict(_own(t), id=t["id"]) for t in program["tensors"]], [(t["id"], 0) for t in program["tensors"]]
     return list(program["storage"]), [(int(t["storage"]), int(t.get("offset", 0))) for t in program["tensors"]]
-
-
-@dataclass
-class Placement:
-    """What a device allocates for a program: ``allocations[k]`` (None: an arena the device cannot
-    make whole) and, per tensor, ``(allocation, byte offset)`` or None (a buffer of its own)."""
-
-    allocations: List[Optional[dict]]
-    places: List[Optional[Tuple[int, int]]]
-    shared: List[bool]  # allocation k is used by more than one tensor
-    device_bytes: int
-
-
-def device_placement(program: dict, alignment: int, max_alloc_bytes: int) -> Placement:
-    """The program's allocations on a device that binds buffer ranges at multiples of
-    ``alignment`` bytes and allocates at most ``max_alloc_bytes`` at once: a tensor at an offset
-    it cannot bind, or in a shared buffer too large to allocate, gets a buffer of its own (more
-    memory, the same results)."""
-    objects, places = allocations(program)
-    users = [0] * len(objects)
-    for k, _ in places:
-        users[k] += 1
-    made: List[Optional[dict]] = [None if not a["image"] and users[k] > 1 and int(a["bytes"]) > max_alloc_bytes else a
-                                  for k, a in enumerate(objects)]  # fmt: skip
-    out: List[Optional[Tuple[int, int]]] = []
-    device_bytes = sum(int(a["bytes"]) for a in made if a is not None)
-    for t, (k, offset) in zip(program["tensors"], places):
-        if made[k] is None or offset % alignment:
-            out.append(None)
-            device_bytes += int(t["bytes"])
-        else:
-            out.append((k, offset))
-    return Placement(made, out, [n > 1 for n in users], device_bytes)
 
 
 def allocated_bytes(program: dict) -> int:

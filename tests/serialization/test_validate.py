@@ -1,5 +1,6 @@
-"""Artifacts are checked completely when they are read: a program whose checksums are fine but
-whose content is not executable is refused before anything runs, naming what is wrong."""
+"""Artifacts are checked completely before anything runs, by the native library (the one
+validator: every load, and relax_vk.runtime.validate without a device): a program whose checksums
+are fine but whose content is not executable is refused, naming what is wrong."""
 
 import copy
 
@@ -46,10 +47,10 @@ def test_damaged_programs_are_refused_at_load(artifact, case, tmp_path):
     damaged = _damaged(artifact, change)
     path = str(tmp_path / "bad.rvk")
     damaged.write(path)  # valid checksums: only the content is wrong
-    with pytest.raises(ArtifactError, match=message):
-        Artifact.read(path)
-    from relax_vk.runtime import load
+    from relax_vk.runtime import load, validate
 
+    with pytest.raises(ArtifactError, match=message):
+        validate(path)
     with pytest.raises(ArtifactError, match=message):
         load(damaged, device="pocl")
 
@@ -60,13 +61,14 @@ def test_missing_constant_data_is_named():
     name = sorted(constants)[0]
     del constants[name]
     with pytest.raises(ArtifactError, match=rf"constant tensor {name[1:]} \(.*\) has no data"):
-        Artifact(artifact.program, artifact.source, constants).validate()
+        __import__("relax_vk.runtime").runtime.validate(Artifact(artifact.program, artifact.source, constants))
 
 
 def test_a_valid_artifact_round_trips(artifact, tmp_path):
     path = str(tmp_path / "ok.rvk")
     artifact.write(path)
     assert Artifact.read(path).program["steps"] == artifact.program["steps"]
+    __import__("relax_vk.runtime").runtime.validate(path)  # (no error)
 
 
 def test_a_buffer_bound_to_an_image_parameter_is_refused_before_it_reaches_the_driver(artifact):
@@ -78,4 +80,4 @@ def test_a_buffer_bound_to_an_image_parameter_is_refused_before_it_reaches_the_d
         step["args"][i] = next(t["id"] for t in tensors if not t["image"])
 
     with pytest.raises(ArtifactError, match=r"as parameter \d+: a buffer for an image parameter"):
-        _damaged(artifact, rewire).validate()
+        __import__("relax_vk.runtime").runtime.validate(_damaged(artifact, rewire))

@@ -103,8 +103,7 @@ def test_crc_valid_but_inconsistent_programs(native_build, artifact, case):
     change, pattern = CASES[case]
     data = damaged_bytes(artifact, change)
     message = native_error(data)
-    assert message == python_error(data)
-    assert re.search(pattern, message)
+    assert re.search(pattern, message) and message.startswith("artifact: invalid program: ")
 
 
 def test_missing_constant_data(native_build):
@@ -112,8 +111,7 @@ def test_missing_constant_data(native_build):
     constants = dict(artifact.constants)
     del constants[sorted(constants)[0]]
     data = Artifact(artifact.program, artifact.source, constants).to_bytes()
-    assert "has no data" in native_error(data)
-    assert native_error(data) == python_error(data)
+    assert re.search(r"constant tensor \d+ \(.*\) has no data", native_error(data))
 
 
 STORAGE_CASES = {
@@ -133,7 +131,7 @@ def test_unsafe_storage_assignments(native_build, artifact, case):
     assert "storage" in artifact.program
     data = damaged_bytes(artifact, STORAGE_CASES[case])
     message = native_error(data)
-    assert message == python_error(data) and "storage assignment" in message
+    assert message.startswith("artifact: invalid program: storage assignment: ")
 
 
 @pytest.mark.parametrize("text", [
@@ -182,11 +180,9 @@ def _rewire_to_buffer(p):
 ])  # fmt: skip
 def test_launches_are_checked_against_the_kernel_declarations(native_build, artifact, change, message):
     """Every launch binds what its kernel's declaration takes (a buffer bound to an image parameter
-    crashed pocl inside clEnqueueNDRangeKernel under the Python runtime before its validator made
-    this check too): both validators refuse it, with the same message."""
+    crashed pocl inside clEnqueueNDRangeKernel before the validator made this check)."""
     data = damaged_bytes(artifact, change)
     assert re.search(message, native_error(data))
-    assert native_error(data) == python_error(data)
 
 
 def _set_binding(kernel: int, position: int, kind):
