@@ -1,5 +1,5 @@
 // The OpenCL program-binary cache's files: relax_vk/runtime/opencl/binary_cache.py's format, byte
-// for byte, so that the native and the Python runtime read each other's binaries from one folder.
+// for byte, so that this library and TVM's VM path (relax_vk.load_vm) read each other's binaries from one folder.
 //
 //   file name   the SHA-256 of json.dumps(key, sort_keys=True) + ".bin"; key: platform (name and
 //               version), device, vendor, version, driver, options, source_sha256

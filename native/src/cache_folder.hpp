@@ -13,7 +13,7 @@ void set_cache_folder(const char* folder);
 
 // The folder `api`'s cache lives in, or "" when caching is off. The chosen folder is the one set by
 // set_cache_folder, else $RELAX_VK_CACHE_DIR: OpenCL's program binaries lie in it directly (the
-// Python runtime's rule, so both runtimes share the files), Vulkan's driver caches in its "vulkan"
+// rule of relax_vk/runtime/opencl/binary_cache.py, so TVM's VM path shares the files), Vulkan's driver caches in its "vulkan"
 // subfolder. Else $HOME/.cache/relax_vk/opencl and $HOME/.cache/relax_vk/vulkan ("" without $HOME).
 // $RELAX_VK_NO_CACHE (not "" or "0") turns caching off whatever was set, as in Python.
 std::string cache_folder(CacheApi api);

@@ -22,7 +22,7 @@ uint16_t float_to_half(float f);
 float half_to_float(uint16_t h);
 
 // Converts n elements from `src` (dtype s) to `dst` (dtype d). Returns false when an integer source
-// value does not survive the conversion (the Python runtime's "values outside the range" check).
+// value does not survive the conversion (the "values outside the range" check).
 bool convert(DType s, const void* src, DType d, void* dst, size_t n);
 
 }  // namespace rvk

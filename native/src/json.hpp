@@ -57,7 +57,7 @@ public:
     static Json object();
     void push(Json v) { array_.push_back(std::move(v)); }
 
-    // Python's repr() of the value, for error messages that match the Python runtime's.
+    // Python's repr() of the value, for error messages that name values as Python prints them.
     std::string repr() const;
 
 private:

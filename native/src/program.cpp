@@ -239,7 +239,7 @@ std::optional<std::string> kernel_param_kinds(const std::string& src, size_t ope
 // As validate.check_launch_signatures (the same messages): every launch of an OpenCL program
 // binds as many tensors as its kernel's declaration has parameters, an image to every image
 // parameter and a buffer to every pointer (a buffer bound to an image parameter makes pocl crash in
-// clEnqueueNDRangeKernel, under pyopencl too).
+// clEnqueueNDRangeKernel).
 void check_launch_signatures(const Json& program, const std::string& source) {
     std::map<std::string, std::string> kinds;
     const std::vector<Json>& tensors = program.get("tensors")->items();

@@ -1,4 +1,4 @@
-// What every backend's session shares (relax_vk/runtime/session.py): the model's edges (inputs
+// What every backend's session shares: the model's edges (inputs
 // checked and converted to the device dtype, outputs converted back to the host dtype), the
 // per-step profile (step_times) and the run protocol. A backend implements execute().
 #pragma once

@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4), for the OpenCL program-binary cache's file names and checksums: the same
-// digests as Python's hashlib, so the native and the Python runtime share one cache folder.
+// digests as Python's hashlib, so this library and TVM's VM path (binary_cache.py) share one cache folder.
 #pragma once
 
 #include <cstddef>

@@ -1,14 +1,13 @@
-// The Vulkan backend: relax_vk/runtime/vulkan/{devices,session,copies,shader_modules}.py through
-// wgpu-native's C API (webgpu.h + wgpu.h, opened at run time by wgpu_loader.cpp): the same wgpu-native
-// library wgpu-py wraps, the same WGSL kernels, the same copy shaders (the fragments of
-// native/src/shaders/copies.wgsl, embedded at build time).
+// The Vulkan backend through wgpu-native's C API (webgpu.h + wgpu.h, opened at run time by
+// wgpu_loader.cpp: the wgpu wheel's library): the artifact's WGSL kernels and the copy shaders (the
+// fragments of native/src/shaders/copies.wgsl, embedded at build time).
 //
-// Adapters by the Python runtime's names and rules (devices.select_adapter: NULL, "lavapipe"/"cpu",
-// "gpu", an index of the Vulkan adapters). A session checks the program against the adapter's limits
-// (session.check_limits, the same messages), requests a device with those limits (and
-// timestamp-query / shader-f16 where the Python session asks for them), allocates every texture
+// Adapters by the names and rules every relax_vk tool uses (NULL, "lavapipe"/"cpu", "gpu", an index
+// of the Vulkan adapters). A session checks the program against the adapter's limits
+// (check_limits), requests a device with those limits (and
+// timestamp-query / shader-f16 where the program needs them), allocates every texture
 // (rgba32float / rgba16float 2D arrays) and buffer of the artifact's storage plan as
-// device_placement makes it (an arena range per tensor, bound at its offset), creates every shader
+// the device can bind it (an arena range per tensor, bound at its offset), creates every shader
 // module, pipeline and bind group, the readback buffers of the outputs and the timestamp queries,
 // and uploads the constants. A run then writes the inputs, records every step into one command
 // encoder (one compute pass; a pass per step with a timestamp pair when profiling), copies the
@@ -54,10 +53,10 @@ std::string text(WGPUStringView v) {
 
 int64_t words(int64_t nbytes) { return (nbytes + 3) / 4 * 4; }  // session._words
 
-// ------------------------------------------------------------------------------- devices.py
+// ------------------------------------------------------------------------------- adapters
 struct Adapter {
     WGPUAdapter adapter;
-    std::string device, type;  // info.device, wgpu-py's adapter_type name
+    std::string device, type;  // info.device, the adapter type's name ("DiscreteGPU", "CPU", ...)
     bool cpu;
     uint32_t vendor_id;
     std::string driver_info;  // info.description: the driver's version ("Mesa 22.3.6 (LLVM 15.0.6)")
@@ -147,7 +146,7 @@ const Adapter& select_adapter(const char* spec_or_null) {
     throw Error(RVK_ERROR_ARGUMENT, "unknown Vulkan device " + py_repr(spec) + ": use 'lavapipe', 'gpu' or an index from `relax-vk devices`");
 }
 
-// ------------------------------------------------------------------------------- copies.py
+// ------------------------------------------------------------------------------- scope copies
 const char* texture_format_name(const std::string& dtype) {
     return dtype == "float32" ? "rgba32float" : dtype == "float16" ? "rgba16float" : nullptr;
 }
@@ -294,7 +293,7 @@ void writable_reads(std::string& source, std::vector<std::string>& bindings, con
     }
 }
 
-// ------------------------------------------------------------------------------- session.py
+// ------------------------------------------------------------------------------- the session
 struct Limits {
     int64_t tex2d, layers, invocations, size[3], groups, workgroup_storage, buffers, storage_textures, textures, binding_size, buffer_size, alignment;
 };

@@ -36,7 +36,7 @@ struct Wgpu {
 };
 
 // The loaded library, opened at the first call: the first of $RVK_WGPU_LIBRARY, libwgpu_native.so
-// (and wgpu-py's libwgpu_native-release.so) beside librelax_vk_native, then on the loader's path.
+// (and the wgpu wheel's libwgpu_native-release.so) beside librelax_vk_native, then on the loader's path.
 // Throws Error(RVK_ERROR_DEVICE) naming what was tried when none loads or an entry point is missing.
 const Wgpu& wgpu();
 

@@ -70,7 +70,7 @@ typedef struct rvk_tensor_info {
 
 /* session flags */
 #define RVK_SESSION_PROFILE 1u /* per-step device times (OpenCL profiling events, Vulkan timestamp queries) on every run */
-/* Vulkan only: wgpu's runtime checks in the shaders (relax_vk/runtime/vulkan/shader_modules.py). By
+/* Vulkan only: wgpu's runtime checks in the shaders (docs/vulkan.md). By
  * default every shader keeps wgpu's bounds checks; these create the modules with
  * wgpuDeviceCreateShaderModuleTrusted instead: loop bounding only, or no checks at all. */
 #define RVK_SESSION_SHADER_CHECKS_LOOPS 2u
