@@ -34,19 +34,25 @@ class BuildInfo:
     origin: str
 
 
+def _open(lib, artifact: Union[str, os.PathLike, bytes, Artifact], what: str = "artifact") -> ctypes.c_void_p:
+    """An ``rvk_artifact`` handle of ``artifact`` (a path, the file's bytes or an :class:`Artifact`),
+    parsed and validated by the library; the caller destroys it."""
+    if isinstance(artifact, Artifact):
+        artifact = artifact.to_bytes()
+    handle = ctypes.c_void_p()
+    if isinstance(artifact, bytes):
+        check(lib.rvk_artifact_open_memory(artifact, len(artifact), what.encode(), ctypes.byref(handle)))
+    else:
+        check(lib.rvk_artifact_open_file(os.fsencode(artifact), ctypes.byref(handle)))
+    return handle
+
+
 def validate(artifact: Union[str, os.PathLike, bytes, Artifact], what: str = "artifact") -> None:
     """Raise :class:`~relax_vk.serialization.artifact.ArtifactError` unless ``artifact`` (a path,
     the file's bytes or an :class:`Artifact`) is complete and consistent, as the library checks it
     before anything runs (no device is opened): the one artifact validator, what every load does."""
     lib = library()
-    handle = ctypes.c_void_p()
-    if isinstance(artifact, Artifact):
-        artifact = artifact.to_bytes()
-    if isinstance(artifact, bytes):
-        check(lib.rvk_artifact_open_memory(artifact, len(artifact), what.encode(), ctypes.byref(handle)))
-    else:
-        check(lib.rvk_artifact_open_file(os.fsencode(artifact), ctypes.byref(handle)))
-    lib.rvk_artifact_destroy(handle)
+    lib.rvk_artifact_destroy(_open(lib, artifact, what))
 
 
 def _info(fn, handle, index: int, target: str) -> dict:
@@ -75,7 +81,8 @@ class Session:
         ``profile``: record per-step device times on every run (a profiling queue or timestamp
         queries: slower runs); ``shader_checks`` (Vulkan): wgpu's runtime checks in the shaders,
         ``"bounds"`` (None, the default), ``"loops"`` or ``"none"``."""
-        self._lib, self._handle = lib, _ = library(), None
+        lib = self._lib = library()
+        self._handle = None
         if shader_checks is not None and shader_checks not in SHADER_CHECKS:
             raise ValueError(f"shader checks must be one of {', '.join(SHADER_CHECKS)}, not {shader_checks!r}")
         if isinstance(device, Device):
@@ -83,12 +90,7 @@ class Session:
         elif device is not None and not isinstance(device, str):
             raise TypeError(f"a device is a spec string ('pocl', 'lavapipe', 'gpu', 'P:D', an index) or a Device, not {type(device).__name__}")
         flags = (PROFILE if profile else 0) | SHADER_CHECKS[shader_checks or "bounds"]
-        data = artifact.to_bytes() if isinstance(artifact, Artifact) else artifact
-        handle = ctypes.c_void_p()
-        if isinstance(data, bytes):
-            check(lib.rvk_artifact_open_memory(data, len(data), b"artifact", ctypes.byref(handle)))
-        else:
-            check(lib.rvk_artifact_open_file(os.fsencode(data), ctypes.byref(handle)))
+        handle = _open(lib, artifact)
         self.target = target = lib.rvk_artifact_target(handle).decode()
         session = ctypes.c_void_p()
         try:
@@ -99,7 +101,8 @@ class Session:
         self.inputs = [_info(lib.rvk_session_input_info, session, i, target) for i in range(lib.rvk_session_input_count(session))]
         self.outputs = [_info(lib.rvk_session_output_info, session, i, target) for i in range(lib.rvk_session_output_count(session))]
         self._output_layout = [(tuple(o["shape"]), np.dtype(o["dtype"])) for o in self.outputs]
-        self._input_args: dict = {}
+        # the ctypes shape and dtype arguments of each input as declared (a run passes them as they are)
+        self._input_args = [self._input_arg(tuple(i["shape"]), np.dtype(i["dtype"])) for i in self.inputs]
         self.device_name = lib.rvk_session_device_name(session).decode()
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
         origin = lib.rvk_session_program_origin(session).decode()
@@ -156,13 +159,10 @@ class Session:
         set_input = lib.rvk_session_set_input
         for i, array in enumerate(inputs):
             array = np.ascontiguousarray(array)
-            # (the shape and dtype arguments made once per distinct shape and dtype: a run's
-            # Python cost is a few ctypes calls)
-            key = (array.shape, array.dtype)
-            args = self._input_args.get(key)
-            if args is None:
-                args = self._input_args[key] = ((ctypes.c_int64 * max(array.ndim, 1))(*array.shape), str(array.dtype).encode(), array.ndim)
-            status = set_input(handle, i, array.ctypes.data, array.nbytes, args[1], args[0], args[2])
+            args = self._input_args[i]
+            if (array.shape, array.dtype) != args[0]:  # another shape or dtype: the library says whether it takes it
+                args = self._input_arg(array.shape, array.dtype)
+            status = set_input(handle, i, array.ctypes.data, array.nbytes, args[2], args[1], len(array.shape))
             if status:
                 check(status, target)
         status = lib.rvk_session_run(handle)
@@ -179,6 +179,11 @@ class Session:
         if self._profiling:
             self._read_profile()
         return outputs
+
+    @staticmethod
+    def _input_arg(shape: tuple, dtype: np.dtype) -> tuple:
+        """``((shape, dtype), ctypes shape array, dtype name)`` for ``rvk_session_set_input``."""
+        return (shape, dtype), (ctypes.c_int64 * max(len(shape), 1))(*shape), str(dtype).encode()
 
     def _read_profile(self) -> None:
         lib, handle = self._lib, self._handle
