@@ -799,43 +799,36 @@ private:
     }
 };
 
-// One row of opencl_devices_json (devices.list_devices' row)
+// One row of opencl_devices_json
 std::string device_row(const Candidate& c) {
     cl_device_id d = c.device;
-    std::string problem = device_works(d);
-    bool images = device_info<cl_bool>(d, CL_DEVICE_IMAGE_SUPPORT) != 0;
-    int64_t w = images ? static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE2D_MAX_WIDTH)) : 1;
-    int64_t h = images ? static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE2D_MAX_HEIGHT)) : 1;
-    int64_t layers = images ? static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE_MAX_ARRAY_SIZE)) : 1;
-    int64_t alloc = static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
-    int64_t memory = std::max(alloc, static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_GLOBAL_MEM_SIZE)));
-    cl_device_type type = device_info<cl_device_type>(d, CL_DEVICE_TYPE);
-    std::string type_name = type & CL_DEVICE_TYPE_GPU ? "GPU" : type & CL_DEVICE_TYPE_CPU ? "CPU" : type & CL_DEVICE_TYPE_ACCELERATOR ? "ACCELERATOR" : "DEFAULT";
-    bool half_imgs = false;
-    if (images) {
+    DeviceRow r;
+    r.index = std::to_string(c.platform) + ":" + std::to_string(c.index);
+    r.problem = device_works(d);
+    r.images = device_info<cl_bool>(d, CL_DEVICE_IMAGE_SUPPORT) != 0;
+    if (r.images) {
+        r.image_width = static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE2D_MAX_WIDTH));
+        r.image_height = static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE2D_MAX_HEIGHT));
+        r.image_layers = static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_IMAGE_MAX_ARRAY_SIZE));
         cl_int err;
         cl_context context = clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err);
         if (err == CL_SUCCESS) {
-            half_imgs = half_images(context);
+            r.half_images = half_images(context);
             clReleaseContext(context);
         }
     }
-    std::string extensions = " " + device_string(d, CL_DEVICE_EXTENSIONS) + " ";
-    bool half_arith = extensions.find(" cl_khr_fp16 ") != std::string::npos;
-    std::string name = device_string(d, CL_DEVICE_NAME), platform = strip(platform_string(platform_of(d), CL_PLATFORM_NAME));
-    auto num = [](int64_t v) { return std::to_string(v); };
-    std::string limits = "{\"image_width\": " + num(w) + ", \"image_height\": " + num(h) + ", \"image_layers\": " + num(layers) +
-                         ", \"max_buffer_bytes\": " + num(alloc) + ", \"max_alloc_bytes\": " + num(alloc) + ", \"max_workgroups\": 65535" +
-                         ", \"max_workgroup_size\": " + num(static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE))) +
-                         ", \"max_shared_bytes\": " + num(static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE))) +
-                         ", \"memory_bytes\": " + num(memory) + ", \"source\": " + json_quote("OpenCL device " + name + " (" + platform + ")") + "}";
-    std::string row = "{\"index\": " + json_quote(std::to_string(c.platform) + ":" + std::to_string(c.index)) + ", \"platform\": " + json_quote(platform) +
-                      ", \"device\": " + json_quote(name) + ", \"type\": " + json_quote(type_name) + ", \"image_support\": " + (images ? "true" : "false") +
-                      ", \"image2d_max\": " + (images ? "[" + num(w) + ", " + num(h) + "]" : "null") +
-                      ", \"image_max_array_size\": " + (images ? num(layers) : "null") + ", \"usable\": " + (problem.empty() ? "true" : "false") +
-                      ", \"problem\": " + json_quote(problem) + ", \"limits\": " + limits + ", \"fp16\": {\"half_images\": " + (half_imgs ? "true" : "false") +
-                      ", \"half_arithmetic\": " + (half_arith ? "true" : "false") + "}}";
-    return row;
+    r.max_buffer_bytes = r.max_alloc_bytes = static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+    r.memory_bytes = std::max(r.max_alloc_bytes, static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_GLOBAL_MEM_SIZE)));
+    r.max_workgroups = 65535;  // OpenCL has no per-dimension group limit: stay portable
+    r.max_workgroup_size = static_cast<int64_t>(device_info<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE));
+    r.max_shared_bytes = static_cast<int64_t>(device_info<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE));
+    cl_device_type type = device_info<cl_device_type>(d, CL_DEVICE_TYPE);
+    r.type = type & CL_DEVICE_TYPE_GPU ? "GPU" : type & CL_DEVICE_TYPE_CPU ? "CPU" : type & CL_DEVICE_TYPE_ACCELERATOR ? "ACCELERATOR" : "DEFAULT";
+    r.half_arithmetic = (" " + device_string(d, CL_DEVICE_EXTENSIONS) + " ").find(" cl_khr_fp16 ") != std::string::npos;
+    r.device = device_string(d, CL_DEVICE_NAME);
+    r.platform = strip(platform_string(platform_of(d), CL_PLATFORM_NAME));
+    r.source = "OpenCL device " + r.device + " (" + r.platform + ")";
+    return device_row_json(r);
 }
 
 }  // namespace

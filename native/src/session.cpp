@@ -116,6 +116,22 @@ std::string json_quote(const std::string& s) {
     return out + "\"";
 }
 
+std::string device_row_json(const DeviceRow& r) {
+    auto num = [](int64_t v) { return std::to_string(v); };
+    auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+    std::string limits = "{\"image_width\": " + num(r.image_width) + ", \"image_height\": " + num(r.image_height) + ", \"image_layers\": " +
+                         num(r.image_layers) + ", \"max_buffer_bytes\": " + num(r.max_buffer_bytes) + ", \"max_alloc_bytes\": " + num(r.max_alloc_bytes) +
+                         ", \"max_workgroups\": " + num(r.max_workgroups) + ", \"max_workgroup_size\": " + num(r.max_workgroup_size) +
+                         ", \"max_shared_bytes\": " + num(r.max_shared_bytes) + ", \"memory_bytes\": " + num(r.memory_bytes) +
+                         ", \"source\": " + json_quote(r.source) + "}";
+    return "{\"index\": " + json_quote(r.index) + ", \"platform\": " + json_quote(r.platform) + ", \"device\": " + json_quote(r.device) +
+           ", \"type\": " + json_quote(r.type) + ", \"image_support\": " + flag(r.images) +
+           ", \"image2d_max\": " + (r.images ? "[" + num(r.image_width) + ", " + num(r.image_height) + "]" : "null") +
+           ", \"image_max_array_size\": " + (r.images ? num(r.image_layers) : "null") + ", \"usable\": " + flag(r.problem.empty()) +
+           ", \"problem\": " + json_quote(r.problem) + ", \"limits\": " + limits + ", \"fp16\": {\"half_images\": " + flag(r.half_images) +
+           ", \"half_arithmetic\": " + flag(r.half_arithmetic) + "}}";
+}
+
 void Session::set_profiling(bool enabled) {
     if (enabled && !can_profile_) throw Error(RVK_ERROR_ARGUMENT, "the session was created without RVK_SESSION_PROFILE");
     profiling_ = enabled;

@@ -80,6 +80,17 @@ private:
 // NULL, "lavapipe", "cpu", "gpu", an adapter index) with the RVK_SESSION_* `flags`. Throws Error.
 std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags);
 
+// One device as `relax-vk devices` lists it (relax_vk.core.limits.DeviceLimits' fields in `limits`)
+struct DeviceRow {
+    std::string index, platform, device, type, problem;  // problem "": usable
+    bool images = false;                                   // image support (image_* below only then)
+    int64_t image_width = 1, image_height = 1, image_layers = 1;
+    int64_t max_buffer_bytes = 0, max_alloc_bytes = 0, max_workgroups = 0, max_workgroup_size = 0, max_shared_bytes = 0, memory_bytes = 0;
+    std::string source;                                    // where the limits come from
+    bool half_images = false, half_arithmetic = false;
+};
+std::string device_row_json(const DeviceRow& row);
+
 // The devices a session can open, as a JSON array of rows (`relax-vk devices`): index (the spec
 // that names it), platform, device, type, image_support, image2d_max, image_max_array_size, usable,
 // problem, limits (relax_vk.core.limits.DeviceLimits' fields) and fp16 {half_images, half_arithmetic}.

@@ -1215,31 +1215,31 @@ private:
     }
 };
 
-// One row of vulkan_devices_json (devices.list_adapters' row, in the OpenCL rows' shape)
+// One row of vulkan_devices_json (in the OpenCL rows' shape)
 std::string adapter_row(const Adapter& a, size_t index) {
     const Wgpu& w = wgpu();
     WGPULimits l = WGPU_LIMITS_INIT;
     if (w.AdapterGetLimits(a.adapter, &l) != WGPUStatus_Success) throw Error(RVK_ERROR_DEVICE, "wgpu cannot read the limits of " + describe(a));
-    auto num = [](uint64_t v) { return std::to_string(v); };
-    uint64_t binding = l.maxStorageBufferBindingSize, alloc = std::max<uint64_t>(l.maxBufferSize, binding);
-    uint64_t memory = std::max<uint64_t>(alloc, 4ull << 30);  // (wgpu reports no memory size: DeviceLimits' default)
-    std::string name = a.device;
-    size_t first = name.find_first_not_of(" \t\n\r"), last = name.find_last_not_of(" \t\n\r");
-    name = first == std::string::npos ? "" : name.substr(first, last - first + 1);
-    std::string limits = "{\"image_width\": " + num(l.maxTextureDimension2D) + ", \"image_height\": " + num(l.maxTextureDimension2D) +
-                         ", \"image_layers\": " + num(l.maxTextureArrayLayers) + ", \"max_buffer_bytes\": " + num(binding) +
-                         ", \"max_alloc_bytes\": " + num(alloc) + ", \"max_workgroups\": " + num(l.maxComputeWorkgroupsPerDimension) +
-                         ", \"max_workgroup_size\": " + num(l.maxComputeInvocationsPerWorkgroup) +
-                         ", \"max_shared_bytes\": " + num(l.maxComputeWorkgroupStorageSize) + ", \"memory_bytes\": " + num(memory) +
-                         ", \"source\": " + json_quote("Vulkan adapter " + a.device + " (wgpu limits)") + "}";
+    DeviceRow r;
+    r.index = std::to_string(index);
+    r.platform = "Vulkan (" + a.driver_info + ")";
+    size_t first = a.device.find_first_not_of(" \t\n\r"), last = a.device.find_last_not_of(" \t\n\r");
+    r.device = first == std::string::npos ? "" : a.device.substr(first, last - first + 1);
+    r.type = a.type;
     // every Vulkan adapter wgpu exposes has what relax_vk needs (core WebGPU: rgba32float storage
     // textures, 2D arrays, rgba16float storage); a plan's sizes are checked against its limits at load
-    return "{\"index\": " + json_quote(std::to_string(index)) + ", \"platform\": " + json_quote("Vulkan (" + a.driver_info + ")") +
-           ", \"device\": " + json_quote(name) + ", \"type\": " + json_quote(a.type) + ", \"image_support\": true, \"image2d_max\": [" +
-           num(l.maxTextureDimension2D) + ", " + num(l.maxTextureDimension2D) + "], \"image_max_array_size\": " + num(l.maxTextureArrayLayers) +
-           ", \"usable\": true, \"problem\": \"\", \"timestamp_query\": " + (w.AdapterHasFeature(a.adapter, WGPUFeatureName_TimestampQuery) ? "true" : "false") +
-           ", \"limits\": " + limits + ", \"fp16\": {\"half_images\": true, \"half_arithmetic\": " +
-           (w.AdapterHasFeature(a.adapter, WGPUFeatureName_ShaderF16) ? "true" : "false") + "}}";
+    r.images = r.half_images = true;
+    r.image_width = r.image_height = l.maxTextureDimension2D;
+    r.image_layers = l.maxTextureArrayLayers;
+    r.max_buffer_bytes = static_cast<int64_t>(l.maxStorageBufferBindingSize);
+    r.max_alloc_bytes = std::max<int64_t>(static_cast<int64_t>(l.maxBufferSize), r.max_buffer_bytes);
+    r.memory_bytes = std::max<int64_t>(r.max_alloc_bytes, int64_t{4} << 30);  // (wgpu reports no memory size: DeviceLimits' default)
+    r.max_workgroups = l.maxComputeWorkgroupsPerDimension;
+    r.max_workgroup_size = l.maxComputeInvocationsPerWorkgroup;
+    r.max_shared_bytes = l.maxComputeWorkgroupStorageSize;
+    r.source = "Vulkan adapter " + a.device + " (wgpu limits)";
+    r.half_arithmetic = w.AdapterHasFeature(a.adapter, WGPUFeatureName_ShaderF16);
+    return device_row_json(r);
 }
 
 }  // namespace
