@@ -13,7 +13,7 @@ Public API (kept small; see README):
 * the memory plan: :func:`plan`
 * tools: :func:`profile` (time per op of the model on a device), :func:`bisect` (the first op the
   device gets wrong)
-* the runtime: :mod:`relax_vk.runtime` (needs numpy and pyopencl only, not TVM)
+* the runtime: :mod:`relax_vk.runtime` (the native library bound from Python; needs numpy only, not TVM)
 
 The compiler API is imported lazily, so ``relax_vk.runtime`` works on a machine without TVM.
 The installed tvm-ffi is checked at import when TVM is installed.

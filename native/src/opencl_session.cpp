@@ -1,4 +1,4 @@
-// The OpenCL backend: relax_vk/runtime/opencl/{compiler,devices,session}.py through the ICD loader
+// The OpenCL backend, through the ICD loader
 // (or a vendor's libOpenCL), opened at run time by opencl_loader.cpp.
 //
 // Devices by the names and rules every relax_vk tool uses ("gpu", "pocl", "P:D", NULL; a device counts only
@@ -448,7 +448,7 @@ protected:
     void execute(const std::vector<std::vector<uint8_t>>& inputs, std::vector<std::vector<uint8_t>>& outputs) override {
         cl_command_queue q = profiling_ || !timing_queue_ ? queue_ : timing_queue_;
         bool timed = profiling_;
-        // Inputs are written and outputs read with blocking calls, as pyopencl's enqueue_copy does (measured):
+        // Inputs are written and outputs read with blocking calls (measured):
         // on NVIDIA's OpenCL (H100) that takes 0.08 ms off a one-kernel run and 0.08-0.12 ms off
         // mobilenet_v2 and resnet18, against non-blocking transfers and a clFinish.
         for (size_t i = 0; i < inputs.size(); ++i) write(program_.inputs[i], inputs[i].data(), q, true);

@@ -1,8 +1,8 @@
-// Parsing and complete validation of a .rvk artifact. The checks and their messages follow
-// relax_vk/serialization/artifact.py (the file format), relax_vk/serialization/validate.py (the
-// program) and relax_vk/storage/program.py storage_problem (the storage assignment) one for one, in
-// the same order, so both runtimes refuse the same artifacts with the same words. Every offset, size
-// and product is checked before it is used (overflow included).
+// Parsing and complete validation of a .rvk artifact: the one validator of the format that
+// relax_vk/serialization/artifact.py writes (the container) and relax_vk/codegen/export.py fills (the
+// program). Storage assignments are held to the invariant the planner's own check states
+// (relax_vk/storage/program.py storage_problem), with the same words. Every offset, size and product
+// is checked before it is used (overflow included).
 #include "program.hpp"
 
 #include <algorithm>
@@ -123,7 +123,7 @@ bool image_extents(const std::string& scope, const std::vector<int64_t>& shape, 
 
 bool is_texture_scope(const std::string& scope) { return scope != "global"; }
 
-// ------------------------------------------------------------------------- validate.py
+// ------------------------------------------------------------------------- the program
 void check_tensor(const Json& t, size_t index) {
     std::string where = "tensor " + std::to_string(index);
     require(t.is_object(), where + " is not an object");

@@ -1,7 +1,6 @@
-// The .rvk artifact and its program, as relax_vk/serialization/artifact.py writes them and
-// relax_vk/serialization/validate.py + relax_vk/storage/program.py check them: parsed, validated
-// completely (the same checks, in the same order, with the same messages), then held as plain structs
-// the backends execute.
+// The .rvk artifact and its program, as relax_vk/serialization/artifact.py and
+// relax_vk/codegen/export.py write them: parsed, validated completely, then held as plain structs the
+// backends execute.
 #pragma once
 
 #include <array>
@@ -106,10 +105,11 @@ uint32_t crc32(const uint8_t* data, size_t size);
 
 // relax_vk.storage.lifetimes.image_bytes
 int64_t image_bytes(const Extents& image, const std::string& dtype);
-// relax_vk.storage.program.with_float_texels: half-texel textures stored as float32 texels
+// half-texel textures stored as float32 texels (a device without half images)
 Program with_float_texels(const Program& p);
 
-// relax_vk.storage.program.allocations / device_placement / allocated_bytes
+// the allocations of a storage plan (relax_vk.storage.program.allocations / allocated_bytes), and
+// where they go on a device (an arena the device cannot make whole: a buffer per tensor)
 struct Place {
     int allocation;
     int64_t offset;

@@ -876,7 +876,7 @@ private:
         if (status != WGPUMapAsyncStatus_Success) r->second = text(message);
     }
 
-    // Seconds a wait sleeps before it polls (relax_vk.runtime.vulkan.readback.sleep_before_polling),
+    // Seconds a wait sleeps before it polls,
     // given the shortest of the last kWaitsKept waits: that less a margin of a tenth of it, at least
     // 0.2 ms and at most the polling budget; 0 without a last wait or a budget, or where the budget
     // covers the whole wait. (The shortest: one slow run does not make the next ones oversleep.)

@@ -10,7 +10,7 @@ strategy that won each pool, and the three numbers a memory report needs: bytes 
 live at once).
 
 Textures can only share whole images (an image cannot be bound at an offset, and neither
-pyopencl's ``image2d_array`` nor WebGPU can alias two images' memory), so a texture plan whose
+OpenCL images without ``cl_khr_image2d_from_buffer`` nor WebGPU textures can alias two images' memory), so a texture plan whose
 tensors change extents from layer to layer (a downsampling CNN: 56x56x16, then 28x28x32 texels)
 stays above the lower bound by what the extents waste; per-pool numbers in :meth:`StoragePlan.
 to_json` show where. Standard library only.

@@ -10,7 +10,7 @@ Three steps, which may run on two machines (TVM here, the GPU there):
    :data:`~relax_vk.schedules.conv2d.CONFIG_ATTR`), built with relax_vk's own pipeline and written
    as an ``.rvk`` artifact; 3x3 stride-1 convs get one more program per Winograd tile size
    (:func:`build_winograd_case`, candidates of the same workload). Weights and inputs are program inputs, so no tensor travels.
-2. :func:`relax_vk.runtime.measure.measure_bundle` (numpy + pyopencl / wgpu, no TVM): on the
+2. :func:`relax_vk.runtime.measure.measure_bundle` (numpy and the native runtime, no TVM): on the
    device, each candidate is checked against a float64 numpy reference and timed.
 3. :func:`import_results`: the fastest correct candidate per (device, API, memory kind, workload)
    is merged into the package's tuning database (:mod:`relax_vk.schedules.tuning`), which

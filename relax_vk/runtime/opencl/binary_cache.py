@@ -14,8 +14,8 @@ driver produced and loads it next time (``clCreateProgramWithBinary``), verified
 
 Files are written atomically (a temporary file, then ``os.replace``) into ``cache_dir``: the
 argument, else ``$RELAX_VK_CACHE_DIR``, else ``~/.cache/relax_vk/opencl``. ``cache_dir=False``
-or ``RELAX_VK_NO_CACHE=1`` builds from source every time. pyopencl's own source cache is bypassed
-(it verifies nothing), so one cache decides.
+or ``RELAX_VK_NO_CACHE=1`` builds from source every time. The native runtime
+(``native/src/binary_cache.*``) reads and writes the same files, so one cache decides.
 """
 
 from __future__ import annotations
