@@ -86,11 +86,10 @@ def _bindings(func: relax.Function) -> Iterator[Tuple[relax.Var, relax.Expr]]:
             yield b.var, b.value
 
 
-def _callee(mod: tvm.IRModule, value) -> Optional[relax.Function]:
-    """The Relax function a binding calls (a fused group), else None."""
+def _callee(functions: Mapping[tvm.ir.GlobalVar, relax.Function], value) -> Optional[relax.Function]:
+    """The Relax function a binding calls (a fused group), else None (``functions``: the module's)."""
     if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.GlobalVar):
-        func = mod[value.op] if value.op in mod.get_global_vars() else None
-        return func if isinstance(func, relax.Function) else None
+        return functions.get(value.op)
     return None
 
 
@@ -102,16 +101,44 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
+#: the last functions flattened (each pass's result is the next pass's input): ((func, mod), entries);
+#: the objects are held, so the nodes their entries identify stay alive (and their ids unique)
+_FLAT_MEMO: List[tuple] = []
+
+
+def _id(var: relax.Var) -> int:
+    """A variable's identity: its node's (what ``same_as`` compares). Dictionaries below are keyed
+    by it, not by the variable: TVM's ``Expr.__eq__``, which a lookup calls for every other Python
+    wrapper of the same node, reads the node's type through the FFI first (measured: a quarter of
+    the tracker's time on mobilenet_v2)."""
+    return hash(var)
+
+
 def _flat(func: relax.Function, mod: tvm.IRModule) -> List[tuple]:
-    """``(var, kind, outer index, outer var, value)`` of every binding, a fused call's inner
-    bindings in its place."""
+    """``(var id, kind, outer index, outer var id, value, input ids)`` of every binding, a fused
+    call's inner bindings in its place (ids: :func:`_id`; inputs: :func:`_inputs` of the value)."""
+    for (f, m), entries in _FLAT_MEMO:
+        if f.same_as(func) and m.same_as(mod):
+            return entries
+    functions = {gv: f for gv, f in mod.functions_items() if isinstance(f, relax.Function)}
+    # a pass keeps most bindings' values (the same nodes, alive in the memo): their inputs are known
+    known = {_id(entry[4]): entry[5] for _key, entries in _FLAT_MEMO for entry in entries}
+
+    def entry(var_id: int, value, i: int, outer: int) -> tuple:
+        ins = known.get(_id(value))
+        if ins is None:
+            ins = [_id(x) for x in _inputs(value)]
+        return (var_id, _kind(value), i, outer, value, ins)
+
     out = []
     for i, (var, value) in enumerate(_bindings(func)):
-        callee = _callee(mod, value)
+        callee = _callee(functions, value)
+        outer = _id(var)
         if callee is not None:
-            out += [(v, _kind(val), i, var, val) for v, val in _bindings(callee)]
+            out += [entry(_id(v), val, i, outer) for v, val in _bindings(callee)]
         else:
-            out.append((var, _kind(value), i, var, value))
+            out.append(entry(outer, value, i, outer))
+    _FLAT_MEMO[:] = [((func, mod), out)] + _FLAT_MEMO[:1]
     return out
 
 
@@ -147,12 +174,11 @@ def _converts(kind: str) -> bool:
     return kind == "relax.call_tir" or kind == "relax.matmul" or kind.startswith("relax.nn.")
 
 
-def _uses(entries: List[tuple], see_through) -> Dict[relax.Var, set]:
-    """Var -> the kinds of the bindings that read it, through bindings ``see_through`` accepts."""
-    chain: Dict[relax.Var, set] = {}
-    uses: Dict[relax.Var, set] = {}
-    for var, kind, _, _, value in entries:
-        ins = _inputs(value)
+def _uses(entries: List[tuple], see_through) -> Dict[int, set]:
+    """Var id -> the kinds of the bindings that read it, through bindings ``see_through`` accepts."""
+    chain: Dict[int, set] = {}
+    uses: Dict[int, set] = {}
+    for var, kind, _, _, _, ins in entries:
         through = see_through(kind)
         chain[var] = {var} | (chain.get(ins[0], {ins[0]}) if through and ins else set())
         if not through:
@@ -175,27 +201,25 @@ def _dataflow_matches(before: List[tuple], after: List[tuple], old_params, new_p
     (:func:`_converts`) of another, a view included (a packed layout makes some views kernels and
     drops the others). Data movement on either side, and views on the old side, are seen through. ``anchors``: entries already
     known to be the same binding."""
-    chain: Dict[relax.Var, set] = {}  # old var -> itself and the old values it views (through movement and views)
-    for var, kind, _, _, value in before:
-        ins = _inputs(value)
+    chain: Dict[int, set] = {}  # old var -> itself and the old values it views (through movement and views)
+    for var, kind, _, _, _, ins in before:
         chain[var] = {var} | (chain.get(ins[0], {ins[0]}) if (_transparent(kind) or kind in VIEWS) and ins else set())
-    old_inputs = [set().union(*[chain.get(v, {v}) for v in _inputs(value)]) for _, _, _, _, value in before]
-    readers: Dict[relax.Var, List[int]] = {}  # old var -> the old bindings that read it (in order)
+    old_inputs = [set().union(*[chain.get(v, {v}) for v in ins]) for *_rest, ins in before]
+    readers: Dict[int, List[int]] = {}  # old var -> the old bindings that read it (in order)
     for i, (_, kind, *_rest) in enumerate(before):
         if not _transparent(kind):
             for v in old_inputs[i]:
                 readers.setdefault(v, []).append(i)
     old_uses = _uses(before, lambda kind: _transparent(kind) or kind in VIEWS)
     new_uses = _uses(after, _transparent)
-    corr: Dict[relax.Var, relax.Var] = dict(zip(new_params, old_params))  # new var -> old value
+    corr: Dict[int, int] = {_id(n): _id(o) for n, o in zip(new_params, old_params)}  # new var -> old value
     for j, i in anchors.items():
         corr[after[j][0]] = before[i][0]
     matches: Dict[int, int] = {}
     taken = set(anchors.values())
-    for j, (var, kind, _, _, value) in enumerate(after):
+    for j, (var, kind, _, _, _, ins) in enumerate(after):
         if j in anchors:
             continue
-        ins = _inputs(value)
         if _transparent(kind):
             if ins and ins[0] in corr:
                 corr[var] = corr[ins[0]]
@@ -233,15 +257,16 @@ def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax
     before = _flat(old, old_mod)
     after = _flat(new, new_mod)
     # (the bindings inside a fused call have the ops of the call)
-    ops_before = [old_ops.get(var) or old_ops.get(outer, ()) for var, _, _, outer, _ in before]
+    ops_of = {_id(var): ops for var, ops in old_ops.items()}
+    ops_before = [ops_of.get(var) or ops_of.get(outer, ()) for var, _, _, outer, *_rest in before]
     flat_ops: List[Ops] = [()] * len(after)
     index = {var: i for i, (var, *_rest) in enumerate(before)}
-    outer_index = {outer: i for _, _, i, outer, _ in before}
+    outer_index = {outer: i for _, _, i, outer, *_rest in before}
     matched: Dict[int, int] = {}
     for j, (var, *_rest) in enumerate(after):
         if var in index:  # the same variable: the same binding
             matched[j] = index[var]
-    kept_calls = {j: outer_index[outer] for j, (var, _, _, outer, _) in enumerate(after) if j not in matched and var is outer and outer in outer_index}
+    kept_calls = {j: outer_index[outer] for j, (var, _, _, outer, *_rest) in enumerate(after) if j not in matched and var == outer and outer in outer_index}
     for j, i in _dataflow_matches(before, after, old.params, new.params, dict(matched)).items():
         matched.setdefault(j, i)
     for j, i in matched.items():
