@@ -1,7 +1,6 @@
 """PlaceBufferStorage: no byte storage of TVM's VM is allocated through a texture VDevice, whose
 allocator (naive, under load_vm) never hands a freed buffer back (no GPU: read from the program)."""
 
-import numpy as np
 import pytest
 import tvm
 from tvm import relax
@@ -13,29 +12,9 @@ from relax_vk.passes.lower.plan_texture_storage import vdevices
 from relax_vk.passes.lower.record_vdevices import vdevice_table
 from relax_vk.tools.vm_memory import vm_storages
 
+from helpers import small_classifier
+
 from .test_plan_texture_storage import _before_plan
-
-
-def _const(shape, seed):
-    return relax.const((np.random.default_rng(seed).standard_normal(shape) * 0.1).astype("float32"))
-
-
-def small_classifier() -> tvm.IRModule:
-    """Two convs (textures), a spatial mean, then two dense layers (buffers). TVM's planner pools
-    storage tokens by scope and dtype only: the hidden (1, 64) activation reuses the token of the
-    first conv's output, a storage made on the texture VDevice (as mobilenet_v2's (1, 1280)
-    features did)."""
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 16, 4, 4), "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            a = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, _const((16, 16, 3, 3), 1), padding=(1, 1))))
-            b = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(a, _const((16, 16, 1, 1), 2))))
-            p = bb.emit(relax.op.mean(b, axis=[2, 3]))
-            h = bb.emit(relax.op.nn.relu(relax.op.matmul(p, _const((16, 64), 3))))
-            gv = bb.emit_output(relax.op.matmul(h, _const((64, 10), 4)))
-        bb.emit_func_output(gv)
-    return bb.get()
 
 
 def _texture_devices(mod):
