@@ -54,6 +54,7 @@ from .passes import (
     LegalizeWithScopes,
     NameKernelsForApi,
     PartialLegalize,
+    PlaceBufferStorage,
     PlanTextureStorage,
     RecordVDevices,
     RemoveRedundantAssignments,
@@ -239,7 +240,7 @@ def _finalize_stage(tgt: tvm.target.Target) -> List[tvm.transform.Pass]:
     for p in gpu_generic.finalize_passes(tgt):
         finalize.append(p)
         if p.info.name == "LowerRuntimeBuiltin":
-            finalize += [PlanTextureStorage(), RoundBufferStorage(), HoistImageStorage()]
+            finalize += [PlanTextureStorage(), PlaceBufferStorage(), RoundBufferStorage(), HoistImageStorage()]
     return dataflow + finalize + [RecordVDevices()]
 
 
@@ -276,8 +277,9 @@ def finalize_stage(target: "tvm.target.Target | str | None" = None) -> List[tvm.
     :func:`~relax_vk.passes.PlanTextureStorage` after ``LowerRuntimeBuiltin`` (texture tensors in
     image storages of exactly their bytes, shared where lifetimes allow) and
     :func:`~relax_vk.passes.HoistImageStorage` (``main__images`` / ``main__with_images``: images
-    allocated once per VM by ``load_vm``), with :func:`~relax_vk.passes.RoundBufferStorage` between
-    them (byte storages in whole pages, so TVM's pooled OpenCL allocator reuses them), then
+    allocated once per VM by ``load_vm``), with :func:`~relax_vk.passes.PlaceBufferStorage` and
+    :func:`~relax_vk.passes.RoundBufferStorage` between them (byte storages on a ``"global"`` VDevice
+    and in whole pages, so TVM's pooled OpenCL allocator serves and reuses them), then
     :func:`~relax_vk.passes.RecordVDevices` (the executable's VDevice table, for ``load_vm``)."""
     return _finalize_stage(_target.resolve(target))
 

@@ -135,3 +135,21 @@ def pyopencl_pocl():
     import pyopencl as cl
 
     return next(d for p in cl.get_platforms() if "portable" in p.name.lower() or "pocl" in p.name.lower() for d in p.get_devices())
+
+
+def small_classifier() -> tvm.IRModule:
+    """x (1,16,4,4): two convs (textures), a spatial mean, then two dense layers (buffers). TVM's
+    planner pools storage tokens by scope and dtype only, so the hidden (1,64) activation reuses
+    the token of the first conv's output, a storage made on the texture VDevice (as mobilenet_v2's
+    (1,1280) features did): the case of ``relax_vk.passes.PlaceBufferStorage``."""
+    bb = relax.BlockBuilder()
+    x = tensor("x", (1, 16, 4, 4))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, const((16, 16, 3, 3), 1), padding=(1, 1))))
+            b = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(a, const((16, 16, 1, 1), 2))))
+            p = bb.emit(relax.op.mean(b, axis=[2, 3]))
+            h = bb.emit(relax.op.nn.relu(relax.op.matmul(p, const((16, 64), 3))))
+            gv = bb.emit_output(relax.op.matmul(h, const((64, 10), 4)))
+        bb.emit_func_output(gv)
+    return bb.get()

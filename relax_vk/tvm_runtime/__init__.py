@@ -29,6 +29,9 @@ page-rounded size can be images (seen on pocl: ViT after ConvNeXt, wrong outputs
   naive one: its pool (where an image goes when the VM releases it) is never allocated from;
 * buffers come from the ``"global"`` VDevice's pooled allocator, in whole pages
   (:mod:`relax_vk.passes.lower.round_buffer_storage`), so each call reuses the last call's buffers;
+  a byte storage that TVM's planner made on a texture VDevice (a buffer reusing a texture's token)
+  is moved to the ``"global"`` VDevice first (:mod:`relax_vk.passes.lower.place_buffer_storage`):
+  the naive allocator would free it into its unused pool, a new buffer on every call;
 * :func:`load_vm`, and :class:`VirtualMachine` when it goes, clear TVM's allocator pools
   (:func:`clear_allocator_pools`), so no VM is handed what an earlier one left (a VM that other
   objects still hold is cleared after when the next ``load_vm`` runs).

@@ -1,13 +1,15 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
 guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
 Vulkan kernel names, the reshape rewrite that only views buffers, the image storages of texture
-tensors under TVM's VM (allocated once per VM through a function of their own), byte storages in whole pages (reused by TVM's pooled allocator), and the VDevice table an executable carries."""
+tensors under TVM's VM (allocated once per VM through a function of their own), byte storages on a
+``"global"`` VDevice and in whole pages (reused by TVM's pooled allocator), and the VDevice table an executable carries."""
 
 from .fold_scope_copies import FoldScopeCopies
 from .hoist_image_storage import HoistImageStorage
 from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
 from .name_kernels_for_api import NameKernelsForApi
+from .place_buffer_storage import PlaceBufferStorage
 from .plan_texture_storage import PlanTextureStorage
 from .record_vdevices import RecordVDevices
 from .round_buffer_storage import RoundBufferStorage
@@ -27,6 +29,7 @@ __all__ = [
     "RetargetVDevices",
     "RewriteBufferReshapes",
     "PlanTextureStorage",
+    "PlaceBufferStorage",
     "HoistImageStorage",
     "RoundBufferStorage",
     "RecordVDevices",
