@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "leak_check.h"
 #include "relax_vk/relax_vk.h"
 
 static uint64_t state;
@@ -177,5 +178,6 @@ int main(int argc, char** argv) {
     printf(" %ld sessions run; %ld misbehaved\n", sessions, bad);
     free(data);
     free(original);
+    rvk_leak_check(); /* every session and artifact destroyed, the drivers still loaded */
     return bad ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "leak_check.h"
 #include "npy.h"
 #include "relax_vk/relax_vk.h"
 
@@ -41,7 +42,7 @@ static void usage(void) {
                     "       [--shader-checks bounds|loops|none]  (Vulkan: wgpu's checks in the shaders)\n");
 }
 
-int main(int argc, char** argv) {
+static int run_model(int argc, char** argv) {
     const char* model = NULL;
     const char* device = NULL;
     const char* inputs[MAX_FILES];
@@ -181,5 +182,11 @@ done:
     free(out_info);
     for (int i = 0; i < n_inputs; ++i) npy_free(&arrays[i]);
     rvk_session_destroy(session);
+    return code;
+}
+
+int main(int argc, char** argv) {
+    int code = run_model(argc, argv);
+    rvk_leak_check(); /* the session destroyed, the drivers still loaded */
     return code;
 }

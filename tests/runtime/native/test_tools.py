@@ -22,8 +22,9 @@ from .test_artifacts import damaged_bytes
 # (no $RVK_WGPU_LIBRARY: each build folder has wgpu-native beside the library, where it looks first)
 TOOL_ENV = {k: v for k, v in dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")).items() if k != "RVK_WGPU_LIBRARY"}
 #: a sanitizer report fails the run (ASan/UBSan exit non-zero and print their SUMMARY line); leaks
-#: inside the driver stack only (tests/lsan.supp: one allocation of wgpu-native's adapter enumeration, lavapipe's own) are suppressed
-SANITIZER_ENV = dict(TOOL_ENV, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
+#: inside the driver stack only (tests/lsan.supp: one allocation of wgpu-native's adapter enumeration, lavapipe's own) are suppressed;
+#: intercept_tls_get_addr=0 as in native/tests/fuzz.sh (GCC 12's LeakSanitizer otherwise dies on some heap layouts: native/README.md)
+SANITIZER_ENV = dict(TOOL_ENV, ASAN_OPTIONS="detect_leaks=1:intercept_tls_get_addr=0", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
                      LSAN_OPTIONS=f"suppressions={native.SOURCE_DIR / 'tests' / 'lsan.supp'}")  # fmt: skip
 
 
