@@ -1,16 +1,32 @@
 """No input makes the CLI print a traceback: every bad model, file, flag or device answer is one
-line naming the thing, with the documented exit code (2 for user error)."""
+line naming the thing, with the documented exit code (2 for user error).
 
+The command line runs in this process (``relax_vk.tools.cli.main``, what the ``relax-vk`` script
+and ``python -m relax_vk`` call; ``tests/tools/test_cli.py`` runs those as processes): a bad
+input is a return code and one stderr line either way, and an escaping exception fails the test
+as a traceback would."""
+
+import contextlib
+import io
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 
-def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "relax_vk", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+def _cli(*args):
+    from relax_vk.tools.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit_:  # argparse's own usage errors
+            code = exit_.code
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def _assert_clear(proc, *needles):
