@@ -39,6 +39,7 @@ import tvm
 from tvm import tirx
 
 from ...core.errors import RelaxVKError
+from ...core.ir_utils import NodeDict, NodeSet
 from .helpers import HELPERS, MATH_FUNCTIONS, helper_closure
 
 TEXTURE_PREFIX = "global.texture"
@@ -185,16 +186,16 @@ class _Emitter:
         self.lines: List[str] = []
         self.module_vars: List[str] = []
         self.helpers: set = set()
-        self.names: Dict[object, str] = {}  # Var -> identifier
+        self.names: Dict[object, str] = NodeDict()  # Var -> identifier
         self.taken: set = set()
-        self.buffers: Dict[object, str] = {}  # data Var -> identifier of its storage
-        self.textures: Dict[object, set] = {}  # data Var -> {"load", "store"} uses seen
-        self.roots: Dict[object, object] = {}  # Buffer -> the parameter Var or allocated Buffer it views
+        self.buffers: Dict[object, str] = NodeDict()  # data Var -> identifier of its storage
+        self.textures: Dict[object, set] = NodeDict()  # data Var -> {"load", "store"} uses seen
+        self.roots: Dict[object, object] = NodeDict()  # Buffer -> the parameter Var or allocated Buffer it views
         self.thread_extent: Dict[str, int] = {}
         self.pending: List[str] = []
-        self.stored: set = set()  # parameters (and allocations) the kernel writes
-        self.byte_buffers: set = set()  # bool parameters: bytes packed four to a u32 word
-        self.texture_dtype: Dict[object, str] = {}  # texture parameter -> "float32" | "float16"
+        self.stored: set = NodeSet()  # parameters (and allocations) the kernel writes
+        self.byte_buffers: set = NodeSet()  # bool parameters: bytes packed four to a u32 word
+        self.texture_dtype: Dict[object, str] = NodeDict()  # texture parameter -> "float32" | "float16"
         self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
         self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
         self.bindings: List[str] = []
