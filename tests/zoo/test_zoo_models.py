@@ -54,13 +54,25 @@ TARGETS = {
 }
 
 
+_IMPORTED: dict = {}
+
+
+def _imported(name):
+    """``(model, example, imported Relax module, PyTorch's output)`` of a zoo model, made once per
+    test process (a model's tests for both APIs sit next to each other, so mostly on one worker)."""
+    if name not in _IMPORTED:
+        model, example = build_zoo_model(name)
+        with torch.no_grad():
+            expected = model(example).numpy()
+        _IMPORTED[name] = (model, example, from_torch(model, (example,)), expected)
+    return _IMPORTED[name]
+
+
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_zoo_model_runs_and_matches_pytorch(name, backend, device):
-    model, example = build_zoo_model(name)
-    compiled = relax_vk.build(from_torch(model, (example,)), target=backend)
-    with torch.no_grad():
-        expected = model(example).numpy()
+    model, example, mod, expected = _imported(name)
+    compiled = relax_vk.build(mod, target=backend)
     assert float(np.std(expected)) > 1e-3  # a meaningful comparison, not of near-zero outputs
     out = load(compiled.artifact(), device=device).run([example.numpy()])[0]
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
@@ -90,13 +102,12 @@ CUT = ["resnet18", "mobilenet_v2", "unet_small", "shufflenet_v2"]
 def test_zoo_model_under_cut_down_limits(name, backend, device):
     from relax_vk.testing.fuzz.runner import CUT_LIMITS, make_target
 
-    model, example = build_zoo_model(name)
-    artifact = relax_vk.build(from_torch(model, (example,)), target=make_target(backend, CUT_LIMITS)).artifact()
+    model, example, mod, expected = _imported(name)
+    artifact = relax_vk.build(mod, target=make_target(backend, CUT_LIMITS)).artifact()
     for t in artifact.program["tensors"]:
         assert (t["image"] is None and t["bytes"] <= CUT_LIMITS["max_buffer_bytes"]) or (
             t["image"] and max(t["image"][:2]) <= 256 and t["image"][2] <= 64
         ), t
     assert max(g // loc for k in artifact.program["kernels"] for g, loc in zip(k["global"], k["local"])) <= 256
     out = load(artifact, device=device).run([example.numpy()])[0]
-    with torch.no_grad():
-        np.testing.assert_allclose(out, model(example).numpy(), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
