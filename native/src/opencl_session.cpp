@@ -59,12 +59,6 @@ void check(cl_int code, const std::string& what) {
     if (code != CL_SUCCESS) throw Error(RVK_ERROR_RUNTIME, what + " failed: " + cl_error_name(code) + " (" + std::to_string(code) + ")");
 }
 
-std::string strip(std::string s) {
-    size_t a = s.find_first_not_of(" \t\n\r\f\v");
-    size_t b = s.find_last_not_of(" \t\n\r\f\v");
-    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-
 template <typename T>
 T device_info(cl_device_id d, cl_device_info what) {
     T v{};
@@ -311,10 +305,6 @@ cl_device_id find_device(const std::string& prefer, bool gpu_only) {
     for (const std::string& r : reasons) message += "\n  - " + r;
     message += gpu_only ? "\n(only GPU devices were considered)" : "\nOn Debian/Ubuntu: apt-get install pocl-opencl-icd";
     throw Error(RVK_ERROR_DEVICE, message);
-}
-
-bool all_digits(const std::string& s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // devices.select_device

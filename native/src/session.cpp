@@ -99,6 +99,16 @@ void Session::read_tensor(int tid, void* data, size_t size) {
     if (size) read_device(tid, data);
 }
 
+std::string strip(std::string s) {
+    size_t a = s.find_first_not_of(" \t\n\r\f\v");
+    size_t b = s.find_last_not_of(" \t\n\r\f\v");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::string json_quote(const std::string& s) {
     std::string out = "\"";
     for (unsigned char c : s) {

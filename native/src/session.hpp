@@ -102,6 +102,12 @@ std::string vulkan_devices_json(const char* spec);
 // A JSON string literal of `s` (quotes and escapes).
 std::string json_quote(const std::string& s);
 
+// `s` without leading and trailing whitespace (Python's str.strip(): device names as drivers report them).
+std::string strip(std::string s);
+
+// Whether `s` is a non-empty run of decimal digits (a device index in a "P:D" or "N" device spec).
+bool all_digits(const std::string& s);
+
 std::unique_ptr<Session> open_opencl_session(std::shared_ptr<const Artifact> artifact, const char* device, bool profile);
 // `shader_checks`: 0 (wgpu's bounds checks), RVK_SESSION_SHADER_CHECKS_LOOPS or _NONE. Without wgpu
 // headers at build time (RVK_VULKAN off) it throws Error(RVK_ERROR_UNSUPPORTED).

@@ -117,10 +117,6 @@ const Instance& instance() {
     return made;
 }
 
-bool all_digits(const std::string& s) {
-    return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // devices.select_adapter
 const Adapter& select_adapter(const char* spec_or_null) {
     const std::vector<Adapter>& adapters = instance().adapters;
@@ -142,7 +138,7 @@ const Adapter& select_adapter(const char* spec_or_null) {
         if (!gpu) throw Error(RVK_ERROR_DEVICE, "no GPU Vulkan adapter; `relax-vk devices` lists the adapters");
         return *gpu;
     }
-    if (all_digits(spec) && std::stoul(spec) < adapters.size()) return adapters[std::stoul(spec)];
+    if (spec.size() < 10 && all_digits(spec) && std::stoul(spec) < adapters.size()) return adapters[std::stoul(spec)];
     throw Error(RVK_ERROR_ARGUMENT, "unknown Vulkan device " + py_repr(spec) + ": use 'lavapipe', 'gpu' or an index from `relax-vk devices`");
 }
 
@@ -434,9 +430,7 @@ public:
         : Session(std::move(artifact)), w_(wgpu()), shader_checks_(shader_checks) {
         h_.w = &w_;
         program_origin = vulkan_origin(instance().caches, adapter.vendor_id, adapter.driver_info);
-        device_name = adapter.device;
-        size_t a = device_name.find_first_not_of(" \t\n\r"), b = device_name.find_last_not_of(" \t\n\r");
-        device_name = a == std::string::npos ? "" : device_name.substr(a, b - a + 1);
+        device_name = strip(adapter.device);
         WGPULimits adapter_limits = WGPU_LIMITS_INIT;
         if (w_.AdapterGetLimits(adapter.adapter, &adapter_limits) != WGPUStatus_Success)
             throw Error(RVK_ERROR_DEVICE, "wgpu cannot read the limits of " + describe(adapter));
@@ -1223,8 +1217,7 @@ std::string adapter_row(const Adapter& a, size_t index) {
     DeviceRow r;
     r.index = std::to_string(index);
     r.platform = "Vulkan (" + a.driver_info + ")";
-    size_t first = a.device.find_first_not_of(" \t\n\r"), last = a.device.find_last_not_of(" \t\n\r");
-    r.device = first == std::string::npos ? "" : a.device.substr(first, last - first + 1);
+    r.device = strip(a.device);
     r.type = a.type;
     // every Vulkan adapter wgpu exposes has what relax_vk needs (core WebGPU: rgba32float storage
     // textures, 2D arrays, rgba16float storage); a plan's sizes are checked against its limits at load
