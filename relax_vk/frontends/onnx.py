@@ -36,6 +36,7 @@ from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .errors import ModelLoadError
+from .onnx_quant import rewrite_quantized
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
 InputShapes = Mapping[str, Sequence[int]]
@@ -276,6 +277,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     model, where = _load(path_or_model)
     shapes = fix_input_shapes(model, input_shapes, where)
     align_legacy_broadcasts(model)
+    rewrite_quantized(model)
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)
     from onnx import helper
