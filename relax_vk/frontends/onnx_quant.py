@@ -107,6 +107,7 @@ class _Rewriter:
         self.opset = max((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), default=1)
         self.qparams: Dict[str, Tuple[str, str, int]] = {}  # int8 tensor -> (scale, zero point, onnx elem type)
         self.elem: Dict[str, int] = {}  # tensor -> ONNX element type, where known
+        self.integral: Dict[str, str] = {}  # int32 result of ConvInteger / MatMulInteger -> its float values
         for i in list(self.graph.input) + list(self.graph.value_info) + list(self.graph.output):
             if i.type.tensor_type.elem_type:
                 self.elem[i.name] = i.type.tensor_type.elem_type
@@ -323,6 +324,7 @@ def _expand_dynamic(rw: _Rewriter, node, dynamic: Dict[str, Tuple[str, str]]) ->
     float_op = "Conv" if node.op_type == "ConvInteger" else "MatMul"
     y = rw.add(float_op, [xf, wf], hint, **attrs)
     rw.add("Cast", [y], hint, outputs=[node.output[0]], to=6)
+    rw.integral[node.output[0]] = y
 
 
 # ---------------------------------------------------------------- int8 data movement
@@ -454,6 +456,10 @@ def rewrite_quantized(model) -> int:
         rewritten += 1
         new_nodes.extend(rw.nodes)
     new_nodes = _fake_quantize(rw, new_nodes, outputs)
+    for n in new_nodes:  # Cast(int32 -> float) of an integer op's result: its float values as they are
+        if n.op_type == "Cast" and n.input and n.input[0] in rw.integral and any(a.name == "to" and a.i == 1 for a in n.attribute):
+            n.op_type, n.input[0] = "Identity", rw.integral[n.input[0]]
+            del n.attribute[:]
     new_nodes = _drop_unread(new_nodes, outputs)
     del model.graph.node[:]
     model.graph.node.extend(new_nodes)
