@@ -264,9 +264,13 @@ def _unsupported_ops(model) -> Dict[str, List[str]]:
     """Op types TVM's ONNX frontend has no converter for -> the nodes that use them."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
+    from .onnx_quant import CONVERTERS, MS
+
     table = onnx_frontend._get_convert_map()
     missing: Dict[str, List[str]] = {}
     for node in model.graph.node:
+        if node.domain == MS and node.op_type in CONVERTERS:
+            continue
         if node.op_type not in table or (node.domain not in ("", "ai.onnx")):
             missing.setdefault(f"{node.domain + '::' if node.domain else ''}{node.op_type}", []).append(node.name or node.output[0])
     return missing
@@ -294,16 +298,39 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     return record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
 
 
+def _importer_class():
+    """TVM's ONNX importer, consulting :data:`relax_vk.frontends.onnx_quant.CONVERTERS` first for
+    the ops it has no converter for (com.microsoft ``MatMulNBits``)."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+    from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
+
+    from .onnx_quant import CONVERTERS
+
+    class Importer(ONNXGraphImporter):
+        def _check_for_unsupported_ops(self, graph):
+            known = onnx_frontend._get_convert_map()
+            missing = {n.op_type for n in graph.node if n.op_type not in known and n.op_type not in CONVERTERS and n.op_type not in ("If", "Constant")}
+            if missing:
+                raise tvm.error.OpNotImplemented("The following operators are not supported for frontend ONNX: " + ", ".join(sorted(missing)))
+
+        def _convert_operator(self, op_name, inputs, attrs, opset):
+            if op_name in CONVERTERS:
+                return self.bb.normalize(CONVERTERS[op_name](self.bb, inputs, attrs))
+            return super()._convert_operator(op_name, inputs, attrs, opset)
+
+    return Importer
+
+
 def _import(model, shapes, dtypes):
     """TVM's ONNX import (what its ``from_onnx`` does for a checked model), with its node table
     recorded: ``(module, [(variable name, ONNX node name)])``, the node names that
     :mod:`relax_vk.core.provenance` follows to the kernels."""
-    from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
-
     from .op_names import RecordingTable
+
+    _Importer = _importer_class()
 
     node_of = {out: node.name or node.output[0] for node in model.graph.node for out in node.output if out}
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    importer = ONNXGraphImporter(shapes, dtypes, keep_params_in_input=False, sanitize=True)
+    importer = _Importer(shapes, dtypes, keep_params_in_input=False, sanitize=True)
     importer._nodes = table = RecordingTable(node_of.get)
     return importer.from_onnx(model.graph, opset), table.made_by

@@ -484,3 +484,73 @@ def _drop_unused_initializers(model) -> None:
     if len(kept) != len(model.graph.initializer):
         del model.graph.initializer[:]
         model.graph.initializer.extend(kept)
+
+
+# ---------------------------------------------------------------- MatMulNBits
+def convert_matmul_nbits(bb, inputs, attrs):
+    """com.microsoft ``MatMulNBits`` as Relax: ``A @ W (+ bias)`` where ``W`` (K x N, float32) is
+    unpacked from the packed blocks at run time by one kernel, so the artifact keeps the packed
+    bytes (``bits`` per weight plus a float32 scale per block).
+
+    onnxruntime's layout (ContribOperators.md, MatMulNBits): ``B`` is uint8 ``[N, k_blocks,
+    blob_size]`` (``blob_size = block_size * bits / 8``), element ``k`` of column ``n`` in block
+    ``k // block_size``, at bit ``(k % block_size) * bits`` of the blob, low bits first;
+    ``scales`` ``[N * k_blocks]`` (or ``[N, k_blocks]``); ``zero_points`` either uint8 packed the
+    same way per column (``[N, ceil(k_blocks * bits / 8)]``) or of the scales' type, one per block;
+    absent, ``2 ** (bits - 1)`` (8 for 4 bits). ``W[k, n] = (q - zp) * scale``. ``g_idx``
+    (act-order) is refused. ``accuracy_level`` only lets onnxruntime's CPU kernel quantize ``A``
+    to int8 on the fly (level 4); this computes in float32, which is what levels 0-3 mean and
+    within onnxruntime's own rounding of level 4.
+    """
+    from tvm import relax, te, tirx
+
+    a, b = inputs[0], inputs[1]
+    scales = inputs[2]
+    zero_points = inputs[3] if len(inputs) > 3 else None
+    g_idx = inputs[4] if len(inputs) > 4 else None
+    bias = inputs[5] if len(inputs) > 5 else None
+    if g_idx is not None:
+        raise UnsupportedError("MatMulNBits with g_idx (act-order) is not supported")
+    K, N, bits, block = int(attrs["K"]), int(attrs["N"]), int(attrs.get("bits", 4)), int(attrs["block_size"])
+    if bits not in (2, 4, 8) or block < 16 or block & (block - 1):
+        raise UnsupportedError(f"MatMulNBits with bits={bits}, block_size={block}: bits 2, 4 or 8 and a power-of-two block of at least 16 only")
+    k_blocks = (K + block - 1) // block
+    mask = (1 << bits) - 1
+    if len(scales.ty.shape.values) != 1:
+        scales = bb.emit(relax.op.reshape(scales, (N * k_blocks,)))
+    zp_kind = None
+    if zero_points is not None:
+        zp_kind = "float" if str(zero_points.ty.dtype).startswith("float") else "packed"
+        zp_len = N * k_blocks if zp_kind == "float" else N * ((k_blocks * bits + 7) // 8)
+        if len(zero_points.ty.shape.values) != 1:
+            zero_points = bb.emit(relax.op.reshape(zero_points, (zp_len,)))
+    zp_row = (k_blocks * bits + 7) // 8
+
+    def unpack(B, S, *Z):
+        def weight(k, n):
+            blk = k // block
+            at = (k % block) * bits
+            q = (B[n, blk, at // 8].astype("int32") >> (at % 8)) & mask
+            if not Z:
+                zp = tirx.const(float(1 << (bits - 1)), "float32")
+            elif zp_kind == "float":
+                zp = Z[0][n * k_blocks + blk].astype("float32")
+            else:
+                zat = blk * bits
+                zp = ((Z[0][n * zp_row + zat // 8].astype("int32") >> (zat % 8)) & mask).astype("float32")
+            return (q.astype("float32") - zp) * S[n * k_blocks + blk].astype("float32")
+
+        return te.compute((K, N), weight, name="nbits_weight")
+
+    args = [b, scales] + ([zero_points] if zero_points is not None else [])
+    w = bb.emit(bb.call_te(unpack, *args, primfunc_name_hint="dequantize_nbits"))
+    if str(a.ty.dtype) != "float32":
+        raise UnsupportedError(f"MatMulNBits on {a.ty.dtype} activations: float32 only")
+    y = relax.op.matmul(a, w)
+    if bias is not None:
+        y = relax.op.add(bb.emit(y), bias)
+    return y
+
+
+#: converters of ops TVM's importer lacks, by op type (relax_vk's importer consults them first)
+CONVERTERS = {"MatMulNBits": convert_matmul_nbits}
