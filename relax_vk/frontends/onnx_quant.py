@@ -33,8 +33,8 @@ then removes every int8/uint8 *activation* tensor:
 * **fake quantization**: a ``QuantizeLinear`` (per-tensor) whose every reader is a
   ``DequantizeLinear`` becomes float ops: ``q = clip(round_half_even(x / s) + zp, qmin, qmax)``
   once, and each reader ``(q - zp') * s'``: exactly the values the pair computes (ONNX's
-  rounding, half to even, is kept with :func:`_round_half_even`, since TVM imports ``Round`` as
-  C's half-away-from-zero). So no int8/uint8 activation tensor is left between kernels on either
+  rounding, half to even, is kept: relax_vk legalizes ``Round`` to ``nearbyint``, where TVM's own
+  legalization rounds halves away from zero). So no int8/uint8 activation tensor is left between kernels on either
   API: activations travel as float32 (4 bytes an element where onnxruntime's int8 tensors take
   1), a choice made because WGSL can neither hold nor store 8-bit values (stores would take an
   atomic per byte). A ``QuantizeLinear`` that is a graph output stays.
@@ -182,15 +182,9 @@ class _Rewriter:
         self.elem[out] = self.zp_type(zp)
 
     def round_half_even(self, v: str, hint: str) -> str:
-        """ONNX ``Round`` (half to even), written so that TVM's import of ``Round`` (half away
-        from zero) computes it too: at a tie (``|round(v) - v| == 0.5``) the even neighbour is
-        ``2 * round(v / 2)``; elsewhere ``round(v)``."""
-        r = self.add("Round", [v], hint)
-        half = self.const(f"{hint}_half", 0.5)
-        two = self.const(f"{hint}_two", 2.0)
-        even = self.add("Mul", [self.add("Round", [self.add("Mul", [v, half], hint)], hint), two], hint)
-        tie = self.add("Equal", [self.add("Abs", [self.add("Sub", [r, v], hint)], hint), half], hint)
-        return self.add("Where", [tie, even, r], hint)
+        """ONNX ``Round``: halves to even, as ``QuantizeLinear`` rounds (relax_vk legalizes
+        ``relax.round`` so: :func:`relax_vk.legalize.elementwise.legalize_round`)."""
+        return self.add("Round", [v], hint)
 
 
 # ---------------------------------------------------------------- QOperator
