@@ -16,6 +16,15 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
    onnxslim is pure Python on onnx alone. A model the optimizer cannot process is imported as is;
    then ``Resize`` nodes with an empty ``scales`` beside ``sizes`` (what exporters write) lose the
    empty input, which TVM refuses ("Only one of scales and sizes");
+2a. rewrites quantized models (:func:`~relax_vk.frontends.onnx_quant.rewrite_quantized`): the
+   three forms ``onnxruntime.quantization`` writes, QDQ (per tensor or per channel, int8 or
+   uint8), QOperator (``QLinearConv``, ``QLinearMatMul``, com.microsoft ``QGemm``, ``QLinearAdd``,
+   ... and int8 data movement between them) and dynamic (``DynamicQuantizeLinear`` +
+   ``ConvInteger`` / ``MatMulInteger``), into ``DequantizeLinear`` of the int8 weights (kept as
+   bytes in the artifact, dequantized by a kernel at run time) and float ops, activations fake
+   quantized in float32 (the same values; no int8 tensor between kernels on either API).
+   com.microsoft ``MatMulNBits`` (blockwise 4-bit weights) is converted at import, its packed
+   bytes kept. Blocked QDQ and quantized attention are errors naming the node;
 3. gives opset < 7 per-channel broadcasts (``PRelu`` slopes, ``broadcast=1`` binary ops with an
    ``axis``) their explicit shapes (:func:`align_legacy_broadcasts`);
 4. imports with TVM's frontend, then raises TOPI binary kernels back to Relax ops

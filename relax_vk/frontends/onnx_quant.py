@@ -237,12 +237,16 @@ def _expand_qoperator(rw: _Rewriter, node) -> None:
         x, xs, xz, ys, yz = ins[:5]
         float_op = QLINEAR_UNARY[op]
         kept = {k: v for k, v in attrs.items() if k not in ("channels_last", "opset")}
-        if float_op == "Softmax" and int(attrs.get("opset", 13)) < 13:
-            raise UnsupportedError(f"{_where(node)}: Softmax semantics of opset {attrs['opset']} (flattened from axis) are not rewritten; export with opset >= 13")
         xf = dq(x, xs, xz)
         if int(attrs.get("channels_last", 0)):
             raise UnsupportedError(f"{_where(node)}: channels_last=1 is not supported (NCHW quantized pooling only)")
-        y = rw.add(float_op, [xf], hint, **kept)
+        if float_op == "Softmax" and int(attrs.get("opset", 13)) < 13 and rw.opset >= 13:
+            # Softmax before opset 13 normalises over the flattened axes from `axis` on
+            axis = int(attrs.get("axis", 1))
+            flat = rw.add("Softmax", [rw.add("Flatten", [xf], hint, axis=axis)], hint, axis=-1)
+            y = rw.add("Reshape", [flat, rw.add("Shape", [xf], hint)], hint)
+        else:
+            y = rw.add(float_op, [xf], hint, **kept)
         rw.quantize(y, ys, yz, out, hint)
     elif op == "QLinearConcat":
         ys, yz = ins[0], ins[1]
