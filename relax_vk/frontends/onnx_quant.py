@@ -61,8 +61,8 @@ from ..core.errors import UnsupportedError
 
 MS = "com.microsoft"
 
-#: com.microsoft QLinear ops: op type -> (float op, number of quantized (x, scale, zp) inputs
-#: before the output's scale and zero point; None: the op's own layout, see _expand_qoperator)
+#: com.microsoft QLinear ops of one quantized input (x, scale, zero point, then the output's
+#: scale and zero point) and of two: op type -> the float op
 QLINEAR_UNARY = {"QLinearGlobalAveragePool": "GlobalAveragePool", "QLinearAveragePool": "AveragePool", "QLinearLeakyRelu": "LeakyRelu",
                  "QLinearSigmoid": "Sigmoid", "QLinearSoftmax": "Softmax"}  # fmt: skip
 QLINEAR_BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
@@ -83,7 +83,7 @@ MOVES = {
 REFUSED = {"QAttention", "QEmbedLayerNormalization", "DynamicQuantizeLSTM", "QLinearConvTranspose", "QLinearReduceMean", "DynamicQuantizeMatMul",
            "MatMulInteger16", "QOrderedMatMul", "QOrderedAttention", "QOrderedLayerNormalization", "QOrderedGelu", "QOrderedLongformerAttention"}  # fmt: skip
 
-_INT_RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767)}  # ONNX elem type -> (qmin, qmax)
+_INT_RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767), 21: (0, 15), 22: (-8, 7)}  # ONNX elem type -> (qmin, qmax)
 
 
 def _where(node) -> str:
@@ -108,6 +108,7 @@ class _Rewriter:
         self.qparams: Dict[str, Tuple[str, str, int]] = {}  # int8 tensor -> (scale, zero point, onnx elem type)
         self.elem: Dict[str, int] = {}  # tensor -> ONNX element type, where known
         self.integral: Dict[str, str] = {}  # int32 result of ConvInteger / MatMulInteger -> its float values
+        self.on_grid: Dict[str, Tuple[str, str]] = {}  # float result of a move on dequantized values -> (scale, zero point)
         for i in list(self.graph.input) + list(self.graph.value_info) + list(self.graph.output):
             if i.type.tensor_type.elem_type:
                 self.elem[i.name] = i.type.tensor_type.elem_type
@@ -337,16 +338,27 @@ def _hoist_move(rw: _Rewriter, node) -> bool:
     hint = node.name or node.output[0]
     inputs = list(node.input)
     inputs[0] = rw.dequantize(inputs[0], scale, zp, hint)
-    if node.op_type == "Pad" and len(inputs) > 2 and inputs[2]:
-        inputs[2] = rw.dequantize(inputs[2], scale, zp, hint)  # the pad value, a quantized scalar
+    if node.op_type == "Pad":
+        mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"constant")
+        if mode in (b"constant", "constant"):
+            # the pad value is a quantized scalar (absent: the integer 0, which is not the float 0
+            # unless the zero point is 0): its dequantized value
+            while len(inputs) < 3:
+                inputs.append("")
+            if not inputs[2]:
+                inputs[2] = rw.const(f"{hint}_pad_value", 0, helper.tensor_dtype_to_np_dtype(elem))
+            inputs[2] = rw.dequantize(inputs[2], scale, zp, hint)
     carried = MOVES[node.op_type]
     carried = range(len(node.output)) if carried is None else carried
     outputs = [rw.fresh(f"{o}_float") if i in carried and o else o for i, o in enumerate(node.output)]
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     rw.add(node.op_type, inputs, hint, outputs=outputs, domain=node.domain, **attrs)
+    exact = node.op_type not in ("Resize",)  # (a resize may interpolate between grid values)
     for i in carried:
         if node.output[i]:
             rw.quantize(outputs[i], scale, zp, node.output[i], hint)
+            if exact:
+                rw.on_grid[outputs[i]] = (scale, zp)
     return True
 
 
@@ -376,8 +388,17 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
         return nodes
     result = []
     values: Dict[str, str] = {}
+    on_grid = set()  # Q nodes whose input already holds values of their grid, read back with the same parameters
     for n in nodes:
-        if id(n) in fused:
+        if id(n) in fused and rw.on_grid.get(n.input[0]) == (n.input[1], n.input[2] if len(n.input) > 2 else ""):
+            params = (n.input[1], n.input[2] if len(n.input) > 2 else "")
+            if all((u.input[1], u.input[2] if len(u.input) > 2 else "") == params for u in readers[n.output[0]]):
+                on_grid.add(id(n))
+    grid_outputs = {n.output[0] for n in nodes if id(n) in on_grid}
+    for n in nodes:
+        if id(n) in on_grid:
+            values[n.output[0]] = n.input[0]  # DQ(Q(v)) == v for the values a move left on the grid
+        elif id(n) in fused:
             rw.nodes = []
             hint = n.name or n.output[0]
             x, s = n.input[0], n.input[1]
@@ -388,6 +409,8 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
                 v = rw.add("Add", [v, rw.as_float(zp, hint)], hint)
             values[n.output[0]] = rw.add("Clip", [v, rw.const(f"{hint}_qmin", float(qmin)), rw.const(f"{hint}_qmax", float(qmax))], hint)
             result.extend(rw.nodes)
+        elif id(n) in dropped and n.input[0] in grid_outputs:
+            result.append(rw.helper.make_node("Identity", [values[n.input[0]]], [n.output[0]], name=rw.fresh(f"{n.name or n.output[0]}/Identity")))
         elif id(n) in dropped:
             rw.nodes = []
             hint = n.name or n.output[0]
