@@ -17,9 +17,10 @@ then removes every int8/uint8 *activation* tensor:
   ``Split``, ``Gather``, ``Pad``, ``Resize``, ``Identity``, ``ArgMax``, ...) on a tensor of known
   per-tensor scale and zero point runs on its dequantized float values and is quantized again with
   the same parameters: for moves and max the values are the same grid values, so
-  ``Q(op(DQ(t))) == op(t)`` exactly; int8 ``Resize`` in linear mode and ``Pad`` with a quantized
-  constant are computed in float (the pad value dequantized), within one quantum of onnxruntime's
-  integer kernels.
+  ``Q(op(DQ(t))) == op(t)`` exactly, and readers that dequantize with those parameters read the
+  float values as they are (no second fake quantization). ``Pad`` pads with its dequantized pad
+  value (absent: the integer 0, i.e. ``-zp * s``); an int8 ``Resize`` in linear mode interpolates
+  in float and is quantized again, within one step of onnxruntime's integer kernel.
 * **dynamic** (``quantize_dynamic``): ``DynamicQuantizeLinear`` becomes float ops computing
   onnxruntime's scale (1 when the tensor is all zeros), zero point and quantized values (floats
   holding the integers 0..255), and ``ConvInteger`` / ``MatMulInteger`` become a float ``Conv`` /
