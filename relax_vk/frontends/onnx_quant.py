@@ -164,15 +164,11 @@ class _Rewriter:
 
     # ------------------------------------------------------------ building blocks
     def reduce_all(self, op: str, x: str, hint: str) -> str:
-        """``op`` over every element of ``x``, a scalar: reduced as a (1, n) tensor over axis 1
-        (relax_vk's kernels reduce into at least one output element), then reshaped."""
-        flat = self.add("Reshape", [x, self.const(f"{hint}_flat", [1, -1], "int64")], hint)
-        if self.opset >= 18:
-            part = self.add(op, [flat, self.const(f"{hint}_axes", [1], "int64")], hint, keepdims=0)
-        else:
-            part = self.add(op, [flat], hint, axes=[1], keepdims=0)
+        """``op`` over every element of ``x``, a scalar: reduced keeping the dimensions (relax_vk's
+        kernels reduce into at least one output element; a reshape to one row first would make a
+        packed activation pay a gather table), then reshaped."""
+        part = self.add(op, [x], hint, keepdims=1)
         return self.add("Reshape", [part, self.const(f"{hint}_scalar", np.zeros(0), "int64")], hint)
-
 
     def dequantize(self, x: str, scale: str, zp: str, hint: str, axis: Optional[int] = None) -> str:
         attrs = {} if axis is None else {"axis": axis}
