@@ -16,7 +16,7 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
    onnxslim is pure Python on onnx alone. A model the optimizer cannot process is imported as is;
    then ``Resize`` nodes with an empty ``scales`` beside ``sizes`` (what exporters write) lose the
    empty input, which TVM refuses ("Only one of scales and sizes");
-2a. rewrites quantized models (:func:`~relax_vk.frontends.onnx_quant.rewrite_quantized`): the
+2a. rewrites quantized models, before the folding (:func:`~relax_vk.frontends.onnx_quant.rewrite_quantized`): the
    three forms ``onnxruntime.quantization`` writes, QDQ (per tensor or per channel, int8 or
    uint8), QOperator (``QLinearConv``, ``QLinearMatMul``, com.microsoft ``QGemm``, ``QLinearAdd``,
    ... and int8 data movement between them) and dynamic (``DynamicQuantizeLinear`` +
