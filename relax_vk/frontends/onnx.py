@@ -16,6 +16,15 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
    onnxslim is pure Python on onnx alone. A model the optimizer cannot process is imported as is;
    then ``Resize`` nodes with an empty ``scales`` beside ``sizes`` (what exporters write) lose the
    empty input, which TVM refuses ("Only one of scales and sizes");
+2a. rewrites quantized models, before the folding (:func:`~relax_vk.frontends.onnx_quant.rewrite_quantized`): the
+   three forms ``onnxruntime.quantization`` writes, QDQ (per tensor or per channel, int8 or
+   uint8), QOperator (``QLinearConv``, ``QLinearMatMul``, com.microsoft ``QGemm``, ``QLinearAdd``,
+   ... and int8 data movement between them) and dynamic (``DynamicQuantizeLinear`` +
+   ``ConvInteger`` / ``MatMulInteger``), into ``DequantizeLinear`` of the int8 weights (kept as
+   bytes in the artifact, dequantized by a kernel at run time) and float ops, activations fake
+   quantized in float32 (the same values; no int8 tensor between kernels on either API).
+   com.microsoft ``MatMulNBits`` (blockwise 4-bit weights) is converted at import, its packed
+   bytes kept. Blocked QDQ and quantized attention are errors naming the node;
 3. gives opset < 7 per-channel broadcasts (``PRelu`` slopes, ``broadcast=1`` binary ops with an
    ``axis``) their explicit shapes (:func:`align_legacy_broadcasts`);
 4. imports with TVM's frontend, then raises TOPI binary kernels back to Relax ops
@@ -36,6 +45,7 @@ from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .errors import ModelLoadError
+from .onnx_quant import rewrite_quantized
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
 InputShapes = Mapping[str, Sequence[int]]
@@ -263,9 +273,13 @@ def _unsupported_ops(model) -> Dict[str, List[str]]:
     """Op types TVM's ONNX frontend has no converter for -> the nodes that use them."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
+    from .onnx_quant import CONVERTERS, MS
+
     table = onnx_frontend._get_convert_map()
     missing: Dict[str, List[str]] = {}
     for node in model.graph.node:
+        if node.domain == MS and node.op_type in CONVERTERS:
+            continue
         if node.op_type not in table or (node.domain not in ("", "ai.onnx")):
             missing.setdefault(f"{node.domain + '::' if node.domain else ''}{node.op_type}", []).append(node.name or node.output[0])
     return missing
@@ -276,6 +290,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     model, where = _load(path_or_model)
     shapes = fix_input_shapes(model, input_shapes, where)
     align_legacy_broadcasts(model)
+    rewrite_quantized(model)
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)
     from onnx import helper
@@ -292,16 +307,39 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     return record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
 
 
+def _importer_class():
+    """TVM's ONNX importer, consulting :data:`relax_vk.frontends.onnx_quant.CONVERTERS` first for
+    the ops it has no converter for (com.microsoft ``MatMulNBits``)."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+    from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
+
+    from .onnx_quant import CONVERTERS
+
+    class Importer(ONNXGraphImporter):
+        def _check_for_unsupported_ops(self, graph):
+            known = onnx_frontend._get_convert_map()
+            missing = {n.op_type for n in graph.node if n.op_type not in known and n.op_type not in CONVERTERS and n.op_type not in ("If", "Constant")}
+            if missing:
+                raise tvm.error.OpNotImplemented("The following operators are not supported for frontend ONNX: " + ", ".join(sorted(missing)))
+
+        def _convert_operator(self, op_name, inputs, attrs, opset):
+            if op_name in CONVERTERS:
+                return self.bb.normalize(CONVERTERS[op_name](self.bb, inputs, attrs))
+            return super()._convert_operator(op_name, inputs, attrs, opset)
+
+    return Importer
+
+
 def _import(model, shapes, dtypes):
     """TVM's ONNX import (what its ``from_onnx`` does for a checked model), with its node table
     recorded: ``(module, [(variable name, ONNX node name)])``, the node names that
     :mod:`relax_vk.core.provenance` follows to the kernels."""
-    from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
-
     from .op_names import RecordingTable
+
+    _Importer = _importer_class()
 
     node_of = {out: node.name or node.output[0] for node in model.graph.node for out in node.output if out}
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    importer = ONNXGraphImporter(shapes, dtypes, keep_params_in_input=False, sanitize=True)
+    importer = _Importer(shapes, dtypes, keep_params_in_input=False, sanitize=True)
     importer._nodes = table = RecordingTable(node_of.get)
     return importer.from_onnx(model.graph, opset), table.made_by

@@ -15,7 +15,12 @@ group 0, binding ``i`` = parameter ``i``:
   for float16), written with ``textureStore`` (a kernel that reads and writes one texture is
   refused);
 * a buffer: ``var<storage, read_write> array<T>`` (``"buffer"``), or ``var<storage, read>`` where the
-  kernel never writes it (``"buffer_read"``).
+  kernel never writes it (``"buffer_read"``). A bool, int8 or uint8 buffer (WGSL storage has no
+  8-bit type) is ``array<u32>`` holding the tensor's bytes as they are, four to a word: a load
+  extracts its byte (``(word >> 8*(i%4)) & 0xff``, sign-extended for int8), a store clears and sets
+  its byte with ``atomicAnd`` / ``atomicOr`` (the array is then ``array<atomic<u32>>``). So int8
+  weights stay one byte an element on Vulkan. 8- and 16-bit integer values compute in ``i32`` /
+  ``u32``; a cast to them wraps to their width. int16/uint16 buffers are refused.
 
 ``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
 (all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
@@ -122,11 +127,13 @@ def _scalar_type(dtype, where: str) -> str:
         return "f16"  # needs the device's shader-f16 feature (the shader says `enable f16;`)
     if code == 0 and bits in (32, 64):
         return "i32"  # int64 indices: see the module docstring
-    if code == 1 and bits == 32:
+    if code == 0 and bits in (8, 16):
+        return "i32"  # (8/16-bit values compute in 32 bits; casts to them wrap: _Emitter.e_Cast)
+    if code == 1 and bits in (8, 16, 32):
         return "u32"
     if (code == 1 and bits == 1) or code == 6:  # (TVM's bool: uint1, or DLPack's bool of 8 bits)
         return "bool"
-    raise WGSLEmitError(f"{where}: dtype {dtype} has no WGSL type (float32, float16, int32/int64 indices, uint32 and bool only)")
+    raise WGSLEmitError(f"{where}: dtype {dtype} has no WGSL type (float32, float16, 8/16/32-bit integers, int64 indices and bool only)")
 
 
 def wgsl_type(dtype, where: str = "kernel") -> str:
@@ -194,7 +201,8 @@ class _Emitter:
         self.thread_extent: Dict[str, int] = {}
         self.pending: List[str] = []
         self.stored: set = NodeSet()  # parameters (and allocations) the kernel writes
-        self.byte_buffers: set = NodeSet()  # bool parameters: bytes packed four to a u32 word
+        self.byte_buffers: set = NodeSet()  # bool, int8 and uint8 parameters: bytes packed four to a u32 word
+        self.byte_dtype: Dict[object, str] = NodeDict()  # byte buffer -> "bool" | "int8" | "uint8"
         self.texture_dtype: Dict[object, str] = NodeDict()  # texture parameter -> "float32" | "float16"
         self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
         self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
@@ -250,14 +258,16 @@ class _Emitter:
                     raise self.fail(f"texture parameter {param.name} holds {elem}; textures are RGBA float32 or float16")
                 self.textures[param] = set()
                 self.texture_dtype[param] = elem
-            elif scope == "global" and str(ty.element_type.dtype) == "bool":
-                # one byte per flag, four to a u32 word (WGSL storage holds no bool or 8-bit type)
+            elif scope == "global" and str(ty.element_type.dtype) in ("bool", "int8", "uint8"):
+                # one byte per flag or 8-bit value, four to a u32 word (WGSL storage holds no bool
+                # or 8-bit type): the artifact's bytes as they are, read by byte extraction
                 self.byte_buffers.add(param)
+                self.byte_dtype[param] = str(ty.element_type.dtype)
                 self.buffers[param] = self.names[param]
             elif scope == "global":
                 dtype = str(ty.element_type.dtype)
                 elem = wgsl_type(dtype, f"kernel {self.kernel}: buffer {param.name}")
-                if elem == "bool" or dtype.startswith(("int64", "uint64")):
+                if elem == "bool" or dtype.startswith(("int64", "uint64", "int16", "uint16")):
                     # (int64 *indices* are computed in i32; int64 *data* would be read as halves)
                     raise self.fail(f"buffer {param.name} holds {dtype}; WGSL storage buffers hold 16/32-bit values only")
                 self.buffers[param] = self.names[param]
@@ -404,9 +414,23 @@ class _Emitter:
         return f"select({self.expr(e.false_value)}, {self.expr(e.true_value)}, {self.expr(e.condition)})"
 
     def e_Cast(self, e):
-        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
+        dtype = _dtype(e)
+        t = wgsl_type(dtype, f"kernel {self.kernel}")
+        code, bits = int(dtype.type_code), int(dtype.bits)
+        if code in (0, 1) and bits in (8, 16) and str(_dtype(e.value)) != str(dtype):
+            # a cast to an 8/16-bit integer wraps to its width (C's conversion, what TVM means):
+            # computed in 32 bits, then sign-extended from (int) or masked to (uint) the low bits
+            lanes = int(dtype.lanes)
+            amount = f"{32 - bits}u" if lanes == 1 else f"vec{lanes}<u32>({32 - bits}u)"
+            wide = f"{t}({self.expr(e.value)})"
+            if code == 0:
+                return f"(({wide} << {amount}) >> {amount})"
+            mask = f"{(1 << bits) - 1}u" if lanes == 1 else f"vec{lanes}<u32>({(1 << bits) - 1}u)"
+            return f"({wide} & {mask})"
+        return f"{t}({self.expr(e.value)})"
 
-    e_Broadcast = e_Cast  # vecN<T>(scalar) splats, as Broadcast means
+    def e_Broadcast(self, e):  # vecN<T>(scalar) splats, as Broadcast means
+        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
 
     def e_Ramp(self, e):
         lanes = int(e.lanes)
@@ -463,12 +487,15 @@ class _Emitter:
             raise self.fail(f"buffer {buffer.name} is not flattened ({len(e.indices)} indices)")
         name = self.storage(buffer)
         if self.roots.get(buffer) in self.byte_buffers:
-            if int(_dtype(e).lanes) != 1:
+            kind = self.byte_dtype[self.roots[buffer]]
+            lanes = int(_dtype(e).lanes)
+            if lanes != 1 and kind == "bool":
                 raise self.fail(f"vector load from the bool buffer {buffer.name} (flags are read one at a time)")
-            index = self.expr(e.indices[0])
-            # the word, plain or atomic: known once the body shows whether the kernel stores here
-            word = f"{_WORD_MARK}{name}(({index}) >> 2u)"
-            return f"(((({word}) >> (u32(({index}) & 3) * 8u)) & 0xffu) != 0u)"
+            indices = [self.expr(e.indices[0])] if lanes == 1 else self._lane_indices(e.indices[0])
+            if indices is None:
+                raise self.fail(f"vector load from the {kind} buffer {buffer.name} at a vector index it cannot split")
+            values = [self._byte(name, index, kind) for index in indices]
+            return values[0] if lanes == 1 else f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(values)})"
         if int(_dtype(str(buffer.dtype)).lanes) != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
             if int(_dtype(e.indices[0]).lanes) != 1:
                 raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
@@ -480,6 +507,18 @@ class _Emitter:
         return f"{t}({', '.join(f'{name}[{i}]' for i in lanes)})"
 
     e_TensorLoad = e_BufferLoad  # TVM 0.27's name for a BufferLoad
+
+    @staticmethod
+    def _byte(name: str, index: str, kind: str) -> str:
+        """Byte ``index`` of the byte buffer ``name`` as its WGSL value: a bool, the u32 of a
+        uint8, or the sign-extended i32 of an int8 (its byte shifted to the top, then down)."""
+        # the word, plain or atomic: known once the body shows whether the kernel stores here
+        word = f"{_WORD_MARK}{name}(({index}) >> 2u)"
+        shift = f"(u32(({index}) & 3) * 8u)"
+        if kind == "int8":
+            return f"(bitcast<i32>(({word}) << (24u - {shift})) >> 24u)"
+        value = f"((({word}) >> {shift}) & 0xffu)"
+        return f"({value} != 0u)" if kind == "bool" else value
 
     def e_Call(self, e):
         full = getattr(e.op, "name", None)
@@ -696,14 +735,27 @@ class _Emitter:
         name = self.storage(s.buffer)
         self.stored.add(self.roots[s.buffer])
         if self.roots[s.buffer] in self.byte_buffers:
-            if int(_dtype(s.value).lanes) != 1:
+            kind = self.byte_dtype[self.roots[s.buffer]]
+            lanes = int(_dtype(s.value).lanes)
+            if lanes != 1 and kind == "bool":
                 raise self.fail(f"vector store into the bool buffer {s.buffer.name} (flags are written one at a time)")
-            index, shift = self.fresh(f"{name}_i"), self.fresh(f"{name}_s")
+            indices = [self.expr(s.indices[0])] if lanes == 1 else self._lane_indices(s.indices[0])
+            if indices is None:
+                raise self.fail(f"vector store into the {kind} buffer {s.buffer.name} at a vector index it cannot split")
+            # each thread clears and sets only its own byte of the word, atomically: WGSL has no
+            # byte stores (one atomic pair per byte: slow, which is why quantized activations are
+            # rewritten to float before import, :mod:`relax_vk.frontends.onnx_quant`)
+            value = self.fresh(f"{name}_v")
             self.emit(depth, "{")
-            self.emit(depth + 1, f"let {index} = {self.expr(s.indices[0])};")
-            self.emit(depth + 1, f"let {shift} = u32({index} & 3) * 8u;")
-            self.emit(depth + 1, f"atomicAnd(&{name}[{index} >> 2u], ~(0xffu << {shift}));")
-            self.emit(depth + 1, f"atomicOr(&{name}[{index} >> 2u], select(0u, 1u, {self.expr(s.value)}) << {shift});")
+            self.emit(depth + 1, f"let {value} = {self.expr(s.value)};")
+            for k, idx in enumerate(indices):
+                index, shift = self.fresh(f"{name}_i"), self.fresh(f"{name}_s")
+                lane = value if lanes == 1 else f"{value}[{k}]"
+                bits = f"select(0u, 1u, {lane})" if kind == "bool" else f"(u32({lane}) & 0xffu)"
+                self.emit(depth + 1, f"let {index} = {idx};")
+                self.emit(depth + 1, f"let {shift} = u32({index} & 3) * 8u;")
+                self.emit(depth + 1, f"atomicAnd(&{name}[{index} >> 2u], ~(0xffu << {shift}));")
+                self.emit(depth + 1, f"atomicOr(&{name}[{index} >> 2u], {bits} << {shift});")
             self.emit(depth, "}")
             return
         if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:

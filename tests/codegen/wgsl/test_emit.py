@@ -235,6 +235,44 @@ def test_bool_buffers_between_kernels_pack_four_flags_to_a_word(backend, device,
     np.testing.assert_allclose(out, np.abs(x) + (x > 0).sum(0), rtol=1e-6)
 
 
+def _int8_module(dtype):
+    """``dtype`` (int8/uint8) values computed by one kernel and read by two others (a reduction
+    and an elementwise kernel), so they lie between kernels in a byte buffer (185 of them: not a
+    multiple of four), and an int8 constant (a quantized weight) read by a dequantize kernel."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((5, 37), "float32"))
+    zp = 3 if dtype == "int8" else 128
+    weight = np.arange(-90, 95, dtype="int64").reshape(5, 37) % (128 if dtype == "int8" else 256)
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            q = bb.emit(relax.op.quantize(x, relax.const(0.05, "float32"), relax.const(zp, dtype), axis=0, out_dtype=dtype))
+            total = bb.emit(relax.op.sum(relax.op.astype(q, "float32"), axis=[0]))
+            back = bb.emit(relax.op.dequantize(q, relax.const(0.05, "float32"), relax.const(zp, dtype), axis=0))
+            w = bb.emit(relax.op.dequantize(relax.const(weight.astype(dtype), dtype), relax.const(0.5, "float32"), relax.const(zp, dtype), axis=0))
+            out = bb.emit_output(relax.op.add(relax.op.add(back, total), w))
+        bb.emit_func_output(out)
+    return bb.get(), weight.astype(dtype), zp
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_int8_buffers_hold_bytes_on_vulkan(dtype, lavapipe):
+    """WGSL has no 8-bit type: int8/uint8 buffers are u32 words of four bytes, read by byte
+    extraction (sign-extended for int8) and written per byte with atomics; the artifact keeps one
+    byte an element."""
+    mod, weight, zp = _int8_module(dtype)
+    compiled = relax_vk.build(mod, "vulkan")
+    artifact = compiled.artifact()
+    assert sorted(t["bytes"] for t in artifact.program["tensors"] if t["dtype"] == dtype) == [185, 185]
+    assert "array<atomic<u32>>" in compiled.source and "atomicOr(" in compiled.source
+    x = np.random.default_rng(0).uniform(-5, 5, (5, 37)).astype("float32")
+    info = np.iinfo(dtype)
+    v = x / np.float32(0.05)
+    q = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5) + zp, info.min, info.max)  # (TVM's quantize: C round)
+    want = (q - zp) * np.float32(0.05) + q.sum(0) + (weight.astype("float32") - zp) * 0.5
+    out = load(artifact, device="lavapipe").run([x])[0]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 def test_bitwise_not_and_xor_of_bool_masks(backend, device, request):
     """torch's ``scores.masked_fill(~mask, -inf)``: a bitwise not of a bool input (WGSL's ``~`` and

@@ -1,0 +1,193 @@
+"""Quantized ONNX models as onnxruntime's tools write them (QDQ per tensor and per channel, int8
+and uint8, symmetric and not; QOperator; dynamic; MatMulNBits), built for OpenCL and Vulkan, run
+on pocl and lavapipe, against onnxruntime's CPU run of the same quantized model; the weights stay
+int8 / packed 4-bit in the artifact. Each model is quantized once per module and built once per
+API."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="needs the onnx extra")
+ort = pytest.importorskip("onnxruntime", reason="the reference needs onnxruntime (test extra)")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static  # noqa: E402
+
+import relax_vk  # noqa: E402
+from relax_vk.core.errors import UnsupportedError  # noqa: E402
+from relax_vk.frontends import from_onnx  # noqa: E402
+from relax_vk.frontends.onnx_quant import rewrite_quantized  # noqa: E402
+from relax_vk.runtime import load  # noqa: E402
+
+SHAPE = (1, 3, 8, 8)
+
+
+def _cnn(full: bool) -> "onnx.ModelProto":
+    """``full``: conv 3x3 -> relu -> max pool -> conv 1x1 -> leaky relu, + residual, concat,
+    x * sigmoid(x), global average pool, MatMul + bias, Gemm: what QOperator turns into
+    QLinearConv, int8 MaxPool, QLinearLeakyRelu, QLinearAdd, QLinearConcat, QLinearSigmoid,
+    QLinearMul, QLinearGlobalAveragePool, QLinearMatMul and QGemm. Else conv 3x3 -> relu -> global
+    average pool -> Gemm (fewer kernels to build: the forms that differ only in their scales, zero
+    points and signedness)."""
+    rng = np.random.RandomState(0)
+    w = lambda name, *shape: numpy_helper.from_array((rng.randn(*shape) * 0.3).astype("float32"), name)  # noqa: E731
+    inits = [w("w1", 8, 3, 3, 3), w("b1", 8), w("w2", 8, 8, 1, 1), w("b2", 8), w("m", 16, 12), w("mb", 12), w("g", 10, 12), w("gb", 10)]
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+        n("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("Conv", ["p", "w2", "b2"], ["c2"]), n("LeakyRelu", ["c2"], ["l2"], alpha=0.1),
+        n("Add", ["p", "l2"], ["a"]), n("Concat", ["a", "p"], ["cat"], axis=1),
+        n("Sigmoid", ["cat"], ["sg"]), n("Mul", ["cat", "sg"], ["sw"]),
+        n("GlobalAveragePool", ["sw"], ["gap"]), n("Flatten", ["gap"], ["f"]),
+        n("MatMul", ["f", "m"], ["mm"]), n("Add", ["mm", "mb"], ["h"]),
+        n("Gemm", ["h", "g", "gb"], ["y"], transB=1),
+    ]  # fmt: skip
+    if not full:
+        inits[-2] = w("g", 10, 8)
+        nodes = nodes[:2] + [n("GlobalAveragePool", ["r1"], ["gap"]), n("Flatten", ["gap"], ["h"]), nodes[-1]]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _block() -> "onnx.ModelProto":
+    """A transformer MLP block (MatMul + bias -> ReLU -> MatMul + residual) over 8 tokens."""
+    rng = np.random.RandomState(1)
+    inits = [numpy_helper.from_array((rng.randn(*s) * 0.2).astype("float32"), k) for k, s in (("w1", (64, 96)), ("b1", (96,)), ("w2", (96, 64)))]
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w1"], ["h"]), n("Add", ["h", "b1"], ["hb"]), n("Relu", ["hb"], ["r"]),
+             n("MatMul", ["r", "w2"], ["o"]), n("Add", ["o", "x"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 64])], inits)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self):
+        rng = np.random.RandomState(2)
+        self.feeds = iter([{"x": rng.randn(*SHAPE).astype("float32")} for _ in range(4)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+STATIC = {
+    "qdq_s8_tensor": dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8),
+    "qdq_u8_channel": dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QUInt8, per_channel=True),
+    "qdq_s8_symmetric": dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+                             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True}),  # fmt: skip
+    "qoperator_u8": dict(quant_format=QuantFormat.QOperator),
+    "qoperator_s8_channel": dict(quant_format=QuantFormat.QOperator, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True),
+}
+FORMS = [*STATIC, "dynamic", "nbits_asym", "nbits_sym", "nbits_level4"]
+FULL = ("qoperator_u8", "qoperator_s8_channel")  # the forms quantized from the full network
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """{form: quantized ModelProto}, each written by onnxruntime.quantization."""
+    tmp = tmp_path_factory.mktemp("quantized")
+    full, small = str(tmp / "cnn.onnx"), str(tmp / "small.onnx")
+    onnx.save(_cnn(True), full)
+    onnx.save(_cnn(False), small)
+    made = {}
+    for form, options in STATIC.items():
+        quantize_static(full if form in FULL else small, str(tmp / f"{form}.onnx"), _Reader(), **options)
+    quantize_dynamic(full, str(tmp / "dynamic.onnx"))
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    # (accuracy_level 4 lets onnxruntime's CPU kernel quantize the activations to int8 on the fly:
+    # relax_vk computes in float32, 0.3% of the range away)
+    for form, symmetric, level in (("nbits_asym", False, None), ("nbits_sym", True, None), ("nbits_level4", False, 4)):
+        quantizer = MatMulNBitsQuantizer(_block(), bits=4, block_size=32, is_symmetric=symmetric, accuracy_level=level)
+        quantizer.process()
+        onnx.save(quantizer.model.model, str(tmp / f"{form}.onnx"))
+    for form in FORMS:
+        made[form] = onnx.load(str(tmp / f"{form}.onnx"))
+    return made
+
+
+def _input(model):
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    return np.random.RandomState(3).randn(*shape).astype("float32")
+
+
+def _onnxruntime(model, x, optimized=True):
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def test_the_forms_are_what_onnxruntime_writes(models):
+    ops = {form: {n.op_type for n in m.graph.node} for form, m in models.items()}
+    assert {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid",
+            "QLinearLeakyRelu", "QLinearGlobalAveragePool", "MaxPool"} <= ops["qoperator_u8"]  # fmt: skip
+    assert {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"} <= ops["dynamic"]
+    assert "MatMulNBits" in ops["nbits_asym"] and "QuantizeLinear" in ops["qdq_u8_channel"]
+    scales = {i.name: numpy_helper.to_array(i) for i in models["qdq_u8_channel"].graph.initializer}
+    assert scales["w1_scale"].shape == (8,)  # per channel
+
+
+@pytest.mark.parametrize("form", [f for f in FORMS if not f.startswith("nbits")])
+def test_rewrite_keeps_onnxruntimes_numbers(models, form):
+    """The rewritten graph (float ops, DequantizeLinear of weights only), run by onnxruntime itself,
+    computes what the quantized model computes: the fake quantization rounds as QuantizeLinear does."""
+    model = onnx.ModelProto()
+    model.CopyFrom(models[form])
+    rewrite_quantized(model)
+    left = {n.op_type for n in model.graph.node} & {"QuantizeLinear", "QLinearConv", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "QGemm"}
+    assert not left, left
+    x = _input(model)
+    want, got = _onnxruntime(models[form], x, optimized=False), _onnxruntime(model, x, optimized=False)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.ptp(want))
+
+
+@pytest.fixture(scope="module")
+def imported(models):
+    return {form: from_onnx(model) for form, model in models.items()}
+
+
+@pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("form", FORMS)
+def test_quantized_models_match_onnxruntime(models, imported, form, backend, device, request):
+    request.getfixturevalue(device)
+    model = models[form]
+    compiled = relax_vk.build(imported[form], target=backend)
+    artifact = compiled.artifact()
+    x = _input(model)
+    got = load(artifact, device=device).run([x])[0]
+    want = _onnxruntime(model, x)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 0.01 * np.ptp(want), f"max error {np.abs(got - want).max()} of range {np.ptp(want)}"
+    if want.ndim == 2:  # the classifier: the same class
+        assert (got.argmax(-1) == want.argmax(-1)).all()
+    # the weights stay quantized: every quantized weight is a constant of its dtype and size
+    constants = [(t["dtype"], int(np.prod(t["shape"]))) for t in artifact.program["tensors"] if t.get("kind") == "constant"]
+    for init in model.graph.initializer:
+        if init.data_type in (TensorProto.INT8, TensorProto.UINT8) and len(init.dims) >= 2:
+            dtype = "int8" if init.data_type == TensorProto.INT8 else "uint8"
+            assert (dtype, int(np.prod(init.dims))) in constants, f"{init.name} {dtype}{list(init.dims)} not kept in the artifact"
+
+
+def _blocked_model():
+    """A DequantizeLinear with block_size (blocked QDQ, opset 21)."""
+    w = numpy_helper.from_array(np.ones((4, 32), "int8"), "w")
+    s = numpy_helper.from_array(np.ones((4, 2), "float32"), "s")
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s"], ["wf"], name="blocked_dq", axis=1, block_size=16),
+             helper.make_node("MatMul", ["x", "wf"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(nodes, "blocked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32])], [w, s])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_blocked_qdq_and_quantized_attention_are_refused_by_node():
+    with pytest.raises(UnsupportedError, match=r"node 'blocked_dq' \(DequantizeLinear\): blocked quantization \(block_size=16\)"):
+        from_onnx(_blocked_model())
+    node = helper.make_node("QAttention", ["x"], ["y"], name="attn", domain="com.microsoft")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(UnsupportedError, match=r"node 'attn' \(com.microsoft::QAttention\): quantized QAttention is not supported"):
+        rewrite_quantized(model)
