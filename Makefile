@@ -45,7 +45,7 @@ demo: setup
 	relax-vk demo
 
 test: setup
-	$(PYTHON) -m pytest -q -n 2 --dist worksteal tests
+	$(PYTHON) -m pytest -q -n 2 tests
 
 bench: setup
 	$(PYTHON) benchmarks/scope_passes.py
