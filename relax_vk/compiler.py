@@ -74,7 +74,7 @@ class CompiledModule:
         """TVM's VM executable of the lowered module (host code by TVM's default host target),
         compiled on first use (module docstring)."""
         if self._executable is None:
-            self._executable = _vm_executable(self.lowered, _target.lowering_target(self.target))
+            self._executable = _finalize_and_compile(self.lowered, _target.lowering_target(self.target))
         return self._executable
 
     @property
@@ -224,10 +224,6 @@ def _finalize_and_compile(lowered: tvm.IRModule, lower_tgt: tvm.target.Target, i
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(opt_level=outer.opt_level, config=dict(outer.config), instruments=list(outer.instruments) + list(instruments)):
         return tvm.compile(lowered, lower_tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)
-
-
-def _vm_executable(lowered: tvm.IRModule, lower_tgt: tvm.target.Target) -> relax.VMExecutable:
-    return _finalize_and_compile(lowered, lower_tgt)
 
 
 def compile_lowered(

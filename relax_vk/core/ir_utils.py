@@ -55,16 +55,16 @@ class NodeDict(dict):
     :func:`node_id` (the nodes must stay alive while the dict is used: they are the function's)."""
 
     def __getitem__(self, node):
-        return dict.__getitem__(self, hash(node))
+        return dict.__getitem__(self, node_id(node))
 
     def __setitem__(self, node, value) -> None:
-        dict.__setitem__(self, hash(node), value)
+        dict.__setitem__(self, node_id(node), value)
 
     def __contains__(self, node) -> bool:
-        return dict.__contains__(self, hash(node))
+        return dict.__contains__(self, node_id(node))
 
     def get(self, node, default=None):
-        return dict.get(self, hash(node), default)
+        return dict.get(self, node_id(node), default)
 
 
 class NodeSet(set):
@@ -72,7 +72,7 @@ class NodeSet(set):
     ints, which a :class:`NodeDict` also takes as keys."""
 
     def add(self, node) -> None:
-        set.add(self, hash(node))
+        set.add(self, node_id(node))
 
     def __contains__(self, node) -> bool:
-        return set.__contains__(self, hash(node))
+        return set.__contains__(self, node_id(node))

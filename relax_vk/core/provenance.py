@@ -37,6 +37,8 @@ import tvm
 from tvm import relax
 from tvm.ir.instrument import pass_instrument
 
+from .ir_utils import node_id
+
 MODEL_OPS_ATTR = "relax_vk.model_ops"  # imported main: variable name -> the model op that made it
 PROVENANCE_ATTR = "relax_vk.provenance"  # lowered main: per binding, in order, its model ops (in model order)
 
@@ -106,12 +108,10 @@ def _kind(value) -> str:
 _FLAT_MEMO: List[tuple] = []
 
 
-def _id(var: relax.Var) -> int:
-    """A variable's identity: its node's (what ``same_as`` compares). Dictionaries below are keyed
-    by it, not by the variable: TVM's ``Expr.__eq__``, which a lookup calls for every other Python
-    wrapper of the same node, reads the node's type through the FFI first (measured: a quarter of
-    the tracker's time on mobilenet_v2)."""
-    return hash(var)
+# Dictionaries below are keyed by a variable's node id, not by the variable: TVM's ``Expr.__eq__``,
+# which a lookup calls for every other Python wrapper of the same node, reads the node's type
+# through the FFI first (measured: a quarter of the tracker's time on mobilenet_v2).
+_id = node_id
 
 
 def _flat(func: relax.Function, mod: tvm.IRModule) -> List[tuple]:
