@@ -35,3 +35,20 @@ def db_dir(tmp_path, monkeypatch):
     clear_cache()
     yield tmp_path / "db"
     clear_cache()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_program_binaries():
+    """No OpenCL program binaries stored by the suite's sessions ($RELAX_VK_NO_CACHE=1; the tests
+    of the caches set their own). On pocl a binary is not a by-product of the build: asking for
+    CL_PROGRAM_BINARIES makes pocl compile every kernel of the program once more, for a generic
+    work-group size (PP-OCR's classifier: 3.4 s to build, 20 s more for its binary, 17 s at the
+    first run), and pocl keeps its own cache of both. With empty caches the binaries were half of
+    the suite's time on pocl. Vulkan then uses the drivers' own cache folders."""
+    old = os.environ.get("RELAX_VK_NO_CACHE")
+    os.environ["RELAX_VK_NO_CACHE"] = "1"
+    yield
+    if old is None:
+        os.environ.pop("RELAX_VK_NO_CACHE", None)
+    else:
+        os.environ["RELAX_VK_NO_CACHE"] = old

@@ -20,6 +20,12 @@ if os.environ.get("RELAX_VK_TVM_OPENCL_LIB"):
     ctypes.CDLL(os.environ["RELAX_VK_TVM_OPENCL_LIB"], mode=ctypes.RTLD_GLOBAL)
 
 
+@pytest.fixture(autouse=True)
+def _cache_on(monkeypatch):
+    """The cache these tests exercise (the suite turns it off elsewhere: tests/conftest.py)."""
+    monkeypatch.delenv("RELAX_VK_NO_CACHE", raising=False)
+
+
 def _blob(kernels):
     out = struct.pack("<Q", len(kernels))
     for name, binary in kernels:
