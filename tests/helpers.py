@@ -153,3 +153,31 @@ def small_classifier() -> tvm.IRModule:
             gv = bb.emit_output(relax.op.matmul(h, const((64, 10), 4)))
         bb.emit_func_output(gv)
     return bb.get()
+
+
+def cli_in_process(*args):
+    """``relax-vk ARGS`` run in this process (``relax_vk.tools.cli.main``, what the script calls):
+    ``.returncode``, ``.stdout``, ``.stderr``; argparse's usage errors are return codes too."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from relax_vk.tools.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit_:
+            code = exit_.code
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def assert_clear_error(proc, *needles):
+    """A user error: exit code 2, no traceback, one ``relax-vk: error:`` line holding every needle."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("relax-vk: error:")]
+    assert line, proc.stderr[-2000:]
+    for needle in needles:
+        assert needle in line[0], (needle, line[0])

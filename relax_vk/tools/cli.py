@@ -348,7 +348,37 @@ def _build_tvm_library(args) -> int:
     return 0
 
 
+def _quantize_first(args) -> None:
+    """``build --quantize``: the ONNX model quantized by onnxruntime's tools
+    (:mod:`relax_vk.frontends.quantize`), written to a file the build then reads as its model
+    (so the artifact names the quantized model, which ``run --check`` rebuilds)."""
+    from ..core.errors import UnsupportedError
+    from ..frontends.quantize import quantize_onnx, read_calibration
+    from ..zoo.packaged import PACKAGED, packaged_model_path
+
+    if args.calibrate and args.quantize != "int8":
+        raise UnsupportedError(f"--calibrate goes with --quantize int8; {'--quantize ' + args.quantize if args.quantize else 'a float build'} takes no calibration samples")
+    if not args.quantize:
+        return
+    if args.model in PACKAGED:
+        if not args.input_shape:
+            args.input_shape = [f"{k}={','.join(map(str, v))}" for k, v in PACKAGED[args.model].input_shapes.items()]
+        path = packaged_model_path(args.model)
+    elif args.model.endswith(".onnx"):
+        path = args.model
+    else:
+        raise UnsupportedError(f"--quantize applies to ONNX models (a .onnx file or a packaged model), not {args.model!r}")
+    import onnx
+
+    stem = os.path.splitext(args.output.rstrip(os.sep))[0]
+    out = args.quantized_model or f"{stem}.{args.quantize}.onnx"
+    samples = read_calibration(args.calibrate, onnx.load(path, load_external_data=False)) if args.calibrate else None
+    print(f"[0/2] quantizing {args.model} ({args.quantize}) with onnxruntime's tools -> {out}", flush=True)
+    args.model = quantize_onnx(path, out, args.quantize, samples)
+
+
 def cmd_build(args) -> int:
+    _quantize_first(args)
     if args.runtime == "tvm":
         return _build_tvm_library(args)
     print(f"[1/2] building {args.model} for {args.target} ...", flush=True)
@@ -708,6 +738,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="(--runtime tvm) the VM's host, cross-compiled: aarch64-linux-gnu, aarch64-linux-android, ...")
     p.add_argument("--cc", default=None, help="(--runtime tvm) the C++ compiler that links the library (default: TRIPLE-g++; "
                    "Android: $TVM_NDK_CC)")
+    p.add_argument("--quantize", choices=("int8", "int8-dynamic", "int4"), default=None,
+                   help="quantize an ONNX model with onnxruntime's tools first: int8 (static QDQ, per-channel weights; needs "
+                   "--calibrate), int8-dynamic, int4 (weight-only MatMulNBits)")
+    p.add_argument("--calibrate", metavar="DIR", default=None,
+                   help="(--quantize int8) calibration samples: .npy files (one-input models) or .npz files (an array per input)")
+    p.add_argument("--quantized-model", metavar="FILE.onnx", default=None,
+                   help="(--quantize) where the quantized ONNX model goes (default: beside the output, OUTPUT.MODE.onnx)")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
     _add_model_args(p)

@@ -18,6 +18,8 @@ from relax_vk.core.errors import UnsupportedError  # noqa: E402
 from relax_vk.frontends import from_onnx  # noqa: E402
 from relax_vk.frontends.onnx_quant import rewrite_quantized  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
+from relax_vk.serialization.artifact import Artifact  # noqa: E402
+from helpers import assert_clear_error, cli_in_process  # noqa: E402
 
 SHAPE = (1, 3, 8, 8)
 
@@ -191,3 +193,70 @@ def test_blocked_qdq_and_quantized_attention_are_refused_by_node():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     with pytest.raises(UnsupportedError, match=r"node 'attn' \(com.microsoft::QAttention\): quantized QAttention is not supported"):
         rewrite_quantized(model)
+
+
+# --------------------------------------------------------------------------- relax-vk build --quantize
+# A float ONNX model quantized by onnxruntime's own tools (relax_vk.frontends.quantize), then built,
+# run and compared with onnxruntime's CPU run of the very model the build wrote.
+
+
+@pytest.fixture(scope="module")
+def float_models(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("float")
+    paths = {"cnn": str(tmp / "cnn.onnx"), "block": str(tmp / "block.onnx")}
+    onnx.save(_cnn(False), paths["cnn"])
+    onnx.save(_block(), paths["block"])
+    return paths
+
+
+def _samples(folder, shape, n=4, seed=5):
+    folder.mkdir()
+    rng = np.random.RandomState(seed)
+    for i in range(n):
+        np.save(folder / f"{i}.npy", rng.randn(*shape).astype("float32"))
+    return folder
+
+
+def _against_onnxruntime(quantized, artifact, device, shape):
+    x = np.random.RandomState(9).randn(*shape).astype("float32")
+    (expected,) = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    (out,) = load(Artifact.read(str(artifact)), device=device).run([x])
+    assert np.max(np.abs(out - expected)) <= 0.01 * float(np.ptp(expected)), np.max(np.abs(out - expected))
+
+
+def _ops(path):
+    return {n.op_type for n in onnx.load(str(path)).graph.node}
+
+
+def test_int8_with_calibration_runs_like_onnxruntime(float_models, tmp_path, pocl):
+    calib = _samples(tmp_path / "calib", SHAPE)
+    out = tmp_path / "cnn.rvk"
+    proc = cli_in_process("build", float_models["cnn"], "--quantize", "int8", "--calibrate", calib, "--target", "opencl", "-o", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    quantized = tmp_path / "cnn.int8.onnx"  # (beside the output)
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= _ops(quantized)
+    weights = [i for i in onnx.load(str(quantized)).graph.initializer if i.data_type == onnx.TensorProto.INT8 and len(i.dims) == 4]
+    assert weights and all(len(w.dims) == 4 for w in weights)  # the conv's weight, int8
+    _against_onnxruntime(quantized, out, "pocl", SHAPE)
+
+
+def test_int4_weights_only_on_vulkan(float_models, tmp_path, lavapipe):
+    out, quantized = tmp_path / "block.rvk", tmp_path / "q" / "block4.onnx"
+    proc = cli_in_process("build", float_models["block"], "--quantize", "int4", "--quantized-model", quantized, "--target", "vulkan", "-o", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "MatMulNBits" in _ops(quantized) and "MatMul" not in _ops(quantized)
+    _against_onnxruntime(quantized, out, "lavapipe", (1, 8, 64))
+
+
+def test_calibration_that_does_not_fit_is_a_clear_error(float_models, tmp_path):
+    out = tmp_path / "m.rvk"
+    assert_clear_error(cli_in_process("build", float_models["cnn"], "--quantize", "int8", "-o", out), "--calibrate")
+    wrong = _samples(tmp_path / "wrong", (1, 3, 8, 9), n=1)
+    assert_clear_error(cli_in_process("build", float_models["cnn"], "--quantize", "int8", "--calibrate", wrong, "-o", out), "0.npy", "'x'", "1x3x8x9", "1x3x8x8")
+    named = tmp_path / "named"
+    named.mkdir()
+    np.savez(named / "a.npz", y=np.zeros(SHAPE, "float32"))
+    assert_clear_error(cli_in_process("build", float_models["cnn"], "--quantize", "int8", "--calibrate", named, "-o", out), "a.npz", "missing x", "not inputs: y")
+    assert_clear_error(cli_in_process("build", float_models["cnn"], "--quantize", "int4", "--calibrate", wrong, "-o", out), "no calibration")
+    assert_clear_error(cli_in_process("build", "conv20", "--quantize", "int8-dynamic", "-o", out), "ONNX models")
+    assert not list(tmp_path.glob("*.onnx")) and not out.exists()  # nothing half-written

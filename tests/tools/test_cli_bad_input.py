@@ -6,36 +6,15 @@ and ``python -m relax_vk`` call; ``tests/tools/test_cli.py`` runs those as proce
 input is a return code and one stderr line either way, and an escaping exception fails the test
 as a traceback would."""
 
-import contextlib
-import io
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-
-def _cli(*args):
-    from relax_vk.tools.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exit_:  # argparse's own usage errors
-            code = exit_.code
-    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
-
-
-def _assert_clear(proc, *needles):
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
-    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("relax-vk: error:")]
-    assert line, proc.stderr[-2000:]
-    for needle in needles:
-        assert needle in line[0], (needle, line[0])
+from helpers import assert_clear_error as _assert_clear  # noqa: E402
+from helpers import cli_in_process as _cli  # noqa: E402
 
 
 def test_broken_model_files(tmp_path):
