@@ -38,6 +38,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from .token_layout import REARRANGE, TokenOps, Tokens
+from .quantized_weights import dequantized_constant, emit_dequantize, packed_dequantize
 from .packing import LANES, REDUCERS, _ceil4, _out_dtype, _pack_map, _unpack_map, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
 
 # name -> (zero_preserving: f(0) == 0, finite_total: finite inputs give finite outputs)
@@ -338,6 +339,8 @@ class _Packer(relax.PyExprMutator, TokenOps):
             array = weight.value.numpy()
             array = array.transpose(to_oihw) if to_oihw else array
             w = relax.const(pack_weight_array(array, padded_in))
+        elif (quantized := self._packed_quantized_weight(weight, to_oihw, padded_in)) is not None:
+            w = quantized
         else:
             w = self.visit_expr(weight)
             if to_oihw:
@@ -352,6 +355,14 @@ class _Packer(relax.PyExprMutator, TokenOps):
             packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
         )
         return Packed(self._emit(conv), cout, True, data_layout)
+
+    def _packed_quantized_weight(self, weight, to_oihw, padded_in) -> Optional[relax.Var]:
+        """A weight bound to ``dequantize`` of integer constants: packed as integers now, and
+        dequantized in the packed layout (:mod:`.quantized_weights`); else None."""
+        bound = self.lookup_binding(weight) if isinstance(weight, relax.Var) else None
+        dq = dequantized_constant(bound)
+        parts = packed_dequantize(dq, to_oihw, padded_in) if dq is not None else None
+        return emit_dequantize(self._emit, *parts) if parts is not None else None
 
     def _unary(self, call):
         src = self._source(call.args[0])

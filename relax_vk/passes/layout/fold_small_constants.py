@@ -156,6 +156,20 @@ def _split_without_empty_parts(call: relax.Call) -> relax.Expr:
     return relax.Tuple(parts)
 
 
+def _dequantize_wide(call: relax.Call) -> Optional[np.ndarray]:
+    """``dequantize`` to float32 of an int32 constant (a quantized model's bias): int32 takes the
+    bytes float32 does, so nothing is saved by keeping it, and it costs kernels at every run. TVM's
+    arithmetic, ``float32(q - zp) * scale``; narrower integers (weights) stay quantized."""
+    data, scale, zp = (a.value.numpy() for a in call.args)
+    if data.dtype != np.int32 or str(call.attrs.out_dtype) != "float32" or scale.dtype != np.float32:
+        return None
+    shape = [1] * data.ndim
+    if data.ndim:
+        shape[int(call.attrs.axis) % data.ndim] = -1
+    per_axis = lambda q: q.reshape(shape) if q.size > 1 else q.reshape(())  # noqa: E731
+    return (data.astype(np.int32) - per_axis(zp).astype(np.int32)).astype(np.float32) * per_axis(scale)
+
+
 def _fold(call: relax.Call) -> Optional[np.ndarray]:
     if not isinstance(call.op, tvm.ir.Op):
         return None
@@ -205,6 +219,8 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
         for axis, begin, end, step in zip(axes, begins, ends, steps):
             index[axis] = slice(begin, end, step)  # (numpy clamps out-of-range bounds as TVM does)
         return np.ascontiguousarray(array[tuple(index)])
+    if name == "relax.dequantize" and all(isinstance(a, GenericConst) for a in call.args):
+        return _dequantize_wide(call)
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):
         return None

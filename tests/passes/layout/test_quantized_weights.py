@@ -1,0 +1,64 @@
+"""Quantized conv weights (``dequantize`` of an integer constant) are packed to OIHW4o at compile
+time as integers, dequantized in the packed layout by one elementwise kernel, and compute what
+the run-time packing computed; an int32 ``dequantize`` (a bias) folds to float32."""
+
+import numpy as np
+import pytest
+from tvm import relax
+from tvm.ir.expr import GenericConst
+
+import relax_vk
+from relax_vk.passes import FoldSmallConstants
+
+from helpers import assert_same_numbers, module, op_count, tensor
+
+
+def _quantized_conv(dtype, per_channel, cin=3, cout=6, groups=1):
+    """conv2d(x, dequantize(q, scale, zp)) + dequantize(int32 bias): ``cin`` and ``cout`` not
+    multiples of 4, so packing pads both."""
+    rng = np.random.default_rng(7)
+    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
+    q = rng.integers(lo, hi + 1, (cout, cin // groups, 3, 3)).astype(dtype)
+    scale = (rng.random(cout if per_channel else 1) * 0.02 + 0.005).astype("float32")
+    zp = rng.integers(lo // 4, hi // 4 + 1, cout if per_channel else 1).astype(dtype)
+    bias = rng.integers(-2000, 2000, cout).astype("int32")
+
+    def body(bb, x):
+        w = bb.emit(relax.op.dequantize(relax.const(q), relax.const(scale), relax.const(zp), axis=0))
+        b = bb.emit(relax.op.dequantize(relax.const(bias), relax.const(scale * 0.1), relax.const(np.zeros(cout if per_channel else 1, "int32")), axis=0))
+        y = bb.emit(relax.op.nn.conv2d(x, w, padding=1, groups=groups))
+        return relax.op.add(y, relax.op.reshape(b, (1, cout, 1, 1)))
+
+    return module([tensor("x", (1, cin, 9, 7))], body), q
+
+
+def _constants(mod):
+    found = []
+    relax.analysis.post_order_visit(mod["main"], lambda e: found.append(e) if isinstance(e, GenericConst) else None)
+    return found
+
+
+@pytest.mark.parametrize("dtype, per_channel", [("int8", True), ("uint8", True), ("int8", False), ("uint8", False)])
+def test_quantized_weights_pack_at_compile_time_and_compute_the_same(dtype, per_channel):
+    mod, q = _quantized_conv(dtype, per_channel)
+    out = relax_vk.layout_stage()(mod)
+    relax.analysis.well_formed(out)
+    packed = [c for c in _constants(out) if str(c.value.dtype) == dtype]
+    assert [tuple(c.value.shape) for c in packed] == [(2, 4, 3, 3, 4)]  # OIHW4o: 6 -> 8 outputs, 3 -> 4 inputs
+    assert op_count(out, "relax.dequantize") == 0 and op_count(out, "relax.layout_transform") == 2  # (the input's and the output's only)
+    assert op_count(out, "relax.nn.pad") == 0 and not [c for c in _constants(out) if str(c.value.dtype) == "int32"]
+    assert_same_numbers(mod, out, rtol=1e-6, atol=1e-6)
+
+
+def test_a_depthwise_quantized_weight_packs_too():
+    mod, _ = _quantized_conv("int8", True, cin=6, cout=6, groups=6)
+    out = relax_vk.layout_stage()(mod)
+    assert [tuple(c.value.shape) for c in _constants(out) if str(c.value.dtype) == "int8"] == [(2, 1, 3, 3, 4)]
+    assert_same_numbers(mod, out, rtol=1e-6, atol=1e-6)
+
+
+def test_int32_dequantize_folds_and_int8_stays():
+    mod, _ = _quantized_conv("int8", True)
+    out = FoldSmallConstants()(mod)
+    assert op_count(out, "relax.dequantize") == 1  # (the weight's)
+    assert_same_numbers(mod, out, rtol=0, atol=0)
