@@ -410,8 +410,17 @@ def _memory_line(program: dict) -> str:
         return "memory: no storage plan (every tensor its own allocation)"
     if set(m["strategies"].values()) <= {"none"}:
         return f"intermediates: {m['without_reuse_bytes'] / mib:.2f} MiB, reuse off; lower bound {m['lower_bound_bytes'] / mib:.2f} MiB"
+    pools = m.get("pools") or {}
+    kinds = "; ".join(_pool_line(pool, numbers) for pool, numbers in sorted(pools.items())) if len(pools) > 1 else ""
     return (f"intermediates: {m['without_reuse_bytes'] / mib:.2f} MiB without reuse, {m['with_reuse_bytes'] / mib:.2f} MiB with reuse "
-            f"({m['shared_objects']} allocations), lower bound {m['lower_bound_bytes'] / mib:.2f} MiB")  # fmt: skip
+            f"({m['shared_objects']} allocations), lower bound {m['lower_bound_bytes'] / mib:.2f} MiB" + (f" (by kind: {kinds})" if kinds else ""))  # fmt: skip
+
+
+def _pool_line(pool: str, numbers: dict) -> str:
+    """One kind of memory (a pool of the plan: buffers, textures of one texel format): held against its bound."""
+    mib, held, bound = 1 << 20, numbers["with_reuse_bytes"], numbers["lower_bound_bytes"]
+    ratio = f" ({held / bound:.2f}x)" if bound else ""
+    return f"{pool} {held / mib:.2f} MiB held, bound {bound / mib:.2f} MiB{ratio}"
 
 
 def _inputs(args, session):

@@ -66,7 +66,7 @@ class _Residual(torch.nn.Module):
 
 # cin, cout, pad, H, W; each case builds (f23 texture, f43 buffer) or the other way round
 CASES = [
-    (8, 12, 1, 7, 9, ("f23", "f43")),  # odd map (tiles past the edge), 3 output texels
+    (4, 12, 1, 7, 9, ("f23", "f43")),  # odd map (tiles past the edge), 3 output texels from one input texel
     (5, 6, 0, 9, 11, ("f43", "f23")),  # no padding, 5 -> 6 channels (padded to texels)
     (8, 8, 1, 1, 2, ("f23", "f43")),  # one row of two pixels: a single partial tile
 ]

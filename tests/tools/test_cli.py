@@ -251,3 +251,17 @@ def test_run_fp16_arith_keeps_named_ops_in_float32(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is True and 0 < out["max_abs_err"]
     assert list(out["arithmetic"]["float32"].values()) == ["fp32_ops: 'squash' names squash"]
+
+
+def test_the_memory_line_states_each_kind_held_against_its_bound():
+    from relax_vk.tools.cli import _memory_line
+
+    mib = 1 << 20
+    pools = {"buffer": {"without_reuse_bytes": 2 * mib, "with_reuse_bytes": mib, "lower_bound_bytes": mib},
+             "texture:float32": {"without_reuse_bytes": 4 * mib, "with_reuse_bytes": 3 * mib, "lower_bound_bytes": 2 * mib}}  # fmt: skip
+    memory = {"without_reuse_bytes": 6 * mib, "with_reuse_bytes": 4 * mib, "lower_bound_bytes": 3 * mib, "shared_objects": 3,
+              "strategies": {"buffer": "greedy_by_size", "texture:float32": "exact"}, "pools": pools}  # fmt: skip
+    line = _memory_line({"memory": memory})
+    assert line.endswith("(by kind: buffer 1.00 MiB held, bound 1.00 MiB (1.00x); texture:float32 3.00 MiB held, bound 2.00 MiB (1.50x))"), line
+    del pools["buffer"]  # (one kind: the totals say it all)
+    assert "by kind" not in _memory_line({"memory": memory})
