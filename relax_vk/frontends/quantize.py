@@ -20,7 +20,7 @@ for a model with one input, or ``*.npz`` files holding one array per input name.
 checked against the model's inputs (names, ranks, static dims) before onnxruntime sees it, so a
 wrong file is an error naming the file, the input and the dims.
 
-Needs the ``onnx`` extra and onnxruntime (``pip install onnxruntime``).
+Needs the ``quantize`` extra (``pip install 'relax_vk[quantize]'``: the ``onnx`` extra and onnxruntime).
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def quantize_onnx(model_path: str, output_path: str, mode: str, calibration: Opt
     """Write ``model_path`` quantized by onnxruntime's tools (``mode``: :data:`MODES`) to
     ``output_path`` and return it. ``calibration``: samples (:func:`read_calibration`), required
     by ``int8``. The file is written whole or not at all."""
-    onnx = require("onnx", "onnx")
-    require("onnxruntime", "test")
+    onnx = require("onnx", "quantize")
+    require("onnxruntime", "quantize")
     from onnxruntime import quantization as q
 
     if mode not in MODES:
