@@ -7,6 +7,10 @@ Per model: kernels launched per run, the session's device bytes, the median late
 with the compile-time packing turned off (the int8 weight is then dequantized, padded and
 layout-transformed by kernels at every run, and an int32 bias dequantized by kernels).
 
+Then a transformer MLP block (512 -> 2048 -> 512, 8 tokens) in float32 and as ``MatMulNBits``
+(onnxruntime's 4-bit weight-only format), whose matmul kernels read the packed blocks: device
+bytes, kernels and the weights' bytes against float32.
+
     python benchmarks/quantized_weights.py [resnet18 mobilenet_v2] [--api opencl|vulkan] [--device pocl] [--repeat 10] [--rounds 3]
 """
 
@@ -38,6 +42,53 @@ def run_time_packing():
         yield
     finally:
         convert_layout.dequantized_constant, fold._dequantize_wide = saved
+
+
+def _mlp_block(d: int, hidden: int, tokens: int):
+    """A float32 transformer MLP block (MatMul + bias -> ReLU -> MatMul + residual) as ONNX."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.RandomState(1)
+    inits = [numpy_helper.from_array((rng.randn(*shape) * 0.05).astype("float32"), name)
+             for name, shape in (("w1", (d, hidden)), ("b1", (hidden,)), ("w2", (hidden, d)))]  # fmt: skip
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w1"], ["h"]), n("Add", ["h", "b1"], ["hb"]), n("Relu", ["hb"], ["r"]),
+             n("MatMul", ["r", "w2"], ["o"]), n("Add", ["o", "x"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, tokens, d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, d])], inits)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def int4_block(api: str, device: str, d: int = 512, hidden: int = 2048, tokens: int = 8) -> None:
+    """The MLP block in float32 and as MatMulNBits (4 bits, blocks of 32, symmetric): the
+    session's device bytes and kernels of each, the weights' bytes."""
+    import onnxruntime as ort
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    import relax_vk
+    from relax_vk.frontends import from_onnx
+    from relax_vk.runtime import load
+
+    model = _mlp_block(d, hidden, tokens)
+    quantizer = MatMulNBitsQuantizer(_mlp_block(d, hidden, tokens), bits=4, block_size=32, is_symmetric=True)  # (it rewrites its model)
+    quantizer.process()
+    x = np.random.RandomState(2).randn(1, tokens, d).astype("float32")
+    weights = 2 * d * hidden * 4
+    print(f"\nMLP block d={d}, hidden={hidden}, {tokens} tokens, {api} on {device}; float32 weights {weights / (1 << 20):.2f} MiB")
+    print("| model | kernels/run | device MiB | weight bytes / float32 | max error / range (onnxruntime) |")
+    print("|---|---:|---:|---:|---:|")
+    for label, m in (("float32", model), ("MatMulNBits int4", quantizer.model.model)):
+        compiled = relax_vk.build(from_onnx(m), target=api)
+        program = compiled.artifact().program
+        session = load(compiled.artifact(), device=device)
+        got = session.run([x])[0]
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        # the weights: float32 (d x hidden each), or packed bytes plus a float32 scale per block of 32
+        constants = sum(t["bytes"] for t in program["tensors"] if t.get("kind") == "constant"
+                        and (t["dtype"] == "uint8" or int(np.prod(t["shape"])) in (d * hidden, d * hidden // 32)))  # fmt: skip
+        launches = sum(1 for s in program["steps"] if s["op"] == "launch")
+        print(f"| {label} | {launches} | {session.device_bytes / (1 << 20):.2f} | {constants / weights:.3f} | "
+              f"{float(np.abs(got - want).max() / np.ptp(want)):.1e} |")  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -73,6 +124,7 @@ def main(argv=None) -> int:
             same = np.array_equal(rows["at compile time"][3], rows["at run time"][3])
             for label, (launches, mib, times, _, _) in rows.items():
                 print(f"| {name} | {label} | {launches} | {mib:.2f} | {float(np.median(times)):.2f} | {'bit-identical' if same else 'DIFFER'} |")
+    int4_block(args.api, device)
     return 0
 
 

@@ -42,9 +42,11 @@ then removes every int8/uint8 *activation* tensor:
 
 What stays int8 is the weights: ``DequantizeLinear`` of a constant is imported as TVM's
 ``relax.dequantize`` of the int8/uint8 constant, which the artifact keeps as bytes and a
-dequantize kernel turns into float32 at run time (on every run; fusing it into the conv that
-reads it is future work). com.microsoft's ``MatMulNBits`` (4-bit blockwise weights) is converted
-at import (:func:`convert_matmul_nbits`), its packed bytes likewise kept.
+dequantize kernel turns into float32 at run time (on every run; a conv's weight is packed as
+integers at compile time, :mod:`relax_vk.passes.layout.quantized_weights`; fusing the dequantize
+into the conv that reads it is future work). com.microsoft's ``MatMulNBits`` (4-bit blockwise
+weights) is converted at import (:func:`convert_matmul_nbits`) into one kernel that decodes its
+packed bytes as it multiplies: no float copy of those weights exists.
 
 Refused with :class:`~relax_vk.core.errors.UnsupportedError` naming the node and op: blocked
 ``QuantizeLinear`` / ``DequantizeLinear`` (``block_size``), and the quantized transformer ops
@@ -506,9 +508,11 @@ def _drop_unused_initializers(model) -> None:
 
 # ---------------------------------------------------------------- MatMulNBits
 def convert_matmul_nbits(bb, inputs, attrs):
-    """com.microsoft ``MatMulNBits`` as Relax: ``A @ W (+ bias)`` where ``W`` (K x N, float32) is
-    unpacked from the packed blocks at run time by one kernel, so the artifact keeps the packed
-    bytes (``bits`` per weight plus a float32 scale per block).
+    """com.microsoft ``MatMulNBits`` as Relax: ``A @ W (+ bias)`` as one kernel that reads ``W``
+    (K x N) from the packed blocks as it multiplies (the weight-only decode fused into the matmul,
+    as MLC-LLM's decode-matmul fusion and ExecuTorch's ``linear_q4gsw`` do): the artifact and the
+    device keep the packed bytes (``bits`` per weight plus a float32 scale per block) and no float
+    copy of the weight exists; a bias and what follows fuse after it.
 
     onnxruntime's layout (ContribOperators.md, MatMulNBits): ``B`` is uint8 ``[N, k_blocks,
     blob_size]`` (``blob_size = block_size * bits / 8``), element ``k`` of column ``n`` in block
@@ -558,13 +562,17 @@ def convert_matmul_nbits(bb, inputs, attrs):
                 zp = ((Z[0][n * zp_row + zat // 8].astype("int32") >> (zat % 8)) & mask).astype("float32")
             return (q.astype("float32") - zp) * S[n * k_blocks + blk].astype("float32")
 
-        return te.compute((K, N), weight, name="nbits_weight")
+        return weight
 
-    args = [b, scales] + ([zero_points] if zero_points is not None else [])
-    w = bb.emit(bb.call_te(unpack, *args, primfunc_name_hint="dequantize_nbits"))
+    def matmul(A, B, S, *Z):
+        weight = unpack(B, S, *Z)
+        k = te.reduce_axis((0, K), name="k")
+        return te.compute((*A.shape[:-1], N), lambda *i: te.sum(A[(*i[:-1], k)] * weight(k, i[-1]), axis=k), name="matmul_nbits")
+
     if str(a.ty.dtype) != "float32":
         raise UnsupportedError(f"MatMulNBits on {a.ty.dtype} activations: float32 only")
-    y = relax.op.matmul(a, w)
+    args = [a, b, scales] + ([zero_points] if zero_points is not None else [])
+    y = bb.call_te(matmul, *args, primfunc_name_hint="matmul_nbits")
     if bias is not None:
         y = relax.op.add(bb.emit(y), bias)
     return y

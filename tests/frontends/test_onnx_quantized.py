@@ -152,6 +152,26 @@ def imported(models):
 
 
 @pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_4bit_weights_stay_packed_on_the_device(models, imported, backend, device, request):
+    """MatMulNBits: one kernel per matmul reads the packed blocks; no float32 tensor of a weight's
+    size exists, and the session holds the packed weights plus the activations."""
+    request.getfixturevalue(device)
+    compiled = relax_vk.build(imported["nbits_sym"], target=backend)
+    program = compiled.artifact().program
+    weights = [(64, 96), (96, 64)]  # (K, N) of the block's two MatMuls
+    assert sum(1 for s in program["steps"] if s["op"] == "launch") == 2  # (bias, ReLU, residual fused in)
+    assert not [t for t in program["tensors"] if t["dtype"] == "float32" and int(np.prod(t["shape"])) in {k * n for k, n in weights}]
+    float_bytes = sum(4 * k * n for k, n in weights)
+    scales = {n * k // 32 for k, n in weights}  # (one float32 per block of 32)
+    quantized = sum(t["bytes"] for t in program["tensors"] if t.get("kind") == "constant"
+                    and (t["dtype"] == "uint8" or int(np.prod(t["shape"])) in scales))  # fmt: skip
+    assert quantized <= 0.16 * float_bytes, (quantized, float_bytes)  # 4 bits + a float32 scale per 32 weights
+    session = load(compiled.artifact(), device=device)
+    activations = sum(t["bytes"] for t in program["tensors"] if t.get("kind") != "constant")
+    assert session.device_bytes <= quantized + activations + 4096, (session.device_bytes, quantized, activations)
+
+
+@pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.parametrize("form", FORMS)
 def test_quantized_models_match_onnxruntime(models, imported, form, backend, device, request):
     request.getfixturevalue(device)
