@@ -548,7 +548,9 @@ def convert_matmul_nbits(bb, inputs, attrs):
             zero_points = bb.emit(relax.op.reshape(zero_points, (zp_len,)))
     zp_row = (k_blocks * bits + 7) // 8
 
-    def unpack(B, S, *Z):
+    def decoder(B, S, *Z):
+        """``W[k, n]`` read from the packed blocks (an expression, inlined into the matmul)."""
+
         def weight(k, n):
             blk = k // block
             at = (k % block) * bits
@@ -565,7 +567,7 @@ def convert_matmul_nbits(bb, inputs, attrs):
         return weight
 
     def matmul(A, B, S, *Z):
-        weight = unpack(B, S, *Z)
+        weight = decoder(B, S, *Z)
         k = te.reduce_axis((0, K), name="k")
         return te.compute((*A.shape[:-1], N), lambda *i: te.sum(A[(*i[:-1], k)] * weight(k, i[-1]), axis=k), name="matmul_nbits")
 
