@@ -87,7 +87,8 @@ def _load(path_or_model):
     return model, where
 
 
-def _graph_inputs(model) -> list:
+def graph_inputs(model) -> list:
+    """The model's inputs that are not initializers (what a caller feeds)."""
     initializers = {i.name for i in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in initializers]
 
@@ -95,7 +96,7 @@ def _graph_inputs(model) -> list:
 def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str) -> Dict[str, tuple]:
     """Write static shapes into ``model``'s inputs (in place); returns ``{name: shape}``."""
     input_shapes = dict(input_shapes or {})
-    inputs = _graph_inputs(model)
+    inputs = graph_inputs(model)
     names = [i.name for i in inputs]
     unknown = sorted(set(input_shapes) - set(names))
     if unknown:
@@ -295,7 +296,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
     drop_empty_resize_scales(model)
     from onnx import helper
 
-    dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in _graph_inputs(model)}
+    dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in graph_inputs(model)}
     try:
         mod, made_by = _import(model, shapes, dtypes)
     except Exception as err:

@@ -89,6 +89,11 @@ REFUSED = {"QAttention", "QEmbedLayerNormalization", "DynamicQuantizeLSTM", "QLi
 _INT_RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767), 21: (0, 15), 22: (-8, 7)}  # ONNX elem type -> (qmin, qmax)
 
 
+def _params(node) -> Tuple[str, str]:
+    """A QuantizeLinear / DequantizeLinear node's (scale, zero point) input names ("" when absent)."""
+    return node.input[1], node.input[2] if len(node.input) > 2 else ""
+
+
 def _where(node) -> str:
     return f"node {node.name or node.output[0]!r} ({(node.domain + '::') if node.domain else ''}{node.op_type})"
 
@@ -267,6 +272,12 @@ def _size(rw: _Rewriter, name: str) -> int:
     return 1 if value is None else int(value.size)
 
 
+def _is_scalar(rw: _Rewriter, name: str) -> bool:
+    """Whether ``name`` is a constant of one value (a per-tensor scale or zero point)."""
+    value = rw.array(name) if name else None
+    return value is not None and value.size == 1
+
+
 def _product_scale(rw: _Rewriter, a: str, b: str, hint: str) -> str:
     """A bias's scale ``a * b`` (one value per channel when ``b`` has one), 1-D or scalar."""
     va, vb = rw.array(a), rw.array(b)
@@ -368,7 +379,6 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
     for n in nodes:
         for i in n.input:
             readers.setdefault(i, []).append(n)
-    scalar = lambda name: name and (rw.array(name) is not None and rw.array(name).size == 1)  # noqa: E731
     fused: Dict[int, str] = {}  # id(Q node) -> its q values in float
     dropped = set()
     for n in nodes:
@@ -378,8 +388,10 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
         uses = readers.get(out, [])
         if out in outputs or not uses or any(u.op_type != "DequantizeLinear" or u.input[0] != out for u in uses):
             continue
-        zp = n.input[2] if len(n.input) > 2 else ""
-        if not scalar(n.input[1]) or (zp and not scalar(zp)) or any(not scalar(u.input[1]) or (len(u.input) > 2 and u.input[2] and not scalar(u.input[2])) for u in uses):
+        zp = _params(n)[1]
+        if not _is_scalar(rw, n.input[1]) or (zp and not _is_scalar(rw, zp)) or any(
+            not _is_scalar(rw, _params(u)[0]) or (_params(u)[1] and not _is_scalar(rw, _params(u)[1])) for u in uses
+        ):
             continue  # (per-channel activations: left to TVM's quantize/dequantize)
         fused[id(n)] = out
         dropped.update(id(u) for u in uses)
@@ -389,9 +401,8 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
     values: Dict[str, str] = {}
     on_grid = set()  # Q nodes whose input already holds values of their grid, read back with the same parameters
     for n in nodes:
-        if id(n) in fused and rw.on_grid.get(n.input[0]) == (n.input[1], n.input[2] if len(n.input) > 2 else ""):
-            params = (n.input[1], n.input[2] if len(n.input) > 2 else "")
-            if all((u.input[1], u.input[2] if len(u.input) > 2 else "") == params for u in readers[n.output[0]]):
+        if id(n) in fused and rw.on_grid.get(n.input[0]) == _params(n):
+            if all(_params(u) == _params(n) for u in readers[n.output[0]]):
                 on_grid.add(id(n))
     grid_outputs = {n.output[0] for n in nodes if id(n) in on_grid}
     for n in nodes:
@@ -400,8 +411,7 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
         elif id(n) in fused:
             rw.nodes = []
             hint = n.name or n.output[0]
-            x, s = n.input[0], n.input[1]
-            zp = n.input[2] if len(n.input) > 2 else ""
+            x, (s, zp) = n.input[0], _params(n)
             qmin, qmax = _INT_RANGES.get(rw.zp_type(zp), (0, 255))
             v = rw.round_half_even(rw.add("Div", [x, s], hint), hint)
             if zp:
@@ -413,8 +423,7 @@ def _fake_quantize(rw: _Rewriter, nodes: List, outputs: set) -> List:
         elif id(n) in dropped:
             rw.nodes = []
             hint = n.name or n.output[0]
-            v = values[n.input[0]]
-            zp = n.input[2] if len(n.input) > 2 else ""
+            v, zp = values[n.input[0]], _params(n)[1]
             if zp:
                 v = rw.add("Sub", [v, rw.as_float(zp, hint)], hint)
             rw.add("Mul", [v, n.input[1]], hint, outputs=[n.output[0]])
@@ -468,9 +477,9 @@ def rewrite_quantized(model) -> int:
             pass
         else:
             if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx") and len(node.input) > 1:
-                zp = node.input[2] if len(node.input) > 2 else ""
-                if rw.array(node.input[1]) is not None and rw.array(node.input[1]).size == 1:
-                    rw.qparams[node.output[0]] = (node.input[1], zp, rw.zp_type(zp))
+                scale, zp = _params(node)
+                if _is_scalar(rw, scale):
+                    rw.qparams[node.output[0]] = (scale, zp, rw.zp_type(zp))
             new_nodes.append(node)
             continue
         rewritten += 1
@@ -541,17 +550,15 @@ def convert_matmul_nbits(bb, inputs, attrs):
     if len(scales.ty.shape.values) != 1:
         scales = bb.emit(relax.op.reshape(scales, (N * k_blocks,)))
     zp_kind = None
+    zp_row = (k_blocks * bits + 7) // 8  # (bytes of one column's packed zero points)
     if zero_points is not None:
         zp_kind = "float" if str(zero_points.ty.dtype).startswith("float") else "packed"
-        zp_len = N * k_blocks if zp_kind == "float" else N * ((k_blocks * bits + 7) // 8)
+        zp_len = N * k_blocks if zp_kind == "float" else N * zp_row
         if len(zero_points.ty.shape.values) != 1:
             zero_points = bb.emit(relax.op.reshape(zero_points, (zp_len,)))
-    zp_row = (k_blocks * bits + 7) // 8
 
-    def decoder(B, S, *Z):
-        """``W[k, n]`` read from the packed blocks (an expression, inlined into the matmul)."""
-
-        def weight(k, n):
+    def matmul(A, B, S, *Z):
+        def weight(k, n):  # W[k, n] read from the packed blocks, inlined into the sum
             blk = k // block
             at = (k % block) * bits
             q = (B[n, blk, at // 8].astype("int32") >> (at % 8)) & mask
@@ -564,10 +571,6 @@ def convert_matmul_nbits(bb, inputs, attrs):
                 zp = ((Z[0][n * zp_row + zat // 8].astype("int32") >> (zat % 8)) & mask).astype("float32")
             return (q.astype("float32") - zp) * S[n * k_blocks + blk].astype("float32")
 
-        return weight
-
-    def matmul(A, B, S, *Z):
-        weight = decoder(B, S, *Z)
         k = te.reduce_axis((0, K), name="k")
         return te.compute((*A.shape[:-1], N), lambda *i: te.sum(A[(*i[:-1], k)] * weight(k, i[-1]), axis=k), name="matmul_nbits")
 

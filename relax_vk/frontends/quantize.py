@@ -25,6 +25,7 @@ Needs the ``quantize`` extra (``pip install 'relax_vk[quantize]'``: the ``onnx``
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import tempfile
@@ -35,6 +36,7 @@ import numpy as np
 from ..core.errors import UnsupportedError
 from ..core.extras import require
 from .errors import ModelLoadError
+from .onnx import graph_inputs
 
 #: ``--quantize`` modes (module docstring)
 MODES = ("int8", "int8-dynamic", "int4")
@@ -50,11 +52,8 @@ def _inputs(model) -> Dict[str, tuple]:
     """``{input name: (numpy dtype, dims)}``; a dim is an int, or None where symbolic."""
     from onnx import helper
 
-    inits = {i.name for i in model.graph.initializer}
     out = {}
-    for inp in model.graph.input:
-        if inp.name in inits:
-            continue
+    for inp in graph_inputs(model):
         t = inp.type.tensor_type
         dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim)
         out[inp.name] = (np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type)), dims)
@@ -90,18 +89,16 @@ def read_calibration(folder: str, model) -> List[Sample]:
         raise CalibrationError(f"--calibrate {folder}: no .npy or .npz files (one sample each)")
     samples = []
     for path in files:
+        if path.endswith(".npy") and len(inputs) != 1:
+            raise CalibrationError(f"{path}: a .npy sample fits a one-input model; this one has {len(inputs)} "
+                                   f"({', '.join(inputs)}): give .npz files with an array per input")  # fmt: skip
         try:
             if path.endswith(".npz"):
                 with np.load(path) as data:
                     sample = {k: data[k] for k in data.files}
             else:
-                if len(inputs) != 1:
-                    raise CalibrationError(f"{path}: a .npy sample fits a one-input model; this one has {len(inputs)} "
-                                           f"({', '.join(inputs)}): give .npz files with an array per input")  # fmt: skip
                 sample = {next(iter(inputs)): np.load(path)}
         except (OSError, ValueError) as err:
-            if isinstance(err, CalibrationError):
-                raise
             raise CalibrationError(f"{path}: not a numpy file ({err})") from None
         samples.append(_check_sample(sample, inputs, path))
     return samples
@@ -138,19 +135,19 @@ def quantize_onnx(model_path: str, output_path: str, mode: str, calibration: Opt
     os.makedirs(folder, exist_ok=True)
     fd, partial = tempfile.mkstemp(suffix=".onnx", dir=folder)
     os.close(fd)
-    quiet = _Quiet()  # (onnxruntime's quantizers log INFO lines and advice through the root logger)
     try:
-        if mode == "int8":
-            q.quantize_static(model_path, partial, _Reader(calibration), quant_format=q.QuantFormat.QDQ, per_channel=True,
-                              activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)  # fmt: skip
-        elif mode == "int8-dynamic":
-            q.quantize_dynamic(model_path, partial, weight_type=q.QuantType.QInt8)
-        else:
-            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+        with _quiet():  # (onnxruntime's quantizers log INFO lines and advice through the root logger)
+            if mode == "int8":
+                q.quantize_static(model_path, partial, _Reader(calibration), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                                  activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)  # fmt: skip
+            elif mode == "int8-dynamic":
+                q.quantize_dynamic(model_path, partial, weight_type=q.QuantType.QInt8)
+            else:
+                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-            quantizer = MatMulNBitsQuantizer(onnx.load(model_path), bits=4, block_size=32, is_symmetric=True)
-            quantizer.process()
-            onnx.save(quantizer.model.model, partial)
+                quantizer = MatMulNBitsQuantizer(onnx.load(model_path), bits=4, block_size=32, is_symmetric=True)
+                quantizer.process()
+                onnx.save(quantizer.model.model, partial)
         os.replace(partial, output_path)
     except Exception as err:
         if isinstance(err, UnsupportedError):
@@ -158,31 +155,28 @@ def quantize_onnx(model_path: str, output_path: str, mode: str, calibration: Opt
         raise ModelLoadError(f"{model_path}: onnxruntime's quantization ({mode}) failed: {type(err).__name__}: "
                              f"{str(err).splitlines()[0] if str(err) else ''}") from None  # fmt: skip
     finally:
-        quiet.restore()
         if os.path.exists(partial):
             os.remove(partial)
     return output_path
 
 
-class _Quiet:
+@contextlib.contextmanager
+def _quiet():
     """Python logging at ERROR and above while onnxruntime's quantizers run, and onnxruntime's own
     log at ERROR (its calibration sessions warn of every initializer they drop); after: Python's
     levels as they were, onnxruntime's at its default (WARNING)."""
+    import logging
 
-    def __init__(self):
-        import logging
+    import onnxruntime
 
-        import onnxruntime
-
-        self._ort = onnxruntime
-        onnxruntime.set_default_logger_severity(3)
-
-        self._loggers = [logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")]
-        self._levels = [logger.level for logger in self._loggers]
-        for logger in self._loggers:
-            logger.setLevel(logging.ERROR)
-
-    def restore(self) -> None:
-        for logger, level in zip(self._loggers, self._levels):
+    loggers = [logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")]
+    levels = [logger.level for logger in loggers]
+    onnxruntime.set_default_logger_severity(3)
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
             logger.setLevel(level)
-        self._ort.set_default_logger_severity(2)
+        onnxruntime.set_default_logger_severity(2)

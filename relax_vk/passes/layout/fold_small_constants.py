@@ -26,6 +26,8 @@ import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
 
+from .quantized_weights import dequantized_constant
+
 
 #: the most elements a ``full`` or ``broadcast_to`` of a constant is folded into (a causal mask of
 #: 1024 tokens; larger ones stay computed)
@@ -160,14 +162,12 @@ def _dequantize_wide(call: relax.Call) -> Optional[np.ndarray]:
     """``dequantize`` to float32 of an int32 constant (a quantized model's bias): int32 takes the
     bytes float32 does, so nothing is saved by keeping it, and it costs kernels at every run. TVM's
     arithmetic, ``float32(q - zp) * scale``; narrower integers (weights) stay quantized."""
-    data, scale, zp = (a.value.numpy() for a in call.args)
-    if data.dtype != np.int32 or str(call.attrs.out_dtype) != "float32" or scale.dtype != np.float32:
+    dq = dequantized_constant(call)
+    if dq is None or dq.data.dtype != np.int32:
         return None
-    shape = [1] * data.ndim
-    if data.ndim:
-        shape[int(call.attrs.axis) % data.ndim] = -1
-    per_axis = lambda q: q.reshape(shape) if q.size > 1 else q.reshape(())  # noqa: E731
-    return (data.astype(np.int32) - per_axis(zp).astype(np.int32)).astype(np.float32) * per_axis(scale)
+    shape = [-1 if d == dq.axis else 1 for d in range(dq.data.ndim)]
+    along = lambda q: q.reshape(shape) if q.size > 1 else q.reshape(())  # noqa: E731  (per axis, or one value)
+    return (dq.data - along(dq.zero_point).astype(np.int32)).astype(np.float32) * along(dq.scale)
 
 
 def _fold(call: relax.Call) -> Optional[np.ndarray]:
@@ -219,7 +219,7 @@ def _fold(call: relax.Call) -> Optional[np.ndarray]:
         for axis, begin, end, step in zip(axes, begins, ends, steps):
             index[axis] = slice(begin, end, step)  # (numpy clamps out-of-range bounds as TVM does)
         return np.ascontiguousarray(array[tuple(index)])
-    if name == "relax.dequantize" and all(isinstance(a, GenericConst) for a in call.args):
+    if name == "relax.dequantize":
         return _dequantize_wide(call)
     fold = FOLDERS.get(name)
     if fold is None or not call.args or not all(isinstance(a, GenericConst) for a in call.args):

@@ -24,7 +24,7 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
-from .packing import LANES, _ceil4
+from .packing import LANES, _ceil4, pack_weight_array
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,8 @@ def packed_dequantize(dq: DequantizedConstant, to_oihw: Optional[Sequence[int]],
     full[o:] = 0
     scales, zps = np.zeros(op, "float32"), np.zeros(op, "float32")
     scales[:o], zps[:o] = scale, zp.astype("float32")  # (padded output channels: scale 0)
-    packed = np.ascontiguousarray(full.reshape(op // LANES, LANES, ip, kh, kw).transpose(0, 2, 3, 4, 1))
     per_texel = (op // LANES, 1, 1, 1, LANES)
-    return packed, zps.reshape(per_texel), scales.reshape(per_texel)
+    return pack_weight_array(full), zps.reshape(per_texel), scales.reshape(per_texel)  # (padded already: only the layout)
 
 
 def emit_dequantize(emit, packed: np.ndarray, zps: np.ndarray, scales: np.ndarray) -> relax.Var:
