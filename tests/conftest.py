@@ -45,10 +45,6 @@ def _no_program_binaries():
     work-group size (PP-OCR's classifier: 3.4 s to build, 20 s more for its binary, 17 s at the
     first run), and pocl keeps its own cache of both. With empty caches the binaries were half of
     the suite's time on pocl. Vulkan then uses the drivers' own cache folders."""
-    old = os.environ.get("RELAX_VK_NO_CACHE")
-    os.environ["RELAX_VK_NO_CACHE"] = "1"
-    yield
-    if old is None:
-        os.environ.pop("RELAX_VK_NO_CACHE", None)
-    else:
-        os.environ["RELAX_VK_NO_CACHE"] = old
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RELAX_VK_NO_CACHE", "1")
+        yield

@@ -29,7 +29,7 @@ def _quantized_conv(dtype, per_channel, cin=3, cout=6, groups=1):
         y = bb.emit(relax.op.nn.conv2d(x, w, padding=1, groups=groups))
         return relax.op.add(y, relax.op.reshape(b, (1, cout, 1, 1)))
 
-    return module([tensor("x", (1, cin, 9, 7))], body), q
+    return module([tensor("x", (1, cin, 9, 7))], body)
 
 
 def _constants(mod):
@@ -40,7 +40,7 @@ def _constants(mod):
 
 @pytest.mark.parametrize("dtype, per_channel", [("int8", True), ("uint8", True), ("int8", False), ("uint8", False)])
 def test_quantized_weights_pack_at_compile_time_and_compute_the_same(dtype, per_channel):
-    mod, q = _quantized_conv(dtype, per_channel)
+    mod = _quantized_conv(dtype, per_channel)
     out = relax_vk.layout_stage()(mod)
     relax.analysis.well_formed(out)
     packed = [c for c in _constants(out) if str(c.value.dtype) == dtype]
@@ -51,14 +51,14 @@ def test_quantized_weights_pack_at_compile_time_and_compute_the_same(dtype, per_
 
 
 def test_a_depthwise_quantized_weight_packs_too():
-    mod, _ = _quantized_conv("int8", True, cin=6, cout=6, groups=6)
+    mod = _quantized_conv("int8", True, cin=6, cout=6, groups=6)
     out = relax_vk.layout_stage()(mod)
     assert [tuple(c.value.shape) for c in _constants(out) if str(c.value.dtype) == "int8"] == [(2, 1, 3, 3, 4)]
     assert_same_numbers(mod, out, rtol=1e-6, atol=1e-6)
 
 
 def test_int32_dequantize_folds_and_int8_stays():
-    mod, _ = _quantized_conv("int8", True)
+    mod = _quantized_conv("int8", True)
     out = FoldSmallConstants()(mod)
     assert op_count(out, "relax.dequantize") == 1  # (the weight's)
     assert_same_numbers(mod, out, rtol=0, atol=0)

@@ -70,10 +70,6 @@ def _program_cache_of_the_session(tmp_path_factory):
     """OpenCL program binaries of these tests (the library's, and of the
     fuzz's mutants) in a folder of the session, not the user's ~/.cache (a test that needs another
     folder sets its own)."""
-    old = os.environ.get("RELAX_VK_CACHE_DIR")
-    os.environ["RELAX_VK_CACHE_DIR"] = str(tmp_path_factory.mktemp("program-cache"))
-    yield
-    if old is None:
-        os.environ.pop("RELAX_VK_CACHE_DIR", None)
-    else:
-        os.environ["RELAX_VK_CACHE_DIR"] = old
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RELAX_VK_CACHE_DIR", str(tmp_path_factory.mktemp("program-cache")))
+        yield
