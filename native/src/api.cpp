@@ -55,9 +55,11 @@ rvk_status info(const rvk_session* s, const std::vector<int>& ids, int32_t index
         out->name = t.name.c_str();
         out->dtype = rvk::dtype_name(t.host_dtype);
         out->device_dtype = rvk::dtype_name(t.dtype);
-        out->rank = static_cast<int32_t>(t.shape.size());
-        for (size_t i = 0; i < RVK_MAX_RANK; ++i) out->shape[i] = i < t.shape.size() ? t.shape[i] : 0;
-        out->elements = t.elements();
+        std::vector<int64_t> shape = s->session->current_shape(t.id);
+        out->rank = static_cast<int32_t>(shape.size());
+        out->elements = 1;
+        for (size_t i = 0; i < RVK_MAX_RANK; ++i) out->shape[i] = i < shape.size() ? shape[i] : 0;
+        for (int64_t v : shape) out->elements = v < 0 || out->elements < 0 ? -1 : out->elements * v;
     });
 }
 
@@ -135,6 +137,21 @@ int32_t rvk_session_output_count(const rvk_session* s) { return s ? static_cast<
 rvk_status rvk_session_input_info(const rvk_session* s, int32_t index, rvk_tensor_info* out) {
     static const std::vector<int> none;
     return info(s, s ? s->session->program().inputs : none, index, out, "input");
+}
+
+int32_t rvk_session_dim_count(const rvk_session* s) { return s ? static_cast<int32_t>(s->session->program().dims.size()) : 0; }
+
+rvk_status rvk_session_dim_info(const rvk_session* s, int32_t index, const char** name, int64_t* min, int64_t* max, int64_t* value) {
+    return guarded([&] {
+        require(s && name && min && max && value, "NULL session or dim info");
+        const auto& dims = s->session->program().dims;
+        if (index < 0 || index >= static_cast<int32_t>(dims.size()))
+            throw rvk::Error(RVK_ERROR_ARGUMENT, "dim index " + std::to_string(index) + " out of range (" + std::to_string(dims.size()) + ")");
+        *name = dims[static_cast<size_t>(index)].name.c_str();
+        *min = dims[static_cast<size_t>(index)].min;
+        *max = dims[static_cast<size_t>(index)].max;
+        *value = s->session->dim_value(index);
+    });
 }
 
 rvk_status rvk_session_output_info(const rvk_session* s, int32_t index, rvk_tensor_info* out) {

@@ -487,6 +487,22 @@ protected:
         read(tid, data, profiling_ || !timing_queue_ ? queue_ : timing_queue_, true);
     }
 
+    // The launches' run-time scalar arguments and grids (launches_[i] is step i's)
+    void shapes_changed() override {
+        for (size_t i = 0; i < program_.steps.size(); ++i) {
+            const Step& step = program_.steps[i];
+            if (step.op != Step::Launch) continue;
+            Launch& l = launches_[i];
+            for (size_t a = 0; a < step.scalars.size(); ++a) {
+                int64_t v = shapes_.scalars[i][a];
+                cl_uint at = static_cast<cl_uint>(step.scalars[a].index);
+                if (step.scalars[a].dtype == DType::I64) arg(l.kernel, at, static_cast<cl_long>(v), step.kernel);
+                else arg(l.kernel, at, static_cast<cl_int>(v), step.kernel);
+            }
+            for (size_t d = 0; d < 3; ++d) l.global[d] = shapes_.global[i][d];
+        }
+    }
+
 private:
     struct Launch {
         std::string name;
@@ -616,10 +632,16 @@ private:
 
     // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ.
     // Non-blocking unless `blocking`: `data` (and staging_) must then stay unchanged until the queue finishes.
+    // The bytes tensor `tid` holds in the current run (its planned bytes when its shape is fixed)
+    size_t bytes_now(int tid) const {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        return static_cast<size_t>(t.shape_expr.empty() || shapes_.bytes.empty() ? t.bytes : shapes_.bytes[static_cast<size_t>(tid)]);
+    }
+
     void write(int tid, const void* data, cl_command_queue q, bool blocking = false) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         const void* bytes = data;
-        size_t n = static_cast<size_t>(t.bytes);
+        size_t n = bytes_now(tid);
         if (half_texels(t)) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
             convert(t.dtype, data, dtype_from_name(t.texel_dtype()), staging_.data(), static_cast<size_t>(t.elements()));
@@ -627,7 +649,7 @@ private:
             n = staging_.size();
             blocking = true;  // staging_ is reused
         }
-        if (t.bytes == 0) return;  // a tensor of no elements: nothing to copy
+        if (n == 0) return;  // a tensor of no elements: nothing to copy
         size_t origin[3] = {0, 0, 0}, r[3];
         if (t.is_image) {
             region(t, r);
@@ -643,7 +665,7 @@ private:
         bool convert_back = half_texels(t);
         blocking = blocking || convert_back;
         void* target = data;
-        size_t n = static_cast<size_t>(t.bytes);
+        size_t n = bytes_now(tid);
         if (n == 0) return;  // a tensor of no elements
         if (convert_back) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
@@ -682,9 +704,9 @@ private:
     void check_signature(cl_kernel kernel, const Step& step) {
         cl_uint n = 0;
         check(clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof n, &n, nullptr), "clGetKernelInfo " + step.kernel);
-        if (n != step.args.size())
-            throw Error(RVK_ERROR_ARTIFACT, "a launch of kernel " + step.kernel + " passes " + std::to_string(step.args.size()) + " tensors; the kernel takes " +
-                                                std::to_string(n) + " arguments");
+        if (n != step.args.size() + step.scalars.size())
+            throw Error(RVK_ERROR_ARTIFACT, "a launch of kernel " + step.kernel + " passes " + std::to_string(step.args.size()) + " tensors and " +
+                                                std::to_string(step.scalars.size()) + " integers; the kernel takes " + std::to_string(n) + " arguments");
     }
 
     template <typename T>
@@ -705,7 +727,13 @@ private:
                 check(err, "clCreateKernel " + step.kernel);
                 launches_.push_back(l);  // owned from here (released by the destructor)
                 check_signature(l.kernel, step);
-                for (size_t i = 0; i < step.args.size(); ++i) arg(l.kernel, static_cast<cl_uint>(i), memory_[static_cast<size_t>(step.args[i])], step.kernel);
+                // the tensors take the parameter positions the scalar arguments (set per run) leave
+                std::vector<bool> scalar_at(step.args.size() + step.scalars.size(), false);
+                for (const ScalarArg& a : step.scalars) scalar_at[static_cast<size_t>(a.index)] = true;
+                for (size_t i = 0, at = 0; i < step.args.size(); ++i, ++at) {
+                    while (scalar_at[at]) ++at;
+                    arg(l.kernel, static_cast<cl_uint>(at), memory_[static_cast<size_t>(step.args[i])], step.kernel);
+                }
                 for (size_t i = 0; i < 3; ++i) {
                     launches_.back().global[i] = static_cast<size_t>(k->global[i]);
                     launches_.back().local[i] = static_cast<size_t>(k->local[i]);
@@ -780,7 +808,7 @@ private:
             auto [buffer, offset] = ranges_[static_cast<size_t>(l.dst)];
             check(clEnqueueCopyImageToBuffer(q, src, buffer, origin, r, offset, 0, nullptr, first), l.name);
         } else {
-            check(clEnqueueCopyBuffer(q, src, dst, 0, 0, static_cast<size_t>(s.bytes), 0, nullptr, first), l.name);
+            check(clEnqueueCopyBuffer(q, src, dst, 0, 0, bytes_now(l.src), 0, nullptr, first), l.name);
         }
         if (first && !(s.is_image && d.is_image)) {
             *last = *first;

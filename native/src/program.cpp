@@ -124,7 +124,33 @@ bool image_extents(const std::string& scope, const std::vector<int64_t>& shape, 
 bool is_texture_scope(const std::string& scope) { return scope != "global"; }
 
 // ------------------------------------------------------------------------- the program
-void check_tensor(const Json& t, size_t index) {
+// A program's run-time dims: name -> index (validated: unique names, 1 <= min <= max)
+std::map<std::string, int> check_dims(const Json& program) {
+    std::map<std::string, int> out;
+    const Json* dims = program.get("dims");
+    if (!dims || dims->is_null()) return out;
+    require(dims->is_array(), "dims " + dims->repr() + " is not a list");
+    for (const Json& d : dims->items()) {
+        const Json* name = d.is_object() ? d.get("name") : nullptr;
+        bool ok = name && name->is_string() && !name->as_string().empty() && strict_int(d.get("min")) && strict_int(d.get("max")) &&
+                  d.get("min")->as_int() >= 1 && d.get("min")->as_int() <= d.get("max")->as_int();
+        require(ok, "dim " + d.repr() + ": not a name with a range 1 <= min <= max");
+        require(!out.count(name->as_string()), "dim " + name->as_string() + " is declared twice");
+        int index = static_cast<int>(out.size());
+        out[name->as_string()] = index;
+    }
+    return out;
+}
+
+ShapeExpr expr_of(const Json& j, const std::map<std::string, int>& dims, const std::string& where) {
+    try {
+        return ShapeExpr::parse(j, dims);
+    } catch (const std::invalid_argument& err) {
+        throw Invalid(where + ": " + err.what());
+    }
+}
+
+void check_tensor(const Json& t, size_t index, const std::map<std::string, int>& dims) {
     std::string where = "tensor " + std::to_string(index);
     require(t.is_object(), where + " is not an object");
     require(equals_int(t.get("id"), static_cast<int64_t>(index)), where + " has id " + repr(t.get("id")));
@@ -154,6 +180,16 @@ void check_tensor(const Json& t, size_t index) {
         require(dtype == DType::F32 || dtype == DType::F16, where + ": a " + dtype_name(dtype) + " texture");
     } else {
         require(!image || image->is_null(), where + ": a buffer with image extents " + repr(image));
+    }
+    if (const Json* exprs = t.get("shape_expr"); exprs && !exprs->is_null()) {
+        require(exprs->is_array() && exprs->items().size() == shape.size(),
+                where + ": shape_expr " + exprs->repr() + " does not have one expression per axis of " + list_repr(shape));
+        require(!is_texture_scope(scope), where + ": a texture of run-time shape (run-time dims are held in buffers)");
+        for (size_t a = 0; a < shape.size(); ++a) {
+            ShapeExpr e = expr_of(exprs->items()[a], dims, where + ": axis " + std::to_string(a));
+            require(!e.is_const() || e.eval({}) == shape[a], where + ": axis " + std::to_string(a) + " is " + exprs->items()[a].repr() +
+                                                                   " at run time and " + std::to_string(shape[a]) + " at the bound");
+        }
     }
     if (t.has("host_dtype")) dtype_of(t.get("host_dtype"));
     if (t.has("texel")) {
@@ -253,8 +289,19 @@ void check_launch_signatures(const Json& program, const std::string& source) {
             require(k.has_value(), "kernel " + kernel + ": its parameter list in the OpenCL source is not closed");
             kinds[kernel] = *k;
         }
-        const std::string& want = kinds[kernel];
+        const std::string& all = kinds[kernel];
         const std::vector<Json>& args = step.get("args")->items();
+        // the scalar arguments take their positions; the tensors the others, in order
+        std::string want = all;
+        std::set<int64_t> scalar_at;
+        if (const Json* scalars = step.get("scalars"); scalars && scalars->is_array())
+            for (const Json& sc : scalars->items()) scalar_at.insert(sc.get("index")->as_int());
+        for (auto it = scalar_at.rbegin(); it != scalar_at.rend(); ++it) {
+            require(*it < static_cast<int64_t>(all.size()) && all[static_cast<size_t>(*it)] == 's',
+                    "step " + std::to_string(i) + " (" + kernel + ") passes an integer as parameter " + std::to_string(*it) +
+                        ", which is not a scalar parameter of the kernel");
+            want.erase(static_cast<size_t>(*it), 1);
+        }
         require(args.size() == want.size(), "step " + std::to_string(i) + " (" + kernel + ") passes " + std::to_string(args.size()) +
                                                 " tensors; the kernel takes " + std::to_string(want.size()) + " parameters");
         for (size_t a = 0; a < args.size(); ++a) {
@@ -456,7 +503,8 @@ void validate_program(const Json& program, const std::string& source, const std:
     require(one_of(target, kTargets), "target " + repr(target) + " is not one of ('opencl', 'vulkan')");
     const Json* tensors = program.get("tensors");
     require(tensors && tensors->is_array(), "no tensor list");
-    for (size_t i = 0; i < tensors->items().size(); ++i) check_tensor(tensors->items()[i], i);
+    std::map<std::string, int> dims = check_dims(program);
+    for (size_t i = 0; i < tensors->items().size(); ++i) check_tensor(tensors->items()[i], i, dims);
     const Json* kernels = program.get("kernels");
     require(kernels && kernels->is_array(), "no kernel list");
     std::set<std::string> names;
@@ -486,6 +534,21 @@ void validate_program(const Json& program, const std::string& source, const std:
                     at + " launches kernel " + repr(kernel) + ", which the program does not have");
             require(step.get("args") && step.get("args")->is_array(), at + " (" + kernel->as_string() + ") has no argument list");
             for (const Json& tid : step.get("args")->items()) ref(&tid, at + " (" + kernel->as_string() + ")");
+            std::string where = at + " (" + kernel->as_string() + ")";
+            if (const Json* scalars = step.get("scalars"); scalars && !scalars->is_null()) {
+                require(scalars->is_array(), where + ": scalars " + scalars->repr() + " is not a list");
+                for (const Json& sc : scalars->items()) {
+                    const Json* dtype = sc.is_object() ? sc.get("dtype") : nullptr;
+                    bool ok = sc.is_object() && strict_int(sc.get("index")) && sc.get("index")->as_int() >= 0 && dtype && dtype->is_string() &&
+                              (dtype->as_string() == "int32" || dtype->as_string() == "int64") && sc.get("value");
+                    require(ok, where + ": scalar argument " + sc.repr() + " is not {index, dtype int32|int64, value}");
+                    expr_of(*sc.get("value"), dims, where + ": scalar argument " + std::to_string(sc.get("index")->as_int()));
+                }
+            }
+            if (const Json* global = step.get("global"); global && !global->is_null()) {
+                require(global->is_array() && global->items().size() == 3, where + ": global " + global->repr() + " is not three expressions");
+                for (const Json& g : global->items()) expr_of(g, dims, where + ": global size");
+            }
         } else {
             const Json& src = ref(step.get("src"), "copy " + at);
             const Json& dst = ref(step.get("dst"), "copy " + at);
@@ -499,6 +562,15 @@ void validate_program(const Json& program, const std::string& source, const std:
         require(ids && ids->is_array() && (!ids->items().empty() || std::string(what) == "inputs"), std::string("no ") + what);
         for (const Json& tid : ids->items()) ref(&tid, what);
     }
+    // every run-time dim is an axis of an input on its own (what binds it at run time)
+    std::set<int> bound;
+    for (const Json& tid : program.get("inputs")->items()) {
+        const Json* exprs = ts[static_cast<size_t>(tid.as_int())].get("shape_expr");
+        if (!exprs || exprs->is_null()) continue;
+        for (const Json& e : exprs->items())
+            if (e.is_string() && dims.count(e.as_string())) bound.insert(dims.at(e.as_string()));
+    }
+    for (const auto& [name, index] : dims) require(bound.count(index), "dim " + name + " is no input's axis: nothing binds it at run time");
     std::string problem = storage_problem(program);
     require(problem.empty(), "storage assignment: " + problem);
     for (const Json& t : ts) {
@@ -517,11 +589,19 @@ void validate_program(const Json& program, const std::string& source, const std:
 Program to_program(const Json& j, const std::string& source) {
     Program p;
     p.target = j.get("target")->as_string();
+    std::map<std::string, int> dims;
+    if (const Json* dj = j.get("dims"); dj && dj->is_array())
+        for (const Json& d : dj->items()) {
+            dims[d.get("name")->as_string()] = static_cast<int>(p.dims.size());
+            p.dims.push_back({d.get("name")->as_string(), d.get("min")->as_int(), d.get("max")->as_int()});
+        }
     for (const Json& tj : j.get("tensors")->items()) {
         Tensor t;
         t.id = static_cast<int>(p.tensors.size());
         t.name = tj.get("name")->as_string();
         t.shape = int_list(*tj.get("shape"));
+        if (const Json* exprs = tj.get("shape_expr"); exprs && exprs->is_array())
+            for (const Json& e : exprs->items()) t.shape_expr.push_back(ShapeExpr::parse(e, dims));
         t.dtype = dtype_from_name(tj.get("dtype")->as_string());
         t.host_dtype = tj.has("host_dtype") ? dtype_from_name(tj.get("host_dtype")->as_string()) : t.dtype;
         t.scope = tj.get("scope")->as_string();
@@ -557,6 +637,12 @@ Program to_program(const Json& j, const std::string& source) {
             s.op = Step::Launch;
             s.kernel = sj.get("kernel")->as_string();
             for (const Json& a : sj.get("args")->items()) s.args.push_back(static_cast<int>(a.as_int()));
+            if (const Json* scalars = sj.get("scalars"); scalars && scalars->is_array())
+                for (const Json& sc : scalars->items())
+                    s.scalars.push_back({static_cast<int>(sc.get("index")->as_int()), dtype_from_name(sc.get("dtype")->as_string()),
+                                         ShapeExpr::parse(*sc.get("value"), dims)});
+            if (const Json* global = sj.get("global"); global && global->is_array())
+                for (const Json& g : global->items()) s.global.push_back(ShapeExpr::parse(g, dims));
         } else {
             s.op = Step::Copy;
             s.src = static_cast<int>(sj.get("src")->as_int());

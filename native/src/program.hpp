@@ -15,6 +15,7 @@
 #include "dtype.hpp"
 #include "json.hpp"
 #include "relax_vk/relax_vk.h"
+#include "run_time_shapes.hpp"
 
 namespace rvk {
 
@@ -29,7 +30,8 @@ using Extents = std::array<int64_t, 3>;  // image width, height, layers
 struct Tensor {
     int id = 0;
     std::string name;
-    std::vector<int64_t> shape;
+    std::vector<int64_t> shape;           // at the bound of the run-time dims (what is allocated)
+    std::vector<ShapeExpr> shape_expr;    // per axis when the shape depends on run-time dims; else empty
     DType dtype = DType::F32;       // what the device holds
     DType host_dtype = DType::F32;  // what the caller reads/writes (host_dtype, else dtype)
     std::string scope;
@@ -58,10 +60,18 @@ struct Kernel {
     bool half_arithmetic = false;  // "arithmetic": "float16" (ScopeOptions(arithmetic="fp16"))
 };
 
+struct ScalarArg {
+    int index = 0;           // the kernel parameter's position
+    DType dtype = DType::I32;  // int32 or int64
+    ShapeExpr value = ShapeExpr::constant(0);
+};
+
 struct Step {
     enum Op { Launch, Copy } op = Launch;
     std::string kernel;  // Launch
-    std::vector<int> args;
+    std::vector<int> args;          // the tensors, in parameter order (scalar parameters left out)
+    std::vector<ScalarArg> scalars;  // integer parameters (run-time sizes)
+    std::vector<ShapeExpr> global;   // the global size when it depends on run-time dims; else empty (the kernel's)
     int src = -1, dst = -1;  // Copy
 };
 
@@ -74,6 +84,7 @@ struct Allocation {
 
 struct Program {
     std::string target;
+    std::vector<DimRange> dims;  // run-time dims (empty: every shape is fixed)
     std::vector<Tensor> tensors;
     std::vector<Kernel> kernels;
     std::vector<Step> steps;

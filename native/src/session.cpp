@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <climits>
+#include <stdexcept>
 
 namespace rvk {
 
@@ -29,17 +31,85 @@ void step_times(const std::vector<std::string>& names, const std::vector<uint64_
     span_ms = any ? static_cast<double>(last_end - begins[0]) * 1e-6 : 0.0;
 }
 
+namespace {
+
+std::string dim_value_repr(const Program& p, const std::vector<int64_t>& dims) {
+    std::string out;
+    for (size_t i = 0; i < p.dims.size(); ++i) out += (i ? ", " : "") + p.dims[i].name + "=" + std::to_string(dims[i]);
+    return out;
+}
+
+int64_t eval_or_throw(const ShapeExpr& e, const Program& p, const std::vector<int64_t>& dims, const std::string& what) {
+    try {
+        return e.eval(dims);
+    } catch (const std::domain_error& err) {
+        throw Error(RVK_ERROR_ARGUMENT, what + ": " + e.repr(p.dims) + " at " + dim_value_repr(p, dims) + " is " + err.what());
+    }
+}
+
+}  // namespace
+
+RunShapes evaluate_shapes(const Program& p, const std::vector<int64_t>& dims) {
+    RunShapes r;
+    r.dims = dims;
+    for (const Tensor& t : p.tensors) {
+        std::vector<int64_t> shape = t.shape;
+        int64_t bytes = t.bytes;
+        if (!t.shape_expr.empty()) {
+            int64_t n = static_cast<int64_t>(dtype_size(t.dtype));
+            for (size_t a = 0; a < shape.size(); ++a) {
+                shape[a] = eval_or_throw(t.shape_expr[a], p, dims, "tensor " + t.name + " axis " + std::to_string(a));
+                if (shape[a] < 0 || __builtin_mul_overflow(n, shape[a], &n))
+                    throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims));
+            }
+            bytes = n;
+            if (bytes > t.bytes)  // never: the exporter plans at the bound; a wrong bound must not write past the storage
+                throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims) +
+                                                    " is larger than the " + list_repr(t.shape) + " its storage is planned for");
+        }
+        r.shapes.push_back(shape);
+        r.bytes.push_back(bytes);
+    }
+    for (const Step& s : p.steps) {
+        std::vector<int64_t> scalars;
+        std::array<size_t, 3> global{1, 1, 1};
+        if (s.op == Step::Launch) {
+            const Kernel* k = p.kernel(s.kernel);
+            for (const ScalarArg& a : s.scalars) {
+                int64_t v = eval_or_throw(a.value, p, dims, "kernel " + s.kernel + " argument " + std::to_string(a.index));
+                if (a.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
+                    throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + " argument " + std::to_string(a.index) + ": " + std::to_string(v) +
+                                                        " does not fit its int32 at " + dim_value_repr(p, dims));
+                scalars.push_back(v);
+            }
+            for (size_t i = 0; i < 3; ++i) {
+                int64_t g = s.global.empty() ? k->global[i] : eval_or_throw(s.global[i], p, dims, "kernel " + s.kernel + " global size");
+                if (g < 0 || (k->local[i] && g % k->local[i]))
+                    throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + ": global size " + std::to_string(g) + " at " + dim_value_repr(p, dims) +
+                                                        " is not a multiple of its local size " + std::to_string(k->local[i]));
+                global[i] = static_cast<size_t>(g);
+            }
+        }
+        r.scalars.push_back(scalars);
+        r.global.push_back(global);
+    }
+    return r;
+}
+
 Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move(artifact)), program_(artifact_->program) {
     for (int tid : program_.inputs) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        inputs_.emplace_back(static_cast<size_t>(t.bytes));
+        inputs_.emplace_back(t.shape_expr.empty() ? static_cast<size_t>(t.bytes) : 0);
+        input_shapes_.push_back(t.shape_expr.empty() ? t.shape : std::vector<int64_t>{});
     }
     input_set_.assign(inputs_.size(), false);
     for (int tid : program_.outputs) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        outputs_device_.emplace_back(static_cast<size_t>(t.bytes));
-        outputs_host_.emplace_back(static_cast<size_t>(t.elements()) * dtype_size(t.host_dtype));
+        size_t elements = t.shape_expr.empty() ? static_cast<size_t>(t.elements()) : 0;  // (run-time shapes: sized by each run)
+        outputs_device_.emplace_back(elements * dtype_size(t.dtype));
+        outputs_host_.emplace_back(elements * dtype_size(t.host_dtype));
     }
+    if (program_.dims.empty()) shapes_ = evaluate_shapes(program_, {});
 }
 
 // relax_vk.runtime.session.Session.check_inputs, for one input
@@ -48,33 +118,123 @@ void Session::set_input(int index, const void* data, size_t size, const char* dt
         throw Error(RVK_ERROR_ARGUMENT, "input index " + std::to_string(index) + " out of range (the model takes " +
                                             std::to_string(inputs_.size()) + " inputs)");
     const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[static_cast<size_t>(index)])];
+    std::vector<int64_t> given_shape = t.shape;
     if (shape || rank) {
         if (rank < 0 || (rank > 0 && !shape)) throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": a shape of rank " + std::to_string(rank) + " and no extents");
-        std::vector<int64_t> given(shape, shape + rank);
-        if (given != t.shape) throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": shape " + list_repr(given) + ", expected " + list_repr(t.shape));
+        given_shape.assign(shape, shape + rank);
+        if (t.shape_expr.empty() && given_shape != t.shape)
+            throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": shape " + list_repr(given_shape) + ", expected " + list_repr(t.shape));
+    } else if (!t.shape_expr.empty()) {
+        throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + " has run-time dims: pass its shape");
     }
+    if (!t.shape_expr.empty()) {  // each axis: a fixed size, or a dim within its range
+        bool ok = given_shape.size() == t.shape.size();
+        std::string expected = "[";
+        for (size_t a = 0; a < t.shape_expr.size(); ++a) expected += (a ? ", " : "") + t.shape_expr[a].repr(program_.dims);
+        expected += "]";
+        if (!ok) throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": shape " + list_repr(given_shape) + ", expected " + expected);
+        for (size_t a = 0; a < given_shape.size(); ++a) {
+            const ShapeExpr& e = t.shape_expr[a];
+            int d = e.dim();
+            if (e.is_const() && e.eval({}) != given_shape[a])
+                throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": shape " + list_repr(given_shape) + ", expected " + expected);
+            if (d >= 0) {
+                const DimRange& r = program_.dims[static_cast<size_t>(d)];
+                if (given_shape[a] < r.min || given_shape[a] > r.max)
+                    throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + r.name + ") is " +
+                                                        std::to_string(given_shape[a]) + ", outside " + r.name + "'s declared range " +
+                                                        std::to_string(r.min) + ".." + std::to_string(r.max));
+            }
+        }
+    }
+    int64_t elements = 1;
+    for (int64_t v : given_shape) elements *= v;  // (within the bound: no overflow)
     DType given = dtype ? dtype_from_name(dtype) : t.host_dtype;
     if (given == DType::Invalid || (given != t.host_dtype && given != t.dtype))
         throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": dtype " + (dtype ? dtype : "?") + ", expected " + dtype_name(t.host_dtype));
-    size_t expected = static_cast<size_t>(t.elements()) * dtype_size(given);
+    size_t expected = static_cast<size_t>(elements) * dtype_size(given);
     if (size != expected || (!data && size))
         throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": " + std::to_string(size) + " bytes, expected " + std::to_string(expected) + " (" +
-                                            list_repr(t.shape) + " " + dtype_name(given) + ")");
+                                            list_repr(given_shape) + " " + dtype_name(given) + ")");
     input_set_[static_cast<size_t>(index)] = false;
-    if (!convert(given, data, t.dtype, inputs_[static_cast<size_t>(index)].data(), static_cast<size_t>(t.elements())))
+    std::vector<uint8_t>& buffer = inputs_[static_cast<size_t>(index)];
+    buffer.resize(static_cast<size_t>(elements) * dtype_size(t.dtype));
+    if (!convert(given, data, t.dtype, buffer.data(), static_cast<size_t>(elements)))
         throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": " + dtype_name(t.host_dtype) + " values outside the " + dtype_name(t.dtype) +
                                             " range the device holds them in");
+    input_shapes_[static_cast<size_t>(index)] = given_shape;
     input_set_[static_cast<size_t>(index)] = true;
+}
+
+// The run-time dims' values from the inputs set (each in its range: set_input checked), every
+// input's other axes checked against them.
+std::vector<int64_t> Session::bind_dims() const {
+    std::vector<int64_t> dims(program_.dims.size(), -1);
+    std::vector<std::string> from(dims.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
+        for (size_t a = 0; a < t.shape_expr.size(); ++a) {
+            int d = t.shape_expr[a].dim();
+            if (d < 0) continue;
+            int64_t v = input_shapes_[i][a];
+            if (dims[static_cast<size_t>(d)] >= 0 && dims[static_cast<size_t>(d)] != v)
+                throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + program_.dims[static_cast<size_t>(d)].name +
+                                                    ") is " + std::to_string(v) + ", but input " + from[static_cast<size_t>(d)] + " gives " +
+                                                    program_.dims[static_cast<size_t>(d)].name + " = " + std::to_string(dims[static_cast<size_t>(d)]));
+            dims[static_cast<size_t>(d)] = v;
+            from[static_cast<size_t>(d)] = t.name;
+        }
+    }
+    for (size_t i = 0; i < inputs_.size(); ++i) {  // axes that are expressions of the dims
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
+        for (size_t a = 0; a < t.shape_expr.size(); ++a) {
+            if (t.shape_expr[a].dim() >= 0 || t.shape_expr[a].is_const()) continue;
+            int64_t want = eval_or_throw(t.shape_expr[a], program_, dims, "input " + t.name + " axis " + std::to_string(a));
+            if (want != input_shapes_[i][a])
+                throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " is " + std::to_string(input_shapes_[i][a]) +
+                                                    "; " + t.shape_expr[a].repr(program_.dims) + " = " + std::to_string(want) + " at " +
+                                                    dim_value_repr(program_, dims));
+        }
+    }
+    return dims;
+}
+
+std::vector<int64_t> Session::current_shape(int tid) const {
+    const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+    if (t.shape_expr.empty()) return t.shape;
+    for (size_t i = 0; i < program_.inputs.size(); ++i)
+        if (program_.inputs[i] == tid && input_set_[i]) return input_shapes_[i];
+    if (!shapes_.shapes.empty()) return shapes_.shapes[static_cast<size_t>(tid)];
+    std::vector<int64_t> out;
+    for (const ShapeExpr& e : t.shape_expr) out.push_back(e.is_const() ? e.eval({}) : -1);
+    return out;
 }
 
 void Session::run() {
     for (size_t i = 0; i < inputs_.size(); ++i)
         if (!input_set_[i])
             throw Error(RVK_ERROR_ARGUMENT, "input " + program_.tensors[static_cast<size_t>(program_.inputs[i])].name + " is not set");
+    if (!program_.dims.empty()) {
+        std::vector<int64_t> dims = bind_dims();
+        if (shapes_.shapes.empty() || dims != shapes_.dims) {
+            shapes_ = evaluate_shapes(program_, dims);
+            shapes_ready_ = false;
+        }
+    }
+    if (!shapes_ready_) {
+        shapes_changed();
+        shapes_ready_ = true;
+    }
+    for (size_t i = 0; i < outputs_device_.size(); ++i) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.outputs[i])];
+        int64_t bytes = shapes_.bytes[static_cast<size_t>(t.id)];
+        outputs_device_[i].resize(static_cast<size_t>(bytes));
+        outputs_host_[i].resize(static_cast<size_t>(bytes / static_cast<int64_t>(dtype_size(t.dtype))) * dtype_size(t.host_dtype));
+    }
     execute(inputs_, outputs_device_);
     for (size_t i = 0; i < outputs_host_.size(); ++i) {  // Session.to_host
         const Tensor& t = program_.tensors[static_cast<size_t>(program_.outputs[i])];
-        convert(t.dtype, outputs_device_[i].data(), t.host_dtype, outputs_host_[i].data(), static_cast<size_t>(t.elements()));
+        convert(t.dtype, outputs_device_[i].data(), t.host_dtype, outputs_host_[i].data(), outputs_device_[i].size() / dtype_size(t.dtype));
     }
 }
 
@@ -93,7 +253,9 @@ void Session::read_tensor(int tid, void* data, size_t size) {
     if (tid < 0 || tid >= static_cast<int>(program_.tensors.size()))
         throw Error(RVK_ERROR_ARGUMENT, "tensor " + std::to_string(tid) + " out of range (the program has " + std::to_string(program_.tensors.size()) + " tensors)");
     const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-    size_t expected = static_cast<size_t>(t.elements()) * dtype_size(t.dtype);
+    if (shapes_.bytes.empty())
+        throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": its shape depends on run-time dims and the session has not run yet");
+    size_t expected = static_cast<size_t>(shapes_.bytes[static_cast<size_t>(tid)]);
     if (size != expected || (!data && size))
         throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": " + std::to_string(size) + " bytes asked, it has " + std::to_string(expected));
     if (size) read_device(tid, data);

@@ -3,6 +3,7 @@
 // per-step profile (step_times) and the run protocol. A backend implements execute().
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -27,6 +28,21 @@ void step_times(const std::vector<std::string>& names, const std::vector<uint64_
 // kernel is compiled (a compiler's refusal names no op and no remedy)
 void half_arithmetic_problem(const Program& program, bool has_half, const std::string& device, const std::string& feature);
 
+// The sizes of one run (the run-time dims' values and what follows from them): per tensor its shape
+// and bytes, per launch step its scalar arguments and global size. A program without run-time dims
+// has one, made at load.
+struct RunShapes {
+    std::vector<int64_t> dims;
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<int64_t> bytes;
+    std::vector<std::vector<int64_t>> scalars;  // per step: in the order of Step::scalars
+    std::vector<std::array<size_t, 3>> global;  // per step (launches)
+};
+
+// RunShapes of `program` at `dims` (one value per Program::dims). Throws Error(RVK_ERROR_ARGUMENT)
+// when a size cannot be computed or a tensor would outgrow the storage planned at the bound.
+RunShapes evaluate_shapes(const Program& program, const std::vector<int64_t>& dims);
+
 class Session {
 public:
     explicit Session(std::shared_ptr<const Artifact> artifact);
@@ -39,6 +55,11 @@ public:
     void run();
     void get_output(int index, void* data, size_t size) const;
     void set_profiling(bool enabled);
+    // The shape of tensor `tid` as far as it is known: fixed, else the last run's (an input: the
+    // last one set); -1 for a run-time dim not yet bound.
+    std::vector<int64_t> current_shape(int tid) const;
+    // Run-time dim `index`'s value in the last run (-1 before the first).
+    int64_t dim_value(int index) const { return shapes_.dims.empty() ? -1 : shapes_.dims[static_cast<size_t>(index)]; }
     // Tensor `tid` of the program as the device holds it now, in its device dtype (half texels read
     // back as the tensor's dtype): `size` must be its exact byte size. After a run an intermediate
     // holds its value only in an artifact built without storage reuse (`relax-vk bisect`).
@@ -65,7 +86,12 @@ protected:
     // Copies tensor `tid` into `data` (its dtype's bytes, the size checked by read_tensor), after
     // every step submitted so far.
     virtual void read_device(int tid, void* data) = 0;
+    // Called when shapes_ changed (the first run, a run at other run-time dims) before execute():
+    // a backend sets the launches' scalar arguments and grids from it.
+    virtual void shapes_changed() {}
 
+    RunShapes shapes_;  // the current run's sizes (RunShapes); for fixed shapes, set at load
+    bool shapes_ready_ = false;  // shapes_changed() has seen shapes_
     std::shared_ptr<const Artifact> artifact_;
     Program program_;  // what is allocated (half texels may have become float texels)
     bool can_profile_ = false;
@@ -74,6 +100,8 @@ protected:
 private:
     std::vector<std::vector<uint8_t>> inputs_, outputs_device_, outputs_host_;
     std::vector<bool> input_set_;
+    std::vector<std::vector<int64_t>> input_shapes_;  // the shape of each input as set
+    std::vector<int64_t> bind_dims() const;
 };
 
 // A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:

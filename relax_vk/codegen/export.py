@@ -25,17 +25,18 @@ import numpy as np
 import tvm
 from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
+from tvm.tirx.buffer import BufferType
 
-from ..core.errors import LimitError, RelaxVKError
+from ..core.errors import LimitError, RelaxVKError, UnsupportedError
 from ..core.ir_utils import tensor_scope
 from ..core.provenance import provenance
-from ..core.scope import static_shape
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..serialization.artifact import Artifact
 from ..storage import allocated_bytes, assign_storage
 from ..storage.lifetimes import half_texels
+from .run_time_shapes import RunTimeDims, match_shapes, substitute
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -63,13 +64,17 @@ def _int(value, what: str) -> int:
 def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[dict]]:
     """``(workspaces, launches)`` of one host function after ``SplitHostDevice``.
 
-    ``launches[i]`` = ``{"kernel", "args": [("param", k) | ("workspace", j)], "global", "local"}``.
+    ``workspaces[j]`` = ``{"name", "shape": [PrimExpr], "dtype"}``; ``launches[i]`` = ``{"kernel",
+    "args": [("param", k) | ("workspace", j) | ("scalar", PrimExpr)], "grid", "block"}`` with the
+    grid and block extents as expressions of the host function's variables (its buffers' shape
+    variables, run-time dims included: :mod:`relax_vk.codegen.run_time_shapes`).
     """
     params = {p: i for i, p in enumerate(host.params)}
     alias: Dict[object, object] = {}
     workspaces: List[dict] = []
     workspace_of: Dict[object, int] = {}
     launches: List[dict] = []
+    lets: Dict[object, object] = {}  # integer values the host binds (a size computed once: ``cse_v1 = W * 128``)
 
     def resolve(var) -> Tuple[str, int]:
         seen = set()
@@ -96,13 +101,19 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
             scope = str(buf.ty.storage_scope) or "global"
             if scope != "global":
                 raise ExportError(f"{name}: allocates a {scope} workspace ({buf.name}); the runtime supports buffer workspaces only")
-            shape = [_int(d, f"{name}: workspace {buf.name} extent") for d in buf.ty.shape]
             workspace_of[buf] = len(workspaces)
-            workspaces.append({"name": str(buf.name), "bytes": math.prod(shape) * _dtype_bytes(buf.ty.dtype)})
+            workspaces.append({"name": str(buf.name), "shape": list(buf.ty.shape), "dtype": str(buf.ty.dtype)})
+        elif kind == "Bind" and _scalar_dtype(stmt.var) in ("int32", "int64"):
+            lets[stmt.var] = substitute(stmt.value, lets)
+            if getattr(stmt, "body", None) is not None:
+                walk(stmt.body)
         elif kind == "Evaluate":
             call = stmt.value
             if isinstance(call, tvm.ir.expr.Call) and call.op.name == "tirx.call_ffi_kernel":
-                launches.append(_launch(call, resolve, name))
+                launch = _launch(call, resolve, name)
+                launch["args"] = [(k, substitute(v, lets) if k == "scalar" else v) for k, v in launch["args"]]
+                launch["grid"] = [substitute(g, lets) for g in launch["grid"]]
+                launches.append(launch)
             elif isinstance(call, tvm.ir.expr.Call) and call.op.name not in ("tirx.tvm_call_packed",):
                 raise ExportError(f"{name}: unsupported host statement {call.op.name}")
         elif kind in ("AttrStmt", "For", "IfThenElse", "LetStmt", "Bind", "While"):
@@ -112,6 +123,10 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
 
     walk(host.body)
     return workspaces, launches
+
+
+def _scalar_dtype(expr) -> str:
+    return str(getattr(getattr(expr, "ty", None), "dtype", ""))
 
 
 def _launch(call, resolve, name: str) -> dict:
@@ -124,20 +139,28 @@ def _launch(call, resolve, name: str) -> dict:
         scope, _, axis = param.partition(".")
         if scope not in ("blockIdx", "threadIdx") or axis not in _AXES:
             raise ExportError(f"kernel {kernel}: unsupported launch parameter {param}")
-        (grid if scope == "blockIdx" else block)[_AXES[axis]] = _int(extent, f"kernel {kernel}: extent of {param}")
+        if scope == "threadIdx":
+            block[_AXES[axis]] = _int(extent, f"kernel {kernel}: extent of {param}")
+        else:
+            grid[_AXES[axis]] = extent.value if isinstance(extent, tirx.IntImm) else extent
     args = []
     for arg in data_args:
-        if not (isinstance(arg, tvm.ir.expr.Call) and arg.op.name == "tirx.buffer_data"):
-            raise ExportError(f"kernel {kernel}: argument {arg} is not a buffer (scalar arguments are not supported)")
-        args.append(resolve(arg.args[0]))
-    return {"kernel": kernel, "args": args, "global": [g * b for g, b in zip(grid, block)], "local": block}
+        if isinstance(arg, tvm.ir.expr.Call) and arg.op.name == "tirx.buffer_data":
+            args.append(resolve(arg.args[0]))
+        elif _scalar_dtype(arg) in ("int32", "int64"):
+            args.append(("scalar", arg))
+        else:
+            raise ExportError(f"kernel {kernel}: argument {arg} ({_scalar_dtype(arg)}) is neither a buffer nor an integer size")
+    return {"kernel": kernel, "args": args, "grid": grid, "block": block}
 
 
 class _ProgramBuilder:
-    def __init__(self, host_tir: tvm.IRModule, main: Optional[relax.Function] = None, lowered: Optional[tvm.IRModule] = None):
+    def __init__(self, host_tir: tvm.IRModule, main: relax.Function, lowered: Optional[tvm.IRModule] = None):
         self.host_tir = host_tir
         self.main = main
         self.lowered = lowered
+        self.dims = RunTimeDims(main)
+        self.shape_of: Dict[int, list] = {}  # tensor id -> its shape as expressions over the model's dims
         self.tensors: List[dict] = []
         self.steps: List[dict] = []
         self.kernels: Dict[str, dict] = {}
@@ -151,10 +174,10 @@ class _ProgramBuilder:
         name = source_name(self.main, name)  # the model's own name (the code uses a derived one)
         if not isinstance(ty, relax.TensorType) or ty.shape is None:
             raise ExportError(f"{name}: not a tensor with a known shape ({ty})")
-        shape = static_shape(ty.shape.values)
-        if shape is None:
-            raise ExportError(f"{name}: dynamic shape {ty.shape} is not supported by the runtime")
+        shape, exprs = self.dims.shape(ty.shape.values, f"tensor {name}")
         scope = tensor_scope(ty)
+        if exprs is not None and scope.is_texture:
+            raise ExportError(f"tensor {name}: a texture of run-time shape {ty.shape}; run-time dims are held in buffers")
         entry = {
             "id": len(self.tensors),
             "name": name,
@@ -165,6 +188,9 @@ class _ProgramBuilder:
             "kind": kind,
             "bytes": int(math.prod(shape)) * np.dtype(str(ty.dtype)).itemsize,
         }
+        if exprs is not None:
+            entry["shape_expr"] = exprs
+        self.shape_of[entry["id"]] = list(ty.shape.values)
         self.tensors.append(entry)
         return entry["id"]
 
@@ -191,9 +217,11 @@ class _ProgramBuilder:
 
     def call_tir(self, var: relax.Var, call: relax.Call) -> None:
         gv = call.args[0]
-        if len(call.args) > 2:
-            raise ExportError(f"{gv.name_hint}: symbolic shape arguments are not supported by the runtime")
-        args = [self.tensor_of(a) for a in call.args[1].fields]
+        # TVM 0.27 passes call_tir's tir_vars as trailing integer fields of the argument tuple
+        fields = list(call.args[1].fields)
+        tir_vars = [f for f in fields if not isinstance(f.ty, (relax.TensorType, relax.TupleType))]
+        args = [self.tensor_of(a) for a in fields if isinstance(a.ty, (relax.TensorType, relax.TupleType))]
+        tir_vars += list(call.args[2].values) if len(call.args) > 2 else []
         out_ty = call.ty_args[0]
         fields = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else [out_ty]
         outs = [self.add_tensor(f"{var.name}" + (f"[{i}]" if len(fields) > 1 else ""), t, "intermediate") for i, t in enumerate(fields)]
@@ -203,18 +231,58 @@ class _ProgramBuilder:
             raise ExportError(f"{gv.name_hint}: no host function after TIR lowering")
         host = self.host_tir[self.host_tir.get_global_var(gv.name_hint)]
         workspaces, launches = kernel_launches(host, gv.name_hint)
-        operands = args + outs
-        ws_ids = [
-            self.add_tensor_raw(f"{gv.name_hint}.{w['name']}", w["bytes"]) for w in workspaces
-        ]
+        # the host's buffer parameters are the operands, in order (its integer ones: tir_vars)
+        buffer_params = [i for i, p in enumerate(host.params) if isinstance(p.ty, BufferType)]
+        operands = dict(zip(buffer_params, args + outs))
+        at_call = self.call_values(gv.name_hint, host, args + outs, tir_vars)
+        ws_ids = [self.add_workspace(gv.name_hint, w, at_call) for w in workspaces]
         for launch in launches:
-            ids = [operands[i] if kind == "param" else ws_ids[i] for kind, i in launch["args"]]
-            self.kernels[launch["kernel"]] = {"name": launch["kernel"], "global": launch["global"], "local": launch["local"],
-                                              **self.kernel_info(gv.name_hint)}  # fmt: skip
-            step = {"op": "launch", "kernel": launch["kernel"], "call": gv.name_hint, "args": ids}
+            kernel = launch["kernel"]
+            ids, scalars = [], []
+            for position, (kind, i) in enumerate(launch["args"]):
+                if kind == "scalar":
+                    value = self.dims.expression(substitute(i, at_call), f"kernel {kernel}: argument {position}")
+                    scalars.append({"index": position, "dtype": _scalar_dtype(i), "value": value})
+                else:
+                    ids.append(operands[i] if kind == "param" else ws_ids[i])
+            grid = [substitute(g, at_call) for g in launch["grid"]]
+            global_exprs = [self.dims.expression(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
+            bound = [self.dims.bound(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
+            self.kernels[kernel] = {"name": kernel, "global": bound, "local": launch["block"], **self.kernel_info(gv.name_hint)}
+            step = {"op": "launch", "kernel": kernel, "call": gv.name_hint, "args": ids}
+            if scalars:
+                step["scalars"] = scalars
+            if not all(isinstance(g, int) for g in global_exprs):
+                step["global"] = global_exprs
             if self.ops:  # the model ops this kernel computes (relax_vk.core.provenance)
                 step["ops"] = list(self.ops)
             self.steps.append(step)
+
+    def call_values(self, name: str, host: tirx.PrimFunc, operands: List[int], tir_vars: list) -> dict:
+        """The host function's variables at this call, as expressions over the model's dims: its
+        buffers' shapes matched with the operands' (and its trailing integer parameters with
+        ``call_tir``'s ``tir_vars``)."""
+        pairs, bound = [], {}
+        buffers = [p for p in host.params if isinstance(p.ty, BufferType)]
+        scalars = [p for p in host.params if not isinstance(p.ty, BufferType)]
+        if len(buffers) != len(operands) or len(scalars) != len(tir_vars):
+            raise ExportError(f"{name}: {len(buffers)} buffers and {len(scalars)} integers, called with {len(operands)} tensors "
+                              f"and {len(tir_vars)} integers")  # fmt: skip
+        for p, value in zip(scalars, tir_vars):
+            bound[p] = value
+        for p, tid in zip(buffers, operands):
+            pairs.append((f"{name}: {self.tensors[tid]['name']}", list(p.ty.shape), self.shape_of[tid]))
+        try:
+            return match_shapes(pairs, bound)
+        except UnsupportedError as err:
+            raise ExportError(str(err)) from None
+
+    def add_workspace(self, func: str, workspace: dict, at_call: dict) -> int:
+        size = 1
+        for extent in workspace["shape"]:
+            size = size * substitute(extent, at_call)
+        nbytes = self.dims.bound(size, f"{func}: workspace {workspace['name']}") * _dtype_bytes(workspace["dtype"])
+        return self.add_tensor_raw(f"{func}.{workspace['name']}", nbytes)
 
     def kernel_info(self, func_name: str) -> dict:
         """What the schedules recorded on a kernel's PrimFunc: the rule that scheduled it and, for
@@ -366,6 +434,8 @@ def export_program(
         "inputs": inputs,
         "outputs": outputs,
     }
+    if builder.dims:
+        program["dims"] = builder.dims.table()
     if main.attrs is not None and ARITH_ATTR in main.attrs:  # half arithmetic: which kernels stay float32, and why
         decided = {str(k): str(v) for k, v in main.attrs[ARITH_ATTR].items()}
         program["arithmetic"] = {"dtype": "float16", "float32": {k: v for k, v in sorted(decided.items()) if v != "float16"}}

@@ -12,14 +12,16 @@ from ..core.errors import UnsupportedError
 from .errors import ModelLoadError
 
 
-def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = None) -> Tuple[tvm.IRModule, dict]:
+def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | str"]]] = None,
+               dims: Optional[Mapping[str, Tuple[int, int]]] = None) -> Tuple[tvm.IRModule, dict]:  # fmt: skip
     """``(Relax module, source description)`` for a model name or file; the description (e.g.
-    ``{"zoo": "resnet18"}``, ``{"onnx": path, "input_shapes": {...}}``) lets a runtime rebuild a CPU
-    reference for it. ``input_shapes`` fixes an ONNX model's symbolic input dimensions."""
+    ``{"zoo": "resnet18"}``, ``{"onnx": path, "input_shapes": {...}, "dims": {...}}``) lets a runtime
+    rebuild a CPU reference for it. ``input_shapes`` fixes an ONNX model's symbolic input dimensions
+    (or names run-time dims), ``dims`` gives the run-time dims' ranges."""
     from ..zoo.packaged import PACKAGED, packaged_model_path
 
-    if input_shapes and not (spec.endswith(".onnx") or spec in PACKAGED):
-        raise UnsupportedError(f"{spec}: --input-shape applies to ONNX models (the others have static shapes)")
+    if (input_shapes or dims) and not (spec.endswith(".onnx") or spec in PACKAGED):
+        raise UnsupportedError(f"{spec}: --input-shape and --dim apply to ONNX models (the others have static shapes)")
     from ..models import EXAMPLES, build_example
     from ..zoo import ZOO
 
@@ -32,8 +34,10 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = 
 
         source = {"onnx": os.path.abspath(spec)}
         if input_shapes:
-            source["input_shapes"] = {name: [int(d) for d in shape] for name, shape in input_shapes.items()}
-        return from_onnx(spec, input_shapes), source
+            source["input_shapes"] = {name: [d if isinstance(d, str) else int(d) for d in shape] for name, shape in input_shapes.items()}
+        if dims:
+            source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
+        return from_onnx(spec, input_shapes, dims), source
     if spec.endswith(".pt2"):
         if not os.path.exists(spec):
             raise ModelLoadError(f"{spec}: no such file")
@@ -45,7 +49,10 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = 
 
         shapes = dict(PACKAGED[spec].input_shapes)
         shapes.update(input_shapes or {})
-        return from_onnx(packaged_model_path(spec), shapes), {"packaged": spec, "input_shapes": {k: list(v) for k, v in shapes.items()}}
+        source = {"packaged": spec, "input_shapes": {k: list(v) for k, v in shapes.items()}}
+        if dims:
+            source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
+        return from_onnx(packaged_model_path(spec), shapes, dims), source
     if spec in ZOO:
         from ..zoo import build_zoo_model
         from .torch import from_torch

@@ -6,7 +6,10 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
 
 1. fixes every input dimension: the model's own static ones, else ``input_shapes`` (``--input-shape
    NAME=1,3,224,224`` on the command line); a dimension left symbolic is a clear error naming the
-   input and suggesting the flag;
+   input and suggesting the flag. A dimension may stay a *run-time dim* instead: named in
+   ``input_shapes`` (``--input-shape x=1,3,48,W``) or by the model's own ``dim_param``, with its
+   range in ``dims`` (``--dim W=32:1280``, Python ``dims={"W": (32, 1280)}``); one artifact then
+   runs every size in the range (:mod:`relax_vk.codegen.run_time_shapes`);
 2. folds the shape subgraphs away with onnxslim (constant folding with shape inference: with
    every input static, each ``Shape`` is a constant; it also folds batch norms into convs).
    Measured on the fuzzer's ONNX exports and the PP-OCR models: onnxscript's optimizer, already a
@@ -36,11 +39,12 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tvm
 
+from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
@@ -48,19 +52,28 @@ from .errors import ModelLoadError
 from .onnx_quant import rewrite_quantized
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
-InputShapes = Mapping[str, Sequence[int]]
+InputShapes = Mapping[str, Sequence["int | str"]]
+DimRanges = Mapping[str, Tuple[int, int]]
 
 
 def parse_input_shape(text: str) -> tuple:
-    """``"NAME=1,3,224,224"`` -> ``("NAME", (1, 3, 224, 224))`` (the ``--input-shape`` syntax)."""
+    """``"NAME=1,3,224,224"`` -> ``("NAME", (1, 3, 224, 224))`` (the ``--input-shape`` syntax); an
+    axis may name a run-time dim instead (``x=1,3,48,W``: its range from ``--dim``)."""
     name, sep, dims = text.rpartition("=")
-    try:
-        shape = tuple(int(d) for d in dims.split(",") if d.strip())
-    except ValueError:
-        shape = ()
-    if not sep or not name or not shape or any(d < 1 for d in shape):
-        raise UnsupportedError(f"--input-shape {text!r}: expected NAME=D0,D1,... with positive integers, e.g. x=1,3,224,224")
+    shape = tuple(int(d) if d.strip().lstrip("-").isdigit() else d.strip() for d in dims.split(",") if d.strip())
+    if not sep or not name or not shape or any(isinstance(d, int) and d < 1 or isinstance(d, str) and not d.isidentifier() for d in shape):
+        raise UnsupportedError(f"--input-shape {text!r}: expected NAME=D0,D1,... with positive integers or dim names, e.g. "
+                               "x=1,3,224,224 or x=1,3,48,W")  # fmt: skip
     return name, shape
+
+
+def parse_dim(text: str) -> tuple:
+    """``"W=32:1280"`` -> ``("W", (32, 1280))`` (the ``--dim`` syntax: a run-time dim's inclusive range)."""
+    name, sep, bounds = text.partition("=")
+    lo, colon, hi = bounds.partition(":")
+    if not (sep and colon and name.strip().isidentifier() and lo.strip().isdigit() and hi.strip().isdigit()) or not 1 <= int(lo) <= int(hi):
+        raise UnsupportedError(f"--dim {text!r}: expected NAME=MIN:MAX with 1 <= MIN <= MAX, e.g. W=32:1280")
+    return name.strip(), (int(lo), int(hi))
 
 
 def _load(path_or_model):
@@ -93,9 +106,11 @@ def graph_inputs(model) -> list:
     return [i for i in model.graph.input if i.name not in initializers]
 
 
-def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str) -> Dict[str, tuple]:
-    """Write static shapes into ``model``'s inputs (in place); returns ``{name: shape}``."""
+def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str, dims: Optional[DimRanges] = None) -> Dict[str, tuple]:
+    """Write the shapes into ``model``'s inputs (in place): static sizes, and run-time dims (names
+    with a range in ``dims``) as ``dim_param``; returns ``{name: shape}`` (a dim as its name)."""
     input_shapes = dict(input_shapes or {})
+    dims = dict(dims or {})
     inputs = graph_inputs(model)
     names = [i.name for i in inputs]
     unknown = sorted(set(input_shapes) - set(names))
@@ -103,30 +118,38 @@ def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str) -> 
         raise UnsupportedError(f"{where}: --input-shape names {', '.join(map(repr, unknown))}, but the model's inputs are {', '.join(map(repr, names))}")
     shapes: Dict[str, tuple] = {}
     for inp in inputs:
-        dims = list(inp.type.tensor_type.shape.dim)
+        dims_of = list(inp.type.tensor_type.shape.dim)
         given = input_shapes.get(inp.name)
         if given is not None:
-            if dims and len(dims) != len(given):
+            if dims_of and len(dims_of) != len(given):
                 raise UnsupportedError(f"{where}: input {inp.name!r} has rank {len(dims)}; --input-shape gives {len(given)} dimensions {list(given)}")
-            for i, (d, g) in enumerate(zip(dims, given)):
+            for i, (d, g) in enumerate(zip(dims_of, given)):
                 if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != g:
                     raise UnsupportedError(f"{where}: input {inp.name!r} dimension {i} is {d.dim_value} in the model; --input-shape gives {g}")
-            shape = tuple(int(g) for g in given)
+            shape = tuple(g if isinstance(g, str) else int(g) for g in given)
         else:
-            symbolic = [i for i, d in enumerate(dims) if not (d.HasField("dim_value") and d.dim_value > 0)]
+            # the model's own symbolic dims stay run-time dims when ``dims`` gives their range
+            symbolic = [i for i, d in enumerate(dims_of) if not (d.HasField("dim_value") and d.dim_value > 0) and d.dim_param not in dims]
             if symbolic or not inp.type.tensor_type.HasField("shape"):
-                shown = ",".join(str(d.dim_value) if i not in symbolic else (d.dim_param or "?") for i, d in enumerate(dims))
-                example = [d.dim_value if i not in symbolic else (1 if i == 0 else 224) for i, d in enumerate(dims)]
+                shown = ",".join(str(d.dim_value) if i not in symbolic else (d.dim_param or "?") for i, d in enumerate(dims_of))
+                example = [d.dim_value if i not in symbolic else (1 if i == 0 else 224) for i, d in enumerate(dims_of)]
                 raise UnsupportedError(
-                    f"{where}: input {inp.name!r} has symbolic dimensions [{shown}] (dims {symbolic}); relax_vk compiles static "
-                    f"shapes: give them with --input-shape {inp.name}={','.join(map(str, example))} "
-                    f"(Python: input_shapes={{{inp.name!r}: {tuple(example)}}})"
+                    f"{where}: input {inp.name!r} has symbolic dimensions [{shown}] (dims {symbolic}); give them with "
+                    f"--input-shape {inp.name}={','.join(map(str, example))} (Python: input_shapes={{{inp.name!r}: {tuple(example)}}}), "
+                    f"or keep one a run-time dim: --input-shape {inp.name}=...,W --dim W=MIN:MAX"
                 )
-            shape = tuple(int(d.dim_value) for d in dims)
+            shape = tuple(d.dim_param if not (d.HasField("dim_value") and d.dim_value > 0) else int(d.dim_value) for d in dims_of)
+        for g in shape:
+            if isinstance(g, str) and g not in dims:
+                raise UnsupportedError(f"{where}: input {inp.name!r} names the run-time dim {g}; give its range with --dim {g}=MIN:MAX "
+                                       f"(Python: dims={{{g!r}: (MIN, MAX)}})")  # fmt: skip
         shapes[inp.name] = shape
         inp.type.tensor_type.shape.Clear()
         for g in shape:
-            inp.type.tensor_type.shape.dim.add().dim_value = g
+            if isinstance(g, str):
+                inp.type.tensor_type.shape.dim.add().dim_param = g
+            else:
+                inp.type.tensor_type.shape.dim.add().dim_value = g
     # outputs and intermediate annotations may carry the old symbolic dims: shape inference redoes them
     for out in model.graph.output:
         out.type.tensor_type.ClearField("shape")
@@ -286,10 +309,16 @@ def _unsupported_ops(model) -> Dict[str, List[str]]:
     return missing
 
 
-def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.IRModule:
-    """Relax module of an ONNX model (a path or an ``onnx.ModelProto``; see the module docstring)."""
+def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: Optional[DimRanges] = None) -> tvm.IRModule:
+    """Relax module of an ONNX model (a path or an ``onnx.ModelProto``; see the module docstring).
+    ``dims``: ``{name: (min, max)}`` of the run-time dims ``input_shapes`` or the model name."""
     model, where = _load(path_or_model)
-    shapes = fix_input_shapes(model, input_shapes, where)
+    shapes = fix_input_shapes(model, input_shapes, where, dims)
+    used = {g for shape in shapes.values() for g in shape if isinstance(g, str)}
+    unused = sorted(set(dims or {}) - used)
+    if unused:
+        raise UnsupportedError(f"{where}: --dim {', '.join(unused)}: no input has such a dim (inputs: "
+                               f"{', '.join(f'{k}={list(v)}' for k, v in shapes.items())})")  # fmt: skip
     align_legacy_broadcasts(model)
     rewrite_quantized(model)
     model = fold_shape_subgraphs(model)
@@ -305,7 +334,8 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None) -> tvm.
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    return record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
+    mod = record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
+    return with_dim_ranges(mod, {name: (dims or {})[name] for name in sorted(used)}) if used else mod
 
 
 def _importer_class():
@@ -341,6 +371,8 @@ def _import(model, shapes, dtypes):
 
     node_of = {out: node.name or node.output[0] for node in model.graph.node for out in node.output if out}
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    importer = _Importer(shapes, dtypes, keep_params_in_input=False, sanitize=True)
+    # (an input with run-time dims is read off the model: its dim_params become tirx.Vars of those names)
+    static = {k: v for k, v in shapes.items() if not any(isinstance(g, str) for g in v)}
+    importer = _Importer(static, dtypes, keep_params_in_input=False, sanitize=True)
     importer._nodes = table = RecordingTable(node_of.get)
     return importer.from_onnx(model.graph, opset), table.made_by

@@ -42,15 +42,18 @@ def _raised(call: relax.Call, mod: tvm.IRModule) -> Optional[relax.Expr]:
     if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.call_tir"):
         return None
     kernel = mod[call.args[0]]
-    args = call.args[1].fields if isinstance(call.args[1], relax.Tuple) else []
-    if not isinstance(kernel, tvm.tirx.PrimFunc) or len(args) != 2 or len(call.ty_args) != 1:
+    fields = list(call.args[1].fields) if isinstance(call.args[1], relax.Tuple) else []
+    # run-time dims: TVM passes the kernel's size variables as trailing integer fields (its tir_vars)
+    args = [f for f in fields if isinstance(f.ty, relax.TensorType)]
+    tir_vars = fields[len(args) :]
+    if not isinstance(kernel, tvm.tirx.PrimFunc) or len(args) != 2 or fields[:2] != args or len(call.ty_args) != 1:
         return None
     a, b = _placeholder(args[0].ty, "A"), _placeholder(args[1].ty, "B")
     if a is None or b is None:
         return None
     for make_te, make_relax in _OPS.values():
         try:
-            reference = te.create_prim_func([a, b, make_te(a, b)]).without_attr("global_symbol")
+            reference = te.create_prim_func([a, b, *tir_vars, make_te(a, b)]).without_attr("global_symbol")
         except Exception:  # shapes TOPI cannot broadcast
             continue
         if tvm_ffi.structural_equal(kernel, reference, map_free_vars=True):

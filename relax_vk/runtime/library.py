@@ -37,7 +37,7 @@ NAME = "librelax_vk_native.so"
 PACKAGE_DIR = Path(__file__).resolve().parent / "lib"  # (a regular install; an editable one: package_library())
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "native"
 DEFAULT_LIBRARY = SOURCE_DIR / "build" / NAME
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_RANK = 16
 
 # rvk_status
@@ -112,6 +112,8 @@ def library() -> ctypes.CDLL:
         "rvk_session_output_count": (c.c_int32, [P]),
         "rvk_session_input_info": (c.c_int, [P, c.c_int32, c.POINTER(TensorInfo)]),
         "rvk_session_output_info": (c.c_int, [P, c.c_int32, c.POINTER(TensorInfo)]),
+        "rvk_session_dim_count": (c.c_int32, [P]),
+        "rvk_session_dim_info": (c.c_int, [P, c.c_int32, c.POINTER(c.c_char_p)] + [c.POINTER(c.c_int64)] * 3),
         "rvk_session_set_input": (c.c_int, [P, c.c_int32, P, c.c_size_t, c.c_char_p, c.POINTER(c.c_int64), c.c_int32]),
         "rvk_session_run": (c.c_int, [P]),
         "rvk_session_get_output": (c.c_int, [P, c.c_int32, P, c.c_size_t]),

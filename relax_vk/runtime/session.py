@@ -72,7 +72,11 @@ class Session:
     tensors' allocations take, shared allocations counted once); ``device_objects`` (the device
     memory objects made since load: runs make none); ``device_name``; ``build_info`` (where the
     program came from: OpenCL's binary cache, or the Vulkan drivers' cache); ``program`` and
-    ``tensors`` (the artifact's program description, for tools)."""
+    ``tensors`` (the artifact's program description, for tools).
+
+    A model built with run-time dims (``dims``: ``{name: (min, max)}``) runs at any input shape in
+    those ranges: ``inputs``/``outputs`` show such an axis as -1, ``run`` returns each output at the
+    run's shape, and ``dim_values`` holds the last run's dims."""
 
     def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device: "str | Device | None" = None, profile: bool = False,
                  shader_checks: Optional[str] = None):  # fmt: skip
@@ -100,6 +104,11 @@ class Session:
         self._handle = session
         self.inputs = [_info(lib.rvk_session_input_info, session, i, target) for i in range(lib.rvk_session_input_count(session))]
         self.outputs = [_info(lib.rvk_session_output_info, session, i, target) for i in range(lib.rvk_session_output_count(session))]
+        self.dims = {}
+        name, lo, hi, value = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        for i in range(lib.rvk_session_dim_count(session)):
+            check(lib.rvk_session_dim_info(session, i, ctypes.byref(name), ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(value)), target)
+            self.dims[name.value.decode()] = (int(lo.value), int(hi.value))
         self._output_layout = [(tuple(o["shape"]), np.dtype(o["dtype"])) for o in self.outputs]
         # the ctypes shape and dtype arguments of each input as declared (a run passes them as they are)
         self._input_args = [self._input_arg(tuple(i["shape"]), np.dtype(i["dtype"])) for i in self.inputs]
@@ -171,6 +180,8 @@ class Session:
         outputs = []
         get_output = lib.rvk_session_get_output
         for i, (shape, dtype) in enumerate(self._output_layout):
+            if self.dims:  # each run's own output shapes
+                shape = tuple(_info(lib.rvk_session_output_info, handle, i, target)["shape"])
             out = np.empty(shape, dtype=dtype)
             status = get_output(handle, i, out.ctypes.data, out.nbytes)
             if status:
@@ -184,6 +195,25 @@ class Session:
     def _input_arg(shape: tuple, dtype: np.dtype) -> tuple:
         """``((shape, dtype), ctypes shape array, dtype name)`` for ``rvk_session_set_input``."""
         return (shape, dtype), (ctypes.c_int64 * max(len(shape), 1))(*shape), str(dtype).encode()
+
+    @property
+    def dim_values(self) -> Dict[str, int]:
+        """The run-time dims' values in the last run (-1 before the first)."""
+        name, lo, hi, value = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        out = {}
+        for i in range(len(self.dims)):
+            check(self._lib.rvk_session_dim_info(self._handle, i, ctypes.byref(name), ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(value)), self.target)
+            out[name.value.decode()] = int(value.value)
+        return out
+
+    def _tensor_shape(self, tid: int) -> List[int]:
+        """Tensor ``tid``'s shape in the last run (its expressions at :attr:`dim_values`)."""
+        from ..serialization.shape_exprs import evaluate
+
+        values = self.dim_values
+        if any(v < 0 for v in values.values()):
+            raise ValueError(f"tensor {self.tensors[tid]['name']}: its shape depends on run-time dims and the session has not run yet")
+        return [evaluate(e, values) for e in self.tensors[tid]["shape_expr"]]
 
     def _read_profile(self) -> None:
         lib, handle = self._lib, self._handle
@@ -216,6 +246,7 @@ class Session:
         (half texels read back as the tensor's dtype). After a run an intermediate holds its value
         only in an artifact built without storage reuse (``relax-vk bisect`` reads them so)."""
         t = self.tensors[tid]
-        out = np.empty(t["shape"], dtype=t["dtype"])
+        shape = t["shape"] if "shape_expr" not in t else self._tensor_shape(tid)
+        out = np.empty(shape, dtype=t["dtype"])
         check(self._lib.rvk_session_read_tensor(self._handle, tid, out.ctypes.data, out.nbytes), self.target)
         return out

@@ -63,6 +63,12 @@ def _input_shapes(args) -> dict:
     return dict(parse_input_shape(text) for text in (getattr(args, "input_shape", None) or []))
 
 
+def _dims(args) -> dict:
+    from ..frontends.onnx import parse_dim
+
+    return dict(parse_dim(text) for text in (getattr(args, "dim", None) or []))
+
+
 def _load(name: str, args=None):
     return _load_with_source(name, args)[0]
 
@@ -70,7 +76,7 @@ def _load(name: str, args=None):
 def _load_with_source(name: str, args=None):
     from ..frontends import load_model
 
-    return load_model(name, _input_shapes(args) if args is not None else None)
+    return load_model(name, _input_shapes(args) if args is not None else None, _dims(args) if args is not None else None)
 
 
 def _target(args):
@@ -173,7 +179,11 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
         help="op registry: relax_vk's default, or the RFC's (layout transforms read buffers)",
     )
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
-                   help="fix a symbolic input dimension of an ONNX model (repeat per input), e.g. x=1,3,224,224")
+                   help="fix a symbolic input dimension of an ONNX model (repeat per input), e.g. x=1,3,224,224; "
+                        "an axis may name a run-time dim instead: x=1,3,48,W with --dim W=MIN:MAX")
+    p.add_argument("--dim", action="append", metavar="NAME=MIN:MAX",
+                   help="keep an ONNX input dimension symbolic with this inclusive range: one artifact runs every size in it "
+                        "(repeat per dim), e.g. W=32:1280")
 
 
 def _scoped(args, model: str):
@@ -451,7 +461,8 @@ def _reference(artifact, inputs):
     from ..frontends import load_model
     from ..analysis.reference import run_on_cpu
 
-    return run_on_cpu(load_model(spec, source.get("input_shapes"))[0], inputs), ""
+    dims = {k: tuple(v) for k, v in source.get("dims", {}).items()}
+    return run_on_cpu(load_model(spec, source.get("input_shapes"), dims)[0], inputs), ""
 
 
 def _runtime_options(args) -> dict:

@@ -38,7 +38,7 @@ extern "C" {
 #define RVK_API __attribute__((visibility("default")))
 #endif
 
-#define RVK_ABI_VERSION 3
+#define RVK_ABI_VERSION 4
 
 typedef enum rvk_status {
     RVK_OK = 0,
@@ -59,6 +59,9 @@ typedef struct rvk_session rvk_session;   /* a loaded program on one device */
 
 #define RVK_MAX_RANK 16
 
+/* A tensor's shape. With run-time dims (a model built with a range for a dim, e.g. --dim W=32:1280):
+ * an input's is the shape last set, an output's that of the last run; an axis not known yet
+ * (a run-time dim before any input or run gives it) is -1, and then elements is -1. */
 typedef struct rvk_tensor_info {
     const char* name;          /* owned by the session */
     const char* dtype;         /* the host dtype the caller reads/writes ("float32", "int64", ...) */
@@ -110,20 +113,29 @@ RVK_API void rvk_session_destroy(rvk_session* session);
 
 RVK_API int32_t rvk_session_input_count(const rvk_session* session);
 RVK_API int32_t rvk_session_output_count(const rvk_session* session);
+/* Run-time dims: how many, and dim `index`'s name (owned by the session), declared range and value in
+ * the last run (-1 before the first). A model of fixed shapes has none. */
+RVK_API int32_t rvk_session_dim_count(const rvk_session* session);
+RVK_API rvk_status rvk_session_dim_info(const rvk_session* session, int32_t index, const char** name, int64_t* min, int64_t* max,
+                                        int64_t* value);
 /* Fills *info (caller-owned struct; its strings are owned by the session). */
 RVK_API rvk_status rvk_session_input_info(const rvk_session* session, int32_t index, rvk_tensor_info* info);
 RVK_API rvk_status rvk_session_output_info(const rvk_session* session, int32_t index, rvk_tensor_info* info);
 
 /* Copies input `index` from `data` (dense C order, `size` bytes). `dtype` names the data's dtype: the
  * input's host dtype or its device dtype (NULL: the host dtype); integers outside the device dtype's
- * range are refused. `shape`/`rank` (borrowed; shape NULL: not checked) must equal the input's shape.
- * The input is uploaded by the next run. */
+ * range are refused. `shape`/`rank` (borrowed; shape NULL: not checked) must equal the input's shape;
+ * an input with run-time dims needs it: each such axis must lie in its dim's declared range (else
+ * RVK_ERROR_ARGUMENT naming the input, the dim, the value and the range), and inputs that share a dim
+ * must agree at the run. Nothing is compiled or allocated at a new shape: storage is planned at the
+ * dims' bounds. The input is uploaded by the next run. */
 RVK_API rvk_status rvk_session_set_input(rvk_session* session, int32_t index, const void* data, size_t size, const char* dtype,
                                          const int64_t* shape, int32_t rank);
 /* One inference: uploads the inputs, runs every step, downloads the outputs. Every input must be set
  * (inputs stay set between runs). */
 RVK_API rvk_status rvk_session_run(rvk_session* session);
-/* Copies output `index` of the last run into `data` (`size` must be its exact byte size in the host dtype). */
+/* Copies output `index` of the last run into `data` (`size` must be its exact byte size in the host dtype;
+ * with run-time dims rvk_session_output_info gives the run's shape). */
 RVK_API rvk_status rvk_session_get_output(const rvk_session* session, int32_t index, void* data, size_t size);
 
 /* Profiling: turn per-step times on or off for the following runs (a session created without

@@ -30,6 +30,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from ...core.errors import LimitError
+from ...core.scope import static_shape
 
 LANES = 4
 
@@ -89,7 +90,7 @@ class _Splitter(relax.PyExprMutator):
         if str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW" or (str(a.out_layout) or "NCHW") != "NCHW":
             return None
         weight = call.args[1]
-        shape = [int(d) for d in weight.ty.shape.values] if weight.ty.shape is not None else None
+        shape = _weight_shape(weight)
         if shape is None:
             return None
         o, i, kh, kw = shape
@@ -122,7 +123,7 @@ class _Splitter(relax.PyExprMutator):
 
     def _matmul(self, call) -> Optional[relax.Expr]:
         x, weight = call.args
-        shape = [int(d) for d in weight.ty.shape.values] if weight.ty.shape is not None else None
+        shape = _weight_shape(weight)
         if shape is None or len(shape) != 2:
             return None
         k, m = shape
@@ -154,3 +155,11 @@ def SplitLargeWeights(max_buffer_bytes: int) -> tvm.transform.Pass:
         return _Splitter(mod, max_buffer_bytes, func.params).visit_expr(func)
 
     return relax.transform.function_pass(transform, opt_level=0, name="relax_vk.SplitLargeWeights")
+
+
+def _weight_shape(weight) -> Optional[list]:
+    """A constant weight's shape; None for anything else (a run-time tensor, a symbolic shape)."""
+    if not isinstance(weight, GenericConst) or weight.ty.shape is None:
+        return None
+    shape = static_shape(weight.ty.shape.values)
+    return list(shape) if shape is not None else None

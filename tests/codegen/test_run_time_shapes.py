@@ -1,0 +1,157 @@
+"""Run-time dims end to end: an ONNX model with a symbolic width built once (``dims``), run by
+the native runtime at several widths against onnxruntime, with sizes outside the declared range,
+inputs that disagree and artifacts that lie refused by name."""
+
+import copy
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import relax_vk  # noqa: E402
+from relax_vk.core.errors import UnsupportedError  # noqa: E402
+from relax_vk.frontends.onnx import from_onnx, parse_dim, parse_input_shape  # noqa: E402
+from relax_vk.runtime import load  # noqa: E402
+from relax_vk.serialization.artifact import Artifact, ArtifactError  # noqa: E402
+from relax_vk.serialization.shape_exprs import evaluate  # noqa: E402
+
+
+def _two_input_model(path):
+    """x [1,3,16,width] -> conv 3x3 -> relu -> + y [1,8,16,width] -> 2x2 max pool -> transpose ->
+    softmax over the last axis; conv output channels 8 (a width-dependent grid, reduction and
+    transposed layout)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 3, 3, 3)).astype("float32")
+    b = rng.standard_normal((8,)).astype("float32")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Add", ["r", "y"], ["s"]),
+        helper.make_node("MaxPool", ["s"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Transpose", ["p"], ["t"], perm=[0, 3, 1, 2]),
+        helper.make_node("Softmax", ["t"], ["out"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, "width"]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, "width"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, "half", 8, 8])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return _two_input_model(tmp_path_factory.mktemp("dims") / "two_inputs.onnx")
+
+
+@pytest.fixture(scope="module")
+def artifact(model_path):
+    # the model's own dim_param "width" kept as a run-time dim by its range alone
+    mod = from_onnx(model_path, dims={"width": (4, 300)})
+    return relax_vk.build(mod, "opencl").artifact()
+
+
+def test_the_artifact_carries_dims_shape_expressions_and_kernel_sizes(artifact):
+    program = artifact.program
+    assert program["dims"] == [{"name": "width", "min": 4, "max": 300}]
+    x = program["tensors"][program["inputs"][0]]
+    assert x["shape_expr"] == [1, 3, 16, "width"] and x["shape"] == [1, 3, 16, 300]
+    assert x["bytes"] == 3 * 16 * 300 * 4  # storage at the bound
+    out = program["tensors"][program["outputs"][0]]
+    assert evaluate(out["shape_expr"][1], {"width": 37}) == 18 and out["shape"][1] == 150
+    launches = [s for s in program["steps"] if s["op"] == "launch"]
+    assert any(s.get("scalars") for s in launches) and any(s.get("global") for s in launches)
+
+
+def test_one_artifact_is_right_at_every_width_in_its_range(artifact, model_path):
+    session = load(artifact, device="pocl")
+    assert session.dims == {"width": (4, 300)}
+    assert session.inputs[0]["shape"] == [1, 3, 16, -1]
+    reference = ort.InferenceSession(model_path)
+    rng = np.random.default_rng(1)
+    objects = None
+    for width in (4, 37, 300, 9, 37):  # the bound, the least, odd sizes, a size again
+        x = rng.standard_normal((1, 3, 16, width)).astype("float32")
+        y = rng.standard_normal((1, 8, 16, width)).astype("float32")
+        (out,) = session.run([x, y])
+        expected = reference.run(None, {"x": x, "y": y})[0]
+        assert out.shape == expected.shape == (1, width // 2, 8, 8)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-6)
+        assert session.dim_values == {"width": width}
+        objects = session.device_objects if objects is None else objects
+        assert session.device_objects == objects  # nothing allocated at a new shape
+
+
+def test_sizes_outside_the_range_and_disagreeing_inputs_are_refused_by_name(artifact):
+    session = load(artifact, device="pocl")
+    ok = np.zeros((1, 8, 16, 10), np.float32)
+    with pytest.raises(ValueError, match=r"input x: axis 3 \(width\) is 301, outside width's declared range 4\.\.300"):
+        session.run([np.zeros((1, 3, 16, 301), np.float32), ok])
+    with pytest.raises(ValueError, match=r"input x: axis 3 \(width\) is 3, outside"):
+        session.run([np.zeros((1, 3, 16, 3), np.float32), ok])
+    with pytest.raises(ValueError, match=r"input y: axis 3 \(width\) is 10, but input x gives width = 12"):
+        session.run([np.zeros((1, 3, 16, 12), np.float32), ok])
+    with pytest.raises(ValueError, match=r"input x: shape \[1, 4, 16, 10\], expected \[1, 3, 16, width\]"):
+        session.run([np.zeros((1, 4, 16, 10), np.float32), ok])
+    (out,) = session.run([np.ones((1, 3, 16, 10), np.float32), ok])  # still usable after the refusals
+    assert out.shape == (1, 5, 8, 8)
+
+
+def _damaged(artifact, change) -> bytes:
+    program = copy.deepcopy(artifact.program)
+    change(program)
+    return Artifact(program, artifact.source, dict(artifact.constants)).to_bytes()
+
+
+def _first_scalar_step(program):
+    return next(s for s in program["steps"] if s.get("scalars"))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda p: p["dims"].append({"name": "H", "min": 1, "max": 8}), "dim H is no input's axis"),
+        (lambda p: p["dims"].__setitem__(0, {"name": "width", "min": 0, "max": 300}), "1 <= min <= max"),
+        (lambda p: p["tensors"][p["inputs"][0]]["shape_expr"].__setitem__(3, ["pow", "width", 2]), "is not an integer, a dim or"),
+        (lambda p: p["tensors"][p["inputs"][0]]["shape_expr"].__setitem__(3, "height"), "which is not a dim of the program"),
+        (lambda p: _first_scalar_step(p)["scalars"][0].__setitem__("dtype", "float32"), "dtype int32|int64"),
+        (lambda p: _first_scalar_step(p)["scalars"][0].__setitem__("index", 0), "which is not a scalar parameter"),
+    ],
+)
+def test_artifacts_with_bad_run_time_dims_are_refused(artifact, change, message):
+    with pytest.raises(ArtifactError, match=message):
+        load(_damaged(artifact, change), device="pocl")
+
+
+def test_front_door_syntax_and_missing_ranges(model_path):
+    assert parse_input_shape("x=1,3,48,W") == ("x", (1, 3, 48, "W"))
+    assert parse_dim("W=32:1280") == ("W", (32, 1280))
+    for bad in ("W=0:10", "W=10:5", "W=10", "1W=1:2"):
+        with pytest.raises(UnsupportedError, match="--dim"):
+            parse_dim(bad)
+    with pytest.raises(UnsupportedError, match=r"names the run-time dim W; give its range with --dim W=MIN:MAX"):
+        from_onnx(model_path, {"x": (1, 3, 16, "W"), "y": (1, 8, 16, "W")})
+    with pytest.raises(UnsupportedError, match=r"--dim H: no input has such a dim"):
+        from_onnx(model_path, {"x": (1, 3, 16, 8), "y": (1, 8, 16, 8)}, dims={"H": (1, 4)})
+
+
+def test_a_dim_without_an_upper_bound_is_refused_at_export():
+    from tvm import relax, tirx
+
+    width = tirx.Var("W", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 4, width], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(x)))
+        bb.emit_func_output(out)
+    with pytest.raises(UnsupportedError, match=r"dim W has no upper bound; declare its range \(ONNX: --dim W=MIN:MAX"):
+        relax_vk.build(bb.get(), "opencl").artifact()
