@@ -12,6 +12,10 @@
 // and uploads the constants. A run then writes the inputs, records every step into one command
 // encoder (one compute pass; a pass per step with a timestamp pair when profiling), copies the
 // outputs (and the timestamps) into mappable buffers in the same encoder, submits once and maps.
+// Run-time dims (run_time_shapes.hpp): a kernel's integer arguments are uniforms (emit.py's
+// "uniform" bindings, slots of one buffer made at load); when a run's sizes change,
+// shapes_changed() writes them and sets each launch's workgroups from the run's global size, and
+// the inputs, outputs and buffer copies move the run's bytes (storage stays at the bound).
 //
 // wgpu-native's default uncaptured-error handler aborts the process: every device gets an error
 // callback (errors are collected and raised as Error after the call that caused them; wgpu-native
@@ -19,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -207,19 +212,28 @@ int64_t copy_items(const Tensor& s, const Tensor& d, int64_t nbytes, int64_t ite
     return nbytes / (4 * itemsize);
 }
 
-// copies.copy_shader (the same text, from the same fragments)
-std::string copy_shader(const Tensor& s, const Tensor& d, int64_t nbytes, const std::string& dtype, int64_t groups_x, const std::string& texel) {
+// The uniform of a words copy whose count is the run's (binding 2: its word count in .x)
+constexpr const char* kRunCountDecl = "@group(0) @binding(2) var<uniform> rvk_count: vec4<i32>;";
+
+// copies.copy_shader (the same text, from the same fragments). `run_count`: a buffer-to-buffer copy
+// of a tensor of run-time shape, which copies the words of binding 2's count (the run's bytes), not
+// the bound's.
+std::string copy_shader(const Tensor& s, const Tensor& d, int64_t nbytes, const std::string& dtype, int64_t groups_x, const std::string& texel,
+                        bool run_count = false) {
     std::string src = s.is_image ? "texture" : "buffer", dst = d.is_image ? "texture" : "buffer";
     bool words_only = !s.is_image && !d.is_image;
     if (!texture_format_name(dtype) && !words_only)
         throw Error(RVK_ERROR_ARTIFACT, "texture copies of " + dtype + " tensors are not supported (float32 and float16)");
+    if (run_count && !words_only) throw Error(RVK_ERROR_ARTIFACT, "copy " + s.name + "->" + d.name + ": a texture of run-time shape");
     std::string elem = dtype == "float32" ? "f32" : dtype == "float16" ? "f16" : "u32";
     int64_t count = copy_items(s, d, nbytes, dtype == "float16" ? 2 : 4);
-    std::vector<std::string> parts = {fill("header", {{"src", src}, {"dst", dst}, {"count", std::to_string(count)}, {"dtype", dtype}})};
+    std::string count_text = run_count ? "rvk_count.x" : std::to_string(count);
+    std::vector<std::string> parts = {fill("header", {{"src", src}, {"dst", dst}, {"count", run_count ? "(a run's)" : count_text}, {"dtype", dtype}})};
     std::string body;
     if (words_only) {
         parts.push_back(fill("words_src_decl"));
         parts.push_back(fill("words_dst_decl"));
+        if (run_count) parts.push_back(kRunCountDecl);
         body = fill("words_body");
     } else {
         if (elem == "f16") parts.push_back(fill("enable_f16"));
@@ -240,7 +254,7 @@ std::string copy_shader(const Tensor& s, const Tensor& d, int64_t nbytes, const 
             body = fill("dst_buffer_body", {{"elem", elem}, {"read", read}});
         }
     }
-    parts.push_back(fill("main", {{"workgroup", std::to_string(kWorkgroup)}, {"groups_x", std::to_string(groups_x)}, {"count", std::to_string(count)}, {"body", body}}));
+    parts.push_back(fill("main", {{"workgroup", std::to_string(kWorkgroup)}, {"groups_x", std::to_string(groups_x)}, {"count", count_text}, {"body", body}}));
     std::string out;
     for (size_t i = 0; i < parts.size(); ++i) out += (i ? "\n" : "") + parts[i];
     return out + "\n";
@@ -292,6 +306,7 @@ void writable_reads(std::string& source, std::vector<std::string>& bindings, con
 // ------------------------------------------------------------------------------- the session
 struct Limits {
     int64_t tex2d, layers, invocations, size[3], groups, workgroup_storage, buffers, storage_textures, textures, binding_size, buffer_size, alignment;
+    int64_t uniforms;  // uniform buffers per shader stage (a kernel's integer arguments)
 };
 
 Limits limits_of(const WGPULimits& l) {
@@ -299,7 +314,7 @@ Limits limits_of(const WGPULimits& l) {
             {l.maxComputeWorkgroupSizeX, l.maxComputeWorkgroupSizeY, l.maxComputeWorkgroupSizeZ}, l.maxComputeWorkgroupsPerDimension,
             l.maxComputeWorkgroupStorageSize, l.maxStorageBuffersPerShaderStage, l.maxStorageTexturesPerShaderStage,
             l.maxSampledTexturesPerShaderStage, static_cast<int64_t>(l.maxStorageBufferBindingSize), static_cast<int64_t>(l.maxBufferSize),
-            l.minStorageBufferOffsetAlignment};
+            l.minStorageBufferOffsetAlignment, l.maxUniformBuffersPerShaderStage};
 }
 
 // vulkan.session.check_limits (the same checks, the same messages)
@@ -343,15 +358,18 @@ void check_limits(const Program& program, const Limits& l, const std::string& de
                 throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + ": " + std::to_string(groups) + " workgroups along " + axes[a] + " > " + device +
                                                  "'s limit " + std::to_string(l.groups));
         }
-        int64_t counts[3] = {0, 0, 0};  // buffer, texture, storage_texture
+        int64_t counts[4] = {0, 0, 0, 0};  // buffer, texture, storage_texture, uniform
         for (const std::string& b : k.bindings) {
             if (b == "buffer" || b == "buffer_read") ++counts[0];
             if (b == "texture") ++counts[1];
             if (b == "storage_texture" || b == "storage_texture_f16") ++counts[2];
+            if (b == "uniform") ++counts[3];
         }
-        const std::pair<const char*, int64_t> kinds[3] = {{"buffer", l.buffers}, {"texture", l.textures}, {"storage_texture", l.storage_textures}};
-        const char* const keys[3] = {"max-storage-buffers-per-shader-stage", "max-sampled-textures-per-shader-stage", "max-storage-textures-per-shader-stage"};
-        for (size_t i = 0; i < 3; ++i)
+        const std::pair<const char*, int64_t> kinds[4] = {
+            {"buffer", l.buffers}, {"texture", l.textures}, {"storage_texture", l.storage_textures}, {"uniform", l.uniforms}};
+        const char* const keys[4] = {"max-storage-buffers-per-shader-stage", "max-sampled-textures-per-shader-stage",
+                                     "max-storage-textures-per-shader-stage", "max-uniform-buffers-per-shader-stage"};
+        for (size_t i = 0; i < 4; ++i)
             if (counts[i] > kinds[i].second)
                 throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " binds " + std::to_string(counts[i]) + " " + kinds[i].first + "s; " + device + " allows " +
                                                  std::to_string(kinds[i].second) + " (" + keys[i] + ")");
@@ -513,6 +531,53 @@ protected:
         std::memcpy(data, out.data(), out.size());
     }
 
+    // The run's integer arguments into the uniform arena and the launches' workgroup counts from
+    // the run's global sizes (steps_[i] is step i's); a copy of run-time shape: its word count and
+    // grid. Creates nothing on the device (one queue write); drops a command buffer recorded ahead
+    // at the last sizes.
+    void shapes_changed() override {
+        drop_ahead();
+        static const char* const axes = "xyz";
+        std::string at;
+        for (size_t d = 0; d < program_.dims.size(); ++d) at += (d ? ", " : " at ") + program_.dims[d].name + "=" + std::to_string(shapes_.dims[d]);
+        auto slot = [&](uint64_t offset, int64_t value) {
+            int32_t v = static_cast<int32_t>(value);
+            std::memcpy(uniform_staging_.data() + offset, &v, sizeof v);
+        };
+        for (size_t i = 0; i < program_.steps.size(); ++i) {
+            const Step& step = program_.steps[i];
+            Prepared& p = steps_[i];
+            if (step.op == Step::Copy) {
+                if (!p.copy_groups_x) continue;
+                int64_t items = (static_cast<int64_t>(bytes_now(step.src)) + 3) / 4;
+                int64_t groups = std::max<int64_t>(1, (items + kWorkgroup - 1) / kWorkgroup);
+                slot(p.uniforms[0], items);  // (within the bound's count: it fits i32)
+                p.groups[0] = static_cast<uint32_t>(std::min(groups, p.copy_groups_x));
+                p.groups[1] = static_cast<uint32_t>((groups + p.copy_groups_x - 1) / p.copy_groups_x);
+                continue;
+            }
+            const Kernel& k = *program_.kernel(step.kernel);
+            for (size_t a = 0; a < step.scalars.size(); ++a) {
+                int64_t v = shapes_.scalars[i][a];
+                if (v < INT32_MIN || v > INT32_MAX)  // (WGSL computes sizes in i32: emit.py)
+                    throw Error(RVK_ERROR_ARGUMENT, "kernel " + step.kernel + " argument " + std::to_string(step.scalars[a].index) + ": " + std::to_string(v) +
+                                                        at + " does not fit the 32-bit integers Vulkan shaders compute sizes in");
+                slot(p.uniforms[a], v);
+            }
+            for (size_t a = 0; a < 3; ++a) {
+                int64_t groups = static_cast<int64_t>(shapes_.global[i][a]) / k.local[a];
+                if (groups > limits_.groups)
+                    throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + ": " + std::to_string(groups) + " workgroups along " + axes[a] + at + " > " + device_name +
+                                                     "'s limit " + std::to_string(limits_.groups) + " (maxComputeWorkgroupsPerDimension)");
+                p.groups[a] = static_cast<uint32_t>(groups);
+            }
+        }
+        if (uniforms_) {
+            w_.QueueWriteBuffer(h_.queue, uniforms_, 0, uniform_staging_.data(), uniform_staging_.size());
+            check_errors("writing the kernels' integer arguments");
+        }
+    }
+
 private:
     struct Memory {
         WGPUBuffer buffer = nullptr;
@@ -528,6 +593,8 @@ private:
         WGPUComputePipeline pipeline;
         WGPUBindGroup group;
         uint32_t groups[3];
+        std::vector<uint64_t> uniforms;  // its integer arguments' offsets in uniforms_ (Step::scalars order; a run-count copy's count)
+        int64_t copy_groups_x = 0;       // a run-count copy: the row of workgroups its shader indexes with (the bound's)
     };
     struct Readback {  // an output's mappable copy
         int tid;
@@ -577,6 +644,12 @@ private:
     std::map<std::string, Pipeline> pipelines_;  // by kernel name, (kernel, writable positions) or copy source
     std::vector<Prepared> steps_;
     std::vector<Readback> readbacks_;
+    // The launches' integer arguments (run-time sizes) as uniforms: one buffer, a kUniformStride
+    // slot each (WebGPU's default minUniformBufferOffsetAlignment, which the device is requested
+    // with), its value as i32 in the slot's first 4 of kUniformBytes. Written by shapes_changed().
+    static constexpr uint64_t kUniformStride = 256, kUniformBytes = 16;
+    WGPUBuffer uniforms_ = nullptr;
+    std::vector<uint8_t> uniform_staging_;
     WGPUBuffer query_buffer_ = nullptr, query_readback_ = nullptr;
     std::vector<uint8_t> staging_;
 
@@ -686,6 +759,7 @@ private:
         limits.maxComputeWorkgroupsPerDimension = a.maxComputeWorkgroupsPerDimension;
         limits.maxComputeWorkgroupStorageSize = a.maxComputeWorkgroupStorageSize;
         limits.maxStorageBuffersPerShaderStage = a.maxStorageBuffersPerShaderStage;
+        limits.maxUniformBuffersPerShaderStage = a.maxUniformBuffersPerShaderStage;
         limits.maxStorageTexturesPerShaderStage = a.maxStorageTexturesPerShaderStage;
         limits.maxSampledTexturesPerShaderStage = a.maxSampledTexturesPerShaderStage;
         limits.maxStorageBufferBindingSize = a.maxStorageBufferBindingSize;
@@ -768,10 +842,18 @@ private:
         }
     }
 
-    // session._write: `data` holds the tensor in its dtype (converted to its texel dtype)
+    // The bytes tensor `tid` holds in the current run (its planned bytes when its shape is fixed)
+    int64_t bytes_now(int tid) const {
+        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+        return t.shape_expr.empty() || shapes_.bytes.empty() ? t.bytes : shapes_.bytes[static_cast<size_t>(tid)];
+    }
+
+    // session._write: `data` holds the tensor in its dtype (converted to its texel dtype); a tensor
+    // of run-time shape: the run's bytes
     void write(int tid, const void* data) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        if (t.bytes == 0) return;  // a tensor of no elements: nothing to write (wgpu refuses empty writes)
+        int64_t nbytes = bytes_now(tid);
+        if (nbytes == 0) return;  // a tensor of no elements: nothing to write (wgpu refuses empty writes)
         const Memory& m = memory_[static_cast<size_t>(tid)];
         DType texel = dtype_from_name(t.texel_dtype());
         size_t elements = static_cast<size_t>(t.elements());
@@ -788,12 +870,12 @@ private:
             WGPUExtent3D size = {static_cast<uint32_t>(t.image[0]), static_cast<uint32_t>(t.image[1]), static_cast<uint32_t>(t.image[2])};
             w_.QueueWriteTexture(h_.queue, &dst, staging_.data(), dense, &layout, &size);
         } else {
-            size_t n = static_cast<size_t>(t.bytes);
+            size_t n = static_cast<size_t>(nbytes);
             uint64_t offset = static_cast<uint64_t>(offsets_[static_cast<size_t>(tid)]);
             if (n % 4 == 0) {  // (wgpu copies it into its own staging memory)
                 w_.QueueWriteBuffer(h_.queue, m.buffer, offset, data, n);
             } else {  // padded to whole words, as WebGPU requires
-                staging_.assign(static_cast<size_t>(words(t.bytes)), 0);
+                staging_.assign(static_cast<size_t>(words(nbytes)), 0);
                 std::memcpy(staging_.data(), data, n);
                 w_.QueueWriteBuffer(h_.queue, m.buffer, offset, staging_.data(), staging_.size());
             }
@@ -859,8 +941,9 @@ private:
             WGPUExtent3D size = {static_cast<uint32_t>(t.image[0]), static_cast<uint32_t>(t.image[1]), static_cast<uint32_t>(t.image[2])};
             w_.CommandEncoderCopyTextureToBuffer(encoder, &src, &dst, &size);
         } else {
-            w_.CommandEncoderCopyBufferToBuffer(encoder, m.buffer, static_cast<uint64_t>(offsets_[static_cast<size_t>(r.tid)]), r.buffer, 0,
-                                                static_cast<uint64_t>(words(t.bytes)));
+            // (the run's bytes: the readback is the bound's size)
+            uint64_t n = static_cast<uint64_t>(words(bytes_now(r.tid)));
+            if (n) w_.CommandEncoderCopyBufferToBuffer(encoder, m.buffer, static_cast<uint64_t>(offsets_[static_cast<size_t>(r.tid)]), r.buffer, 0, n);
         }
     }
 
@@ -933,16 +1016,17 @@ private:
         if (!r.buffer) return;
         const Tensor& t = program_.tensors[static_cast<size_t>(r.tid)];
         DType texel = dtype_from_name(t.texel_dtype());
-        size_t elements = static_cast<size_t>(t.elements()), nbytes = elements * dtype_size(texel);
+        size_t elements = t.shape_expr.empty() ? static_cast<size_t>(t.elements()) : static_cast<size_t>(bytes_now(r.tid)) / dtype_size(t.dtype);
+        size_t nbytes = elements * dtype_size(texel);
         std::vector<uint8_t> dense;
         if (t.is_image) {
             const uint8_t* p = static_cast<const uint8_t*>(w_.BufferGetConstMappedRange(r.buffer, 0, static_cast<size_t>(r.padded_row) * r.rows));
             dense.resize(static_cast<size_t>(r.row) * r.rows);
             for (uint32_t row = 0; row < r.rows; ++row) std::memcpy(dense.data() + static_cast<size_t>(row) * r.row, p + static_cast<size_t>(row) * r.padded_row, r.row);
         } else {
-            size_t size = static_cast<size_t>(words(t.bytes));
-            const uint8_t* p = static_cast<const uint8_t*>(w_.BufferGetConstMappedRange(r.buffer, 0, size));
-            dense.assign(p, p + size);
+            size_t size = static_cast<size_t>(words(bytes_now(r.tid)));
+            const uint8_t* p = size ? static_cast<const uint8_t*>(w_.BufferGetConstMappedRange(r.buffer, 0, size)) : nullptr;
+            if (p) dense.assign(p, p + size);
         }
         w_.BufferUnmap(r.buffer);
         dense.resize(std::max(dense.size(), nbytes), 0);
@@ -963,6 +1047,9 @@ private:
             e.buffer.type = WGPUBufferBindingType_Storage;
         } else if (kind == "buffer_read") {
             e.buffer.type = WGPUBufferBindingType_ReadOnlyStorage;
+        } else if (kind == "uniform") {  // an integer argument: vec4<i32>, its value in .x
+            e.buffer.type = WGPUBufferBindingType_Uniform;
+            e.buffer.minBindingSize = kUniformBytes;
         } else if (kind == "texture") {
             e.texture.sampleType = WGPUTextureSampleType_UnfilterableFloat;
             e.texture.viewDimension = WGPUTextureViewDimension_2DArray;
@@ -976,7 +1063,8 @@ private:
     }
 
     static bool known_kind(const std::string& kind) {
-        return kind == "buffer" || kind == "buffer_read" || kind == "texture" || kind == "storage_texture" || kind == "storage_texture_f16";
+        return kind == "buffer" || kind == "buffer_read" || kind == "texture" || kind == "storage_texture" || kind == "storage_texture_f16" ||
+               kind == "uniform";
     }
 
     // session.ShaderError's message
@@ -1116,71 +1204,140 @@ private:
 
     static std::string tensor_kind(const Tensor& t) { return t.is_image ? "texture" : "buffer"; }
 
-    // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts
+    // Whether copy step `step` is a buffer-to-buffer copy of a tensor of run-time shape (its count a uniform)
+    bool run_count_copy(const Step& step) const {
+        const Tensor& s = program_.tensors[static_cast<size_t>(step.src)];
+        const Tensor& d = program_.tensors[static_cast<size_t>(step.dst)];
+        return !s.is_image && !d.is_image && (!s.shape_expr.empty() || !d.shape_expr.empty());
+    }
+
+    // The uniform arena: a slot of kUniformStride bytes per integer argument of a launch step (in
+    // Step::scalars order) and per run-count copy, written by shapes_changed()
+    void allocate_uniforms() {
+        uint64_t slots = 0;
+        for (const Step& step : program_.steps)
+            slots += step.op == Step::Launch ? step.scalars.size() : run_count_copy(step) ? 1 : 0;
+        if (!slots) return;
+        uniform_staging_.assign(static_cast<size_t>(slots * kUniformStride), 0);
+        uniforms_ = buffer(slots * kUniformStride, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "the kernels' integer arguments");
+    }
+
+    // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts (a
+    // step whose grid depends on run-time dims: at the bound until shapes_changed())
     void prepare_steps() {
         make_kernel_pipelines();
+        allocate_uniforms();
+        uint64_t next_uniform = 0;
         for (size_t index = 0; index < program_.steps.size(); ++index) {
             const Step& step = program_.steps[index];
             Prepared p{};
-            std::vector<int> args;
+            std::vector<int> slots;  // per binding: a tensor, or -1 for a uniform (its offset in `offsets`)
+            std::vector<uint64_t> offsets;
             std::vector<std::string> kinds;
             if (step.op == Step::Launch) {
                 const Kernel& k = *program_.kernel(step.kernel);
-                args = step.args;
-                if (args.size() != k.bindings.size())
-                    throw Error(RVK_ERROR_ARTIFACT, "step " + std::to_string(index) + " (" + k.name + ") passes " + std::to_string(args.size()) +
-                                                        " tensors; the kernel binds " + std::to_string(k.bindings.size()));
+                std::string at = "step " + std::to_string(index) + " (" + k.name + ")";
+                if (step.args.size() + step.scalars.size() != k.bindings.size())
+                    throw Error(RVK_ERROR_ARTIFACT, at + " passes " + std::to_string(step.args.size()) + " tensors and " + std::to_string(step.scalars.size()) +
+                                                        " integers; the kernel binds " + std::to_string(k.bindings.size()));
+                // the integers take their parameters' bindings (uniforms), the tensors the others in order
+                slots.assign(k.bindings.size(), 0);
+                offsets.assign(k.bindings.size(), 0);
+                for (const ScalarArg& a : step.scalars) {
+                    size_t i = static_cast<size_t>(a.index);
+                    if (a.index < 0 || i >= k.bindings.size() || k.bindings[i] != "uniform" || slots[i] == -1)
+                        throw Error(RVK_ERROR_ARTIFACT, at + " passes an integer as parameter " + std::to_string(a.index) +
+                                                            ", which is not a uniform binding of the kernel");
+                    slots[i] = -1;
+                    offsets[i] = next_uniform;
+                    p.uniforms.push_back(next_uniform);
+                    next_uniform += kUniformStride;
+                }
+                std::vector<int> args;  // the tensors and their bindings
+                std::vector<size_t> binding_of;
+                for (size_t i = 0, t = 0; i < k.bindings.size(); ++i) {
+                    if (slots[i] == -1) continue;
+                    if (k.bindings[i] == "uniform")
+                        throw Error(RVK_ERROR_ARTIFACT, at + ": binding " + std::to_string(i) + " of the kernel is an integer (uniform); the step passes none");
+                    slots[i] = step.args[t++];
+                    args.push_back(slots[i]);
+                    binding_of.push_back(i);
+                }
                 std::vector<size_t> writable;
                 for (size_t i : shared_buffers(args))
-                    if (k.bindings[i] == "buffer_read") writable.push_back(i);
+                    if (k.bindings[binding_of[i]] == "buffer_read") writable.push_back(binding_of[i]);
                 const Pipeline& pl = kernel_pipeline(k, writable);
                 p.pipeline = pl.pipeline;
                 p.name = step.kernel;
                 for (size_t a = 0; a < 3; ++a) p.groups[a] = static_cast<uint32_t>(k.global[a] / k.local[a]);
                 kinds = k.bindings;
-                bind(p, pl.layout, args, kinds);
+                bind(p, pl.layout, slots, offsets, kinds);
             } else {
                 const Tensor& s = program_.tensors[static_cast<size_t>(step.src)];
                 const Tensor& d = program_.tensors[static_cast<size_t>(step.dst)];
                 std::string dtype = dtype_name(s.dtype);
+                bool run_count = run_count_copy(step);
                 auto [gx, gy] = copy_grid(copy_items(s, d, s.bytes, static_cast<int64_t>(dtype_size(s.dtype))), limits_.groups);
                 p.name = "copy " + s.name + "->" + d.name;
-                args = {step.src, step.dst};
+                slots = {step.src, step.dst};
+                offsets = {0, 0};
                 std::string texel = d.is_image ? d.texel_dtype() : "";
-                std::string source = copy_shader(s, d, s.bytes, dtype, gx, texel);
+                std::string source = copy_shader(s, d, s.bytes, dtype, gx, texel, run_count);
                 kinds = copy_bindings(s, d, dtype, texel);
-                writable_reads(source, kinds, shared_buffers(args));
+                if (run_count) {  // binding 2: the run's word count
+                    kinds.push_back("uniform");
+                    slots.push_back(-1);
+                    offsets.push_back(next_uniform);
+                    p.uniforms.push_back(next_uniform);
+                    next_uniform += kUniformStride;
+                    p.copy_groups_x = gx;
+                }
+                writable_reads(source, kinds, shared_buffers({step.src, step.dst}));
                 auto it = pipelines_.find(source);  // copies of the same shape share one pipeline
                 if (it == pipelines_.end()) it = pipelines_.emplace(source, pipeline(p.name, source, kinds)).first;
                 p.pipeline = it->second.pipeline;
                 p.groups[0] = static_cast<uint32_t>(gx);
                 p.groups[1] = static_cast<uint32_t>(gy);
                 p.groups[2] = 1;
-                bind(p, it->second.layout, args, kinds);
+                bind(p, it->second.layout, slots, offsets, kinds);
             }
             steps_.push_back(p);
         }
     }
 
-    // the step's bind group: every tensor at its full size (session._resource)
-    void bind(Prepared& p, WGPUBindGroupLayout layout, const std::vector<int>& args, const std::vector<std::string>& kinds) {
+    // the step's bind group: every tensor at its full size (session._resource); binding i is tensor
+    // slots[i], or the uniform at uniforms_'s offsets[i] where slots[i] is -1
+    void bind(Prepared& p, WGPUBindGroupLayout layout, const std::vector<int>& slots, const std::vector<uint64_t>& offsets,
+              const std::vector<std::string>& kinds) {
         std::string described;
-        for (size_t i = 0; i < args.size(); ++i) {
-            const Tensor& t = program_.tensors[static_cast<size_t>(args[i])];
+        for (size_t i = 0; i < slots.size(); ++i) {
+            if (slots[i] < 0) {
+                described += std::string(i ? ", " : "") + "an integer (uniform)";
+                continue;
+            }
+            const Tensor& t = program_.tensors[static_cast<size_t>(slots[i])];
             described += (i ? ", " : "") + t.name + " (" + dtype_name(t.dtype) + ", " + tensor_kind(t) + ")";
         }
         auto mismatch = [&](const std::string& why) {
             return Error(RVK_ERROR_ARTIFACT, "step " + p.name + ": its tensors [" + described + "] do not match the kernel's bindings: " + why);
         };
         std::vector<WGPUBindGroupEntry> entries;
-        for (size_t i = 0; i < args.size(); ++i) {
-            const Tensor& t = program_.tensors[static_cast<size_t>(args[i])];
-            const Memory& m = memory_[static_cast<size_t>(args[i])];
-            bool wants_texture = kinds[i] == "texture" || kinds[i] == "storage_texture" || kinds[i] == "storage_texture_f16";
-            if (wants_texture != t.is_image)
-                throw mismatch("binding " + std::to_string(i) + " is a " + kinds[i] + ", tensor " + t.name + " a " + tensor_kind(t));
+        for (size_t i = 0; i < slots.size(); ++i) {
             WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
             e.binding = static_cast<uint32_t>(i);
+            if (slots[i] < 0) {  // an integer argument: its 16 bytes of the uniform arena
+                if (kinds[i] != "uniform" || !uniforms_) throw mismatch("binding " + std::to_string(i) + " is a " + kinds[i] + ", the step passes an integer");
+                e.buffer = uniforms_;
+                e.offset = offsets[i];
+                e.size = kUniformBytes;
+                entries.push_back(e);
+                continue;
+            }
+            const Tensor& t = program_.tensors[static_cast<size_t>(slots[i])];
+            const Memory& m = memory_[static_cast<size_t>(slots[i])];
+            bool wants_texture = kinds[i] == "texture" || kinds[i] == "storage_texture" || kinds[i] == "storage_texture_f16";
+            if (wants_texture != t.is_image || kinds[i] == "uniform")
+                throw mismatch("binding " + std::to_string(i) + " is a " + kinds[i] + ", tensor " + t.name + " a " + tensor_kind(t));
             if (t.is_image) {
                 WGPUTextureViewDescriptor desc = WGPU_TEXTURE_VIEW_DESCRIPTOR_INIT;
                 desc.dimension = WGPUTextureViewDimension_2DArray;
@@ -1188,7 +1345,7 @@ private:
                 if (v) h_.views.push_back(v);
                 e.textureView = v;
             } else {
-                uint64_t offset = static_cast<uint64_t>(offsets_[static_cast<size_t>(args[i])]);
+                uint64_t offset = static_cast<uint64_t>(offsets_[static_cast<size_t>(slots[i])]);
                 if (offset >= m.size) throw mismatch("tensor " + t.name + " lies outside its buffer");
                 e.buffer = m.buffer;
                 e.offset = offset;

@@ -117,18 +117,23 @@ static int run_model(int argc, char** argv) {
     void** out_data = calloc((size_t)n_out, sizeof(void*));
     size_t* out_bytes = calloc((size_t)n_out, sizeof(size_t));
     rvk_tensor_info* out_info = calloc((size_t)n_out, sizeof(rvk_tensor_info));
-    for (int i = 0; i < n_out; ++i) {
-        rvk_session_output_info(session, i, &out_info[i]);
-        out_bytes[i] = (size_t)out_info[i].elements * npy_itemsize(out_info[i].dtype);
-        out_data[i] = malloc(out_bytes[i] ? out_bytes[i] : 1);
-    }
-    /* one inference: inputs set, run, outputs read */
+    /* one inference: inputs set, run, outputs read (each at the run's shape: a model with run-time
+     * dims has its output sizes only after the run) */
 #define INFER()                                                                                                              \
     do {                                                                                                                     \
         for (int i = 0; i < n_inputs && !st; ++i)                                                                            \
             st = rvk_session_set_input(session, i, arrays[i].data, arrays[i].nbytes, arrays[i].dtype, arrays[i].shape, arrays[i].rank); \
         if (!st) st = rvk_session_run(session);                                                                              \
-        for (int i = 0; i < n_out && !st; ++i) st = rvk_session_get_output(session, i, out_data[i], out_bytes[i]);          \
+        for (int i = 0; i < n_out && !st; ++i) {                                                                             \
+            st = rvk_session_output_info(session, i, &out_info[i]);                                                          \
+            size_t want = st ? 0 : (size_t)out_info[i].elements * npy_itemsize(out_info[i].dtype);                           \
+            if (!st && (!out_data[i] || want != out_bytes[i])) {                                                             \
+                free(out_data[i]);                                                                                           \
+                out_bytes[i] = want;                                                                                         \
+                out_data[i] = malloc(want ? want : 1);                                                                       \
+            }                                                                                                                \
+            if (!st) st = rvk_session_get_output(session, i, out_data[i], out_bytes[i]);                                     \
+        }                                                                                                                    \
     } while (0)
     t0 = now_ms();
     INFER();

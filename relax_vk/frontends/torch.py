@@ -208,20 +208,25 @@ def _is_half(t) -> bool:
     return str(getattr(t, "dtype", "")).replace("torch.", "") in _HALF
 
 
-def from_torch(module, example_inputs: Sequence) -> tvm.IRModule:
+def from_torch(module, example_inputs: Sequence, dynamic_shapes=None) -> tvm.IRModule:
     """Relax module of ``module`` (put in eval mode) for ``example_inputs``; parameters become
     constants. Half-precision models compute in float32 behind their float16 signature (module
-    docstring)."""
+    docstring). ``dynamic_shapes``: ``torch.export``'s own (``{"x": {3: Dim("W", min=8,
+    max=1280)}}``): those axes stay run-time dims with the ranges torch.export derives (TVM's
+    importer names them as torch does, ``s0``, ``s1``, ...; :mod:`relax_vk.core.dims`)."""
     torch = require("torch", "torch")
 
     module = module.eval()
     example_inputs = tuple(example_inputs)
     half = any(_is_half(t) for t in list(module.parameters()) + list(module.buffers()) + list(example_inputs))
     if half:
+        if dynamic_shapes is not None:
+            raise UnsupportedError(f"{type(module).__name__}: run-time dims (dynamic_shapes) of a half-precision model are not supported; "
+                                   "export it in float32 and build with ScopeOptions(precision='fp16')")  # fmt: skip
         return _from_half_torch(torch, module, example_inputs)
     try:
         with torch.no_grad():
-            exported = torch.export.export(module, example_inputs)
+            exported = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
     except Exception as err:
         raise UnsupportedError(f"torch.export cannot export {type(module).__name__}: {type(err).__name__}: {_first_line(err)}") from None
     return from_exported(exported, type(module).__name__)

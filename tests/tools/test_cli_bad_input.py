@@ -64,7 +64,7 @@ def test_custom_and_unsupported_ops_are_named(tmp_path):
 def test_bad_flags_and_names(tmp_path):
     _assert_clear(_cli("plan", "resnet9000"), "unknown model 'resnet9000'")
     _assert_clear(_cli("plan", "conv20", "--preset", "nokia"), "unknown device preset 'nokia'")
-    _assert_clear(_cli("plan", "conv20", "--input-shape", "x=1,3"), "--input-shape applies to ONNX models")
+    _assert_clear(_cli("plan", "conv20", "--input-shape", "x=1,3"), "--input-shape and --dim apply to ONNX models")
     _assert_clear(_cli("build", "conv20", "--max-buffer-bytes", "1000", "-o", str(tmp_path / "c.rvk")), "conv2d weight [32, 32, 3, 3]", "1000-byte")
     _assert_clear(_cli("build", "conv20", "--max-buffer-bytes", "50000", "-o", str(tmp_path / "c.rvk")), "tensor x", "50000 bytes")
     _assert_clear(_cli("run", "conv20", "--device", "9:9"), "no OpenCL device 9:9")

@@ -3,10 +3,12 @@
 
 Contract
 --------
-Requires a device ``PrimFunc`` whose parameters are all pointers (buffers or textures), whose
-thread extents are constants, and whose texture accesses are ``tirx.texture2d_load`` /
-``tirx.texture2d_store`` of whole RGBA texels (float32, or float16 with the device's
-``shader-f16``), or single lanes of a loaded texel.
+Requires a device ``PrimFunc`` whose parameters are pointers (buffers or textures) or int32/int64
+scalars (the run-time sizes of :mod:`relax_vk.codegen.run_time_shapes`), whose ``threadIdx``
+extents are constants (``blockIdx`` extents may be symbolic: the workgroup counts come from the
+dispatch, which the runtime computes per run from the launch step's ``"global"``), and whose
+texture accesses are ``tirx.texture2d_load`` / ``tirx.texture2d_store`` of whole RGBA texels
+(float32, or float16 with the device's ``shader-f16``), or single lanes of a loaded texel.
 Guarantees a self-contained WGSL module with one entry point ``main`` and these bindings, all in
 group 0, binding ``i`` = parameter ``i``:
 
@@ -20,7 +22,10 @@ group 0, binding ``i`` = parameter ``i``:
   extracts its byte (``(word >> 8*(i%4)) & 0xff``, sign-extended for int8), a store clears and sets
   its byte with ``atomicAnd`` / ``atomicOr`` (the array is then ``array<atomic<u32>>``). So int8
   weights stay one byte an element on Vulkan. 8- and 16-bit integer values compute in ``i32`` /
-  ``u32``; a cast to them wraps to their width. int16/uint16 buffers are refused.
+  ``u32``; a cast to them wraps to their width. int16/uint16 buffers are refused;
+* an integer scalar: ``var<uniform> NAME_u: vec4<i32>`` (``"uniform"``, 16 bytes), its value in
+  ``.x`` as an ``i32`` (int64 too: see below), read once into a ``let`` at the top of ``main``. The
+  runtime writes it when the run's sizes change (a launch step's ``"scalars"``).
 
 ``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
 (all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
@@ -41,6 +46,7 @@ from typing import Collection, Dict, List, Optional, Tuple
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ...core.errors import RelaxVKError
@@ -100,7 +106,8 @@ class WGSLEmitError(RelaxVKError, ValueError):
 class Shader:
     """One kernel as a WGSL module: its source, workgroup size and the kind of each binding
     (``"buffer"``, ``"buffer_read"`` (never written), ``"texture"`` (sampled, read),
-    ``"storage_texture"`` / ``"storage_texture_f16"`` (written, rgba32float / rgba16float)), and
+    ``"storage_texture"`` / ``"storage_texture_f16"`` (written, rgba32float / rgba16float),
+    ``"uniform"`` (an integer scalar parameter: 16 bytes, its value as ``i32`` in ``.x``)), and
     its ``var<workgroup>`` bytes."""
 
     name: str
@@ -207,6 +214,8 @@ class _Emitter:
         self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
         self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
         self.bindings: List[str] = []
+        self.scalars: Dict[object, str] = NodeDict()  # integer scalar parameter -> its uniform's identifier
+        self.grid: Dict[str, object] = {}  # blockIdx tag -> its extent (an int, or a PrimExpr of the scalars)
 
     # ------------------------------------------------------------- naming
     def fail(self, what: str) -> WGSLEmitError:
@@ -249,7 +258,14 @@ class _Emitter:
         for param in self.func.params:
             ty = param.ty
             if not isinstance(ty, tvm.ir.PointerType):
-                raise self.fail(f"parameter {param.name} is a scalar ({ty}); kernels take buffers and textures only")
+                dtype = str(getattr(ty, "dtype", ty))
+                if dtype not in ("int32", "int64"):
+                    raise self.fail(f"parameter {param.name} is a {dtype} scalar; kernels take buffers, textures and int32/int64 sizes only")
+                # a run-time size: a uniform holding it as i32 (int64 too: module docstring), read
+                # into a let of the parameter's name at the top of main (see run)
+                name = self.bind(param)
+                self.scalars[param] = self.fresh(f"{name}_u")
+                continue
             scope = str(ty.storage_scope) or "global"
             self.bind(param)
             if scope.startswith(TEXTURE_PREFIX):
@@ -278,7 +294,10 @@ class _Emitter:
         decls = []
         for index, param in enumerate(self.func.params):
             name = self.names[param]
-            if param in self.textures:
+            if param in self.scalars:
+                kind = "uniform"
+                decls.append(f"@group(0) @binding({index}) var<uniform> {self.scalars[param]}: vec4<i32>;")
+            elif param in self.textures:
                 uses = self.textures[param]
                 if uses == {"load", "store"}:
                     raise self.fail(f"texture {param.name} is read and written by one kernel (write-only storage textures)")
@@ -667,11 +686,25 @@ class _Emitter:
             scope, _, axis = tag.partition(".")
             if scope not in ("blockIdx", "threadIdx") or axis not in _AXES:
                 raise self.fail(f"thread binding {tag}")
-            if not isinstance(s.value, tirx.IntImm):
-                raise self.fail(f"{tag} has a symbolic extent {s.value}")
-            extent = int(s.value.value)
-            if self.thread_extent.setdefault(tag, extent) != extent:
-                raise self.fail(f"{tag} launched with extents {self.thread_extent[tag]} and {extent}")
+            if scope == "blockIdx":
+                # the workgroup count comes from the dispatch: a symbolic extent (a grid over a
+                # run-time size) is the runtime's to compute, per run, from the step's "global"
+                extent = int(s.value.value) if isinstance(s.value, tirx.IntImm) else s.value
+                before = self.grid.setdefault(tag, extent)
+                if isinstance(before, int) != isinstance(extent, int):
+                    same = False  # (never ==: an int and a PrimExpr compare as a new EQ node)
+                elif isinstance(extent, int):
+                    same = before == extent
+                else:
+                    same = tvm_ffi.structural_equal(before, extent)
+                if not same:
+                    raise self.fail(f"{tag} launched with extents {before} and {extent}")
+            else:
+                if not isinstance(s.value, tirx.IntImm):
+                    raise self.fail(f"{tag} has a symbolic extent {s.value} (workgroup sizes are constants)")
+                extent = int(s.value.value)
+                if self.thread_extent.setdefault(tag, extent) != extent:
+                    raise self.fail(f"{tag} launched with extents {self.thread_extent[tag]} and {extent}")
             builtin = "rvk_wid" if scope == "blockIdx" else "rvk_lid"
             name = self.bind(iv.var)
             self.emit(depth, f"let {name}: i32 = i32({builtin}.{axis});")
@@ -847,6 +880,9 @@ class _Emitter:
     # ------------------------------------------------------------- module
     def run(self) -> Shader:
         self.params()
+        for param in self.func.params:
+            if param in self.scalars:
+                self.emit(1, f"let {self.names[param]}: i32 = {self.scalars[param]}.x;")
         self.stmt(self.func.body, 1)
         self.lines = [_resolve_words(line, {self.names[p] for p in self.byte_buffers & self.stored}) for line in self.lines]
         params = self.declare_params()

@@ -158,8 +158,8 @@ def SplitLargeWeights(max_buffer_bytes: int) -> tvm.transform.Pass:
 
 
 def _weight_shape(weight) -> Optional[list]:
-    """A constant weight's shape; None for anything else (a run-time tensor, a symbolic shape)."""
-    if not isinstance(weight, GenericConst) or weight.ty.shape is None:
+    """A weight's static shape; None when it has none (a shape with run-time dims)."""
+    if not isinstance(weight.ty, relax.TensorType) or weight.ty.shape is None:
         return None
     shape = static_shape(weight.ty.shape.values)
     return list(shape) if shape is not None else None

@@ -81,9 +81,9 @@ def _float64_kernel(a_ptr: T.handle("float64", "global")):
 
 
 @T.prim_func(s_tir=True)
-def _scalar_param_kernel(a_ptr: T.handle("float32", "global"), n: T.int32):
+def _scalar_param_kernel(a_ptr: T.handle("float32", "global"), n: T.float32):
     a = T.decl_buffer((4,), data=a_ptr)
-    a[0] = T.Cast("float32", n)
+    a[0] = n
 
 
 @T.prim_func(s_tir=True)
@@ -115,7 +115,7 @@ def _read_write_texture_kernel(t_ptr: T.handle("float32", "global.texture")):
     "func, message",
     [
         (_float64_kernel, "dtype float64 has no WGSL type"),
-        (_scalar_param_kernel, "parameter n is a scalar"),
+        (_scalar_param_kernel, "parameter n is a float32 scalar"),
         (_extern_call_kernel, "math function my_special_fn has no WGSL translation"),
         (_int64_buffer_kernel, "buffer a_ptr holds int64; WGSL storage buffers hold 16/32-bit values only"),
         (_read_write_texture_kernel, "texture t_ptr is read and written by one kernel"),
