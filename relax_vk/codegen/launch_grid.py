@@ -16,7 +16,9 @@ bindings of at most ``M`` each::
 
 The guard reads only group ids, so it is uniform across a workgroup and kernels with barriers
 stay correct; shared-memory declarations stay at kernel scope (OpenCL requires it). Only a grid of
-more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel.
+more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel. A
+grid whose size depends on run-time dims is folded the same way with its extents as expressions
+(``X' = min(X Y Z, M)``, ...): the runtime computes them per run and refuses a grid past ``M``.
 """
 
 from __future__ import annotations
@@ -110,9 +112,11 @@ def _refold(launch, limit: int, name: str):
     """``launch`` (a kernel's outermost blockIdx binding) with its grid redistributed."""
     attrs = _block_attrs(launch)
     tags = [str(a.node.thread_tag) for a in attrs]
-    if len(set(tags)) != len(tags) or any(_extent(a) < 0 for a in attrs):
-        raise LimitError(f"kernel {name}: a grid over the workgroup limit {limit} with symbolic or repeated bindings cannot be folded")
+    if len(set(tags)) != len(tags):
+        raise LimitError(f"kernel {name}: a grid over the workgroup limit {limit} with repeated bindings cannot be folded")
     blocks = dict(zip(tags, attrs))
+    if any(_extent(a) < 0 for a in attrs):
+        return _refold_symbolic(launch, blocks, limit)
     dims = [(_extent(blocks[a]) if a in blocks else 1) for a in AXES]
     total = dims[0] * dims[1] * dims[2]
     new_dims = [min(total, limit)]
@@ -143,10 +147,44 @@ def _refold(launch, limit: int, name: str):
     return body
 
 
+def _refold_symbolic(launch, blocks: dict, limit: int):
+    """:func:`_refold` for a grid whose extents depend on run-time dims: the same redistribution,
+    its extents computed by the kernel's grid expressions at each run (a grid within the limit
+    keeps its count: ``X' = min(X Y Z, M)``, ``Y' = min(ceil(X Y Z / X'), M)``,
+    ``Z' = ceil(X Y Z / (X' Y'))``; more than ``M`` along z is refused by the runtime)."""
+    dtype = "int32"
+
+    def as_i32(e):
+        return e if str(e.ty.dtype) == dtype else tirx.Cast(dtype, e)
+
+    dims = [as_i32(blocks[a].value) if a in blocks else tirx.const(1, dtype) for a in AXES]
+    total = dims[0] * dims[1] * dims[2]
+    m = tirx.const(limit, dtype)
+    new_dims = [tirx.min(total, m)]
+    new_dims.append(tirx.min(tirx.floordiv(total + new_dims[0] - 1, new_dims[0]), m))
+    new_dims.append(tirx.floordiv(total + new_dims[0] * new_dims[1] - 1, new_dims[0] * new_dims[1]))
+    ids = [tirx.IterVar(tvm.ir.Range(0, n), tirx.Var(f"{axis.replace('.', '_')}_fold", dtype), 1, axis) for axis, n in zip(AXES, new_dims)]
+    index = tirx.Var("block_linear", dtype)
+    binds = [S.Bind(index, (ids[2].var * new_dims[1] + ids[1].var) * new_dims[0] + ids[0].var)]
+    stride = tirx.const(1, dtype)
+    for axis, extent in zip(AXES, dims):
+        if axis in blocks:
+            old = blocks[axis].node.var
+            rebound = tirx.floormod(tirx.floordiv(index, stride), extent)
+            binds.append(S.Bind(old, rebound if str(old.ty.dtype) == dtype else tirx.Cast(str(old.ty.dtype), rebound)))
+        stride = stride * extent
+    shared, rest = _pull_shared(_strip_block_attrs(launch))
+    body = S.SeqStmt([*shared, *binds, S.IfThenElse(index < total, rest, None)])
+    for iv, n in reversed(list(zip(ids, new_dims))):
+        body = S.AttrStmt(iv, "thread_extent", n, body)
+    return body
+
+
 def _fold(node, limit: int, name: str):
     """``node`` with its over-long grids folded (the node itself when nothing changes)."""
     if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
-        if any(_extent(a) > limit for a in _block_attrs(node)):
+        # (a grid of run-time size may exceed the limit at some size: folded too)
+        if any(_extent(a) > limit or _extent(a) < 0 for a in _block_attrs(node)):
             return _refold(node, limit, name)
         return node  # one launch, within the limit
     if isinstance(node, S.AttrStmt):

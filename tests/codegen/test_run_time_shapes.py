@@ -155,3 +155,19 @@ def test_a_dim_without_an_upper_bound_is_refused_at_export():
         bb.emit_func_output(out)
     with pytest.raises(UnsupportedError, match=r"dim W has no upper bound; declare its range \(ONNX: --dim W=MIN:MAX"):
         relax_vk.build(bb.get(), "opencl").artifact()
+
+
+@pytest.mark.parametrize("api, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_grids_of_run_time_size_fold_under_the_workgroup_limit(model_path, api, device):
+    """A cut-down workgroup limit (8) folds every grid that depends on the width: its extents
+    become expressions the runtime computes per run (codegen/launch_grid.py)."""
+    make = relax_vk.target.opencl if api == "opencl" else relax_vk.target.vulkan
+    artifact = relax_vk.build(from_onnx(model_path, dims={"width": (4, 300)}), make(max_workgroups=8)).artifact()
+    session = load(artifact, device=device)
+    reference = ort.InferenceSession(model_path)
+    rng = np.random.default_rng(2)
+    for width in (300, 5, 64):
+        x = rng.standard_normal((1, 3, 16, width)).astype("float32")
+        y = rng.standard_normal((1, 8, 16, width)).astype("float32")
+        (out,) = session.run([x, y])
+        np.testing.assert_allclose(out, reference.run(None, {"x": x, "y": y})[0], rtol=1e-4, atol=1e-6)
