@@ -247,7 +247,7 @@ class _ProgramBuilder:
                     ids.append(operands[i] if kind == "param" else ws_ids[i])
             grid = [substitute(g, at_call) for g in launch["grid"]]
             global_exprs = [self.dims.expression(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
-            bound = [self.dims.bound(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
+            bound = [self.dims.at_max(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
             self.kernels[kernel] = {"name": kernel, "global": bound, "local": launch["block"], **self.kernel_info(gv.name_hint)}
             step = {"op": "launch", "kernel": kernel, "call": gv.name_hint, "args": ids}
             if scalars:

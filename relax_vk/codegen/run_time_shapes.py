@@ -111,6 +111,16 @@ class RunTimeDims:
             raise UnsupportedError(f"{what}: {expr} has no finite bound over the declared dim ranges")
         return int(hi)
 
+    def at_max(self, expr, what: str) -> int:
+        """``expr``'s value with every dim at its maximum (a grid's size at the bound: what a
+        load-time check reads; the runtime checks each run's own)."""
+        if isinstance(expr, int):
+            return expr
+        value = getattr(Analyzer().simplify(substitute(expr, {d.var: tirx.const(d.max, d.var.ty.dtype) for d in self.dims})), "value", None)
+        if not isinstance(value, int):
+            raise UnsupportedError(f"{what}: {expr} is not a number at the dims' maxima")
+        return value
+
     def expression(self, expr, what: str) -> Expr:
         """``expr`` (over the model's dims) in the artifact's form (module docstring)."""
         if isinstance(expr, int):
