@@ -14,20 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
-
-
-def _steady_ms(session, inputs, repeat: int) -> float:
-    session.run(inputs)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(inputs)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -64,10 +53,10 @@ def main() -> int:
         start = time.perf_counter()
         (out,) = session.run([inputs[w]])
         first_ms = (time.perf_counter() - start) * 1e3
-        dyn_ms = _steady_ms(session, [inputs[w]], args.repeat)
+        dyn_ms = session.time([inputs[w]], repeat=args.repeat)["median"]
         fixed = load(relax_vk.build(from_onnx(path, {"x": (1, 3, 48, w)}), args.api).artifact(), device=device)
         (fixed_out,) = fixed.run([inputs[w]])
-        fixed_ms = _steady_ms(fixed, [inputs[w]], args.repeat)
+        fixed_ms = fixed.time([inputs[w]], repeat=args.repeat)["median"]
         scale = float(np.abs(expected).max())
         rows.append({"width": w, "fixed_ms": fixed_ms, "fixed_device_bytes": fixed.device_bytes, "first_ms": first_ms, "steady_ms": dyn_ms,
                      "ratio": dyn_ms / fixed_ms, "first_over_steady": first_ms / dyn_ms,
