@@ -102,7 +102,7 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
             if scope != "global":
                 raise ExportError(f"{name}: allocates a {scope} workspace ({buf.name}); the runtime supports buffer workspaces only")
             workspace_of[buf] = len(workspaces)
-            workspaces.append({"name": str(buf.name), "shape": list(buf.ty.shape), "dtype": str(buf.ty.dtype)})
+            workspaces.append({"name": str(buf.name), "shape": [substitute(d, lets) for d in buf.ty.shape], "dtype": str(buf.ty.dtype)})
         elif kind == "Bind" and _scalar_dtype(stmt.var) in ("int32", "int64"):
             lets[stmt.var] = substitute(stmt.value, lets)
             if getattr(stmt, "body", None) is not None:

@@ -171,3 +171,29 @@ def test_grids_of_run_time_size_fold_under_the_workgroup_limit(model_path, api, 
         y = rng.standard_normal((1, 8, 16, width)).astype("float32")
         (out,) = session.run([x, y])
         np.testing.assert_allclose(out, reference.run(None, {"x": x, "y": y})[0], rtol=1e-4, atol=1e-6)
+
+
+def test_sizes_the_host_binds_once_reach_workspaces_scalars_and_grids():
+    """TVM's host code computes a size once (``n = W * 4``) and uses it for a workspace, a kernel
+    argument and the grid: each is read as an expression of the input's dim."""
+    import tvm
+    from tvm.script import tirx as T
+
+    from relax_vk.codegen.export import kernel_launches
+
+    @T.prim_func(s_tir=True)
+    def host(a: T.handle):
+        W = T.int64()
+        A = T.match_buffer(a, (W,), "float32")
+        n: T.let[T.int64] = W * T.int64(4)
+        ws = T.alloc_buffer((n,), "float32")
+        T.call_ffi_kernel("k", A.data, ws.data, n, (n + T.int64(255)) // T.int64(256), T.int64(256),
+                          launch_params=["blockIdx.x", "threadIdx.x"], ret_ty="int32")  # fmt: skip
+
+    width = host.params[0].ty.shape[0]
+    (workspace,), (launch,) = kernel_launches(host, "host")
+    tvm.ir.assert_structural_equal(workspace["shape"][0], width * 4)
+    assert launch["args"][:2] == [("param", 0), ("workspace", 0)]
+    tvm.ir.assert_structural_equal(launch["args"][2][1], width * 4)
+    tvm.ir.assert_structural_equal(launch["grid"][0], (width * 4 + 255) // 256)
+    assert launch["block"] == [256, 1, 1]
