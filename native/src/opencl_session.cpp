@@ -632,16 +632,10 @@ private:
 
     // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ.
     // Non-blocking unless `blocking`: `data` (and staging_) must then stay unchanged until the queue finishes.
-    // The bytes tensor `tid` holds in the current run (its planned bytes when its shape is fixed)
-    size_t bytes_now(int tid) const {
-        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        return static_cast<size_t>(t.shape_expr.empty() || shapes_.bytes.empty() ? t.bytes : shapes_.bytes[static_cast<size_t>(tid)]);
-    }
-
     void write(int tid, const void* data, cl_command_queue q, bool blocking = false) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         const void* bytes = data;
-        size_t n = bytes_now(tid);
+        size_t n = static_cast<size_t>(bytes_now(tid));
         if (half_texels(t)) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
             convert(t.dtype, data, dtype_from_name(t.texel_dtype()), staging_.data(), static_cast<size_t>(t.elements()));
@@ -665,7 +659,7 @@ private:
         bool convert_back = half_texels(t);
         blocking = blocking || convert_back;
         void* target = data;
-        size_t n = bytes_now(tid);
+        size_t n = static_cast<size_t>(bytes_now(tid));
         if (n == 0) return;  // a tensor of no elements
         if (convert_back) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
@@ -808,7 +802,7 @@ private:
             auto [buffer, offset] = ranges_[static_cast<size_t>(l.dst)];
             check(clEnqueueCopyImageToBuffer(q, src, buffer, origin, r, offset, 0, nullptr, first), l.name);
         } else {
-            check(clEnqueueCopyBuffer(q, src, dst, 0, 0, bytes_now(l.src), 0, nullptr, first), l.name);
+            check(clEnqueueCopyBuffer(q, src, dst, 0, 0, static_cast<size_t>(bytes_now(l.src)), 0, nullptr, first), l.name);
         }
         if (first && !(s.is_image && d.is_image)) {
             *last = *first;

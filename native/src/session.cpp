@@ -199,6 +199,13 @@ std::vector<int64_t> Session::bind_dims() const {
     return dims;
 }
 
+int64_t Session::bytes_now(int tid) const {
+    const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
+    return t.shape_expr.empty() || shapes_.bytes.empty() ? t.bytes : shapes_.bytes[static_cast<size_t>(tid)];
+}
+
+std::string Session::dims_text() const { return shapes_.dims.empty() ? "" : " at " + dim_value_repr(program_, shapes_.dims); }
+
 std::vector<int64_t> Session::current_shape(int tid) const {
     const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
     if (t.shape_expr.empty()) return t.shape;

@@ -90,6 +90,11 @@ protected:
     // a backend sets the launches' scalar arguments and grids from it.
     virtual void shapes_changed() {}
 
+    // The bytes tensor `tid` holds in the current run (its planned bytes when its shape is fixed)
+    int64_t bytes_now(int tid) const;
+    // " at W=37, H=8": the current run's dims, for messages
+    std::string dims_text() const;
+
     RunShapes shapes_;  // the current run's sizes (RunShapes); for fixed shapes, set at load
     bool shapes_ready_ = false;  // shapes_changed() has seen shapes_
     std::shared_ptr<const Artifact> artifact_;

@@ -538,8 +538,7 @@ protected:
     void shapes_changed() override {
         drop_ahead();
         static const char* const axes = "xyz";
-        std::string at;
-        for (size_t d = 0; d < program_.dims.size(); ++d) at += (d ? ", " : " at ") + program_.dims[d].name + "=" + std::to_string(shapes_.dims[d]);
+        std::string at = dims_text();
         auto slot = [&](uint64_t offset, int64_t value) {
             int32_t v = static_cast<int32_t>(value);
             std::memcpy(uniform_staging_.data() + offset, &v, sizeof v);
@@ -840,12 +839,6 @@ private:
                 offsets_.push_back(place->offset);
             }
         }
-    }
-
-    // The bytes tensor `tid` holds in the current run (its planned bytes when its shape is fixed)
-    int64_t bytes_now(int tid) const {
-        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        return t.shape_expr.empty() || shapes_.bytes.empty() ? t.bytes : shapes_.bytes[static_cast<size_t>(tid)];
     }
 
     // session._write: `data` holds the tensor in its dtype (converted to its texel dtype); a tensor
