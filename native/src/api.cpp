@@ -219,6 +219,12 @@ const char* rvk_session_program_origin(const rvk_session* s) { return s ? s->ses
 
 void rvk_set_cache_dir(const char* folder) { rvk::set_cache_folder(folder); }
 
+rvk_status rvk_session_tensor_info(const rvk_session* s, int32_t tensor, rvk_tensor_info* out) {
+    std::vector<int> ids(s ? s->session->program().tensors.size() : 0);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+    return info(s, ids, tensor, out, "tensor");
+}
+
 rvk_status rvk_session_read_tensor(const rvk_session* s, int32_t tensor, void* data, size_t size) {
     return guarded([&] {
         require(s, "NULL session");

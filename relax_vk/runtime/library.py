@@ -118,6 +118,7 @@ def library() -> ctypes.CDLL:
         "rvk_session_run": (c.c_int, [P]),
         "rvk_session_get_output": (c.c_int, [P, c.c_int32, P, c.c_size_t]),
         "rvk_session_read_tensor": (c.c_int, [P, c.c_int32, P, c.c_size_t]),
+        "rvk_session_tensor_info": (c.c_int, [P, c.c_int32, c.POINTER(TensorInfo)]),
         "rvk_session_set_profiling": (c.c_int, [P, c.c_int]),
         "rvk_session_profile_count": (c.c_int32, [P]),
         "rvk_session_profile_entry": (c.c_int, [P, c.c_int32, c.POINTER(c.c_char_p), c.POINTER(c.c_double)]),

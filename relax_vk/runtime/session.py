@@ -62,6 +62,16 @@ def _info(fn, handle, index: int, target: str) -> dict:
             "shape": [int(v) for v in info.shape[: info.rank]]}  # fmt: skip
 
 
+def _dim_rows(lib, handle, target: str) -> List[tuple]:
+    """``(name, min, max, value in the last run)`` of each run-time dim (``rvk_session_dim_info``)."""
+    name, lo, hi, value = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+    rows = []
+    for i in range(lib.rvk_session_dim_count(handle)):
+        check(lib.rvk_session_dim_info(handle, i, ctypes.byref(name), ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(value)), target)
+        rows.append((name.value.decode(), int(lo.value), int(hi.value), int(value.value)))
+    return rows
+
+
 class Session:
     """A program loaded by the native library on one device.
 
@@ -104,11 +114,7 @@ class Session:
         self._handle = session
         self.inputs = [_info(lib.rvk_session_input_info, session, i, target) for i in range(lib.rvk_session_input_count(session))]
         self.outputs = [_info(lib.rvk_session_output_info, session, i, target) for i in range(lib.rvk_session_output_count(session))]
-        self.dims = {}
-        name, lo, hi, value = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        for i in range(lib.rvk_session_dim_count(session)):
-            check(lib.rvk_session_dim_info(session, i, ctypes.byref(name), ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(value)), target)
-            self.dims[name.value.decode()] = (int(lo.value), int(hi.value))
+        self.dims = {name: (lo, hi) for name, lo, hi, _ in _dim_rows(lib, session, target)}
         self._output_layout = [(tuple(o["shape"]), np.dtype(o["dtype"])) for o in self.outputs]
         # the ctypes shape and dtype arguments of each input as declared (a run passes them as they are)
         self._input_args = [self._input_arg(tuple(i["shape"]), np.dtype(i["dtype"])) for i in self.inputs]
@@ -199,21 +205,7 @@ class Session:
     @property
     def dim_values(self) -> Dict[str, int]:
         """The run-time dims' values in the last run (-1 before the first)."""
-        name, lo, hi, value = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        out = {}
-        for i in range(len(self.dims)):
-            check(self._lib.rvk_session_dim_info(self._handle, i, ctypes.byref(name), ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(value)), self.target)
-            out[name.value.decode()] = int(value.value)
-        return out
-
-    def _tensor_shape(self, tid: int) -> List[int]:
-        """Tensor ``tid``'s shape in the last run (its expressions at :attr:`dim_values`)."""
-        from ..serialization.shape_exprs import evaluate
-
-        values = self.dim_values
-        if any(v < 0 for v in values.values()):
-            raise ValueError(f"tensor {self.tensors[tid]['name']}: its shape depends on run-time dims and the session has not run yet")
-        return [evaluate(e, values) for e in self.tensors[tid]["shape_expr"]]
+        return {name: value for name, _, _, value in _dim_rows(self._lib, self._handle, self.target)}
 
     def _read_profile(self) -> None:
         lib, handle = self._lib, self._handle
@@ -246,7 +238,9 @@ class Session:
         (half texels read back as the tensor's dtype). After a run an intermediate holds its value
         only in an artifact built without storage reuse (``relax-vk bisect`` reads them so)."""
         t = self.tensors[tid]
-        shape = t["shape"] if "shape_expr" not in t else self._tensor_shape(tid)
+        shape = t["shape"] if "shape_expr" not in t else _info(self._lib.rvk_session_tensor_info, self._handle, tid, self.target)["shape"]
+        if any(d < 0 for d in shape):
+            raise ValueError(f"tensor {t['name']}: its shape depends on run-time dims and the session has not run yet")
         out = np.empty(shape, dtype=t["dtype"])
         check(self._lib.rvk_session_read_tensor(self._handle, tid, out.ctypes.data, out.nbytes), self.target)
         return out

@@ -172,6 +172,9 @@ RVK_API const char* rvk_session_program_origin(const rvk_session* session);
  * intermediate holds its value only in an artifact built without storage reuse (what `relax-vk bisect`
  * reads). A tool's call: it allocates, waits for the device and frees on every call. */
 RVK_API rvk_status rvk_session_read_tensor(const rvk_session* session, int32_t tensor, void* data, size_t size);
+/* Tensor `tensor` of the program's table as rvk_session_output_info describes an output: its shape
+ * in the last run (what rvk_session_read_tensor's `size` follows with run-time dims). */
+RVK_API rvk_status rvk_session_tensor_info(const rvk_session* session, int32_t tensor, rvk_tensor_info* info);
 
 /* --- devices -------------------------------------------------------------------------------- */
 /* The devices of `api` ("opencl" or "vulkan") as a JSON array of rows: index (the device spec that
