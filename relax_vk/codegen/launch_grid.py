@@ -109,74 +109,63 @@ def _extent(attr) -> int:
 
 
 def _refold(launch, limit: int, name: str):
-    """``launch`` (a kernel's outermost blockIdx binding) with its grid redistributed."""
+    """``launch`` (a kernel's outermost blockIdx binding) with its grid redistributed. A grid whose
+    extents depend on run-time dims gets the same redistribution with its extents as expressions
+    the runtime computes per run (a grid within the limit keeps its count: ``X' = min(X Y Z, M)``,
+    ``Y' = min(ceil(X Y Z / X'), M)``, ``Z' = ceil(X Y Z / (X' Y'))``; more than ``M`` along z is
+    then refused by the runtime)."""
     attrs = _block_attrs(launch)
     tags = [str(a.node.thread_tag) for a in attrs]
     if len(set(tags)) != len(tags):
         raise LimitError(f"kernel {name}: a grid over the workgroup limit {limit} with repeated bindings cannot be folded")
     blocks = dict(zip(tags, attrs))
-    if any(_extent(a) < 0 for a in attrs):
-        return _refold_symbolic(launch, blocks, limit)
-    dims = [(_extent(blocks[a]) if a in blocks else 1) for a in AXES]
-    total = dims[0] * dims[1] * dims[2]
-    new_dims = [min(total, limit)]
-    new_dims.append(min(-(-total // new_dims[0]), limit))
-    new_dims.append(-(-total // (new_dims[0] * new_dims[1])))
-    if new_dims[2] > limit:
-        raise LimitError(f"kernel {name}: a grid of {total} workgroups does not fit {limit}**3 (the workgroup limit per dimension)")
     dtype = "int32"
+
+    def extent(axis):  # an int, or an int32 expression of the kernel's size parameters
+        if axis not in blocks:
+            return 1
+        if _extent(blocks[axis]) >= 0:
+            return _extent(blocks[axis])
+        value = blocks[axis].value
+        return value if str(value.ty.dtype) == dtype else tirx.Cast(dtype, value)
+
+    def ceil_div(a, b):
+        return -(-a // b) if isinstance(a, int) and isinstance(b, int) else tirx.floordiv(a + b - 1, b)
+
+    def at_most(a, b):
+        return min(a, b) if isinstance(a, int) else tirx.min(a, tirx.const(b, dtype))
+
+    def expr(n):
+        return tirx.const(n, dtype) if isinstance(n, int) else n
+
+    dims = [extent(a) for a in AXES]
+    total = dims[0] * dims[1] * dims[2]
+    new_dims = [at_most(total, limit)]
+    new_dims.append(at_most(ceil_div(total, new_dims[0]), limit))
+    new_dims.append(ceil_div(total, new_dims[0] * new_dims[1]))
+    if isinstance(new_dims[2], int) and new_dims[2] > limit:
+        raise LimitError(f"kernel {name}: a grid of {total} workgroups does not fit {limit}**3 (the workgroup limit per dimension)")
+    # an axis of one workgroup (known at compile time) is left unbound, but for x
+    bound = [k == 0 or not isinstance(n, int) or n > 1 for k, n in enumerate(new_dims)]
     ids = [tirx.IterVar(tvm.ir.Range(0, n), tirx.Var(f"{axis.replace('.', '_')}_fold", dtype), 1, axis) for axis, n in zip(AXES, new_dims)]
-    used = [iv.var if n > 1 or k == 0 else tirx.const(0, dtype) for k, (iv, n) in enumerate(zip(ids, new_dims))]
-    linear = (used[2] * tirx.const(new_dims[1], dtype) + used[1]) * tirx.const(new_dims[0], dtype) + used[0]
+    used = [iv.var if b else tirx.const(0, dtype) for iv, b in zip(ids, bound)]
+    linear = (used[2] * expr(new_dims[1]) + used[1]) * expr(new_dims[0]) + used[0]
     index = tirx.Var("block_linear", dtype)
     binds = [S.Bind(index, linear)]
     stride = 1
-    for axis, extent in zip(AXES, dims):
+    for axis, n in zip(AXES, dims):
         if axis in blocks:
             old = blocks[axis].node.var
-            value = tirx.floordiv(index, tirx.const(stride, dtype)) if stride > 1 else index
-            rebound = tirx.floormod(value, tirx.const(extent, dtype))
+            value = tirx.floordiv(index, expr(stride)) if not (isinstance(stride, int) and stride == 1) else index
+            rebound = tirx.floormod(value, expr(n))
             old_dtype = str(old.ty.dtype)
             binds.append(S.Bind(old, rebound if old_dtype == dtype else tirx.Cast(old_dtype, rebound)))
-        stride *= extent
+        stride = stride * n
     shared, rest = _pull_shared(_strip_block_attrs(launch))
-    body = S.SeqStmt([*shared, *binds, S.IfThenElse(index < tirx.const(total, dtype), rest, None)])
-    for iv, n in reversed(list(zip(ids, new_dims))):
-        if n > 1 or iv is ids[0]:
-            body = S.AttrStmt(iv, "thread_extent", tirx.const(n, "int32"), body)
-    return body
-
-
-def _refold_symbolic(launch, blocks: dict, limit: int):
-    """:func:`_refold` for a grid whose extents depend on run-time dims: the same redistribution,
-    its extents computed by the kernel's grid expressions at each run (a grid within the limit
-    keeps its count: ``X' = min(X Y Z, M)``, ``Y' = min(ceil(X Y Z / X'), M)``,
-    ``Z' = ceil(X Y Z / (X' Y'))``; more than ``M`` along z is refused by the runtime)."""
-    dtype = "int32"
-
-    def as_i32(e):
-        return e if str(e.ty.dtype) == dtype else tirx.Cast(dtype, e)
-
-    dims = [as_i32(blocks[a].value) if a in blocks else tirx.const(1, dtype) for a in AXES]
-    total = dims[0] * dims[1] * dims[2]
-    m = tirx.const(limit, dtype)
-    new_dims = [tirx.min(total, m)]
-    new_dims.append(tirx.min(tirx.floordiv(total + new_dims[0] - 1, new_dims[0]), m))
-    new_dims.append(tirx.floordiv(total + new_dims[0] * new_dims[1] - 1, new_dims[0] * new_dims[1]))
-    ids = [tirx.IterVar(tvm.ir.Range(0, n), tirx.Var(f"{axis.replace('.', '_')}_fold", dtype), 1, axis) for axis, n in zip(AXES, new_dims)]
-    index = tirx.Var("block_linear", dtype)
-    binds = [S.Bind(index, (ids[2].var * new_dims[1] + ids[1].var) * new_dims[0] + ids[0].var)]
-    stride = tirx.const(1, dtype)
-    for axis, extent in zip(AXES, dims):
-        if axis in blocks:
-            old = blocks[axis].node.var
-            rebound = tirx.floormod(tirx.floordiv(index, stride), extent)
-            binds.append(S.Bind(old, rebound if str(old.ty.dtype) == dtype else tirx.Cast(str(old.ty.dtype), rebound)))
-        stride = stride * extent
-    shared, rest = _pull_shared(_strip_block_attrs(launch))
-    body = S.SeqStmt([*shared, *binds, S.IfThenElse(index < total, rest, None)])
-    for iv, n in reversed(list(zip(ids, new_dims))):
-        body = S.AttrStmt(iv, "thread_extent", n, body)
+    body = S.SeqStmt([*shared, *binds, S.IfThenElse(index < expr(total), rest, None)])
+    for iv, n, b in reversed(list(zip(ids, new_dims, bound))):
+        if b:
+            body = S.AttrStmt(iv, "thread_extent", expr(n) if not isinstance(n, int) else tirx.const(n, "int32"), body)
     return body
 
 
