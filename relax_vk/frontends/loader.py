@@ -30,14 +30,7 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
     if spec.endswith(".onnx"):
         if not os.path.exists(spec):
             raise ModelLoadError(f"{spec}: no such file")
-        from .onnx import from_onnx
-
-        source = {"onnx": os.path.abspath(spec)}
-        if input_shapes:
-            source["input_shapes"] = {name: [d if isinstance(d, str) else int(d) for d in shape] for name, shape in input_shapes.items()}
-        if dims:
-            source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
-        return from_onnx(spec, input_shapes, dims), source
+        return _from_onnx(spec, {"onnx": os.path.abspath(spec)}, input_shapes, dims)
     if spec.endswith(".pt2"):
         if not os.path.exists(spec):
             raise ModelLoadError(f"{spec}: no such file")
@@ -45,14 +38,9 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
 
         return load_pt2(spec), {"pt2": os.path.abspath(spec)}
     if spec in PACKAGED:
-        from .onnx import from_onnx
-
         shapes = dict(PACKAGED[spec].input_shapes)
         shapes.update(input_shapes or {})
-        source = {"packaged": spec, "input_shapes": {k: list(v) for k, v in shapes.items()}}
-        if dims:
-            source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
-        return from_onnx(packaged_model_path(spec), shapes, dims), source
+        return _from_onnx(str(packaged_model_path(spec)), {"packaged": spec}, shapes, dims)
     if spec in ZOO:
         from ..zoo import build_zoo_model
         from .torch import from_torch
@@ -63,3 +51,15 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
         f"unknown model {spec!r}; use a built-in example ({', '.join(sorted(EXAMPLES))}), "
         f"a zoo model ({', '.join(ZOO)}), a packaged model ({', '.join(PACKAGED)}), or a .onnx / .pt2 file"
     )
+
+
+def _from_onnx(path: str, source: dict, input_shapes, dims) -> Tuple[tvm.IRModule, dict]:
+    """An ONNX model through :func:`~relax_vk.frontends.onnx.from_onnx`, its shapes and dims added
+    to ``source`` (what a runtime needs to import it again for a CPU reference)."""
+    from .onnx import from_onnx
+
+    if input_shapes:
+        source["input_shapes"] = {name: [d if isinstance(d, str) else int(d) for d in shape] for name, shape in input_shapes.items()}
+    if dims:
+        source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
+    return from_onnx(path, input_shapes, dims), source
