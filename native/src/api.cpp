@@ -225,6 +225,13 @@ rvk_status rvk_session_tensor_info(const rvk_session* s, int32_t tensor, rvk_ten
     return info(s, ids, tensor, out, "tensor");
 }
 
+rvk_status rvk_session_reset_states(rvk_session* s) {
+    return guarded([&] {
+        require(s, "NULL session");
+        s->session->reset_states();
+    });
+}
+
 rvk_status rvk_session_read_tensor(const rvk_session* s, int32_t tensor, void* data, size_t size) {
     return guarded([&] {
         require(s, "NULL session");

@@ -432,6 +432,7 @@ public:
         allocate_storage();
         bind_steps();
         upload_constants();
+        reset_states();
     }
 
 protected:
@@ -453,6 +454,12 @@ protected:
                     events.push_back(last);
                 }
             }
+            for (const StateCopy& c : state_copies_)  // (in order after the steps: one in-order queue)
+                if (c.bytes)
+                    check(clEnqueueCopyBuffer(q, ranges_[static_cast<size_t>(c.src)].first, ranges_[static_cast<size_t>(c.dst)].first,
+                                              ranges_[static_cast<size_t>(c.src)].second, ranges_[static_cast<size_t>(c.dst)].second + static_cast<size_t>(c.dst_offset),
+                                              static_cast<size_t>(c.bytes), 0, nullptr, nullptr),
+                          "updating state " + program_.tensors[static_cast<size_t>(c.dst)].name);
             for (size_t i = 0; i < outputs.size(); ++i) read(program_.outputs[i], outputs[i].data(), q, true);
         } catch (...) {
             clFinish(q);
@@ -485,6 +492,11 @@ protected:
 
     void read_device(int tid, void* data) override {
         read(tid, data, profiling_ || !timing_queue_ ? queue_ : timing_queue_, true);
+    }
+
+    void zero_tensor(int tid) override {
+        std::vector<uint8_t> zeros(static_cast<size_t>(program_.tensors[static_cast<size_t>(tid)].bytes), 0);
+        write(tid, zeros.data(), profiling_ || !timing_queue_ ? queue_ : timing_queue_, true);
     }
 
     // The launches' run-time scalar arguments and grids (launches_[i] is step i's)

@@ -494,6 +494,48 @@ std::string storage_problem(const Json& program) {
     return "";
 }
 
+// The program's states (relax_vk.core.states): each an input of fixed shape, updated by an output
+// of the same dtype whose rows have the state's trailing shape, both buffers, none twice.
+void check_states(const Json& program, const std::vector<Json>& ts, const std::map<std::string, int>& dims) {
+    const Json* states = program.get("states");
+    if (!states || states->is_null()) return;
+    require(states->is_array(), "states " + states->repr() + " is not a list");
+    auto listed = [&](const char* what, int64_t tid) {
+        for (const Json& i : program.get(what)->items())
+            if (i.as_int() == tid) return true;
+        return false;
+    };
+    std::set<int64_t> used;
+    for (const Json& s : states->items()) {
+        const Json* tj = s.is_object() ? s.get("tensor") : nullptr;
+        const Json* uj = s.is_object() ? s.get("update") : nullptr;
+        require(s.is_object() && strict_int(tj) && strict_int(uj) && s.get("offset"), "state " + s.repr() + " is not {tensor, update, offset}");
+        int64_t n = static_cast<int64_t>(ts.size());
+        require(tj->as_int() >= 0 && tj->as_int() < n && uj->as_int() >= 0 && uj->as_int() < n, "state " + s.repr() + " names a tensor that does not exist");
+        const Json& t = ts[static_cast<size_t>(tj->as_int())];
+        const Json& u = ts[static_cast<size_t>(uj->as_int())];
+        std::string where = "state " + t.get("name")->as_string() + " (updated by " + u.get("name")->as_string() + ")";
+        require(listed("inputs", tj->as_int()), where + ": the state is not an input");
+        require(listed("outputs", uj->as_int()), where + ": the update is not an output");
+        require(!used.count(tj->as_int()) && !used.count(uj->as_int()), where + ": a tensor serves two states");
+        used.insert(tj->as_int());
+        used.insert(uj->as_int());
+        require(!is_texture_scope(t.get("scope")->as_string()) && !is_texture_scope(u.get("scope")->as_string()), where + ": states are buffers");
+        require(t.get("dtype")->as_string() == u.get("dtype")->as_string(), where + ": " + t.get("dtype")->as_string() + " updated by " +
+                                                                               u.get("dtype")->as_string());
+        const Json* texpr = t.get("shape_expr");
+        require(!texpr || texpr->is_null(), where + ": a state has a fixed shape");
+        std::vector<int64_t> ts_shape = int_list(*t.get("shape")), us_shape = int_list(*u.get("shape"));
+        require(!ts_shape.empty() && ts_shape.size() == us_shape.size(), where + ": the update is not rows of the state");
+        const Json* uexpr = u.get("shape_expr");
+        for (size_t a = 1; a < ts_shape.size(); ++a) {
+            bool fixed = !uexpr || uexpr->is_null() || uexpr->items()[a].is_int();
+            require(fixed && us_shape[a] == ts_shape[a], where + ": the update " + list_repr(us_shape) + " is not rows of the state " + list_repr(ts_shape));
+        }
+        expr_of(*s.get("offset"), dims, where + ": offset");
+    }
+}
+
 void validate_program(const Json& program, const std::string& source, const std::map<std::string, Constant>& constants) {
     require(program.is_object(), "the program is not an object");
     const Json* format = program.get("format");
@@ -562,6 +604,7 @@ void validate_program(const Json& program, const std::string& source, const std:
         require(ids && ids->is_array() && (!ids->items().empty() || std::string(what) == "inputs"), std::string("no ") + what);
         for (const Json& tid : ids->items()) ref(&tid, what);
     }
+    check_states(program, ts, dims);
     // every run-time dim is an axis of an input on its own (what binds it at run time)
     std::set<int> bound;
     for (const Json& tid : program.get("inputs")->items()) {
@@ -650,6 +693,10 @@ Program to_program(const Json& j, const std::string& source) {
         }
         p.steps.push_back(s);
     }
+    if (const Json* states = j.get("states"); states && states->is_array())
+        for (const Json& sj : states->items())
+            p.states.push_back({static_cast<int>(sj.get("tensor")->as_int()), static_cast<int>(sj.get("update")->as_int()),
+                                ShapeExpr::parse(*sj.get("offset"), dims)});
     for (const Json& i : j.get("inputs")->items()) p.inputs.push_back(static_cast<int>(i.as_int()));
     for (const Json& o : j.get("outputs")->items()) p.outputs.push_back(static_cast<int>(o.as_int()));
     if (const Json* storage = j.get("storage")) {

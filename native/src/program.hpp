@@ -75,6 +75,15 @@ struct Step {
     int src = -1, dst = -1;  // Copy
 };
 
+// An input the runtime keeps on the device between runs (relax_vk.core.states): the caller never
+// sets it; it is zeroed at load and by a reset, and after each run output `update` ([rows, ...])
+// is written into its rows [offset, offset + rows).
+struct State {
+    int tensor = -1;  // the input
+    int update = -1;  // the output
+    ShapeExpr offset = ShapeExpr::constant(0);
+};
+
 struct Allocation {
     int64_t bytes = 0;
     bool is_image = false;
@@ -88,7 +97,8 @@ struct Program {
     std::vector<Tensor> tensors;
     std::vector<Kernel> kernels;
     std::vector<Step> steps;
-    std::vector<int> inputs, outputs;
+    std::vector<int> inputs, outputs;  // (in a session: the caller's, states and their updates left out)
+    std::vector<State> states;
     bool has_storage = false;
     std::vector<Allocation> storage;
 

@@ -97,6 +97,10 @@ RunShapes evaluate_shapes(const Program& p, const std::vector<int64_t>& dims) {
 }
 
 Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move(artifact)), program_(artifact_->program) {
+    for (const State& st : program_.states) {  // the caller neither sets a state nor reads its update
+        program_.inputs.erase(std::find(program_.inputs.begin(), program_.inputs.end(), st.tensor));
+        program_.outputs.erase(std::find(program_.outputs.begin(), program_.outputs.end(), st.update));
+    }
     for (int tid : program_.inputs) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         inputs_.emplace_back(t.shape_expr.empty() ? static_cast<size_t>(t.bytes) : 0);
@@ -232,6 +236,18 @@ void Session::run() {
         shapes_changed();
         shapes_ready_ = true;
     }
+    state_copies_.clear();
+    for (const State& st : program_.states) {  // checked before anything runs: a refused run leaves the states as they were
+        const Tensor& t = program_.tensors[static_cast<size_t>(st.tensor)];
+        const Tensor& u = program_.tensors[static_cast<size_t>(st.update)];
+        int64_t offset = eval_or_throw(st.offset, program_, shapes_.dims, "state " + t.name + " offset");
+        int64_t rows = shapes_.shapes[static_cast<size_t>(u.id)][0];
+        if (offset < 0 || rows > t.shape[0] - offset)
+            throw Error(RVK_ERROR_ARGUMENT, "state " + t.name + ": this run's " + u.name + " goes to rows " + std::to_string(offset) + ".." +
+                                                std::to_string(offset + rows - 1) + ", outside its " + std::to_string(t.shape[0]) + " rows" + dims_text());
+        int64_t row_bytes = t.shape[0] ? t.bytes / t.shape[0] : 0;
+        state_copies_.push_back({u.id, t.id, offset * row_bytes, rows * row_bytes});
+    }
     for (size_t i = 0; i < outputs_device_.size(); ++i) {
         const Tensor& t = program_.tensors[static_cast<size_t>(program_.outputs[i])];
         int64_t bytes = shapes_.bytes[static_cast<size_t>(t.id)];
@@ -243,6 +259,10 @@ void Session::run() {
         const Tensor& t = program_.tensors[static_cast<size_t>(program_.outputs[i])];
         convert(t.dtype, outputs_device_[i].data(), t.host_dtype, outputs_host_[i].data(), outputs_device_[i].size() / dtype_size(t.dtype));
     }
+}
+
+void Session::reset_states() {
+    for (const State& st : program_.states) zero_tensor(st.tensor);
 }
 
 void Session::get_output(int index, void* data, size_t size) const {

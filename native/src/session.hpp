@@ -64,6 +64,8 @@ public:
     // back as the tensor's dtype): `size` must be its exact byte size. After a run an intermediate
     // holds its value only in an artifact built without storage reuse (`relax-vk bisect`).
     void read_tensor(int tid, void* data, size_t size);
+    // Zeroes every state (relax_vk.core.states): a new sequence. Also done at load.
+    void reset_states();
 
     std::vector<ProfileEntry> profile;
     double device_ms = std::nan("");
@@ -89,6 +91,16 @@ protected:
     // Called when shapes_ changed (the first run, a run at other run-time dims) before execute():
     // a backend sets the launches' scalar arguments and grids from it.
     virtual void shapes_changed() {}
+    // Sets tensor `tid` (a buffer of fixed shape) to zeros on the device (reset_states()).
+    virtual void zero_tensor(int tid) = 0;
+
+    // This run's state updates, in order, for execute() to make after the steps: `bytes` of tensor
+    // `src` (from its start) to tensor `dst` at byte `dst_offset`, on the device.
+    struct StateCopy {
+        int src, dst;
+        int64_t dst_offset, bytes;
+    };
+    std::vector<StateCopy> state_copies_;
 
     // The bytes tensor `tid` holds in the current run (its planned bytes when its shape is fixed)
     int64_t bytes_now(int tid) const;

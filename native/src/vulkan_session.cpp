@@ -465,6 +465,13 @@ public:
         prepare_steps();
         prepare_readback();
         upload_constants();
+        for (const State& st : program_.states) {  // (WebGPU copies whole words)
+            const Tensor& t = program_.tensors[static_cast<size_t>(st.tensor)];
+            if (t.shape[0] && (t.bytes / t.shape[0]) % 4)
+                throw Error(RVK_ERROR_LIMIT, "state " + t.name + ": rows of " + std::to_string(t.bytes / t.shape[0]) +
+                                                 " bytes; Vulkan (WebGPU) copies rows of a multiple of 4 bytes");
+        }
+        reset_states();
     }
 
     ~VulkanSession() override { drop_ahead(); }
@@ -500,6 +507,12 @@ protected:
             w_.BufferUnmap(query_readback_);
             step_times(names, begins, ends, profile, device_ms);
         }
+    }
+
+    void zero_tensor(int tid) override {
+        drop_ahead();  // (a run recorded ahead would be right; kept simple: the next run records its own)
+        std::vector<uint8_t> zeros(static_cast<size_t>(program_.tensors[static_cast<size_t>(tid)].bytes), 0);
+        write(tid, zeros.data());
     }
 
     // A mappable copy of the tensor, made, read and released at once (a tool's read: bisect)
@@ -714,6 +727,13 @@ private:
             if (stamped) end_pass();
         }
         end_pass();  // (the copies are outside any pass)
+        for (const StateCopy& c : state_copies_) {  // the states' new rows, after the steps
+            const Memory& src = memory_[static_cast<size_t>(c.src)];
+            const Memory& dst = memory_[static_cast<size_t>(c.dst)];
+            if (c.bytes)
+                w_.CommandEncoderCopyBufferToBuffer(encoder, src.buffer, static_cast<uint64_t>(offsets_[static_cast<size_t>(c.src)]), dst.buffer,
+                                                    static_cast<uint64_t>(offsets_[static_cast<size_t>(c.dst)] + c.dst_offset), static_cast<uint64_t>(c.bytes));
+        }
         for (const Readback& r : readbacks_) copy_out(encoder, r);
         if (stamped) {
             uint32_t n = static_cast<uint32_t>(2 * steps_.size());

@@ -30,6 +30,7 @@ from tvm.tirx.buffer import BufferType
 from ..core.errors import LimitError, RelaxVKError, UnsupportedError
 from ..core.ir_utils import tensor_scope
 from ..core.provenance import provenance
+from ..core.states import states_of
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
@@ -333,6 +334,27 @@ class _ProgramBuilder:
         return None
 
 
+def _states(builder: "_ProgramBuilder", main: relax.Function, inputs: List[int], outputs: List[int]) -> List[dict]:
+    """The program's ``states`` (:mod:`relax_vk.core.states`): ``{"tensor": input id, "update":
+    output id, "offset": rows}``, each checked as the runtime needs it (buffers, one dtype, the
+    update's rows the state's trailing shape)."""
+    names = [p.name for p in main.params]
+    out = []
+    for s in states_of(main):
+        tid, update = inputs[names.index(s["input"])], outputs[s["output"]]
+        t, u = builder.tensors[tid], builder.tensors[update]
+        where = f"state {t['name']} (updated by output {s['output']}, {u['name']})"
+        if t["scope"] != "global" or u["scope"] != "global":
+            raise ExportError(f"{where}: states and their updates are buffers")
+        if t["dtype"] != u["dtype"] or "shape_expr" in t or t["shape"][1:] != u["shape"][1:] or len(t["shape"]) != len(u["shape"]):
+            raise ExportError(f"{where}: the update must be rows of the state ({u['dtype']} {u.get('shape_expr', u['shape'])} into "
+                              f"{t['dtype']} {t['shape']}, a fixed shape)")  # fmt: skip
+        if update in [o["update"] for o in out] or tid in [o["tensor"] for o in out]:
+            raise ExportError(f"{where}: a tensor serves two states")
+        out.append({"tensor": tid, "update": update, "offset": builder.dims.expression(s["offset"], f"{where}: offset")})
+    return out
+
+
 def _attach_shaders(program: dict, shaders: dict) -> str:
     """Vulkan: the WGSL source section (the shaders one after another, in kernel-name order) and,
     on each kernel, where its shader lies in it, its bindings and its workgroup size."""
@@ -436,6 +458,9 @@ def export_program(
     }
     if builder.dims:
         program["dims"] = builder.dims.table()
+    states = _states(builder, main, inputs, outputs)
+    if states:
+        program["states"] = states
     if main.attrs is not None and ARITH_ATTR in main.attrs:  # half arithmetic: which kernels stay float32, and why
         decided = {str(k): str(v) for k, v in main.attrs[ARITH_ATTR].items()}
         program["arithmetic"] = {"dtype": "float16", "float32": {k: v for k, v in sorted(decided.items()) if v != "float16"}}

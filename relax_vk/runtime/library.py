@@ -37,7 +37,7 @@ NAME = "librelax_vk_native.so"
 PACKAGE_DIR = Path(__file__).resolve().parent / "lib"  # (a regular install; an editable one: package_library())
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "native"
 DEFAULT_LIBRARY = SOURCE_DIR / "build" / NAME
-ABI_VERSION = 4
+ABI_VERSION = 5
 MAX_RANK = 16
 
 # rvk_status
@@ -118,6 +118,7 @@ def library() -> ctypes.CDLL:
         "rvk_session_run": (c.c_int, [P]),
         "rvk_session_get_output": (c.c_int, [P, c.c_int32, P, c.c_size_t]),
         "rvk_session_read_tensor": (c.c_int, [P, c.c_int32, P, c.c_size_t]),
+        "rvk_session_reset_states": (c.c_int, [P]),
         "rvk_session_tensor_info": (c.c_int, [P, c.c_int32, c.POINTER(TensorInfo)]),
         "rvk_session_set_profiling": (c.c_int, [P, c.c_int]),
         "rvk_session_profile_count": (c.c_int32, [P]),

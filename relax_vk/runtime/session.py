@@ -202,6 +202,18 @@ class Session:
         """``((shape, dtype), ctypes shape array, dtype name)`` for ``rvk_session_set_input``."""
         return (shape, dtype), (ctypes.c_int64 * max(len(shape), 1))(*shape), str(dtype).encode()
 
+    def reset_states(self) -> None:
+        """Zero the model's states (a new sequence: a language model's key/value cache). A model with
+        states (:mod:`relax_vk.core.states`) keeps them on the device between runs; ``inputs`` and
+        ``outputs`` leave them out, and ``states`` names them."""
+        check(self._lib.rvk_session_reset_states(self._handle), self.target)
+
+    @property
+    def states(self) -> List[str]:
+        """The names of the model's states (``[]`` when it has none)."""
+        tensors = self.tensors
+        return [tensors[s["tensor"]]["name"] for s in self.program.get("states", [])]
+
     @property
     def dim_values(self) -> Dict[str, int]:
         """The run-time dims' values in the last run (-1 before the first)."""

@@ -228,7 +228,8 @@ def seeded_inputs(session, seed: int = 0) -> List[np.ndarray]:
     by 1/sqrt(fan-in), as ``relax-vk run`` makes them)."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for i, tid in enumerate(session.program["inputs"]):
+    states = {s["tensor"] for s in session.program.get("states", [])}  # (the session holds those)
+    for i, tid in enumerate(t for t in session.program["inputs"] if t not in states):
         t = session.tensors[tid]
         fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
         arrays.append((rng.standard_normal(t["shape"]) / np.sqrt(fan_in)).astype(t.get("host_dtype", t["dtype"])))

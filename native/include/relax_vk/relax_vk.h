@@ -38,7 +38,7 @@ extern "C" {
 #define RVK_API __attribute__((visibility("default")))
 #endif
 
-#define RVK_ABI_VERSION 4
+#define RVK_ABI_VERSION 5
 
 typedef enum rvk_status {
     RVK_OK = 0,
@@ -134,6 +134,11 @@ RVK_API rvk_status rvk_session_set_input(rvk_session* session, int32_t index, co
 /* One inference: uploads the inputs, runs every step, downloads the outputs. Every input must be set
  * (inputs stay set between runs). */
 RVK_API rvk_status rvk_session_run(rvk_session* session);
+/* States (a model that keeps memory between runs, e.g. a language model's key/value cache: built with
+ * relax_vk.core.states): inputs the session holds on the device, which the caller never sets, and
+ * outputs written into them after each run, which the caller never reads; the counts and indices
+ * above leave both out. They start as zeros; this zeroes them again (a new sequence). */
+RVK_API rvk_status rvk_session_reset_states(rvk_session* session);
 /* Copies output `index` of the last run into `data` (`size` must be its exact byte size in the host dtype;
  * with run-time dims rvk_session_output_info gives the run's shape). */
 RVK_API rvk_status rvk_session_get_output(const rvk_session* session, int32_t index, void* data, size_t size);
