@@ -20,6 +20,8 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
     (or names run-time dims), ``dims`` gives the run-time dims' ranges."""
     from ..zoo.packaged import PACKAGED, packaged_model_path
 
+    if os.path.isdir(spec) and os.path.exists(os.path.join(spec, "config.json")):
+        return _from_checkpoint(spec, input_shapes, dims)
     if (input_shapes or dims) and not (spec.endswith(".onnx") or spec in PACKAGED):
         raise UnsupportedError(f"{spec}: --input-shape and --dim apply to ONNX models (the others have static shapes)")
     from ..models import EXAMPLES, build_example
@@ -49,7 +51,8 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
         return from_torch(model, (example,)), {"zoo": spec}
     raise UnsupportedError(
         f"unknown model {spec!r}; use a built-in example ({', '.join(sorted(EXAMPLES))}), "
-        f"a zoo model ({', '.join(ZOO)}), a packaged model ({', '.join(PACKAGED)}), or a .onnx / .pt2 file"
+        f"a zoo model ({', '.join(ZOO)}), a packaged model ({', '.join(PACKAGED)}), a .onnx / .pt2 file, or a Hugging Face "
+        "checkpoint directory (config.json and safetensors)"
     )
 
 
@@ -63,3 +66,25 @@ def _from_onnx(path: str, source: dict, input_shapes, dims) -> Tuple[tvm.IRModul
     if dims:
         source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
     return from_onnx(path, input_shapes, dims), source
+
+
+#: a decoder checkpoint's run-time dims when --dim does not give them: the cache's tokens (T) and a call's (S)
+DECODER_DIMS = {"T": (1, 512), "S": (1, 128)}
+
+
+def _from_checkpoint(path: str, input_shapes, dims) -> Tuple[tvm.IRModule, dict]:
+    """A Hugging Face decoder checkpoint (:mod:`~relax_vk.frontends.hf_decoder`): ``dims`` may bound
+    ``T`` (the cache's tokens) and ``S`` (one call's tokens), each ``(1, max)``."""
+    from .hf_decoder import from_hf_decoder
+
+    if input_shapes:
+        raise UnsupportedError(f"{path}: a decoder's input shapes are its dims T and S (--dim T=1:512 --dim S=1:128), not --input-shape")
+    ranges = dict(DECODER_DIMS)
+    for name, (lo, hi) in (dims or {}).items():
+        if name not in ranges or int(lo) != 1:
+            raise UnsupportedError(f"{path}: a decoder has the dims T (cache tokens) and S (tokens per call), each 1:MAX; not {name}={lo}:{hi}")
+        ranges[name] = (1, int(hi))
+    if "S" not in (dims or {}):
+        ranges["S"] = (1, min(ranges["S"][1], ranges["T"][1]))
+    program = from_hf_decoder(path, max_len=ranges["T"][1], max_prompt=ranges["S"][1])
+    return program.module, {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}}

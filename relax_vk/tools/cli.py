@@ -141,7 +141,8 @@ def _registry(args):
 
 def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = None) -> None:
     if model_default is None:
-        p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), or a .onnx / .pt2 file")
+        p.add_argument("model", help="built-in example or zoo name (see `relax-vk models`), a .onnx / .pt2 file, or a Hugging Face "
+                       "decoder checkpoint directory")
     p.add_argument("--target", "--backend", dest="target", choices=("opencl", "vulkan"), default=None,
                    help="GPU API to plan and build for (default opencl; an .rvk file's own target for run)")
     p.add_argument("--device", default=None,
@@ -550,6 +551,42 @@ def cmd_run(args) -> int:
     return 0 if result["ok"] in (None, True) else 1
 
 
+def cmd_generate(args) -> int:
+    """Greedy decoding with a decoder (a checkpoint directory, built here, or its .rvk)."""
+    from ..runtime import load
+    from ..runtime.generate import Generator
+    from ..serialization.artifact import Artifact
+
+    try:
+        prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--prompt-ids {args.prompt_ids!r} is not a comma-separated list of token ids") from None
+    if args.model.endswith(".rvk"):
+        artifact = Artifact.read(args.model)
+        built_for = artifact.program.get("target", "opencl")
+        if args.target is not None and args.target != built_for:
+            raise UnsupportedError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
+        args.target = built_for
+        _select_device(args, default=True)
+    else:
+        args.target = args.target or "opencl"
+        _select_device(args, default=True)
+        if not args.json:
+            print(f"building {args.model} for {args.target} ...", file=sys.stderr, flush=True)
+        artifact = _compile(args, args.model).artifact()
+    generator = Generator(load(artifact, device=args.run_device))
+    result = generator.generate(prompt, args.new_tokens)
+    record = {"backend": args.target, "device": generator.session.device_name, **result.to_json()}
+    if args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        print(f"device: {record['device']}")
+        print(f"tokens: {','.join(map(str, result.tokens))}")
+        print(f"prefill: {result.prompt_tokens} tokens, {result.prefill_tokens_per_s:.1f} tokens/s; "
+              f"decode: {result.decode_runs} tokens, {result.decode_tokens_per_s:.1f} tokens/s")  # fmt: skip
+    return 0
+
+
 # ---- profile / bisect (relax_vk.tools.profile, relax_vk.tools.bisect) ----
 def _built_session(args, reuse: bool = True, profile: bool = False):
     """``(session, artifact)``: an ``.rvk`` as built, else the model built for the selected device."""
@@ -781,6 +818,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Vulkan: wgpu's runtime checks in the shaders (default bounds; none: 5-7%% faster on the H100, "
                         "needs a driver with robust image access)")  # fmt: skip
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("generate", help="greedy decoding with a Hugging Face decoder checkpoint (Llama, Qwen3) or its .rvk")
+    _add_model_args(p)
+    p.add_argument("--prompt-ids", required=True, metavar="ID,ID,...", help="the prompt's token ids")
+    p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable contract): tokens, prefill_tokens_per_s, "
+                   "decode_tokens_per_s, ...")
+    p.set_defaults(func=cmd_generate)
     p = sub.add_parser("devices", help="list OpenCL devices and Vulkan adapters")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_devices)
@@ -833,7 +877,7 @@ def _quiet_third_party_warnings() -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     _quiet_third_party_warnings()
     args = build_parser().parse_args(argv)
-    if getattr(args, "target", "") is None and args.func not in (cmd_run, cmd_profile, cmd_bisect):
+    if getattr(args, "target", "") is None and args.func not in (cmd_run, cmd_profile, cmd_bisect, cmd_generate):
         args.target = "opencl"
     try:
         return args.func(args)

@@ -1,0 +1,303 @@
+"""Hugging Face decoder front door: a Llama- or Qwen3-style checkpoint directory (``config.json`` and
+safetensors) as one Relax program that serves prefill and token-by-token decode, its key/value cache
+kept on the device between runs.
+
+The program (``main``)::
+
+    main(input_ids: int32[1, S], attention_mask: int64[1, T], past_k0: [MAX, KV*D], past_v0, ...)
+        -> (logits: float32[1, S, V], new_k0: [S, KV*D], new_v0, ...)
+
+* ``S`` (the tokens of this call, ``1..max_prompt``) and ``T`` (the tokens seen so far, this call's
+  included, ``1..max_len``) are run-time dims: one artifact runs a prompt of any length and then one
+  token at a time, and nothing is compiled at a new length.
+* The tokens sit at positions ``T-S .. T-1`` (RoPE's positions, as Hugging Face's ``cache_position``).
+  ``attention_mask`` is Hugging Face's: 1 where a token is attended to, 0 for padding.
+* ``past_k<i>`` / ``past_v<i>`` are the layer's cache, ``MAX = max_len`` rows of ``KV*D`` values,
+  rows ``0..T-S-1`` holding the keys and values of earlier calls. They are *states*
+  (:mod:`relax_vk.core.states`): the runtime keeps them on the device, zeroed at load, and after
+  each run writes ``new_k<i>`` (this call's keys, after RoPE) into rows ``T-S .. T-1``. No cache
+  crosses to the host, and the cache is held once.
+* Attention reads rows ``0..T-S-1`` of the cache and this call's keys, causally masked.
+
+The math follows ``transformers``' ``LlamaForCausalLM`` and ``Qwen3ForCausalLM`` (RMSNorm, RoPE with
+the default scaling, grouped-query attention, SwiGLU, Qwen3's per-head q/k RMSNorm, tied or separate
+output embeddings, optional attention and MLP biases; Qwen2 too). Weights are read from safetensors (float32, float16 or
+bfloat16) without ``transformers`` or ``torch``. What the converter does not know (another
+architecture, RoPE scaling, sliding windows) is an :class:`~relax_vk.core.errors.UnsupportedError`
+naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tvm
+from tvm import relax, tirx
+
+from ..core.dims import with_dim_ranges
+from ..core.errors import UnsupportedError
+from ..core.states import with_states
+from .errors import ModelLoadError
+
+_ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """What the program needs of a checkpoint's ``config.json``."""
+
+    architecture: str  # "llama", "qwen2" or "qwen3"
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    rms_eps: float
+    rope_theta: float
+    tie_embeddings: bool
+    attention_bias: bool  # q/k/v projections (and Llama's o_proj) carry biases
+    mlp_bias: bool
+    max_positions: int
+
+    @property
+    def output_bias(self) -> bool:
+        """Llama's ``attention_bias`` covers o_proj too; Qwen2's covers q/k/v only."""
+        return self.attention_bias and self.architecture == "llama"
+
+    @property
+    def qk_norm(self) -> bool:
+        """Qwen3's RMSNorm over each head of q and k."""
+        return self.architecture == "qwen3"
+
+    @classmethod
+    def from_dict(cls, c: dict, where: str = "config.json") -> "DecoderConfig":
+        arch = next((_ARCHITECTURES[a] for a in c.get("architectures") or [] if a in _ARCHITECTURES), None)
+        if arch is None:
+            arch = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}.get(c.get("model_type", ""))
+        if arch is None:
+            raise UnsupportedError(f"{where}: architectures {c.get('architectures')} / model_type {c.get('model_type')!r}; "
+                                   f"relax_vk runs {', '.join(sorted(_ARCHITECTURES))}")  # fmt: skip
+        scaling = c.get("rope_scaling")
+        if scaling and (scaling.get("rope_type") or scaling.get("type")) not in (None, "default"):
+            raise UnsupportedError(f"{where}: rope_scaling {scaling} is not supported (the default RoPE is)")
+        if c.get("use_sliding_window") or (arch == "llama" and c.get("sliding_window")):
+            raise UnsupportedError(f"{where}: sliding-window attention is not supported")
+        if c.get("hidden_act", "silu") != "silu":
+            raise UnsupportedError(f"{where}: hidden_act {c.get('hidden_act')!r} (SwiGLU with silu is supported)")
+        heads = int(c["num_attention_heads"])
+        kv_heads = int(c.get("num_key_value_heads") or heads)
+        if heads % kv_heads:
+            raise UnsupportedError(f"{where}: {heads} attention heads are not a multiple of {kv_heads} key/value heads")
+        head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
+        if head_dim % 2:
+            raise UnsupportedError(f"{where}: head_dim {head_dim} is odd (RoPE rotates pairs)")
+        bias = bool(c.get("attention_bias", arch == "qwen2"))
+        return cls(arch, int(c["hidden_size"]), int(c["intermediate_size"]), int(c["num_hidden_layers"]), heads, kv_heads, head_dim,
+                   int(c["vocab_size"]), float(c.get("rms_norm_eps", 1e-6)), float(c.get("rope_theta", 10000.0)),
+                   bool(c.get("tie_word_embeddings", False)), bias, bool(c.get("mlp_bias", False)),
+                   int(c.get("max_position_embeddings", 2048)))  # fmt: skip
+
+    @classmethod
+    def from_dir(cls, path: str) -> "DecoderConfig":
+        config = os.path.join(path, "config.json")
+        try:
+            with open(config) as f:
+                return cls.from_dict(json.load(f), config)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            if isinstance(err, UnsupportedError):
+                raise
+            raise ModelLoadError(f"{config}: {type(err).__name__}: {err}") from None
+
+
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
+
+
+def read_safetensors(path: str) -> Dict[str, np.ndarray]:
+    """The tensors of one ``.safetensors`` file as float32 arrays (bfloat16 widened exactly)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + n])
+    except (struct.error, ValueError) as err:
+        raise ModelLoadError(f"{path}: not a safetensors file ({err})") from None
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise UnsupportedError(f"{path}: tensor {name} is {info['dtype']}; float32, float16 and bfloat16 weights are read")
+        begin, end = info["data_offsets"]
+        array = np.frombuffer(data, dtype=dtype, count=(end - begin) // np.dtype(dtype).itemsize, offset=base + begin)
+        if info["dtype"] == "BF16":
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        out[name] = array.astype(np.float32).reshape(info["shape"])
+    return out
+
+
+def read_weights(path: str) -> Dict[str, np.ndarray]:
+    """A checkpoint directory's weights: ``model.safetensors`` or the shards its index names."""
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    elif os.path.exists(os.path.join(path, "model.safetensors")):
+        files = ["model.safetensors"]
+    else:
+        raise ModelLoadError(f"{path}: no model.safetensors or model.safetensors.index.json")
+    weights: Dict[str, np.ndarray] = {}
+    for name in files:
+        weights.update(read_safetensors(os.path.join(path, name)))
+    return weights
+
+
+@dataclass(frozen=True)
+class DecoderProgram:
+    """The Relax module and how to drive it: ``max_len`` (cache rows), ``max_prompt`` (tokens in one
+    call), the config and the state pairs ``(input name, output index)``."""
+
+    module: tvm.IRModule
+    config: DecoderConfig
+    max_len: int
+    max_prompt: int
+
+
+class _Weights:
+    def __init__(self, weights: Dict[str, np.ndarray], where: str):
+        self.weights, self.where, self.used = weights, where, set()
+
+    def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False) -> relax.Constant:
+        if name not in self.weights:
+            raise ModelLoadError(f"{self.where}: no weight {name}")
+        w = self.weights[name]
+        if tuple(w.shape) != tuple(shape):
+            raise ModelLoadError(f"{self.where}: weight {name} is {list(w.shape)}, the config gives {list(shape)}")
+        self.used.add(name)
+        return relax.const(np.ascontiguousarray(w.T if transpose else w), "float32")
+
+
+def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len: int, max_prompt: Optional[int] = None,
+                  where: str = "checkpoint") -> DecoderProgram:  # fmt: skip
+    """The program of the module docstring for ``config`` and ``weights`` (Hugging Face names)."""
+    max_prompt = max_len if max_prompt is None else max_prompt
+    if not 1 <= max_prompt <= max_len:
+        raise ValueError(f"max_prompt {max_prompt} must lie in 1..max_len ({max_len})")
+    if max_len > config.max_positions:
+        raise ValueError(f"max_len {max_len} is past the model's max_position_embeddings ({config.max_positions})")
+    c, w = config, _Weights(weights, where)
+    S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
+    kv, hd, g = c.kv_heads, c.head_dim, c.heads // c.kv_heads
+    R = relax.op
+    ids = relax.Var("input_ids", relax.TensorType((1, S), "int32"))
+    mask = relax.Var("attention_mask", relax.TensorType((1, T), "int64"))
+    pasts = []
+    for i in range(c.layers):
+        pasts.append(relax.Var(f"past_k{i}", relax.TensorType((max_len, kv * hd), "float32")))
+        pasts.append(relax.Var(f"past_v{i}", relax.TensorType((max_len, kv * hd), "float32")))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [ids, mask] + pasts):
+        with bb.dataflow():
+            e = bb.emit
+
+            def rms_norm(x, name, size):
+                return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
+
+            def linear(x, name, n_in, n_out, bias=False, out=None):
+                y = R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True))
+                if bias:
+                    y = R.add(e(y), w(f"{name}.bias", (n_out,)))
+                return bb.emit(y, name_hint=out) if out else e(y)
+
+            # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
+            x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden)), e(R.reshape(ids, (S,))), axis=0, mode="clip"))  # [S, H]
+            # positions T-S .. T-1 and cache rows 0 .. T-1, from tensors alone (TVM's FuseTIR cannot fuse an
+            # arange whose bounds are scalar arguments): every size comes from a buffer's shape
+            rows = e(R.arange(0, T, dtype="int32"))  # [T]
+            tokens = e(R.arange(0, S, dtype="int32"))  # [S]
+            pos = e(R.strided_slice(rows, axes=[0], begin=[T - S], end=[T], assume_inbound=True))  # [S]: T-S .. T-1
+            first = e(R.strided_slice(pos, axes=[0], begin=[0], end=[1], assume_inbound=True))  # [1]: T-S
+            last = e(R.strided_slice(tokens, axes=[0], begin=[S - 1], end=[S], assume_inbound=True))  # [1]: S-1
+            inv_freq = 1.0 / (c.rope_theta ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
+            freqs = e(R.multiply(e(R.reshape(e(R.astype(pos, "float32")), (S, 1))), relax.const(inv_freq.reshape(1, hd // 2).astype(np.float32))))
+            angles = e(R.concat([freqs, freqs], axis=1))  # [S, D]
+            cos, sin = e(R.reshape(e(R.cos(angles)), (S, 1, hd))), e(R.reshape(e(R.sin(angles)), (S, 1, hd)))
+            # cache row j holds position j; this call's token s sits at row T-S+s: rel = j - (T-S)
+            rel = e(R.subtract(rows, first))  # [T]
+            from_past = e(R.less(rel, relax.const(0, "int32")))  # [T]
+            new_row = e(R.minimum(e(R.maximum(rel, relax.const(0, "int32"))), last))  # [T], in 0..S-1
+            causal = e(R.less_equal(e(R.reshape(rel, (1, T))), e(R.reshape(tokens, (S, 1)))))
+            attend = e(R.logical_and(causal, e(R.not_equal(mask, relax.const(0, "int64")))))  # [S, T]
+            attend = e(R.reshape(attend, (1, 1, S, T)))
+            outputs = []
+            for i in range(c.layers):
+                p = f"model.layers.{i}"
+                h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
+                q = e(R.reshape(linear(h, f"{p}.self_attn.q_proj", c.hidden, c.heads * hd, c.attention_bias), (S, c.heads, hd)))
+                k = e(R.reshape(linear(h, f"{p}.self_attn.k_proj", c.hidden, kv * hd, c.attention_bias), (S, kv, hd)))
+                v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
+                if c.qk_norm:
+                    q = rms_norm(q, f"{p}.self_attn.q_norm.weight", hd)
+                    k = rms_norm(k, f"{p}.self_attn.k_norm.weight", hd)
+                q, k = _rope(e, q, cos, sin, hd), _rope(e, k, cos, sin, hd)
+                new_k = bb.emit(R.reshape(k, (S, kv * hd)), name_hint=f"new_k{i}")
+                outputs += [new_k, v]
+                keys = _rows(e, pasts[2 * i], new_k, from_past, new_row, T)  # [T, KV*D]
+                values = _rows(e, pasts[2 * i + 1], v, from_past, new_row, T)
+                # grouped-query attention: head h reads kv head h // g
+                qg = e(R.permute_dims(e(R.reshape(q, (S, kv, g, hd))), [1, 2, 0, 3]))  # [KV, g, S, D]
+                kt = e(R.permute_dims(e(R.reshape(keys, (T, kv, 1, hd))), [1, 2, 3, 0]))  # [KV, 1, D, T]
+                scores = e(R.multiply(e(R.matmul(qg, kt)), relax.const(1.0 / np.sqrt(hd), "float32")))  # [KV, g, S, T]
+                scores = e(R.where(attend, scores, relax.const(np.finfo(np.float32).min, "float32")))
+                probs = e(R.nn.softmax(scores, axis=-1))
+                vt = e(R.permute_dims(e(R.reshape(values, (T, kv, 1, hd))), [1, 2, 0, 3]))  # [KV, 1, T, D]
+                attn = e(R.matmul(probs, vt))  # [KV, g, S, D]
+                attn = e(R.reshape(e(R.permute_dims(attn, [2, 0, 1, 3])), (S, c.heads * hd)))
+                x = e(R.add(x, linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)))
+                h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
+                gate = e(R.nn.silu(linear(h, f"{p}.mlp.gate_proj", c.hidden, c.intermediate, c.mlp_bias)))
+                up = linear(h, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias)
+                x = e(R.add(x, linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)))
+            x = rms_norm(x, "model.norm.weight", c.hidden)
+            head = "model.embed_tokens.weight" if c.tie_embeddings and "lm_head.weight" not in weights else "lm_head.weight"
+            logits = bb.emit(R.reshape(e(R.matmul(x, w(head, (c.vocab, c.hidden), transpose=True))), (1, S, c.vocab)), name_hint="logits")
+            result = bb.emit_output(relax.Tuple([logits] + outputs))
+        bb.emit_func_output(result)
+    mod = bb.get()
+    states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
+    mod = with_dim_ranges(with_states(mod, states), {"S": (1, max_prompt), "T": (1, max_len)})
+    return DecoderProgram(mod, config, max_len, max_prompt)
+
+
+def _rope(e, x, cos, sin, hd: int):
+    """``x * cos + rotate_half(x) * sin`` (transformers' ``apply_rotary_pos_emb``) on ``[S, heads, D]``."""
+    R = relax.op
+    half = hd // 2
+    x1 = e(R.strided_slice(x, axes=[2], begin=[0], end=[half]))
+    x2 = e(R.strided_slice(x, axes=[2], begin=[half], end=[hd]))
+    rotated = e(R.concat([e(R.negative(x2)), x1], axis=2))
+    return e(R.add(e(R.multiply(x, cos)), e(R.multiply(rotated, sin))))
+
+
+def _rows(e, past, new, from_past, new_row, T):
+    """Rows ``0..T-1`` of a layer's keys (or values): the cache's below ``T-S``, this call's after."""
+    R = relax.op
+    cached = e(R.strided_slice(past, axes=[0], begin=[0], end=[T], assume_inbound=True))  # (T <= MAX: its range)
+    fresh = e(R.take(new, new_row, axis=0))
+    return e(R.where(e(R.reshape(from_past, (T, 1))), cached, fresh))
+
+
+def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None) -> DecoderProgram:
+    """:func:`build_decoder` of a checkpoint directory (``config.json`` and safetensors)."""
+    if not os.path.isdir(path):
+        raise ModelLoadError(f"{path}: not a checkpoint directory")
+    config = DecoderConfig.from_dir(path)
+    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path)

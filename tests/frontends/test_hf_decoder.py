@@ -1,0 +1,144 @@
+"""Hugging Face decoders (Llama, Qwen3) from checkpoint directories: one artifact prefills and decodes
+with its key/value cache kept on the device (relax_vk.core.states), and every step's logits and the
+greedy tokens equal transformers' eager model on the CPU, on pocl (OpenCL) and lavapipe (Vulkan).
+The checkpoints are made here from configs with seeded random weights (nothing is downloaded)."""
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import relax_vk  # noqa: E402
+from relax_vk.core.errors import UnsupportedError  # noqa: E402
+from relax_vk.frontends import ModelLoadError, load_model  # noqa: E402
+from relax_vk.frontends.hf_decoder import DecoderConfig, read_weights  # noqa: E402
+from relax_vk.runtime import Session  # noqa: E402
+from relax_vk.runtime.generate import Generator  # noqa: E402
+
+SMALL = dict(vocab_size=160, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256)  # fmt: skip
+PROMPT = [3, 17, 5, 99, 42, 7, 120]
+
+
+def _checkpoint(folder, arch: str, dtype=None):
+    torch.manual_seed(0)
+    if arch == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, attention_bias=True, mlp_bias=True))
+    else:  # Qwen3: per-head q/k norms, a head_dim that is not hidden/heads, tied embeddings
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**SMALL, head_dim=32, tie_word_embeddings=True))
+    with torch.no_grad():  # (random biases and norm weights: zeros and ones would hide a mix-up)
+        for name, p in model.named_parameters():
+            if name.endswith(("bias", "norm.weight", "layernorm.weight")):
+                p.copy_(0.5 + torch.rand_like(p) if "norm" in name else 0.1 * torch.randn_like(p))
+    model.eval()
+    if dtype is not None:
+        model = model.to(dtype)
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def decoder(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    return str(folder), _checkpoint(folder, request.param)
+
+
+def _reference(model, tokens):
+    with torch.no_grad():
+        return model(torch.tensor([tokens])).logits[0].numpy()
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_prefill_and_decode_equal_transformers_at_every_step(decoder, target, device, request):
+    request.getfixturevalue(device)
+    folder, model = decoder
+    mod, _ = load_model(folder, dims={"T": (1, 48), "S": (1, 4)})  # a 7-token prompt: two prefill calls
+    generator = Generator(Session(relax_vk.build(mod, target).artifact(), device=device))
+    steps = 32
+    result = generator.generate(PROMPT, steps, keep_logits=True)
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+                                  max_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
+    assert result.tokens == expected
+    tokens = PROMPT + result.tokens
+    reference = _reference(model, tokens)
+    for step, logits in enumerate(result.logits):
+        ref = reference[len(PROMPT) - 1 + step]
+        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+    # a second sequence after reset reads nothing of the first
+    generator.reset()
+    np.testing.assert_allclose(generator.forward(PROMPT[:3]), _reference(model, PROMPT[:3]), rtol=1e-4, atol=1e-4 * np.abs(reference).max())
+
+
+def test_the_cache_bound_and_the_vocabulary_are_refused_by_name(decoder, pocl):
+    folder, _ = decoder
+    mod, source = load_model(folder, dims={"T": (1, 8)})
+    assert source["dims"] == {"T": [1, 8], "S": [1, 8]}
+    generator = Generator(Session(relax_vk.build(mod, "opencl").artifact(), device="pocl"))
+    with pytest.raises(ValueError, match="need 10 cache rows; the artifact holds 8"):
+        generator.generate(PROMPT, 4)
+    with pytest.raises(ValueError, match=r"token id 160 is outside the vocabulary \(0\.\.159\)"):
+        generator.forward([160])
+    generator.forward(PROMPT)
+    with pytest.raises(ValueError, match="7 \\+ 2 tokens pass the cache's 8"):
+        generator.forward([1, 2])
+
+
+def test_bfloat16_checkpoints_are_read_exactly(tmp_path):
+    model = _checkpoint(tmp_path, "qwen3", dtype=torch.bfloat16)
+    assert b'"BF16"' in (tmp_path / "model.safetensors").read_bytes()[:4096]
+    weights = read_weights(str(tmp_path))
+    for name, p in model.state_dict().items():
+        if name in weights:
+            np.testing.assert_array_equal(weights[name], p.float().numpy())
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, UnsupportedError, "rope_scaling .* is not supported"),
+        ({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}, UnsupportedError, "relax_vk runs LlamaForCausalLM"),
+        ({"num_key_value_heads": 3}, UnsupportedError, "4 attention heads are not a multiple of 3"),
+        ({"hidden_act": "gelu"}, UnsupportedError, "hidden_act 'gelu'"),
+        ({"hidden_size": None}, ModelLoadError, "config.json"),
+    ],
+)
+def test_what_the_converter_does_not_know_is_named(tmp_path, change, error, message):
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+              "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 32}  # fmt: skip
+    config.update(change)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(error, match=message):
+        DecoderConfig.from_dir(str(tmp_path))
+
+
+def test_a_missing_weight_is_named(decoder, tmp_path):
+    folder, model = decoder
+    from safetensors.torch import save_file
+
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if "layers.1.mlp.up_proj" not in k and k != "lm_head.weight"}
+    save_file(state, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(open(f"{folder}/config.json").read())
+    with pytest.raises(ModelLoadError, match="no weight model.layers.1.mlp.up_proj.weight"):
+        load_model(str(tmp_path), dims={"T": (1, 32)})
+
+
+def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(decoder, pocl, tmp_path, capsys):
+    from relax_vk.tools.cli import main
+
+    folder, model = decoder
+    path = str(tmp_path / "decoder.rvk")
+    assert main(["build", folder, "--dim", "T=1:16", "--dim", "S=1:8", "-o", path]) == 0
+    capsys.readouterr()
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,17,5", "--new-tokens", "5", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([[3, 17, 5]]), attention_mask=torch.ones(1, 3, dtype=torch.long), max_new_tokens=5,
+                                  do_sample=False, pad_token_id=0)[0, 3:].tolist()  # fmt: skip
+    assert record["tokens"] == expected and record["backend"] == "opencl"
+    assert record["prompt_tokens"] == 3 and record["prefill_tokens_per_s"] > 0 and record["decode_tokens_per_s"] > 0
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,x"]) == 2
+    assert "--prompt-ids '3,x' is not a comma-separated list" in capsys.readouterr().err
