@@ -10,6 +10,10 @@ namespace rvk {
 
 void half_arithmetic_problem(const Program& program, bool has_half, const std::string& device, const std::string& feature) {
     if (has_half) return;
+    for (const Tensor& t : program.tensors)  // (a half texture is read and written as float: images need no half arithmetic)
+        if (!t.is_image && t.dtype == DType::F16)
+            throw Error(RVK_ERROR_LIMIT, "tensor " + t.name + " is float16 in a buffer, which kernels compute on in float16, and " + device + " lacks " +
+                                             feature + ": build the model in float32 for this device (a decoder: without --fp16)");
     for (const Kernel& k : program.kernels)
         if (k.half_arithmetic)
             throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " computes in float16 (half arithmetic) and " + device + " lacks " + feature +

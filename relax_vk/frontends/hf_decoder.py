@@ -175,19 +175,25 @@ class _Weights:
     def __init__(self, weights: Dict[str, np.ndarray], where: str):
         self.weights, self.where, self.used = weights, where, set()
 
-    def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False) -> relax.Constant:
+    def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
         if name not in self.weights:
             raise ModelLoadError(f"{self.where}: no weight {name}")
         w = self.weights[name]
         if tuple(w.shape) != tuple(shape):
             raise ModelLoadError(f"{self.where}: weight {name} is {list(w.shape)}, the config gives {list(shape)}")
         self.used.add(name)
-        return relax.const(np.ascontiguousarray(w.T if transpose else w), "float32")
+        return relax.const(np.ascontiguousarray(w.T if transpose else w).astype(dtype), dtype)
 
 
 def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len: int, max_prompt: Optional[int] = None,
-                  where: str = "checkpoint") -> DecoderProgram:  # fmt: skip
-    """The program of the module docstring for ``config`` and ``weights`` (Hugging Face names)."""
+                  where: str = "checkpoint", dtype: str = "float32") -> DecoderProgram:  # fmt: skip
+    """The program of the module docstring for ``config`` and ``weights`` (Hugging Face names).
+
+    ``dtype="float16"``: weights, activations and the cache in float16, as transformers runs a
+    float16 model: matmuls accumulate in float32 and round once, RMSNorm and softmax compute in
+    float32, RoPE's angles are float32 rounded to float16; logits come out float32."""
+    if dtype not in ("float32", "float16"):
+        raise ValueError(f"dtype {dtype!r}: float32 or float16")
     max_prompt = max_len if max_prompt is None else max_prompt
     if not 1 <= max_prompt <= max_len:
         raise ValueError(f"max_prompt {max_prompt} must lie in 1..max_len ({max_len})")
@@ -201,24 +207,35 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     mask = relax.Var("attention_mask", relax.TensorType((1, T), "int64"))
     pasts = []
     for i in range(c.layers):
-        pasts.append(relax.Var(f"past_k{i}", relax.TensorType((max_len, kv * hd), "float32")))
-        pasts.append(relax.Var(f"past_v{i}", relax.TensorType((max_len, kv * hd), "float32")))
+        pasts.append(relax.Var(f"past_k{i}", relax.TensorType((max_len, kv * hd), dtype)))
+        pasts.append(relax.Var(f"past_v{i}", relax.TensorType((max_len, kv * hd), dtype)))
     bb = relax.BlockBuilder()
     with bb.function("main", [ids, mask] + pasts):
         with bb.dataflow():
             e = bb.emit
 
+            def cast(x, to):
+                return x if x.ty.dtype == to else e(R.astype(x, to))
+
             def rms_norm(x, name, size):
-                return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
+                if dtype == "float32":
+                    return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
+                # transformers: normalized in float32, rounded, then times the float16 weight
+                unit = relax.const(np.ones(size, np.float32))
+                return e(R.multiply(cast(e(R.nn.rms_norm(cast(x, "float32"), unit, axes=[-1], epsilon=c.rms_eps)), dtype), w(name, (size,), dtype=dtype)))
+
+            def matmul(a, b, out_dtype=dtype):  # accumulates in float32, rounds once
+                return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
 
             def linear(x, name, n_in, n_out, bias=False, out=None):
-                y = R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True))
+                y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
                 if bias:
-                    y = R.add(e(y), w(f"{name}.bias", (n_out,)))
+                    y = e(R.add(y, w(f"{name}.bias", (n_out,))))
+                y = R.astype(y, dtype) if dtype != "float32" else y
                 return bb.emit(y, name_hint=out) if out else e(y)
 
             # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
-            x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden)), e(R.reshape(ids, (S,))), axis=0, mode="clip"))  # [S, H]
+            x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))  # [S, H]
             # positions T-S .. T-1 and cache rows 0 .. T-1, from tensors alone (TVM's FuseTIR cannot fuse an
             # arange whose bounds are scalar arguments): every size comes from a buffer's shape
             rows = e(R.arange(0, T, dtype="int32"))  # [T]
@@ -229,7 +246,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             inv_freq = 1.0 / (c.rope_theta ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
             freqs = e(R.multiply(e(R.reshape(e(R.astype(pos, "float32")), (S, 1))), relax.const(inv_freq.reshape(1, hd // 2).astype(np.float32))))
             angles = e(R.concat([freqs, freqs], axis=1))  # [S, D]
-            cos, sin = e(R.reshape(e(R.cos(angles)), (S, 1, hd))), e(R.reshape(e(R.sin(angles)), (S, 1, hd)))
+            cos, sin = e(R.reshape(cast(e(R.cos(angles)), dtype), (S, 1, hd))), e(R.reshape(cast(e(R.sin(angles)), dtype), (S, 1, hd)))
             # cache row j holds position j; this call's token s sits at row T-S+s: rel = j - (T-S)
             rel = e(R.subtract(rows, first))  # [T]
             from_past = e(R.less(rel, relax.const(0, "int32")))  # [T]
@@ -255,11 +272,11 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # grouped-query attention: head h reads kv head h // g
                 qg = e(R.permute_dims(e(R.reshape(q, (S, kv, g, hd))), [1, 2, 0, 3]))  # [KV, g, S, D]
                 kt = e(R.permute_dims(e(R.reshape(keys, (T, kv, 1, hd))), [1, 2, 3, 0]))  # [KV, 1, D, T]
-                scores = e(R.multiply(e(R.matmul(qg, kt)), relax.const(1.0 / np.sqrt(hd), "float32")))  # [KV, g, S, T]
+                scores = e(R.multiply(matmul(qg, kt, "float32"), relax.const(1.0 / np.sqrt(hd), "float32")))  # [KV, g, S, T]
                 scores = e(R.where(attend, scores, relax.const(np.finfo(np.float32).min, "float32")))
-                probs = e(R.nn.softmax(scores, axis=-1))
+                probs = cast(e(R.nn.softmax(scores, axis=-1)), dtype)
                 vt = e(R.permute_dims(e(R.reshape(values, (T, kv, 1, hd))), [1, 2, 0, 3]))  # [KV, 1, T, D]
-                attn = e(R.matmul(probs, vt))  # [KV, g, S, D]
+                attn = matmul(probs, vt)  # [KV, g, S, D]
                 attn = e(R.reshape(e(R.permute_dims(attn, [2, 0, 1, 3])), (S, c.heads * hd)))
                 x = e(R.add(x, linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)))
                 h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
@@ -268,7 +285,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 x = e(R.add(x, linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)))
             x = rms_norm(x, "model.norm.weight", c.hidden)
             head = "model.embed_tokens.weight" if c.tie_embeddings and "lm_head.weight" not in weights else "lm_head.weight"
-            logits = bb.emit(R.reshape(e(R.matmul(x, w(head, (c.vocab, c.hidden), transpose=True))), (1, S, c.vocab)), name_hint="logits")
+            logits = bb.emit(R.reshape(matmul(x, w(head, (c.vocab, c.hidden), transpose=True, dtype=dtype), "float32"), (1, S, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([logits] + outputs))
         bb.emit_func_output(result)
     mod = bb.get()
@@ -295,9 +312,9 @@ def _rows(e, past, new, from_past, new_row, T):
     return e(R.where(e(R.reshape(from_past, (T, 1))), cached, fresh))
 
 
-def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None) -> DecoderProgram:
+def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32") -> DecoderProgram:
     """:func:`build_decoder` of a checkpoint directory (``config.json`` and safetensors)."""
     if not os.path.isdir(path):
         raise ModelLoadError(f"{path}: not a checkpoint directory")
     config = DecoderConfig.from_dir(path)
-    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path)
+    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path, dtype=dtype)

@@ -13,15 +13,17 @@ from .errors import ModelLoadError
 
 
 def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | str"]]] = None,
-               dims: Optional[Mapping[str, Tuple[int, int]]] = None) -> Tuple[tvm.IRModule, dict]:  # fmt: skip
+               dims: Optional[Mapping[str, Tuple[int, int]]] = None, dtype: Optional[str] = None) -> Tuple[tvm.IRModule, dict]:  # fmt: skip
     """``(Relax module, source description)`` for a model name or file; the description (e.g.
     ``{"zoo": "resnet18"}``, ``{"onnx": path, "input_shapes": {...}, "dims": {...}}``) lets a runtime
     rebuild a CPU reference for it. ``input_shapes`` fixes an ONNX model's symbolic input dimensions
-    (or names run-time dims), ``dims`` gives the run-time dims' ranges."""
+    (or names run-time dims), ``dims`` gives the run-time dims' ranges. ``dtype`` ("float16"): a decoder
+    checkpoint's weights, activations and cache in that dtype (the other models' precision is
+    :class:`~relax_vk.core.options.ScopeOptions`')."""
     from ..zoo.packaged import PACKAGED, packaged_model_path
 
     if os.path.isdir(spec) and os.path.exists(os.path.join(spec, "config.json")):
-        return _from_checkpoint(spec, input_shapes, dims)
+        return _from_checkpoint(spec, input_shapes, dims, dtype or "float32")
     if (input_shapes or dims) and not (spec.endswith(".onnx") or spec in PACKAGED):
         raise UnsupportedError(f"{spec}: --input-shape and --dim apply to ONNX models (the others have static shapes)")
     from ..models import EXAMPLES, build_example
@@ -72,7 +74,7 @@ def _from_onnx(path: str, source: dict, input_shapes, dims) -> Tuple[tvm.IRModul
 DECODER_DIMS = {"T": (1, 512), "S": (1, 128)}
 
 
-def _from_checkpoint(path: str, input_shapes, dims) -> Tuple[tvm.IRModule, dict]:
+def _from_checkpoint(path: str, input_shapes, dims, dtype: str) -> Tuple[tvm.IRModule, dict]:
     """A Hugging Face decoder checkpoint (:mod:`~relax_vk.frontends.hf_decoder`): ``dims`` may bound
     ``T`` (the cache's tokens) and ``S`` (one call's tokens), each ``(1, max)``."""
     from .hf_decoder import from_hf_decoder
@@ -86,5 +88,5 @@ def _from_checkpoint(path: str, input_shapes, dims) -> Tuple[tvm.IRModule, dict]
         ranges[name] = (1, int(hi))
     if "S" not in (dims or {}):
         ranges["S"] = (1, min(ranges["S"][1], ranges["T"][1]))
-    program = from_hf_decoder(path, max_len=ranges["T"][1], max_prompt=ranges["S"][1])
-    return program.module, {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}}
+    program = from_hf_decoder(path, max_len=ranges["T"][1], max_prompt=ranges["S"][1], dtype=dtype)
+    return program.module, {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}, "dtype": dtype}

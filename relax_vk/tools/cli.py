@@ -76,7 +76,9 @@ def _load(name: str, args=None):
 def _load_with_source(name: str, args=None):
     from ..frontends import load_model
 
-    return load_model(name, _input_shapes(args) if args is not None else None, _dims(args) if args is not None else None)
+    half = args is not None and (getattr(args, "fp16", False) or getattr(args, "fp16_arith", False))
+    return load_model(name, _input_shapes(args) if args is not None else None, _dims(args) if args is not None else None,
+                      dtype="float16" if half else None)  # (a decoder checkpoint: float16 weights, activations and cache)
 
 
 def _target(args):
@@ -162,7 +164,8 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
                    help="memory kind: texture (the RFC's rule), buffer, or auto (default: measured conv times from the tuning "
                         "database of the --device / --device-name, else the RFC's rule)")
     p.add_argument("--fp16", action="store_true",
-                   help="store textures (activations and weights) as half texels: half the memory; kernels compute in float32")
+                   help="store textures (activations and weights) as half texels: half the memory; kernels compute in float32. "
+                        "A decoder checkpoint: float16 weights, activations and cache, float32 accumulation")
     p.add_argument("--fp16-arith", action="store_true",
                    help="half arithmetic too (implies --fp16): kernels compute in float16, accumulating in --accumulate; needs the "
                         "device's shader-f16 (Vulkan) or cl_khr_fp16 (OpenCL); ops that overflow float16 on a calibration run stay float32")

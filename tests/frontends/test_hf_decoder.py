@@ -73,6 +73,25 @@ def test_prefill_and_decode_equal_transformers_at_every_step(decoder, target, de
     np.testing.assert_allclose(generator.forward(PROMPT[:3]), _reference(model, PROMPT[:3]), rtol=1e-4, atol=1e-4 * np.abs(reference).max())
 
 
+def test_float16_stays_within_its_bound_of_transformers(decoder, lavapipe, pocl):
+    """float16 weights, activations and cache (float32 accumulation, norms and softmax), on lavapipe:
+    every step within 5e-3 of the largest logit of transformers' float32 model (measured 8e-4,
+    transformers' own float16 model differs from its float32 one by as much). pocl has no
+    cl_khr_fp16: the session refuses such an artifact by name."""
+    folder, model = decoder
+    mod, source = load_model(folder, dims={"T": (1, 40), "S": (1, 8)}, dtype="float16")
+    assert source["dtype"] == "float16"
+    artifact = relax_vk.build(mod, "vulkan").artifact()
+    assert {t["dtype"] for t in artifact.program["tensors"] if t["name"].startswith("past_")} == {"float16"}
+    result = Generator(Session(artifact, device="lavapipe")).generate(PROMPT, 16, keep_logits=True)
+    reference = _reference(model, PROMPT + result.tokens)
+    for step, logits in enumerate(result.logits):
+        ref = reference[len(PROMPT) - 1 + step]
+        assert np.abs(logits - ref).max() <= 5e-3 * np.abs(ref).max(), f"step {step}"
+    with pytest.raises(relax_vk.runtime.DeviceLimitError, match="is float16 in a buffer.* lacks cl_khr_fp16"):
+        Session(relax_vk.build(mod, "opencl").artifact(), device="pocl")
+
+
 def test_the_cache_bound_and_the_vocabulary_are_refused_by_name(decoder, pocl):
     folder, _ = decoder
     mod, source = load_model(folder, dims={"T": (1, 8)})
