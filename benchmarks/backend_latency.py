@@ -78,7 +78,7 @@ def _winograd_sources(artifact, weights: dict) -> dict:
 
     for array in artifact.constants.values():
         if array.ndim == 5 and array.shape[2:] == (3, 3, 4):
-            array = np.ascontiguousarray(array)
+            array = np.ascontiguousarray(array).reshape(np.shape(array))  # (ascontiguousarray makes a 0-d array 1-d)
             weights.setdefault(array.shape[:2], {})[_digest(array)] = array
     found = {}
     for key, array in artifact.constants.items():
@@ -101,7 +101,7 @@ def store_constants(outdir: str, artifact, weights: Optional[dict] = None) -> di
     known = {} if weights is None else weights
     derived = _winograd_sources(artifact, known)
     for key, array in artifact.constants.items():
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # (ascontiguousarray makes a 0-d array 1-d)
         digest = _digest(array)
         if key in derived:
             source, m = derived[key]
