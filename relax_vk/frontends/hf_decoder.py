@@ -235,7 +235,12 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 return bb.emit(y, name_hint=out) if out else e(y)
 
             # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
-            x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))  # [S, H]
+            tied = c.tie_embeddings and "lm_head.weight" not in weights
+            if tied:  # one table for both ends: the output's [H, V], whose columns are the embeddings
+                head = w("model.embed_tokens.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
+                x = e(R.permute_dims(e(R.take(head, e(R.reshape(ids, (S,))), axis=1, mode="clip")), [1, 0]))  # [S, H]
+            else:
+                x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))
             # positions T-S .. T-1 and cache rows 0 .. T-1, from tensors alone (TVM's FuseTIR cannot fuse an
             # arange whose bounds are scalar arguments): every size comes from a buffer's shape
             rows = e(R.arange(0, T, dtype="int32"))  # [T]
@@ -284,8 +289,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 up = linear(h, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias)
                 x = e(R.add(x, linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)))
             x = rms_norm(x, "model.norm.weight", c.hidden)
-            head = "model.embed_tokens.weight" if c.tie_embeddings and "lm_head.weight" not in weights else "lm_head.weight"
-            logits = bb.emit(R.reshape(matmul(x, w(head, (c.vocab, c.hidden), transpose=True, dtype=dtype), "float32"), (1, S, c.vocab)), name_hint="logits")
+            if not tied:
+                head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
+            logits = bb.emit(R.reshape(matmul(x, head, "float32"), (1, S, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([logits] + outputs))
         bb.emit_func_output(result)
     mod = bb.get()
