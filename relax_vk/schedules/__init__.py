@@ -39,7 +39,7 @@ from typing import List
 import tvm
 from tvm.s_tir import dlight as dl
 
-from .analysis import has_trivial_reduction, is_run_time_matmul, reductions_are_plain
+from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .conv2d import conv2d_rule
@@ -59,15 +59,6 @@ def _dlight(rule):
         return space.mod["main"] if space is not None else None
 
     return apply
-
-
-class _RunTimeMatmul(dl.gpu.Matmul):
-    """dlight's matmul rule with its portable configuration on every target (threads 8x8, 4x4
-    outputs each, operands staged in workgroup memory, no vector loads: the adreno one loads
-    8-wide vectors, which WGSL cannot hold)."""
-
-    def get_configs(self, target):
-        return dl.gpu.Matmul.Config()
 
 
 def _unless(predicate, rule):
@@ -90,7 +81,6 @@ RULES: List[Rule] = [
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),
     ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
-    ("gpu.matmul", _unless(has_trivial_reduction, _only_if(is_run_time_matmul, _dlight(_RunTimeMatmul())))),
     ("gpu.reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),
     ("gpu.general_reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.GeneralReduction())))),
 ]

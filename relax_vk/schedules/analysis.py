@@ -76,25 +76,3 @@ def reductions_are_plain(func: tirx.PrimFunc) -> bool:
                 if not (isinstance(index, tirx.Var) and any(index.same_as(v) for v in ivs)):
                     return False
     return True
-
-
-def is_run_time_matmul(func: tirx.PrimFunc) -> bool:
-    """Whether ``func`` is a linear layer over run-time rows: a plain reduction (static reduce
-    extents) against an operand of static shape (the weights), whose spatial extents hold one
-    run-time dim (a decoder's ``[S, K] @ [K, N]``, ``S`` per call). Attention's matmuls (two
-    run-time dims) are not: dlight's matmul rule lowers them into code TVM's CSE then breaks."""
-    found = False
-    for block in _blocks(func):
-        if not _is_reduction(block):
-            continue
-        reduce = [iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
-        spatial = [iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
-        if any(not isinstance(iv.dom.extent, tirx.IntImm) for iv in reduce) or len(block.reads) < 2:
-            return False
-        if not any(all(isinstance(d, tirx.IntImm) for d in r.source.shape) and len(r.source.shape) >= 2 for r in block.reads):
-            return False
-        dims = {str(v) for iv in spatial if not isinstance(iv.dom.extent, tirx.IntImm) for v in tirx.analysis.undefined_vars(iv.dom.extent)}
-        if len(dims) > 1:
-            return False
-        found = found or len(dims) == 1
-    return found and reductions_are_plain(func)
