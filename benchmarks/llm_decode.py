@@ -44,6 +44,9 @@ PRESETS = {
                   vocab_size=4096),
     "mini": dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4, head_dim=64,
                  vocab_size=4096),
+    # Qwen3-0.6B's layer shapes and vocabulary with 2 of its 28 layers (a full build needs more memory than 24 GiB)
+    "qwen3-0.6b-2layers": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8,
+                               head_dim=128, vocab_size=151936),
     "qwen3-0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
                        head_dim=128, vocab_size=151936),
 }  # fmt: skip

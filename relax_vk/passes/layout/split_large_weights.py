@@ -12,6 +12,10 @@ so are a plain conv's input channels and a matmul's reduction axis) is
 split along its output channels / features into parts that each fit, each part computed by its
 own op on the same input, and the parts concatenated along the channel / feature axis. The VGG
 family's fully-connected layers (411 MB for fc6) become a few matmuls whose weights each fit. A
+``take`` from a constant table over the limit (a language model's embeddings: 622 MB for Qwen3's
+151,936 x 1,024 in float32) gathers from each part the indices that fall in it (the others masked
+out; ``clip`` indices clipped to the table first), so every index reads the row it read before. A
+table that a matmul and a take share (tied embeddings) is split once, both reading the same parts. A
 weight over the limit that is a model *input* cannot be split at compile time:
 :class:`~relax_vk.core.errors.LimitError` names it, its size and the limit. One computed at run
 time (attention's ``K^T``) is left as it is: the scope plan may hold it in a texture, and the
@@ -61,6 +65,7 @@ class _Splitter(relax.PyExprMutator):
         super().__init__(mod)
         self.limit = limit
         self.params = set(params)
+        self.split_columns: dict = {}  # (weight, axis) -> [(start, size, part constant)]: one split per table, shared by its uses
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
@@ -71,7 +76,65 @@ class _Splitter(relax.PyExprMutator):
             split = self._conv2d(call)
         elif call.op.name == "relax.matmul":
             split = self._matmul(call)
+        elif call.op.name == "relax.take":
+            split = self._take(call)
         return call if split is None else split
+
+    def _parts_of(self, weight, axis: int, parts: List[int]) -> List[tuple]:
+        """``(start, size, constant)`` of ``weight`` cut along ``axis`` into ``parts``; the first cut
+        of a weight along an axis is kept, so that its other uses read the same constants."""
+        key = (weight, axis)
+        if key not in self.split_columns:
+            array, out, start = weight.value.numpy(), [], 0
+            for size in parts:
+                index = [slice(None)] * array.ndim
+                index[axis] = slice(start, start + size)
+                out.append((start, size, relax.const(np.ascontiguousarray(array[tuple(index)]))))
+                start += size
+            self.split_columns[key] = out
+        return self.split_columns[key]
+
+    def _table_parts(self, weight, axis: int, per_slice: int, what: str) -> Optional[List[tuple]]:
+        shape = _weight_shape(weight)
+        if (weight, axis) in self.split_columns:
+            return self.split_columns[(weight, axis)]
+        count = shape[axis]
+        if not self._too_large(weight, _ceil4(count) * per_slice, what):
+            return None
+        parts = _parts(count, per_slice, self.limit, LANES)
+        if parts is None:
+            raise LimitError(f"{what} weight {shape}: even {LANES} slices exceed the {self.limit}-byte buffer binding limit")
+        return self._parts_of(weight, axis, parts)
+
+    def _take(self, call) -> Optional[relax.Expr]:
+        table, indices = call.args
+        shape = _weight_shape(table)
+        mode = str(call.attrs.mode)
+        if shape is None or not isinstance(table, GenericConst) or mode not in ("clip", "fast"):
+            return None
+        axis = int(call.attrs.axis) % len(shape)
+        itemsize = np.dtype(str(table.ty.dtype)).itemsize
+        # (a tied table's matmul cut counts its padded reduction axis: the same cut serves both)
+        per_slice = (math.prod(shape) // shape[axis]) * itemsize if len(shape) != 2 or axis != 1 else _ceil4(shape[0]) * itemsize
+        parts = self._table_parts(table, axis, per_slice, "take")
+        if parts is None:
+            return None
+        bb, idx_dtype = self.builder_, str(indices.ty.dtype)
+        if mode == "clip":
+            indices = bb.emit(relax.op.clip(indices, 0, shape[axis] - 1))
+        idx_rank = indices.ty.ndim
+        mask_shape = [1] * axis + [d for d in indices.ty.shape.values] + [1] * (len(shape) - axis - 1)
+        out = None
+        for start, size, part in parts:
+            local = bb.emit(relax.op.subtract(indices, relax.const(start, idx_dtype)))
+            inside = bb.emit(relax.op.logical_and(relax.op.greater_equal(local, relax.const(0, idx_dtype)), relax.op.less(local, relax.const(size, idx_dtype))))
+            rows = bb.emit(relax.op.take(part, relax.op.clip(local, 0, size - 1), axis=axis, mode="fast"))
+            if out is None:
+                out = rows
+                continue
+            mask = bb.emit(relax.op.reshape(inside, mask_shape)) if idx_rank else inside
+            out = bb.emit(relax.op.where(mask, rows, out))
+        return out
 
     def _too_large(self, weight, nbytes: int, what: str):
         if nbytes <= self.limit:
@@ -131,15 +194,14 @@ class _Splitter(relax.PyExprMutator):
         per_column = _ceil4(k) * itemsize  # packed as a 1x1 conv: the reduction axis is padded too
         if not self._too_large(weight, _ceil4(m) * per_column, "matmul"):
             return None
-        parts = _parts(m, per_column, self.limit, LANES)
-        if parts is None:
-            raise LimitError(f"matmul weight [{k}, {m}]: even {LANES} columns exceed the {self.limit}-byte buffer binding limit")
-        array = weight.value.numpy()
-        outs, start = [], 0
-        for size in parts:
-            w = relax.const(np.ascontiguousarray(array[:, start : start + size]))
-            outs.append(self.builder_.emit(relax.op.matmul(x, w, out_dtype=_out_dtype(call.attrs))))
-            start += size
+        if (weight, 1) in self.split_columns:
+            parts = self.split_columns[(weight, 1)]
+        else:
+            sizes = _parts(m, per_column, self.limit, LANES)
+            if sizes is None:
+                raise LimitError(f"matmul weight [{k}, {m}]: even {LANES} columns exceed the {self.limit}-byte buffer binding limit")
+            parts = self._parts_of(weight, 1, sizes)
+        outs = [self.builder_.emit(relax.op.matmul(x, w, out_dtype=_out_dtype(call.attrs))) for _, _, w in parts]
         return relax.op.concat(outs, axis=-1)
 
 

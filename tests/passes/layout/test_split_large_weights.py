@@ -8,6 +8,7 @@ import pytest
 import tvm
 from helpers import const, module, tensor
 from tvm import relax
+from tvm.ir.expr import GenericConst
 
 import relax_vk
 from relax_vk.analysis.reference import random_inputs, run_on_cpu
@@ -65,6 +66,38 @@ def test_weights_are_counted_as_stored_padded_reduction_axes_included(kind):
 
     inputs = random_inputs(mod)
     np.testing.assert_allclose(load(artifact, device="pocl").run(inputs)[0], run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
+def _embedding_and_head(tied: bool, vocab=50, hidden=12):
+    """ids [1, 5] -> embeddings -> logits, the table [V, H] (axis 0) or, tied, one [H, V] table
+    whose columns are the embeddings and which the logits' matmul reads too."""
+    ids = tensor("ids", (1, 5), "int32")
+    x = tensor("x", (3, hidden))
+    table = const((hidden, vocab) if tied else (vocab, hidden), seed=7)
+
+    def body(bb, ids, x):
+        if tied:
+            rows = bb.emit(relax.op.permute_dims(relax.op.take(table, relax.op.reshape(ids, (5,)), axis=1, mode="clip"), [1, 0]))
+            return relax.Tuple([rows, bb.emit(relax.op.matmul(x, table))])
+        return relax.Tuple([bb.emit(relax.op.take(table, ids, axis=0, mode="clip"))])
+
+    return module([ids, x], body)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_embedding_tables_over_one_binding_are_split_and_every_index_reads_its_row(tied):
+    mod = _embedding_and_head(tied)
+    limit = 16 * 12 * 4  # 16 slices of 12 floats (a tied table's matmul pads its 12-long reduction axis to 12)
+    split = SplitLargeWeights(limit)(mod)
+    parts = [c.args[0] for c in _ops(split, "relax.take") if isinstance(c.args[0], GenericConst)]
+    assert len(parts) == 4 and all(p.value.numpy().nbytes <= limit for p in parts)
+    if tied:  # the matmul reads the very parts the take reads (one copy of the table on the device)
+        weights = [m.args[1] for m in _ops(split, "relax.matmul")]
+        assert len(weights) == 4 and all(any(w.same_as(p) for p in parts) for w in weights)
+    ids = np.array([[0, 49, 16, 15, 77]], np.int32)  # the part edges, and an id past the table (clipped to its last row)
+    inputs = [ids, np.random.default_rng(0).standard_normal((3, 12)).astype("float32")]
+    for got, want in zip(run_on_cpu(split, inputs), run_on_cpu(mod, inputs)):
+        np.testing.assert_array_equal(got, want) if got.ndim == 3 or not tied else np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_a_weight_that_is_a_model_input_cannot_be_split():
