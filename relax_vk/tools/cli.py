@@ -460,6 +460,8 @@ def _reference(artifact, inputs):
     except ImportError:
         return None, "skipped: TVM is not installed here (the reference runs TVM's llvm target)"
     spec, source = _model_spec(artifact)
+    if artifact.program.get("states"):
+        return None, "skipped: the model keeps states between runs (a decoder: its tests compare it with transformers step by step)"
     if not spec:
         return None, "skipped: the artifact does not say which model it was built from"
     from ..frontends import load_model
@@ -501,8 +503,9 @@ def _load_or_replan(artifact, args):
         return load(_compile(args, spec).artifact(), device=args.run_device, **_runtime_options(args))
 
 
-def cmd_run(args) -> int:
-    from ..runtime import load
+def _read_or_build(args, reuse: bool = True, announce: bool = True):
+    """``(artifact, read)``: ``args.model`` read (an ``.rvk``: its own target, which ``--target`` must
+    not contradict) or built for the selected device (the plan is made for the device that runs it)."""
     from ..serialization.artifact import Artifact
 
     if args.model.endswith(".rvk"):
@@ -512,13 +515,19 @@ def cmd_run(args) -> int:
             raise UnsupportedError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
         args.target = built_for
         _select_device(args, default=True)
-        session = _load_or_replan(artifact, args)
-    else:
-        args.target = args.target or "opencl"
-        _select_device(args, default=True)  # the plan is made for the device that runs it
+        return artifact, True
+    args.target = args.target or "opencl"
+    _select_device(args, default=True)
+    if announce:
         print(f"building {args.model} for {args.target} ({args.device_limits.source}) ...", file=sys.stderr, flush=True)
-        artifact = _compile(args, args.model).artifact(reuse=not args.no_reuse)
-        session = load(artifact, device=args.run_device, **_runtime_options(args))
+    return _compile(args, args.model).artifact(reuse=reuse), False
+
+
+def cmd_run(args) -> int:
+    from ..runtime import load
+
+    artifact, read = _read_or_build(args, reuse=not args.no_reuse)
+    session = _load_or_replan(artifact, args) if read else load(artifact, device=args.run_device, **_runtime_options(args))
     inputs = _inputs(args, session)
     outputs = session.run(inputs)
     result = {"backend": args.target, "device": session.device_name, "ok": None, "max_abs_err": None, "max_rel_err": None}
@@ -558,25 +567,12 @@ def cmd_generate(args) -> int:
     """Greedy decoding with a decoder (a checkpoint directory, built here, or its .rvk)."""
     from ..runtime import load
     from ..runtime.generate import Generator
-    from ..serialization.artifact import Artifact
 
     try:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
     except ValueError:
         raise ValueError(f"--prompt-ids {args.prompt_ids!r} is not a comma-separated list of token ids") from None
-    if args.model.endswith(".rvk"):
-        artifact = Artifact.read(args.model)
-        built_for = artifact.program.get("target", "opencl")
-        if args.target is not None and args.target != built_for:
-            raise UnsupportedError(f"{args.model} was built for {built_for}; rebuild it with --target {args.target}")
-        args.target = built_for
-        _select_device(args, default=True)
-    else:
-        args.target = args.target or "opencl"
-        _select_device(args, default=True)
-        if not args.json:
-            print(f"building {args.model} for {args.target} ...", file=sys.stderr, flush=True)
-        artifact = _compile(args, args.model).artifact()
+    artifact, _ = _read_or_build(args, announce=not args.json)
     generator = Generator(load(artifact, device=args.run_device))
     result = generator.generate(prompt, args.new_tokens)
     record = {"backend": args.target, "device": generator.session.device_name, **result.to_json()}
