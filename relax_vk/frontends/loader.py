@@ -70,18 +70,20 @@ def _from_onnx(path: str, source: dict, input_shapes, dims) -> Tuple[tvm.IRModul
     return from_onnx(path, input_shapes, dims), source
 
 
-#: a decoder checkpoint's run-time dims when --dim does not give them: the cache's tokens (T) and a call's (S)
+#: a decoder checkpoint's run-time dims when --dim does not give them: the cache's tokens (T, at most the
+#: model's max_position_embeddings) and a call's (S, at most T)
 DECODER_DIMS = {"T": (1, 512), "S": (1, 128)}
 
 
 def _from_checkpoint(path: str, input_shapes, dims, dtype: str) -> Tuple[tvm.IRModule, dict]:
     """A Hugging Face decoder checkpoint (:mod:`~relax_vk.frontends.hf_decoder`): ``dims`` may bound
     ``T`` (the cache's tokens) and ``S`` (one call's tokens), each ``(1, max)``."""
-    from .hf_decoder import from_hf_decoder
+    from .hf_decoder import DecoderConfig, from_hf_decoder
 
     if input_shapes:
         raise UnsupportedError(f"{path}: a decoder's input shapes are its dims T and S (--dim T=1:512 --dim S=1:128), not --input-shape")
     ranges = dict(DECODER_DIMS)
+    ranges["T"] = (1, min(ranges["T"][1], DecoderConfig.from_dir(path).max_positions))
     for name, (lo, hi) in (dims or {}).items():
         if name not in ranges or int(lo) != 1:
             raise UnsupportedError(f"{path}: a decoder has the dims T (cache tokens) and S (tokens per call), each 1:MAX; not {name}={lo}:{hi}")

@@ -98,6 +98,7 @@ def test_float16_stays_within_its_bound_of_transformers(decoder, lavapipe, pocl)
 
 def test_the_cache_bound_and_the_vocabulary_are_refused_by_name(decoder, pocl):
     folder, _ = decoder
+    assert load_model(folder)[1]["dims"] == {"T": [1, 256], "S": [1, 128]}  # (T at most max_position_embeddings)
     mod, source = load_model(folder, dims={"T": (1, 8)})
     assert source["dims"] == {"T": [1, 8], "S": [1, 8]}
     generator = Generator(Session(relax_vk.build(mod, "opencl").artifact(), device="pocl"))
