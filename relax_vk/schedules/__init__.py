@@ -14,6 +14,8 @@
    (:mod:`.channel_reduce`: texels split over the threads, combined across them);
    ``row_norm`` -- LayerNorm and softmax of token tensors as one kernel, rows side by side in a
    workgroup (:mod:`.row_norm`: rows staged in workgroup memory, per-thread partial statistics);
+   ``linear`` -- linear layers over run-time rows (a decoder's ``[S, K] @ [K, N]``, :mod:`.linear`:
+   outputs side by side, each sum split over threads, partials combined in workgroup memory);
 4. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`: a thread per output texel, or a
    workgroup per output texel for global pools; TVM's adreno pool rule accumulates four texel
    lanes into one element: wrong numbers on pocl);
@@ -42,6 +44,7 @@ from tvm.s_tir import dlight as dl
 from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
 from .channel_reduce import channel_reduce_rule
+from .linear import linear_rule
 from .conv2d import conv2d_rule
 from .matmul import token_matmul_rule
 from .pooling import schedule_pool
@@ -77,6 +80,7 @@ RULES: List[Rule] = [
     ("token_matmul", token_matmul_rule),
     ("channel_reduce", channel_reduce_rule),
     ("row_norm", row_norm_rule),
+    ("linear", linear_rule),
     ("pool", lambda func, _target: schedule_pool(func)),
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),

@@ -12,7 +12,10 @@
 * a loop marked for unrolling whose extent is not a constant (TVM's ``UnrollLoop`` fails on it:
   "Cannot unroll non-constant loop");
 * a loop outside every thread binding that encloses one (host control flow, which the exported
-  program cannot hold: TVM's general-reduction rule builds one for a mean to a 0-d tensor).
+  program cannot hold: TVM's general-reduction rule builds one for a mean to a 0-d tensor);
+* a reduction accumulating into global memory under a thread binding that none of its iter values
+  use: every such thread adds into the same elements at once, a race a CPU driver that runs a
+  workgroup's threads one after another never shows (pocl), but a GPU does.
 
 An empty list means the kernel is fit for codegen. The scheduling driver
 (:mod:`relax_vk.schedules.apply`) uses it to reject a rule's result and fall back.
@@ -39,7 +42,20 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     problems: List[str] = []
     written, read = set(), set()
 
+    threads: list = []  # the (tag, var) of the thread-bound loops (extent > 1) enclosing the node being visited
+    lanes = _thread_axes(func.body)  # the workgroup's axes of more than one thread
+
     def visit(node, bound: bool, lane_loops: tuple) -> None:
+        if isinstance(node, S.For) and node.kind == S.ForKind.THREAD_BINDING and getattr(node.extent, "value", 2) != 1:
+            threads.append((node.thread_binding.thread_tag, node.loop_var))
+            try:
+                _visit(node, bound, lane_loops)
+            finally:
+                threads.pop()
+            return
+        _visit(node, bound, lane_loops)
+
+    def _visit(node, bound: bool, lane_loops: tuple) -> None:
         if isinstance(node, S.For):
             inner_bound = bound or node.kind == S.ForKind.THREAD_BINDING
             lane = lane_loops
@@ -56,6 +72,14 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
             block = node.block
             if block.name_hint != "root" and not bound:
                 problems.append(f"block {block.name_hint} is not bound to GPU threads")
+            reduces = any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+            if reduces and bound and any(str(w.source.scope()) in ("global", "") for w in block.writes):
+                # a thread axis no enclosing loop binds runs the block in every one of its threads
+                idle = sorted(lanes - {tag for tag, _ in threads})
+                idle += [tag for tag, var in threads if tag.startswith("threadIdx") and not any(tir_uses_any(v, (var,)) for v in node.iter_values)]
+                if idle:
+                    problems.append(f"block {block.name_hint} accumulates into global memory from threads that do not index what it writes "
+                                    f"({', '.join(idle)}): a race")
             for region in block.reads:
                 if _is_texture(region.source):
                     read.add(region.source)
@@ -76,6 +100,20 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     if both:
         problems.append(f"texture {', '.join(sorted(both))} is written and read by the same kernel")
     return list(dict.fromkeys(problems))
+
+
+def _thread_axes(node) -> set:
+    """The ``threadIdx`` tags bound somewhere under ``node`` with an extent other than 1."""
+    found = set()
+    if isinstance(node, S.For) and node.kind == S.ForKind.THREAD_BINDING and getattr(node.extent, "value", 2) != 1:
+        tag = str(node.thread_binding.thread_tag)
+        if tag.startswith("threadIdx"):
+            found.add(tag)
+    if isinstance(node, s_tir.SBlockRealize):
+        return found | _thread_axes(node.block.body) | (_thread_axes(node.block.init) if node.block.init is not None else set())
+    for child in _children(node):
+        found |= _thread_axes(child)
+    return found
 
 
 def _binds_threads(node) -> bool:

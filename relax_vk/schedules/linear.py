@@ -1,0 +1,97 @@
+"""relax_vk's schedule for linear layers over run-time rows: a decoder's ``[S, K] @ [K, N]`` whose
+``S`` (the tokens of the call) is a run-time dim, weights constant, with its elementwise epilogue.
+
+Decoding runs it at ``S = 1``: a matrix-vector product, bound by how fast the weights stream in.
+The safe schedule gives each output a thread that sums all ``K`` terms alone (``N`` threads: a few
+workgroups on a large GPU, each thread a long dependent chain). Here a workgroup takes ``NT``
+consecutive outputs of one row (``threadIdx.x``: side-by-side weights, one contiguous run per
+warp) and splits their sum over ``KS`` threads (``threadIdx.y``, thread ``t`` taking terms
+``t, t + KS, ...``): each partial sum goes to workgroup memory (``rfactor``), then each output's
+thread adds its ``KS`` partials and applies the epilogue. ``KS`` times the threads, ``1/KS`` the
+chain. ``NT`` divides ``N`` and ``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of
+a partial split from a factored reduction); a kernel of any other shape is declined.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tvm import s_tir, tirx
+
+from .analysis import _blocks, _is_reduction, reductions_are_plain
+
+NT = 32  # outputs per workgroup (threadIdx.x)
+KS = 8  # partial sums per output (threadIdx.y)
+
+
+def is_run_time_linear(func: tirx.PrimFunc) -> bool:
+    """Whether ``func``'s one reduction is ``out[s, n] += x[s, k] * w[k, n]`` with ``w`` of static
+    shape, static ``K`` and ``N``, and ``s`` over one run-time dim."""
+    reductions = [b for b in _blocks(func) if _is_reduction(b)]
+    if len(reductions) != 1 or not reductions_are_plain(func):
+        return False
+    block = reductions[0]
+    ivs = block.iter_vars
+    if len(ivs) != 3 or [iv.iter_type for iv in ivs] != [tirx.IterVar.DataPar, tirx.IterVar.DataPar, tirx.IterVar.CommReduce]:
+        return False
+    rows, cols, red = (iv.dom.extent for iv in ivs)
+    if isinstance(rows, tirx.IntImm) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
+        return False
+    static = [r for r in block.reads if len(r.source.shape) == 2 and all(isinstance(d, tirx.IntImm) for d in r.source.shape)]
+    return len(block.reads) == 2 and len(static) == 1
+
+
+def _divisor(n: int, most: int) -> int:
+    return max(d for d in range(1, most + 1) if n % d == 0)
+
+
+def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
+    """The schedule of the module docstring, or None for another kernel."""
+    if not is_run_time_linear(func):
+        return None
+    sch = s_tir.Schedule(func)
+    names = [b.name_hint for b in _blocks(func)]
+    index = next(i for i, b in enumerate(_blocks(func)) if _is_reduction(b))
+    block = sch.get_sblock(names[index])
+    for name in reversed(names[:index]):  # elementwise producers: read inline
+        sch.compute_inline(sch.get_sblock(name))
+    for name in reversed(names[index + 2 :]):  # an epilogue chain: one block (the first, applied per output)
+        sch.reverse_compute_inline(sch.get_sblock(name))
+    epilogue = sch.get_sblock(names[index + 1]) if len(names) > index + 1 else None
+    _, n, k = sch.get_loops(block)
+    n_extent, k_extent = int(sch.get(n).extent), int(sch.get(k).extent)
+    nt, ks = _divisor(n_extent, NT), _divisor(k_extent, KS)
+    if nt < 4:
+        return None
+    s, n, k = sch.get_loops(block)
+    n_o, n_i = sch.split(n, [None, nt])
+    k_o, k_s = sch.split(k, [None, ks])
+    partial = sch.rfactor(k_s, 0)
+    sch.set_scope(partial, 0, "shared")
+    # the total: s, n_o, n_i, k_s
+    s, n_o, n_i, k_s = sch.get_loops(block)
+    bx = sch.fuse(s, n_o)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(n_i, "threadIdx.x")
+    # the total accumulates in a register: every thread of the output's column computes it (the partials'
+    # threads idle otherwise), and a sum accumulated in the output buffer itself would be a race
+    if epilogue is None:
+        epilogue = sch.cache_write(block, 0, "local")
+    else:
+        sch.set_scope(block, 0, "local")
+    sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
+    sch.compute_at(partial, bx, preserve_unit_loops=True)
+    # the partials: bx, k_s, (s), n_i, k_o
+    loops = sch.get_loops(partial)
+    split, col, term = loops[1], loops[-2], loops[-1]
+    sch.reorder(split, col, term)
+    sch.bind(split, "threadIdx.y")
+    sch.bind(col, "threadIdx.x")
+    local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
+    sch.reverse_compute_at(local, col, preserve_unit_loops=True)
+    sch.decompose_reduction(partial, term)
+    return sch.mod["main"]
+
+
+def linear_rule(func: tirx.PrimFunc, _target) -> Optional[tirx.PrimFunc]:
+    return schedule_linear(func)

@@ -1,0 +1,96 @@
+"""Linear layers over run-time rows (a decoder's [S, K] @ [K, N], S per call): relax_vk's split-K
+schedule takes them, right at every row count on pocl and lavapipe; the verifier refuses a schedule
+whose threads add into the same output element at once (the race a CPU driver hides)."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, s_tir, tirx
+
+import relax_vk
+from relax_vk.core.dims import with_dim_ranges
+from relax_vk.runtime import Session
+from relax_vk.schedules.linear import is_run_time_linear, schedule_linear
+from relax_vk.schedules.verify import kernel_problems
+
+S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
+W = np.random.default_rng(0).standard_normal((96, 40)).astype("float32") * 0.1
+
+
+def _module(epilogue: str):
+    x = relax.Var("x", relax.TensorType((S, 96), "float32"))
+    r = relax.Var("r", relax.TensorType((S, 40), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, r]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(x, relax.const(W)))
+            if epilogue == "add":
+                y = bb.emit(relax.op.add(y, r))
+            out = bb.emit_output(relax.Tuple([y, r]) if epilogue == "none" else y)
+        bb.emit_func_output(out)
+    return with_dim_ranges(bb.get(), {"S": (1, 16)})
+
+
+def _kernel(x_shape, w_shape, w_const=True):
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    params = [x]
+    w = relax.const(np.zeros([int(d) for d in w_shape], np.float32)) if w_const else relax.Var("w", relax.TensorType(w_shape, "float32"))
+    params += [] if w_const else [w]
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.matmul(x, w))
+        bb.emit_func_output(y)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    return next(f for _, f in mod.functions_items() if isinstance(f, tirx.PrimFunc))
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, w_const, expected",
+    [((S, 64), (64, 96), True, True), ((4, 64), (64, 96), True, False), ((2, S, 16), (2, 16, T), False, False)],
+)
+def test_which_matmuls_are_linear_layers_over_run_time_rows(x_shape, w_shape, w_const, expected):
+    assert is_run_time_linear(_kernel(x_shape, w_shape, w_const)) is expected
+
+
+@pytest.mark.parametrize("epilogue", ["none", "add"])
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_linear_layers_over_run_time_rows_are_right_at_every_row_count(epilogue, target, device, request):
+    request.getfixturevalue(device)
+    artifact = relax_vk.build(_module(epilogue), target).artifact()
+    assert [k.get("schedule") for k in artifact.program["kernels"] if "matmul" in k["name"]] == ["linear"]
+    session = Session(artifact, device=device)
+    rng = np.random.default_rng(1)
+    for rows in (1, 7, 16):
+        x, r = rng.standard_normal((rows, 96)).astype("float32"), rng.standard_normal((rows, 40)).astype("float32")
+        got = session.run([x, r])[0]
+        np.testing.assert_allclose(got, x @ W + (r if epilogue == "add" else 0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_schedule_whose_threads_add_into_one_output_element_is_refused():
+    """The schedule's total goes through a register; the form it had first (the total accumulated in
+    the output buffer by all of threadIdx.y at once: right on pocl, wrong on an H200) is refused."""
+    assert kernel_problems(schedule_linear(_kernel((S, 64), (64, 96)))) == []
+    assert kernel_problems(_racy_total()) == ["block total accumulates into global memory from threads that do not index what it writes (threadIdx.y): a race"]
+
+
+def _racy_total():
+    """A workgroup of 32 x 8 threads whose threadIdx.y never indexes the sum it accumulates in global memory."""
+    @tvm.script.ir_module
+    class Mod:
+        @tvm.script.tirx.prim_func(s_tir=True)
+        def main(a: tvm.script.tirx.Buffer((8, 32), "float32"), out: tvm.script.tirx.Buffer((32,), "float32")):
+            for tx in tvm.script.tirx.thread_binding(32, thread="threadIdx.x"):
+                for ty in tvm.script.tirx.thread_binding(8, thread="threadIdx.y"):
+                    with tvm.script.tirx.sblock("copy"):
+                        v = tvm.script.tirx.axis.spatial(32, tx)
+                        w = tvm.script.tirx.axis.spatial(8, ty)
+                        a[w, v] = a[w, v] + tvm.script.tirx.float32(1)
+                for k in range(8):
+                    with tvm.script.tirx.sblock("total"):
+                        v = tvm.script.tirx.axis.spatial(32, tx)
+                        r = tvm.script.tirx.axis.reduce(8, k)
+                        with tvm.script.tirx.init():
+                            out[v] = tvm.script.tirx.float32(0)
+                        out[v] = out[v] + a[r, v]
+    return Mod["main"]
