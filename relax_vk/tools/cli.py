@@ -568,6 +568,9 @@ def cmd_generate(args) -> int:
     from ..runtime import load
     from ..runtime.generate import Generator
 
+    if args.int4:
+        raise UnsupportedError("--int4: 4-bit decoder weights are not supported yet (float32 and --fp16 are; 4-bit MatMulNBits "
+                               "models come in through ONNX)")
     try:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
     except ValueError:
@@ -821,6 +824,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--prompt-ids", required=True, metavar="ID,ID,...", help="the prompt's token ids")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32)")
+    p.add_argument("--int4", action="store_true", help="4-bit weights (not supported for decoders yet: an error saying so)")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract): tokens, prefill_tokens_per_s, "
                    "decode_tokens_per_s, ...")
     p.set_defaults(func=cmd_generate)

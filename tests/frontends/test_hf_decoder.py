@@ -166,3 +166,5 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert record["prompt_tokens"] == 3 and record["prefill_tokens_per_s"] > 0 and record["decode_tokens_per_s"] > 0
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,x"]) == 2
     assert "--prompt-ids '3,x' is not a comma-separated list" in capsys.readouterr().err
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--int4"]) == 2
+    assert "--int4: 4-bit decoder weights are not supported yet" in capsys.readouterr().err
