@@ -10,7 +10,11 @@ Layout (little endian)::
 
 The program JSON describes tensors (shape, dtype, scope, image extents, kind), kernels (name,
 launch geometry), the ordered steps (kernel launches, scope copies, aliases; a launch may name the
-model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the inputs and outputs. Constants live in the last section; each constant's offset is a multiple of 16.
+model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the inputs and outputs;
+with run-time dims, ``"dims"`` (name, min, max), each such tensor's ``"shape_expr"`` and the
+launches' ``"scalars"`` and ``"global"`` as integer expressions (:mod:`relax_vk.codegen.run_time_shapes`);
+with states, ``"states"``: ``{"tensor": input, "update": output, "offset": rows}`` each
+(:mod:`relax_vk.core.states`). Constants live in the last section; each constant's offset is a multiple of 16.
 Loading checks the magic, the version, that the sections lie inside the file in order with
 zero padding between them and nothing after, each section's CRC32, and that every constant lies
 inside the constant section, and refuses anything else with an
