@@ -41,8 +41,17 @@ from tvm import relax, tirx
 
 from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
+from ..core.provenance import record_model_ops
 from ..core.states import with_states
 from .errors import ModelLoadError
+
+#: the score of a key a query may not attend to. transformers uses float32's lowest value; TVM's OpenCL
+#: code prints a max reduction's initial value as -3.402823e+38f, above that lowest value, so a row
+#: of masked keys only (a padded query) had a maximum above all its scores, summed exp() to zero and
+#: went NaN, and through the next layers' values NaN reached every token. Any masked row of this
+#: value softmaxes to the uniform row transformers gives, and exp(MASKED - max) is 0 beside any
+#: attended key.
+MASKED = -1.0e30
 
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
 
@@ -210,14 +219,23 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
         pasts.append(relax.Var(f"past_k{i}", relax.TensorType((max_len, kv * hd), dtype)))
         pasts.append(relax.Var(f"past_v{i}", relax.TensorType((max_len, kv * hd), dtype)))
     bb = relax.BlockBuilder()
+    made: List[Tuple[str, str]] = []  # (variable, the model op it belongs to): profile and bisect name ops by them
+    op = ["model.embed_tokens"]
+
+    def emit(expr, name_hint: str = ""):
+        var = bb.emit(expr, name_hint=name_hint)
+        made.append((var.name, op[0]))
+        return var
+
     with bb.function("main", [ids, mask] + pasts):
         with bb.dataflow():
-            e = bb.emit
+            e = emit
 
             def cast(x, to):
                 return x if x.ty.dtype == to else e(R.astype(x, to))
 
             def rms_norm(x, name, size):
+                op[0] = name.rsplit(".weight", 1)[0]
                 if dtype == "float32":
                     return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
                 # transformers: normalized in float32, rounded, then times the float16 weight
@@ -228,11 +246,12 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
 
             def linear(x, name, n_in, n_out, bias=False, out=None):
+                op[0] = name
                 y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
                 if bias:
                     y = e(R.add(y, w(f"{name}.bias", (n_out,))))
                 y = R.astype(y, dtype) if dtype != "float32" else y
-                return bb.emit(y, name_hint=out) if out else e(y)
+                return emit(y, name_hint=out) if out else e(y)
 
             # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
             tied = c.tie_embeddings and "lm_head.weight" not in weights
@@ -243,6 +262,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))
             # positions T-S .. T-1 and cache rows 0 .. T-1, from tensors alone (TVM's FuseTIR cannot fuse an
             # arange whose bounds are scalar arguments): every size comes from a buffer's shape
+            op[0] = "model.positions"  # (RoPE's angles, the cache rows, the causal mask)
             rows = e(R.arange(0, T, dtype="int32"))  # [T]
             tokens = e(R.arange(0, S, dtype="int32"))  # [S]
             pos = e(R.strided_slice(rows, axes=[0], begin=[T - S], end=[T], assume_inbound=True))  # [S]: T-S .. T-1
@@ -269,34 +289,42 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 if c.qk_norm:
                     q = rms_norm(q, f"{p}.self_attn.q_norm.weight", hd)
                     k = rms_norm(k, f"{p}.self_attn.k_norm.weight", hd)
+                op[0] = f"{p}.self_attn.rotary"
                 q, k = _rope(e, q, cos, sin, hd), _rope(e, k, cos, sin, hd)
-                new_k = bb.emit(R.reshape(k, (S, kv * hd)), name_hint=f"new_k{i}")
+                new_k = emit(R.reshape(k, (S, kv * hd)), name_hint=f"new_k{i}")
                 outputs += [new_k, v]
+                op[0] = f"{p}.self_attn.attention"
                 keys = _rows(e, pasts[2 * i], new_k, from_past, new_row, T)  # [T, KV*D]
                 values = _rows(e, pasts[2 * i + 1], v, from_past, new_row, T)
                 # grouped-query attention: head h reads kv head h // g
                 qg = e(R.permute_dims(e(R.reshape(q, (S, kv, g, hd))), [1, 2, 0, 3]))  # [KV, g, S, D]
                 kt = e(R.permute_dims(e(R.reshape(keys, (T, kv, 1, hd))), [1, 2, 3, 0]))  # [KV, 1, D, T]
                 scores = e(R.multiply(matmul(qg, kt, "float32"), relax.const(1.0 / np.sqrt(hd), "float32")))  # [KV, g, S, T]
-                scores = e(R.where(attend, scores, relax.const(np.finfo(np.float32).min, "float32")))
+                scores = e(R.where(attend, scores, relax.const(MASKED, "float32")))
                 probs = cast(e(R.nn.softmax(scores, axis=-1)), dtype)
                 vt = e(R.permute_dims(e(R.reshape(values, (T, kv, 1, hd))), [1, 2, 0, 3]))  # [KV, 1, T, D]
                 attn = matmul(probs, vt)  # [KV, g, S, D]
                 attn = e(R.reshape(e(R.permute_dims(attn, [2, 0, 1, 3])), (S, c.heads * hd)))
-                x = e(R.add(x, linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)))
+                out = linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)
+                op[0] = f"{p}.residual_attn"
+                x = e(R.add(x, out))
                 h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
                 gate = e(R.nn.silu(linear(h, f"{p}.mlp.gate_proj", c.hidden, c.intermediate, c.mlp_bias)))
                 up = linear(h, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias)
-                x = e(R.add(x, linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)))
+                op[0] = f"{p}.mlp.act"
+                down = linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
+                op[0] = f"{p}.residual_mlp"
+                x = e(R.add(x, down))
             x = rms_norm(x, "model.norm.weight", c.hidden)
+            op[0] = "lm_head"
             if not tied:
                 head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
-            logits = bb.emit(R.reshape(matmul(x, head, "float32"), (1, S, c.vocab)), name_hint="logits")
+            logits = emit(R.reshape(matmul(x, head, "float32"), (1, S, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([logits] + outputs))
         bb.emit_func_output(result)
     mod = bb.get()
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
-    mod = with_dim_ranges(with_states(mod, states), {"S": (1, max_prompt), "T": (1, max_len)})
+    mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..analysis.reference import model_outputs, reference_outputs
 from ..core.provenance import MODEL_OPS_ATTR
+from ..core.states import states_of
 
 FP32_RTOL, FP16_RTOL = 1e-4, 1e-2
 
@@ -47,7 +48,8 @@ class Bisection:
 
     @property
     def ok(self) -> bool:
-        return self.first_bad is None
+        """Every op output compared matches, and at least one was compared."""
+        return self.first_bad is None and bool(self.compared)
 
     def to_json(self) -> dict:
         """The ``relax-vk bisect --json`` document (README: "bisect --json")."""
@@ -62,7 +64,9 @@ class Bisection:
             lines.append(f"{r['op'][:40]:<40} {r['max_abs_err']:>12.3g} {r['bound']:>10.3g}  {r['scope']:<16} {r['kernel'][:50]}{mark}")
         for s in self.skipped:
             lines.append(f"{s['op'][:40]:<40} skipped: {s['why']}")
-        if self.first_bad is None:
+        if not self.compared:
+            lines.append("no op output could be compared: nothing is known to be right")
+        elif self.first_bad is None:
             lines.append("every op output matches the reference")
         else:
             b = self.first_bad
@@ -147,7 +151,7 @@ def bisect_session(session, mod, inputs: Sequence[np.ndarray], model: str = "", 
     session.run(inputs)
     produced = device_outputs(session)
     order = list(model_outputs(mod))
-    reference = reference_outputs(mod, inputs, order)
+    reference = reference_outputs(mod, with_states(mod, inputs), order)
     result = Bisection(model=model, backend=session.program.get("target", "opencl"), device=session.device_name, tolerance=rtol)
     rows = []
     for p in produced:
@@ -179,6 +183,21 @@ def bisect_session(session, mod, inputs: Sequence[np.ndarray], model: str = "", 
     result.compared = rows
     result.first_bad = next((r for r in rows if not r["ok"]), None)
     return result
+
+
+def with_states(mod, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+    """``main``'s arguments for a run of a session on ``inputs``: the caller's inputs, and zeros for
+    the states (:mod:`relax_vk.core.states`), as a session holds them after load."""
+    states = {s["input"] for s in states_of(mod["main"])}
+    if not states:
+        return list(inputs)
+    given, out = iter(inputs), []
+    for p in mod["main"].params:
+        if p.name in states:
+            out.append(np.zeros([int(d) for d in p.ty.shape.values], dtype=str(p.ty.dtype)))
+        else:
+            out.append(next(given))
+    return out
 
 
 def bisect(model, inputs: Optional[Sequence[np.ndarray]] = None, device=None, target: str = "opencl", fp16: bool = False,

@@ -75,6 +75,15 @@ def test_prefill_and_decode_equal_transformers_at_every_step(decoder, target, de
     # a second sequence after reset reads nothing of the first
     generator.reset()
     np.testing.assert_allclose(generator.forward(PROMPT[:3]), _reference(model, PROMPT[:3]), rtol=1e-4, atol=1e-4 * np.abs(reference).max())
+    # a left-padded prompt (attention_mask 0 on the pads): the padded queries attend to nothing, and
+    # nothing of them (no NaN) reaches the other tokens, which equal transformers'
+    generator.reset()
+    ids, mask = [0, 0] + PROMPT[:2], [0, 0, 1, 1]
+    (padded,) = generator.session.run([np.array([ids], np.int32), np.array([mask], np.int64)])
+    with torch.no_grad():
+        want = model(torch.tensor([ids]), attention_mask=torch.tensor([mask])).logits[0].numpy()
+    assert np.isfinite(padded).all()
+    np.testing.assert_allclose(padded[0, 2:], want[2:], rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_float16_stays_within_its_bound_of_transformers(decoder, lavapipe, pocl):
@@ -168,3 +177,17 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert "--prompt-ids '3,x' is not a comma-separated list" in capsys.readouterr().err
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--int4"]) == 2
     assert "--int4: 4-bit decoder weights are not supported yet" in capsys.readouterr().err
+
+
+def test_bisect_compares_every_op_of_a_decoder_with_its_states_as_zeros(decoder, pocl):
+    from relax_vk.tools.bisect import Bisection, bisect_session, build_unshared
+
+    folder, _ = decoder
+    mod, _ = load_model(folder, dims={"T": (1, 8), "S": (1, 4)})
+    session = Session(build_unshared(mod, "opencl", "pocl"), device="pocl")
+    ids, mask = np.array([[3, 17, 5, 99]], np.int32), np.ones((1, 6), np.int64)  # (rows 0-1 of the cache: zeros, as after load)
+    result = bisect_session(session, mod, [ids, mask], "decoder")
+    assert result.ok and len(result.compared) >= 20, result.table()
+    assert {"model.layers.0.self_attn.attention", "model.layers.1.residual_mlp", "lm_head"} <= {r["op"] for r in result.compared}
+    nothing = Bisection(model="m", backend="opencl", device="d", tolerance=1e-4)
+    assert not nothing.ok and "no op output could be compared" in nothing.table()
