@@ -24,6 +24,7 @@ from tvm.tirx import compilation_pipeline
 
 from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics TVM leaves to C names)
 from .bool_vectors import LowerBoolVectorCasts
+from .exact_floats import ExactFloatConstants
 from .index_narrowing import NarrowVulkanIndices
 from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores
@@ -33,10 +34,11 @@ NAME = "relax_vk.texture"
 
 def _finalize_device_passes():
     """TVM's device finalisation, preceded by the repair of scalarised texture stores
-    (:mod:`relax_vk.codegen.texture_stores`) and, for Vulkan kernels, the narrowing of their
+    (:mod:`relax_vk.codegen.texture_stores`), for Vulkan kernels the narrowing of their
     int64 indices to int32 before ``LowerIntrin`` lowers their divisions
-    (:mod:`relax_vk.codegen.index_narrowing`)."""
-    return tvm.transform.Sequential([RepairTextureStores(), NarrowVulkanIndices(), s_tir_pipeline.finalize_device_passes()])
+    (:mod:`relax_vk.codegen.index_narrowing`), and for OpenCL kernels float constants written
+    exactly (:mod:`relax_vk.codegen.exact_floats`)."""
+    return tvm.transform.Sequential([RepairTextureStores(), NarrowVulkanIndices(), ExactFloatConstants(), s_tir_pipeline.finalize_device_passes()])
 
 
 def lowering_passes(config) -> List[tvm.transform.Pass]:
