@@ -45,12 +45,11 @@ from ..core.provenance import record_model_ops
 from ..core.states import with_states
 from .errors import ModelLoadError
 
-#: the score of a key a query may not attend to. transformers uses float32's lowest value; TVM's OpenCL
-#: code prints a max reduction's initial value as -3.402823e+38f, above that lowest value, so a row
-#: of masked keys only (a padded query) had a maximum above all its scores, summed exp() to zero and
-#: went NaN, and through the next layers' values NaN reached every token. Any masked row of this
-#: value softmaxes to the uniform row transformers gives, and exp(MASKED - max) is 0 beside any
-#: attended key.
+#: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
+#: masked keys only (a padded query) must then softmax to a uniform row, which needs the max
+#: reduction to start at or below that value (TVM's OpenCL code started above it until
+#: relax_vk.codegen.exact_floats: NaN, carried to every token by the next layers). -1e30 leaves
+#: that margin on any backend, and exp(MASKED - max) is 0 beside any attended key.
 MASKED = -1.0e30
 
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
