@@ -6,8 +6,8 @@ value, the initial value of every max reduction, prints as a number above it. A 
 row of that lowest value (the masked scores of a padded query, as transformers' masks write them)
 then found its maximum above every score, summed ``exp()`` to zero and returned NaN; any constant
 can move by an ulp the same way. The pass rewrites each float32 constant of an OpenCL kernel that
-7 digits do not round-trip as a reinterpretation of its bits (``as_float(0xff7fffffu)`` in the
-source): the kernel computes with the model's own value. Vulkan kernels are left as they are (the
+7 digits do not round-trip as a reinterpretation of its bits (a ``uint`` of value ``0xff7fffff``
+read as a float in the source): the kernel computes with the model's own value. Vulkan kernels are left as they are (the
 WGSL emitter prints 9 digits); so are constants that print exactly (most).
 """
 
@@ -23,9 +23,17 @@ from tvm.ir.prim import expr as E
 from .index_narrowing import _for_vulkan
 
 
+def _float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
 def _exact_in_7_digits(value: float) -> bool:
-    as32 = struct.unpack("<f", struct.pack("<f", value))[0]
-    return struct.unpack("<f", struct.pack("<f", float(f"{as32:.6e}")))[0] == as32 if abs(as32) != float("inf") and as32 == as32 else True
+    """Whether ``value`` as a float32, printed as TVM prints it (``%.6e``), reads back as itself
+    (infinities and NaN print as names: they do)."""
+    value = _float32(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        return True
+    return _float32(float(f"{value:.6e}")) == value
 
 
 def _bits(value: float) -> int:

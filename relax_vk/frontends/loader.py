@@ -78,17 +78,18 @@ DECODER_DIMS = {"T": (1, 512), "S": (1, 128)}
 def _from_checkpoint(path: str, input_shapes, dims, dtype: str) -> Tuple[tvm.IRModule, dict]:
     """A Hugging Face decoder checkpoint (:mod:`~relax_vk.frontends.hf_decoder`): ``dims`` may bound
     ``T`` (the cache's tokens) and ``S`` (one call's tokens), each ``(1, max)``."""
-    from .hf_decoder import DecoderConfig, from_hf_decoder
+    from .hf_decoder import DecoderConfig, build_decoder, read_weights
 
     if input_shapes:
         raise UnsupportedError(f"{path}: a decoder's input shapes are its dims T and S (--dim T=1:512 --dim S=1:128), not --input-shape")
     ranges = dict(DECODER_DIMS)
-    ranges["T"] = (1, min(ranges["T"][1], DecoderConfig.from_dir(path).max_positions))
+    config = DecoderConfig.from_dir(path)
+    ranges["T"] = (1, min(ranges["T"][1], config.max_positions))
     for name, (lo, hi) in (dims or {}).items():
         if name not in ranges or int(lo) != 1:
             raise UnsupportedError(f"{path}: a decoder has the dims T (cache tokens) and S (tokens per call), each 1:MAX; not {name}={lo}:{hi}")
         ranges[name] = (1, int(hi))
     if "S" not in (dims or {}):
         ranges["S"] = (1, min(ranges["S"][1], ranges["T"][1]))
-    program = from_hf_decoder(path, max_len=ranges["T"][1], max_prompt=ranges["S"][1], dtype=dtype)
+    program = build_decoder(config, read_weights(path), ranges["T"][1], ranges["S"][1], where=path, dtype=dtype)  # (config.json read once)
     return program.module, {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}, "dtype": dtype}

@@ -58,12 +58,10 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     for name in reversed(names[index + 2 :]):  # an epilogue chain: one block (the first, applied per output)
         sch.reverse_compute_inline(sch.get_sblock(name))
     epilogue = sch.get_sblock(names[index + 1]) if len(names) > index + 1 else None
-    _, n, k = sch.get_loops(block)
-    n_extent, k_extent = int(sch.get(n).extent), int(sch.get(k).extent)
-    nt, ks = _divisor(n_extent, NT), _divisor(k_extent, KS)
+    s, n, k = sch.get_loops(block)
+    nt, ks = _divisor(int(sch.get(n).extent), NT), _divisor(int(sch.get(k).extent), KS)
     if nt < 4:
         return None
-    s, n, k = sch.get_loops(block)
     n_o, n_i = sch.split(n, [None, nt])
     k_o, k_s = sch.split(k, [None, ks])
     partial = sch.rfactor(k_s, 0)

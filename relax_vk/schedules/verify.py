@@ -13,8 +13,9 @@
   "Cannot unroll non-constant loop");
 * a loop outside every thread binding that encloses one (host control flow, which the exported
   program cannot hold: TVM's general-reduction rule builds one for a mean to a 0-d tensor);
-* a reduction accumulating into global memory under a thread binding that none of its iter values
-  use: every such thread adds into the same elements at once, a race a CPU driver that runs a
+* a reduction accumulating into global memory while some of the workgroup's threads do not index
+  what it writes (a ``threadIdx`` axis no enclosing loop binds, or one none of its iter values
+  use): every such thread adds into the same elements at once, a race a CPU driver that runs a
   workgroup's threads one after another never shows (pocl), but a GPU does.
 
 An empty list means the kernel is fit for codegen. The scheduling driver
@@ -23,7 +24,7 @@ An empty list means the kernel is fit for codegen. The scheduling driver
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from tvm import s_tir, tirx
 from tvm.tirx import stmt as S
@@ -46,8 +47,9 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     lanes = _thread_axes(func.body)  # the workgroup's axes of more than one thread
 
     def visit(node, bound: bool, lane_loops: tuple) -> None:
-        if isinstance(node, S.For) and node.kind == S.ForKind.THREAD_BINDING and getattr(node.extent, "value", 2) != 1:
-            threads.append((node.thread_binding.thread_tag, node.loop_var))
+        tag = _wide_thread_tag(node)
+        if tag is not None:
+            threads.append((tag, node.loop_var))
             try:
                 _visit(node, bound, lane_loops)
             finally:
@@ -102,13 +104,17 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     return list(dict.fromkeys(problems))
 
 
+def _wide_thread_tag(node) -> Optional[str]:
+    """The thread tag of ``node`` when it is a thread-bound loop of more than one thread."""
+    if isinstance(node, S.For) and node.kind == S.ForKind.THREAD_BINDING and getattr(node.extent, "value", 2) != 1:
+        return str(node.thread_binding.thread_tag)
+    return None
+
+
 def _thread_axes(node) -> set:
     """The ``threadIdx`` tags bound somewhere under ``node`` with an extent other than 1."""
-    found = set()
-    if isinstance(node, S.For) and node.kind == S.ForKind.THREAD_BINDING and getattr(node.extent, "value", 2) != 1:
-        tag = str(node.thread_binding.thread_tag)
-        if tag.startswith("threadIdx"):
-            found.add(tag)
+    tag = _wide_thread_tag(node)
+    found = {tag} if tag is not None and tag.startswith("threadIdx") else set()
     if isinstance(node, s_tir.SBlockRealize):
         return found | _thread_axes(node.block.body) | (_thread_axes(node.block.init) if node.block.init is not None else set())
     for child in _children(node):
