@@ -43,6 +43,7 @@ from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.provenance import record_model_ops
 from ..core.states import with_states
+from .blockwise import pack_symmetric
 from .errors import ModelLoadError
 
 #: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
@@ -51,6 +52,10 @@ from .errors import ModelLoadError
 #: relax_vk.codegen.exact_floats: NaN, carried to every token by the next layers). -1e30 leaves
 #: that margin on any backend, and exp(MASKED - max) is 0 beside any attended key.
 MASKED = -1.0e30
+
+#: ``quantize="int4"``: weights in blocks of this many along each dot product (llama.cpp's Q4_0 and
+#: ExecuTorch's ``linear_q4gsw`` default)
+INT4_BLOCK = 32
 
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
 
@@ -182,26 +187,52 @@ class DecoderProgram:
 class _Weights:
     def __init__(self, weights: Dict[str, np.ndarray], where: str):
         self.weights, self.where, self.used = weights, where, set()
+        self._packed: Dict[Tuple[str, str], tuple] = {}
 
-    def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
+    def array(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+        """The checkpoint's ``name``, checked against the ``shape`` the config gives."""
         if name not in self.weights:
             raise ModelLoadError(f"{self.where}: no weight {name}")
         w = self.weights[name]
         if tuple(w.shape) != tuple(shape):
             raise ModelLoadError(f"{self.where}: weight {name} is {list(w.shape)}, the config gives {list(shape)}")
         self.used.add(name)
+        return w
+
+    def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
+        w = self.array(name, shape)
         return relax.const(np.ascontiguousarray(w.T if transpose else w).astype(dtype), dtype)
+
+    def packed(self, name: str, shape: Tuple[int, int], scale_dtype: str):
+        """``(format, B, scales)``: the ``[N, K]`` weight ``name`` (Hugging Face's ``[out, in]``) as
+        4-bit blocks of 32 along ``K`` (:func:`~relax_vk.frontends.blockwise.pack_symmetric`),
+        packed once however often it is read (a tied table serves both ends)."""
+        key = (name, scale_dtype)
+        if key not in self._packed:
+            w = self.array(name, shape)
+            fmt, B, S = pack_symmetric(np.asarray(w, np.float32).T, bits=4, block=INT4_BLOCK, scale_dtype=scale_dtype)
+            self._packed[key] = (fmt, relax.const(B, "uint8"), relax.const(S, scale_dtype))
+        return self._packed[key]
 
 
 def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len: int, max_prompt: Optional[int] = None,
-                  where: str = "checkpoint", dtype: str = "float32") -> DecoderProgram:  # fmt: skip
+                  where: str = "checkpoint", dtype: str = "float32", quantize: Optional[str] = None) -> DecoderProgram:  # fmt: skip
     """The program of the module docstring for ``config`` and ``weights`` (Hugging Face names).
 
     ``dtype="float16"``: weights, activations and the cache in float16, as transformers runs a
     float16 model: matmuls accumulate in float32 and round once, RMSNorm and softmax compute in
-    float32, RoPE's angles are float32 rounded to float16; logits come out float32."""
+    float32, RoPE's angles are float32 rounded to float16; logits come out float32.
+
+    ``quantize="int4"``: every linear layer's weight, the embedding table and the output head are
+    4-bit blocks of :data:`INT4_BLOCK` (symmetric, a ``dtype`` scale per block: llama.cpp's Q4_0),
+    quantized here from the checkpoint's weights; the kernels decode them as they multiply or
+    gather (:mod:`relax_vk.frontends.blockwise`), and no float copy of a weight exists. Norms stay
+    in ``dtype``. The model computed is exactly the checkpoint with its weights replaced by
+    :func:`~relax_vk.frontends.blockwise.unpack` of their packing."""
     if dtype not in ("float32", "float16"):
         raise ValueError(f"dtype {dtype!r}: float32 or float16")
+    if quantize not in (None, "int4"):
+        raise UnsupportedError(f"quantize={quantize!r}: None (the checkpoint's weights in {dtype}) or 'int4'")
     max_prompt = max_len if max_prompt is None else max_prompt
     if not 1 <= max_prompt <= max_len:
         raise ValueError(f"max_prompt {max_prompt} must lie in 1..max_len ({max_len})")
@@ -244,9 +275,16 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             def matmul(a, b, out_dtype=dtype):  # accumulates in float32, rounds once
                 return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
 
+            def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
+                fmt, B, scales = w.packed(name, (n_out, n_in), dtype)
+                return e(bb.call_te(lambda X, Bq, Sq: fmt.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
+
             def linear(x, name, n_in, n_out, bias=False, out=None):
                 op[0] = name
-                y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
+                if quantize:
+                    y = packed_matmul(x, f"{name}.weight", n_in, n_out, "float32")
+                else:
+                    y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
                 if bias:
                     y = e(R.add(y, w(f"{name}.bias", (n_out,))))
                 y = R.astype(y, dtype) if dtype != "float32" else y
@@ -254,7 +292,11 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
 
             # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
             tied = c.tie_embeddings and "lm_head.weight" not in weights
-            if tied:  # one table for both ends: the output's [H, V], whose columns are the embeddings
+            table = "model.embed_tokens.weight"
+            if quantize:  # rows decoded from the 4-bit table as they are gathered
+                fmt, B, scales = w.packed(table, (c.vocab, c.hidden), dtype)
+                x = e(bb.call_te(lambda I, Bq, Sq: fmt.gather(I, Bq, Sq, out_dtype=dtype), e(R.reshape(ids, (S,))), B, scales, primfunc_name_hint="take_int4"))
+            elif tied:  # one table for both ends: the output's [H, V], whose columns are the embeddings
                 head = w("model.embed_tokens.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
                 x = e(R.permute_dims(e(R.take(head, e(R.reshape(ids, (S,))), axis=1, mode="clip")), [1, 0]))  # [S, H]
             else:
@@ -316,9 +358,13 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 x = e(R.add(x, down))
             x = rms_norm(x, "model.norm.weight", c.hidden)
             op[0] = "lm_head"
-            if not tied:
-                head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
-            logits = emit(R.reshape(matmul(x, head, "float32"), (1, S, c.vocab)), name_hint="logits")
+            if quantize:
+                head_logits = packed_matmul(x, table if tied else "lm_head.weight", c.hidden, c.vocab, "float32")
+            else:
+                if not tied:
+                    head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
+                head_logits = matmul(x, head, "float32")
+            logits = emit(R.reshape(head_logits, (1, S, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([logits] + outputs))
         bb.emit_func_output(result)
     mod = bb.get()
@@ -345,9 +391,10 @@ def _rows(e, past, new, from_past, new_row, T):
     return e(R.where(e(R.reshape(from_past, (T, 1))), cached, fresh))
 
 
-def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32") -> DecoderProgram:
+def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",
+                    quantize: Optional[str] = None) -> DecoderProgram:  # fmt: skip
     """:func:`build_decoder` of a checkpoint directory (``config.json`` and safetensors)."""
     if not os.path.isdir(path):
         raise ModelLoadError(f"{path}: not a checkpoint directory")
     config = DecoderConfig.from_dir(path)
-    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path, dtype=dtype)
+    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path, dtype=dtype, quantize=quantize)

@@ -518,22 +518,18 @@ def _drop_unused_initializers(model) -> None:
 # ---------------------------------------------------------------- MatMulNBits
 def convert_matmul_nbits(bb, inputs, attrs):
     """com.microsoft ``MatMulNBits`` as Relax: ``A @ W (+ bias)`` as one kernel that reads ``W``
-    (K x N) from the packed blocks as it multiplies (the weight-only decode fused into the matmul,
-    as MLC-LLM's decode-matmul fusion and ExecuTorch's ``linear_q4gsw`` do): the artifact and the
-    device keep the packed bytes (``bits`` per weight plus a float32 scale per block) and no float
-    copy of the weight exists; a bias and what follows fuse after it.
-
-    onnxruntime's layout (ContribOperators.md, MatMulNBits): ``B`` is uint8 ``[N, k_blocks,
-    blob_size]`` (``blob_size = block_size * bits / 8``), element ``k`` of column ``n`` in block
-    ``k // block_size``, at bit ``(k % block_size) * bits`` of the blob, low bits first;
-    ``scales`` ``[N * k_blocks]`` (or ``[N, k_blocks]``); ``zero_points`` either uint8 packed the
-    same way per column (``[N, ceil(k_blocks * bits / 8)]``) or of the scales' type, one per block;
-    absent, ``2 ** (bits - 1)`` (8 for 4 bits). ``W[k, n] = (q - zp) * scale``. ``g_idx``
-    (act-order) is refused. ``accuracy_level`` only lets onnxruntime's CPU kernel quantize ``A``
-    to int8 on the fly (level 4); this computes in float32, which is what levels 0-3 mean and
-    within onnxruntime's own rounding of level 4.
+    (K x N) from the packed blocks as it multiplies (:mod:`relax_vk.frontends.blockwise`, whose
+    docstring gives onnxruntime's layout): the artifact and the device keep the packed bytes
+    (``bits`` per weight plus a scale per block) and no float copy of the weight exists; a bias and
+    what follows fuse after it. ``scales`` may be ``[N * k_blocks]`` or ``[N, k_blocks]``,
+    ``zero_points`` packed uint8 or of the scales' type. ``g_idx`` (act-order) is refused.
+    ``accuracy_level`` only lets onnxruntime's CPU kernel quantize ``A`` to int8 on the fly (level
+    4); this computes in float32, which is what levels 0-3 mean and within onnxruntime's own
+    rounding of level 4.
     """
-    from tvm import relax, te, tirx
+    from tvm import relax
+
+    from .blockwise import BlockwiseFormat
 
     a, b = inputs[0], inputs[1]
     scales = inputs[2]
@@ -543,41 +539,20 @@ def convert_matmul_nbits(bb, inputs, attrs):
     if g_idx is not None:
         raise UnsupportedError("MatMulNBits with g_idx (act-order) is not supported")
     K, N, bits, block = int(attrs["K"]), int(attrs["N"]), int(attrs.get("bits", 4)), int(attrs["block_size"])
-    if bits not in (2, 4, 8) or block < 16 or block & (block - 1):
-        raise UnsupportedError(f"MatMulNBits with bits={bits}, block_size={block}: bits 2, 4 or 8 and a power-of-two block of at least 16 only")
-    k_blocks = (K + block - 1) // block
-    mask = (1 << bits) - 1
+    zp_kind = None if zero_points is None else "float" if str(zero_points.ty.dtype).startswith("float") else "packed"
+    try:
+        fmt = BlockwiseFormat(K, N, bits, block, zp_kind)
+    except ValueError as err:
+        raise UnsupportedError(f"MatMulNBits with {err}") from None
     if len(scales.ty.shape.values) != 1:
-        scales = bb.emit(relax.op.reshape(scales, (N * k_blocks,)))
-    zp_kind = None
-    zp_row = (k_blocks * bits + 7) // 8  # (bytes of one column's packed zero points)
-    if zero_points is not None:
-        zp_kind = "float" if str(zero_points.ty.dtype).startswith("float") else "packed"
-        zp_len = N * k_blocks if zp_kind == "float" else N * zp_row
-        if len(zero_points.ty.shape.values) != 1:
-            zero_points = bb.emit(relax.op.reshape(zero_points, (zp_len,)))
-
-    def matmul(A, B, S, *Z):
-        def weight(k, n):  # W[k, n] read from the packed blocks, inlined into the sum
-            blk = k // block
-            at = (k % block) * bits
-            q = (B[n, blk, at // 8].astype("int32") >> (at % 8)) & mask
-            if not Z:
-                zp = tirx.const(float(1 << (bits - 1)), "float32")
-            elif zp_kind == "float":
-                zp = Z[0][n * k_blocks + blk].astype("float32")
-            else:
-                zat = blk * bits
-                zp = ((Z[0][n * zp_row + zat // 8].astype("int32") >> (zat % 8)) & mask).astype("float32")
-            return (q.astype("float32") - zp) * S[n * k_blocks + blk].astype("float32")
-
-        k = te.reduce_axis((0, K), name="k")
-        return te.compute((*A.shape[:-1], N), lambda *i: te.sum(A[(*i[:-1], k)] * weight(k, i[-1]), axis=k), name="matmul_nbits")
-
+        scales = bb.emit(relax.op.reshape(scales, (N * fmt.k_blocks,)))
+    if zero_points is not None and len(zero_points.ty.shape.values) != 1:
+        zp_len = N * fmt.k_blocks if zp_kind == "float" else N * fmt.zp_row
+        zero_points = bb.emit(relax.op.reshape(zero_points, (zp_len,)))
     if str(a.ty.dtype) != "float32":
         raise UnsupportedError(f"MatMulNBits on {a.ty.dtype} activations: float32 only")
     args = [a, b, scales] + ([zero_points] if zero_points is not None else [])
-    y = bb.call_te(matmul, *args, primfunc_name_hint="matmul_nbits")
+    y = bb.call_te(lambda A, B, S, *Z: fmt.matmul(A, B, S, Z[0] if Z else None), *args, primfunc_name_hint="matmul_nbits")
     if bias is not None:
         y = relax.op.add(bb.emit(y), bias)
     return y

@@ -1,5 +1,6 @@
 """relax_vk's schedule for linear layers over run-time rows: a decoder's ``[S, K] @ [K, N]`` whose
-``S`` (the tokens of the call) is a run-time dim, weights constant, with its elementwise epilogue.
+``S`` (the tokens of the call) is a run-time dim, weights constant (float, or 4-bit blocks decoded
+as they are read), with its elementwise epilogue.
 
 Decoding runs it at ``S = 1``: a matrix-vector product, bound by how fast the weights stream in.
 The safe schedule gives each output a thread that sums all ``K`` terms alone (``N`` threads: a few
@@ -18,17 +19,19 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
-from .analysis import _blocks, _is_reduction, reductions_are_plain
+from .analysis import _blocks, _is_reduction
 
 NT = 32  # outputs per workgroup (threadIdx.x)
 KS = 8  # partial sums per output (threadIdx.y)
 
 
 def is_run_time_linear(func: tirx.PrimFunc) -> bool:
-    """Whether ``func``'s one reduction is ``out[s, n] += x[s, k] * w[k, n]`` with ``w`` of static
-    shape, static ``K`` and ``N``, and ``s`` over one run-time dim."""
+    """Whether ``func``'s one reduction is ``out[s, n] += x[s, k] * w(k, n)`` with static ``K`` and
+    ``N``, ``s`` over one run-time dim, ``x`` the one buffer it reads with a run-time shape, and
+    ``w`` read from buffers of static shape: a ``[K, N]`` weight, or one decoded from packed blocks
+    as it is read (:mod:`relax_vk.frontends.blockwise`)."""
     reductions = [b for b in _blocks(func) if _is_reduction(b)]
-    if len(reductions) != 1 or not reductions_are_plain(func):
+    if len(reductions) != 1:
         return False
     block = reductions[0]
     ivs = block.iter_vars
@@ -37,8 +40,12 @@ def is_run_time_linear(func: tirx.PrimFunc) -> bool:
     rows, cols, red = (iv.dom.extent for iv in ivs)
     if isinstance(rows, tirx.IntImm) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
         return False
-    static = [r for r in block.reads if len(r.source.shape) == 2 and all(isinstance(d, tirx.IntImm) for d in r.source.shape)]
-    return len(block.reads) == 2 and len(static) == 1
+    dynamic = [r for r in block.reads if not all(isinstance(d, tirx.IntImm) for d in r.source.shape)]
+    if len(block.reads) < 2 or len(dynamic) != 1 or len(dynamic[0].source.shape) != 2:
+        return False
+    # x read at [s, k] itself (no window, no index arithmetic); the weights' indices may be anything
+    s, _, k = (iv.var for iv in ivs)
+    return [r.min.same_as(v) for r, v in zip(dynamic[0].region, (s, k))] == [True, True]
 
 
 def _divisor(n: int, most: int) -> int:
@@ -55,9 +62,11 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     block = sch.get_sblock(names[index])
     for name in reversed(names[:index]):  # elementwise producers: read inline
         sch.compute_inline(sch.get_sblock(name))
-    for name in reversed(names[index + 2 :]):  # an epilogue chain: one block (the first, applied per output)
-        sch.reverse_compute_inline(sch.get_sblock(name))
-    epilogue = sch.get_sblock(names[index + 1]) if len(names) > index + 1 else None
+    # an elementwise epilogue (SwiGLU's bias, silu and product: not a chain, silu reads the bias's
+    # output twice) becomes its last block, applied per output
+    for name in names[index + 1 : -1]:
+        sch.compute_inline(sch.get_sblock(name))
+    epilogue = sch.get_sblock(names[-1]) if len(names) > index + 1 else None
     s, n, k = sch.get_loops(block)
     nt, ks = _divisor(int(sch.get(n).extent), NT), _divisor(int(sch.get(k).extent), KS)
     if nt < 4:

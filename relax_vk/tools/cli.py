@@ -78,7 +78,8 @@ def _load_with_source(name: str, args=None):
 
     half = args is not None and (getattr(args, "fp16", False) or getattr(args, "fp16_arith", False))
     return load_model(name, _input_shapes(args) if args is not None else None, _dims(args) if args is not None else None,
-                      dtype="float16" if half else None)  # (a decoder checkpoint: float16 weights, activations and cache)
+                      dtype="float16" if half else None,  # (a decoder checkpoint: float16 weights, activations and cache)
+                      quantize="int4" if getattr(args, "int4", False) else None)  # fmt: skip
 
 
 def _target(args):
@@ -374,6 +375,11 @@ def _quantize_first(args) -> None:
         raise UnsupportedError(f"--calibrate goes with --quantize int8; {'--quantize ' + args.quantize if args.quantize else 'a float build'} takes no calibration samples")
     if not args.quantize:
         return
+    if _is_checkpoint(args.model):  # a decoder quantizes its own weights as it is built
+        if args.quantize != "int4":
+            raise UnsupportedError(f"--quantize {args.quantize}: a decoder checkpoint takes --quantize int4 (4-bit weights); int8 applies to ONNX models")
+        args.int4 = True
+        return
     if args.model in PACKAGED:
         if not args.input_shape:
             args.input_shape = [f"{k}={','.join(map(str, v))}" for k, v in PACKAGED[args.model].input_shapes.items()]
@@ -503,6 +509,10 @@ def _load_or_replan(artifact, args):
         return load(_compile(args, spec).artifact(), device=args.run_device, **_runtime_options(args))
 
 
+def _is_checkpoint(model: str) -> bool:
+    return os.path.isdir(model) and os.path.exists(os.path.join(model, "config.json"))
+
+
 def _read_or_build(args, reuse: bool = True, announce: bool = True):
     """``(artifact, read)``: ``args.model`` read (an ``.rvk``: its own target, which ``--target`` must
     not contradict) or built for the selected device (the plan is made for the device that runs it)."""
@@ -568,9 +578,8 @@ def cmd_generate(args) -> int:
     from ..runtime import load
     from ..runtime.generate import Generator
 
-    if args.int4:
-        raise UnsupportedError("--int4: 4-bit decoder weights are not supported yet (float32 and --fp16 are; 4-bit MatMulNBits "
-                               "models come in through ONNX)")
+    if (args.int4 or args.fp16) and args.model.endswith(".rvk"):
+        raise UnsupportedError(f"--int4 and --fp16 apply when building from a checkpoint; {args.model} is built already")
     try:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
     except ValueError:
@@ -799,7 +808,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "Android: $TVM_NDK_CC)")
     p.add_argument("--quantize", choices=("int8", "int8-dynamic", "int4"), default=None,
                    help="quantize an ONNX model with onnxruntime's tools first: int8 (static QDQ, per-channel weights; needs "
-                   "--calibrate), int8-dynamic, int4 (weight-only MatMulNBits)")
+                   "--calibrate), int8-dynamic, int4 (weight-only MatMulNBits); a decoder checkpoint: int4, its own 4-bit weights")
     p.add_argument("--calibrate", metavar="DIR", default=None,
                    help="(--quantize int8) calibration samples: .npy files (one-input models) or .npz files (an array per input)")
     p.add_argument("--quantized-model", metavar="FILE.onnx", default=None,
@@ -824,7 +833,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--prompt-ids", required=True, metavar="ID,ID,...", help="the prompt's token ids")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32)")
-    p.add_argument("--int4", action="store_true", help="4-bit weights (not supported for decoders yet: an error saying so)")
+    p.add_argument("--int4", action="store_true", help="(building from a checkpoint) 4-bit weights in blocks of 32, decoded in the kernels")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract): tokens, prefill_tokens_per_s, "
                    "decode_tokens_per_s, ...")
     p.set_defaults(func=cmd_generate)

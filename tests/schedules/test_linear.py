@@ -26,6 +26,8 @@ def _module(epilogue: str):
             y = bb.emit(relax.op.matmul(x, relax.const(W)))
             if epilogue == "add":
                 y = bb.emit(relax.op.add(y, r))
+            if epilogue == "swiglu":  # (not a chain: silu reads the matmul's output twice)
+                y = bb.emit(relax.op.multiply(bb.emit(relax.op.nn.silu(y)), r))
             out = bb.emit_output(relax.Tuple([y, r]) if epilogue == "none" else y)
         bb.emit_func_output(out)
     return with_dim_ranges(bb.get(), {"S": (1, 16)})
@@ -53,7 +55,7 @@ def test_which_matmuls_are_linear_layers_over_run_time_rows(x_shape, w_shape, w_
     assert is_run_time_linear(_kernel(x_shape, w_shape, w_const)) is expected
 
 
-@pytest.mark.parametrize("epilogue", ["none", "add"])
+@pytest.mark.parametrize("epilogue", ["none", "add", "swiglu"])
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 def test_linear_layers_over_run_time_rows_are_right_at_every_row_count(epilogue, target, device, request):
     request.getfixturevalue(device)
@@ -64,7 +66,10 @@ def test_linear_layers_over_run_time_rows_are_right_at_every_row_count(epilogue,
     for rows in (1, 7, 16):
         x, r = rng.standard_normal((rows, 96)).astype("float32"), rng.standard_normal((rows, 40)).astype("float32")
         got = session.run([x, r])[0]
-        np.testing.assert_allclose(got, x @ W + (r if epilogue == "add" else 0), rtol=1e-5, atol=1e-5)
+        want = x @ W + (r if epilogue == "add" else 0)
+        if epilogue == "swiglu":
+            want = want / (1 + np.exp(-want)) * r
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_a_schedule_whose_threads_add_into_one_output_element_is_refused():

@@ -1,0 +1,127 @@
+"""Blockwise n-bit weights in onnxruntime's ``MatMulNBits`` layout: packing them (numpy) and the
+matmul and gather that read them as they compute (TE), shared by the ONNX converter
+(:func:`relax_vk.frontends.onnx_quant.convert_matmul_nbits`) and the decoder front door's 4-bit
+weights (:mod:`relax_vk.frontends.hf_decoder`).
+
+Layout (ContribOperators.md, MatMulNBits): a weight ``W`` of ``K`` inputs and ``N`` outputs is
+``B``, uint8 ``[N, k_blocks, block * bits / 8]``: element ``k`` of output ``n`` in block
+``k // block``, at bit ``(k % block) * bits`` of the blob, low bits first. ``scales`` is
+``[N * k_blocks]``; ``zero_points`` either uint8 packed the same way per output
+(``[N * ceil(k_blocks * bits / 8)]``), of the scales' type (one per block), or absent
+(``2 ** (bits - 1)``). ``W[k, n] = (q - zp) * scale``.
+
+The kernels decode ``W`` inside the sum (the weight-only decode fused into the matmul, as MLC-LLM's
+decode-matmul fusion and ExecuTorch's ``linear_q4gsw`` do): the device keeps the packed bytes and
+no float copy of a weight exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BlockwiseFormat:
+    """``bits`` per weight in blocks of ``block`` along ``K``; ``zero_points``: None (the
+    midpoint), ``"float"`` (one of the scales' type per block) or ``"packed"`` (``bits`` each)."""
+
+    K: int
+    N: int
+    bits: int = 4
+    block: int = 32
+    zero_points: Optional[str] = None
+
+    def __post_init__(self):
+        if self.bits not in (2, 4, 8) or self.block < 16 or self.block & (self.block - 1):
+            raise ValueError(f"bits={self.bits}, block_size={self.block}: bits 2, 4 or 8 and a power-of-two block of at least 16 only")
+
+    @property
+    def k_blocks(self) -> int:
+        return (self.K + self.block - 1) // self.block
+
+    @property
+    def zp_row(self) -> int:
+        """Bytes of one output's packed zero points."""
+        return (self.k_blocks * self.bits + 7) // 8
+
+    def weight(self, B, S, Z, k, n):
+        """The TE expression of ``W[k, n]`` (float32) read from the packed buffers."""
+        from tvm import tirx
+
+        bits, block, mask = self.bits, self.block, (1 << self.bits) - 1
+        blk = k // block
+        at = (k % block) * bits
+        q = (B[n, blk, at // 8].astype("int32") >> (at % 8)) & mask
+        if Z is None:
+            zp = tirx.const(float(1 << (bits - 1)), "float32")
+        elif self.zero_points == "float":
+            zp = Z[n * self.k_blocks + blk].astype("float32")
+        else:
+            zat = blk * bits
+            zp = ((Z[n * self.zp_row + zat // 8].astype("int32") >> (zat % 8)) & mask).astype("float32")
+        return (q.astype("float32") - zp) * S[n * self.k_blocks + blk].astype("float32")
+
+    def matmul(self, A, B, S, Z=None, out_dtype: str = "float32", name: str = "matmul_nbits"):
+        """``A[..., K] @ W -> [..., N]``, summed in float32 (rounded once to ``out_dtype``)."""
+        from tvm import te
+
+        from tvm import tirx
+
+        index = A.shape[0].ty.dtype  # (one index dtype for every loop: TVM's schedules need affine bindings)
+        k = te.reduce_axis((tirx.const(0, index), tirx.const(self.K, index)), name="k")
+        acc = te.compute((*A.shape[:-1], tirx.const(self.N, index)), lambda *i: te.sum(_f32(A[(*i[:-1], k)]) * self.weight(B, S, Z, k, i[-1]), axis=k), name=name)
+        if out_dtype == "float32":
+            return acc
+        return te.compute(acc.shape, lambda *i: acc[i].astype(out_dtype), name=f"{name}_cast")
+
+    def gather(self, ids, B, S, Z=None, out_dtype: str = "float32", name: str = "take_nbits"):
+        """Columns ``W[:, ids[s]]`` as rows ``[len(ids), K]``: an embedding table held as a 4-bit
+        ``[K, N]`` weight (``N`` the vocabulary). An id outside ``0..N-1`` reads the nearest column
+        (``take``'s ``mode="clip"``)."""
+        from tvm import te, tirx
+
+        def row(s, k):
+            n = tirx.max(tirx.min(ids[s].astype("int32"), self.N - 1), 0)
+            return self.weight(B, S, Z, k, n).astype(out_dtype)
+
+        return te.compute((ids.shape[0], tirx.const(self.K, ids.shape[0].ty.dtype)), row, name=name)
+
+
+def _f32(x):
+    return x if x.dtype == "float32" else x.astype("float32")
+
+
+def pack_symmetric(w: np.ndarray, bits: int = 4, block: int = 32, scale_dtype: str = "float32") -> Tuple[BlockwiseFormat, np.ndarray, np.ndarray]:
+    """``(format, B, scales)`` of a float weight ``w`` ``[K, N]`` quantized symmetrically per block
+    as llama.cpp's ``Q4_0`` does for 4 bits: each block's scale is its largest-magnitude value over
+    ``-2 ** (bits - 1)`` (sign kept), ``q = clip(round(w / scale) + 2 ** (bits - 1), 0, 2 ** bits - 1)``,
+    the zero point the midpoint. ``K`` is padded with zeros to whole blocks."""
+    K, N = w.shape
+    fmt = BlockwiseFormat(K, N, bits, block)
+    half, top = 1 << (bits - 1), (1 << bits) - 1
+    padded = np.zeros((fmt.k_blocks * block, N), np.float32)
+    padded[:K] = w
+    blocks = padded.T.reshape(N, fmt.k_blocks, block)  # [N, k_blocks, block]
+    idx = np.abs(blocks).argmax(axis=2)[..., None]
+    peak = np.take_along_axis(blocks, idx, axis=2)[..., 0]  # the largest-magnitude value, signed
+    scale = (peak / -half).astype(scale_dtype)
+    inv = np.divide(1.0, scale.astype(np.float32), out=np.zeros_like(peak), where=scale.astype(np.float32) != 0)
+    q = np.clip(np.rint(blocks * inv[..., None]) + half, 0, top).astype(np.uint8)
+    per_byte = 8 // bits
+    q = q.reshape(N, fmt.k_blocks, block // per_byte, per_byte)
+    packed = np.zeros(q.shape[:3], np.uint8)
+    for j in range(per_byte):  # low bits first
+        packed |= (q[..., j] << (j * bits)).astype(np.uint8)
+    return fmt, packed, scale.reshape(-1)
+
+
+def unpack(fmt: BlockwiseFormat, B: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The float32 ``[K, N]`` weight a symmetric packing (no zero points) stands for (tests and references)."""
+    per_byte = 8 // fmt.bits
+    mask = (1 << fmt.bits) - 1
+    q = np.stack([(B >> (j * fmt.bits)) & mask for j in range(per_byte)], axis=-1).reshape(fmt.N, fmt.k_blocks * fmt.block)
+    w = (q.astype(np.float32) - (1 << (fmt.bits - 1))) * np.repeat(scales.astype(np.float32).reshape(fmt.N, fmt.k_blocks), fmt.block, axis=1)
+    return np.ascontiguousarray(w[:, : fmt.K].T)
