@@ -92,16 +92,28 @@ def _winograd_sources(artifact, weights: dict) -> dict:
     return found
 
 
-def store_constants(outdir: str, artifact, weights: Optional[dict] = None) -> dict:
+#: the dtypes a refilled constant may have (weights, scales, packed 4-bit bytes; never indices)
+REFILLABLE = ("float32", "float16", "uint8")
+
+
+def store_constants(outdir: str, artifact, weights: Optional[dict] = None, refill_over: Optional[int] = None) -> dict:
     """Save each constant of ``artifact`` under ``outdir/blobs`` once (named by content), except
     Winograd-transformed weights of a conv weight stored before (``weights``: keep one dict across
     the calls of one bundle), which are stored as how to derive them; returns ``{constant name:
-    digest or {"digest", "winograd", "of"}}`` for :func:`load_artifact`."""
+    digest or {"digest", "winograd", "of"}}`` for :func:`load_artifact`.
+
+    ``refill_over`` (bytes): a weight constant larger than that (dtype in :data:`REFILLABLE`) is not
+    stored but made again by :func:`load_artifact` from a seed, same dtype and shape, other
+    values (``{"refill": {...}}``): a model too large to carry measures its speed, which no kernel's
+    work depends on the values for, and is not compared for correctness."""
     blobs = {}
     known = {} if weights is None else weights
     derived = _winograd_sources(artifact, known)
-    for key, array in artifact.constants.items():
+    for index, (key, array) in enumerate(artifact.constants.items()):
         array = np.ascontiguousarray(array).reshape(np.shape(array))  # (ascontiguousarray makes a 0-d array 1-d)
+        if refill_over is not None and array.nbytes > refill_over and str(array.dtype) in REFILLABLE:
+            blobs[key] = {"refill": {"dtype": str(array.dtype), "shape": list(array.shape), "seed": index}}
+            continue
         digest = _digest(array)
         if key in derived:
             source, m = derived[key]
@@ -116,11 +128,26 @@ def store_constants(outdir: str, artifact, weights: Optional[dict] = None) -> di
     return blobs
 
 
+def refill(dtype: str, shape, seed: int) -> np.ndarray:
+    """A refilled constant (:func:`store_constants`): bytes uniform in 0..255, floats normal with
+    std 0.02 (a weight's or a 4-bit block's scale's scale)."""
+    rng = np.random.default_rng(seed)
+    if dtype == "uint8":
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+    return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(dtype)
+
+
+def is_refilled(entry: dict) -> bool:
+    return any(isinstance(ref, dict) and "refill" in ref for ref in entry["constants"].values())
+
+
 def load_artifact(outdir: str, entry: dict):
     from relax_vk.runtime.winograd import transform_weight
     from relax_vk.serialization.artifact import Artifact
 
     def constant(ref):
+        if isinstance(ref, dict) and "refill" in ref:
+            return refill(**ref["refill"])
         if isinstance(ref, dict):  # a Winograd-transformed weight, derived from its conv weight
             return transform_weight(np.load(os.path.join(outdir, "blobs", f"{ref['of']}.npy")), int(ref["winograd"]))
         return np.load(os.path.join(outdir, "blobs", f"{ref}.npy"))

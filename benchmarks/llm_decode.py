@@ -10,7 +10,7 @@ tokens): relax_vk's prefill tokens/s, decode tokens/s over ``--new-tokens`` gree
 the greedy tokens' agreement and the largest logit difference over the steps (a share of the largest
 logit).
 
-    python benchmarks/llm_decode.py [--preset tiny|mini|qwen3-0.6b] [--dtype float32|float16] [--contexts 16]
+    python benchmarks/llm_decode.py [--preset tiny|mini|qwen3-0.6b] [--dtype float32|float16] [--int4] [--contexts 16]
                                     [--new-tokens 8] [--apis opencl vulkan] [--json]
 
 On a machine without TVM (the GPU machine), in two steps: ``--build DIR`` here (the artifacts, their
@@ -18,6 +18,11 @@ constants stored once), then ``--run DIR --device gpu`` there (the runtime, nump
 
     python benchmarks/llm_decode.py --build .gpu/llm --preset mini --dtype float16 --contexts 128 512
     python3 benchmarks/llm_decode.py --run .gpu/llm --device gpu --json     # GPU machine
+
+A model larger than the machine's transport carries (the whole Qwen3-0.6B) is built with
+``--refill-over MIB``: its weights over that size travel as seeds and are refilled with other values
+of the same dtype and shape where it runs, for speed only (no kernel's work depends on the values;
+correctness is what the same build shows here and the smaller presets show there).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from backend_latency import load_artifact, store_constants  # noqa: E402
+from backend_latency import is_refilled, load_artifact, store_constants  # noqa: E402
 
 DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
 #: Qwen3-style configs (per-head q/k norms, tied embeddings)
@@ -74,6 +79,26 @@ def make_weights(c: dict, seed: int = 0) -> dict:
                   f"{p}.self_attn.q_norm.weight": 1 + normal(hd, std=0.1), f"{p}.self_attn.k_norm.weight": 1 + normal(hd, std=0.1),
                   f"{p}.mlp.gate_proj.weight": normal(i, h), f"{p}.mlp.up_proj.weight": normal(i, h), f"{p}.mlp.down_proj.weight": normal(h, i)})  # fmt: skip
     return w
+
+
+def _blockwise():
+    """relax_vk.frontends.blockwise, read by path: the package's front doors import TVM, which the
+    GPU machine's --run side does not have (the module itself needs numpy only)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("relax_vk_blockwise", os.path.join(os.path.dirname(__file__), "..", "relax_vk", "frontends", "blockwise.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclass looks its module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+def int4_weights(weights: dict, scale_dtype: str = "float32") -> dict:
+    """``weights`` with each matrix replaced by what its 4-bit packing (``--int4``, the builder's
+    own) stands for: the model an int4 artifact computes, which PyTorch then runs in float."""
+    blockwise = _blockwise()
+    return {k: np.ascontiguousarray(blockwise.unpack(*blockwise.pack_symmetric(v.T, scale_dtype=scale_dtype)).T) if v.ndim == 2 else v
+            for k, v in weights.items()}  # fmt: skip
 
 
 def write_checkpoint(folder: str, config: dict, weights: dict) -> None:
@@ -175,8 +200,10 @@ def _greedy(forward, reset, prompt, steps: int, sync=lambda: None):
     return tokens, logits, prefill, time.perf_counter() - start
 
 
-def measure(artifacts: dict, config: dict, weights: dict, dtype: str, contexts, steps: int, device, torch_device: str) -> list:
-    """One row per API and context: relax_vk's and PyTorch's tokens/s, agreement and logit error."""
+def measure(artifacts: dict, config: dict, weights: dict, dtype: str, contexts, steps: int, device, torch_device: str,
+            compare: bool = True) -> list:  # fmt: skip
+    """One row per API and context: relax_vk's and PyTorch's tokens/s, agreement and logit error
+    (``compare=False``, artifacts whose weights were refilled: speed only, agreement None)."""
     import torch
 
     from relax_vk.runtime import load
@@ -196,32 +223,36 @@ def measure(artifacts: dict, config: dict, weights: dict, dtype: str, contexts, 
             result = generator.generate(prompt, steps, keep_logits=True)
             _greedy(reference.forward, reference.reset, prompt, 2, sync)  # warm
             tokens, ref_logits, t_prefill, t_decode = _greedy(reference.forward, reference.reset, prompt, steps, sync)
-            # logits compared along relax_vk's own tokens (teacher-forced PyTorch): a near-tie may pick another token
-            reference.reset()
-            forced = [reference.forward(prompt)[-1]] + [reference.forward([tok])[-1] for tok in result.tokens[:-1]]
-            err = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(result.logits, forced))
+            err = None
+            if compare:  # logits compared along relax_vk's own tokens (teacher-forced PyTorch): a near-tie may pick another token
+                reference.reset()
+                forced = [reference.forward(prompt)[-1]] + [reference.forward([tok])[-1] for tok in result.tokens[:-1]]
+                err = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(result.logits, forced))
             rows.append({"api": api, "device": generator.session.device_name, "context": context, "steps": steps,
                          "prefill_tokens_per_s": result.prefill_tokens_per_s, "decode_tokens_per_s": result.decode_tokens_per_s,
                          "torch_prefill_tokens_per_s": context / t_prefill, "torch_decode_tokens_per_s": (steps - 1) / t_decode,
-                         "same_tokens": result.tokens == tokens, "max_logit_err": err, "device_bytes": generator.session.device_bytes})  # fmt: skip
+                         "same_tokens": result.tokens == tokens if compare else None, "max_logit_err": err,
+                         "device_bytes": generator.session.device_bytes})  # fmt: skip
     return rows
 
 
 def print_table(result: dict) -> None:
-    print(f"{result['preset']} ({result['params'] / 1e6:.1f}M parameters, {result['dtype']}), {result['steps']} greedy steps; "
-          f"PyTorch eager on {result['torch_device']}")  # fmt: skip
+    weights = f"{result['dtype']}, 4-bit weights" if result.get("int4") else result["dtype"]
+    refilled = "; weights refilled on this machine (speed only)" if result.get("refilled") else ""
+    print(f"{result['preset']} ({result['params'] / 1e6:.1f}M parameters, {weights}), {result['steps']} greedy steps; "
+          f"PyTorch eager ({result['dtype']}) on {result['torch_device']}{refilled}")  # fmt: skip
     print(f"{'api':7s} {'context':>7s} {'prefill tok/s':>14s} {'torch':>10s} {'decode tok/s':>13s} {'torch':>10s} {'ratio':>6s} "
           f"{'tokens':>7s} {'logit err':>10s} {'MiB':>8s}  device")  # fmt: skip
     for r in result["rows"]:
         ratio = r["decode_tokens_per_s"] / r["torch_decode_tokens_per_s"]
         print(f"{r['api']:7s} {r['context']:7d} {r['prefill_tokens_per_s']:14.1f} {r['torch_prefill_tokens_per_s']:10.1f} "
-              f"{r['decode_tokens_per_s']:13.1f} {r['torch_decode_tokens_per_s']:10.1f} {ratio:6.2f} {'same' if r['same_tokens'] else 'differ':>7s} "
-              f"{r['max_logit_err']:10.2e} {r['device_bytes'] / (1 << 20):8.1f}  {r['device']}")  # fmt: skip
+              f"{r['decode_tokens_per_s']:13.1f} {r['torch_decode_tokens_per_s']:10.1f} {ratio:6.2f} { {True: 'same', False: 'differ', None: '-'}[r['same_tokens']]:>7s} "
+              f"{'-' if r['max_logit_err'] is None else format(r['max_logit_err'], '.2e'):>10s} {r['device_bytes'] / (1 << 20):8.1f}  {r['device']}")  # fmt: skip
 
 
-def build(folder: str, preset: str, dtype: str, contexts, steps: int, apis) -> dict:
+def build(folder: str, preset: str, dtype: str, contexts, steps: int, apis, int4: bool = False) -> dict:
     """The checkpoint in ``folder/checkpoint`` and one artifact per API (dims: S up to the longest
-    prompt, T up to it plus the steps)."""
+    prompt, T up to it plus the steps); ``int4``: 4-bit weights."""
     import relax_vk
     from relax_vk.frontends import load_model
 
@@ -229,7 +260,7 @@ def build(folder: str, preset: str, dtype: str, contexts, steps: int, apis) -> d
     weights = make_weights(config)
     write_checkpoint(os.path.join(folder, "checkpoint"), config, weights)
     dims = {"S": (1, max(contexts)), "T": (1, max(contexts) + steps)}
-    mod, _ = load_model(os.path.join(folder, "checkpoint"), dims=dims, dtype=dtype)
+    mod, _ = load_model(os.path.join(folder, "checkpoint"), dims=dims, dtype=dtype, quantize="int4" if int4 else None)
     return {api: relax_vk.build(mod, api).artifact() for api in apis}, config, weights
 
 
@@ -237,6 +268,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--dtype", choices=("float32", "float16"), default="float32")
+    ap.add_argument("--int4", action="store_true", help="4-bit weights (PyTorch runs their float values in --dtype)")
+    ap.add_argument("--refill-over", type=float, default=None, metavar="MIB",
+                    help="(--build) weights over MIB are not stored but refilled with seeded values where --run runs: speed only")
     ap.add_argument("--contexts", type=int, nargs="+", default=[16])
     ap.add_argument("--new-tokens", type=int, default=8)
     ap.add_argument("--apis", nargs="+", choices=sorted(DEVICES), default=["opencl", "vulkan"])
@@ -251,15 +285,18 @@ def main(argv=None) -> int:
             bundle = json.load(f)
         artifacts = {api: load_artifact(args.run, entry) for api, entry in bundle["artifacts"].items()}
         settings = bundle["settings"]
+        settings["refilled"] = any(is_refilled(entry) for entry in bundle["artifacts"].values())
         config = config_of(settings["preset"])
         weights = make_weights(config)
     else:
-        settings = {"preset": args.preset, "dtype": args.dtype, "contexts": args.contexts, "steps": args.new_tokens}
+        settings = {"preset": args.preset, "dtype": args.dtype, "int4": args.int4, "contexts": args.contexts, "steps": args.new_tokens}
         folder = os.path.join("/tmp", f"relax_vk_llm_{args.preset}")  # (the checkpoint: the --run side makes its weights again)
-        artifacts, config, weights = build(folder, args.preset, args.dtype, args.contexts, args.new_tokens, args.apis)
+        artifacts, config, weights = build(folder, args.preset, args.dtype, args.contexts, args.new_tokens, args.apis, args.int4)
         if args.build:
             os.makedirs(os.path.join(args.build, "blobs"), exist_ok=True)
-            entries = {api: {"program": a.program, "source": a.source, "constants": store_constants(args.build, a)} for api, a in artifacts.items()}
+            over = None if args.refill_over is None else int(args.refill_over * (1 << 20))
+            entries = {api: {"program": a.program, "source": a.source, "constants": store_constants(args.build, a, refill_over=over)}
+                       for api, a in artifacts.items()}  # fmt: skip
             with open(os.path.join(args.build, "bundle.json"), "w") as f:
                 json.dump({"settings": settings, "artifacts": entries}, f)
             print(f"wrote {args.build}: {', '.join(artifacts)}")
@@ -267,7 +304,10 @@ def main(argv=None) -> int:
     import torch
 
     torch_device = args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu")
-    rows = measure(artifacts, config, weights, settings["dtype"], settings["contexts"], settings["steps"], args.device, torch_device)
+    compare = not settings.get("refilled")
+    if settings.get("int4") and compare:
+        weights = int4_weights(weights, settings["dtype"])
+    rows = measure(artifacts, config, weights, settings["dtype"], settings["contexts"], settings["steps"], args.device, torch_device, compare)
     result = dict(settings, params=sum(int(np.prod(v.shape)) for v in weights.values()), torch_device=torch_device, rows=rows)
     if args.json:
         print(json.dumps(result, indent=1))

@@ -161,10 +161,13 @@ def match_shapes(pairs: Sequence[Tuple[str, Sequence, Sequence]], bound: Optiona
     for what, callee, caller in pairs:
         if len(callee) != len(caller):
             raise UnsupportedError(f"{what}: rank {len(callee)} against the caller's {len(caller)}")
-        for axis, (c, v) in enumerate(zip(callee, caller)):
+    # every plain variable first: an operand may use it in an expression before another binds it (S * 4, then S)
+    for _, callee, caller in pairs:
+        for c, v in zip(callee, caller):
             if isinstance(c, tirx.Var) and c not in out:
                 out[c] = v
-                continue
+    for what, callee, caller in pairs:
+        for axis, (c, v) in enumerate(zip(callee, caller)):
             got = substitute(c, out)
             if not analyzer.can_prove_equal(got, v):
                 raise UnsupportedError(f"{what}: axis {axis} is {got} in the kernel and {v} at the call")

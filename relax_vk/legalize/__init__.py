@@ -1,7 +1,8 @@
 """relax_vk's legalizers (op -> TE compute -> ``call_tir``): the packed ops TVM cannot legalize
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
 legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
-norms over every axis (upstream mis-indexes them), cumulative sums and products, top-k and sorts
+norms over every axis (upstream mis-indexes them), reshapes of run-time dims (upstream's cannot
+fuse), cumulative sums and products, top-k and sorts
 (upstream lowers them only outside the pipeline), and the scatters (upstream's serial
 kernels fit no GPU schedule). The pass that applies them while keeping every decided scope is
 :class:`relax_vk.passes.LegalizeWithScopes`."""
@@ -10,6 +11,7 @@ from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
 from .elementwise import MISSING_LEGALIZERS
 from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
+from .reshape import legalize_reshape
 from .rms_norm import legalize_rms_norm
 from .scan import legalize_cumprod, legalize_cumsum
 from .scatter import legalize_scatter_elements, legalize_scatter_nd
@@ -17,11 +19,13 @@ from .sort import legalize_argsort, legalize_sort, legalize_topk
 
 #: relax_vk's legalizers: ops TVM cannot legalize itself (NCHW4c conv2d, ops without FLegalize: cumsum/cumprod, topk/sort/argsort)
 #: and ops whose upstream legalization is wrong (layout_transform for textures, degenerate resizes, rms_norm over every axis)
+#: or cannot fuse (reshapes of run-time dims)
 LEGALIZE_MAP = {
     "relax.nn.conv2d": legalize_conv2d_nchw4c,
     "relax.layout_transform": legalize_layout_transform,
     "relax.image.resize2d": legalize_resize2d,
     "relax.nn.rms_norm": legalize_rms_norm,
+    "relax.reshape": legalize_reshape,
     "relax.cumsum": legalize_cumsum,
     "relax.cumprod": legalize_cumprod,
     "relax.topk": legalize_topk,

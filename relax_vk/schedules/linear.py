@@ -9,7 +9,9 @@ consecutive outputs of one row (``threadIdx.x``: side-by-side weights, one conti
 warp) and splits their sum over ``KS`` threads (``threadIdx.y``, thread ``t`` taking terms
 ``t, t + KS, ...``): each partial sum goes to workgroup memory (``rfactor``), then each output's
 thread adds its ``KS`` partials and applies the epilogue. ``KS`` times the threads, ``1/KS`` the
-chain. ``NT`` divides ``N`` and ``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of
+chain. Weights stored along ``k`` (4-bit blocks, :mod:`relax_vk.frontends.blockwise`: ``[N,
+k_blocks, bytes]``) swap the roles so that a warp still reads adjacent bytes: ``K_LANES`` lanes
+take consecutive ``k`` of one output, ``K_OUTPUTS`` outputs a workgroup. ``NT`` divides ``N`` and ``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of
 a partial split from a factored reduction); a kernel of any other shape is declined.
 """
 
@@ -23,6 +25,8 @@ from .analysis import _blocks, _is_reduction
 
 NT = 32  # outputs per workgroup (threadIdx.x)
 KS = 8  # partial sums per output (threadIdx.y)
+K_LANES = 32  # weights along k: partial sums per output (threadIdx.x, reading adjacent weights)
+K_OUTPUTS = 8  # weights along k: outputs per workgroup (threadIdx.y)
 
 
 def is_run_time_linear(func: tirx.PrimFunc) -> bool:
@@ -48,6 +52,24 @@ def is_run_time_linear(func: tirx.PrimFunc) -> bool:
     return [r.min.same_as(v) for r, v in zip(dynamic[0].region, (s, k))] == [True, True]
 
 
+def _weights_run_along_k(func: tirx.PrimFunc) -> bool:
+    """Whether consecutive ``k`` are adjacent in the weights' memory: the largest static buffer the
+    reduction reads has ``k`` in its last index (4-bit blocks ``[N, k_blocks, bytes]``; a float
+    ``[K, N]`` weight has ``n`` there)."""
+    block = next(b for b in _blocks(func) if _is_reduction(b))
+    k = block.iter_vars[2].var
+    static = [r for r in block.reads if all(isinstance(d, tirx.IntImm) for d in r.source.shape)]
+    weight = max(static, key=lambda r: _elements(r.source.shape))
+    return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
+
+
+def _elements(shape) -> int:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count
+
+
 def _divisor(n: int, most: int) -> int:
     return max(d for d in range(1, most + 1) if n % d == 0)
 
@@ -67,10 +89,15 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     for name in names[index + 1 : -1]:
         sch.compute_inline(sch.get_sblock(name))
     epilogue = sch.get_sblock(names[-1]) if len(names) > index + 1 else None
+    along_k = _weights_run_along_k(func)
     s, n, k = sch.get_loops(block)
-    nt, ks = _divisor(int(sch.get(n).extent), NT), _divisor(int(sch.get(k).extent), KS)
-    if nt < 4:
-        return None
+    N, K = int(sch.get(n).extent), int(sch.get(k).extent)
+    if along_k and K % K_LANES == 0:  # lanes (threadIdx.x) on consecutive k, outputs on threadIdx.y
+        nt, ks, lanes, rows = _divisor(N, K_OUTPUTS), K_LANES, "threadIdx.y", "threadIdx.x"
+    else:
+        nt, ks, lanes, rows = _divisor(N, NT), _divisor(K, KS), "threadIdx.x", "threadIdx.y"
+        if nt < 4:
+            return None
     n_o, n_i = sch.split(n, [None, nt])
     k_o, k_s = sch.split(k, [None, ks])
     partial = sch.rfactor(k_s, 0)
@@ -79,7 +106,7 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     s, n_o, n_i, k_s = sch.get_loops(block)
     bx = sch.fuse(s, n_o)
     sch.bind(bx, "blockIdx.x")
-    sch.bind(n_i, "threadIdx.x")
+    sch.bind(n_i, lanes)
     # the total accumulates in a register: every thread of the output's column computes it (the partials'
     # threads idle otherwise), and a sum accumulated in the output buffer itself would be a race
     if epilogue is None:
@@ -92,8 +119,8 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     loops = sch.get_loops(partial)
     split, col, term = loops[1], loops[-2], loops[-1]
     sch.reorder(split, col, term)
-    sch.bind(split, "threadIdx.y")
-    sch.bind(col, "threadIdx.x")
+    sch.bind(split, rows)
+    sch.bind(col, lanes)
     local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
     sch.reverse_compute_at(local, col, preserve_unit_loops=True)
     sch.decompose_reduction(partial, term)

@@ -10,7 +10,8 @@ Requires: a scoped, lowered module (VDevices on every tensor; ``call_tir`` with 
 
 Guarantees: a ``call_tir`` bound to a dataflow var becomes ``relax.reshape(arg, shape)`` exactly
 when its kernel has a reshape pattern, it has one tensor argument, argument and result have the
-same dtype and the same static element count, and both are buffers (no VDevice, or a ``global``
+same dtype and the same element count (static, or provably equal expressions of run-time dims),
+and both are buffers (no VDevice, or a ``global``
 one). Every other binding is unchanged. Use it in place of ``RewriteDataflowReshape``.
 """
 
@@ -29,8 +30,27 @@ def _is_buffer(ty) -> bool:
 
 
 def _count(ty):
-    shape = static_shape(ty.shape.values) if ty.shape is not None and hasattr(ty.shape, "values") else None
-    return math.prod(shape) if shape is not None else None
+    """The element count: an int, an expression of run-time dims, or None (no shape)."""
+    if ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    shape = static_shape(ty.shape.values)
+    if shape is not None:
+        return math.prod(shape)
+    count = tvm.tirx.IntImm("int64", 1)
+    for dim in ty.shape.values:
+        count = count * dim
+    return count
+
+
+def _same_count(a, b) -> bool:
+    if a is None or b is None:
+        return False
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    from tvm.sym import Analyzer
+
+    return Analyzer().can_prove_equal(tvm.tirx.IntImm("int64", a) if isinstance(a, int) else a,
+                                                tvm.tirx.IntImm("int64", b) if isinstance(b, int) else b)  # fmt: skip
 
 
 @relax.expr_functor.mutator
@@ -65,8 +85,7 @@ class _Rewriter(relax.PyExprMutator):
             return None
         if str(arg_ty.dtype) != str(out_ty.dtype) or not (_is_buffer(arg_ty) and _is_buffer(out_ty)):
             return None
-        count = _count(arg_ty)
-        if count is None or count != _count(out_ty):
+        if not _same_count(_count(arg_ty), _count(out_ty)):
             return None
         return relax.op.reshape(self.visit_expr(args[0]), out_ty.shape)
 

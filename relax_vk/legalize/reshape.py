@@ -1,0 +1,48 @@
+"""``relax.reshape`` of tensors with run-time dims, as an injective kernel that fuses.
+
+TOPI's reshape reads input element ``unflatten(flatten(i))`` and takes every index modulo its dim,
+the leading one included: with a run-time leading dim that is ``... % S``, which TVM's op-pattern
+analysis cannot see through, so the kernel is marked opaque and FuseOps leaves it alone: one
+kernel launch and one copy of the tensor per reshape (a decoder's head split and merge, 10 of the
+34 launches of a layer's decode step). Here the leading index is the flat index divided by the
+other dims, without a modulo (the flat index is below the element count), and the kernel is
+injective: it fuses with its neighbours as a static reshape does. (An input with a run-time dim
+after its first still needs ``% dim``: such a reshape stays a kernel of its own, and right.)
+Static reshapes go to TVM's legalizer unchanged.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax, te, tirx
+
+
+def _is_static(shape) -> bool:
+    return all(isinstance(d, tirx.IntImm) for d in shape)
+
+
+def reshape_compute(x: te.Tensor, shape) -> te.Tensor:
+    """``x`` with ``shape`` (same element count), row-major."""
+    in_shape = list(x.shape)
+
+    def value(*out):
+        flat = out[0] if out else tirx.const(0, "int64")
+        for index, dim in zip(out[1:], shape[1:]):
+            flat = flat * dim + index
+        index = []
+        for dim in reversed(in_shape[1:]):
+            index.append(flat % dim)
+            flat = flat // dim
+        index.append(flat)  # (the leading index: no modulo, the flat index is in range)
+        return x[tuple(reversed(index))]
+
+    return te.compute(shape, value, name="T_reshape")
+
+
+def legalize_reshape(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """relax_vk's compute when the input or the result has a run-time dim, else TVM's legalizer."""
+    data, out_ty = call.args[0], call.ty
+    shapes = [getattr(getattr(t, "shape", None), "values", None) for t in (data.ty, out_ty)]
+    if any(s is None for s in shapes) or all(_is_static(s) for s in shapes) or len(shapes[0]) == 0:
+        return tvm.ir.Op.get("relax.reshape").get_attr("FLegalize")(bb, call)
+    return bb.call_te(reshape_compute, data, list(shapes[1]), primfunc_name_hint="reshape")
