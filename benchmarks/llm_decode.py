@@ -252,7 +252,8 @@ def print_table(result: dict) -> None:
 
 def build(folder: str, preset: str, dtype: str, contexts, steps: int, apis, int4: bool = False) -> dict:
     """The checkpoint in ``folder/checkpoint`` and one artifact per API (dims: S up to the longest
-    prompt, T up to it plus the steps); ``int4``: 4-bit weights."""
+    prompt, T up to it plus the steps); ``int4``: 4-bit weights. Each call returns its last
+    token's logits (what generation reads)."""
     import relax_vk
     from relax_vk.frontends import load_model
 
@@ -260,7 +261,7 @@ def build(folder: str, preset: str, dtype: str, contexts, steps: int, apis, int4
     weights = make_weights(config)
     write_checkpoint(os.path.join(folder, "checkpoint"), config, weights)
     dims = {"S": (1, max(contexts)), "T": (1, max(contexts) + steps)}
-    mod, _ = load_model(os.path.join(folder, "checkpoint"), dims=dims, dtype=dtype, quantize="int4" if int4 else None)
+    mod, _ = load_model(os.path.join(folder, "checkpoint"), dims=dims, dtype=dtype, quantize="int4" if int4 else None, logits="last")
     return {api: relax_vk.build(mod, api).artifact() for api in apis}, config, weights
 
 

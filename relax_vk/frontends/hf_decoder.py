@@ -5,7 +5,7 @@ kept on the device between runs.
 The program (``main``)::
 
     main(input_ids: int32[1, S], attention_mask: int64[1, T], past_k0: [MAX, KV*D], past_v0, ...)
-        -> (logits: float32[1, S, V], new_k0: [S, KV*D], new_v0, ...)
+        -> (logits: float32[1, S, V] (or [1, 1, V], the last token's), new_k0: [S, KV*D], new_v0, ...)
 
 * ``S`` (the tokens of this call, ``1..max_prompt``) and ``T`` (the tokens seen so far, this call's
   included, ``1..max_len``) are run-time dims: one artifact runs a prompt of any length and then one
@@ -216,7 +216,8 @@ class _Weights:
 
 
 def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len: int, max_prompt: Optional[int] = None,
-                  where: str = "checkpoint", dtype: str = "float32", quantize: Optional[str] = None) -> DecoderProgram:  # fmt: skip
+                  where: str = "checkpoint", dtype: str = "float32", quantize: Optional[str] = None,
+                  logits: str = "all") -> DecoderProgram:  # fmt: skip
     """The program of the module docstring for ``config`` and ``weights`` (Hugging Face names).
 
     ``dtype="float16"``: weights, activations and the cache in float16, as transformers runs a
@@ -228,9 +229,15 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     quantized here from the checkpoint's weights; the kernels decode them as they multiply or
     gather (:mod:`relax_vk.frontends.blockwise`), and no float copy of a weight exists. Norms stay
     in ``dtype``. The model computed is exactly the checkpoint with its weights replaced by
-    :func:`~relax_vk.frontends.blockwise.unpack` of their packing."""
+    :func:`~relax_vk.frontends.blockwise.unpack` of their packing.
+
+    ``logits="last"``: the program returns the logits of the call's last token only, ``[1, 1, V]``
+    (all that generation reads: the output head, the largest matmul, runs on one row, and a prompt's
+    ``[S, V]`` float32 logits, 311 MB for Qwen3 at S = 512, need not fit one buffer binding)."""
     if dtype not in ("float32", "float16"):
         raise ValueError(f"dtype {dtype!r}: float32 or float16")
+    if logits not in ("all", "last"):
+        raise ValueError(f"logits={logits!r}: 'all' (every token's) or 'last'")
     if quantize not in (None, "int4"):
         raise UnsupportedError(f"quantize={quantize!r}: None (the checkpoint's weights in {dtype}) or 'int4'")
     max_prompt = max_len if max_prompt is None else max_prompt
@@ -356,6 +363,8 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 down = linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
                 op[0] = f"{p}.residual_mlp"
                 x = e(R.add(x, down))
+            if logits == "last":  # (the head, the largest matmul, on one row)
+                x = e(R.take(x, last, axis=0))
             x = rms_norm(x, "model.norm.weight", c.hidden)
             op[0] = "lm_head"
             if quantize:
@@ -364,8 +373,8 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 if not tied:
                     head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
                 head_logits = matmul(x, head, "float32")
-            logits = emit(R.reshape(head_logits, (1, S, c.vocab)), name_hint="logits")
-            result = bb.emit_output(relax.Tuple([logits] + outputs))
+            scores = emit(R.reshape(head_logits, (1, S if logits == "all" else 1, c.vocab)), name_hint="logits")
+            result = bb.emit_output(relax.Tuple([scores] + outputs))
         bb.emit_func_output(result)
     mod = bb.get()
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
@@ -392,9 +401,9 @@ def _rows(e, past, new, from_past, new_row, T):
 
 
 def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",
-                    quantize: Optional[str] = None) -> DecoderProgram:  # fmt: skip
+                    quantize: Optional[str] = None, logits: str = "all") -> DecoderProgram:  # fmt: skip
     """:func:`build_decoder` of a checkpoint directory (``config.json`` and safetensors)."""
     if not os.path.isdir(path):
         raise ModelLoadError(f"{path}: not a checkpoint directory")
     config = DecoderConfig.from_dir(path)
-    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path, dtype=dtype, quantize=quantize)
+    return build_decoder(config, read_weights(path), max_len, max_prompt, where=path, dtype=dtype, quantize=quantize, logits=logits)

@@ -14,7 +14,7 @@ from .errors import ModelLoadError
 
 def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | str"]]] = None,
                dims: Optional[Mapping[str, Tuple[int, int]]] = None, dtype: Optional[str] = None,
-               quantize: Optional[str] = None) -> Tuple[tvm.IRModule, dict]:  # fmt: skip
+               quantize: Optional[str] = None, logits: Optional[str] = None) -> Tuple[tvm.IRModule, dict]:  # fmt: skip
     """``(Relax module, source description)`` for a model name or file; the description (e.g.
     ``{"zoo": "resnet18"}``, ``{"onnx": path, "input_shapes": {...}, "dims": {...}}``) lets a runtime
     rebuild a CPU reference for it. ``input_shapes`` fixes an ONNX model's symbolic input dimensions
@@ -22,13 +22,14 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
     checkpoint's weights, activations and cache in that dtype (the other models' precision is
     :class:`~relax_vk.core.options.ScopeOptions`'). ``quantize`` ("int4"): a decoder checkpoint's
     weights as 4-bit blocks (:func:`~relax_vk.frontends.hf_decoder.build_decoder`; ONNX models are
-    quantized with onnxruntime's tools instead, :mod:`relax_vk.frontends.quantize`)."""
+    quantized with onnxruntime's tools instead, :mod:`relax_vk.frontends.quantize`). ``logits``
+    ("all", the default, or "last"): which tokens' logits a decoder returns."""
     from ..zoo.packaged import PACKAGED, packaged_model_path
 
     if os.path.isdir(spec) and os.path.exists(os.path.join(spec, "config.json")):
-        return _from_checkpoint(spec, input_shapes, dims, dtype or "float32", quantize)
-    if quantize:
-        raise UnsupportedError(f"{spec}: quantize={quantize!r} applies to decoder checkpoints (ONNX models: relax_vk.frontends.quantize)")
+        return _from_checkpoint(spec, input_shapes, dims, dtype or "float32", quantize, logits or "all")
+    if quantize or logits:
+        raise UnsupportedError(f"{spec}: quantize and logits apply to decoder checkpoints (ONNX models are quantized by relax_vk.frontends.quantize)")
     if (input_shapes or dims) and not (spec.endswith(".onnx") or spec in PACKAGED):
         raise UnsupportedError(f"{spec}: --input-shape and --dim apply to ONNX models (the others have static shapes)")
     from ..models import EXAMPLES, build_example
@@ -80,7 +81,7 @@ def _from_onnx(path: str, source: dict, input_shapes, dims) -> Tuple[tvm.IRModul
 DECODER_DIMS = {"T": (1, 512), "S": (1, 128)}
 
 
-def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Optional[str] = None) -> Tuple[tvm.IRModule, dict]:
+def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Optional[str] = None, logits: str = "all") -> Tuple[tvm.IRModule, dict]:
     """A Hugging Face decoder checkpoint (:mod:`~relax_vk.frontends.hf_decoder`): ``dims`` may bound
     ``T`` (the cache's tokens) and ``S`` (one call's tokens), each ``(1, max)``."""
     from .hf_decoder import DecoderConfig, build_decoder, read_weights
@@ -96,6 +97,8 @@ def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Option
         ranges[name] = (1, int(hi))
     if "S" not in (dims or {}):
         ranges["S"] = (1, min(ranges["S"][1], ranges["T"][1]))
-    program = build_decoder(config, read_weights(path), ranges["T"][1], ranges["S"][1], where=path, dtype=dtype, quantize=quantize)  # (config.json read once)
+    program = build_decoder(config, read_weights(path), ranges["T"][1], ranges["S"][1], where=path, dtype=dtype, quantize=quantize,
+                            logits=logits)  # (config.json read once)
     source = {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}, "dtype": dtype}
-    return program.module, {**source, "quantize": quantize} if quantize else source
+    source.update({k: v for k, v in (("quantize", quantize), ("logits", logits)) if v not in (None, "all")})
+    return program.module, source

@@ -52,7 +52,8 @@ def _number(v: float) -> Optional[float]:
 
 class Generator:
     """Drives a decoder session: ``forward(ids)`` runs the next tokens and returns their logits
-    (``[len(ids), V]``); ``length`` is the tokens the cache holds; ``reset()`` starts a new sequence."""
+    (``[len(ids), V]``; an artifact built with ``logits="last"``: each chunk's last token's,
+    ``[chunks, V]``); ``length`` is the tokens the cache holds; ``reset()`` starts a new sequence."""
 
     def __init__(self, session: Session):
         names = [i["name"] for i in session.inputs]

@@ -31,9 +31,9 @@ K_OUTPUTS = 8  # weights along k: outputs per workgroup (threadIdx.y)
 
 def is_run_time_linear(func: tirx.PrimFunc) -> bool:
     """Whether ``func``'s one reduction is ``out[s, n] += x[s, k] * w(k, n)`` with static ``K`` and
-    ``N``, ``s`` over one run-time dim, ``x`` the one buffer it reads with a run-time shape, and
-    ``w`` read from buffers of static shape: a ``[K, N]`` weight, or one decoded from packed blocks
-    as it is read (:mod:`relax_vk.frontends.blockwise`)."""
+    ``N``, ``s`` over one run-time dim (or a single row: a matrix-vector product), ``x`` read at
+    ``[s, k]`` itself, and ``w`` read from buffers of static shape: a ``[K, N]`` weight, or one
+    decoded from packed blocks as it is read (:mod:`relax_vk.frontends.blockwise`)."""
     reductions = [b for b in _blocks(func) if _is_reduction(b)]
     if len(reductions) != 1:
         return False
@@ -42,14 +42,13 @@ def is_run_time_linear(func: tirx.PrimFunc) -> bool:
     if len(ivs) != 3 or [iv.iter_type for iv in ivs] != [tirx.IterVar.DataPar, tirx.IterVar.DataPar, tirx.IterVar.CommReduce]:
         return False
     rows, cols, red = (iv.dom.extent for iv in ivs)
-    if isinstance(rows, tirx.IntImm) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
+    if (isinstance(rows, tirx.IntImm) and int(rows) != 1) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
         return False
-    dynamic = [r for r in block.reads if not all(isinstance(d, tirx.IntImm) for d in r.source.shape)]
-    if len(block.reads) < 2 or len(dynamic) != 1 or len(dynamic[0].source.shape) != 2:
-        return False
-    # x read at [s, k] itself (no window, no index arithmetic); the weights' indices may be anything
     s, _, k = (iv.var for iv in ivs)
-    return [r.min.same_as(v) for r, v in zip(dynamic[0].region, (s, k))] == [True, True]
+    # x read at [s, k] itself (no window, no index arithmetic); the weights' indices may be anything
+    x = [r for r in block.reads if len(r.region) == 2 and r.region[0].min.same_as(s) and r.region[1].min.same_as(k)]
+    others = [r for r in block.reads if not any(r.same_as(a) for a in x)]
+    return len(x) == 1 and bool(others) and all(all(isinstance(d, tirx.IntImm) for d in r.source.shape) for r in others)
 
 
 def _weights_run_along_k(func: tirx.PrimFunc) -> bool:
@@ -57,8 +56,9 @@ def _weights_run_along_k(func: tirx.PrimFunc) -> bool:
     reduction reads has ``k`` in its last index (4-bit blocks ``[N, k_blocks, bytes]``; a float
     ``[K, N]`` weight has ``n`` there)."""
     block = next(b for b in _blocks(func) if _is_reduction(b))
-    k = block.iter_vars[2].var
-    static = [r for r in block.reads if all(isinstance(d, tirx.IntImm) for d in r.source.shape)]
+    s, k = block.iter_vars[0].var, block.iter_vars[2].var
+    static = [r for r in block.reads if all(isinstance(d, tirx.IntImm) for d in r.source.shape)
+              and not (len(r.region) == 2 and r.region[0].min.same_as(s) and r.region[1].min.same_as(k))]  # (not x)
     weight = max(static, key=lambda r: _elements(r.source.shape))
     return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
 

@@ -79,7 +79,7 @@ def _load_with_source(name: str, args=None):
     half = args is not None and (getattr(args, "fp16", False) or getattr(args, "fp16_arith", False))
     return load_model(name, _input_shapes(args) if args is not None else None, _dims(args) if args is not None else None,
                       dtype="float16" if half else None,  # (a decoder checkpoint: float16 weights, activations and cache)
-                      quantize="int4" if getattr(args, "int4", False) else None)  # fmt: skip
+                      quantize="int4" if getattr(args, "int4", False) else None, logits=getattr(args, "logits", None))  # fmt: skip
 
 
 def _target(args):
@@ -811,6 +811,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "--calibrate), int8-dynamic, int4 (weight-only MatMulNBits); a decoder checkpoint: int4, its own 4-bit weights")
     p.add_argument("--calibrate", metavar="DIR", default=None,
                    help="(--quantize int8) calibration samples: .npy files (one-input models) or .npz files (an array per input)")
+    p.add_argument("--logits", choices=("all", "last"), default=None,
+                   help="(a decoder checkpoint) the logits of every token of a call (default) or of its last only: the head on one row")
     p.add_argument("--quantized-model", metavar="FILE.onnx", default=None,
                    help="(--quantize) where the quantized ONNX model goes (default: beside the output, OUTPUT.MODE.onnx)")
     p.set_defaults(func=cmd_build)
@@ -834,6 +836,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-ids", required=True, metavar="ID,ID,...", help="the prompt's token ids")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32)")
     p.add_argument("--int4", action="store_true", help="(building from a checkpoint) 4-bit weights in blocks of 32, decoded in the kernels")
+    p.add_argument("--logits", choices=("all", "last"), default=None,
+                   help="(building from a checkpoint) the logits of every token of a call (default) or of its last only")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract): tokens, prefill_tokens_per_s, "
                    "decode_tokens_per_s, ...")
     p.set_defaults(func=cmd_generate)

@@ -159,6 +159,28 @@ def test_int4_weights_are_decoded_in_the_kernels_and_equal_transformers_on_the_s
     assert json.loads(capsys.readouterr().out)["tokens"] == expected[:4]
 
 
+def test_last_token_logits_only(decoder, pocl):
+    """``logits="last"``: each call returns its last token's logits ``[1, 1, V]``, the head
+    computed on that row only (a matrix-vector product: the linear schedule), equal to
+    transformers' at that position; the greedy tokens are the same."""
+    folder, model = decoder
+    mod, source = load_model(folder, dims={"T": (1, 48), "S": (1, 4)}, logits="last")
+    assert source["logits"] == "last"
+    artifact = relax_vk.build(mod, "opencl").artifact()
+    assert artifact.program["tensors"][artifact.program["outputs"][0]]["shape"] == [1, 1, SMALL["vocab_size"]]
+    generator = Generator(Session(artifact, device="pocl"))
+    chunks = generator.forward(PROMPT)  # 7 tokens: two calls of at most 4, one row each
+    assert chunks.shape == (2, SMALL["vocab_size"])
+    reference = _reference(model, PROMPT)
+    np.testing.assert_allclose(chunks, reference[[3, 6]], rtol=1e-4, atol=1e-4 * np.abs(reference).max())
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+                                  max_new_tokens=8, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
+    assert generator.generate(PROMPT, 8).tokens == expected
+    with pytest.raises(UnsupportedError, match="apply to decoder checkpoints"):
+        load_model("mobilenet_v2", logits="last")
+
+
 def test_the_cache_bound_and_the_vocabulary_are_refused_by_name(decoder, pocl):
     folder, _ = decoder
     assert load_model(folder)[1]["dims"] == {"T": [1, 256], "S": [1, 128]}  # (T at most max_position_embeddings)

@@ -49,7 +49,7 @@ def _kernel(x_shape, w_shape, w_const=True):
 
 @pytest.mark.parametrize(
     "x_shape, w_shape, w_const, expected",
-    [((S, 64), (64, 96), True, True), ((4, 64), (64, 96), True, False), ((2, S, 16), (2, 16, T), False, False)],
+    [((S, 64), (64, 96), True, True), ((1, 64), (64, 96), True, True), ((4, 64), (64, 96), True, False), ((2, S, 16), (2, 16, T), False, False)],
 )
 def test_which_matmuls_are_linear_layers_over_run_time_rows(x_shape, w_shape, w_const, expected):
     assert is_run_time_linear(_kernel(x_shape, w_shape, w_const)) is expected
