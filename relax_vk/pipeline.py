@@ -61,6 +61,7 @@ from .passes import (
     RetargetVDevices,
     RoundBufferStorage,
     RewriteBufferReshapes,
+    FuseGathers,
     ShortenKernelNames,
     SpecializeKernelScopes,
     SplitLargeWeights,
@@ -144,6 +145,7 @@ STAGES: Tuple[Stage, ...] = (
     Stage(5, "LegalizeWithScopes", "lowering", lambda c: [LegalizeWithScopes()]),
     Stage(5, "fuse", "lowering", lambda c: [
         relax.transform.AnnotateTIROpPattern(),
+        FuseGathers(),
         IsolateBroadcastReductions(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),

@@ -15,6 +15,7 @@ from .lower import (
     FoldScopeCopies,
     HoistImageStorage,
     IsolateBroadcastReductions,
+    FuseGathers,
     LegalizeWithScopes,
     NameKernelsForApi,
     PlaceBufferStorage,
@@ -56,6 +57,7 @@ __all__ = [
     # stage 5
     "LegalizeWithScopes",
     "IsolateBroadcastReductions",
+    "FuseGathers",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
     "ShortenKernelNames",

@@ -1,10 +1,11 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
-guard for broadcast reductions, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
+guard for broadcast reductions, gathers on buffers fused as injective ops, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
 Vulkan kernel names, the reshape rewrite that only views buffers, the image storages of texture
 tensors under TVM's VM (allocated once per VM through a function of their own), byte storages on a
 ``"global"`` VDevice and in whole pages (reused by TVM's pooled allocator), and the VDevice table an executable carries."""
 
 from .fold_scope_copies import FoldScopeCopies
+from .fuse_gathers import FuseGathers
 from .hoist_image_storage import HoistImageStorage
 from .isolate_broadcast_reductions import IsolateBroadcastReductions
 from .legalize_with_scopes import LegalizeWithScopes, ScopeLostError
@@ -22,6 +23,7 @@ __all__ = [
     "LegalizeWithScopes",
     "ScopeLostError",
     "IsolateBroadcastReductions",
+    "FuseGathers",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
     "ShortenKernelNames",
