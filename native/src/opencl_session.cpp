@@ -59,6 +59,12 @@ void check(cl_int code, const std::string& what) {
     if (code != CL_SUCCESS) throw Error(RVK_ERROR_RUNTIME, what + " failed: " + cl_error_name(code) + " (" + std::to_string(code) + ")");
 }
 
+// check() whose text `what()` is made only on an error (the calls of every run: hundreds per token)
+template <typename What>
+void check_with(cl_int code, What what) {
+    if (code != CL_SUCCESS) check(code, what());
+}
+
 template <typename T>
 T device_info(cl_device_id d, cl_device_info what) {
     T v{};
@@ -456,10 +462,10 @@ protected:
             }
             for (const StateCopy& c : state_copies_)  // (in order after the steps: one in-order queue)
                 if (c.bytes)
-                    check(clEnqueueCopyBuffer(q, ranges_[static_cast<size_t>(c.src)].first, ranges_[static_cast<size_t>(c.dst)].first,
-                                              ranges_[static_cast<size_t>(c.src)].second, ranges_[static_cast<size_t>(c.dst)].second + static_cast<size_t>(c.dst_offset),
-                                              static_cast<size_t>(c.bytes), 0, nullptr, nullptr),
-                          "updating state " + program_.tensors[static_cast<size_t>(c.dst)].name);
+                    check_with(clEnqueueCopyBuffer(q, ranges_[static_cast<size_t>(c.src)].first, ranges_[static_cast<size_t>(c.dst)].first,
+                                                   ranges_[static_cast<size_t>(c.src)].second, ranges_[static_cast<size_t>(c.dst)].second + static_cast<size_t>(c.dst_offset),
+                                                   static_cast<size_t>(c.bytes), 0, nullptr, nullptr),
+                               [&] { return "updating state " + program_.tensors[static_cast<size_t>(c.dst)].name; });
             for (size_t i = 0; i < outputs.size(); ++i) read(program_.outputs[i], outputs[i].data(), q, true);
         } catch (...) {
             clFinish(q);
@@ -719,7 +725,7 @@ private:
 
     template <typename T>
     static void arg(cl_kernel k, cl_uint i, const T& v, const std::string& what) {
-        check(clSetKernelArg(k, i, sizeof(T), &v), "clSetKernelArg " + std::to_string(i) + " of " + what);
+        check_with(clSetKernelArg(k, i, sizeof(T), &v), [&] { return "clSetKernelArg " + std::to_string(i) + " of " + what; });
     }
 
     // _bind_launches: a kernel object per launch step, its arguments set once
@@ -789,7 +795,7 @@ private:
 
     void enqueue(const Launch& l, cl_command_queue q, cl_event* first, cl_event* last) {
         if (l.kernel) {
-            check(clEnqueueNDRangeKernel(q, l.kernel, l.dims, nullptr, l.global, l.local, 0, nullptr, first), "launching " + l.name);
+            check_with(clEnqueueNDRangeKernel(q, l.kernel, l.dims, nullptr, l.global, l.local, 0, nullptr, first), [&] { return "launching " + l.name; });
             if (first) {
                 *last = *first;
                 clRetainEvent(*first);

@@ -672,6 +672,7 @@ Program to_program(const Json& j, const std::string& source) {
             for (const Json& b : kj.get("bindings")->items()) k.bindings.push_back(b.is_string() ? b.as_string() : b.repr());
             if (const Json* w = kj.get("workgroup_bytes"); w && w->is_int()) k.workgroup_bytes = w->as_int();
         }
+        p.kernel_index[k.name] = p.kernels.size();
         p.kernels.push_back(k);
     }
     for (const Json& sj : j.get("steps")->items()) {
@@ -776,7 +777,9 @@ const char* Tensor::texel_dtype() const { return texel.empty() ? dtype_name(dtyp
 int64_t Tensor::stored_bytes() const { return is_image ? image_bytes(image, texel_dtype()) : bytes; }
 
 const Kernel* Program::kernel(const std::string& name) const {
-    for (const Kernel& k : kernels)
+    auto it = kernel_index.find(name);
+    if (it != kernel_index.end() && it->second < kernels.size() && kernels[it->second].name == name) return &kernels[it->second];
+    for (const Kernel& k : kernels)  // (a program whose kernels were not read by parse)
         if (k.name == name) return &k;
     return nullptr;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dtype.hpp"
@@ -102,7 +103,9 @@ struct Program {
     bool has_storage = false;
     std::vector<Allocation> storage;
 
+    // by name (a map made as the kernels are read: a decoder runs hundreds of launches per token)
     const Kernel* kernel(const std::string& name) const;
+    std::unordered_map<std::string, size_t> kernel_index;
 };
 
 struct Constant {

@@ -43,11 +43,13 @@ std::string dim_value_repr(const Program& p, const std::vector<int64_t>& dims) {
     return out;
 }
 
-int64_t eval_or_throw(const ShapeExpr& e, const Program& p, const std::vector<int64_t>& dims, const std::string& what) {
+// `what()` names the value in an error (made only then: a decoder evaluates thousands per token)
+template <typename What>
+int64_t eval_or_throw(const ShapeExpr& e, const Program& p, const std::vector<int64_t>& dims, What what) {
     try {
         return e.eval(dims);
     } catch (const std::domain_error& err) {
-        throw Error(RVK_ERROR_ARGUMENT, what + ": " + e.repr(p.dims) + " at " + dim_value_repr(p, dims) + " is " + err.what());
+        throw Error(RVK_ERROR_ARGUMENT, what() + ": " + e.repr(p.dims) + " at " + dim_value_repr(p, dims) + " is " + err.what());
     }
 }
 
@@ -62,7 +64,7 @@ RunShapes evaluate_shapes(const Program& p, const std::vector<int64_t>& dims) {
         if (!t.shape_expr.empty()) {
             int64_t n = static_cast<int64_t>(dtype_size(t.dtype));
             for (size_t a = 0; a < shape.size(); ++a) {
-                shape[a] = eval_or_throw(t.shape_expr[a], p, dims, "tensor " + t.name + " axis " + std::to_string(a));
+                shape[a] = eval_or_throw(t.shape_expr[a], p, dims, [&] { return "tensor " + t.name + " axis " + std::to_string(a); });
                 if (shape[a] < 0 || __builtin_mul_overflow(n, shape[a], &n))
                     throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims));
             }
@@ -80,14 +82,14 @@ RunShapes evaluate_shapes(const Program& p, const std::vector<int64_t>& dims) {
         if (s.op == Step::Launch) {
             const Kernel* k = p.kernel(s.kernel);
             for (const ScalarArg& a : s.scalars) {
-                int64_t v = eval_or_throw(a.value, p, dims, "kernel " + s.kernel + " argument " + std::to_string(a.index));
+                int64_t v = eval_or_throw(a.value, p, dims, [&] { return "kernel " + s.kernel + " argument " + std::to_string(a.index); });
                 if (a.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
                     throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + " argument " + std::to_string(a.index) + ": " + std::to_string(v) +
                                                         " does not fit its int32 at " + dim_value_repr(p, dims));
                 scalars.push_back(v);
             }
             for (size_t i = 0; i < 3; ++i) {
-                int64_t g = s.global.empty() ? k->global[i] : eval_or_throw(s.global[i], p, dims, "kernel " + s.kernel + " global size");
+                int64_t g = s.global.empty() ? k->global[i] : eval_or_throw(s.global[i], p, dims, [&] { return "kernel " + s.kernel + " global size"; });
                 if (g < 0 || (k->local[i] && g % k->local[i]))
                     throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + ": global size " + std::to_string(g) + " at " + dim_value_repr(p, dims) +
                                                         " is not a multiple of its local size " + std::to_string(k->local[i]));
@@ -197,7 +199,7 @@ std::vector<int64_t> Session::bind_dims() const {
         const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
         for (size_t a = 0; a < t.shape_expr.size(); ++a) {
             if (t.shape_expr[a].dim() >= 0 || t.shape_expr[a].is_const()) continue;
-            int64_t want = eval_or_throw(t.shape_expr[a], program_, dims, "input " + t.name + " axis " + std::to_string(a));
+            int64_t want = eval_or_throw(t.shape_expr[a], program_, dims, [&] { return "input " + t.name + " axis " + std::to_string(a); });
             if (want != input_shapes_[i][a])
                 throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " is " + std::to_string(input_shapes_[i][a]) +
                                                     "; " + t.shape_expr[a].repr(program_.dims) + " = " + std::to_string(want) + " at " +
@@ -244,7 +246,7 @@ void Session::run() {
     for (const State& st : program_.states) {  // checked before anything runs: a refused run leaves the states as they were
         const Tensor& t = program_.tensors[static_cast<size_t>(st.tensor)];
         const Tensor& u = program_.tensors[static_cast<size_t>(st.update)];
-        int64_t offset = eval_or_throw(st.offset, program_, shapes_.dims, "state " + t.name + " offset");
+        int64_t offset = eval_or_throw(st.offset, program_, shapes_.dims, [&] { return "state " + t.name + " offset"; });
         int64_t rows = shapes_.shapes[static_cast<size_t>(u.id)][0];
         if (offset < 0 || rows > t.shape[0] - offset)
             throw Error(RVK_ERROR_ARGUMENT, "state " + t.name + ": this run's " + u.name + " goes to rows " + std::to_string(offset) + ".." +

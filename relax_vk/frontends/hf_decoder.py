@@ -322,8 +322,6 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             cos, sin = e(R.reshape(cast(e(R.cos(angles)), dtype), (S, 1, hd))), e(R.reshape(cast(e(R.sin(angles)), dtype), (S, 1, hd)))
             # cache row j holds position j; this call's token s sits at row T-S+s: rel = j - (T-S)
             rel = e(R.subtract(rows, first))  # [T]
-            from_past = e(R.less(rel, relax.const(0, "int32")))  # [T]
-            new_row = e(R.minimum(e(R.maximum(rel, relax.const(0, "int32"))), last))  # [T], in 0..S-1
             causal = e(R.less_equal(e(R.reshape(rel, (1, T))), e(R.reshape(tokens, (S, 1)))))
             attend = e(R.logical_and(causal, e(R.not_equal(mask, relax.const(0, "int64")))))  # [S, T]
             attend = e(R.reshape(attend, (1, 1, S, T)))
@@ -342,17 +340,13 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 new_k = emit(R.reshape(k, (S, kv * hd)), name_hint=f"new_k{i}")
                 outputs += [new_k, v]
                 op[0] = f"{p}.self_attn.attention"
-                keys = _rows(e, pasts[2 * i], new_k, from_past, new_row, T)  # [T, KV*D]
-                values = _rows(e, pasts[2 * i + 1], v, from_past, new_row, T)
-                # grouped-query attention: head h reads kv head h // g
-                qg = e(R.permute_dims(e(R.reshape(q, (S, kv, g, hd))), [1, 2, 0, 3]))  # [KV, g, S, D]
-                kt = e(R.permute_dims(e(R.reshape(keys, (T, kv, 1, hd))), [1, 2, 3, 0]))  # [KV, 1, D, T]
-                scores = e(R.multiply(matmul(qg, kt, "float32"), relax.const(1.0 / np.sqrt(hd), "float32")))  # [KV, g, S, T]
+                # grouped-query attention (head h reads kv head h // g) over the cache's rows and this
+                # call's, read where they lie (no [T, KV*D] copy of the keys or values)
+                scores = e(bb.call_te(_attention_scores, q, pasts[2 * i], new_k, rel, primfunc_name_hint="attention_scores"))  # [KV, g, S, T]
                 scores = e(R.where(attend, scores, relax.const(MASKED, "float32")))
                 probs = cast(e(R.nn.softmax(scores, axis=-1)), dtype)
-                vt = e(R.permute_dims(e(R.reshape(values, (T, kv, 1, hd))), [1, 2, 0, 3]))  # [KV, 1, T, D]
-                attn = matmul(probs, vt)  # [KV, g, S, D]
-                attn = e(R.reshape(e(R.permute_dims(attn, [2, 0, 1, 3])), (S, c.heads * hd)))
+                parts = e(bb.call_te(_attention_value_parts, probs, pasts[2 * i + 1], v, primfunc_name_hint="attention_values"))
+                attn = cast(e(bb.call_te(_attention_sum_parts, parts, primfunc_name_hint="attention_sum")), dtype)  # [S, H*D]
                 out = linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))
@@ -392,12 +386,69 @@ def _rope(e, x, cos, sin, hd: int):
     return e(R.add(e(R.multiply(x, cos)), e(R.multiply(rotated, sin))))
 
 
-def _rows(e, past, new, from_past, new_row, T):
-    """Rows ``0..T-1`` of a layer's keys (or values): the cache's below ``T-S``, this call's after."""
-    R = relax.op
-    cached = e(R.strided_slice(past, axes=[0], begin=[0], end=[T], assume_inbound=True))  # (T <= MAX: its range)
-    fresh = e(R.take(new, new_row, axis=0))
-    return e(R.where(e(R.reshape(from_past, (T, 1))), cached, fresh))
+#: the rows of one partial sum of the attention's values (a sum over T: a run-time length, split
+#: so that each thread's serial loop is this long, whatever T is)
+VALUE_ROWS = 64
+
+
+def _attention_scores(q, past_k, new_k, rows):
+    """``[KV, g, S, T]``: ``q . key / sqrt(D)`` for every head (``q`` ``[S, H, D]``), key rows
+    ``0..T-1`` read from the cache below ``T - S`` and from this call's keys after (``T`` is the
+    length of ``rows``, a tensor of the T rows, read for nothing else), summed in float32."""
+    from tvm import te
+
+    S, H, D = q.shape
+    T = rows.shape[0]
+    KV = new_k.shape[1] // D
+    g = H // KV
+    d = te.reduce_axis((tirx.const(0, "int64"), D), name="d")
+    scale = tirx.const(1.0 / float(np.sqrt(int(D))), "float32")
+
+    def score(kv, gi, s, t):
+        key = _key_or_value(past_k, new_k, t, kv * D + d, T)
+        return te.sum(q[s, kv * g + gi, d].astype("float32") * scale * key, axis=d)  # (TE: the sum at the top)
+
+    return te.compute((KV, g, S, T), score, name="attention_scores")
+
+
+def _key_or_value(past, new, t, col, T):
+    """Row ``t`` (of ``0..T-1``) of a layer's keys or values, column ``col``, in float32: the cache's
+    below ``T - S``, this call's (``new``, ``[S, KV*D]``) from there. Both reads are clamped into
+    their tensors and the one not taken is discarded (WGSL's ``select`` evaluates both)."""
+    S = new.shape[0]
+    first = T - S
+    cached = past[tirx.min(t, past.shape[0] - 1), col]
+    fresh = new[tirx.max(tirx.min(t - first, S - 1), tirx.const(0, "int64")), col]
+    return tirx.Select(t < first, cached, fresh).astype("float32")
+
+
+def _attention_value_parts(probs, past_v, new_v):
+    """``[KV, g, S, P, D]``: ``probs . values`` over rows ``p*VALUE_ROWS ..`` of each of the ``P =
+    ceil(T / VALUE_ROWS)`` parts (rows past ``T`` weigh 0), summed in float32."""
+    from tvm import te
+
+    KV, g, S, T = probs.shape
+    D = new_v.shape[1] // KV
+    rows = tirx.const(VALUE_ROWS, "int64")
+    P = (T + rows - 1) // rows
+    r = te.reduce_axis((tirx.const(0, "int64"), rows), name="r")
+
+    def part(kv, gi, s, p, dd):
+        t = p * rows + r
+        inside = t < T
+        weight = tirx.Select(inside, probs[kv, gi, s, tirx.min(t, T - 1)].astype("float32"), tirx.const(0.0, "float32"))
+        return te.sum(weight * _key_or_value(past_v, new_v, tirx.min(t, T - 1), kv * D + dd, T), axis=r)
+
+    return te.compute((KV, g, S, P, D), part, name="attention_value_parts")
+
+
+def _attention_sum_parts(parts):
+    """``[S, H*D]`` (heads side by side, as the output projection reads them): the parts' sum."""
+    from tvm import te
+
+    KV, g, S, P, D = parts.shape
+    p = te.reduce_axis((tirx.const(0, "int64"), P), name="p")
+    return te.compute((S, KV * g * D), lambda s, c: te.sum(parts[c // (g * D), c // D % g, s, p, c % D], axis=p), name="attention_sum")
 
 
 def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",

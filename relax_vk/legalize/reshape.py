@@ -7,7 +7,7 @@ kernel launch and one copy of the tensor per reshape (a decoder's head split and
 34 launches of a layer's decode step). Here the leading index is the flat index divided by the
 other dims, without a modulo (the flat index is below the element count), and the kernel is
 injective: it fuses with its neighbours as a static reshape does. (An input with a run-time dim
-after its first still needs ``% dim``: such a reshape stays a kernel of its own, and right.)
+after its first still needs ``% dim``: :class:`relax_vk.passes.FuseGathers` lets that one fuse.)
 Static reshapes go to TVM's legalizer unchanged.
 """
 

@@ -35,9 +35,9 @@ def test_run_time_reshapes_fuse_and_are_right_at_every_size(target, device, requ
     request.getfixturevalue(device)
     artifact = relax_vk.build(_module(), target).artifact()
     launched = [s["kernel"] for s in artifact.program["steps"] if s.get("op") == "launch"]
-    # every reshape fused into a neighbour but the flattening of two run-time dims (its index is
-    # ``flat % T``, which TVM's op-pattern analysis calls opaque)
-    assert len([k for k in launched if k.startswith("reshape")]) == 1, launched
+    # every reshape fused into a neighbour (the flattening of two run-time dims reads ``flat % T``,
+    # which TVM's op-pattern analysis calls opaque: FuseGathers lets it fuse)
+    assert not [k for k in launched if k.startswith("reshape")], launched
     session = Session(artifact, device=device)
     rng = np.random.default_rng(0)
     for s, t in ((1, 1), (4, 3), (9, 5)):

@@ -3,14 +3,17 @@
 TVM's op-pattern analysis calls a kernel opaque when an index it reads is itself read from a buffer
 (``take``, ``gather``, an embedding lookup: ``out[i, j] = x[idx[i], j]``), and ``FuseOps`` then
 neither fuses it into its consumer nor anything into it: one launch and one intermediate tensor per
-gather. Each output element of such a kernel still depends on its own index alone, which is what
-injective means to fusion: its consumers (a ``where``, an add) read it inline.
+gather. The same holds for index arithmetic it cannot see through (``i % S`` with ``S`` a
+run-time dim: flattening two run-time dims). Each output element of such a kernel still depends on
+its own index alone, which is what injective means to fusion: its consumers (a ``where``, an add)
+read it inline.
 
 Requires: a legalized module whose PrimFuncs carry ``op_pattern`` (after
 ``AnnotateTIROpPattern``), before ``FuseOps``.
 
 Guarantees: a PrimFunc marked opaque becomes ``kInjective`` exactly when its body is one spatial
-block (no reduction, no other block) that writes its one output at its own iter vars, and every
+block (no reduction, no other block) that writes its one output at its own iter vars and does not
+read it, and every
 ``call_tir`` of it reads and writes buffers only (a texture's texels are not laid out in element
 order: a gather from an image stays a kernel of its own, as before). Nothing else changes.
 """
@@ -35,6 +38,8 @@ def _is_gather(func: tirx.PrimFunc) -> bool:
     if any(iv.iter_type != tirx.IterVar.DataPar for iv in block.iter_vars) or block.init is not None:
         return False
     write = block.writes[0]
+    if any(r.source.same_as(write.source) for r in block.reads):
+        return False
     ivs = [iv.var for iv in block.iter_vars]
     return len(write.region) == len(ivs) and all(r.min.same_as(v) and int(getattr(r.extent, "value", 0)) == 1 for r, v in zip(write.region, ivs))
 
