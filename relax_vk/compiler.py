@@ -217,10 +217,30 @@ def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.I
     return named[0](scoped) if named else scoped
 
 
+def _with_dim_ranges_on_kernels(mod: tvm.IRModule) -> tvm.IRModule:
+    """Every PrimFunc of ``mod`` with ``main``'s run-time dim ranges (by name), for the grid fold
+    (:data:`~relax_vk.codegen.launch_grid.BOUNDS_ATTR`)."""
+    from .codegen.launch_grid import BOUNDS_ATTR
+    from .core.dims import LOWER_ATTR, UPPER_ATTR
+
+    main = mod["main"] if "main" in [g.name_hint for g in mod.get_global_vars()] else None
+    if main is None or main.attrs is None or UPPER_ATTR not in main.attrs:
+        return mod
+    upper = {str(k): int(v) for k, v in main.attrs[UPPER_ATTR].items()}
+    lower = {str(k): int(v) for k, v in main.attrs[LOWER_ATTR].items()} if LOWER_ATTR in main.attrs else {}
+    ranges = {k: [lower.get(k, 0), hi] for k, hi in upper.items()}
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else mod
+    for gvar, func in list(mod.functions_items()):
+        if isinstance(func, tvm.tirx.PrimFunc):
+            out[gvar] = func.with_attr(BOUNDS_ATTR, ranges)
+    return out
+
+
 def _finalize_and_compile(lowered: tvm.IRModule, lower_tgt: tvm.target.Target, instruments: Sequence[object] = ()) -> relax.VMExecutable:
     """``tvm.compile`` of a lowered module with the finalisation stage and relax_vk's TIR pipeline,
     under the current pass context's settings plus ``instruments``."""
     tail = tvm.transform.Sequential(_finalize_stage(lower_tgt))
+    lowered = _with_dim_ranges_on_kernels(lowered)
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(opt_level=outer.opt_level, config=dict(outer.config), instruments=list(outer.instruments) + list(instruments)):
         return tvm.compile(lowered, lower_tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)

@@ -18,7 +18,10 @@ The guard reads only group ids, so it is uniform across a workgroup and kernels 
 stay correct; shared-memory declarations stay at kernel scope (OpenCL requires it). Only a grid of
 more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel. A
 grid whose size depends on run-time dims is folded the same way with its extents as expressions
-(``X' = min(X Y Z, M)``, ...): the runtime computes them per run and refuses a grid past ``M``.
+(``X' = min(X Y Z, M)``, ...): the runtime computes them per run and refuses a grid past ``M``;
+unless the kernel carries its dims' ranges (:data:`BOUNDS_ATTR`, ``{name: (min, max)}``, which the
+compiler copies from ``main``) and the grid stays within ``M`` over all of them: it is then left
+as it is (the fold's index arithmetic sits in every thread's indices, the inner loops' included).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from tvm.tirx import stmt as S
 from ..core.errors import LimitError
 
 AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+#: a PrimFunc attribute: the ranges of the run-time dims its sizes depend on, ``{name: [min, max]}``
+BOUNDS_ATTR = "relax_vk.dim_ranges"
 
 
 def _is_shared_decl(node) -> bool:
@@ -169,25 +174,47 @@ def _refold(launch, limit: int, name: str):
     return body
 
 
-def _fold(node, limit: int, name: str):
+def _largest(value, ranges) -> "int | None":
+    """The largest value of a grid extent over the dims' ``ranges`` (None: not bounded by them)."""
+    from tvm.sym import Analyzer
+
+    analyzer = Analyzer()
+    for var in tirx.analysis.undefined_vars(value):
+        if str(var.name) not in ranges:
+            return None
+        lo, hi = ranges[str(var.name)]
+        analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
+    top = analyzer.const_int_bound(value).max_value
+    return int(top) if top < (1 << 62) else None
+
+
+def _over(attr, limit: int, ranges) -> bool:
+    """Whether a grid binding may exceed ``limit`` (a run-time extent: at its dims' largest)."""
+    if _extent(attr) >= 0:
+        return _extent(attr) > limit
+    top = _largest(attr.value, ranges) if ranges else None
+    return top is None or top > limit
+
+
+def _fold(node, limit: int, name: str, ranges=None):
     """``node`` with its over-long grids folded (the node itself when nothing changes)."""
     if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
-        # (a grid of run-time size may exceed the limit at some size: folded too)
-        if any(_extent(a) > limit or _extent(a) < 0 for a in _block_attrs(node)):
+        # (a grid of run-time size that may exceed the limit at some size: folded too)
+        if any(_over(a, limit, ranges) for a in _block_attrs(node)):
             return _refold(node, limit, name)
         return node  # one launch, within the limit
     if isinstance(node, S.AttrStmt):
-        body = _fold(node.body, limit, name)
+        body = _fold(node.body, limit, name, ranges)
         return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
     if isinstance(node, S.SeqStmt):
-        seq = [_fold(s, limit, name) for s in node.seq]
+        seq = [_fold(s, limit, name, ranges) for s in node.seq]
         return node if all(a.same_as(b) for a, b in zip(seq, node.seq)) else S.SeqStmt(seq)
     if isinstance(node, S.For):
-        body = _fold(node.body, limit, name)
+        body = _fold(node.body, limit, name, ranges)
         return node if body.same_as(node.body) else S.For(node.loop_var, node.min, node.extent, node.kind, body, node.thread_binding, node.annotations)
     if isinstance(node, S.IfThenElse):
-        then_case = _fold(node.then_case, limit, name)
-        else_case = _fold(node.else_case, limit, name) if node.else_case is not None else None
+        then_case = _fold(node.then_case, limit, name, ranges)
+        else_case = _fold(node.else_case, limit, name, ranges) if node.else_case is not None else None
         if then_case.same_as(node.then_case) and (else_case is None or else_case.same_as(node.else_case)):
             return node
         return S.IfThenElse(node.condition, then_case, else_case)
@@ -208,7 +235,8 @@ def FoldLaunchGrid(limit: "int | None" = None) -> tvm.transform.Pass:
             bound = workgroup_limit(target) if target is not None else None
         if bound is None:
             return func
-        body = _fold(func.body, bound, name)
+        ranges = {str(k): (int(v[0]), int(v[1])) for k, v in attrs[BOUNDS_ATTR].items()} if BOUNDS_ATTR in attrs else None
+        body = _fold(func.body, bound, name, ranges)
         return func if body.same_as(func.body) else func.with_body(body)
 
     return tvm.tirx.transform.prim_func_pass(transform, opt_level=0, name="relax_vk.FoldLaunchGrid")

@@ -27,6 +27,7 @@ NT = 32  # outputs per workgroup (threadIdx.x)
 KS = 8  # partial sums per output (threadIdx.y)
 K_LANES = 32  # weights along k: partial sums per output (threadIdx.x, reading adjacent weights)
 K_OUTPUTS = 8  # weights along k: outputs per workgroup (threadIdx.y)
+UNROLL = 4  # a thread's terms per step of its loop
 
 
 def is_run_time_linear(func: tirx.PrimFunc) -> bool:
@@ -124,6 +125,11 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
     sch.reverse_compute_at(local, col, preserve_unit_loops=True)
     sch.decompose_reduction(partial, term)
+    # UNROLL terms a thread adds in one step: their loads issued together (a thread's terms are a
+    # chain of memory latencies otherwise: the sum of one output is short, its latency is not)
+    term = sch.get_loops(partial)[-1]
+    if int(sch.get(term).extent) % UNROLL == 0 and int(sch.get(term).extent) > UNROLL:
+        sch.unroll(sch.split(term, [None, UNROLL])[1])
     return sch.mod["main"]
 
 
