@@ -401,14 +401,33 @@ def _attention_scores(q, past_k, new_k, rows):
     T = rows.shape[0]
     KV = new_k.shape[1] // D
     g = H // KV
-    d = te.reduce_axis((tirx.const(0, "int64"), D), name="d")
+    ways = _ways(int(D))
+    quarter = D // ways
+    d = te.reduce_axis((tirx.const(0, "int64"), quarter), name="d")
     scale = tirx.const(1.0 / float(np.sqrt(int(D))), "float32")
 
     def score(kv, gi, s, t):
-        key = _key_or_value(past_k, new_k, t, kv * D + d, T)
-        return te.sum(q[s, kv * g + gi, d].astype("float32") * scale * key, axis=d)  # (TE: the sum at the top)
+        terms = [q[s, kv * g + gi, d + j * quarter].astype("float32") * scale * _key_or_value(past_k, new_k, t, kv * D + d + j * quarter, T)
+                 for j in range(ways)]  # fmt: skip
+        return te.sum(_add(terms), axis=d)  # (TE: the sum at the top)
 
     return te.compute((KV, g, S, T), score, name="attention_scores")
+
+
+#: independent terms a thread adds per step of an attention sum (loads in flight together: each
+#: thread's sum is short, its chain of memory latencies is what takes the time)
+ATTENTION_WAYS = 4
+
+
+def _ways(length: int) -> int:
+    return ATTENTION_WAYS if length % ATTENTION_WAYS == 0 else 1
+
+
+def _add(terms):
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
 
 
 def _key_or_value(past, new, t, col, T):
@@ -431,13 +450,15 @@ def _attention_value_parts(probs, past_v, new_v):
     D = new_v.shape[1] // KV
     rows = tirx.const(VALUE_ROWS, "int64")
     P = (T + rows - 1) // rows
-    r = te.reduce_axis((tirx.const(0, "int64"), rows), name="r")
+    ways = _ways(VALUE_ROWS)
+    r = te.reduce_axis((tirx.const(0, "int64"), tirx.const(VALUE_ROWS // ways, "int64")), name="r")
+
+    def term(kv, gi, s, t, dd):
+        weight = tirx.Select(t < T, probs[kv, gi, s, tirx.min(t, T - 1)].astype("float32"), tirx.const(0.0, "float32"))
+        return weight * _key_or_value(past_v, new_v, tirx.min(t, T - 1), kv * D + dd, T)
 
     def part(kv, gi, s, p, dd):
-        t = p * rows + r
-        inside = t < T
-        weight = tirx.Select(inside, probs[kv, gi, s, tirx.min(t, T - 1)].astype("float32"), tirx.const(0.0, "float32"))
-        return te.sum(weight * _key_or_value(past_v, new_v, tirx.min(t, T - 1), kv * D + dd, T), axis=r)
+        return te.sum(_add([term(kv, gi, s, p * rows + r + j * (VALUE_ROWS // ways), dd) for j in range(ways)]), axis=r)
 
     return te.compute((KV, g, S, P, D), part, name="attention_value_parts")
 
