@@ -329,20 +329,26 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             for i in range(c.layers):
                 p = f"model.layers.{i}"
                 h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
-                q = e(R.reshape(linear(h, f"{p}.self_attn.q_proj", c.hidden, c.heads * hd, c.attention_bias), (S, c.heads, hd)))
-                k = e(R.reshape(linear(h, f"{p}.self_attn.k_proj", c.hidden, kv * hd, c.attention_bias), (S, kv, hd)))
+                q = linear(h, f"{p}.self_attn.q_proj", c.hidden, c.heads * hd, c.attention_bias)  # [S, H*D]
+                k = linear(h, f"{p}.self_attn.k_proj", c.hidden, kv * hd, c.attention_bias)  # [S, KV*D]
                 v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
-                if c.qk_norm:
-                    q = rms_norm(q, f"{p}.self_attn.q_norm.weight", hd)
-                    k = rms_norm(k, f"{p}.self_attn.k_norm.weight", hd)
+                # (Qwen3's per-head q/k norms and) RoPE: one kernel each, on the heads side by side
                 op[0] = f"{p}.self_attn.rotary"
-                q, k = _rope(e, q, cos, sin, hd), _rope(e, k, cos, sin, hd)
-                new_k = emit(R.reshape(k, (S, kv * hd)), name_hint=f"new_k{i}")
+                def norm_rope(x, which, out=None):
+                    args = [x, cos, sin]
+                    if c.qk_norm:  # the heads' sums of squares: a reduction kernel of its own (rows of D, many threads each)
+                        squares = e(bb.call_te(_head_squares(hd), x, primfunc_name_hint="head_squares"))
+                        args += [squares, w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype)]
+                    call = bb.call_te(_norm_rope(hd, c.rms_eps, dtype, c.qk_norm), *args, primfunc_name_hint="norm_rope")
+                    return emit(call, name_hint=out) if out else e(call)
+
+                q = norm_rope(q, "q")
+                new_k = norm_rope(k, "k", out=f"new_k{i}")
                 outputs += [new_k, v]
                 op[0] = f"{p}.self_attn.attention"
                 # grouped-query attention (head h reads kv head h // g) over the cache's rows and this
                 # call's, read where they lie (no [T, KV*D] copy of the keys or values)
-                scores = e(bb.call_te(_attention_scores, q, pasts[2 * i], new_k, rel, primfunc_name_hint="attention_scores"))  # [KV, g, S, T]
+                scores = e(bb.call_te(_attention_scores(hd), q, pasts[2 * i], new_k, rel, primfunc_name_hint="attention_scores"))  # [KV, g, S, T]
                 scores = e(R.where(attend, scores, relax.const(MASKED, "float32")))
                 probs = cast(e(R.nn.softmax(scores, axis=-1)), dtype)
                 parts = e(bb.call_te(_attention_value_parts, probs, pasts[2 * i + 1], v, primfunc_name_hint="attention_values"))
@@ -376,14 +382,61 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     return DecoderProgram(mod, config, max_len, max_prompt)
 
 
-def _rope(e, x, cos, sin, hd: int):
-    """``x * cos + rotate_half(x) * sin`` (transformers' ``apply_rotary_pos_emb``) on ``[S, heads, D]``."""
-    R = relax.op
+def _head_squares(hd: int):
+    """The TE of ``[S, heads*D] -> [S, heads]``: each head's sum of squares, in float32 (four
+    independent terms a step, as the attention sums)."""
+    from tvm import te
+
+    def compute(x):
+        S, N = x.shape
+        D = tirx.const(hd, "int64")
+        ways = _ways(hd)
+        part = D // ways
+        d = te.reduce_axis((tirx.const(0, "int64"), part), name="d")
+
+        def square(s, col):
+            v = x[s, col].astype("float32")
+            return v * v
+
+        return te.compute((S, N // D), lambda s, h: te.sum(_add([square(s, h * D + d + j * part) for j in range(ways)]), axis=d), name="head_squares")
+
+    return compute
+
+
+def _norm_rope(hd: int, eps: float, dtype: str, norm: bool):
+    """The TE of ``[S, heads*D] -> [S, heads*D]``: each head's RMSNorm (``norm``: Qwen3's q/k norms,
+    from the heads' sums of squares (:func:`_head_squares`) and the weight, the last two arguments;
+    computed as transformers does, in float32 and rounded to ``dtype`` before the weight) then RoPE,
+    ``y * cos + rotate_half(y) * sin`` (``apply_rotary_pos_emb``; ``cos``, ``sin`` ``[S, 1, D]``), in
+    one elementwise kernel: the rotation reads the head's other half, with the same statistic."""
+    from tvm import te
+
     half = hd // 2
-    x1 = e(R.strided_slice(x, axes=[2], begin=[0], end=[half]))
-    x2 = e(R.strided_slice(x, axes=[2], begin=[half], end=[hd]))
-    rotated = e(R.concat([e(R.negative(x2)), x1], axis=2))
-    return e(R.add(e(R.multiply(x, cos)), e(R.multiply(rotated, sin))))
+
+    def compute(x, cos, sin, *norm_args):
+        S, N = x.shape
+        D = tirx.const(hd, "int64")
+        squares, weight = norm_args if norm else (None, None)
+
+        def normed(s, col, head, dd):  # (head, dd: col's head and place in it, passed as plain indices)
+            if not norm:
+                return x[s, col]
+            scale = tirx.rsqrt(squares[s, head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
+            y = x[s, col].astype("float32") * scale
+            if dtype == "float32":
+                return y * weight[dd]
+            return y.astype(dtype) * weight[dd]
+
+        def value(s, col):
+            head, dd = col // D, col % D
+            pair = (dd + half) % D  # the same head's other half
+            other = normed(s, head * D + pair, head, pair)
+            rotated = tirx.Select(dd < half, -other, other)
+            return normed(s, col, head, dd) * cos[s, 0, dd] + rotated * sin[s, 0, dd]
+
+        return te.compute((S, N), value, name="norm_rope")
+
+    return compute
 
 
 #: the rows of one partial sum of the attention's values (a sum over T: a run-time length, split
@@ -391,27 +444,32 @@ def _rope(e, x, cos, sin, hd: int):
 VALUE_ROWS = 64
 
 
-def _attention_scores(q, past_k, new_k, rows):
-    """``[KV, g, S, T]``: ``q . key / sqrt(D)`` for every head (``q`` ``[S, H, D]``), key rows
-    ``0..T-1`` read from the cache below ``T - S`` and from this call's keys after (``T`` is the
-    length of ``rows``, a tensor of the T rows, read for nothing else), summed in float32."""
+def _attention_scores(hd: int):
+    """The TE of ``[KV, g, S, T]``: ``q . key / sqrt(D)`` for every head (``q`` ``[S, H*D]``, heads
+    side by side), key rows ``0..T-1`` read from the cache below ``T - S`` and from this call's
+    keys after (``T`` is the length of ``rows``, a tensor of the T rows, read for nothing else),
+    summed in float32."""
     from tvm import te
 
-    S, H, D = q.shape
-    T = rows.shape[0]
-    KV = new_k.shape[1] // D
-    g = H // KV
-    ways = _ways(int(D))
-    quarter = D // ways
-    d = te.reduce_axis((tirx.const(0, "int64"), quarter), name="d")
-    scale = tirx.const(1.0 / float(np.sqrt(int(D))), "float32")
+    def compute(q, past_k, new_k, rows):
+        S = q.shape[0]
+        D = tirx.const(hd, "int64")
+        H, KV = q.shape[1] // D, new_k.shape[1] // D
+        T = rows.shape[0]
+        g = H // KV
+        ways = _ways(hd)
+        quarter = D // ways
+        d = te.reduce_axis((tirx.const(0, "int64"), quarter), name="d")
+        scale = tirx.const(1.0 / float(np.sqrt(hd)), "float32")
 
-    def score(kv, gi, s, t):
-        terms = [q[s, kv * g + gi, d + j * quarter].astype("float32") * scale * _key_or_value(past_k, new_k, t, kv * D + d + j * quarter, T)
-                 for j in range(ways)]  # fmt: skip
-        return te.sum(_add(terms), axis=d)  # (TE: the sum at the top)
+        def score(kv, gi, s, t):
+            terms = [q[s, (kv * g + gi) * D + d + j * quarter].astype("float32") * scale * _key_or_value(past_k, new_k, t, kv * D + d + j * quarter, T)
+                     for j in range(ways)]  # fmt: skip
+            return te.sum(_add(terms), axis=d)  # (TE: the sum at the top)
 
-    return te.compute((KV, g, S, T), score, name="attention_scores")
+        return te.compute((KV, g, S, T), score, name="attention_scores")
+
+    return compute
 
 
 #: independent terms a thread adds per step of an attention sum (loads in flight together: each
