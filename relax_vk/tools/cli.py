@@ -578,8 +578,10 @@ def cmd_generate(args) -> int:
     from ..runtime import load
     from ..runtime.generate import Generator
 
-    if (args.int4 or args.fp16) and args.model.endswith(".rvk"):
-        raise UnsupportedError(f"--int4 and --fp16 apply when building from a checkpoint; {args.model} is built already")
+    if (args.int4 or args.fp16 or args.logits) and args.model.endswith(".rvk"):
+        raise UnsupportedError(f"--int4, --fp16 and --logits apply when building from a checkpoint; {args.model} is built already")
+    if args.logits is None:  # (generation reads each call's last token only: the head on one row)
+        args.logits = "last"
     try:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
     except ValueError:
@@ -837,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32)")
     p.add_argument("--int4", action="store_true", help="(building from a checkpoint) 4-bit weights in blocks of 32, decoded in the kernels")
     p.add_argument("--logits", choices=("all", "last"), default=None,
-                   help="(building from a checkpoint) the logits of every token of a call (default) or of its last only")
+                   help="(building from a checkpoint) the logits of every token of a call or of its last only (default: what generation reads)")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable contract): tokens, prefill_tokens_per_s, "
                    "decode_tokens_per_s, ...")
     p.set_defaults(func=cmd_generate)

@@ -252,7 +252,7 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,x"]) == 2
     assert "--prompt-ids '3,x' is not a comma-separated list" in capsys.readouterr().err
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--int4"]) == 2
-    assert "--int4 and --fp16 apply when building from a checkpoint" in capsys.readouterr().err
+    assert "--int4, --fp16 and --logits apply when building from a checkpoint" in capsys.readouterr().err
 
 
 def test_bisect_compares_every_op_of_a_decoder_with_its_states_as_zeros(decoder, pocl):
