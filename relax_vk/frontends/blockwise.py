@@ -90,6 +90,27 @@ class BlockwiseFormat:
         return te.compute((ids.shape[0], tirx.const(self.K, ids.shape[0].ty.dtype)), row, name=name)
 
 
+def gather_parts(parts, ids, buffers, out_dtype: str = "float32", name: str = "take_nbits"):
+    """:meth:`BlockwiseFormat.gather` from a table held in parts along ``N`` (``parts``: ``[(format,
+    first n)]`` in order, ``buffers``: each part's ``B`` then its scales): a table larger than one
+    buffer binding. An id outside the table reads the nearest column; each part is read at an index
+    clamped into it and the one the id falls in is kept."""
+    from tvm import te, tirx
+
+    total = parts[-1][1] + parts[-1][0].N
+
+    def row(s, k):
+        n = tirx.max(tirx.min(ids[s].astype("int32"), total - 1), 0)
+        value = None
+        for index, (fmt, first) in enumerate(parts):
+            local = tirx.max(tirx.min(n - first, fmt.N - 1), 0)
+            got = fmt.weight(buffers[2 * index], buffers[2 * index + 1], None, k, local)
+            value = got if value is None else tirx.Select(n >= first, got, value)
+        return value.astype(out_dtype)
+
+    return te.compute((ids.shape[0], tirx.const(parts[0][0].K, ids.shape[0].ty.dtype)), row, name=name)
+
+
 def _f32(x):
     return x if x.dtype == "float32" else x.astype("float32")
 

@@ -43,7 +43,7 @@ from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.provenance import record_model_ops
 from ..core.states import with_states
-from .blockwise import pack_symmetric
+from .blockwise import BlockwiseFormat, gather_parts, pack_symmetric
 from .errors import ModelLoadError
 
 #: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
@@ -56,6 +56,10 @@ MASKED = -1.0e30
 #: ``quantize="int4"``: weights in blocks of this many along each dot product (llama.cpp's Q4_0 and
 #: ExecuTorch's ``linear_q4gsw`` default)
 INT4_BLOCK = 32
+#: the most packed bytes of one 4-bit weight tensor: 2**27, the buffer binding every Vulkan device
+#: and OpenCL allocation offers at least (a larger table, Qwen3-1.7B's 151,936 x 2,048 at 155 MB,
+#: is held in parts that the gather and the head read)
+INT4_PART_BYTES = 1 << 27
 
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
 
@@ -203,15 +207,24 @@ class _Weights:
         w = self.array(name, shape)
         return relax.const(np.ascontiguousarray(w.T if transpose else w).astype(dtype), dtype)
 
-    def packed(self, name: str, shape: Tuple[int, int], scale_dtype: str):
-        """``(format, B, scales)``: the ``[N, K]`` weight ``name`` (Hugging Face's ``[out, in]``) as
-        4-bit blocks of 32 along ``K`` (:func:`~relax_vk.frontends.blockwise.pack_symmetric`),
-        packed once however often it is read (a tied table serves both ends)."""
+    def packed(self, name: str, shape: Tuple[int, int], scale_dtype: str) -> List[tuple]:
+        """``[(format, first n, B, scales)]``: the ``[N, K]`` weight ``name`` (Hugging Face's ``[out,
+        in]``) as 4-bit blocks of 32 along ``K`` (:func:`~relax_vk.frontends.blockwise.pack_symmetric`),
+        packed once however often it is read (a tied table serves both ends), in parts along ``N``
+        of at most :data:`INT4_PART_BYTES` each (one part but for a vocabulary table past one buffer
+        binding)."""
         key = (name, scale_dtype)
         if key not in self._packed:
             w = self.array(name, shape)
             fmt, B, S = pack_symmetric(np.asarray(w, np.float32).T, bits=4, block=INT4_BLOCK, scale_dtype=scale_dtype)
-            self._packed[key] = (fmt, relax.const(B, "uint8"), relax.const(S, scale_dtype))
+            rows = max(1, INT4_PART_BYTES // (B.shape[1] * B.shape[2]))
+            parts = []
+            for first in range(0, fmt.N, rows):
+                last = min(fmt.N, first + rows)
+                part = BlockwiseFormat(fmt.K, last - first, fmt.bits, fmt.block)
+                parts.append((part, first, relax.const(np.ascontiguousarray(B[first:last]), "uint8"),
+                              relax.const(np.ascontiguousarray(S[first * fmt.k_blocks : last * fmt.k_blocks]), scale_dtype)))  # fmt: skip
+            self._packed[key] = parts
         return self._packed[key]
 
 
@@ -283,8 +296,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
 
             def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
-                fmt, B, scales = w.packed(name, (n_out, n_in), dtype)
-                return e(bb.call_te(lambda X, Bq, Sq: fmt.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
+                outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
+                        for fmt, _, B, scales in w.packed(name, (n_out, n_in), dtype)]  # fmt: skip
+                return outs[0] if len(outs) == 1 else e(R.concat(outs, axis=-1))
 
             def linear(x, name, n_in, n_out, bias=False, out=None):
                 op[0] = name
@@ -301,8 +315,11 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             tied = c.tie_embeddings and "lm_head.weight" not in weights
             table = "model.embed_tokens.weight"
             if quantize:  # rows decoded from the 4-bit table as they are gathered
-                fmt, B, scales = w.packed(table, (c.vocab, c.hidden), dtype)
-                x = e(bb.call_te(lambda I, Bq, Sq: fmt.gather(I, Bq, Sq, out_dtype=dtype), e(R.reshape(ids, (S,))), B, scales, primfunc_name_hint="take_int4"))
+                parts = w.packed(table, (c.vocab, c.hidden), dtype)
+                buffers = [t for _, _, B, scales in parts for t in (B, scales)]
+                layout = [(fmt, first) for fmt, first, _, _ in parts]
+                x = e(bb.call_te(lambda I, *bufs: gather_parts(layout, I, bufs, out_dtype=dtype), e(R.reshape(ids, (S,))), *buffers,
+                                 primfunc_name_hint="take_int4"))  # fmt: skip
             elif tied:  # one table for both ends: the output's [H, V], whose columns are the embeddings
                 head = w("model.embed_tokens.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
                 x = e(R.permute_dims(e(R.take(head, e(R.reshape(ids, (S,))), axis=1, mode="clip")), [1, 0]))  # [S, H]

@@ -159,6 +159,29 @@ def test_int4_weights_are_decoded_in_the_kernels_and_equal_transformers_on_the_s
     assert json.loads(capsys.readouterr().out)["tokens"] == expected[:4]
 
 
+def test_int4_tables_past_one_binding_are_held_in_parts(decoder, monkeypatch, request):
+    """A 4-bit weight past ``INT4_PART_BYTES`` (here 2 KiB: the 160-token table in three parts, the
+    q projection in two) is held in parts along its outputs: the embedding gather picks each id's
+    part, the matmuls' parts are joined; tokens and logits as with one part."""
+    from relax_vk.frontends import hf_decoder
+
+    folder, model = decoder
+    target, device = ("opencl", "pocl") if model.config.model_type == "llama" else ("vulkan", "lavapipe")
+    request.getfixturevalue(device)
+    monkeypatch.setattr(hf_decoder, "INT4_PART_BYTES", 2048)
+    mod, _ = load_model(folder, dims={"T": (1, 24), "S": (1, 4)}, quantize="int4")
+    artifact = relax_vk.build(mod, target).artifact()
+    packed = [c.nbytes for c in artifact.constants.values() if c.dtype == np.uint8]
+    assert max(packed) <= 2048 and sum(packed) >= SMALL["vocab_size"] * SMALL["hidden_size"] // 2  # (the 5 KiB table among them, in parts)
+    result = Generator(Session(artifact, device=device)).generate(PROMPT, 8, keep_logits=True)
+    twin = _dequantized(model)
+    reference = _reference(twin, PROMPT + result.tokens)
+    for step, logits in enumerate(result.logits):
+        ref = reference[len(PROMPT) - 1 + step]
+        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+    assert result.tokens == [int(np.argmax(reference[len(PROMPT) - 1 + i])) for i in range(8)]
+
+
 def test_last_token_logits_only(decoder, pocl):
     """``logits="last"``: each call returns its last token's logits ``[1, 1, V]``, the head
     computed on that row only (a matrix-vector product: the linear schedule), equal to
