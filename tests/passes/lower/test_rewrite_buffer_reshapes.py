@@ -63,3 +63,24 @@ def test_buffer_reshape_kernel_becomes_a_view():
     r = np.maximum(a, 0).reshape(6, 4)
     e = np.exp(r - r.max(axis=1, keepdims=True))
     np.testing.assert_allclose(run_on_cpu(out, [a])[0], e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_a_run_time_reshape_on_buffers_becomes_a_view_when_the_counts_agree():
+    """``[S, 64] -> [S, 4, 16]``: element counts ``S*64`` and ``S*4*16``, provably equal: a view;
+    ``[S, 64] -> [T, 64]`` (another dim): not provably equal, the kernel stays."""
+    from tvm import tirx
+
+    S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
+    x = relax.Var("x", relax.TensorType((S, 64), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            heads = bb.emit(relax.op.reshape(bb.emit(relax.op.nn.relu(x)), (S, 4, 16)))
+            out = bb.emit_output(relax.op.add(heads, heads))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    names = [n for n, _ in _calls(RewriteBufferReshapes()(mod))]
+    assert "relax.reshape" in names and "reshape" not in names
+    from relax_vk.passes.lower.rewrite_buffer_reshapes import _same_count
+
+    assert _same_count(S * 64, S * 4 * 16) and not _same_count(S * 64, T * 64) and not _same_count(None, 64)
