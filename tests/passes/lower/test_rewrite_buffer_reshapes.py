@@ -73,7 +73,7 @@ def test_a_run_time_reshape_on_buffers_becomes_a_view_when_the_counts_agree():
     S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
     x = relax.Var("x", relax.TensorType((S, 64), "float32"))
     bb = relax.BlockBuilder()
-    with bb.function("main", [x, y]):
+    with bb.function("main", [x]):
         with bb.dataflow():
             heads = bb.emit(relax.op.reshape(bb.emit(relax.op.nn.relu(x)), (S, 4, 16)))
             out = bb.emit_output(relax.op.add(heads, heads))
