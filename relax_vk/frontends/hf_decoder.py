@@ -203,6 +203,12 @@ class _Weights:
         self.used.add(name)
         return w
 
+    def join(self, names: List[str], joined: str, shapes: List[Tuple[int, ...]]) -> None:
+        """``joined`` (a name of no checkpoint) for the checkpoint's ``names`` side by side along their
+        first axis (linear layers' outputs: one matrix-vector product for two projections)."""
+        self.weights = dict(self.weights)  # (the caller's dict is left as it was)
+        self.weights[joined] = np.concatenate([self.array(n, sh) for n, sh in zip(names, shapes)], axis=0)
+
     def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
         w = self.array(name, shape)
         return relax.const(np.ascontiguousarray(w.T if transpose else w).astype(dtype), dtype)
@@ -346,21 +352,24 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             for i in range(c.layers):
                 p = f"model.layers.{i}"
                 h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
-                q = linear(h, f"{p}.self_attn.q_proj", c.hidden, c.heads * hd, c.attention_bias)  # [S, H*D]
-                k = linear(h, f"{p}.self_attn.k_proj", c.hidden, kv * hd, c.attention_bias)  # [S, KV*D]
+                # q and k in one product, [S, (H + KV)*D]: q's columns, then k's
+                for part, sizes in (("weight", [(c.heads * hd, c.hidden), (kv * hd, c.hidden)]), ("bias", [(c.heads * hd,), (kv * hd,)])):
+                    if part == "weight" or c.attention_bias:
+                        w.join([f"{p}.self_attn.{n}_proj.{part}" for n in "qk"], f"{p}.self_attn.qk_proj.{part}", sizes)
+                qk = linear(h, f"{p}.self_attn.qk_proj", c.hidden, (c.heads + kv) * hd, c.attention_bias)
                 v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
                 # (Qwen3's per-head q/k norms and) RoPE: one kernel each, on the heads side by side
                 op[0] = f"{p}.self_attn.rotary"
-                def norm_rope(x, which, out=None):
-                    args = [x, cos, sin]
+                def norm_rope(which, first, heads, out=None):  # heads first .. first+heads-1 of qk
+                    args = [qk, cos, sin]
                     if c.qk_norm:  # the heads' sums of squares: a reduction kernel of its own (rows of D, many threads each)
-                        squares = e(bb.call_te(_head_squares(hd), x, primfunc_name_hint="head_squares"))
+                        squares = e(bb.call_te(_head_squares(hd, first, heads), qk, primfunc_name_hint="head_squares"))
                         args += [squares, w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype)]
-                    call = bb.call_te(_norm_rope(hd, c.rms_eps, dtype, c.qk_norm), *args, primfunc_name_hint="norm_rope")
+                    call = bb.call_te(_norm_rope(hd, c.rms_eps, dtype, c.qk_norm, first, heads), *args, primfunc_name_hint="norm_rope")
                     return emit(call, name_hint=out) if out else e(call)
 
-                q = norm_rope(q, "q")
-                new_k = norm_rope(k, "k", out=f"new_k{i}")
+                q = norm_rope("q", 0, c.heads)
+                new_k = norm_rope("k", c.heads, kv, out=f"new_k{i}")
                 outputs += [new_k, v]
                 op[0] = f"{p}.self_attn.attention"
                 # grouped-query attention (head h reads kv head h // g) over the cache's rows and this
@@ -399,14 +408,16 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     return DecoderProgram(mod, config, max_len, max_prompt)
 
 
-def _head_squares(hd: int):
-    """The TE of ``[S, heads*D] -> [S, heads]``: each head's sum of squares, in float32 (four
-    independent terms a step, as the attention sums)."""
+def _head_squares(hd: int, first: int, heads: int):
+    """The TE of ``[S, ...] -> [S, heads]``: the sum of squares of heads ``first ..`` of ``x``
+    (heads of ``hd`` side by side), in float32 (four independent terms a step, as the attention
+    sums)."""
     from tvm import te
 
     def compute(x):
-        S, N = x.shape
+        S = x.shape[0]
         D = tirx.const(hd, "int64")
+        base = tirx.const(first * hd, "int64")
         ways = _ways(hd)
         part = D // ways
         d = te.reduce_axis((tirx.const(0, "int64"), part), name="d")
@@ -415,13 +426,15 @@ def _head_squares(hd: int):
             v = x[s, col].astype("float32")
             return v * v
 
-        return te.compute((S, N // D), lambda s, h: te.sum(_add([square(s, h * D + d + j * part) for j in range(ways)]), axis=d), name="head_squares")
+        return te.compute((S, tirx.const(heads, "int64")), lambda s, h: te.sum(_add([square(s, base + h * D + d + j * part) for j in range(ways)]), axis=d),
+                          name="head_squares")  # fmt: skip
 
     return compute
 
 
-def _norm_rope(hd: int, eps: float, dtype: str, norm: bool):
-    """The TE of ``[S, heads*D] -> [S, heads*D]``: each head's RMSNorm (``norm``: Qwen3's q/k norms,
+def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: int):
+    """The TE of ``[S, ...] -> [S, heads*D]`` on heads ``first ..`` of ``x`` (heads of ``hd`` side
+    by side): each head's RMSNorm (``norm``: Qwen3's q/k norms,
     from the heads' sums of squares (:func:`_head_squares`) and the weight, the last two arguments;
     computed as transformers does, in float32 and rounded to ``dtype`` before the weight) then RoPE,
     ``y * cos + rotate_half(y) * sin`` (``apply_rotary_pos_emb``; ``cos``, ``sin`` ``[S, 1, D]``), in
@@ -431,15 +444,17 @@ def _norm_rope(hd: int, eps: float, dtype: str, norm: bool):
     half = hd // 2
 
     def compute(x, cos, sin, *norm_args):
-        S, N = x.shape
+        S = x.shape[0]
+        N = tirx.const(heads * hd, "int64")
         D = tirx.const(hd, "int64")
+        base = tirx.const(first * hd, "int64")
         squares, weight = norm_args if norm else (None, None)
 
         def normed(s, col, head, dd):  # (head, dd: col's head and place in it, passed as plain indices)
             if not norm:
-                return x[s, col]
+                return x[s, base + col]
             scale = tirx.rsqrt(squares[s, head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
-            y = x[s, col].astype("float32") * scale
+            y = x[s, base + col].astype("float32") * scale
             if dtype == "float32":
                 return y * weight[dd]
             return y.astype(dtype) * weight[dd]
