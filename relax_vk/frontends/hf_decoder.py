@@ -360,10 +360,12 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
                 # (Qwen3's per-head q/k norms and) RoPE: one kernel each, on the heads side by side
                 op[0] = f"{p}.self_attn.rotary"
+                if c.qk_norm:  # every head's sum of squares, q's and k's: a reduction kernel of its own
+                    squares = e(bb.call_te(_head_squares(hd, 0, c.heads + kv), qk, primfunc_name_hint="head_squares"))
+
                 def norm_rope(which, first, heads, out=None):  # heads first .. first+heads-1 of qk
                     args = [qk, cos, sin]
-                    if c.qk_norm:  # the heads' sums of squares: a reduction kernel of its own (rows of D, many threads each)
-                        squares = e(bb.call_te(_head_squares(hd, first, heads), qk, primfunc_name_hint="head_squares"))
+                    if c.qk_norm:
                         args += [squares, w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype)]
                     call = bb.call_te(_norm_rope(hd, c.rms_eps, dtype, c.qk_norm, first, heads), *args, primfunc_name_hint="norm_rope")
                     return emit(call, name_hint=out) if out else e(call)
@@ -434,7 +436,7 @@ def _head_squares(hd: int, first: int, heads: int):
 
 def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: int):
     """The TE of ``[S, ...] -> [S, heads*D]`` on heads ``first ..`` of ``x`` (heads of ``hd`` side
-    by side): each head's RMSNorm (``norm``: Qwen3's q/k norms,
+    by side): each head's RMSNorm (its sum of squares at ``first + head`` of the sums) (``norm``: Qwen3's q/k norms,
     from the heads' sums of squares (:func:`_head_squares`) and the weight, the last two arguments;
     computed as transformers does, in float32 and rounded to ``dtype`` before the weight) then RoPE,
     ``y * cos + rotate_half(y) * sin`` (``apply_rotary_pos_emb``; ``cos``, ``sin`` ``[S, 1, D]``), in
@@ -453,7 +455,7 @@ def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: i
         def normed(s, col, head, dd):  # (head, dd: col's head and place in it, passed as plain indices)
             if not norm:
                 return x[s, base + col]
-            scale = tirx.rsqrt(squares[s, head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
+            scale = tirx.rsqrt(squares[s, first + head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
             y = x[s, base + col].astype("float32") * scale
             if dtype == "float32":
                 return y * weight[dd]
