@@ -218,22 +218,17 @@ def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.I
 
 
 def _with_dim_ranges_on_kernels(mod: tvm.IRModule) -> tvm.IRModule:
-    """Every PrimFunc of ``mod`` with ``main``'s run-time dim ranges (by name), for the grid fold
-    (:data:`~relax_vk.codegen.launch_grid.BOUNDS_ATTR`)."""
+    """A copy of ``mod`` whose PrimFuncs carry ``main``'s run-time dim ranges (by name), for the grid
+    fold (:data:`~relax_vk.codegen.launch_grid.BOUNDS_ATTR`); ``mod`` itself when it has none."""
     from .codegen.launch_grid import BOUNDS_ATTR
-    from .core.dims import LOWER_ATTR, UPPER_ATTR
+    from .core.dims import dim_ranges
 
-    main = mod["main"] if "main" in [g.name_hint for g in mod.get_global_vars()] else None
-    if main is None or main.attrs is None or UPPER_ATTR not in main.attrs:
+    ranges = dim_ranges(mod["main"]) if "main" in [g.name_hint for g in mod.get_global_vars()] else {}
+    if not ranges:
         return mod
-    upper = {str(k): int(v) for k, v in main.attrs[UPPER_ATTR].items()}
-    lower = {str(k): int(v) for k, v in main.attrs[LOWER_ATTR].items()} if LOWER_ATTR in main.attrs else {}
-    ranges = {k: [lower.get(k, 0), hi] for k, hi in upper.items()}
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else mod
-    for gvar, func in list(mod.functions_items()):
-        if isinstance(func, tvm.tirx.PrimFunc):
-            out[gvar] = func.with_attr(BOUNDS_ATTR, ranges)
-    return out
+    functions = {g: f.with_attr(BOUNDS_ATTR, {k: list(v) for k, v in ranges.items()}) if isinstance(f, tvm.tirx.PrimFunc) else f
+                 for g, f in mod.functions_items()}  # fmt: skip
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)  # (the VDevices live in global_infos)
 
 
 def _finalize_and_compile(lowered: tvm.IRModule, lower_tgt: tvm.target.Target, instruments: Sequence[object] = ()) -> relax.VMExecutable:

@@ -8,12 +8,22 @@ PyTorch ``torch.export.Dim``) records its inclusive range on ``main`` in TVM's f
 
 from __future__ import annotations
 
-from typing import Mapping, Tuple
+from typing import Dict, Mapping, Tuple
 
 import tvm
 
 UPPER_ATTR = "tir_var_upper_bound"
 LOWER_ATTR = "tir_var_lower_bound"
+
+
+def dim_ranges(func) -> Dict[str, Tuple[int, int]]:
+    """``{name: (min, max)}`` that :func:`with_dim_ranges` recorded on ``func`` (empty: none); a dim
+    without a lower bound starts at 0."""
+    attrs = func.attrs if func is not None and func.attrs is not None else {}
+    if UPPER_ATTR not in attrs:
+        return {}
+    lower = {str(k): int(v) for k, v in attrs[LOWER_ATTR].items()} if LOWER_ATTR in attrs else {}
+    return {str(k): (lower.get(str(k), 0), int(hi)) for k, hi in attrs[UPPER_ATTR].items()}
 
 
 def with_dim_ranges(mod: tvm.IRModule, dims: Mapping[str, Tuple[int, int]]) -> tvm.IRModule:
