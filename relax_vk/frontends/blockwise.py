@@ -66,9 +66,7 @@ class BlockwiseFormat:
 
     def matmul(self, A, B, S, Z=None, out_dtype: str = "float32", name: str = "matmul_nbits"):
         """``A[..., K] @ W -> [..., N]``, summed in float32 (rounded once to ``out_dtype``)."""
-        from tvm import te
-
-        from tvm import tirx
+        from tvm import te, tirx
 
         index = A.shape[0].ty.dtype  # (one index dtype for every loop: TVM's schedules need affine bindings)
         k = te.reduce_axis((tirx.const(0, index), tirx.const(self.K, index)), name="k")
@@ -77,24 +75,12 @@ class BlockwiseFormat:
             return acc
         return te.compute(acc.shape, lambda *i: acc[i].astype(out_dtype), name=f"{name}_cast")
 
-    def gather(self, ids, B, S, Z=None, out_dtype: str = "float32", name: str = "take_nbits"):
-        """Columns ``W[:, ids[s]]`` as rows ``[len(ids), K]``: an embedding table held as a 4-bit
-        ``[K, N]`` weight (``N`` the vocabulary). An id outside ``0..N-1`` reads the nearest column
-        (``take``'s ``mode="clip"``)."""
-        from tvm import te, tirx
-
-        def row(s, k):
-            n = tirx.max(tirx.min(ids[s].astype("int32"), self.N - 1), 0)
-            return self.weight(B, S, Z, k, n).astype(out_dtype)
-
-        return te.compute((ids.shape[0], tirx.const(self.K, ids.shape[0].ty.dtype)), row, name=name)
-
-
 def gather_parts(parts, ids, buffers, out_dtype: str = "float32", name: str = "take_nbits"):
-    """:meth:`BlockwiseFormat.gather` from a table held in parts along ``N`` (``parts``: ``[(format,
-    first n)]`` in order, ``buffers``: each part's ``B`` then its scales): a table larger than one
-    buffer binding. An id outside the table reads the nearest column; each part is read at an index
-    clamped into it and the one the id falls in is kept."""
+    """Columns ``W[:, ids[s]]`` as rows ``[len(ids), K]``: an embedding table held as a 4-bit ``[K,
+    N]`` weight (``N`` the vocabulary), in one part or in parts along ``N`` (a table larger than one
+    buffer binding; ``parts``: ``[(format, first n)]`` in order, ``buffers``: each part's ``B`` then
+    its scales). An id outside ``0..N-1`` reads the nearest column (``take``'s ``mode="clip"``);
+    each part is read at an index clamped into it and the one the id falls in is kept."""
     from tvm import te, tirx
 
     total = parts[-1][1] + parts[-1][0].N

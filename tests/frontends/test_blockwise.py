@@ -8,7 +8,7 @@ from tvm import relax, tirx
 
 import relax_vk
 from relax_vk.core.dims import with_dim_ranges
-from relax_vk.frontends.blockwise import BlockwiseFormat, pack_symmetric, unpack
+from relax_vk.frontends.blockwise import BlockwiseFormat, gather_parts, pack_symmetric, unpack
 from relax_vk.runtime import Session
 
 
@@ -57,7 +57,7 @@ def test_the_matmul_and_the_gather_decode_the_weight_in_their_kernels(target, de
         with bb.dataflow():
             Bc, Sc = relax.const(B, "uint8"), relax.const(scales)
             y = bb.emit(bb.call_te(lambda X, Bq, Sq: fmt.matmul(X, Bq, Sq), x, Bc, Sc, primfunc_name_hint="matmul_int4"))
-            rows = bb.emit(bb.call_te(lambda I, Bq, Sq: fmt.gather(I, Bq, Sq), ids, Bc, Sc, primfunc_name_hint="take_int4"))
+            rows = bb.emit(bb.call_te(lambda I, Bq, Sq: gather_parts([(fmt, 0)], I, (Bq, Sq)), ids, Bc, Sc, primfunc_name_hint="take_int4"))
             out = bb.emit_output(relax.Tuple([y, rows]))
         bb.emit_func_output(out)
     artifact = relax_vk.build(with_dim_ranges(bb.get(), {"S": (1, 16)}), target).artifact()
