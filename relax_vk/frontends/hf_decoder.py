@@ -190,7 +190,7 @@ class DecoderProgram:
 
 class _Weights:
     def __init__(self, weights: Dict[str, np.ndarray], where: str):
-        self.weights, self.where, self.used = weights, where, set()
+        self.weights, self.where, self.used = dict(weights), where, set()  # (a copy: join adds to it)
         self._packed: Dict[Tuple[str, str], tuple] = {}
 
     def array(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
@@ -206,7 +206,6 @@ class _Weights:
     def join(self, names: List[str], joined: str, shapes: List[Tuple[int, ...]]) -> None:
         """``joined`` (a name of no checkpoint) for the checkpoint's ``names`` side by side along their
         first axis (linear layers' outputs: one matrix-vector product for two projections)."""
-        self.weights = dict(self.weights)  # (the caller's dict is left as it was)
         self.weights[joined] = np.concatenate([self.array(n, sh) for n, sh in zip(names, shapes)], axis=0)
 
     def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
@@ -327,10 +326,10 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 x = e(bb.call_te(lambda I, *bufs: gather_parts(layout, I, bufs, out_dtype=dtype), e(R.reshape(ids, (S,))), *buffers,
                                  primfunc_name_hint="take_int4"))  # fmt: skip
             elif tied:  # one table for both ends: the output's [H, V], whose columns are the embeddings
-                head = w("model.embed_tokens.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
+                head = w(table, (c.vocab, c.hidden), transpose=True, dtype=dtype)
                 x = e(R.permute_dims(e(R.take(head, e(R.reshape(ids, (S,))), axis=1, mode="clip")), [1, 0]))  # [S, H]
             else:
-                x = e(R.take(w("model.embed_tokens.weight", (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))
+                x = e(R.take(w(table, (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))
             # positions T-S .. T-1 and cache rows 0 .. T-1, from tensors alone (TVM's FuseTIR cannot fuse an
             # arange whose bounds are scalar arguments): every size comes from a buffer's shape
             op[0] = "model.positions"  # (RoPE's angles, the cache rows, the causal mask)
@@ -361,7 +360,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # (Qwen3's per-head q/k norms and) RoPE: one kernel each, on the heads side by side
                 op[0] = f"{p}.self_attn.rotary"
                 if c.qk_norm:  # every head's sum of squares, q's and k's: a reduction kernel of its own
-                    squares = e(bb.call_te(_head_squares(hd, 0, c.heads + kv), qk, primfunc_name_hint="head_squares"))
+                    squares = e(bb.call_te(_head_squares(hd), qk, primfunc_name_hint="head_squares"))
 
                 def norm_rope(which, first, heads, out=None):  # heads first .. first+heads-1 of qk
                     args = [qk, cos, sin]
@@ -410,16 +409,14 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     return DecoderProgram(mod, config, max_len, max_prompt)
 
 
-def _head_squares(hd: int, first: int, heads: int):
-    """The TE of ``[S, ...] -> [S, heads]``: the sum of squares of heads ``first ..`` of ``x``
-    (heads of ``hd`` side by side), in float32 (four independent terms a step, as the attention
-    sums)."""
+def _head_squares(hd: int):
+    """The TE of ``[S, heads*D] -> [S, heads]``: each head's sum of squares (heads of ``hd`` side by
+    side), in float32 (four independent terms a step, as the attention sums)."""
     from tvm import te
 
     def compute(x):
-        S = x.shape[0]
+        S, N = x.shape
         D = tirx.const(hd, "int64")
-        base = tirx.const(first * hd, "int64")
         ways = _ways(hd)
         part = D // ways
         d = te.reduce_axis((tirx.const(0, "int64"), part), name="d")
@@ -428,16 +425,15 @@ def _head_squares(hd: int, first: int, heads: int):
             v = x[s, col].astype("float32")
             return v * v
 
-        return te.compute((S, tirx.const(heads, "int64")), lambda s, h: te.sum(_add([square(s, base + h * D + d + j * part) for j in range(ways)]), axis=d),
-                          name="head_squares")  # fmt: skip
+        return te.compute((S, N // D), lambda s, h: te.sum(_add([square(s, h * D + d + j * part) for j in range(ways)]), axis=d), name="head_squares")
 
     return compute
 
 
 def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: int):
     """The TE of ``[S, ...] -> [S, heads*D]`` on heads ``first ..`` of ``x`` (heads of ``hd`` side
-    by side): each head's RMSNorm (its sum of squares at ``first + head`` of the sums) (``norm``: Qwen3's q/k norms,
-    from the heads' sums of squares (:func:`_head_squares`) and the weight, the last two arguments;
+    by side): each head's RMSNorm (``norm``: Qwen3's q/k norms, from every head's sum of squares
+    (:func:`_head_squares`, read at ``first + head``) and the weight, the last two arguments;
     computed as transformers does, in float32 and rounded to ``dtype`` before the weight) then RoPE,
     ``y * cos + rotate_half(y) * sin`` (``apply_rotary_pos_emb``; ``cos``, ``sin`` ``[S, 1, D]``), in
     one elementwise kernel: the rotation reads the head's other half, with the same statistic."""
