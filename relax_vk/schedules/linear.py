@@ -11,12 +11,14 @@ warp) and splits their sum over ``KS`` threads (``threadIdx.y``, thread ``t`` ta
 thread adds its ``KS`` partials and applies the epilogue. ``KS`` times the threads, ``1/KS`` the
 chain. Weights stored along ``k`` (4-bit blocks, :mod:`relax_vk.frontends.blockwise`: ``[N,
 k_blocks, bytes]``) swap the roles so that a warp still reads adjacent bytes: ``K_LANES`` lanes
-take consecutive ``k`` of one output, ``K_OUTPUTS`` outputs a workgroup. ``NT`` divides ``N`` and ``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of
-a partial split from a factored reduction); a kernel of any other shape is declined.
+take consecutive ``k`` of one output, ``K_OUTPUTS`` outputs a workgroup. ``NT`` divides ``N`` and
+``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of a partial split from a
+factored reduction); a kernel of any other shape is declined.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from tvm import s_tir, tirx
@@ -45,30 +47,25 @@ def is_run_time_linear(func: tirx.PrimFunc) -> bool:
     rows, cols, red = (iv.dom.extent for iv in ivs)
     if (isinstance(rows, tirx.IntImm) and int(rows) != 1) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
         return False
-    s, _, k = (iv.var for iv in ivs)
-    # x read at [s, k] itself (no window, no index arithmetic); the weights' indices may be anything
+    x, weights = _operands(block)
+    return len(x) == 1 and bool(weights) and all(all(isinstance(d, tirx.IntImm) for d in r.source.shape) for r in weights)
+
+
+def _operands(block) -> tuple:
+    """``(x, weights)``: the reduction's reads at ``[s, k]`` itself (no window, no index arithmetic)
+    and the others (the weights, whose indices may be anything)."""
+    s, k = block.iter_vars[0].var, block.iter_vars[2].var
     x = [r for r in block.reads if len(r.region) == 2 and r.region[0].min.same_as(s) and r.region[1].min.same_as(k)]
-    others = [r for r in block.reads if not any(r.same_as(a) for a in x)]
-    return len(x) == 1 and bool(others) and all(all(isinstance(d, tirx.IntImm) for d in r.source.shape) for r in others)
+    return x, [r for r in block.reads if not any(r.same_as(a) for a in x)]
 
 
-def _weights_run_along_k(func: tirx.PrimFunc) -> bool:
-    """Whether consecutive ``k`` are adjacent in the weights' memory: the largest static buffer the
+def _weights_run_along_k(block) -> bool:
+    """Whether consecutive ``k`` are adjacent in the weights' memory: the largest weight buffer the
     reduction reads has ``k`` in its last index (4-bit blocks ``[N, k_blocks, bytes]``; a float
     ``[K, N]`` weight has ``n`` there)."""
-    block = next(b for b in _blocks(func) if _is_reduction(b))
-    s, k = block.iter_vars[0].var, block.iter_vars[2].var
-    static = [r for r in block.reads if all(isinstance(d, tirx.IntImm) for d in r.source.shape)
-              and not (len(r.region) == 2 and r.region[0].min.same_as(s) and r.region[1].min.same_as(k))]  # (not x)
-    weight = max(static, key=lambda r: _elements(r.source.shape))
+    k = block.iter_vars[2].var
+    weight = max(_operands(block)[1], key=lambda r: math.prod(int(d) for d in r.source.shape))
     return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
-
-
-def _elements(shape) -> int:
-    count = 1
-    for d in shape:
-        count *= int(d)
-    return count
 
 
 def _divisor(n: int, most: int) -> int:
@@ -80,8 +77,9 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     if not is_run_time_linear(func):
         return None
     sch = s_tir.Schedule(func)
-    names = [b.name_hint for b in _blocks(func)]
-    index = next(i for i, b in enumerate(_blocks(func)) if _is_reduction(b))
+    blocks = _blocks(func)
+    names = [b.name_hint for b in blocks]
+    index = next(i for i, b in enumerate(blocks) if _is_reduction(b))
     block = sch.get_sblock(names[index])
     for name in reversed(names[:index]):  # elementwise producers: read inline
         sch.compute_inline(sch.get_sblock(name))
@@ -90,7 +88,7 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     for name in names[index + 1 : -1]:
         sch.compute_inline(sch.get_sblock(name))
     epilogue = sch.get_sblock(names[-1]) if len(names) > index + 1 else None
-    along_k = _weights_run_along_k(func)
+    along_k = _weights_run_along_k(blocks[index])
     s, n, k = sch.get_loops(block)
     N, K = int(sch.get(n).extent), int(sch.get(k).extent)
     if along_k and K % K_LANES == 0:  # lanes (threadIdx.x) on consecutive k, outputs on threadIdx.y
@@ -128,7 +126,8 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     # UNROLL terms a thread adds in one step: their loads issued together (a thread's terms are a
     # chain of memory latencies otherwise: the sum of one output is short, its latency is not)
     term = sch.get_loops(partial)[-1]
-    if int(sch.get(term).extent) % UNROLL == 0 and int(sch.get(term).extent) > UNROLL:
+    steps = int(sch.get(term).extent)
+    if steps % UNROLL == 0 and steps > UNROLL:
         sch.unroll(sch.split(term, [None, UNROLL])[1])
     return sch.mod["main"]
 
