@@ -16,9 +16,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax, te, tirx
 
-
-def _is_static(shape) -> bool:
-    return all(isinstance(d, tirx.IntImm) for d in shape)
+from ..core.scope import static_shape
 
 
 def reshape_compute(x: te.Tensor, shape) -> te.Tensor:
@@ -43,6 +41,6 @@ def legalize_reshape(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     """relax_vk's compute when the input or the result has a run-time dim, else TVM's legalizer."""
     data, out_ty = call.args[0], call.ty
     shapes = [getattr(getattr(t, "shape", None), "values", None) for t in (data.ty, out_ty)]
-    if any(s is None for s in shapes) or all(_is_static(s) for s in shapes) or len(shapes[0]) == 0:
+    if any(s is None for s in shapes) or all(static_shape(s) is not None for s in shapes) or len(shapes[0]) == 0:
         return tvm.ir.Op.get("relax.reshape").get_attr("FLegalize")(bb, call)
     return bb.call_te(reshape_compute, data, list(shapes[1]), primfunc_name_hint="reshape")

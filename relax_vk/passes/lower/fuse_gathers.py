@@ -31,7 +31,7 @@ OPAQUE, INJECTIVE = 8, 2  # TVM's OpPatternKind
 
 
 def _is_gather(func: tirx.PrimFunc) -> bool:
-    blocks = [b for b in _blocks(func) if b.name_hint != "root"]
+    blocks = _blocks(func)
     if len(blocks) != 1 or len(blocks[0].writes) != 1:
         return False
     block = blocks[0]

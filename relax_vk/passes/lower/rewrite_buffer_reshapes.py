@@ -17,12 +17,8 @@ one). Every other binding is unchanged. Use it in place of ``RewriteDataflowResh
 
 from __future__ import annotations
 
-import math
-
 import tvm
 from tvm import relax
-
-from ...core.scope import static_shape
 
 
 def _is_buffer(ty) -> bool:
@@ -30,12 +26,9 @@ def _is_buffer(ty) -> bool:
 
 
 def _count(ty):
-    """The element count: an int, an expression of run-time dims, or None (no shape)."""
+    """The element count, an expression (constant for a static shape), or None (no shape)."""
     if ty.shape is None or not hasattr(ty.shape, "values"):
         return None
-    shape = static_shape(ty.shape.values)
-    if shape is not None:
-        return math.prod(shape)
     count = tvm.tirx.IntImm("int64", 1)
     for dim in ty.shape.values:
         count = count * dim
@@ -43,14 +36,10 @@ def _count(ty):
 
 
 def _same_count(a, b) -> bool:
-    if a is None or b is None:
-        return False
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
+    """Whether two element counts are provably equal (static ones: equal)."""
     from tvm.sym import Analyzer
 
-    return Analyzer().can_prove_equal(tvm.tirx.IntImm("int64", a) if isinstance(a, int) else a,
-                                                tvm.tirx.IntImm("int64", b) if isinstance(b, int) else b)  # fmt: skip
+    return a is not None and b is not None and Analyzer().can_prove_equal(a, b)
 
 
 @relax.expr_functor.mutator
