@@ -12,6 +12,11 @@ from ..core.errors import UnsupportedError
 from .errors import ModelLoadError
 
 
+def is_checkpoint(spec: str) -> bool:
+    """Whether ``spec`` is a Hugging Face checkpoint directory (a decoder: ``config.json`` in it)."""
+    return os.path.isdir(spec) and os.path.exists(os.path.join(spec, "config.json"))
+
+
 def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | str"]]] = None,
                dims: Optional[Mapping[str, Tuple[int, int]]] = None, dtype: Optional[str] = None,
                quantize: Optional[str] = None, logits: Optional[str] = None) -> Tuple[tvm.IRModule, dict]:  # fmt: skip
@@ -26,7 +31,7 @@ def load_model(spec: str, input_shapes: Optional[Mapping[str, Sequence["int | st
     ("all", the default, or "last"): which tokens' logits a decoder returns."""
     from ..zoo.packaged import PACKAGED, packaged_model_path
 
-    if os.path.isdir(spec) and os.path.exists(os.path.join(spec, "config.json")):
+    if is_checkpoint(spec):
         return _from_checkpoint(spec, input_shapes, dims, dtype or "float32", quantize, logits or "all")
     if quantize or logits:
         raise UnsupportedError(f"{spec}: quantize and logits apply to decoder checkpoints (ONNX models are quantized by relax_vk.frontends.quantize)")

@@ -368,6 +368,7 @@ def _quantize_first(args) -> None:
     (:mod:`relax_vk.frontends.quantize`), written to a file the build then reads as its model
     (so the artifact names the quantized model, which ``run --check`` rebuilds)."""
     from ..core.errors import UnsupportedError
+    from ..frontends.loader import is_checkpoint
     from ..frontends.quantize import quantize_onnx, read_calibration
     from ..zoo.packaged import PACKAGED, packaged_model_path
 
@@ -375,7 +376,7 @@ def _quantize_first(args) -> None:
         raise UnsupportedError(f"--calibrate goes with --quantize int8; {'--quantize ' + args.quantize if args.quantize else 'a float build'} takes no calibration samples")
     if not args.quantize:
         return
-    if _is_checkpoint(args.model):  # a decoder quantizes its own weights as it is built
+    if is_checkpoint(args.model):  # a decoder quantizes its own weights as it is built
         if args.quantize != "int4":
             raise UnsupportedError(f"--quantize {args.quantize}: a decoder checkpoint takes --quantize int4 (4-bit weights); int8 applies to ONNX models")
         args.int4 = True
@@ -507,10 +508,6 @@ def _load_or_replan(artifact, args):
         model = artifact.program.get("model", {})
         args.input_shape = [f"{k}={','.join(map(str, v))}" for k, v in model.get("input_shapes", {}).items()]
         return load(_compile(args, spec).artifact(), device=args.run_device, **_runtime_options(args))
-
-
-def _is_checkpoint(model: str) -> bool:
-    return os.path.isdir(model) and os.path.exists(os.path.join(model, "config.json"))
 
 
 def _read_or_build(args, reuse: bool = True, announce: bool = True):
