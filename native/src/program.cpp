@@ -778,10 +778,7 @@ int64_t Tensor::stored_bytes() const { return is_image ? image_bytes(image, texe
 
 const Kernel* Program::kernel(const std::string& name) const {
     auto it = kernel_index.find(name);
-    if (it != kernel_index.end() && it->second < kernels.size() && kernels[it->second].name == name) return &kernels[it->second];
-    for (const Kernel& k : kernels)  // (a program whose kernels were not read by parse)
-        if (k.name == name) return &k;
-    return nullptr;
+    return it == kernel_index.end() ? nullptr : &kernels[it->second];
 }
 
 int64_t image_bytes(const Extents& image, const std::string& dtype) {

@@ -103,7 +103,7 @@ struct Program {
     bool has_storage = false;
     std::vector<Allocation> storage;
 
-    // by name (a map made as the kernels are read: a decoder runs hundreds of launches per token)
+    // by name (kernel_index is made as the kernels are read: a decoder runs hundreds of launches per token)
     const Kernel* kernel(const std::string& name) const;
     std::unordered_map<std::string, size_t> kernel_index;
 };
