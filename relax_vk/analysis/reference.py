@@ -70,9 +70,24 @@ def strip_scopes(mod: tvm.IRModule) -> tvm.IRModule:
     return tvm.IRModule(out, attrs=mod.attrs)
 
 
+def _cpu_kernels(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each hand-scheduled GPU kernel replaced by its serial CPU form."""
+    from ..schedules.recurrence import cpu_form
+
+    swaps = {gvar: cpu_form(func) for gvar, func in mod.functions_items() if isinstance(func, tvm.tirx.PrimFunc)}
+    if not any(v is not None for v in swaps.values()):
+        return mod
+    out = mod.clone()
+    for gvar, func in swaps.items():
+        if func is not None:
+            out[gvar] = func
+    return out
+
+
 def build_on_cpu(mod: tvm.IRModule):
-    """Legalize (with relax_vk's packed-op legalizers) and compile ``mod`` for llvm."""
-    mod = strip_scopes(mod)
+    """Legalize (with relax_vk's packed-op legalizers) and compile ``mod`` for llvm (hand-scheduled
+    GPU kernels, llvm cannot compile them, run in their CPU forms)."""
+    mod = _cpu_kernels(strip_scopes(mod))
     mod = relax.transform.LegalizeOps(LEGALIZE_MAP)(mod)
     return tvm.compile(mod, target="llvm")
 
@@ -95,18 +110,22 @@ def _flatten(value) -> List[np.ndarray]:
 
 
 def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[np.ndarray]:
-    """Seeded random inputs matching ``mod[func]``'s parameters (static shapes required).
+    """Seeded random inputs matching ``mod[func]``'s parameters, run-time dims at the upper bound of
+    their declared range (:func:`relax_vk.core.dims.dim_ranges`).
 
     The first parameter (the data) is standard normal; every other float parameter (weights,
     biases) is normal with variance ``1 / fan_in`` (``fan_in`` = the product of all but the first
     axis), as initialised networks are, so activations stay O(1) through deep models and float32
     comparisons at 1e-4 tolerances measure the kernels, not summation-order noise on values in the
     thousands."""
+    from ..core.dims import dim_ranges
+
     rng = np.random.default_rng(seed)
+    bound = {name: hi for name, (_, hi) in dim_ranges(mod[func]).items()}
     arrays = []
     for i, p in enumerate(mod[func].params):
         ty = p.ty
-        shape = [int(d) for d in ty.shape.values]
+        shape = [_at_bound(d, bound, p.name) for d in ty.shape.values]
         if str(ty.dtype).startswith("float"):
             fan_in = int(np.prod(shape[1:])) if (i > 0 and len(shape) > 1) else 1
             arrays.append((rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))).astype(str(ty.dtype)))
@@ -115,6 +134,21 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
         else:
             arrays.append(rng.integers(-8, 8, shape).astype(str(ty.dtype)))
     return arrays
+
+
+def _at_bound(dim, bound: Dict[str, int], name: str) -> int:
+    """``dim`` (an integer expression of run-time dims) with every dim at its upper bound."""
+    from tvm import tirx
+    from tvm.sym import Analyzer
+
+    from ..codegen.run_time_shapes import substitute
+
+    if isinstance(dim, tirx.IntImm):
+        return int(dim)
+    free = {v.name: v for v in tirx.analysis.undefined_vars(dim)}
+    if not free or any(n not in bound for n in free):
+        raise ValueError(f"input {name}: dim {dim} has no declared range (a run-time dim needs one: --dim NAME=MIN:MAX)")
+    return int(Analyzer().simplify(substitute(dim, {v: tirx.const(bound[n], v.ty.dtype) for n, v in free.items()})))
 
 
 def model_outputs(mod) -> Dict[str, object]:

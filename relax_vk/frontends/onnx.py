@@ -297,12 +297,12 @@ def _unsupported_ops(model) -> Dict[str, List[str]]:
     """Op types TVM's ONNX frontend has no converter for -> the nodes that use them."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    from .onnx_quant import CONVERTERS, MS
+    from .onnx_quant import MS
 
-    table = onnx_frontend._get_convert_map()
+    table, ours = onnx_frontend._get_convert_map(), converters()
     missing: Dict[str, List[str]] = {}
     for node in model.graph.node:
-        if node.domain == MS and node.op_type in CONVERTERS:
+        if node.domain in (MS, "", "ai.onnx") and node.op_type in ours:
             continue
         if node.op_type not in table or (node.domain not in ("", "ai.onnx")):
             missing.setdefault(f"{node.domain + '::' if node.domain else ''}{node.op_type}", []).append(node.name or node.output[0])
@@ -338,13 +338,21 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     return with_dim_ranges(mod, {name: (dims or {})[name] for name in sorted(used)}) if used else mod
 
 
+def converters() -> dict:
+    """relax_vk's converters of the ops TVM's importer lacks, by op type: com.microsoft
+    ``MatMulNBits`` (:mod:`.onnx_quant`), ``LSTM``, ``GRU`` and ``RNN`` (:mod:`.recurrent`)."""
+    from .onnx_quant import CONVERTERS
+    from .recurrent import ONNX_CONVERTERS
+
+    return {**CONVERTERS, **ONNX_CONVERTERS}
+
+
 def _importer_class():
-    """TVM's ONNX importer, consulting :data:`relax_vk.frontends.onnx_quant.CONVERTERS` first for
-    the ops it has no converter for (com.microsoft ``MatMulNBits``)."""
+    """TVM's ONNX importer, consulting :func:`converters` first."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
-    from .onnx_quant import CONVERTERS
+    CONVERTERS = converters()
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

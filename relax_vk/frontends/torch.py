@@ -12,6 +12,12 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, TOPI's
   adaptive pool otherwise. Its indices output is not computed (zeros), as TVM does for
   ``max_pool2d_with_indices``;
+* ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (``aten.lstm.input``, ``gru.input``, ``rnn_tanh.input``,
+  ``rnn_relu.input``; TVM unrolls one layer over a fixed length): the recurrence kernels of
+  :mod:`relax_vk.frontends.recurrent`, every layer and direction. ``torch.export`` itself unrolls
+  these modules over the example's length, so :func:`from_torch` exports each as one
+  ``relax_vk::recurrent`` op (:func:`~relax_vk.frontends.recurrent.exportable_recurrent_layers`)
+  and the sequence length can be a ``Dim``;
 * ``max.dim`` / ``min.dim`` (``x.max(dim)``, values and indices): TVM converts them to
   ``relax.op.topk``, which no relax_vk (or TVM GPU) pipeline lowers (an internal error at VM
   code generation); here they are a ``max``/``min`` reduction and an ``argmax``/``argmin`` (dropped
@@ -38,7 +44,8 @@ from ..core.provenance import record_model_ops
 from .errors import ModelLoadError
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
-KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten.upsample_nearest2d.default", "aten.upsample_nearest2d.vec")
+KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten.upsample_nearest2d.default", "aten.upsample_nearest2d.vec",
+        "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input")  # fmt: skip
 
 
 def _pad_converter(mode: str):
@@ -98,7 +105,50 @@ def _reduce_dim(largest: bool):
     return convert
 
 
+def _placeholder_values(exported) -> dict:
+    """Placeholder name -> the tensor it stands for (parameters, buffers, constants) of ``exported``:
+    converters that rearrange weights at import read them here (TVM's importer binds them as
+    constants only after converting)."""
+    values = {**dict(exported.named_parameters()), **dict(exported.named_buffers()), **dict(exported.constants)}
+    return {spec.arg.name: values[spec.target] for spec in exported.graph_signature.input_specs if getattr(spec, "target", None) in values}
+
+
+def _recurrent(kind: str, nonlinearity: str = "tanh", custom: bool = False):
+    """``aten.lstm.input`` / ``gru.input`` / ``rnn_tanh.input`` / ``rnn_relu.input``, and
+    relax_vk's ``relax_vk::recurrent`` (:func:`exportable_recurrent_layers`), as the recurrence
+    kernels of :mod:`relax_vk.frontends.recurrent` (one launch per layer whatever the length)."""
+
+    def convert(node, importer):
+        from .recurrent import emit_torch_layers
+
+        args = list(node.args)
+        if custom:  # (x, hx, params, kind, has_biases, num_layers, bidirectional, batch_first, nonlinearity)
+            x, hx, params, name, has_biases, num_layers, bidirectional, batch_first, act = args
+        else:  # (x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+            x, hx, params, has_biases, num_layers, _dropout, _train, bidirectional, batch_first = args[:9]
+            name, act = kind, nonlinearity
+        where = f"{name.upper()} (node {node.name})"
+        values = getattr(importer, "_relax_vk_values", {})
+        missing = [p.name for p in params if p.name not in values]
+        if missing:
+            raise UnsupportedError(f"{where}: weights {', '.join(missing)} are not parameters or constants")
+        hx = hx if isinstance(hx, (list, tuple)) else [hx]
+        states = [importer.env[h] if h is not None else None for h in hx] if hx and any(h is not None for h in hx) else None
+        weights = [values[p.name].detach().float().numpy() for p in params]
+        out = emit_torch_layers(importer.block_builder, name, importer.env[x], states, weights, bool(has_biases), int(num_layers), bool(bidirectional), bool(batch_first), where, act)
+        if custom and len(out) == 2:
+            out = (*out, out[1])  # (the op always returns three tensors; c_n of a GRU/RNN is unused)
+        return out
+
+    return convert
+
+
 CONVERTERS = {
+    "lstm.input": _recurrent("lstm"),
+    "gru.input": _recurrent("gru"),
+    "rnn_tanh.input": _recurrent("rnn", "tanh"),
+    "rnn_relu.input": _recurrent("rnn", "relu"),
+    "recurrent.default": _recurrent("", custom=True),
     "replication_pad2d.default": _pad_converter("replicate"),
     "reflection_pad2d.default": _pad_converter("reflect"),
     "upsample_nearest2d.vec": _upsample_nearest,
@@ -150,6 +200,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         # the model's op names, which relax_vk.core.provenance follows to the kernels)
         importer = ExportedProgramImporter()
         importer.env = table = RecordingTable(torch_op_name)
+        importer._relax_vk_values = _placeholder_values(decomposed)
         mod = importer.from_exported_program(
             decomposed, keep_params_as_input=False, unwrap_unit_return_tuple=True, no_bind_return_tuple=False,
             custom_convert_map=CONVERTERS,
@@ -224,8 +275,10 @@ def from_torch(module, example_inputs: Sequence, dynamic_shapes=None) -> tvm.IRM
             raise UnsupportedError(f"{type(module).__name__}: run-time dims (dynamic_shapes) of a half-precision model are not supported; "
                                    "export it in float32 and build with ScopeOptions(precision='fp16')")  # fmt: skip
         return _from_half_torch(torch, module, example_inputs)
+    from .recurrent import exportable_recurrent_layers
+
     try:
-        with torch.no_grad():
+        with torch.no_grad(), exportable_recurrent_layers(module):
             exported = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
     except Exception as err:
         raise UnsupportedError(f"torch.export cannot export {type(module).__name__}: {type(err).__name__}: {_first_line(err)}") from None
