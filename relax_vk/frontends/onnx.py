@@ -348,11 +348,15 @@ def converters() -> dict:
 
 
 def _importer_class():
-    """TVM's ONNX importer, consulting :func:`converters` first."""
+    """TVM's ONNX importer, consulting :func:`converters` first, and for ``Resize`` by scales of
+    run-time dims :mod:`.onnx_resize`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
+    from .onnx_resize import convert_resize
+
     CONVERTERS = converters()
+    OVERRIDES = {"Resize": convert_resize}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):
@@ -364,6 +368,10 @@ def _importer_class():
         def _convert_operator(self, op_name, inputs, attrs, opset):
             if op_name in CONVERTERS:
                 return self.bb.normalize(CONVERTERS[op_name](self.bb, inputs, attrs))
+            if op_name in OVERRIDES:
+                converted = OVERRIDES[op_name](self.bb, inputs, attrs)
+                if converted is not None:
+                    return self.bb.normalize(converted)
             return super()._convert_operator(op_name, inputs, attrs, opset)
 
     return Importer

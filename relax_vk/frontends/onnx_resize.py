@@ -1,0 +1,75 @@
+"""ONNX ``Resize`` by ``scales``: run-time dims, and the scales TVM's converter gets wrong.
+
+TVM's converter turns scales into output sizes and then samples at the ratio of the sizes, while
+ONNX samples at the scale itself (``x_in = x_out / scale`` for ``asymmetric``, ``(x_out + 0.5) /
+scale - 0.5`` for ``half_pixel``; only ``align_corners`` uses the sizes). The two agree only when
+``dim * scale`` is an integer: a 13-row input scaled by 0.5 came out 1.79 off onnxruntime, with no
+error. And on a run-time dim it multiplies by the float scale (``cast(int64, 2.0 * cast(float32,
+H))``): float arithmetic in a shape, which no later stage can compare, fold or write into the
+artifact (a super-resolution net, a U-Net or an FPN at run-time sizes failed to build).
+
+Here, for a 4-D input and constant scales: an integer scale of a run-time dim gives the integer
+expression ``dim * scale`` (sampling ratio and scale agree for every size); a static dim whose
+product is an integer goes to TVM's converter as before; a product that is not an integer, or a
+fractional scale of a run-time dim, is refused by name unless the coordinate transformation reads
+only the sizes (``align_corners``). ``sizes`` inputs stay with TVM's converter.
+"""
+
+from __future__ import annotations
+
+from ..core.errors import UnsupportedError
+
+_MODES = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
+
+
+def convert_resize(bb, inputs, attrs):
+    """``Resize`` of a 4-D input with run-time spatial dims and constant ``scales`` (module
+    docstring); None (TVM's converter) for everything else."""
+    from tvm import relax, tirx
+    from tvm.ir import GenericConst
+
+    x = inputs[0]
+    scales = inputs[2] if len(inputs) > 2 else None
+    sizes = inputs[3] if len(inputs) > 3 else None
+    shape = getattr(getattr(x, "ty", None), "shape", None)
+    if sizes is not None or not isinstance(scales, GenericConst) or shape is None or len(shape.values) != 4:
+        return None
+    dims = list(shape.values)
+    name = attrs.get("tvm_custom", {}).get("name", "")
+    where = f"Resize node {name}" if name else "Resize"
+    values = [float(s) for s in scales.value.numpy().reshape(-1)]
+    if len(values) != 4 or values[0] != 1.0 or values[1] != 1.0:
+        if all(isinstance(d, tirx.IntImm) for d in dims):
+            return None
+        raise UnsupportedError(f"{where}: scales {values}: only the two spatial axes of an NCHW input may be scaled")
+    by_sizes = attrs.get("coordinate_transformation_mode", b"half_pixel").decode() == "align_corners"
+    out = []
+    for axis, (dim, scale) in enumerate(zip(dims[2:], values[2:]), start=2):
+        if isinstance(dim, tirx.IntImm):
+            product = int(dim) * scale
+            if product != int(product) and not by_sizes:
+                raise UnsupportedError(f"{where}: scale {scale} of axis {axis} ({int(dim)}) gives {product:g} rows, not an integer: "
+                                       "ONNX samples at the scale and TVM's resize at the ratio of the sizes, which then differ "
+                                       "(export the model with sizes, or an input whose dims the scales divide)")  # fmt: skip
+            out.append(int(product))
+        elif scale == int(scale) and scale >= 1:
+            out.append(dim * int(scale))
+        else:
+            raise UnsupportedError(f"{where}: scale {scale} of the run-time dim {dim}: only integer scales of run-time dims are "
+                                   "supported (a fractional one samples differently for sizes it does not divide); export the "
+                                   "model with sizes instead")  # fmt: skip
+    if all(isinstance(d, tirx.IntImm) for d in dims):
+        return None  # (every product an integer: TVM's converter is right)
+    roi = inputs[1] if len(inputs) > 1 else None
+    if roi is not None and not (isinstance(roi, GenericConst) and roi.value.numpy().size == 0):
+        raise UnsupportedError(f"{where}: a region of interest with run-time dims is not supported")
+    mode = attrs.get("mode", b"nearest").decode()
+    if mode not in _MODES:
+        raise UnsupportedError(f"{where}: mode {mode!r}")
+    return relax.op.image.resize2d(
+        x, size=relax.ShapeExpr(out), roi=[0.0, 0.0, 0.0, 0.0], layout="NCHW", method=_MODES[mode],
+        coordinate_transformation_mode=attrs.get("coordinate_transformation_mode", b"half_pixel").decode(),
+        rounding_method=attrs.get("nearest_mode", b"round_prefer_floor").decode(),
+        cubic_alpha=attrs.get("cubic_coeff_a", -0.75), cubic_exclude=attrs.get("exclude_outside", 0),
+        extrapolation_value=attrs.get("extrapolation_value", 0.0),
+    )  # fmt: skip
