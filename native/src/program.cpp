@@ -135,6 +135,11 @@ std::map<std::string, int> check_dims(const Json& program) {
         bool ok = name && name->is_string() && !name->as_string().empty() && strict_int(d.get("min")) && strict_int(d.get("max")) &&
                   d.get("min")->as_int() >= 1 && d.get("min")->as_int() <= d.get("max")->as_int();
         require(ok, "dim " + d.repr() + ": not a name with a range 1 <= min <= max");
+        if (const Json* step = d.get("step")) {
+            require(strict_int(step) && step->as_int() >= 1 && d.get("min")->as_int() % step->as_int() == 0 &&
+                        d.get("max")->as_int() % step->as_int() == 0,
+                    "dim " + d.repr() + ": step is not a positive integer dividing min and max");
+        }
         require(!out.count(name->as_string()), "dim " + name->as_string() + " is declared twice");
         int index = static_cast<int>(out.size());
         out[name->as_string()] = index;
@@ -636,7 +641,8 @@ Program to_program(const Json& j, const std::string& source) {
     if (const Json* dj = j.get("dims"); dj && dj->is_array())
         for (const Json& d : dj->items()) {
             dims[d.get("name")->as_string()] = static_cast<int>(p.dims.size());
-            p.dims.push_back({d.get("name")->as_string(), d.get("min")->as_int(), d.get("max")->as_int()});
+            const Json* step = d.get("step");
+            p.dims.push_back({d.get("name")->as_string(), d.get("min")->as_int(), d.get("max")->as_int(), step ? step->as_int() : 1});
         }
     for (const Json& tj : j.get("tensors")->items()) {
         Tensor t;

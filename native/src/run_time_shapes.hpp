@@ -16,6 +16,7 @@ namespace rvk {
 struct DimRange {
     std::string name;
     int64_t min = 1, max = 1;
+    int64_t step = 1;  // every size a multiple of it (min and max are)
 };
 
 // One expression, flattened in prefix order: an integer, a dim (by index) or an operator node

@@ -154,6 +154,11 @@ void Session::set_input(int index, const void* data, size_t size, const char* dt
                     throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + r.name + ") is " +
                                                         std::to_string(given_shape[a]) + ", outside " + r.name + "'s declared range " +
                                                         std::to_string(r.min) + ".." + std::to_string(r.max));
+                if (given_shape[a] % r.step != 0)
+                    throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + r.name + ") is " +
+                                                        std::to_string(given_shape[a]) + ", not a multiple of " + r.name + "'s step " +
+                                                        std::to_string(r.step) + " (declared range " + std::to_string(r.min) + ".." +
+                                                        std::to_string(r.max) + ")");
             }
         }
     }

@@ -321,6 +321,8 @@ class _ProgramBuilder:
                 self.steps.append({"op": "copy", "src": src, "dst": dst})
                 return None
             raise ExportError(f"op {name} (bound to {var.name}) has no runtime step; it should have been legalized")
+        if isinstance(value, relax.ShapeExpr):
+            return None  # (sizes reach the kernels as expressions; a derived dim is one, run_time_shapes.derived_dims)
         if isinstance(value, relax.Var):
             self.of_var[var] = self.of_var[value]
         elif isinstance(value, relax.TupleGetItem):

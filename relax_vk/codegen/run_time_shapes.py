@@ -6,7 +6,8 @@ for it in the function attributes ``tir_var_upper_bound`` (required: TVM's own n
 memory planner reads too) and ``tir_var_lower_bound`` (optional, default 1). The artifact then
 holds:
 
-* ``program["dims"]``: ``[{"name", "min", "max"}]``, in the order the inputs first name them;
+* ``program["dims"]``: ``[{"name", "min", "max"}]`` (and ``"step"`` when the sizes are multiples
+  of one, :mod:`relax_vk.core.dims`), in the order the inputs first name them;
 * on a tensor whose shape is symbolic, ``"shape_expr"`` (one expression per axis) beside
   ``"shape"``, which is the shape at the bound (each axis at its largest value over the ranges:
   what storage is planned and allocated for);
@@ -30,7 +31,7 @@ import tvm
 from tvm import relax, tirx
 from tvm.sym import Analyzer
 
-from ..core.dims import LOWER_ATTR, UPPER_ATTR
+from ..core.dims import LOWER_ATTR, STEP_ATTR, UPPER_ATTR
 from ..core.errors import UnsupportedError
 
 #: TIR node type -> the artifact's operator
@@ -48,6 +49,7 @@ class Dim:
     name: str
     min: int
     max: int
+    step: int = 1
 
 
 def _bounds_attr(func: relax.Function, key: str) -> Dict[str, int]:
@@ -60,7 +62,7 @@ class RunTimeDims:
     """The run-time dims of a Relax ``main`` (module docstring) and the expressions over them."""
 
     def __init__(self, main: relax.Function):
-        upper, lower = _bounds_attr(main, UPPER_ATTR), _bounds_attr(main, LOWER_ATTR)
+        upper, lower, steps = _bounds_attr(main, UPPER_ATTR), _bounds_attr(main, LOWER_ATTR), _bounds_attr(main, STEP_ATTR)
         self.dims: List[Dim] = []
         seen: Dict[str, tirx.Var] = {}
         for param in main.params:
@@ -86,23 +88,29 @@ class RunTimeDims:
                     if not 1 <= lo <= hi:
                         raise UnsupportedError(f"dim {name}: range {lo}..{hi} is empty or holds sizes below 1 (a run-time dim is at least 1)")
                     seen[name] = var
-                    self.dims.append(Dim(var, name, lo, hi))
+                    self.dims.append(Dim(var, name, lo, hi, steps.get(name, 1)))
         self.analyzer = Analyzer()
         for d in self.dims:
             self.analyzer.bind(d.var, tvm.ir.Range.from_min_extent(d.min, d.max - d.min + 1))
         self._by_var = {d.var: d for d in self.dims}
+        self.derived = derived_dims(main)
+
+    def _inputs_only(self, expr):
+        """``expr`` with the derived dims (:func:`derived_dims`) written over the inputs' dims."""
+        return substitute(expr, self.derived) if self.derived and not isinstance(expr, int) else expr
 
     def __bool__(self) -> bool:
         return bool(self.dims)
 
     def table(self) -> List[dict]:
         """``program["dims"]``."""
-        return [{"name": d.name, "min": d.min, "max": d.max} for d in self.dims]
+        return [{"name": d.name, "min": d.min, "max": d.max, **({"step": d.step} if d.step > 1 else {})} for d in self.dims]
 
     def bound(self, expr, what: str) -> int:
         """The largest value ``expr`` takes over the dims' ranges."""
         if isinstance(expr, int):
             return expr
+        expr = self._inputs_only(expr)
         value = getattr(self.analyzer.simplify(expr), "value", None)
         if isinstance(value, int):
             return value
@@ -116,6 +124,7 @@ class RunTimeDims:
         load-time check reads; the runtime checks each run's own)."""
         if isinstance(expr, int):
             return expr
+        expr = self._inputs_only(expr)
         value = getattr(Analyzer().simplify(substitute(expr, {d.var: tirx.const(d.max, d.var.ty.dtype) for d in self.dims})), "value", None)
         if not isinstance(value, int):
             raise UnsupportedError(f"{what}: {expr} is not a number at the dims' maxima")
@@ -125,7 +134,7 @@ class RunTimeDims:
         """``expr`` (over the model's dims) in the artifact's form (module docstring)."""
         if isinstance(expr, int):
             return expr
-        expr = self.analyzer.simplify(expr)
+        expr = self.analyzer.simplify(self._inputs_only(expr))
         return self._write(expr, what)
 
     def _write(self, e, what: str) -> Expr:
@@ -148,6 +157,20 @@ class RunTimeDims:
         if all(isinstance(e, int) for e in exprs):
             return [int(e) for e in exprs], None
         return [self.bound(v, what) for v in values], exprs
+
+
+def derived_dims(main: relax.Function) -> Dict:
+    """Dims ``main`` derives from its inputs' dims: ``var -> expression`` of each
+    ``R.match_cast(R.shape([expr]), R.Shape([var]))`` (a dim with a step: the input axis ``H`` and
+    ``H_div32 = H // 32``, :mod:`relax_vk.core.dims`)."""
+    out: Dict = {}
+    for block in getattr(main.body, "blocks", []):
+        for b in block.bindings:
+            if isinstance(b, relax.MatchCast) and isinstance(b.value, relax.ShapeExpr):
+                for var, value in zip(b.ty.values or [], b.value.values):
+                    if isinstance(var, tirx.Var) and var not in out:
+                        out[var] = substitute(value, out)
+    return out
 
 
 def match_shapes(pairs: Sequence[Tuple[str, Sequence, Sequence]], bound: Optional[Dict] = None) -> Dict:

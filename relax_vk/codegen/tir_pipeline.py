@@ -26,6 +26,7 @@ from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics 
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
 from .index_narrowing import NarrowVulkanIndices
+from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores
 
@@ -44,9 +45,10 @@ def _finalize_device_passes():
 def lowering_passes(config) -> List[tvm.transform.Pass]:
     """The lowering passes: those of TVM 0.27's adreno pipeline
     (``tvm/s_tir/backend/adreno/pipeline.py``), in its order and with its configuration switches,
-    plus :class:`LowerBoolVectorCasts` right after ``VectorizeLoop`` and :class:`FoldLaunchGrid`
-    right before ``SplitHostDevice``."""
+    plus :class:`FoldSizeRatios` first, :class:`LowerBoolVectorCasts` right after ``VectorizeLoop``
+    and :class:`FoldLaunchGrid` right before ``SplitHostDevice``."""
     passes = [
+        FoldSizeRatios(),
         s_tir.backend.adreno.transform.TextureFlatten(),
         s_tir.transform.CanonicalizeLoop(),
         s_tir.transform.LowerCrossThreadReduction(),

@@ -4,6 +4,14 @@ A front door that keeps an input size symbolic (ONNX ``--input-shape x=1,3,48,W 
 PyTorch ``torch.export.Dim``) records its inclusive range on ``main`` in TVM's function attributes
 ``tir_var_lower_bound`` / ``tir_var_upper_bound`` (TVM's memory planner reads the upper one);
 :mod:`relax_vk.codegen.run_time_shapes` reads both when it writes the artifact.
+
+A dim may have a **step** (``--dim H=32:960:32``: multiples of 32 only, recorded in
+:data:`STEP_ATTR`), for models whose sizes only match at multiples (a detector's FPN adds a 2x
+upsampled map to the map it came from). TVM cannot prove ``floordiv(floordiv(H, 16), 2) * 2 ==
+floordiv(H, 16)``, so the model is imported over ``H_div32`` (:func:`quotient_name`) with the input
+axis ``32 * H_div32``, and :func:`bind_stepped_dims` then gives ``main`` the plain input axis ``H``
+back, deriving ``H_div32 = H // 32`` from it by ``R.match_cast``; the runtime refuses a size that is
+not a multiple of the step.
 """
 
 from __future__ import annotations
@@ -14,6 +22,34 @@ import tvm
 
 UPPER_ATTR = "tir_var_upper_bound"
 LOWER_ATTR = "tir_var_lower_bound"
+#: ``{name: step}`` of the dims with a step (module docstring)
+STEP_ATTR = "relax_vk.dim_steps"
+
+#: a run-time dim's declared range: ``(min, max)`` or ``(min, max, step)``
+DimRange = Tuple[int, ...]
+
+
+def quotient_name(name: str, step: int) -> str:
+    """The name of the dim a stepped dim is imported over (``H``, 32 -> ``H_div32``)."""
+    return f"{name}_div{step}"
+
+
+def dim_steps(func) -> Dict[str, int]:
+    """``{name: step}`` of ``func``'s dims with a step (empty: none)."""
+    attrs = func.attrs if func is not None and func.attrs is not None else {}
+    return {str(k): int(v) for k, v in attrs[STEP_ATTR].items()} if STEP_ATTR in attrs else {}
+
+
+def check_range(name: str, bounds: DimRange) -> Tuple[int, int, int]:
+    """``(min, max, step)`` of a declared range, checked (ValueError names the dim)."""
+    if len(bounds) not in (2, 3):
+        raise ValueError(f"dim {name}: a range is (MIN, MAX) or (MIN, MAX, STEP), not {tuple(bounds)}")
+    lo, hi, step = int(bounds[0]), int(bounds[1]), int(bounds[2]) if len(bounds) == 3 else 1
+    if not 1 <= lo <= hi:
+        raise ValueError(f"dim {name}: range {lo}..{hi} is empty or holds sizes below 1")
+    if step < 1 or lo % step or hi % step:
+        raise ValueError(f"dim {name}: step {step} must be at least 1 and divide MIN {lo} and MAX {hi}")
+    return lo, hi, step
 
 
 def dim_ranges(func) -> Dict[str, Tuple[int, int]]:
@@ -26,14 +62,60 @@ def dim_ranges(func) -> Dict[str, Tuple[int, int]]:
     return {str(k): (lower.get(str(k), 0), int(hi)) for k, hi in attrs[UPPER_ATTR].items()}
 
 
-def with_dim_ranges(mod: tvm.IRModule, dims: Mapping[str, Tuple[int, int]]) -> tvm.IRModule:
-    """``mod`` with ``dims`` (``{name: (min, max)}``) recorded on ``main`` (the module is copied)."""
-    for name, (lo, hi) in dims.items():
-        if not 1 <= int(lo) <= int(hi):
-            raise ValueError(f"dim {name}: range {lo}..{hi} is empty or holds sizes below 1")
+def with_dim_ranges(mod: tvm.IRModule, dims: Mapping[str, DimRange]) -> tvm.IRModule:
+    """``mod`` with ``dims`` (``{name: (min, max)}`` or ``(min, max, step)``) recorded on ``main``
+    (the module is copied)."""
+    checked = {name: check_range(name, bounds) for name, bounds in dims.items()}
     main = mod["main"]
-    main = main.with_attr(UPPER_ATTR, {k: int(hi) for k, (_, hi) in dims.items()})
-    main = main.with_attr(LOWER_ATTR, {k: int(lo) for k, (lo, _) in dims.items()})
+    main = main.with_attr(UPPER_ATTR, {k: hi for k, (_, hi, _) in checked.items()})
+    main = main.with_attr(LOWER_ATTR, {k: lo for k, (lo, _, _) in checked.items()})
+    steps = {k: step for k, (_, _, step) in checked.items() if step > 1}
+    if steps:
+        main = main.with_attr(STEP_ATTR, steps)
     out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     out["main"] = main
     return out
+
+
+def bind_stepped_dims(mod: tvm.IRModule, steps: Mapping[str, int]) -> tvm.IRModule:
+    """``mod`` imported over the quotients of the stepped dims ``{name: step}`` (an input axis
+    ``step * name_divSTEP``), with ``main`` taking the plain axis ``name`` again and deriving
+    ``name_divSTEP = name // step`` from it (module docstring). Ranges are recorded by the caller."""
+    from tvm import relax, tirx
+
+    main = mod["main"]
+    users: Dict[str, tirx.Var] = {}
+    quotients: Dict[str, tirx.Var] = {}
+
+    def plain(axis):
+        if isinstance(axis, tirx.Mul):
+            for c, v in ((axis.a, axis.b), (axis.b, axis.a)):
+                if isinstance(c, tirx.IntImm) and isinstance(v, tirx.Var):
+                    for name, step in steps.items():
+                        if str(v.name) == quotient_name(name, step) and int(c) == step:
+                            quotients[name] = v
+                            return users.setdefault(name, tirx.Var(name, v.ty.dtype))
+        return axis
+
+    params, casts = [], []
+    for p in main.params:
+        ty = p.ty
+        shape = getattr(getattr(ty, "shape", None), "values", None)
+        new = [plain(a) for a in shape] if shape is not None else None
+        if new is None or all(a.same_as(b) for a, b in zip(new, shape)):
+            params.append(p)
+            continue
+        q = relax.Var(p.name, relax.TensorType(new, ty.dtype))
+        params.append(q)
+        casts.append(relax.MatchCast(p, q, ty))
+    if not casts:
+        return mod
+    names = sorted(quotients)
+    derive = relax.MatchCast(relax.Var("stepped_dims", relax.ShapeType([quotients[n] for n in names])),
+                             relax.ShapeExpr([tirx.floordiv(users[n], steps[n]) for n in names]), relax.ShapeType([quotients[n] for n in names]))  # fmt: skip
+    body = main.body
+    blocks = [relax.BindingBlock([derive] + casts)] + list(body.blocks)
+    func = relax.Function(params, relax.SeqExpr(blocks, body.body), body.ty, main.is_pure, main.attrs, main.span)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = func
+    return relax.transform.Normalize()(out)

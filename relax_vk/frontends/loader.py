@@ -77,7 +77,7 @@ def _from_onnx(path: str, source: dict, input_shapes, dims) -> Tuple[tvm.IRModul
     if input_shapes:
         source["input_shapes"] = {name: [d if isinstance(d, str) else int(d) for d in shape] for name, shape in input_shapes.items()}
     if dims:
-        source["dims"] = {name: [int(lo), int(hi)] for name, (lo, hi) in dims.items()}
+        source["dims"] = {name: [int(v) for v in bounds] for name, bounds in dims.items()}  # (min, max[, step])
     return from_onnx(path, input_shapes, dims), source
 
 
@@ -96,9 +96,11 @@ def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Option
     ranges = dict(DECODER_DIMS)
     config = DecoderConfig.from_dir(path)
     ranges["T"] = (1, min(ranges["T"][1], config.max_positions))
-    for name, (lo, hi) in (dims or {}).items():
-        if name not in ranges or int(lo) != 1:
-            raise UnsupportedError(f"{path}: a decoder has the dims T (cache tokens) and S (tokens per call), each 1:MAX; not {name}={lo}:{hi}")
+    for name, bounds in (dims or {}).items():
+        lo, hi = bounds[0], bounds[1]
+        if name not in ranges or int(lo) != 1 or len(bounds) > 2 and int(bounds[2]) != 1:
+            raise UnsupportedError(f"{path}: a decoder has the dims T (cache tokens) and S (tokens per call), each 1:MAX; "
+                                   f"not {name}={':'.join(str(int(v)) for v in bounds)}")  # fmt: skip
         ranges[name] = (1, int(hi))
     if "S" not in (dims or {}):
         ranges["S"] = (1, min(ranges["S"][1], ranges["T"][1]))

@@ -44,16 +44,16 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tvm
 
-from ..core.dims import with_dim_ranges
+from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.extras import require
-from ..core.provenance import record_model_ops
+from ..core.provenance import MODEL_OPS_ATTR, record_model_ops
 from .errors import ModelLoadError
 from .onnx_quant import rewrite_quantized
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
 InputShapes = Mapping[str, Sequence["int | str"]]
-DimRanges = Mapping[str, Tuple[int, int]]
+DimRanges = Mapping[str, Tuple[int, ...]]  # (min, max) or (min, max, step)
 
 
 def parse_input_shape(text: str) -> tuple:
@@ -68,12 +68,21 @@ def parse_input_shape(text: str) -> tuple:
 
 
 def parse_dim(text: str) -> tuple:
-    """``"W=32:1280"`` -> ``("W", (32, 1280))`` (the ``--dim`` syntax: a run-time dim's inclusive range)."""
+    """``"W=32:1280"`` -> ``("W", (32, 1280))``, ``"H=32:960:32"`` -> ``("H", (32, 960, 32))`` (the
+    ``--dim`` syntax: a run-time dim's inclusive range, and optionally a step its sizes are
+    multiples of)."""
     name, sep, bounds = text.partition("=")
-    lo, colon, hi = bounds.partition(":")
-    if not (sep and colon and name.strip().isidentifier() and lo.strip().isdigit() and hi.strip().isdigit()) or not 1 <= int(lo) <= int(hi):
-        raise UnsupportedError(f"--dim {text!r}: expected NAME=MIN:MAX with 1 <= MIN <= MAX, e.g. W=32:1280")
-    return name.strip(), (int(lo), int(hi))
+    parts = [b.strip() for b in bounds.split(":")]
+    ok = sep and name.strip().isidentifier() and len(parts) in (2, 3) and all(b.isdigit() for b in parts)
+    if ok:
+        try:
+            check_range(name.strip(), tuple(int(b) for b in parts))
+        except ValueError:
+            ok = False
+    if not ok:
+        raise UnsupportedError(f"--dim {text!r}: expected NAME=MIN:MAX with 1 <= MIN <= MAX, e.g. W=32:1280, or NAME=MIN:MAX:STEP "
+                               "with MIN and MAX multiples of STEP, e.g. H=32:960:32")  # fmt: skip
+    return name.strip(), tuple(int(b) for b in parts)
 
 
 def _load(path_or_model):
@@ -316,6 +325,11 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     shapes = fix_input_shapes(model, input_shapes, where, dims)
     used = {g for shape in shapes.values() for g in shape if isinstance(g, str)}
     unused = sorted(set(dims or {}) - used)
+    try:
+        ranges = {name: check_range(name, bounds) for name, bounds in (dims or {}).items()}
+    except ValueError as err:
+        raise UnsupportedError(f"{where}: {err}") from None
+    steps = {name: step for name, (_, _, step) in ranges.items() if step > 1 and name in used}
     if unused:
         raise UnsupportedError(f"{where}: --dim {', '.join(unused)}: no input has such a dim (inputs: "
                                f"{', '.join(f'{k}={list(v)}' for k, v in shapes.items())})")  # fmt: skip
@@ -327,7 +341,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
 
     dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in graph_inputs(model)}
     try:
-        mod, made_by = _import(model, shapes, dtypes)
+        mod, made_by = _import(model, shapes, dtypes, steps)
     except Exception as err:
         missing = _unsupported_ops(model)
         if missing:
@@ -335,7 +349,11 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     mod = record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
-    return with_dim_ranges(mod, {name: (dims or {})[name] for name in sorted(used)}) if used else mod
+    if not used:
+        return mod
+    _check_known_shapes(mod, where, {name: ranges[name] for name in used})
+    quotients = {quotient_name(n, step): (ranges[n][0] // step, ranges[n][1] // step) for n, step in steps.items()}
+    return with_dim_ranges(bind_stepped_dims(mod, steps), {**{name: ranges[name] for name in sorted(used)}, **quotients})
 
 
 def converters() -> dict:
@@ -345,6 +363,26 @@ def converters() -> dict:
     from .recurrent import ONNX_CONVERTERS
 
     return {**CONVERTERS, **ONNX_CONVERTERS}
+
+
+def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[int, int, int]]) -> None:
+    """Refuse, naming the ONNX node, a model whose shapes TVM's importer lost at run-time dims: an
+    op whose inputs' sizes it cannot prove equal (an FPN adding a 2x upsampled map to the map it
+    came from: equal only at multiples) gets a tensor of unknown shape, which no later stage can
+    build."""
+    from tvm import relax
+
+    main = mod["main"]
+    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            ty = b.var.ty
+            if isinstance(ty, relax.TensorType) and ty.shape is None:
+                node = names.get(b.var.name, b.var.name)
+                plain = ", ".join(f"{n}={lo}:{hi}" for n, (lo, hi, step) in sorted(ranges.items()) if step == 1)
+                hint = f"; if its sizes must be multiples of some step, declare it: --dim NAME=MIN:MAX:STEP (now {plain})" if plain else ""
+                raise UnsupportedError(f"{where}: node {node}: TVM's importer cannot tell the shape of its output at run-time dims "
+                                       f"(its inputs' sizes are not provably equal for every size in the ranges){hint}")  # fmt: skip
 
 
 def _importer_class():
@@ -377,7 +415,7 @@ def _importer_class():
     return Importer
 
 
-def _import(model, shapes, dtypes):
+def _import(model, shapes, dtypes, steps=None):
     """TVM's ONNX import (what its ``from_onnx`` does for a checked model), with its node table
     recorded: ``(module, [(variable name, ONNX node name)])``, the node names that
     :mod:`relax_vk.core.provenance` follows to the kernels."""
@@ -389,6 +427,13 @@ def _import(model, shapes, dtypes):
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     # (an input with run-time dims is read off the model: its dim_params become tirx.Vars of those names)
     static = {k: v for k, v in shapes.items() if not any(isinstance(g, str) for g in v)}
+    if steps:  # a stepped dim is imported over its quotient (relax_vk.core.dims): give every symbolic shape here
+        from tvm import tirx
+
+        var = {}
+        for k, v in shapes.items():
+            static[k] = [g if isinstance(g, int) else steps[g] * var.setdefault(g, tirx.Var(quotient_name(g, steps[g]), "int64"))
+                         if g in steps else var.setdefault(g, tirx.Var(g, "int64")) for g in v]  # fmt: skip
     importer = _Importer(static, dtypes, keep_params_in_input=False, sanitize=True)
     importer._nodes = table = RecordingTable(node_of.get)
     return importer.from_onnx(model.graph, opset), table.made_by
