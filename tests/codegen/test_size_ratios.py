@@ -2,7 +2,6 @@
 (TVM 0.27's simplifier fails on it once hoisted into lets); other quotients stay."""
 
 import tvm
-from tvm import tirx
 from tvm.script import tirx as T
 
 from relax_vk.codegen.size_ratios import FoldSizeRatios
