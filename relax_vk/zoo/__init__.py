@@ -5,7 +5,8 @@ suite fast on a CPU OpenCL device; :data:`ZOO` says which.
 Besides ResNet-18, MobileNetV2, a ViT, a UNet and an RGB stem (``models``), the families' modules
 write out the building blocks of real mobile models at reduced width: ``mobile`` (MobileNetV3-Small,
 EfficientNet-B0, ShuffleNetV2, SqueezeNet), ``classic`` (DenseNet-BC, Inception, ResNeXt),
-``convnext`` and ``segmentation`` (DeepLab with an ASPP head); ``layers`` holds what they share.
+``convnext``, ``segmentation`` (DeepLab with an ASPP head) and ``sequence`` (CRNN text
+recognizers: BiLSTM or BiGRU along the width); ``layers`` holds what they share.
 BatchNorm statistics and LayerNorm affine parameters are drawn from the seed too, so a broken
 normalisation cannot hide behind identity parameters.
 

@@ -35,4 +35,6 @@ ZOO: Dict[str, ZooEntry] = {
     "swin_tiny": ZooEntry("SwinTiny", (1, 3, 64, 64), "Swin-style: 4x4 patches, 4x4 windows (6-D partition), shifted windows (roll + mask), patch merging, dims 32-64, input 64x64"),
     "mobilevit": ZooEntry("MobileViTXXS", (1, 3, 64, 64), "MobileViT-style hybrid: MV2 blocks (SiLU), 2x2 patch unfold/fold around transformer layers, dims 32/48, input 64x64"),
     "deeplab_aspp": ZooEntry("DeepLabASPP", (1, 3, 64, 64), "DeepLabV3-style: conv backbone, ASPP (dilations 2/4/6, image pooling), bilinear upsample, 5 classes, input 64x64"),
+    "crnn": ZooEntry("CRNN", (1, 3, 32, 128), "CRNN text recognizer: conv/BN/ReLU/max-pool backbone to height 1, 2-layer BiLSTM (48) along the width, CTC head (37), input 32x128"),
+    "crnn_gru": ZooEntry("CRNNGRU", (1, 3, 32, 128), "the CRNN with a 2-layer bidirectional GRU (48) in place of the LSTM, input 32x128"),
 }

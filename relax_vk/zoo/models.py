@@ -13,6 +13,7 @@ from .convnext import ConvNeXt  # noqa: F401
 from .layers import ChannelsFirstLayerNorm
 from .mobile import EfficientNetB0, MobileNetV3Small, ShuffleNetV2, SqueezeNet  # noqa: F401
 from .segmentation import DeepLabASPP  # noqa: F401
+from .sequence import CRNN, CRNNGRU  # noqa: F401
 from .transformers import MobileViTXXS, SwinTiny  # noqa: F401
 
 torch = require("torch", "torch")

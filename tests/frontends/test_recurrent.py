@@ -1,7 +1,8 @@
 """LSTM, GRU and RNN with the sequence length a run-time dim (``relax_vk.frontends.recurrent``):
 ONNX's operators against onnxruntime, PyTorch's ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` through
-``torch.export`` and through ONNX (a CRNN recognizer: conv backbone, 2-layer BiLSTM, CTC head), each
-one artifact right at three lengths on pocl and lavapipe; the CPU reference form; refusals by name."""
+``torch.export`` and through ONNX (the zoo's CRNN recognizers: conv backbone, 2-layer BiLSTM or
+BiGRU, CTC head), each one artifact right at three lengths on pocl and lavapipe; the CPU reference
+form; refusals by name."""
 
 import numpy as np
 import pytest
@@ -127,52 +128,23 @@ def _export(model, example, path, axes):
     return str(path)
 
 
-class _CRNN(torch.nn.Module):
-    """A CRNN text recognizer: conv backbone to a height of 1, a 2-layer BiLSTM along the width, a
-    CTC head (log-probabilities of 37 symbols per column)."""
-
-    def __init__(self):
-        super().__init__()
-        self.cnn = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d((8, 2)),
-        )  # fmt: skip
-        self.rnn = torch.nn.LSTM(32, 24, num_layers=2, bidirectional=True)
-        self.head = torch.nn.Linear(48, 37)
-
-    def forward(self, x):
-        y, _ = self.rnn(self.cnn(x).squeeze(2).permute(2, 0, 1))
-        return self.head(y).log_softmax(-1)
-
-
-class _GRUTagger(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gru = torch.nn.GRU(I, 20, num_layers=2, batch_first=True)
-        self.head = torch.nn.Linear(20, 4)
-
-    def forward(self, x):
-        return self.head(self.gru(x)[0])
-
-
 @pytest.fixture(scope="module")
 def exported_onnx(tmp_path_factory):
-    torch.manual_seed(0)
+    """The zoo's CRNN recognizers (2-layer BiLSTM, 2-layer BiGRU) exported by ``torch.onnx.export``
+    with the line's width a dynamic axis."""
+    from relax_vk.zoo import build_zoo_model
+
     folder = tmp_path_factory.mktemp("recurrent")
-    crnn, tagger = _CRNN().eval(), _GRUTagger().eval()
-    with torch.no_grad():
-        crnn.cnn[1].running_mean.uniform_(-0.2, 0.2)
-        crnn.cnn[1].running_var.uniform_(0.5, 1.5)
-    return {
-        "crnn": (_export(crnn, torch.randn(1, 3, 16, 64), folder / "crnn.onnx", {"x": {3: "W"}, "y": {0: "S"}}), {"x": (1, 3, 16, "W")}, {"W": (8, 480)},
-                 [(1, 3, 16, w) for w in (8, 101, 480)]),
-        "gru": (_export(tagger, torch.randn(2, 5, I), folder / "gru.onnx", {"x": {1: "T"}, "y": {1: "T"}}), {"x": (2, "T", I)}, {"T": (1, 64)},
-                [(2, t, I) for t in (1, 13, 64)]),
-    }  # fmt: skip
+    out = {}
+    for name in ("crnn", "crnn_gru"):
+        model, example = build_zoo_model(name)
+        path = _export(model, example, folder / f"{name}.onnx", {"x": {3: "W"}, "y": {0: "S"}})
+        out[name] = (path, {"x": (1, 3, 32, "W")}, {"W": (8, 480)}, [(1, 3, 32, w) for w in (8, 101, 480)])
+    return out
 
 
 @pytest.mark.parametrize("backend, device", APIS)
-@pytest.mark.parametrize("name", ["crnn", "gru"])
+@pytest.mark.parametrize("name", ["crnn", "crnn_gru"])
 def test_pytorch_models_exported_to_onnx_at_three_lengths(exported_onnx, name, backend, device):
     path, shapes, dims, sizes = exported_onnx[name]
     session = load(relax_vk.build(from_onnx(path, shapes, dims=dims), backend).artifact(), device=device)

@@ -51,6 +51,10 @@ TARGETS = {
     "swin_tiny": (0.99, 0),
     # the unfold/fold around the transformer layers are token views of the conv maps
     "mobilevit": (0.99, 0),
+    # the recurrent layers' inputs, states and outputs are buffers (their kernel reads buffers),
+    # the conv backbone textures
+    "crnn": (0.83, 0),
+    "crnn_gru": (0.85, 0),
 }
 
 
