@@ -1,20 +1,24 @@
 """One artifact with run-time dims against builds fixed to each shape, side by side in one process.
 
-PP-OCRv4's recognizer (shipped with rapidocr_onnxruntime) built once with its width a run-time dim
-(``--input-shape x=1,3,48,W --dim W=MIN:MAX``) and once per width with every dim fixed; each
-artifact loaded on one device. Per width: the fixed build's steady latency and device bytes; the
-run-time-dims artifact's first run at that width (after runs at other widths: no compile, no
+Each model is built once with run-time dims and once per measured size with every dim fixed; each
+artifact is loaded on one device. Per size: the fixed build's steady latency and device bytes; the
+run-time-dims artifact's first run at that size (after a run at another size: no compile, no
 allocation), its steady latency, the ratio to the fixed build, and the largest difference from
 onnxruntime of either (a share of the output's largest magnitude). Then the run-time-dims
-artifact's device bytes (held once, at the bound).
+artifact's device bytes (held once, at the bound). The models (:data:`MODELS`):
 
-    python benchmarks/run_time_dims.py [--widths 160 640] [--range 32:1280] [--api opencl|vulkan] [--device pocl] [--repeat 5] [--json]
+* ``ppocr_rec``: PP-OCRv4's recognizer (rapidocr_onnxruntime), ``x=1,3,48,W``, ``W`` in ``--range``;
+* ``ppocr_det``: PP-OCRv4's detector, ``x=1,3,H,W`` with ``H, W`` multiples of 32 up to 960;
+* ``crnn`` / ``crnn_gru``: the zoo's CRNN recognizers (2-layer BiLSTM / BiGRU along the width),
+  exported by ``torch.onnx.export``, ``x=1,3,32,W``, ``W`` in ``--range``.
+
+    python benchmarks/run_time_dims.py [--models ppocr_rec crnn] [--widths 160 640] [--range 32:1280] [--api opencl|vulkan] [--device pocl] [--repeat 5] [--json]
 
 On a machine without TVM (the GPU machine), in two steps: ``--build DIR`` here (the artifacts, with
 ``--device-name`` the fixed builds use that device's tuning database; the inputs and onnxruntime's
 outputs), then ``--run DIR --device gpu`` there (the runtime and numpy only)::
 
-    python benchmarks/run_time_dims.py --build .gpu/dims --apis opencl vulkan --device-name "NVIDIA H100 80GB HBM3"
+    python benchmarks/run_time_dims.py --build .gpu/dims --models ppocr_rec ppocr_det crnn crnn_gru --apis opencl vulkan --device-name "NVIDIA H200"
     python3 benchmarks/run_time_dims.py --run .gpu/dims --device gpu --repeat 20 --json   # GPU machine
 """
 
@@ -25,7 +29,10 @@ import gzip
 import json
 import os
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -36,108 +43,166 @@ from backend_latency import load_artifact, store_constants  # noqa: E402
 DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
 
 
-def _inputs(widths, lo: int) -> dict:
+@dataclass(frozen=True)
+class Case:
+    """A model measured at run-time dims: its input's shape (dim names for the run-time axes), the
+    dims' ranges (``(min, max)`` or ``(min, max, step)``), the sizes measured and the size of the
+    session's first run."""
+
+    name: str
+    shape: Tuple
+    dims: Dict[str, Tuple[int, ...]]
+    sizes: List[Dict[str, int]]
+    first: Dict[str, int]
+
+    def input_shape(self, size: Dict[str, int]) -> Tuple[int, ...]:
+        return tuple(size[d] if isinstance(d, str) else d for d in self.shape)
+
+    @staticmethod
+    def label(size: Dict[str, int]) -> str:
+        return " ".join(f"{k}={v}" for k, v in size.items())
+
+
+def cases(models, widths, lo: int, hi: int) -> List[Case]:
+    """The :class:`Case` of each model name (``widths`` and ``lo:hi``: the width-only models')."""
+    by_width = [{"W": w} for w in widths]
+    table = {
+        "ppocr_rec": Case("ppocr_rec", (1, 3, 48, "W"), {"W": (lo, hi)}, by_width, {"W": lo}),
+        "ppocr_det": Case("ppocr_det", (1, 3, "H", "W"), {"H": (32, 960, 32), "W": (32, 960, 32)},
+                          [{"H": 320, "W": 320}, {"H": 640, "W": 640}], {"H": 32, "W": 32}),  # fmt: skip
+        "crnn": Case("crnn", (1, 3, 32, "W"), {"W": (lo, hi)}, by_width, {"W": lo}),
+        "crnn_gru": Case("crnn_gru", (1, 3, 32, "W"), {"W": (lo, hi)}, by_width, {"W": lo}),
+    }
+    unknown = [m for m in models if m not in table]
+    if unknown:
+        raise SystemExit(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(table)}")
+    return [table[m] for m in models]
+
+
+def onnx_path(case: Case, folder: str) -> str:
+    """The model's ONNX file: the packaged PP-OCR model, or the zoo model exported into ``folder``."""
+    if case.name.startswith("ppocr_"):
+        from relax_vk.zoo.packaged import packaged_model_path
+
+        return str(packaged_model_path(case.name))
+    import torch
+
+    from relax_vk.zoo import build_zoo_model
+
+    model, example = build_zoo_model(case.name)
+    path = os.path.join(folder, f"{case.name}.onnx")
+    axes = {"x": {i: d for i, d in enumerate(case.shape) if isinstance(d, str)}}
+    torch.onnx.export(model, (example,), path, dynamo=False, input_names=["x"], output_names=["y"], dynamic_axes=axes)
+    return path
+
+
+def _inputs(case: Case) -> dict:
     rng = np.random.default_rng(0)
-    return {w: rng.standard_normal((1, 3, 48, w)).astype("float32") for w in [lo, *widths]}
+    return {Case.label(s): rng.standard_normal(case.input_shape(s)).astype("float32") for s in [case.first, *case.sizes]}
 
 
-def _builds(api: str, widths, lo: int, hi: int, device_name=None):
-    """``(run-time-dims artifact, {width: fixed artifact}, build seconds of the first)``."""
+def _builds(case: Case, path: str, api: str, device_name=None):
+    """``(run-time-dims artifact, {label: fixed artifact}, build seconds of the first)``."""
     import relax_vk
     from relax_vk.frontends.onnx import from_onnx
-    from relax_vk.zoo.packaged import packaged_model_path
 
-    path = str(packaged_model_path("ppocr_rec"))
     make = relax_vk.target.vulkan if api == "vulkan" else relax_vk.target.opencl
     start = time.perf_counter()
-    dynamic = relax_vk.build(from_onnx(path, {"x": (1, 3, 48, "W")}, dims={"W": (lo, hi)}), make(device_name=device_name)).artifact()
+    dynamic = relax_vk.build(from_onnx(path, {"x": case.shape}, dims=case.dims), make(device_name=device_name)).artifact()
     seconds = time.perf_counter() - start
-    fixed = {w: relax_vk.build(from_onnx(path, {"x": (1, 3, 48, w)}), make(device_name=device_name)).artifact() for w in widths}
+    fixed = {Case.label(s): relax_vk.build(from_onnx(path, {"x": case.input_shape(s)}), make(device_name=device_name)).artifact() for s in case.sizes}
     return dynamic, fixed, seconds
 
 
-def _references(inputs: dict) -> dict:
+def _references(path: str, inputs: dict) -> dict:
     import onnxruntime as ort
 
-    from relax_vk.zoo.packaged import packaged_model_path
-
-    session = ort.InferenceSession(str(packaged_model_path("ppocr_rec")))
-    return {w: session.run(None, {"x": x})[0] for w, x in inputs.items()}
+    session = ort.InferenceSession(path)
+    return {k: session.run(None, {"x": x})[0] for k, x in inputs.items()}
 
 
-def measure(dynamic, fixed: dict, inputs: dict, references: dict, lo: int, device: str, repeat: int) -> dict:
-    """The table's rows for one API: ``dynamic`` and ``fixed`` (width -> artifact) loaded on ``device``."""
+def measure(dynamic, fixed: dict, inputs: dict, references: dict, first: str, device: str, repeat: int) -> dict:
+    """The table's rows for one model and API: ``dynamic`` and ``fixed`` (label -> artifact) on ``device``."""
     from relax_vk.runtime import load
 
     session = load(dynamic, device=device)
-    session.run([inputs[lo]])  # the first run of the session, at another width
+    session.run([inputs[first]])  # the first run of the session, at another size
     rows = []
-    for w, artifact in fixed.items():
+    for label, artifact in fixed.items():
         start = time.perf_counter()
-        (out,) = session.run([inputs[w]])
+        (out,) = session.run([inputs[label]])
         first_ms = (time.perf_counter() - start) * 1e3
-        dyn_ms = session.time([inputs[w]], repeat=repeat)["median"]
+        dyn_ms = session.time([inputs[label]], repeat=repeat)["median"]
         fixed_session = load(artifact, device=device)
-        (fixed_out,) = fixed_session.run([inputs[w]])
-        fixed_ms = fixed_session.time([inputs[w]], repeat=repeat)["median"]
-        scale = float(np.abs(references[w]).max())
-        rows.append({"width": w, "fixed_ms": fixed_ms, "fixed_device_bytes": fixed_session.device_bytes, "first_ms": first_ms, "steady_ms": dyn_ms,
+        (fixed_out,) = fixed_session.run([inputs[label]])
+        fixed_ms = fixed_session.time([inputs[label]], repeat=repeat)["median"]
+        scale = float(np.abs(references[label]).max())
+        rows.append({"size": label, "fixed_ms": fixed_ms, "fixed_device_bytes": fixed_session.device_bytes, "first_ms": first_ms, "steady_ms": dyn_ms,
                      "ratio": dyn_ms / fixed_ms, "first_over_steady": first_ms / dyn_ms,
-                     "max_err_dynamic": float(np.abs(out - references[w]).max()) / scale,
-                     "max_err_fixed": float(np.abs(fixed_out - references[w]).max()) / scale})  # fmt: skip
+                     "max_err_dynamic": float(np.abs(out - references[label]).max()) / scale,
+                     "max_err_fixed": float(np.abs(fixed_out - references[label]).max()) / scale})  # fmt: skip
         del fixed_session
     return {"device": session.device_name, "dynamic_device_bytes": session.device_bytes, "rows": rows}
 
 
 def print_table(result: dict) -> None:
-    lo, hi = result["range"]
-    print(f"PP-OCRv4 rec, {result['api']} on {result['device']}: one artifact W={lo}..{hi}"
+    dims = ", ".join(f"{k}={':'.join(str(v) for v in r)}" for k, r in result["dims"].items())
+    print(f"{result['model']}, {result['api']} on {result['device']}: one artifact {dims}"
           + (f" (built in {result['build_s']:.1f} s)" if "build_s" in result else "")
-          + f", {result['dynamic_device_bytes'] / 2**20:.2f} MiB on the device, against a build per width")  # fmt: skip
-    print(f"{'width':>6} {'fixed ms':>9} {'fixed MiB':>9} {'first ms':>9} {'steady ms':>9} {'ratio':>6} {'first/steady':>12} {'err dyn':>9} {'err fixed':>9}")
+          + f", {result['dynamic_device_bytes'] / 2**20:.2f} MiB on the device, against a build per size")  # fmt: skip
+    print(f"{'size':>14} {'fixed ms':>9} {'fixed MiB':>9} {'first ms':>9} {'steady ms':>9} {'ratio':>6} {'first/steady':>12} {'err dyn':>9} {'err fixed':>9}")
     for r in result["rows"]:
-        print(f"{r['width']:>6} {r['fixed_ms']:>9.2f} {r['fixed_device_bytes'] / 2**20:>9.2f} {r['first_ms']:>9.2f} {r['steady_ms']:>9.2f} "
+        print(f"{r['size']:>14} {r['fixed_ms']:>9.2f} {r['fixed_device_bytes'] / 2**20:>9.2f} {r['first_ms']:>9.2f} {r['steady_ms']:>9.2f} "
               f"{r['ratio']:>6.2f} {r['first_over_steady']:>12.2f} {r['max_err_dynamic']:>9.1e} {r['max_err_fixed']:>9.1e}")  # fmt: skip
 
 
-def build_bundle(outdir: str, apis, widths, lo: int, hi: int, device_name) -> None:
+def build_bundle(outdir: str, case_list: List[Case], apis, device_name) -> None:
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
-    inputs = _inputs(widths, lo)
-    references = _references(inputs)
-    np.savez(os.path.join(outdir, "io.npz"), **{f"x{w}": x for w, x in inputs.items()}, **{f"y{w}": y for w, y in references.items()})
-    entries = []
-    for api in apis:
-        dynamic, fixed, seconds = _builds(api, widths, lo, hi, device_name)
-        for width, artifact in [(None, dynamic), *fixed.items()]:
-            entries.append({"api": api, "width": width, "program": artifact.program, "source": artifact.source,
-                            "constants": store_constants(outdir, artifact)})  # fmt: skip
-        print(f"built {api}: the run-time-dims artifact in {seconds:.1f} s and {len(fixed)} fixed ones", flush=True)
+    arrays, entries = {}, []
+    with tempfile.TemporaryDirectory() as folder:
+        for case in case_list:
+            path = onnx_path(case, folder)
+            inputs = _inputs(case)
+            references = _references(path, inputs)
+            arrays.update({f"{case.name}|x|{k}": x for k, x in inputs.items()})
+            arrays.update({f"{case.name}|y|{k}": y for k, y in references.items()})
+            for api in apis:
+                dynamic, fixed, seconds = _builds(case, path, api, device_name)
+                for label, artifact in [(None, dynamic), *fixed.items()]:
+                    entries.append({"model": case.name, "api": api, "size": label, "program": artifact.program, "source": artifact.source,
+                                    "constants": store_constants(outdir, artifact)})  # fmt: skip
+                print(f"built {case.name} for {api}: the run-time-dims artifact in {seconds:.1f} s and {len(fixed)} fixed ones", flush=True)
+    np.savez(os.path.join(outdir, "io.npz"), **arrays)
     with gzip.open(os.path.join(outdir, "index.json.gz"), "wt") as f:
-        json.dump({"range": [lo, hi], "widths": list(widths), "entries": entries}, f)
+        json.dump({"cases": [{"name": c.name, "dims": c.dims, "first": Case.label(c.first)} for c in case_list], "entries": entries}, f)
 
 
 def run_bundle(outdir: str, device, repeat: int) -> list:
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
         index = json.load(f)
     io = np.load(os.path.join(outdir, "io.npz"))
-    lo, hi = index["range"]
-    inputs = {w: io[f"x{w}"] for w in [lo, *index["widths"]]}
-    references = {w: io[f"y{w}"] for w in index["widths"]}
     results = []
-    for api in dict.fromkeys(e["api"] for e in index["entries"]):
-        entries = [e for e in index["entries"] if e["api"] == api]
-        dynamic = load_artifact(outdir, next(e for e in entries if e["width"] is None))
-        fixed = {e["width"]: load_artifact(outdir, e) for e in entries if e["width"] is not None}
-        result = {"model": "ppocr_rec", "api": api, "range": [lo, hi],
-                  **measure(dynamic, fixed, inputs, references, lo, device or DEVICES[api], repeat)}  # fmt: skip
-        results.append(result)
+    for case in index["cases"]:
+        name = case["name"]
+        inputs = {k.split("|", 2)[2]: io[k] for k in io.files if k.startswith(f"{name}|x|")}
+        references = {k.split("|", 2)[2]: io[k] for k in io.files if k.startswith(f"{name}|y|")}
+        for api in dict.fromkeys(e["api"] for e in index["entries"] if e["model"] == name):
+            entries = [e for e in index["entries"] if e["model"] == name and e["api"] == api]
+            dynamic = load_artifact(outdir, next(e for e in entries if e["size"] is None))
+            fixed = {e["size"]: load_artifact(outdir, e) for e in entries if e["size"] is not None}
+            try:
+                measured = measure(dynamic, fixed, inputs, references, case["first"], device or DEVICES[api], repeat)
+            except Exception as err:  # one model failing on a device is a row, not the end of the campaign
+                measured = {"device": device, "dynamic_device_bytes": 0, "rows": [], "error": f"{type(err).__name__}: {err}"}
+            results.append({"model": name, "api": api, "dims": case["dims"], **measured})
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--widths", nargs="+", type=int, default=[160, 640])
-    parser.add_argument("--range", default="32:1280", help="the run-time dim's range, MIN:MAX")
+    parser.add_argument("--models", nargs="+", default=["ppocr_rec"], help="ppocr_rec, ppocr_det, crnn, crnn_gru")
+    parser.add_argument("--widths", nargs="+", type=int, default=[160, 640], help="the width-only models' measured widths")
+    parser.add_argument("--range", default="32:1280", help="the width-only models' range, MIN:MAX")
     parser.add_argument("--api", choices=("opencl", "vulkan"), default="opencl")
     parser.add_argument("--apis", nargs="+", choices=("opencl", "vulkan"), default=None, help="--build: the APIs to build for (default: --api)")
     parser.add_argument("--device", default=None, help="default: pocl (OpenCL), lavapipe (Vulkan)")
@@ -148,21 +213,26 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lo, hi = (int(v) for v in args.range.split(":"))
-    if args.build:
-        build_bundle(args.build, args.apis or [args.api], args.widths, lo, hi, args.device_name)
-        return 0
     if args.run:
         results = run_bundle(args.run, args.device, args.repeat)
     else:
-        inputs = _inputs(args.widths, lo)
-        dynamic, fixed, seconds = _builds(args.api, args.widths, lo, hi)
-        measured = measure(dynamic, fixed, inputs, _references(inputs), lo, args.device or DEVICES[args.api], args.repeat)
-        results = [{"model": "ppocr_rec", "api": args.api, "range": [lo, hi], "build_s": seconds, **measured}]
+        case_list = cases(args.models, args.widths, lo, hi)
+        if args.build:
+            build_bundle(args.build, case_list, args.apis or [args.api], args.device_name)
+            return 0
+        results = []
+        with tempfile.TemporaryDirectory() as folder:
+            for case in case_list:
+                path = onnx_path(case, folder)
+                inputs = _inputs(case)
+                dynamic, fixed, seconds = _builds(case, path, args.api)
+                measured = measure(dynamic, fixed, inputs, _references(path, inputs), Case.label(case.first), args.device or DEVICES[args.api], args.repeat)
+                results.append({"model": case.name, "api": args.api, "dims": case.dims, "build_s": seconds, **measured})
     if args.json:
         print(json.dumps(results, indent=1))
     else:
         for result in results:
-            print_table(result)
+            print_table(result) if "error" not in result else print(f"{result['model']}, {result['api']}: {result['error']}")
     return 0
 
 
