@@ -8,8 +8,6 @@
    padding and epilogues fused; 1x1 convs also as packed GEMMs over flattened pixels,
    :mod:`.conv1x1`), configured from the tuning database (:mod:`.tuning`) where the target's
    device has a record, else by its untuned default;
-   ``conv2d_buffer`` -- NCHW convs on buffers whose spatial size is a run-time dim
-   (:mod:`.conv2d_buffer`: output channels blocked in registers per thread, the window unrolled);
 2. ``token_matmul`` -- relax_vk's batched matmul of token tensors (:mod:`.matmul`: register
    tiles of rows x texels, whole-texel operand loads, epilogues fused);
 3. ``channel_reduce`` -- channel statistics of token tensors, one workgroup per row
@@ -48,7 +46,6 @@ from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .linear import linear_rule
 from .conv2d import conv2d_rule
-from .conv2d_buffer import conv2d_buffer_rule
 from .matmul import token_matmul_rule
 from .pooling import schedule_pool
 from .row_norm import row_norm_rule
@@ -80,7 +77,6 @@ def _only_if(predicate, rule):
 RULES: List[Rule] = [
     ("conv2d", conv2d_rule),
     ("winograd", winograd_rule),
-    ("conv2d_buffer", conv2d_buffer_rule),
     ("token_matmul", token_matmul_rule),
     ("channel_reduce", channel_reduce_rule),
     ("row_norm", row_norm_rule),
