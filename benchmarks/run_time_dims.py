@@ -126,7 +126,9 @@ def measure(dynamic, fixed: dict, inputs: dict, references: dict, first: str, de
     from relax_vk.runtime import load
 
     session = load(dynamic, device=device)
+    start = time.perf_counter()
     session.run([inputs[first]])  # the first run of the session, at another size
+    print(f"  loaded; the session's first run {time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
     rows = []
     for label, artifact in fixed.items():
         start = time.perf_counter()
@@ -190,6 +192,7 @@ def run_bundle(outdir: str, device, repeat: int) -> list:
             entries = [e for e in index["entries"] if e["model"] == name and e["api"] == api]
             dynamic = load_artifact(outdir, next(e for e in entries if e["size"] is None))
             fixed = {e["size"]: load_artifact(outdir, e) for e in entries if e["size"] is not None}
+            print(f"[{time.strftime('%H:%M:%S')}] {name} on {api} ...", file=sys.stderr, flush=True)
             try:
                 measured = measure(dynamic, fixed, inputs, references, case["first"], device or DEVICES[api], repeat)
             except Exception as err:  # one model failing on a device is a row, not the end of the campaign
