@@ -14,8 +14,9 @@ I]``, ``R [D, G*H, H]``, ``B [D, 2*G*H]`` (``Wb`` then ``Rb``); gates ``i, o, f,
 ``z, r, h`` (GRU); ``Y [T, D, B, H]``, ``Y_h``/``Y_c [D, B, H]``; a reverse direction reads and
 writes ``Y`` at the input's time positions. The PyTorch converters reorder their gates into it.
 Weights must be constants (initializers, parameters): they are rearranged once at import.
-Unsupported attributes (``input_forget``, per-sequence ``sequence_lens``, activations other than
-Sigmoid/Tanh/Relu, different activations per direction, hidden sizes past
+``sequence_lens`` (a length per batch row, clamped to the sequence) is honoured as ONNX says: steps
+past a row's length keep its state and write zeros. Unsupported attributes (``input_forget``,
+activations other than Sigmoid/Tanh/Relu, different activations per direction, hidden sizes past
 :data:`~relax_vk.schedules.recurrence.MAX_HIDDEN`) are :class:`~relax_vk.core.errors.UnsupportedError` naming the node.
 """
 
@@ -27,7 +28,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..core.errors import UnsupportedError
-from ..schedules.recurrence import ACTIVATIONS, DEFAULT_ACTIVATIONS, Cell, recurrence_kernel
+from ..schedules.recurrence import ACTIVATIONS, ALL_STEPS, DEFAULT_ACTIVATIONS, Cell, recurrence_kernel
 
 
 def _const(expr, what: str, where: str) -> np.ndarray:
@@ -38,10 +39,12 @@ def _const(expr, what: str, where: str) -> np.ndarray:
     return expr.value.numpy()
 
 
-def emit_recurrence(bb, cell: Cell, x, w: np.ndarray, r: np.ndarray, bias: Optional[np.ndarray], h0=None, c0=None, peephole: Optional[np.ndarray] = None):
+def emit_recurrence(bb, cell: Cell, x, w: np.ndarray, r: np.ndarray, bias: Optional[np.ndarray], h0=None, c0=None, peephole: Optional[np.ndarray] = None,
+                    lengths=None):  # fmt: skip
     """One layer in ONNX's form (module docstring): ``x`` a Relax tensor ``[T, B, I]``; ``w``, ``r``,
     ``bias`` (``[D, 2*G*H]`` or None), ``peephole`` (``[D, 3H]``) numpy; ``h0``/``c0`` Relax tensors
-    ``[D, B, H]`` or None (zeros). Returns Relax ``(Y [T, D, B, H], Y_h [D, B, H], Y_c or None)``."""
+    ``[D, B, H]`` or None (zeros); ``lengths`` a Relax int32 ``[B]`` (ONNX's ``sequence_lens``) or
+    None (every row runs every step). Returns Relax ``(Y [T, D, B, H], Y_h [D, B, H], Y_c or None)``."""
     from tvm import relax
 
     D, H, G = cell.directions, cell.hidden, cell.gates
@@ -69,7 +72,7 @@ def emit_recurrence(bb, cell: Cell, x, w: np.ndarray, r: np.ndarray, bias: Optio
     kernel = bb.add_func(recurrence_kernel(cell), f"{cell.kind}_recurrence")
     out = bb.emit(
         relax.call_tir(
-            kernel, [xp, rt, relax.const(aux), s0],
+            kernel, [xp, rt, relax.const(aux), s0, lengths if lengths is not None else relax.const(np.array([ALL_STEPS], np.int32))],
             out_ty=[relax.TensorType([seq, D, batch, H], "float32"), relax.TensorType([cell.states, D, batch, H], "float32")],
         )
     )  # fmt: skip
@@ -102,8 +105,8 @@ def onnx_converter(kind: str):
         inputs = list(inputs) + [None] * (8 - len(inputs))
         x, w, r, b, seq_lens, h0 = inputs[:6]
         c0, p = (inputs[6], inputs[7]) if kind == "lstm" else (None, None)
-        if seq_lens is not None:
-            raise UnsupportedError(f"{where}: sequence_lens (a length per batch row) is not supported; every row runs the whole sequence")
+        if seq_lens is not None and str(seq_lens.ty.dtype) != "int32":
+            seq_lens = bb.emit(relax.op.astype(seq_lens, "int32"))
         if kind == "lstm" and int(attrs.get("input_forget", 0)):
             raise UnsupportedError(f"{where}: input_forget=1 is not supported")
         if "activation_alpha" in attrs or "activation_beta" in attrs:
@@ -131,7 +134,7 @@ def onnx_converter(kind: str):
             h0, c0 = (None if s is None else bb.emit(relax.op.permute_dims(s, [1, 0, 2])) for s in (h0, c0))
         bias = None if b is None else _const(b, "B", where)
         peephole = None if p is None else _const(p, "P", where)
-        y, y_h, y_c = emit_recurrence(bb, cell, x, wv, rv, bias, h0, c0, peephole)
+        y, y_h, y_c = emit_recurrence(bb, cell, x, wv, rv, bias, h0, c0, peephole, seq_lens)
         if batch_first:
             y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
             y_h, y_c = (None if s is None else bb.emit(relax.op.permute_dims(s, [1, 0, 2])) for s in (y_h, y_c))

@@ -32,6 +32,8 @@ ACTIVATIONS = ("Sigmoid", "Tanh", "Relu")
 MAX_HIDDEN = 1024
 #: threads of a recurrence workgroup at most (Vulkan guarantees 128 invocations)
 MAX_THREADS = 128
+#: the length that runs every step (``LENS`` when a layer has no per-row lengths)
+ALL_STEPS = 2**31 - 1
 #: the PrimFunc attribute holding the cell (JSON) of a recurrence kernel
 CELL_ATTR = "relax_vk.recurrence"
 
@@ -110,7 +112,10 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
 
     ``XP [n, B, D*G*H]`` (the input projection with the biases that add before the gates), ``RT
     [D, H, G*H]`` (the recurrent weights transposed: a thread's unit is a column, adjacent threads
-    read adjacent words), ``AUX [D, A]`` (:attr:`Cell.aux`), ``S0 [S, D, B, H]`` (initial h, c) ->
+    read adjacent words), ``AUX [D, A]`` (:attr:`Cell.aux`), ``S0 [S, D, B, H]`` (initial h, c),
+    ``LENS`` int32 (each batch row's length, clamped to ``0..n``, as ONNX's ``sequence_lens``: steps
+    past it keep the state and write zeros; one element of :data:`ALL_STEPS` when every row runs
+    every step) ->
     ``Y [n, D, B, H]`` (a reverse direction writes at the input's time positions), ``SF [S, D, B,
     H]`` (final h, c). ``n`` and ``B`` are the call's. ``cpu``: the serial form for llvm.
     """
@@ -174,6 +179,11 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
         Y[t, d, b, j] = hv[0]
 
     @T.macro
+    def hold(j, d, b, s, Y, hs, hn):  # a step past the row's length: state kept, output zero
+        hn[j] = hs[j]
+        Y[s, d, b, j] = T.float32(0)
+
+    @T.macro
     def publish(j, hs, hn):
         hs[j] = hn[j]
 
@@ -184,12 +194,14 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     if cpu:
 
         @T.prim_func(private=True)
-        def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, y_h: T.handle, sf_h: T.handle):
+        def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, lens_h: T.handle, y_h: T.handle, sf_h: T.handle):
             T.func_attr({"tirx.noalias": True})
             n = T.int64()
             B = T.int64()
             XP = T.match_buffer(xp_h, (n, B, D * G * H), "float32")
             S0 = T.match_buffer(s0_h, (S, D, B, H), "float32")
+            L = T.int64()
+            LENS = T.match_buffer(lens_h, (L,), "int32")
             Y = T.match_buffer(y_h, (n, D, B, H), "float32")
             SF = T.match_buffer(sf_h, (S, D, B, H), "float32")
             hs = T.alloc_buffer((H,), "float32", scope=scratch)
@@ -203,12 +215,17 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
                 for j in range(H):
                     start(j, d, b, S0, SF, hs)
                 for s in range(n):
-                    t = T.if_then_else(d == 0, T.if_then_else(rev0, n - 1 - s, s), T.if_then_else(rev1, n - 1 - s, s))
+                    ln = T.min(T.max(T.Cast("int64", LENS[b % L]), T.int64(0)), n)
+                    t = T.if_then_else(d == 0, T.if_then_else(rev0, ln - 1 - s, s), T.if_then_else(rev1, ln - 1 - s, s))
                     if kind == "gru" and not lbr:
                         for j in range(H):
-                            reset_gate(j, d, b, t, XP, RT, hs, rh, acc)
+                            if s < ln:
+                                reset_gate(j, d, b, t, XP, RT, hs, rh, acc)
                     for j in range(H):
-                        step(j, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
+                        if s < ln:
+                            step(j, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
+                        else:
+                            hold(j, d, b, s, Y, hs, hn)
                     for j in range(H):
                         publish(j, hs, hn)
                 for j in range(H):
@@ -217,12 +234,14 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
         return recurrence
 
     @T.prim_func(private=True)
-    def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, y_h: T.handle, sf_h: T.handle):
+    def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, lens_h: T.handle, y_h: T.handle, sf_h: T.handle):
         T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "relax_vk.schedule": "recurrence"})
         n = T.int64()
         B = T.int64()
         XP = T.match_buffer(xp_h, (n, B, D * G * H), "float32")
         S0 = T.match_buffer(s0_h, (S, D, B, H), "float32")
+        L = T.int64()
+        LENS = T.match_buffer(lens_h, (L,), "int32")
         Y = T.match_buffer(y_h, (n, D, B, H), "float32")
         SF = T.match_buffer(sf_h, (S, D, B, H), "float32")
         bx = T.launch_thread("blockIdx.x", D * B)
@@ -239,15 +258,19 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
                 start(tx + k * threads, d, b, S0, SF, hs)
         T.tvm_storage_sync("shared")
         for s in range(n):
-            t = T.if_then_else(d == 0, T.if_then_else(rev0, n - 1 - s, s), T.if_then_else(rev1, n - 1 - s, s))
+            ln = T.min(T.max(T.Cast("int64", LENS[b % L]), T.int64(0)), n)
+            t = T.if_then_else(d == 0, T.if_then_else(rev0, ln - 1 - s, s), T.if_then_else(rev1, ln - 1 - s, s))
             if kind == "gru" and not lbr:
                 for k in range(U):
-                    if tx + k * threads < H:
+                    if tx + k * threads < H and s < ln:
                         reset_gate(tx + k * threads, d, b, t, XP, RT, hs, rh, acc)
                 T.tvm_storage_sync("shared")
             for k in range(U):
                 if tx + k * threads < H:
-                    step(tx + k * threads, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
+                    if s < ln:
+                        step(tx + k * threads, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
+                    else:
+                        hold(tx + k * threads, d, b, s, Y, hs, hn)
             T.tvm_storage_sync("shared")
             for k in range(U):
                 if tx + k * threads < H:
