@@ -186,9 +186,9 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
                    help="fix a symbolic input dimension of an ONNX model (repeat per input), e.g. x=1,3,224,224; "
                         "an axis may name a run-time dim instead: x=1,3,48,W with --dim W=MIN:MAX")
-    p.add_argument("--dim", action="append", metavar="NAME=MIN:MAX",
+    p.add_argument("--dim", action="append", metavar="NAME=MIN:MAX[:STEP]",
                    help="keep an ONNX input dimension symbolic with this inclusive range: one artifact runs every size in it "
-                        "(repeat per dim), e.g. W=32:1280")
+                        "(repeat per dim), e.g. W=32:1280; a STEP when the sizes must be its multiples, e.g. H=32:960:32")
 
 
 def _scoped(args, model: str):
