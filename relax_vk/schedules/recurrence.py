@@ -129,7 +129,6 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     g = _activation(cell.activations[1], cell.clip) if len(cell.activations) > 1 else None
     h_act = _activation(cell.activations[2], cell.clip) if len(cell.activations) > 2 else None
     rev0, rev1 = cell.reverse[0], cell.reverse[-1]
-    scratch = "global" if cpu else "shared"
 
     # each macro is one unit j's part of a phase (the phases are separated by barriers on the GPU),
     # of direction d, batch row b, time t, on the kernel's buffers
@@ -191,22 +190,36 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     def finish(j, d, b, SF, hs):
         SF[0, d, b, j] = hs[j]
 
-    if cpu:
+    @T.macro
+    def advance(j, d, b, s, t, ln, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv):  # step s of unit j
+        if s < ln:
+            step(j, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
+        else:
+            hold(j, d, b, s, Y, hs, hn)
 
-        @T.prim_func(private=True)
-        def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, lens_h: T.handle, y_h: T.handle, sf_h: T.handle):
-            T.func_attr({"tirx.noalias": True})
-            n = T.int64()
-            B = T.int64()
-            XP = T.match_buffer(xp_h, (n, B, D * G * H), "float32")
-            S0 = T.match_buffer(s0_h, (S, D, B, H), "float32")
-            L = T.int64()
-            LENS = T.match_buffer(lens_h, (L,), "int32")
-            Y = T.match_buffer(y_h, (n, D, B, H), "float32")
-            SF = T.match_buffer(sf_h, (S, D, B, H), "float32")
-            hs = T.alloc_buffer((H,), "float32", scope=scratch)
-            hn = T.alloc_buffer((H,), "float32", scope=scratch)
-            rh = T.alloc_buffer((H,), "float32", scope=scratch)
+    def length(LENS, L, b, n):  # the row's steps (ALL_STEPS: every step)
+        return T.min(T.max(T.Cast("int64", LENS[b % L]), T.int64(0)), n)
+
+    def time(d, s, ln):  # the position step s of direction d reads and writes
+        return T.if_then_else(d == 0, T.if_then_else(rev0, ln - 1 - s, s), T.if_then_else(rev1, ln - 1 - s, s))
+
+    attrs = {"tirx.noalias": True} if cpu else {"tirx.noalias": True, "tirx.is_scheduled": True, "relax_vk.schedule": "recurrence"}
+
+    @T.prim_func(private=True)
+    def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, lens_h: T.handle, y_h: T.handle, sf_h: T.handle):
+        T.func_attr(attrs)
+        n = T.int64()
+        B = T.int64()
+        L = T.int64()
+        XP = T.match_buffer(xp_h, (n, B, D * G * H), "float32")
+        S0 = T.match_buffer(s0_h, (S, D, B, H), "float32")
+        LENS = T.match_buffer(lens_h, (L,), "int32")
+        Y = T.match_buffer(y_h, (n, D, B, H), "float32")
+        SF = T.match_buffer(sf_h, (S, D, B, H), "float32")
+        if cpu:  # every phase a loop over the units, one (direction, row) after the other
+            hs = T.alloc_buffer((H,), "float32")
+            hn = T.alloc_buffer((H,), "float32")
+            rh = T.alloc_buffer((H,), "float32")
             acc = T.alloc_buffer((G,), "float32", scope="local")
             hv = T.alloc_buffer((1,), "float32", scope="local")
             for bx in range(D * B):
@@ -215,72 +228,53 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
                 for j in range(H):
                     start(j, d, b, S0, SF, hs)
                 for s in range(n):
-                    ln = T.min(T.max(T.Cast("int64", LENS[b % L]), T.int64(0)), n)
-                    t = T.if_then_else(d == 0, T.if_then_else(rev0, ln - 1 - s, s), T.if_then_else(rev1, ln - 1 - s, s))
+                    ln = length(LENS, L, b, n)
+                    t = time(d, s, ln)
                     if kind == "gru" and not lbr:
                         for j in range(H):
                             if s < ln:
                                 reset_gate(j, d, b, t, XP, RT, hs, rh, acc)
                     for j in range(H):
-                        if s < ln:
-                            step(j, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
-                        else:
-                            hold(j, d, b, s, Y, hs, hn)
+                        advance(j, d, b, s, t, ln, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
                     for j in range(H):
                         publish(j, hs, hn)
                 for j in range(H):
                     finish(j, d, b, SF, hs)
-
-        return recurrence
-
-    @T.prim_func(private=True)
-    def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, lens_h: T.handle, y_h: T.handle, sf_h: T.handle):
-        T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "relax_vk.schedule": "recurrence"})
-        n = T.int64()
-        B = T.int64()
-        XP = T.match_buffer(xp_h, (n, B, D * G * H), "float32")
-        S0 = T.match_buffer(s0_h, (S, D, B, H), "float32")
-        L = T.int64()
-        LENS = T.match_buffer(lens_h, (L,), "int32")
-        Y = T.match_buffer(y_h, (n, D, B, H), "float32")
-        SF = T.match_buffer(sf_h, (S, D, B, H), "float32")
-        bx = T.launch_thread("blockIdx.x", D * B)
-        tx = T.launch_thread("threadIdx.x", threads)
-        hs = T.alloc_buffer((H,), "float32", scope=scratch)
-        hn = T.alloc_buffer((H,), "float32", scope=scratch)
-        rh = T.alloc_buffer((H,), "float32", scope=scratch)
-        acc = T.alloc_buffer((G,), "float32", scope="local")
-        hv = T.alloc_buffer((1,), "float32", scope="local")
-        d = bx // B
-        b = bx % B
-        for k in range(U):
-            if tx + k * threads < H:
-                start(tx + k * threads, d, b, S0, SF, hs)
-        T.tvm_storage_sync("shared")
-        for s in range(n):
-            ln = T.min(T.max(T.Cast("int64", LENS[b % L]), T.int64(0)), n)
-            t = T.if_then_else(d == 0, T.if_then_else(rev0, ln - 1 - s, s), T.if_then_else(rev1, ln - 1 - s, s))
-            if kind == "gru" and not lbr:
+        else:  # a workgroup per (direction, row), its threads own units, barriers between phases
+            bx = T.launch_thread("blockIdx.x", D * B)
+            tx = T.launch_thread("threadIdx.x", threads)
+            hs = T.alloc_buffer((H,), "float32", scope="shared")
+            hn = T.alloc_buffer((H,), "float32", scope="shared")
+            rh = T.alloc_buffer((H,), "float32", scope="shared")
+            acc = T.alloc_buffer((G,), "float32", scope="local")
+            hv = T.alloc_buffer((1,), "float32", scope="local")
+            d = bx // B
+            b = bx % B
+            for k in range(U):
+                if tx + k * threads < H:
+                    start(tx + k * threads, d, b, S0, SF, hs)
+            T.tvm_storage_sync("shared")
+            for s in range(n):
+                ln = length(LENS, L, b, n)
+                t = time(d, s, ln)
+                if kind == "gru" and not lbr:
+                    for k in range(U):
+                        if tx + k * threads < H and s < ln:
+                            reset_gate(tx + k * threads, d, b, t, XP, RT, hs, rh, acc)
+                    T.tvm_storage_sync("shared")
                 for k in range(U):
-                    if tx + k * threads < H and s < ln:
-                        reset_gate(tx + k * threads, d, b, t, XP, RT, hs, rh, acc)
+                    if tx + k * threads < H:
+                        advance(tx + k * threads, d, b, s, t, ln, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
+                T.tvm_storage_sync("shared")
+                for k in range(U):
+                    if tx + k * threads < H:
+                        publish(tx + k * threads, hs, hn)
                 T.tvm_storage_sync("shared")
             for k in range(U):
                 if tx + k * threads < H:
-                    if s < ln:
-                        step(tx + k * threads, d, b, t, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv)
-                    else:
-                        hold(tx + k * threads, d, b, s, Y, hs, hn)
-            T.tvm_storage_sync("shared")
-            for k in range(U):
-                if tx + k * threads < H:
-                    publish(tx + k * threads, hs, hn)
-            T.tvm_storage_sync("shared")
-        for k in range(U):
-            if tx + k * threads < H:
-                finish(tx + k * threads, d, b, SF, hs)
+                    finish(tx + k * threads, d, b, SF, hs)
 
-    return recurrence.with_attr(CELL_ATTR, cell.to_json())
+    return recurrence if cpu else recurrence.with_attr(CELL_ATTR, cell.to_json())
 
 
 def cpu_form(func):
