@@ -31,7 +31,7 @@ import tvm
 from tvm import relax, tirx
 from tvm.sym import Analyzer
 
-from ..core.dims import LOWER_ATTR, STEP_ATTR, UPPER_ATTR
+from ..core.dims import LOWER_ATTR, UPPER_ATTR, dim_steps
 from ..core.errors import UnsupportedError
 
 #: TIR node type -> the artifact's operator
@@ -62,7 +62,7 @@ class RunTimeDims:
     """The run-time dims of a Relax ``main`` (module docstring) and the expressions over them."""
 
     def __init__(self, main: relax.Function):
-        upper, lower, steps = _bounds_attr(main, UPPER_ATTR), _bounds_attr(main, LOWER_ATTR), _bounds_attr(main, STEP_ATTR)
+        upper, lower, steps = _bounds_attr(main, UPPER_ATTR), _bounds_attr(main, LOWER_ATTR), dim_steps(main)
         self.dims: List[Dim] = []
         seen: Dict[str, tirx.Var] = {}
         for param in main.params:

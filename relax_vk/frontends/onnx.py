@@ -73,16 +73,15 @@ def parse_dim(text: str) -> tuple:
     multiples of)."""
     name, sep, bounds = text.partition("=")
     parts = [b.strip() for b in bounds.split(":")]
-    ok = sep and name.strip().isidentifier() and len(parts) in (2, 3) and all(b.isdigit() for b in parts)
-    if ok:
-        try:
-            check_range(name.strip(), tuple(int(b) for b in parts))
-        except ValueError:
-            ok = False
-    if not ok:
+    values = tuple(int(b) for b in parts) if all(b.isdigit() for b in parts) else ()
+    try:
+        if not (sep and name.strip().isidentifier() and values):
+            raise ValueError(text)
+        check_range(name.strip(), values)  # (2 or 3 values, 1 <= MIN <= MAX, a STEP dividing both)
+    except ValueError:
         raise UnsupportedError(f"--dim {text!r}: expected NAME=MIN:MAX with 1 <= MIN <= MAX, e.g. W=32:1280, or NAME=MIN:MAX:STEP "
-                               "with MIN and MAX multiples of STEP, e.g. H=32:960:32")  # fmt: skip
-    return name.strip(), tuple(int(b) for b in parts)
+                               "with MIN and MAX multiples of STEP, e.g. H=32:960:32") from None  # fmt: skip
+    return name.strip(), values
 
 
 def _load(path_or_model):
@@ -431,9 +430,15 @@ def _import(model, shapes, dtypes, steps=None):
         from tvm import tirx
 
         var = {}
-        for k, v in shapes.items():
-            static[k] = [g if isinstance(g, int) else steps[g] * var.setdefault(g, tirx.Var(quotient_name(g, steps[g]), "int64"))
-                         if g in steps else var.setdefault(g, tirx.Var(g, "int64")) for g in v]  # fmt: skip
+
+        def axis(g):
+            if isinstance(g, int):
+                return g
+            if g not in var:
+                var[g] = tirx.Var(quotient_name(g, steps[g]) if g in steps else g, "int64")
+            return steps[g] * var[g] if g in steps else var[g]
+
+        static.update({k: [axis(g) for g in v] for k, v in shapes.items()})
     importer = _Importer(static, dtypes, keep_params_in_input=False, sanitize=True)
     importer._nodes = table = RecordingTable(node_of.get)
     return importer.from_onnx(model.graph, opset), table.made_by

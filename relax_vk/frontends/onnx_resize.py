@@ -42,7 +42,8 @@ def convert_resize(bb, inputs, attrs):
         if all(isinstance(d, tirx.IntImm) for d in dims):
             return None
         raise UnsupportedError(f"{where}: scales {values}: only the two spatial axes of an NCHW input may be scaled")
-    by_sizes = attrs.get("coordinate_transformation_mode", b"half_pixel").decode() == "align_corners"
+    coordinates = attrs.get("coordinate_transformation_mode", b"half_pixel").decode()
+    by_sizes = coordinates == "align_corners"
     out = []
     for axis, (dim, scale) in enumerate(zip(dims[2:], values[2:]), start=2):
         if isinstance(dim, tirx.IntImm):
@@ -68,7 +69,7 @@ def convert_resize(bb, inputs, attrs):
         raise UnsupportedError(f"{where}: mode {mode!r}")
     return relax.op.image.resize2d(
         x, size=relax.ShapeExpr(out), roi=[0.0, 0.0, 0.0, 0.0], layout="NCHW", method=_MODES[mode],
-        coordinate_transformation_mode=attrs.get("coordinate_transformation_mode", b"half_pixel").decode(),
+        coordinate_transformation_mode=coordinates,
         rounding_method=attrs.get("nearest_mode", b"round_prefer_floor").decode(),
         cubic_alpha=attrs.get("cubic_coeff_a", -0.75), cubic_exclude=attrs.get("exclude_outside", 0),
         extrapolation_value=attrs.get("extrapolation_value", 0.0),
