@@ -74,13 +74,13 @@ def _cpu_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with each hand-scheduled GPU kernel replaced by its serial CPU form."""
     from ..schedules.recurrence import cpu_form
 
-    swaps = {gvar: cpu_form(func) for gvar, func in mod.functions_items() if isinstance(func, tvm.tirx.PrimFunc)}
-    if not any(v is not None for v in swaps.values()):
+    forms = {gvar: cpu_form(func) for gvar, func in mod.functions_items() if isinstance(func, tvm.tirx.PrimFunc)}
+    swaps = {gvar: form for gvar, form in forms.items() if form is not None}
+    if not swaps:
         return mod
     out = mod.clone()
-    for gvar, func in swaps.items():
-        if func is not None:
-            out[gvar] = func
+    for gvar, form in swaps.items():
+        out[gvar] = form
     return out
 
 
@@ -111,21 +111,21 @@ def _flatten(value) -> List[np.ndarray]:
 
 def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[np.ndarray]:
     """Seeded random inputs matching ``mod[func]``'s parameters, run-time dims at the upper bound of
-    their declared range (:func:`relax_vk.core.dims.dim_ranges`).
+    their declared range (:meth:`relax_vk.codegen.run_time_shapes.RunTimeDims.at_max`).
 
     The first parameter (the data) is standard normal; every other float parameter (weights,
     biases) is normal with variance ``1 / fan_in`` (``fan_in`` = the product of all but the first
     axis), as initialised networks are, so activations stay O(1) through deep models and float32
     comparisons at 1e-4 tolerances measure the kernels, not summation-order noise on values in the
     thousands."""
-    from ..core.dims import dim_ranges
+    from ..codegen.run_time_shapes import RunTimeDims
 
     rng = np.random.default_rng(seed)
-    bound = {name: hi for name, (_, hi) in dim_ranges(mod[func]).items()}
+    dims = RunTimeDims(mod[func])
     arrays = []
     for i, p in enumerate(mod[func].params):
         ty = p.ty
-        shape = [_at_bound(d, bound, p.name) for d in ty.shape.values]
+        shape = [dims.at_max(d, f"input {p.name}") for d in ty.shape.values]
         if str(ty.dtype).startswith("float"):
             fan_in = int(np.prod(shape[1:])) if (i > 0 and len(shape) > 1) else 1
             arrays.append((rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))).astype(str(ty.dtype)))
@@ -134,21 +134,6 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
         else:
             arrays.append(rng.integers(-8, 8, shape).astype(str(ty.dtype)))
     return arrays
-
-
-def _at_bound(dim, bound: Dict[str, int], name: str) -> int:
-    """``dim`` (an integer expression of run-time dims) with every dim at its upper bound."""
-    from tvm import tirx
-    from tvm.sym import Analyzer
-
-    from ..codegen.run_time_shapes import substitute
-
-    if isinstance(dim, tirx.IntImm):
-        return int(dim)
-    free = {v.name: v for v in tirx.analysis.undefined_vars(dim)}
-    if not free or any(n not in bound for n in free):
-        raise ValueError(f"input {name}: dim {dim} has no declared range (a run-time dim needs one: --dim NAME=MIN:MAX)")
-    return int(Analyzer().simplify(substitute(dim, {v: tirx.const(bound[n], v.ty.dtype) for n, v in free.items()})))
 
 
 def model_outputs(mod) -> Dict[str, object]:
