@@ -150,15 +150,14 @@ void Session::set_input(int index, const void* data, size_t size, const char* dt
                 throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": shape " + list_repr(given_shape) + ", expected " + expected);
             if (d >= 0) {
                 const DimRange& r = program_.dims[static_cast<size_t>(d)];
-                if (given_shape[a] < r.min || given_shape[a] > r.max)
-                    throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + r.name + ") is " +
-                                                        std::to_string(given_shape[a]) + ", outside " + r.name + "'s declared range " +
-                                                        std::to_string(r.min) + ".." + std::to_string(r.max));
-                if (given_shape[a] % r.step != 0)
-                    throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + r.name + ") is " +
-                                                        std::to_string(given_shape[a]) + ", not a multiple of " + r.name + "'s step " +
-                                                        std::to_string(r.step) + " (declared range " + std::to_string(r.min) + ".." +
-                                                        std::to_string(r.max) + ")");
+                const int64_t v = given_shape[a];
+                auto refuse = [&](const std::string& why) {
+                    return Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": axis " + std::to_string(a) + " (" + r.name + ") is " +
+                                                         std::to_string(v) + ", " + why);
+                };
+                auto range = [&] { return std::to_string(r.min) + ".." + std::to_string(r.max); };  // (text made only to throw)
+                if (v < r.min || v > r.max) throw refuse("outside " + r.name + "'s declared range " + range());
+                if (v % r.step != 0) throw refuse("not a multiple of " + r.name + "'s step " + std::to_string(r.step) + " (declared range " + range() + ")");
             }
         }
     }
