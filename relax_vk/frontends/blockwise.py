@@ -117,12 +117,24 @@ def pack_symmetric(w: np.ndarray, bits: int = 4, block: int = 32, scale_dtype: s
     scale = (peak / -half).astype(scale_dtype)
     inv = np.divide(1.0, scale.astype(np.float32), out=np.zeros_like(peak), where=scale.astype(np.float32) != 0)
     q = np.clip(np.rint(blocks * inv[..., None]) + half, 0, top).astype(np.uint8)
-    per_byte = 8 // bits
-    q = q.reshape(N, fmt.k_blocks, block // per_byte, per_byte)
+    return fmt, pack_codes(fmt, q.reshape(N, -1)), scale.reshape(-1)
+
+
+def pack_codes(fmt: BlockwiseFormat, q: np.ndarray) -> np.ndarray:
+    """``B`` (uint8 ``[N, k_blocks, block * bits / 8]``, low bits first) of unsigned codes ``q``
+    (``[N, K]`` or already padded to ``[N, k_blocks * block]``, each in ``0 .. 2 ** bits - 1``);
+    ``K`` is padded with zeros to whole blocks (the kernels never read the padding)."""
+    q = np.asarray(q)
+    if q.min(initial=0) < 0 or q.max(initial=0) >= 1 << fmt.bits:
+        raise ValueError(f"codes outside 0..{(1 << fmt.bits) - 1}")
+    N, per_byte = q.shape[0], 8 // fmt.bits
+    padded = np.zeros((N, fmt.k_blocks * fmt.block), np.uint8)
+    padded[:, : q.shape[1]] = q
+    q = padded.reshape(N, fmt.k_blocks, fmt.block // per_byte, per_byte)
     packed = np.zeros(q.shape[:3], np.uint8)
     for j in range(per_byte):  # low bits first
-        packed |= (q[..., j] << (j * bits)).astype(np.uint8)
-    return fmt, packed, scale.reshape(-1)
+        packed |= (q[..., j] << (j * fmt.bits)).astype(np.uint8)
+    return packed
 
 
 def unpack(fmt: BlockwiseFormat, B: np.ndarray, scales: np.ndarray) -> np.ndarray:

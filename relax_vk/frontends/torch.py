@@ -42,6 +42,7 @@ from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .errors import ModelLoadError
+from .torch_quant import CONVERTERS as QUANTIZED
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
 KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten.upsample_nearest2d.default", "aten.upsample_nearest2d.vec",
@@ -160,10 +161,14 @@ CONVERTERS = {
 
 
 def _decomposed(torch, exported):
-    """``exported`` lowered to core ATen, except the ops relax_vk converts itself."""
+    """``exported`` lowered to core ATen, except the ops relax_vk converts itself (and, in a
+    quantized graph, ``aten.linear``, so that its weight's dequantize fuses into it)."""
+    from .torch_quant import converted_here, is_quantized
+
+    keep = KEEP + (("aten.linear.default",) if is_quantized(exported) else ())
     table = torch.export.default_decompositions()
     for key in list(table.keys()):
-        if str(key) in KEEP:
+        if str(key) in keep or converted_here(str(key)):
             del table[key]
     return exported.run_decompositions(table)
 
@@ -172,14 +177,15 @@ def _unsupported_nodes(exported) -> list:
     """``(op, node)`` of every call TVM's converter table lacks."""
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
-    table = set(ExportedProgramImporter().create_convert_map()) | set(CONVERTERS)
+    table = set(ExportedProgramImporter().create_convert_map()) | set(CONVERTERS) | set(QUANTIZED)
     found = []
     for node in exported.graph.nodes:
         if node.op != "call_function":
             continue
         name = getattr(node.target, "_name", None) or getattr(node.target, "__name__", str(node.target))
         short = name.split("::")[-1]
-        if short not in table and short.split(".")[0] not in ("getitem",) and name not in table:
+        overload = getattr(node.target, "__name__", "")  # (the importer's key: "op.overload")
+        if short not in table and short.split(".")[0] not in ("getitem",) and name not in table and overload not in table:
             found.append((name, node.name))
     return found
 
@@ -203,7 +209,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         importer._relax_vk_values = _placeholder_values(decomposed)
         mod = importer.from_exported_program(
             decomposed, keep_params_as_input=False, unwrap_unit_return_tuple=True, no_bind_return_tuple=False,
-            custom_convert_map=CONVERTERS,
+            custom_convert_map={**QUANTIZED, **CONVERTERS},
         )  # fmt: skip
         return record_model_ops(mod, table.made_by)
     except Exception as err:
@@ -267,7 +273,10 @@ def from_torch(module, example_inputs: Sequence, dynamic_shapes=None) -> tvm.IRM
     importer names them as torch does, ``s0``, ``s1``, ...; :mod:`relax_vk.core.dims`)."""
     torch = require("torch", "torch")
 
-    module = module.eval()
+    try:
+        module = module.eval()
+    except (NotImplementedError, RuntimeError):  # a pt2e-converted graph module refuses eval(); it is exported for inference
+        pass
     example_inputs = tuple(example_inputs)
     half = any(_is_half(t) for t in list(module.parameters()) + list(module.buffers()) + list(example_inputs))
     if half:
@@ -310,12 +319,33 @@ def _from_half_torch(torch, module, example_inputs) -> tvm.IRModule:
     return out
 
 
+def _register_quantized_ops(path: str) -> None:
+    """Register the quantized ops a ``.pt2`` archive names before loading it: PyTorch's
+    ``quantized_decomposed`` library (pt2e) and, when the archive uses them and torchao is
+    installed, torchao's (weight-only configs). An archive is a zip; its graph is JSON text."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            text = b" ".join(archive.read(n) for n in archive.namelist() if n.endswith(".json"))
+    except (zipfile.BadZipFile, OSError):
+        return  # (torch.export.load says what is wrong with the file)
+    if b"quantized_decomposed" in text:
+        import torch.ao.quantization.fx._decomposed  # noqa: F401
+    if b"torchao." in text:
+        try:
+            import torchao  # noqa: F401
+        except ImportError:
+            pass  # (then the op is reported as not registered, by name)
+
+
 def load_pt2(path: str) -> tvm.IRModule:
     """Relax module of a ``torch.export.save`` archive."""
     torch = require("torch", "torch")
 
     if os.path.getsize(path) == 0:
         raise ModelLoadError(f"{path}: empty file (not a torch.export archive)")
+    _register_quantized_ops(path)
     quiet = _quiet_logger("torch.export")
     try:
         with quiet:  # it logs a traceback of its own before raising
