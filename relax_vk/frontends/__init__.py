@@ -3,7 +3,8 @@ for the command line.
 
 * :func:`from_torch` -- a ``torch.nn.Module`` and example inputs, through ``torch.export`` and TVM's
   ``from_exported_program`` (parameters become constants); :func:`load_pt2` -- a
-  ``torch.export.save`` archive;
+  ``torch.export.save`` archive; quantized graphs (pt2e, torchao weight-only) through
+  :mod:`.torch_quant`;
 * :func:`from_onnx` -- a path or ``onnx.ModelProto`` through TVM's ONNX frontend, with the import
   fix-up :class:`RaisePrebuiltBinary`;
 * :func:`load_model` -- a built-in example name, a zoo name, a ``.onnx`` file or a ``.pt2`` file.

@@ -49,7 +49,8 @@ from ..core.errors import UnsupportedError
 DEQUANTIZE_OPS = ("dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
                   "dequantize_per_channel.default", "dequantize_per_token.default", "dequantize_per_channel_group.default",
                   "dequantize_affine.default")  # fmt: skip
-_TORCH_DTYPES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "int32": "int32", "uint16": "uint16"}
+#: integer dtypes a quantize may produce
+QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
 
 def _name(node) -> str:
@@ -62,9 +63,9 @@ def _where(node) -> str:
 
 def _dtype(torch_dtype, node) -> str:
     name = str(torch_dtype).replace("torch.", "")
-    if name not in _TORCH_DTYPES:
-        raise UnsupportedError(f"{_where(node)}: quantized dtype {name} is not supported (int8, uint8, int16, uint16, int32)")
-    return _TORCH_DTYPES[name]
+    if name not in QUANTIZED_DTYPES:
+        raise UnsupportedError(f"{_where(node)}: quantized dtype {name} is not supported ({', '.join(QUANTIZED_DTYPES)})")
+    return name
 
 
 def _known(importer, arg) -> Optional[np.ndarray]:
