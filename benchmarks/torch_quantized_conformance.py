@@ -5,7 +5,8 @@ Forms: ``pt2e_pc`` / ``pt2e_pt`` (``prepare_pt2e`` / ``convert_pt2e`` with XNNPA
 static, per-channel / per-tensor weights, calibrated on 4 fixed-seed normal inputs),
 ``pt2e_dyn`` (the dynamic config: linears only, activations quantized per run), ``int8_wo`` and
 ``int4_wo`` (torchao ``quantize_`` with ``IntxWeightOnlyConfig``: int8 per output channel, int4
-in groups of 32; linears only).
+in groups of 32; linears only), ``8da4w`` (torchao ``Int8DynamicActivationIntxWeightConfig``:
+int8 activations per token, chosen at run time, and int4 weights in groups of 32; linears only).
 
 One row per (model, form, API): the max error as a fraction of the output's range, whether the
 arg-max agrees, the error of the quantized model against the float one (what quantization itself
@@ -38,7 +39,7 @@ import numpy as np
 
 DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
 MODELS = ("resnet18", "mobilenet_v2", "vit_small", "convnext")
-FORMS = ("pt2e_pc", "pt2e_pt", "pt2e_dyn", "int8_wo", "int4_wo")
+FORMS = ("pt2e_pc", "pt2e_pt", "pt2e_dyn", "int8_wo", "int4_wo", "8da4w")
 
 
 def quantized(name: str, form: str):
@@ -60,9 +61,12 @@ def quantized(name: str, form: str):
         for sample in calibration:
             prepared(sample)
         return convert_pt2e(prepared), model, x, test
-    from torchao.quantization import IntxWeightOnlyConfig, PerAxis, PerGroup, quantize_
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig, PerAxis, PerGroup, quantize_
 
     q = copy.deepcopy(model)
+    if form == "8da4w":
+        quantize_(q, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+        return q, model, x, test
     granularity = PerAxis(0) if form == "int8_wo" else PerGroup(32)
     quantize_(q, IntxWeightOnlyConfig(weight_dtype=torch.int8 if form == "int8_wo" else torch.int4, granularity=granularity))
     return q, model, x, test

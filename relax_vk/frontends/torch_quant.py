@@ -8,8 +8,10 @@ Two families of ops reach ``torch.export``:
   ``dequantize_per_channel``, the dynamic form's ``choose_qparams.tensor``, and the per-token and
   per-group ops of 8-bit-activation / 4-bit-weight models (``choose_qparams_per_token_asymmetric``,
   ``quantize_per_token``, ``dequantize_per_token``, ``dequantize_per_channel_group``).
-* **torchao's weight-only configs** (``quantize_(model, IntxWeightOnlyConfig(...))``):
-  ``torchao::dequantize_affine`` of integer weights in blocks.
+* **torchao's configs** (``quantize_(model, config)``): ``torchao::dequantize_affine`` of integer
+  weights in blocks (``IntxWeightOnlyConfig``), ``choose_qparams_affine`` + ``quantize_affine`` of
+  the activations (``Int8DynamicActivationIntxWeightConfig``, ExecuTorch's "8da4w"), and the plain
+  ``mm(x, t(q).to(float32)) * scale`` that ``Int8WeightOnlyConfig`` exports to.
 
 TVM's importer knows none of them. Here each computes what PyTorch's reference implementation
 (``torch/ao/quantization/fx/_decomposed.py``, ``torchao.quantization.quant_primitives``) computes:
@@ -33,8 +35,9 @@ Integer *weights* stay integers:
   over the integer constant.
 
 Not converted (an :class:`~relax_vk.core.errors.UnsupportedError` naming the node):
-``choose_qparams_symmetric``, torchao's ``quantize_affine`` / ``choose_qparams_affine`` (dynamic
-activation configs), float8 and ``zero_point_domain`` variants.
+``choose_qparams_symmetric``, ``choose_qparams_affine`` mapping types other than ASYMMETRIC and
+SYMMETRIC; float8 ops and torchao's float-zero-point variants are not in the table (TVM's
+importer then names them as ops it cannot convert).
 """
 
 from __future__ import annotations
@@ -407,6 +410,46 @@ def _mm(node, importer):
     return importer.block_builder.emit(relax.op.matmul(importer.env[node.args[0]], importer.env[node.args[1]]))
 
 
+def _blocking(node, shape, block) -> Tuple[list, list, list]:
+    """``(split shape, parameter shape, reduced axes)`` of a tensor of ``shape`` in blocks of
+    ``block`` (torchao's ``_get_reduction_params``): an axis of block 1 stays (it may be a run-time
+    dim), one of its whole length is reduced, any other splits into ``(length / block, block)``
+    with the block reduced."""
+    if len(block) != len(shape):
+        raise UnsupportedError(f"{_where(node)}: block {list(block)} does not match rank {len(shape)}")
+    split, kept, axes = [], [], []
+    for size, b in zip(shape, block):
+        if b == 1:
+            split.append(size), kept.append(size)
+            continue
+        if not isinstance(size, int) or size % b:
+            raise UnsupportedError(f"{_where(node)}: block {list(block)} does not tile shape {list(shape)}")
+        if b != size:
+            split.append(size // b), kept.append(size // b)
+        axes.append(len(split))
+        split.append(b), kept.append(1)
+    return split, kept, axes
+
+
+def _static_shape(expr) -> list:
+    """The shape of a tensor expression: ints where static, the dims' expressions where not."""
+    from tvm import tirx
+
+    return [int(v) if isinstance(v, tirx.IntImm) else v for v in expr.ty.shape.values]
+
+
+def _blocked_args(node, importer):
+    """``(input, block, scale arg, zero point arg)`` of a blocked (de)quantize: torchao's
+    ``*_affine`` (block sizes given) or ``dequantize_per_channel_group`` (2-D, groups along the
+    last axis)."""
+    q = node.args[0]
+    shape = _static_shape(importer.env[q])
+    if _name(node) in ("dequantize_affine.default", "quantize_affine.default"):
+        return q, shape, [int(b) for b in node.args[1]], node.args[2], node.args[3]
+    group = int(node.args[6]) if len(node.args) > 6 else 128
+    return q, shape, [1, min(group, shape[-1])], node.args[1], node.args[2]
+
+
 def _dequantize_blocked(node, importer):
     """``dequantize_per_channel_group`` / ``torchao::dequantize_affine`` of any blocking:
     ``(q - zero_point) * scale`` with each parameter repeated over its block (float ops; a linear's
@@ -414,28 +457,68 @@ def _dequantize_blocked(node, importer):
     from tvm import relax
 
     bb = importer.block_builder
-    name = _name(node)
-    q = node.args[0]
-    q_expr = importer.env[q]
-    shape = [int(v) for v in q_expr.ty.shape.values]
-    if name == "dequantize_affine.default":
-        block = [int(b) for b in node.args[1]]
-        scale_arg, zp_arg = node.args[2], node.args[3]
-    else:  # dequantize_per_channel_group: 2-D, groups along the last axis
-        group = int(node.args[6]) if len(node.args) > 6 else 128
-        block = [1, min(group, shape[-1])]
-        scale_arg, zp_arg = node.args[1], node.args[2]
-    if len(block) != len(shape) or any(s % b for s, b in zip(shape, block)):
-        raise UnsupportedError(f"{_where(node)}: block {block} does not tile shape {shape}")
-    split = []
-    for size, b in zip(shape, block):
-        split += [size // b, b]
-    kept = tuple(v if i % 2 == 0 else 1 for i, v in enumerate(split))
+    q, shape, block, scale_arg, zp_arg = _blocked_args(node, importer)
+    split, kept, _ = _blocking(node, shape, block)
     data = bb.emit(relax.op.reshape(_float(importer, q), split))
     scale = _float(importer, scale_arg, kept)
     zp = _float(importer, zp_arg, kept) if zp_arg is not None else relax.const(0.0, "float32")
     out = bb.emit(relax.op.multiply(bb.emit(relax.op.subtract(data, zp)), scale))
     return bb.emit(relax.op.reshape(out, shape))
+
+
+def _quantize_affine(node, importer):
+    """``torchao::quantize_affine``: ``clamp(round(x * (1 / scale)) + zero_point, qmin, qmax)``
+    per block (the inverse a float32 division, as torchao computes it)."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    x, shape, block, scale_arg, zp_arg = _blocked_args(node, importer)
+    split, kept, _ = _blocking(node, shape, block)
+    dtype = _dtype(node.args[4], node)
+    info = np.iinfo(dtype)
+    qmin = int(node.args[5]) if len(node.args) > 5 and node.args[5] is not None else int(info.min)
+    qmax = int(node.args[6]) if len(node.args) > 6 and node.args[6] is not None else int(info.max)
+    data = bb.emit(relax.op.reshape(_float(importer, x), split))
+    scale = _float(importer, scale_arg, kept)
+    zp = _float(importer, zp_arg, kept) if zp_arg is not None else relax.const(0.0, "float32")
+    q = _emit_quantize(importer, node, data, scale, zp, qmin, qmax, dtype)
+    return bb.emit(relax.op.reshape(q, shape))
+
+
+def _choose_qparams_affine(node, importer):
+    """``torchao::choose_qparams_affine`` (the dynamic activations of
+    ``Int8DynamicActivationIntxWeightConfig``), ASYMMETRIC or SYMMETRIC, per block: over each
+    block ``lo = min(min, 0)``, ``hi = max(max, 0)``; ASYMMETRIC ``scale = max((hi - lo) / (qmax -
+    qmin), eps)``, ``zero_point = clamp(qmin - round(lo / scale), qmin, qmax)``; SYMMETRIC ``scale =
+    max(max(-lo, hi) / ((qmax - qmin) / 2), eps)``, ``zero_point = (qmax + qmin + 1) // 2``. Both
+    float32 in the blocks' parameter shape (which the (de)quantize reading them reshape to)."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    args = list(node.args) + [None] * 9
+    x, mapping, block, dtype, qmin, qmax, eps = args[:7]
+    if mapping not in ("ASYMMETRIC", "SYMMETRIC"):
+        raise UnsupportedError(f"{_where(node)}: mapping type {mapping} is not supported (ASYMMETRIC, SYMMETRIC)")
+    info = np.iinfo(_dtype(dtype, node))
+    qmin = int(info.min) if qmin is None else int(qmin)
+    qmax = int(info.max) if qmax is None else int(qmax)
+    eps = float(np.finfo(np.float32).tiny) if eps is None else float(eps)
+    shape = _static_shape(importer.env[x])
+    split, kept, axes = _blocking(node, shape, [int(b) for b in block])
+    data = bb.emit(relax.op.reshape(_float(importer, x), split))
+    zero = relax.const(0.0, "float32")
+    lo = bb.emit(relax.op.minimum(bb.emit(relax.op.min(data, axis=axes, keepdims=True)), zero))
+    hi = bb.emit(relax.op.maximum(bb.emit(relax.op.max(data, axis=axes, keepdims=True)), zero))
+    floor = relax.const(np.float32(eps))
+    if mapping == "SYMMETRIC":
+        peak = bb.emit(relax.op.maximum(bb.emit(relax.op.negative(lo)), hi))
+        scale = bb.emit(relax.op.maximum(bb.emit(relax.op.divide(peak, relax.const((qmax - qmin) / 2.0, "float32"))), floor))
+        zp = bb.emit(relax.op.full_like(scale, relax.const(float(int((qmax + qmin + 1) / 2)), "float32")))
+        return bb.emit(relax.Tuple([scale, zp]))
+    span = bb.emit(relax.op.divide(bb.emit(relax.op.subtract(hi, lo)), relax.const(float(qmax - qmin), "float32")))
+    scale = bb.emit(relax.op.maximum(span, floor))
+    zp = bb.emit(relax.op.subtract(relax.const(float(qmin), "float32"), bb.emit(relax.op.round(bb.emit(relax.op.divide(lo, scale))))))
+    return bb.emit(relax.Tuple([scale, bb.emit(relax.op.clip(zp, qmin, qmax))]))
 
 
 def _refuse(reason: str) -> Callable:
@@ -462,8 +545,8 @@ CONVERTERS: Dict[str, Callable] = {
     "mm.default": _mm,
     "dequantize_affine.default": _dequantize_blocked,
     "choose_qparams_symmetric.tensor": _refuse("symmetric dynamic quantization parameters are not supported"),
-    "quantize_affine.default": _refuse("torchao's quantize_affine (dynamic activation configs) is not supported; weight-only configs are"),
-    "choose_qparams_affine.default": _refuse("torchao's choose_qparams_affine (dynamic activation configs) is not supported; weight-only configs are"),
+    "quantize_affine.default": _quantize_affine,
+    "choose_qparams_affine.default": _choose_qparams_affine,
 }
 
 

@@ -1,6 +1,7 @@
 """Quantized PyTorch models as PyTorch's own tools make them (``relax_vk.frontends.torch_quant``):
-pt2e with XNNPACKQuantizer (static per channel and per tensor, dynamic) and torchao's weight-only
-configs (int4 per group, int8 per channel, ``Int8WeightOnlyConfig``), built for OpenCL and Vulkan,
+pt2e with XNNPACKQuantizer (static per channel and per tensor, dynamic) and torchao's configs
+(weight-only int4 per group and int8 per channel, ``Int8WeightOnlyConfig``, int8 dynamic
+activations with int4 weights), built for OpenCL and Vulkan,
 run on pocl and lavapipe against the quantized model run by PyTorch itself; the weights stay
 integers in the artifact (a linear's packed, read by the matmul as it multiplies, with no float
 copy). Each model is quantized once per module and built once per API."""
@@ -73,13 +74,13 @@ def _torchao(model, config):
 
 
 #: form -> the weights' bytes (codes and scales) at most this fraction of float32's
-BOUNDS = {"int4_group32": 0.16, "int8_channel": 0.29, "int8_weight_only": 0.29, "pt2e_dynamic": 0.29}
+BOUNDS = {"int4_group32": 0.16, "int8_channel": 0.29, "int8_weight_only": 0.29, "pt2e_dynamic": 0.29, "int8_dynamic_int4": 0.16}
 
 
 @pytest.fixture(scope="module")
 def models():
     """{form: (quantized torch module, example input)}."""
-    from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, PerAxis, PerGroup
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, Int8WeightOnlyConfig, IntxWeightOnlyConfig, PerAxis, PerGroup
 
     torch.manual_seed(0)
     cnn, mlp = CNN().eval(), MLP().eval()
@@ -93,6 +94,7 @@ def models():
             "int4_group32": (_torchao(mlp, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32))), xm),
             "int8_channel": (_torchao(mlp, IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))), xm),
             "int8_weight_only": (_torchao(mlp, Int8WeightOnlyConfig()), xm),
+            "int8_dynamic_int4": (_torchao(mlp, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32))), xm),
         }
 
 
@@ -106,7 +108,7 @@ def _launches(artifact):
 
 
 @pytest.mark.parametrize("backend, device", APIS)
-@pytest.mark.parametrize("form", ["pt2e_channel", "pt2e_tensor", "pt2e_dynamic", "int4_group32", "int8_channel", "int8_weight_only"])
+@pytest.mark.parametrize("form", ["pt2e_channel", "pt2e_tensor", "pt2e_dynamic", "int4_group32", "int8_channel", "int8_weight_only", "int8_dynamic_int4"])
 def test_quantized_torch_models_match_pytorch(models, imported, form, backend, device, request):
     request.getfixturevalue(device)
     model, x = models[form]
@@ -130,7 +132,7 @@ def test_quantized_torch_models_match_pytorch(models, imported, form, backend, d
         scales = sum(t["bytes"] for t in constants if t["dtype"] == "float32" and int(np.prod(t["shape"])) not in (96, 64))
         float_bytes = sum(4 * k * n for k, n in weights)
         assert codes + scales <= BOUNDS[form] * float_bytes, (codes, scales, float_bytes)
-        assert codes == sum(n * -(-k // 32) * 32 for k, n in weights) // (2 if form == "int4_group32" else 1)
+        assert codes == sum(n * -(-k // 32) * 32 for k, n in weights) // (2 if "int4" in form else 1)
 
 
 def test_weight_only_linears_are_one_kernel_each(imported):
