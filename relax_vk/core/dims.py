@@ -11,12 +11,14 @@ upsampled map to the map it came from). TVM cannot prove ``floordiv(floordiv(H, 
 floordiv(H, 16)``, so the model is imported over ``H_div32`` (:func:`quotient_name`) with the input
 axis ``32 * H_div32``, and :func:`bind_stepped_dims` then gives ``main`` the plain input axis ``H``
 back, deriving ``H_div32 = H // 32`` from it by ``R.match_cast``; the runtime refuses a size that is
-not a multiple of the step.
+not a multiple of the step. PyTorch writes such a dim itself (``torch.export``'s ``32 * Dim("h")``:
+the input axis is ``32 * s0``); :func:`bind_multiples` renames its symbol to the quotient and binds
+it the same way.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import tvm
 
@@ -77,10 +79,11 @@ def with_dim_ranges(mod: tvm.IRModule, dims: Mapping[str, DimRange]) -> tvm.IRMo
     return out
 
 
-def bind_stepped_dims(mod: tvm.IRModule, steps: Mapping[str, int]) -> tvm.IRModule:
+def bind_stepped_dims(mod: tvm.IRModule, steps: Mapping[str, int], quotient_names: Optional[Mapping[str, str]] = None) -> tvm.IRModule:
     """``mod`` imported over the quotients of the stepped dims ``{name: step}`` (an input axis
     ``step * name_divSTEP``), with ``main`` taking the plain axis ``name`` again and deriving
-    ``name_divSTEP = name // step`` from it (module docstring). Ranges are recorded by the caller."""
+    ``name_divSTEP = name // step`` from it (module docstring). ``quotient_names``: ``{name: the
+    quotient's name}`` where it is not :func:`quotient_name`'s. Ranges are recorded by the caller."""
     from tvm import relax, tirx
 
     main = mod["main"]
@@ -92,7 +95,7 @@ def bind_stepped_dims(mod: tvm.IRModule, steps: Mapping[str, int]) -> tvm.IRModu
             for c, v in ((axis.a, axis.b), (axis.b, axis.a)):
                 if isinstance(c, tirx.IntImm) and isinstance(v, tirx.Var):
                     for name, step in steps.items():
-                        if str(v.name) == quotient_name(name, step) and int(c) == step:
+                        if str(v.name) == (quotient_names or {}).get(name, quotient_name(name, step)) and int(c) == step:
                             quotients[name] = v
                             return users.setdefault(name, tirx.Var(name, v.ty.dtype))
         return axis
@@ -119,3 +122,39 @@ def bind_stepped_dims(mod: tvm.IRModule, steps: Mapping[str, int]) -> tvm.IRModu
     out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     out["main"] = func
     return relax.transform.Normalize()(out)
+
+
+def bind_multiples(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` whose ``main`` takes input axes ``step * v`` (``v`` a symbolic dim with a recorded
+    range, as TVM's PyTorch importer writes ``torch.export``'s ``32 * Dim("h")``) bound as stepped
+    dims by :func:`bind_stepped_dims`: ``main`` takes the plain axis, a dim named ``v_xSTEP`` with
+    range ``step * range(v)`` and that step, and derives ``v`` from it. A dim used with two
+    different steps is a ValueError naming it; a module without such axes is returned as it is."""
+    from tvm import tirx
+
+    main = mod["main"]
+    steps: Dict[str, int] = {}
+    for p in main.params:
+        for axis in getattr(getattr(p.ty, "shape", None), "values", None) or ():
+            if not isinstance(axis, tirx.Mul):
+                continue
+            for c, v in ((axis.a, axis.b), (axis.b, axis.a)):
+                if isinstance(c, tirx.IntImm) and isinstance(v, tirx.Var) and int(c) > 1:
+                    name = str(v.name)
+                    if steps.get(name, int(c)) != int(c):
+                        raise ValueError(f"dim {name} is used as {steps[name]} * {name} and {int(c)} * {name}; one step per dim")
+                    steps[name] = int(c)
+    if not steps:
+        return mod
+    ranges = dim_ranges(main)
+    missing = [n for n in steps if n not in ranges]
+    if missing:
+        raise ValueError(f"dim {', '.join(missing)}: a multiple of it is an input axis but it has no declared range")
+    plain = {f"{name}_x{step}": (name, step) for name, step in steps.items()}
+    out = bind_stepped_dims(mod, {p: step for p, (_, step) in plain.items()}, {p: name for p, (name, _) in plain.items()})
+    dims: Dict[str, DimRange] = dict(ranges)
+    for p, (name, step) in plain.items():
+        lo, hi = ranges[name]
+        dims[name] = (max(lo, 1), hi)
+        dims[p] = (max(lo, 1) * step, hi * step, step)
+    return with_dim_ranges(out, dims)

@@ -38,6 +38,7 @@ from typing import Sequence
 import tvm
 from tvm import relax
 
+from ..core.dims import bind_multiples
 from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
@@ -60,17 +61,27 @@ def _pad_converter(mode: str):
 
 
 def _upsample_nearest(node, importer) -> relax.Var:
+    from tvm import tirx
+
     x = importer.env[node.args[0]]
     size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size", node.kwargs.get("size"))
-    if not size:
+    if size:
+        size = [int(s) for s in size]
+    else:  # PyTorch's size: floor(in * scale); of a run-time dim, integer scales only
         scales = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
         if isinstance(scales, (int, float)):
             scales = [scales, scales]
-        shape = [int(d) for d in x.ty.shape.values]
-        size = [int(shape[2] * float(scales[0])), int(shape[3] * float(scales[1]))]
+        size = []
+        for d, scale in zip(x.ty.shape.values[2:], scales):
+            if isinstance(d, tirx.IntImm):
+                size.append(int(int(d) * float(scale)))
+            elif float(scale).is_integer():
+                size.append(d * int(scale))
+            else:
+                raise UnsupportedError(f"upsample_nearest2d (node {node.name}): scale {scale} of the run-time size {d}: integer scales only")
     return importer.block_builder.emit(
         relax.op.image.resize2d(
-            x, [int(s) for s in size], layout="NCHW", method="nearest_neighbor",
+            x, size, layout="NCHW", method="nearest_neighbor",
             coordinate_transformation_mode="asymmetric", rounding_method="floor",
         )
     )  # fmt: skip
@@ -211,7 +222,9 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             decomposed, keep_params_as_input=False, unwrap_unit_return_tuple=True, no_bind_return_tuple=False,
             custom_convert_map={**QUANTIZED, **CONVERTERS},
         )  # fmt: skip
-        return record_model_ops(mod, table.made_by)
+        mod = record_model_ops(mod, table.made_by)
+    except UnsupportedError:
+        raise
     except Exception as err:
         try:
             missing = _unsupported_nodes(decomposed)
@@ -221,6 +234,10 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
+    try:
+        return bind_multiples(mod)  # (torch.export's 32 * Dim("h") axes)
+    except ValueError as err:
+        raise UnsupportedError(f"{where}: {err}") from None
 
 
 class _quiet_logger:

@@ -81,3 +81,69 @@ def test_the_dim_syntax():
     for bad in ("H=30:960:32", "H=32:960:0", "H=32:950:32"):
         with pytest.raises(UnsupportedError, match="NAME=MIN:MAX:STEP"):
             parse_dim(bad)
+
+
+# ---------------------------------------------------------------- PyTorch's 32 * Dim("h")
+class _TorchFPN:
+    """Two stride-2 convs, the coarse map upsampled 2x (``interpolate``, nearest) and concatenated
+    with the finer one: exported with ``32 * Dim("h")`` axes (a torch module, made on demand)."""
+
+    @staticmethod
+    def make():
+        torch = pytest.importorskip("torch")
+
+        class FPN(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1, self.c2 = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+                self.head = torch.nn.Conv2d(16, 1, 1)
+
+            def forward(self, x):
+                a = torch.relu(self.c1(x))
+                up = torch.nn.functional.interpolate(torch.relu(self.c2(a)), scale_factor=2, mode="nearest")
+                return torch.sigmoid(self.head(torch.cat([a, up], 1)))
+
+        torch.manual_seed(0)
+        return torch, FPN().eval()
+
+
+@pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_torch_multiples_of_a_dim_from_one_artifact(backend, device, request):
+    """``dynamic_shapes={"x": {2: 32 * Dim("h"), 3: 32 * Dim("w")}}``: the input takes every multiple
+    of 32 in range (a dim ``h_x32`` with step 32 in the artifact), right against PyTorch at three
+    sizes; an off-step size is refused by name."""
+    request.getfixturevalue(device)
+    torch, model = _TorchFPN.make()
+    from torch.export import Dim
+
+    from relax_vk.frontends.torch import from_torch
+
+    h, w = Dim("h", min=2, max=30), Dim("w", min=2, max=30)
+    mod = from_torch(model, (torch.randn(1, 3, 64, 96),), dynamic_shapes={"x": {2: 32 * h, 3: 32 * w}})
+    artifact = relax_vk.build(mod, target=backend).artifact()
+    steps = {d["name"]: d.get("step") for d in artifact.program["dims"]} if "dims" in artifact.program else None
+    session = load(artifact, device=device)
+    for H, W in ((64, 96), (160, 64), (320, 224)):
+        x = torch.randn(1, 3, H, W)
+        with torch.no_grad():
+            want = model(x).numpy()
+        got = session.run([x.numpy()])[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"input x: axis 2 \((s\d+)_x32\) is 100, not a multiple of \1_x32's step 32 \(declared range 64..960\)"):
+        session.run([np.zeros((1, 3, 100, 64), np.float32)])
+    assert steps is not None and sorted(v for v in steps.values() if v) == [32, 32], steps
+
+
+def test_torch_fractional_upsampling_of_a_run_time_dim_is_refused():
+    torch = pytest.importorskip("torch")
+    from torch.export import Dim
+
+    from relax_vk.frontends.torch import from_torch
+
+    class Up(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, scale_factor=1.5, mode="nearest")
+
+    with pytest.raises(UnsupportedError, match=r"upsample_nearest2d \(node \w+\): scale 1.5 of the run-time size .*integer scales only"):
+        from_torch(Up(), (torch.randn(1, 2, 8, 8),), dynamic_shapes={"x": {3: Dim("w", min=2, max=64)}})
