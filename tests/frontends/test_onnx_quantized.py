@@ -185,15 +185,17 @@ def test_quantized_models_match_onnxruntime(models, imported, form, backend, dev
     assert np.abs(got - want).max() <= 0.01 * np.ptp(want), f"max error {np.abs(got - want).max()} of range {np.ptp(want)}"
     if want.ndim == 2:  # the classifier: the same class
         assert (got.argmax(-1) == want.argmax(-1)).all()
-    # the weights stay quantized: every quantized weight is a constant of its dtype and size (a
-    # conv's packed to OIHW4o at compile time, its channels padded to texels), with no float copy
+    # the weights stay quantized: every quantized weight is a constant of its dtype (or int8,
+    # centred) and size (a conv's packed to OIHW4o at compile time, its channels padded to
+    # texels), with no float copy
     constants = [(t["dtype"], int(np.prod(t["shape"]))) for t in artifact.program["tensors"] if t.get("kind") == "constant"]
     for init in model.graph.initializer:
         if init.data_type in (TensorProto.INT8, TensorProto.UINT8) and len(init.dims) >= 2:
             dtype = "int8" if init.data_type == TensorProto.INT8 else "uint8"
             dims, up = list(init.dims), lambda n: -(-n // 4) * 4  # noqa: E731
             sizes = {int(np.prod(dims))} | ({up(dims[0]) * c * int(np.prod(dims[2:])) for c in (dims[1], up(dims[1]))} if len(dims) == 4 else set())
-            assert any((dtype, n) in constants for n in sizes), f"{init.name} {dtype}{dims} not kept in the artifact"
+            # (a uint8 weight whose q - zero point fits int8 is kept centred, as int8)
+            assert any((kept, n) in constants for n in sizes for kept in {dtype, "int8"}), f"{init.name} {dtype}{dims} not kept in the artifact"
             assert len(dims) != 4 or not any(("float32", n) in constants for n in sizes), f"{init.name}: a float32 copy in the artifact"
 
 

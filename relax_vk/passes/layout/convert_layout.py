@@ -38,7 +38,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from .token_layout import REARRANGE, TokenOps, Tokens
-from .quantized_weights import dequantized_constant, emit_dequantize, packed_dequantize
+from .quantized_weights import centred_weight, dequantized_constant, emit_dequantize, output_scales, packed_dequantize
 from .packing import LANES, REDUCERS, _ceil4, _out_dtype, _pack_map, _unpack_map, _dtype, _float, _shape, pack_array, pack_weight_array  # noqa: F401  (re-exported)
 
 # name -> (zero_preserving: f(0) == 0, finite_total: finite inputs give finite outputs)
@@ -335,12 +335,13 @@ class _Packer(relax.PyExprMutator, TokenOps):
         # a plain conv pads its weight's input channels with zeros; a depthwise one has one input
         # channel per group (a 1-channel conv with groups = 1 is depthwise too)
         padded_in = _ceil4(cin) if groups == 1 and not depthwise else None
+        out_scales = None
         if isinstance(weight, GenericConst):
             array = weight.value.numpy()
             array = array.transpose(to_oihw) if to_oihw else array
             w = relax.const(pack_weight_array(array, padded_in))
         elif (quantized := self._packed_quantized_weight(weight, to_oihw, padded_in)) is not None:
-            w = quantized
+            w, out_scales = quantized
         else:
             w = self.visit_expr(weight)
             if to_oihw:
@@ -351,18 +352,30 @@ class _Packer(relax.PyExprMutator, TokenOps):
                 w = self._emit(relax.op.nn.pad(w, [0, pad_out, 0, pad_in, 0, 0, 0, 0]))
             w = self._emit(relax.op.layout_transform(w, _weight_map))
         out_dtype = _out_dtype(a)
-        conv = relax.op.nn.conv2d(
+        if out_scales is not None and out_dtype is None:  # (integer weights: the sums' dtype is the data's)
+            out_dtype = str(packed_data.var.ty.dtype)
+        conv = self._emit(relax.op.nn.conv2d(
             packed_data.var, w, a.strides, a.padding, a.dilation, new_groups, "NCHW4c", "OIHW4o", "NCHW4c", out_dtype
-        )
-        return Packed(self._emit(conv), cout, True, data_layout)
+        ))  # fmt: skip
+        if out_scales is not None:  # integer weights: each output channel's sum times its scale
+            conv = self._emit(relax.op.multiply(conv, out_scales))
+        return Packed(conv, cout, True, data_layout)
 
-    def _packed_quantized_weight(self, weight, to_oihw, padded_in) -> Optional[relax.Var]:
-        """A weight bound to ``dequantize`` of integer constants: packed as integers now, and
-        dequantized in the packed layout (:mod:`.quantized_weights`); else None."""
+    def _packed_quantized_weight(self, weight, to_oihw, padded_in):
+        """``(weight, output scales or None)`` for a weight bound to ``dequantize`` of integer
+        constants, packed as integers now (:mod:`.quantized_weights`): where ``q - zero point``
+        fits int8 (symmetric weights, uint8 ones centred on 128) the conv reads those integers and
+        its sums are scaled per output channel after (``conv(x, (q - zp) * s) == conv(x, q - zp) *
+        s``); else the weight dequantized in the packed layout. None for any other weight."""
         bound = self.lookup_binding(weight) if isinstance(weight, relax.Var) else None
         dq = dequantized_constant(bound)
         parts = packed_dequantize(dq, to_oihw, padded_in) if dq is not None else None
-        return emit_dequantize(self._emit, *parts) if parts is not None else None
+        if parts is None:
+            return None
+        centred = centred_weight(*parts[:2])
+        if centred is not None:
+            return relax.const(centred), relax.const(output_scales(parts[2]))
+        return emit_dequantize(self._emit, *parts), None
 
     def _unary(self, call):
         src = self._source(call.args[0])

@@ -88,3 +88,18 @@ def emit_dequantize(emit, packed: np.ndarray, zps: np.ndarray, scales: np.ndarra
     w = emit(relax.op.astype(relax.const(packed), "float32"))
     w = emit(relax.op.subtract(w, relax.const(zps)))
     return emit(relax.op.multiply(w, relax.const(scales)))
+
+
+def centred_weight(packed: np.ndarray, zps: np.ndarray) -> Optional[np.ndarray]:
+    """``q - zero point`` of :func:`packed_dequantize`'s parts as int8, or None where a value
+    does not fit (padded channels stay 0: their integers are the zero point, or 0 with zero point 0)."""
+    centred = packed.astype(np.int32) - zps.astype(np.int32)
+    if centred.size and (centred.min() < -128 or centred.max() > 127):
+        return None
+    return centred.astype(np.int8)
+
+
+def output_scales(scales: np.ndarray) -> np.ndarray:
+    """:func:`packed_dequantize`'s per-texel scales ``(O/4, 1, 1, 1, 4)`` laid out for the conv's
+    NCHW4c output, ``(1, O/4, 1, 1, 4)``: what a conv over the integer weights is multiplied by."""
+    return np.ascontiguousarray(scales.reshape(1, scales.shape[0], 1, 1, scales.shape[-1]))
