@@ -510,6 +510,9 @@ class _Emitter:
             lanes = int(_dtype(e).lanes)
             if lanes != 1 and kind == "bool":
                 raise self.fail(f"vector load from the bool buffer {buffer.name} (flags are read one at a time)")
+            packed = self._four_bytes(name, e.indices[0], kind) if lanes == 4 else None
+            if packed is not None:
+                return packed
             indices = [self.expr(e.indices[0])] if lanes == 1 else self._lane_indices(e.indices[0])
             if indices is None:
                 raise self.fail(f"vector load from the {kind} buffer {buffer.name} at a vector index it cannot split")
@@ -526,6 +529,21 @@ class _Emitter:
         return f"{t}({', '.join(f'{name}[{i}]' for i in lanes)})"
 
     e_TensorLoad = e_BufferLoad  # TVM 0.27's name for a BufferLoad
+
+    def _four_bytes(self, name: str, index, kind: str) -> Optional[str]:
+        """Four consecutive int8/uint8 values starting at a multiple of 4 (an OIHW4o weight texel):
+        one word's four bytes at constant shifts (the lanes' loads are one address; each lane's
+        shift would otherwise be computed from its index), or None for any other vector index."""
+        stride = index.stride if isinstance(index, tirx.Ramp) else None
+        if kind not in ("int8", "uint8") or not isinstance(stride, tirx.IntImm) or int(stride) != 1:
+            return None
+        modular = tvm.sym.Analyzer().modular_set(index.base)
+        if int(modular.coeff) % 4 or int(modular.base) % 4:
+            return None
+        word = f"{_WORD_MARK}{name}(({self.expr(index.base)}) >> 2u)"
+        if kind == "int8":
+            return f"vec4<i32>({', '.join(f'(bitcast<i32>(({word}) << {24 - 8 * k}u) >> 24u)' for k in range(4))})"
+        return f"vec4<u32>({', '.join(f'((({word}) >> {8 * k}u) & 0xffu)' for k in range(4))})"
 
     @staticmethod
     def _byte(name: str, index: str, kind: str) -> str:

@@ -321,3 +321,31 @@ def test_helpers_on_vectors_run_lane_by_lane(lavapipe_device):
     np.testing.assert_allclose(b[4:8], np.fmod(a * np.float32(1e4), np.float32(0.75)), rtol=1e-6)
     np.testing.assert_array_equal(b[8:], np.array([3.0, 0.0, 0.3, 0.0], "float32"))  # max(NaN, 0) = 0, as TVM's llvm build
     np.testing.assert_array_equal(h, np.array([0.5, -100.0, 0.3, 0.5], "float16"))
+
+
+@T.prim_func(s_tir=True)
+def _int8_texels(q_ptr: T.handle("int8", "global"), out_ptr: T.handle("int32", "global"), n: T.int32):
+    q = T.decl_buffer((64,), "int8", data=q_ptr)
+    out = T.decl_buffer((64,), "int32", data=out_ptr)
+    for i in range(4):
+        out[T.Ramp(i * 4, 1, 4)] = T.Cast("int32x4", q[T.Ramp(i * 4, 1, 4)])  # aligned: one word each
+    out[T.Ramp(n * 8 + 1, 1, 4)] = T.Cast("int32x4", q[T.Ramp(n * 8 + 1, 1, 4)])  # not aligned: byte by byte
+
+
+def test_four_aligned_int8_lanes_are_one_word_at_constant_shifts(lavapipe_device):
+    """An int8 texel (four bytes at a multiple of 4: an OIHW4o weight) is one word shifted by
+    constants; a vector at another offset is extracted byte by byte. Both sign-extend right."""
+    import wgpu
+
+    shader = emit_kernel(_int8_texels, "int8_texels")
+    assert all(shader.source.count(f"<< {shift}u) >> 24u)") == 4 for shift in (24, 16, 8, 0))  # (4 aligned texels)
+    assert shader.source.count("& 3) * 8u") == 4  # (the unaligned vector: each lane's shift from its index)
+    q = np.arange(-32, 32, dtype=np.int8) * 4 - 1  # (negative and positive bytes)
+    device = lavapipe_device
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    buffers = [device.create_buffer_with_data(data=q.tobytes(), usage=usage), device.create_buffer(size=64 * 4, usage=usage),
+               device.create_buffer_with_data(data=np.array([3, 0, 0, 0], np.int32).tobytes(), usage=wgpu.BufferUsage.UNIFORM)]  # fmt: skip
+    _dispatch_once(device, shader.source, buffers)
+    got = np.frombuffer(device.queue.read_buffer(buffers[1]), np.int32)
+    np.testing.assert_array_equal(got[:16], q[:16].astype(np.int32))
+    np.testing.assert_array_equal(got[25:29], q[25:29].astype(np.int32))
