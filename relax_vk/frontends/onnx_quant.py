@@ -41,10 +41,10 @@ then removes every int8/uint8 *activation* tensor:
   atomic per byte). A ``QuantizeLinear`` that is a graph output stays.
 
 What stays int8 is the weights: ``DequantizeLinear`` of a constant is imported as TVM's
-``relax.dequantize`` of the int8/uint8 constant, which the artifact keeps as bytes and a
-dequantize kernel turns into float32 at run time (on every run; a conv's weight is packed as
-integers at compile time, :mod:`relax_vk.passes.layout.quantized_weights`; fusing the dequantize
-into the conv that reads it is future work). com.microsoft's ``MatMulNBits`` (4-bit blockwise
+``relax.dequantize`` of the int8/uint8 constant, which the artifact keeps as bytes. A conv's weight
+is packed as integers at compile time (:mod:`relax_vk.passes.layout.quantized_weights`) and, where
+its zero points are centred, read as integers by the conv kernel itself; any other reader gets a
+dequantize kernel at run time. com.microsoft's ``MatMulNBits`` (4-bit blockwise
 weights) is converted at import (:func:`convert_matmul_nbits`) into one kernel that decodes its
 packed bytes as it multiplies: no float copy of those weights exists.
 

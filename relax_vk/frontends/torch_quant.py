@@ -31,8 +31,8 @@ Integer *weights* stay integers:
   exists;
 * any other dequantize of constants per tensor or per channel (a conv's weight) is TVM's
   ``relax.dequantize`` of the integer constant, which the artifact keeps as integers and
-  :mod:`relax_vk.passes.layout.quantized_weights` packs at compile time; blocked ones are float ops
-  over the integer constant.
+  :mod:`relax_vk.passes.layout.quantized_weights` packs at compile time (a conv then reads the
+  integers itself); blocked ones are float ops over the integer constant.
 
 Not converted (an :class:`~relax_vk.core.errors.UnsupportedError` naming the node):
 ``choose_qparams_symmetric``, ``choose_qparams_affine`` mapping types other than ASYMMETRIC and

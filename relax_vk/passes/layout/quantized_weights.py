@@ -1,18 +1,23 @@
-"""Quantized conv weights packed at compile time, still quantized.
+"""Quantized conv weights packed at compile time, still quantized, and read as integers.
 
 A weight that a quantized model gives as ``dequantize(int8 constant, scale, zero point)``
-(QDQ, and the QOperator / dynamic forms once :mod:`relax_vk.frontends.onnx_quant` rewrote them)
-is not a float constant, so packing it to OIHW4o used to run on every inference: a kernel that
-dequantized and padded the channels, then a layout-transform kernel, both writing float32 copies.
-:func:`packed_dequantize` packs the integer constant itself with numpy (the way float weights are
-packed, :func:`~relax_vk.passes.layout.packing.pack_weight_array`) and dequantizes the packed
-integers with the scale and zero point laid out to match: one elementwise kernel at run time
-(fused into one by FuseOps), the int8 bytes in the artifact as before.
+(QDQ, and the QOperator / dynamic forms once :mod:`relax_vk.frontends.onnx_quant` rewrote them;
+pt2e graphs through :mod:`relax_vk.frontends.torch_quant`) is not a float constant, so packing it
+to OIHW4o used to run on every inference: a kernel that dequantized and padded the channels, then a
+layout-transform kernel, both writing float32 copies. :func:`packed_dequantize` packs the integer
+constant itself with numpy (the way float weights are packed,
+:func:`~relax_vk.passes.layout.packing.pack_weight_array`), with the scale and zero point laid out
+to match. Then, where ``q - zero point`` fits int8 (:func:`centred_weight`: symmetric weights, uint8
+ones centred on 128), the conv reads those integers and its output is multiplied by the
+per-channel scale (:func:`output_scales`; ``conv(x, (q - zp) * s) == conv(x, q - zp) * s``, fused
+into the conv's epilogue): no dequantize kernel and no float copy of the weight. Otherwise one
+elementwise kernel dequantizes the packed integers at run time (:func:`emit_dequantize`), the
+int8 bytes in the artifact as before.
 
 Padding keeps the packed layouts' invariant that padded channels hold zeros: a padded input
 channel of a real output channel holds that channel's zero point, and a padded output channel has
-scale 0. The arithmetic is TVM's own dequantize's (``(q - zp)`` exact, then times the float32
-scale), so the values are bit-identical to the run-time packing it replaces.
+scale 0. The dequantize kernel's arithmetic is TVM's own dequantize's (``(q - zp)`` exact, then
+times the float32 scale), so its values are bit-identical to the run-time packing it replaces.
 """
 
 from __future__ import annotations
