@@ -144,3 +144,60 @@ def unpack(fmt: BlockwiseFormat, B: np.ndarray, scales: np.ndarray) -> np.ndarra
     q = np.stack([(B >> (j * fmt.bits)) & mask for j in range(per_byte)], axis=-1).reshape(fmt.N, fmt.k_blocks * fmt.block)
     w = (q.astype(np.float32) - (1 << (fmt.bits - 1))) * np.repeat(scales.astype(np.float32).reshape(fmt.N, fmt.k_blocks), fmt.block, axis=1)
     return np.ascontiguousarray(w[:, : fmt.K].T)
+
+
+def format_for(codes: np.ndarray, group: int):
+    """``(BlockwiseFormat, offset)`` for integer ``codes`` ``[rows, cols]`` in groups of ``group``
+    along ``cols``: the fewest bits (2, 4, 8) that hold the dtype's range in use (codes shift by
+    ``offset`` to be unsigned) and a power-of-two block of 16 to 256 that divides the group (for
+    one group per row, any), else None."""
+    rows, cols = codes.shape
+    lo, hi = int(codes.min(initial=0)), int(codes.max(initial=0))
+    signed = codes.dtype.kind == "i"
+    bits = next((b for b in (2, 4, 8) if (-(1 << (b - 1)) <= lo and hi < 1 << (b - 1) if signed else hi < 1 << b)), None)
+    if bits is None:
+        return None
+    block = 256
+    if group >= cols:  # one scale per row: the block that makes the fewest bytes (codes padded to whole blocks, a scale each)
+        block = min((16, 32, 64, 128, 256), key=lambda b: (-(-cols // b)) * (b * bits // 8 + 4))
+    else:
+        while block >= 16 and group % block:
+            block //= 2
+        if block < 16:
+            return None
+    return BlockwiseFormat(cols, rows, bits, block, "float"), (1 << (bits - 1)) if signed else 0
+
+
+def emit_blockwise_linear(bb, x, data: np.ndarray, scales: np.ndarray, zps: Optional[np.ndarray], group: int):
+    """:func:`blockwise_linear_call` emitted with ``bb`` (its variable), or None."""
+    call = blockwise_linear_call(bb, x, data, scales, zps, group)
+    return None if call is None else bb.emit(call)
+
+
+def blockwise_linear_call(bb, x, data: np.ndarray, scales: np.ndarray, zps: Optional[np.ndarray], group: int):
+    """``x @ W.T`` for ``W[n, k] = (data[n, k] - zps[n, g]) * scales[n, g]`` (``g = k // group``)
+    as a call of one blockwise kernel over the packed codes (the kernel added to ``bb``'s module),
+    or None when no format holds them (:func:`format_for`). A dequantized weight of any
+    per-tensor, per-output or per-group quantization is read this way, with no float copy of it."""
+    from dataclasses import replace
+
+    from tvm import relax
+
+    chosen = format_for(data, group)
+    if chosen is None:
+        return None
+    fmt, offset = chosen
+    # blocks of one group share its parameters; (codes + offset) - (zp + offset) == q - zp exactly
+    per_block = np.minimum(np.arange(fmt.k_blocks) * fmt.block // group, scales.shape[1] - 1)
+    block_scales = scales[:, per_block].reshape(-1)
+    block_zps = (np.zeros_like(scales, np.float64) if zps is None else zps)[:, per_block].reshape(-1) + offset
+    if np.any(block_zps != np.round(block_zps)) or np.abs(block_zps).max(initial=0) > 1 << 24:
+        return None
+    midpoint = bool(np.all(block_zps == 1 << (fmt.bits - 1)))
+    if midpoint:
+        fmt = replace(fmt, zero_points=None)
+    B = pack_codes(fmt, (data.astype(np.int64) + offset).astype(np.uint8))
+    args = [x, relax.const(B), relax.const(block_scales.astype(np.float32))]
+    if not midpoint:
+        args.append(relax.const(block_zps.astype(np.float32)))
+    return bb.call_te(lambda A, Bq, S, *Z: fmt.matmul(A, Bq, S, Z[0] if Z else None), *args, primfunc_name_hint="linear_nbits")

@@ -44,6 +44,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tvm
 
+from .quantized_matmuls import fuse_quantized_matmuls
 from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.extras import require
@@ -347,7 +348,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    mod = record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by)
+    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by))
     if not used:
         return mod
     _check_known_shapes(mod, where, {name: ranges[name] for name in used})

@@ -47,6 +47,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core.errors import UnsupportedError
+from .blockwise import emit_blockwise_linear
 
 #: op names (``node.target.__name__``) that dequantize: a quantize read only by these stays float
 DEQUANTIZE_OPS = ("dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
@@ -296,60 +297,6 @@ def _blocks(importer, node) -> Optional[Tuple[np.ndarray, np.ndarray, Optional[n
     return data, scales, zps, group
 
 
-def _format_of(codes: np.ndarray, group: int):
-    """``(BlockwiseFormat, offset)`` for integer ``codes`` ``[rows, cols]`` in groups of ``group``
-    along ``cols``: the fewest bits (2, 4, 8) that hold the dtype's range in use (codes shift by
-    ``offset`` to be unsigned) and a power-of-two block of 16 to 256 that divides the group (for
-    one group per row, any), else None."""
-    from .blockwise import BlockwiseFormat
-
-    rows, cols = codes.shape
-    lo, hi = int(codes.min(initial=0)), int(codes.max(initial=0))
-    signed = codes.dtype.kind == "i"
-    bits = next((b for b in (2, 4, 8) if (-(1 << (b - 1)) <= lo and hi < 1 << (b - 1) if signed else hi < 1 << b)), None)
-    if bits is None:
-        return None
-    block = 256
-    if group >= cols:  # one scale per row: the block that makes the fewest bytes (codes padded to whole blocks, a scale each)
-        block = min((16, 32, 64, 128, 256), key=lambda b: (-(-cols // b)) * (b * bits // 8 + 4))
-    else:
-        while block >= 16 and group % block:
-            block //= 2
-        if block < 16:
-            return None
-    return BlockwiseFormat(cols, rows, bits, block, "float"), (1 << (bits - 1)) if signed else 0
-
-
-def _emit_blockwise(importer, x, data: np.ndarray, scales: np.ndarray, zps: Optional[np.ndarray], group: int):
-    """``x @ W.T`` for ``W[n, k] = (data[n, k] - zps[n, g]) * scales[n, g]`` (``g = k // group``)
-    as one blockwise kernel over the packed codes, or None when no format holds them."""
-    from dataclasses import replace
-
-    from tvm import relax
-
-    from .blockwise import pack_codes
-
-    chosen = _format_of(data, group)
-    if chosen is None:
-        return None
-    fmt, offset = chosen
-    # blocks of one group share its parameters; (codes + offset) - (zp + offset) == q - zp exactly
-    per_block = np.minimum(np.arange(fmt.k_blocks) * fmt.block // group, scales.shape[1] - 1)
-    block_scales = scales[:, per_block].reshape(-1)
-    block_zps = (np.zeros_like(scales, np.float64) if zps is None else zps)[:, per_block].reshape(-1) + offset
-    if np.any(block_zps != np.round(block_zps)) or np.abs(block_zps).max(initial=0) > 1 << 24:
-        return None
-    midpoint = bool(np.all(block_zps == 1 << (fmt.bits - 1)))
-    if midpoint:
-        fmt = replace(fmt, zero_points=None)
-    B = pack_codes(fmt, (data.astype(np.int64) + offset).astype(np.uint8))
-    bb = importer.block_builder
-    args = [x, relax.const(B), relax.const(block_scales.astype(np.float32))]
-    if not midpoint:
-        args.append(relax.const(block_zps.astype(np.float32)))
-    return bb.emit(bb.call_te(lambda A, Bq, S, *Z: fmt.matmul(A, Bq, S, Z[0] if Z else None), *args, primfunc_name_hint="linear_nbits"))
-
-
 def fused_linear(importer, node):
     """``aten.linear`` whose weight is a dequantize of constants (per tensor, per output channel or
     per group along the inputs): one blockwise kernel over the packed codes (module docstring), or
@@ -362,7 +309,7 @@ def fused_linear(importer, node):
     found = _blocks(importer, weight)
     if found is None:
         return None
-    y = _emit_blockwise(importer, _float(importer, node.args[0]), *found)
+    y = emit_blockwise_linear(importer.block_builder, _float(importer, node.args[0]), *found)
     bias = node.args[2] if len(node.args) > 2 else None
     if y is not None and bias is not None:
         y = importer.block_builder.emit(relax.op.add(y, _float(importer, bias)))
@@ -404,7 +351,7 @@ def _mm(node, importer):
     codes = _integer_matrix(importer, node.args[1])
     if codes is not None:
         ones = np.ones((codes.shape[0], 1), np.float32)
-        y = _emit_blockwise(importer, _float(importer, node.args[0]), codes, ones, None, codes.shape[1])
+        y = emit_blockwise_linear(importer.block_builder, _float(importer, node.args[0]), codes, ones, None, codes.shape[1])
         if y is not None:
             return y
     return importer.block_builder.emit(relax.op.matmul(importer.env[node.args[0]], importer.env[node.args[1]]))
