@@ -43,8 +43,10 @@ then removes every int8/uint8 *activation* tensor:
 What stays int8 is the weights: ``DequantizeLinear`` of a constant is imported as TVM's
 ``relax.dequantize`` of the int8/uint8 constant, which the artifact keeps as bytes. A conv's weight
 is packed as integers at compile time (:mod:`relax_vk.passes.layout.quantized_weights`) and, where
-its zero points are centred, read as integers by the conv kernel itself; any other reader gets a
-dequantize kernel at run time. com.microsoft's ``MatMulNBits`` (4-bit blockwise
+its zero points are centred, read as integers by the conv kernel itself; a ``MatMul`` / ``Gemm``
+weight quantized per tensor or per output column becomes packed codes read by the matmul
+(:mod:`relax_vk.frontends.quantized_matmuls`); any other reader gets a dequantize kernel at run
+time. com.microsoft's ``MatMulNBits`` (4-bit blockwise
 weights) is converted at import (:func:`convert_matmul_nbits`) into one kernel that decodes its
 packed bytes as it multiplies: no float copy of those weights exists.
 
