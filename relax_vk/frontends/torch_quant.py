@@ -101,10 +101,10 @@ def _float(importer, arg, shape: Optional[Sequence[int]] = None):
     return expr
 
 
-def _axis_shape(rank: int, axis: int, size: int) -> Tuple[int, ...]:
-    """The shape that broadcasts ``size`` values along ``axis`` of a rank-``rank`` tensor."""
+def _axis_shape(rank: int, axis: int) -> Tuple[int, ...]:
+    """The shape that broadcasts one value per index of ``axis`` over a rank-``rank`` tensor."""
     shape = [1] * rank
-    shape[axis] = size
+    shape[axis] = -1
     return tuple(shape)
 
 
@@ -149,7 +149,7 @@ def _quantize_per_channel(node, importer):
     x_expr = _float(importer, x)
     rank = len(x_expr.ty.shape.values)
     axis = int(axis) % rank
-    shape = _axis_shape(rank, axis, -1)
+    shape = _axis_shape(rank, axis)
     s, z, inv = _numbers(importer, node, scales, zps, shape)
     return _emit_quantize(importer, node, x_expr, s, z, int(qmin), int(qmax), _dtype(dtype, node), inv)
 
@@ -196,7 +196,7 @@ def _dequantize_per_channel(node, importer):
         return _dequantize_constant(importer, node, data, s, z, int(axis) % data.ndim)
     q_expr = _float(importer, q)
     rank = len(q_expr.ty.shape.values)
-    s_expr, z_expr, _ = _numbers(importer, node, scales, zps, _axis_shape(rank, int(axis) % rank, -1))
+    s_expr, z_expr, _ = _numbers(importer, node, scales, zps, _axis_shape(rank, int(axis) % rank))
     return _emit_dequantize(importer, q, s_expr, z_expr)
 
 
