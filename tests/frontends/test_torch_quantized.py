@@ -179,3 +179,24 @@ class _Symmetric(torch.nn.Module):
 def test_unconverted_quantized_ops_are_refused_by_node():
     with pytest.raises(UnsupportedError, match=r"choose_qparams_symmetric \(node choose_qparams_symmetric\w*\): symmetric dynamic"):
         from_torch(_Symmetric(), (torch.randn(2, 4),))
+
+
+class _PerChannel(torch.nn.Module):
+    """quantize / dequantize per channel of an activation (axis 1), scales and zero points buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scales", torch.tensor([0.5, 0.25, 0.125, 1.0]))
+        self.register_buffer("zps", torch.tensor([0, 3, -2, 1]))
+
+    def forward(self, x):
+        q = torch.ops.quantized_decomposed.quantize_per_channel.default(x, self.scales, self.zps, 1, -128, 127, torch.int8)
+        return torch.ops.quantized_decomposed.dequantize_per_channel.default(q, self.scales, self.zps, 1, -128, 127, torch.int8)
+
+
+def test_per_channel_activation_quantization_matches_pytorch(pocl):
+    x = torch.randn(1, 4, 5, 5) * 8
+    x[0, :, 0, :4] = torch.tensor([0.25, 0.375, -0.0625, 2.5])  # (exact halves of a step in each channel)
+    want = _PerChannel()(x).numpy()
+    artifact = relax_vk.build(from_torch(_PerChannel(), (x,)), target="opencl").artifact()
+    np.testing.assert_array_equal(load(artifact, device="pocl").run([x.numpy()])[0], want)
