@@ -139,6 +139,8 @@ def _numbers(importer, node, scale_arg, zp_arg, shape=None):
 
 
 def _quantize_per_tensor(node, importer):
+    """``quantize_per_tensor`` (numbers or ``[1]`` tensors) and ``quantize_per_token`` (``[..., 1]``
+    tensors, one per row): the parameters broadcast as they are."""
     x, scale, zp, qmin, qmax, dtype = node.args[:6]
     s, z, inv = _numbers(importer, node, scale, zp)
     return _emit_quantize(importer, node, _float(importer, x), s, z, int(qmin), int(qmax), _dtype(dtype, node), inv)
@@ -152,13 +154,6 @@ def _quantize_per_channel(node, importer):
     shape = _axis_shape(rank, axis)
     s, z, inv = _numbers(importer, node, scales, zps, shape)
     return _emit_quantize(importer, node, x_expr, s, z, int(qmin), int(qmax), _dtype(dtype, node), inv)
-
-
-def _quantize_per_token(node, importer):
-    """``quantize_per_token``: the scales and zero points are ``[..., 1]``, one per row."""
-    x, scales, zps, qmin, qmax, dtype = node.args[:6]
-    s, z, inv = _numbers(importer, node, scales, zps)
-    return _emit_quantize(importer, node, _float(importer, x), s, z, int(qmin), int(qmax), _dtype(dtype, node), inv)
 
 
 def _dequantize_constant(importer, node, data: np.ndarray, scale: np.ndarray, zp: Optional[np.ndarray], axis: int):
@@ -206,22 +201,36 @@ def _dequantize_per_token(node, importer):
     return _emit_dequantize(importer, q, s_expr, z_expr)
 
 
+def _range_with_zero(bb, data, axis=None):
+    """``(min(data, 0), max(data, 0))`` over ``axis`` (all axes: None), dimensions kept (relax_vk's
+    kernels reduce into at least one output element)."""
+    from tvm import relax
+
+    zero = relax.const(0.0, "float32")
+    lo = bb.emit(relax.op.minimum(bb.emit(relax.op.min(data, axis=axis, keepdims=True)), zero))
+    hi = bb.emit(relax.op.maximum(bb.emit(relax.op.max(data, axis=axis, keepdims=True)), zero))
+    return lo, hi
+
+
+def _asymmetric(bb, lo, hi, qmin: int, qmax: int, eps: float):
+    """PyTorch's asymmetric parameters of a range ``lo <= 0 <= hi``: ``scale = max((hi - lo) /
+    (qmax - qmin), eps)``, ``zero_point = clamp(qmin - round(lo / scale), qmin, qmax)``."""
+    from tvm import relax
+
+    span = bb.emit(relax.op.divide(bb.emit(relax.op.subtract(hi, lo)), relax.const(float(qmax - qmin), "float32")))
+    scale = bb.emit(relax.op.maximum(span, relax.const(np.float32(eps))))
+    zp = bb.emit(relax.op.subtract(relax.const(float(qmin), "float32"), bb.emit(relax.op.round(bb.emit(relax.op.divide(lo, scale))))))
+    return scale, bb.emit(relax.op.clip(zp, qmin, qmax))
+
+
 def _choose_qparams(node, importer):
-    """``choose_qparams.tensor`` (the dynamic form's per-tensor parameters, asymmetric):
-    ``scale = max((max(x, 0) - min(x, 0)) / (qmax - qmin), eps)``, ``zero_point = clamp(qmin -
-    round(min(x, 0) / scale), qmin, qmax)``; both ``[1]`` float32 (PyTorch: float64 and int64)."""
+    """``choose_qparams.tensor`` (the dynamic form's per-tensor parameters, :func:`_asymmetric`);
+    both ``[1]`` float32 (PyTorch: float64 and int64)."""
     from tvm import relax
 
     bb = importer.block_builder
     x, qmin, qmax, eps = node.args[:4]
-    x_expr = _float(importer, x)
-    # (reduced keeping the dimensions: relax_vk's kernels reduce into at least one output element)
-    lo = bb.emit(relax.op.minimum(bb.emit(relax.op.min(x_expr, keepdims=True)), relax.const(0.0, "float32")))
-    hi = bb.emit(relax.op.maximum(bb.emit(relax.op.max(x_expr, keepdims=True)), relax.const(0.0, "float32")))
-    span = bb.emit(relax.op.divide(bb.emit(relax.op.subtract(hi, lo)), relax.const(float(int(qmax) - int(qmin)), "float32")))
-    scale = bb.emit(relax.op.maximum(span, relax.const(np.float32(eps))))
-    zp = bb.emit(relax.op.subtract(relax.const(float(qmin), "float32"), bb.emit(relax.op.round(bb.emit(relax.op.divide(lo, scale))))))
-    zp = bb.emit(relax.op.clip(zp, int(qmin), int(qmax)))
+    scale, zp = _asymmetric(bb, *_range_with_zero(bb, _float(importer, x)), int(qmin), int(qmax), float(eps))
     return bb.emit(relax.Tuple([bb.emit(relax.op.reshape(scale, (1,))), bb.emit(relax.op.reshape(zp, (1,)))]))
 
 
@@ -231,10 +240,8 @@ def _choose_qparams_per_token(node, importer):
     from tvm import relax
 
     bb = importer.block_builder
-    x_expr = _float(importer, node.args[0])
     zero = relax.const(0.0, "float32")
-    lo = bb.emit(relax.op.minimum(bb.emit(relax.op.min(x_expr, axis=-1, keepdims=True)), zero))
-    hi = bb.emit(relax.op.maximum(bb.emit(relax.op.max(x_expr, axis=-1, keepdims=True)), zero))
+    lo, hi = _range_with_zero(bb, _float(importer, node.args[0]), axis=-1)
     scale = bb.emit(relax.op.divide(bb.emit(relax.op.subtract(hi, lo)), relax.const(255.0, "float32")))
     scale = bb.emit(relax.op.maximum(scale, relax.const(np.finfo(np.float32).eps, "float32")))
     d_lo, d_hi = bb.emit(relax.op.divide(lo, scale)), bb.emit(relax.op.divide(hi, scale))
@@ -397,6 +404,27 @@ def _blocked_args(node, importer):
     return q, shape, [1, min(group, shape[-1])], node.args[1], node.args[2]
 
 
+def _qrange(node, dtype, qmin, qmax) -> Tuple[str, int, int]:
+    """``(dtype, qmin, qmax)``: the quantized dtype's name and range, the dtype's own bounds where
+    the op leaves them out."""
+    name = _dtype(dtype, node)
+    info = np.iinfo(name)
+    return name, int(info.min) if qmin is None else int(qmin), int(info.max) if qmax is None else int(qmax)
+
+
+def _blocked_operands(node, importer):
+    """``(input split into its blocks, scale, zero point, input shape)`` of a blocked (de)quantize
+    (:func:`_blocked_args`, :func:`_blocking`): float32, the parameters in the blocks' shape."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    x, shape, block, scale_arg, zp_arg = _blocked_args(node, importer)
+    split, kept, _ = _blocking(node, shape, block)
+    data = bb.emit(relax.op.reshape(_float(importer, x), split))
+    zp = _float(importer, zp_arg, kept) if zp_arg is not None else relax.const(0.0, "float32")
+    return data, _float(importer, scale_arg, kept), zp, shape
+
+
 def _dequantize_blocked(node, importer):
     """``dequantize_per_channel_group`` / ``torchao::dequantize_affine`` of any blocking:
     ``(q - zero_point) * scale`` with each parameter repeated over its block (float ops; a linear's
@@ -404,11 +432,7 @@ def _dequantize_blocked(node, importer):
     from tvm import relax
 
     bb = importer.block_builder
-    q, shape, block, scale_arg, zp_arg = _blocked_args(node, importer)
-    split, kept, _ = _blocking(node, shape, block)
-    data = bb.emit(relax.op.reshape(_float(importer, q), split))
-    scale = _float(importer, scale_arg, kept)
-    zp = _float(importer, zp_arg, kept) if zp_arg is not None else relax.const(0.0, "float32")
+    data, scale, zp, shape = _blocked_operands(node, importer)
     out = bb.emit(relax.op.multiply(bb.emit(relax.op.subtract(data, zp)), scale))
     return bb.emit(relax.op.reshape(out, shape))
 
@@ -418,27 +442,19 @@ def _quantize_affine(node, importer):
     per block (the inverse a float32 division, as torchao computes it)."""
     from tvm import relax
 
-    bb = importer.block_builder
-    x, shape, block, scale_arg, zp_arg = _blocked_args(node, importer)
-    split, kept, _ = _blocking(node, shape, block)
-    dtype = _dtype(node.args[4], node)
-    info = np.iinfo(dtype)
-    qmin = int(node.args[5]) if len(node.args) > 5 and node.args[5] is not None else int(info.min)
-    qmax = int(node.args[6]) if len(node.args) > 6 and node.args[6] is not None else int(info.max)
-    data = bb.emit(relax.op.reshape(_float(importer, x), split))
-    scale = _float(importer, scale_arg, kept)
-    zp = _float(importer, zp_arg, kept) if zp_arg is not None else relax.const(0.0, "float32")
+    args = list(node.args) + [None] * 7
+    dtype, qmin, qmax = _qrange(node, *args[4:7])
+    data, scale, zp, shape = _blocked_operands(node, importer)
     q = _emit_quantize(importer, node, data, scale, zp, qmin, qmax, dtype)
-    return bb.emit(relax.op.reshape(q, shape))
+    return importer.block_builder.emit(relax.op.reshape(q, shape))
 
 
 def _choose_qparams_affine(node, importer):
     """``torchao::choose_qparams_affine`` (the dynamic activations of
-    ``Int8DynamicActivationIntxWeightConfig``), ASYMMETRIC or SYMMETRIC, per block: over each
-    block ``lo = min(min, 0)``, ``hi = max(max, 0)``; ASYMMETRIC ``scale = max((hi - lo) / (qmax -
-    qmin), eps)``, ``zero_point = clamp(qmin - round(lo / scale), qmin, qmax)``; SYMMETRIC ``scale =
-    max(max(-lo, hi) / ((qmax - qmin) / 2), eps)``, ``zero_point = (qmax + qmin + 1) // 2``. Both
-    float32 in the blocks' parameter shape (which the (de)quantize reading them reshape to)."""
+    ``Int8DynamicActivationIntxWeightConfig``), per block over ``lo = min(min, 0)``, ``hi =
+    max(max, 0)``: ASYMMETRIC :func:`_asymmetric`; SYMMETRIC ``scale = max(max(-lo, hi) / ((qmax -
+    qmin) / 2), eps)``, ``zero_point = (qmax + qmin + 1) // 2``. Both float32 in the blocks'
+    parameter shape (which the (de)quantize reading them reshape to)."""
     from tvm import relax
 
     bb = importer.block_builder
@@ -446,26 +462,16 @@ def _choose_qparams_affine(node, importer):
     x, mapping, block, dtype, qmin, qmax, eps = args[:7]
     if mapping not in ("ASYMMETRIC", "SYMMETRIC"):
         raise UnsupportedError(f"{_where(node)}: mapping type {mapping} is not supported (ASYMMETRIC, SYMMETRIC)")
-    info = np.iinfo(_dtype(dtype, node))
-    qmin = int(info.min) if qmin is None else int(qmin)
-    qmax = int(info.max) if qmax is None else int(qmax)
+    _, qmin, qmax = _qrange(node, dtype, qmin, qmax)
     eps = float(np.finfo(np.float32).tiny) if eps is None else float(eps)
-    shape = _static_shape(importer.env[x])
-    split, kept, axes = _blocking(node, shape, [int(b) for b in block])
-    data = bb.emit(relax.op.reshape(_float(importer, x), split))
-    zero = relax.const(0.0, "float32")
-    lo = bb.emit(relax.op.minimum(bb.emit(relax.op.min(data, axis=axes, keepdims=True)), zero))
-    hi = bb.emit(relax.op.maximum(bb.emit(relax.op.max(data, axis=axes, keepdims=True)), zero))
-    floor = relax.const(np.float32(eps))
-    if mapping == "SYMMETRIC":
-        peak = bb.emit(relax.op.maximum(bb.emit(relax.op.negative(lo)), hi))
-        scale = bb.emit(relax.op.maximum(bb.emit(relax.op.divide(peak, relax.const((qmax - qmin) / 2.0, "float32"))), floor))
-        zp = bb.emit(relax.op.full_like(scale, relax.const(float(int((qmax + qmin + 1) / 2)), "float32")))
-        return bb.emit(relax.Tuple([scale, zp]))
-    span = bb.emit(relax.op.divide(bb.emit(relax.op.subtract(hi, lo)), relax.const(float(qmax - qmin), "float32")))
-    scale = bb.emit(relax.op.maximum(span, floor))
-    zp = bb.emit(relax.op.subtract(relax.const(float(qmin), "float32"), bb.emit(relax.op.round(bb.emit(relax.op.divide(lo, scale))))))
-    return bb.emit(relax.Tuple([scale, bb.emit(relax.op.clip(zp, qmin, qmax))]))
+    split, _, axes = _blocking(node, _static_shape(importer.env[x]), [int(b) for b in block])
+    lo, hi = _range_with_zero(bb, bb.emit(relax.op.reshape(_float(importer, x), split)), axes)
+    if mapping == "ASYMMETRIC":
+        return bb.emit(relax.Tuple(list(_asymmetric(bb, lo, hi, qmin, qmax, eps))))
+    peak = bb.emit(relax.op.maximum(bb.emit(relax.op.negative(lo)), hi))
+    scale = bb.emit(relax.op.maximum(bb.emit(relax.op.divide(peak, relax.const((qmax - qmin) / 2.0, "float32"))), relax.const(np.float32(eps))))
+    zp = bb.emit(relax.op.full_like(scale, relax.const(float(int((qmax + qmin + 1) / 2)), "float32")))
+    return bb.emit(relax.Tuple([scale, zp]))
 
 
 def _refuse(reason: str) -> Callable:
@@ -485,7 +491,7 @@ CONVERTERS: Dict[str, Callable] = {
     "dequantize_per_channel.default": _dequantize_per_channel,
     "choose_qparams.tensor": _choose_qparams,
     "choose_qparams_per_token_asymmetric.default": _choose_qparams_per_token,
-    "quantize_per_token.default": _quantize_per_token,
+    "quantize_per_token.default": _quantize_per_tensor,
     "dequantize_per_token.default": _dequantize_per_token,
     "dequantize_per_channel_group.default": _dequantize_blocked,
     "linear.default": _linear,

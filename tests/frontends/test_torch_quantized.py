@@ -200,3 +200,30 @@ def test_per_channel_activation_quantization_matches_pytorch(pocl):
     want = _PerChannel()(x).numpy()
     artifact = relax_vk.build(from_torch(_PerChannel(), (x,)), target="opencl").artifact()
     np.testing.assert_array_equal(load(artifact, device="pocl").run([x.numpy()])[0], want)
+
+
+class _AffinePerToken:
+    """torchao's choose_qparams_affine + quantize_affine + dequantize_affine per row of 64, as a
+    module for ``mapping`` (made on demand: the ops are registered by importing torchao)."""
+
+    @staticmethod
+    def make(mapping: str):
+        import torchao  # noqa: F401
+
+        class Affine(torch.nn.Module):
+            def forward(self, x):
+                block = [1, 1, 64]
+                scale, zp = torch.ops.torchao.choose_qparams_affine(x, mapping, block, torch.int8, -128, 127, None, None, None)
+                q = torch.ops.torchao.quantize_affine(x, block, scale, zp, torch.int8, -128, 127)
+                return torch.ops.torchao.dequantize_affine(q, block, scale, zp, torch.int8, -128, 127)
+
+        return Affine()
+
+
+@pytest.mark.parametrize("mapping", ["ASYMMETRIC", "SYMMETRIC"])
+def test_torchao_affine_activation_quantization_matches_pytorch(mapping, pocl):
+    model = _AffinePerToken.make(mapping)
+    x = torch.randn(2, 8, 64, generator=torch.Generator().manual_seed(4)) * 3
+    want = model(x).numpy()
+    artifact = relax_vk.build(from_torch(model, (x,)), target="opencl").artifact()
+    np.testing.assert_array_equal(load(artifact, device="pocl").run([x.numpy()])[0], want)
