@@ -503,9 +503,13 @@ CONVERTERS: Dict[str, Callable] = {
 }
 
 
+#: float ops the table takes over to read integer weights (their presence makes no graph quantized)
+FLOAT_OPS = ("linear.default", "mm.default")
+
+
 def is_quantized(exported) -> bool:
-    """Whether ``exported``'s graph calls any of the ops this module converts."""
-    return any(node.op == "call_function" and _name(node) in CONVERTERS and _name(node) != "linear.default" for node in exported.graph.nodes)
+    """Whether ``exported``'s graph calls any of the quantized ops this module converts."""
+    return any(node.op == "call_function" and _name(node) in CONVERTERS and _name(node) not in FLOAT_OPS for node in exported.graph.nodes)
 
 
 def converted_here(op_key: str) -> bool:
