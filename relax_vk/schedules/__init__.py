@@ -25,7 +25,9 @@
    stores);
 7. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
    (unwindowed) reductions only;
-8. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
+8. ``run_time_sums`` -- other dot products in kernels of run-time size (a decoder's attention
+   scores): outputs side by side, each sum split over a warp's lanes (:mod:`.run_time_sums`);
+9. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
    replaces dlight's ``gpu.Fallback``).
 
 Kernels with a trivial (extent-1) reduction skip the upstream rules: :mod:`.analysis` says why.
@@ -45,6 +47,7 @@ from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .linear import linear_rule
+from .run_time_sums import run_time_sums_rule
 from .conv2d import conv2d_rule
 from .matmul import token_matmul_rule
 from .pooling import schedule_pool
@@ -87,6 +90,7 @@ RULES: List[Rule] = [
     ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
     ("gpu.reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),
     ("gpu.general_reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.GeneralReduction())))),
+    ("run_time_sums", _unless(has_trivial_reduction, run_time_sums_rule)),
 ]
 
 

@@ -27,8 +27,9 @@ def _checkpoint(folder, arch: str, dtype=None):
     torch.manual_seed(0)
     if arch == "llama":
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, attention_bias=True, mlp_bias=True))
-    else:  # Qwen3: per-head q/k norms, a head_dim that is not hidden/heads, tied embeddings
-        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**SMALL, head_dim=32, tie_word_embeddings=True))
+    else:  # Qwen3: per-head q/k norms, a head_dim that is not hidden/heads (64: the attention's sums are
+        # long enough to be split over a workgroup's lanes, relax_vk.schedules.run_time_sums), tied embeddings
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**SMALL, head_dim=64, tie_word_embeddings=True))
     with torch.no_grad():  # (random biases and norm weights: zeros and ones would hide a mix-up)
         for name, p in model.named_parameters():
             if name.endswith(("bias", "norm.weight", "layernorm.weight")):

@@ -1,0 +1,130 @@
+"""Dot products over a static length in kernels of run-time size, no other rule's: each workgroup
+takes a few outputs and splits each output's sum over a warp's lanes.
+
+The safe schedule gives every output a thread that adds all of its terms alone. A decoder's
+attention scores (a query head's dot product with each cached key row) then run a few thousand
+threads, each a chain of dependent loads through one key row, the rows of neighbouring threads 4 KB
+apart. Here, as in the linear layers' schedule (:mod:`.linear`), the kernel's run-time output dims
+go to ``blockIdx`` and its static ones become ``n``, its sum ``k``: a workgroup takes ``OUTPUTS``
+consecutive outputs of ``n`` (``threadIdx.y``) and ``LANES`` lanes (``threadIdx.x``) take
+consecutive terms of each, reading a row's adjacent columns together; the partials meet in
+workgroup memory (``rfactor``), then each output's thread adds them and applies the kernel's
+elementwise epilogue (the attention mask's ``where``). Only sums whose terms are adjacent in the
+largest input (its last index is a term of the sum) are taken: a sum down columns (the attention's
+value parts) is declined. The splits divide the static extents exactly (TVM drops the bounds check
+of a partial split of a factored reduction)."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from tvm import s_tir, tirx
+
+from .analysis import _blocks, _is_reduction
+
+LANES = 32  # threads of a warp on consecutive terms
+OUTPUTS = 8  # outputs a workgroup
+MIN_TERMS = 16  # shorter sums stay one thread's
+
+
+def _divisor(n: int, most: int) -> int:
+    return max(d for d in range(1, most + 1) if n % d == 0)
+
+
+def _static(iv) -> bool:
+    return isinstance(iv.dom.extent, tirx.IntImm)
+
+
+def _unit(sch: s_tir.Schedule, loop) -> bool:
+    extent = sch.get(loop).extent
+    return isinstance(extent, tirx.IntImm) and int(extent) == 1
+
+
+def _terms_adjacent(block) -> bool:
+    """Whether the sum runs along rows: the largest buffer it reads has a reduction var in its last
+    index, and no buffer has one in another index (a conv's channel or window: not this rule's)."""
+    reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
+
+    def uses(index) -> bool:
+        return any(u.same_as(v) for u in tirx.analysis.undefined_vars(index) for v in reduce)
+
+    if any(uses(r.min) for read in block.reads for r in read.region[:-1]):
+        return False
+    largest = max(block.reads, key=lambda r: math.prod(int(d) if isinstance(d, tirx.IntImm) else 1 << 20 for d in r.source.shape))
+    return uses(largest.region[-1].min)
+
+
+def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
+    """The schedule of the module docstring, or None for another kernel."""
+    blocks = _blocks(func)
+    reductions = [b for b in blocks if _is_reduction(b)]
+    if len(reductions) != 1:
+        return None
+    red = reductions[0]
+    kinds = [iv.iter_type for iv in red.iter_vars]
+    spatial = [iv for iv in red.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
+    reduce = [iv for iv in red.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
+    if kinds != sorted(kinds) or not all(_static(iv) for iv in reduce):  # (spatial vars first, then the sum's)
+        return None
+    if all(_static(iv) for iv in spatial) or not any(_static(iv) for iv in spatial):
+        return None
+    terms = math.prod(int(iv.dom.extent) for iv in reduce)
+    outputs = math.prod(int(iv.dom.extent) for iv in spatial if _static(iv))
+    if terms < MIN_TERMS:
+        return None
+    if not _terms_adjacent(red):
+        return None
+    sch = s_tir.Schedule(func)
+    names = [b.name_hint for b in blocks]
+    index = names.index(red.name_hint)
+    for name in reversed(names[:index]):  # elementwise producers: read inline
+        sch.compute_inline(sch.get_sblock(name))
+    for name in names[index + 1 : -1]:  # an epilogue: its last block, the rest inline
+        sch.compute_inline(sch.get_sblock(name))
+    epilogue = sch.get_sblock(names[-1]) if len(names) > index + 1 else None
+    block = sch.get_sblock(names[index])
+    loops = sch.get_loops(block)
+    if len(loops) != len(red.iter_vars):
+        return None
+    run_time = [loop for loop, iv in zip(loops, spatial) if not _static(iv)]
+    static = [loop for loop, iv in zip(loops, spatial) if _static(iv)]
+    sch.reorder(*run_time, *static)
+    n = sch.fuse(*static) if len(static) > 1 else static[0]
+    k_loops = loops[len(spatial):]
+    k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    nt, ks, lanes, rows = _divisor(outputs, OUTPUTS), _divisor(terms, LANES), "threadIdx.y", "threadIdx.x"
+    if nt < 4 or ks < 4:
+        return None
+    n_o, n_i = sch.split(n, [None, nt])
+    k_o, k_s = sch.split(k, [None, ks])
+    partial = sch.rfactor(k_s, 0)
+    sch.set_scope(partial, 0, "shared")
+    total = sch.get_loops(block)  # run-time dims, n_o, n_i, k_s
+    bx = sch.fuse(*total[:-2])
+    n_i = total[-2]
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(n_i, lanes)
+    if epilogue is None:
+        epilogue = sch.cache_write(block, 0, "local")
+    else:
+        sch.set_scope(block, 0, "local")
+    sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
+    sch.compute_at(partial, bx, preserve_unit_loops=True)
+    # the partials: bx, k_s, a loop for each output var (n_i's, in the kernel's order: the static ones
+    # span n_i, the run-time ones are unit loops), k_o
+    inner = sch.get_loops(partial)
+    split, term = inner[1], inner[-1]
+    spans = [loop for loop in inner[2:-1] if not _unit(sch, loop)]
+    sch.reorder(split, *spans, *[loop for loop in inner[2:-1] if _unit(sch, loop)], term)
+    col = sch.fuse(*spans) if len(spans) > 1 else spans[0]
+    sch.bind(split, rows)
+    sch.bind(col, lanes)
+    local = sch.cache_write(partial, 0, "local")
+    sch.reverse_compute_at(local, col, preserve_unit_loops=True)
+    sch.decompose_reduction(partial, term)
+    return sch.mod["main"]
+
+
+def run_time_sums_rule(func: tirx.PrimFunc, _target) -> Optional[tirx.PrimFunc]:
+    return schedule_run_time_sums(func)
