@@ -22,14 +22,11 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from .analysis import _blocks, _is_reduction
+from .linear import _divisor
 
 LANES = 32  # threads of a warp on consecutive terms
 OUTPUTS = 8  # outputs a workgroup
 MIN_TERMS = 16  # shorter sums stay one thread's
-
-
-def _divisor(n: int, most: int) -> int:
-    return max(d for d in range(1, most + 1) if n % d == 0)
 
 
 def _static(iv) -> bool:
@@ -51,6 +48,7 @@ def _terms_adjacent(block) -> bool:
 
     if any(uses(r.min) for read in block.reads for r in read.region[:-1]):
         return False
+    # (a run-time dim counts as larger than any static one: the cache, not the query)
     largest = max(block.reads, key=lambda r: math.prod(int(d) if isinstance(d, tirx.IntImm) else 1 << 20 for d in r.source.shape))
     return uses(largest.region[-1].min)
 
