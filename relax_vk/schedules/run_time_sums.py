@@ -1,18 +1,26 @@
-"""Dot products over a static length in kernels of run-time size, no other rule's: each workgroup
-takes a few outputs and splits each output's sum over a warp's lanes.
+"""Sums over a static length in kernels of run-time size, no other rule's: each workgroup takes a
+few outputs and splits each output's sum over several threads.
 
 The safe schedule gives every output a thread that adds all of its terms alone. A decoder's
-attention scores (a query head's dot product with each cached key row) then run a few thousand
-threads, each a chain of dependent loads through one key row, the rows of neighbouring threads 4 KB
-apart. Here, as in the linear layers' schedule (:mod:`.linear`), the kernel's run-time output dims
-go to ``blockIdx`` and its static ones become ``n``, its sum ``k``: a workgroup takes ``OUTPUTS``
-consecutive outputs of ``n`` (``threadIdx.y``) and ``LANES`` lanes (``threadIdx.x``) take
-consecutive terms of each, reading a row's adjacent columns together; the partials meet in
-workgroup memory (``rfactor``), then each output's thread adds them and applies the kernel's
-elementwise epilogue (the attention mask's ``where``). Only sums whose terms are adjacent in the
-largest input (its last index is a term of the sum) are taken: a sum down columns (the attention's
-value parts) is declined. The splits divide the static extents exactly (TVM drops the bounds check
-of a partial split of a factored reduction)."""
+attention then runs a few thousand threads, each a chain of dependent loads: a score walks a whole
+128-wide key row (the rows of neighbouring threads 4 KB apart), a value part 64 cached rows. Here,
+as in the linear layers' schedule (:mod:`.linear`), the kernel's run-time output dims go to
+``blockIdx``, its static ones give ``n`` and its sum ``k``: a workgroup takes consecutive outputs of
+``n`` and splits their sums over partial-sum threads (``rfactor``), whose partials meet in workgroup
+memory; then each output's thread adds them and applies the kernel's elementwise epilogue (the
+attention mask's ``where``). Which index a warp's lanes share decides the roles, so that they read
+adjacent memory:
+
+* the sum runs along rows (the largest input's last index is a term of the sum, and no input has
+  one elsewhere: a key row): ``LANES`` lanes take consecutive terms (``threadIdx.x``), ``OUTPUTS``
+  outputs sit on ``threadIdx.y``;
+* the sum runs down columns (that last index is the innermost static output, with no term in it: a
+  value column): ``LANES`` lanes take consecutive outputs of that dim, ``PARTS`` partial sums sit on
+  ``threadIdx.y``, the other output dims join ``blockIdx``.
+
+Anything else (a conv reads its channels and windows through the sum's vars) is declined, as are
+sums shorter than ``MIN_TERMS`` and kernels of static size. The splits divide the static extents
+exactly (TVM drops the bounds check of a partial split of a factored reduction)."""
 
 from __future__ import annotations
 
@@ -24,8 +32,9 @@ from tvm import s_tir, tirx
 from .analysis import _blocks, _is_reduction
 from .linear import _divisor
 
-LANES = 32  # threads of a warp on consecutive terms
-OUTPUTS = 8  # outputs a workgroup
+LANES = 32  # threads of a warp: on consecutive terms, or on consecutive outputs
+OUTPUTS = 8  # terms on the lanes: outputs a workgroup
+PARTS = 8  # outputs on the lanes: partial sums an output
 MIN_TERMS = 16  # shorter sums stay one thread's
 
 
@@ -38,19 +47,25 @@ def _unit(sch: s_tir.Schedule, loop) -> bool:
     return isinstance(extent, tirx.IntImm) and int(extent) == 1
 
 
-def _terms_adjacent(block) -> bool:
-    """Whether the sum runs along rows: the largest buffer it reads has a reduction var in its last
-    index, and no buffer has one in another index (a conv's channel or window: not this rule's)."""
+def _roles(block, spatial) -> Optional[str]:
+    """Where a warp's lanes go so that every read they make is adjacent or shared: ``"terms"`` when
+    every buffer that a term of the sum indexes has it in its last index only (a key row and the
+    query), ``"outputs"`` when every buffer that the innermost static output indexes has it in its
+    last index only and the sum has one var (a value column and the probabilities); else None (a
+    conv reads channels and windows through its sum's vars: not this rule's)."""
     reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
 
-    def uses(index) -> bool:
-        return any(u.same_as(v) for u in tirx.analysis.undefined_vars(index) for v in reduce)
+    def only_last(names) -> bool:
+        def uses(index) -> bool:
+            return any(u.same_as(v) for u in tirx.analysis.undefined_vars(index) for v in names)
 
-    if any(uses(r.min) for read in block.reads for r in read.region[:-1]):
-        return False
-    # (a run-time dim counts as larger than any static one: the cache, not the query)
-    largest = max(block.reads, key=lambda r: math.prod(int(d) if isinstance(d, tirx.IntImm) else 1 << 20 for d in r.source.shape))
-    return uses(largest.region[-1].min)
+        return all(not any(uses(r.min) for r in read.region[:-1]) for read in block.reads) and any(uses(read.region[-1].min) for read in block.reads)
+
+    if only_last(reduce):
+        return "terms"
+    if len(reduce) == 1 and only_last([[iv.var for iv in spatial if _static(iv)][-1]]):
+        return "outputs"
+    return None
 
 
 def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
@@ -71,7 +86,8 @@ def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     outputs = math.prod(int(iv.dom.extent) for iv in spatial if _static(iv))
     if terms < MIN_TERMS:
         return None
-    if not _terms_adjacent(red):
+    roles = _roles(red, spatial)
+    if roles is None:
         return None
     sch = s_tir.Schedule(func)
     names = [b.name_hint for b in blocks]
@@ -88,10 +104,14 @@ def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     run_time = [loop for loop, iv in zip(loops, spatial) if not _static(iv)]
     static = [loop for loop, iv in zip(loops, spatial) if _static(iv)]
     sch.reorder(*run_time, *static)
-    n = sch.fuse(*static) if len(static) > 1 else static[0]
     k_loops = loops[len(spatial):]
     k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
-    nt, ks, lanes, rows = _divisor(outputs, OUTPUTS), _divisor(terms, LANES), "threadIdx.y", "threadIdx.x"
+    if roles == "terms":  # outputs on threadIdx.y (every static output var), lanes on the terms
+        n = sch.fuse(*static) if len(static) > 1 else static[0]
+        nt, ks, lanes, rows = _divisor(outputs, OUTPUTS), _divisor(terms, LANES), "threadIdx.y", "threadIdx.x"
+    else:  # lanes on the innermost output var (the others join blockIdx), partial sums on threadIdx.y
+        n = static[-1]
+        nt, ks, lanes, rows = _divisor(int(sch.get(n).extent), LANES), _divisor(terms, PARTS), "threadIdx.x", "threadIdx.y"
     if nt < 4 or ks < 4:
         return None
     n_o, n_i = sch.split(n, [None, nt])
