@@ -54,7 +54,10 @@ class BlockwiseFormat:
         bits, block, mask = self.bits, self.block, (1 << self.bits) - 1
         blk = k // block
         at = (k % block) * bits
-        q = (B[n, blk, at // 8].astype("int32") >> (at % 8)) & mask
+        if str(B.dtype) == "uint32":  # the blob read as little-endian 32-bit words (:func:`as_words`)
+            q = ((B[n, blk, at // 32] >> (at % 32).astype("uint32")) & tirx.const(mask, "uint32")).astype("int32")
+        else:
+            q = (B[n, blk, at // 8].astype("int32") >> (at % 8)) & mask
         if Z is None:
             zp = tirx.const(float(1 << (bits - 1)), "float32")
         elif self.zero_points == "float":
@@ -95,6 +98,15 @@ def gather_parts(parts, ids, buffers, out_dtype: str = "float32", name: str = "t
         return value.astype(out_dtype)
 
     return te.compute((ids.shape[0], tirx.const(parts[0][0].K, ids.shape[0].ty.dtype)), row, name=name)
+
+
+def as_words(B: np.ndarray) -> np.ndarray:
+    """``B`` (``[N, k_blocks, bytes]`` uint8) viewed as little-endian uint32 words, ``[N, k_blocks,
+    bytes / 4]``, when a block's bytes are whole words (what :meth:`BlockwiseFormat.weight` reads
+    either way: bit ``b`` of a block is bit ``b % 32`` of its word ``b // 32``); else ``B``."""
+    if B.shape[-1] % 4:
+        return B
+    return np.ascontiguousarray(B).view("<u4").astype(np.uint32)
 
 
 def _f32(x):
@@ -197,7 +209,7 @@ def blockwise_linear_call(bb, x, data: np.ndarray, scales: np.ndarray, zps: Opti
     if midpoint:
         fmt = replace(fmt, zero_points=None)
     B = pack_codes(fmt, (data.astype(np.int64) + offset).astype(np.uint8))
-    args = [x, relax.const(B), relax.const(block_scales.astype(np.float32))]
+    args = [x, relax.const(as_words(B)), relax.const(block_scales.astype(np.float32))]
     if not midpoint:
         args.append(relax.const(block_zps.astype(np.float32)))
     return bb.call_te(lambda A, Bq, S, *Z: fmt.matmul(A, Bq, S, Z[0] if Z else None), *args, primfunc_name_hint="linear_nbits")

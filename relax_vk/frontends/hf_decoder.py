@@ -43,7 +43,7 @@ from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.provenance import record_model_ops
 from ..core.states import with_states
-from .blockwise import BlockwiseFormat, gather_parts, pack_symmetric
+from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
 from .errors import ModelLoadError
 
 #: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
@@ -227,7 +227,7 @@ class _Weights:
             for first in range(0, fmt.N, rows):
                 last = min(fmt.N, first + rows)
                 part = BlockwiseFormat(fmt.K, last - first, fmt.bits, fmt.block)
-                parts.append((part, first, relax.const(np.ascontiguousarray(B[first:last]), "uint8"),
+                parts.append((part, first, relax.const(as_words(B[first:last])),  # (read a word at a time)
                               relax.const(np.ascontiguousarray(S[first * fmt.k_blocks : last * fmt.k_blocks]), scale_dtype)))  # fmt: skip
             self._packed[key] = parts
         return self._packed[key]

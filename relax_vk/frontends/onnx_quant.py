@@ -531,9 +531,13 @@ def convert_matmul_nbits(bb, inputs, attrs):
     """
     from tvm import relax
 
-    from .blockwise import BlockwiseFormat
+    from tvm.ir import GenericConst
+
+    from .blockwise import BlockwiseFormat, as_words
 
     a, b = inputs[0], inputs[1]
+    if isinstance(b, GenericConst) and str(b.ty.dtype) == "uint8" and len(b.ty.shape.values) == 3:
+        b = relax.const(as_words(b.value.numpy()))  # (the kernel reads a block's bytes as 32-bit words)
     scales = inputs[2]
     zero_points = inputs[3] if len(inputs) > 3 else None
     g_idx = inputs[4] if len(inputs) > 4 else None

@@ -135,8 +135,9 @@ def test_int4_weights_are_decoded_in_the_kernels_and_equal_transformers_on_the_s
     assert source["quantize"] == "int4"
     artifact = relax_vk.build(mod, target).artifact()
     matrices = [c for c in artifact.constants.values() if c.ndim >= 2 and c.size >= SMALL["hidden_size"] * 16]
-    assert matrices and all(c.dtype == np.uint8 for c in matrices), [(c.dtype, c.shape) for c in matrices]
-    table = [c for c in artifact.constants.values() if c.shape == (SMALL["vocab_size"], SMALL["hidden_size"] // 32, 16)]
+    # (the packed blocks as 32-bit words: 16 bytes a block of 32, 4 words)
+    assert matrices and all(c.dtype == np.uint32 for c in matrices), [(c.dtype, c.shape) for c in matrices]
+    table = [c for c in artifact.constants.values() if c.shape == (SMALL["vocab_size"], SMALL["hidden_size"] // 32, 4)]
     assert len(table) == (1 if model.config.tie_word_embeddings else 2)
     float_bytes = sum(p.numel() * 4 for p in model.parameters())
     assert sum(c.nbytes for c in artifact.constants.values()) < float_bytes / 5
@@ -172,7 +173,7 @@ def test_int4_tables_past_one_binding_are_held_in_parts(decoder, monkeypatch, re
     monkeypatch.setattr(hf_decoder, "INT4_PART_BYTES", 2048)
     mod, _ = load_model(folder, dims={"T": (1, 24), "S": (1, 4)}, quantize="int4")
     artifact = relax_vk.build(mod, target).artifact()
-    packed = [c.nbytes for c in artifact.constants.values() if c.dtype == np.uint8]
+    packed = [c.nbytes for c in artifact.constants.values() if c.dtype == np.uint32]
     assert max(packed) <= 2048 and sum(packed) >= SMALL["vocab_size"] * SMALL["hidden_size"] // 2  # (the 5 KiB table among them, in parts)
     result = Generator(Session(artifact, device=device)).generate(PROMPT, 8, keep_logits=True)
     twin = _dequantized(model)

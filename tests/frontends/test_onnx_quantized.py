@@ -164,7 +164,7 @@ def test_4bit_weights_stay_packed_on_the_device(models, imported, backend, devic
     float_bytes = sum(4 * k * n for k, n in weights)
     scales = {n * k // 32 for k, n in weights}  # (one float32 per block of 32)
     quantized = sum(t["bytes"] for t in program["tensors"] if t.get("kind") == "constant"
-                    and (t["dtype"] == "uint8" or int(np.prod(t["shape"])) in scales))  # fmt: skip
+                    and (t["dtype"] in ("uint8", "uint32") or int(np.prod(t["shape"])) in scales))  # fmt: skip
     assert quantized <= 0.16 * float_bytes, (quantized, float_bytes)  # 4 bits + a float32 scale per 32 weights
     session = load(compiled.artifact(), device=device)
     activations = sum(t["bytes"] for t in program["tensors"] if t.get("kind") != "constant")
@@ -195,12 +195,14 @@ def test_quantized_models_match_onnxruntime(models, imported, form, backend, dev
             dims, up = list(init.dims), lambda n: -(-n // 4) * 4  # noqa: E731
             sizes = {int(np.prod(dims))} | ({up(dims[0]) * c * int(np.prod(dims[2:])) for c in (dims[1], up(dims[1]))} if len(dims) == 4 else set())
             if len(dims) == 2:  # a matmul's: packed codes read by the matmul kernel, no float copy anywhere
-                assert any(d == "uint8" and n >= int(np.prod(dims)) for d, n in constants), f"{init.name} {dtype}{dims} not kept as codes"
+                assert any((d == "uint8" and n >= int(np.prod(dims))) or (d == "uint32" and 4 * n >= int(np.prod(dims))) for d, n in constants), f"{init.name} {dtype}{dims} not kept as codes"
                 floats = [t for t in artifact.program["tensors"] if t["dtype"] == "float32" and sorted(t["shape"]) == sorted(dims)]
                 assert not floats, f"{init.name}: a float32 copy {floats}"
                 continue
-            # (a uint8 weight whose q - zero point fits int8 is kept centred, as int8)
-            assert any((kept, n) in constants for n in sizes for kept in {dtype, "int8"}), f"{init.name} {dtype}{dims} not kept in the artifact"
+            # (a uint8 weight whose q - zero point fits int8 is kept centred, as int8; MatMulNBits' packed
+            # blocks are read as 32-bit words)
+            kept_as = {(kept, n) for n in sizes for kept in {dtype, "int8"}} | ({("uint32", n // 4) for n in sizes} if len(dims) == 3 else set())
+            assert kept_as & set(constants), f"{init.name} {dtype}{dims} not kept in the artifact"
             assert len(dims) != 4 or not any(("float32", n) in constants for n in sizes), f"{init.name}: a float32 copy in the artifact"
 
 
