@@ -93,7 +93,7 @@ def _winograd_sources(artifact, weights: dict) -> dict:
 
 
 #: the dtypes a refilled constant may have (weights, scales, packed 4-bit bytes; never indices)
-REFILLABLE = ("float32", "float16", "uint8")
+REFILLABLE = ("float32", "float16", "uint8", "uint32")
 
 
 def store_constants(outdir: str, artifact, weights: Optional[dict] = None, refill_over: Optional[int] = None) -> dict:
@@ -129,11 +129,13 @@ def store_constants(outdir: str, artifact, weights: Optional[dict] = None, refil
 
 
 def refill(dtype: str, shape, seed: int) -> np.ndarray:
-    """A refilled constant (:func:`store_constants`): bytes uniform in 0..255, floats normal with
-    std 0.02 (a weight's or a 4-bit block's scale's scale)."""
+    """A refilled constant (:func:`store_constants`): bytes (and packed words) uniform over their
+    range, floats normal with std 0.02 (a weight's or a 4-bit block's scale's scale)."""
     rng = np.random.default_rng(seed)
     if dtype == "uint8":
         return rng.integers(0, 256, shape, dtype=np.uint8)
+    if dtype == "uint32":
+        return rng.integers(0, 1 << 32, shape, dtype=np.uint32)
     return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(dtype)
 
 
