@@ -37,6 +37,7 @@ from .codegen.opencl import kernel_names, opencl_source
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
 from .core import target as _target
+from .core.dims import refuse_conditional_sizes
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
@@ -167,6 +168,7 @@ def build(
         tgt = _target.resolve(target)
     except ValueError as err:
         raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
+    refuse_conditional_sizes(mod)
     seconds: Dict[str, float] = {}
     with provenance.tracking() as tracker:  # the model's ops, followed to the kernels
         t0 = time.perf_counter()

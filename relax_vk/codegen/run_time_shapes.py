@@ -146,6 +146,10 @@ class RunTimeDims:
             raise UnsupportedError(f"{what}: {e} is not a run-time dim of the model's inputs")
         if isinstance(e, tirx.Cast) and "int" in str(e.ty.dtype):
             return self._write(e.value, what)
+        if isinstance(e, tirx.Select):  # (a select on a constant condition: a size simplified from abs or max can be one)
+            cond = self.analyzer.simplify(e.condition)
+            if isinstance(cond, tirx.IntImm):
+                return self._write(self.analyzer.simplify(e.true_value if cond.value else e.false_value), what)
         op = OPS.get(type(e).__name__)
         if op is None:
             raise UnsupportedError(f"{what}: the size {e} ({type(e).__name__}) cannot be computed by the runtime")
@@ -210,4 +214,8 @@ def substitute(e, values: Mapping):
     name = type(e).__name__
     if name in OPS:
         return type(e)(substitute(e.a, values), substitute(e.b, values))
+    if isinstance(e, tirx.Select):  # (a select on a constant condition: a size simplified from abs or max can be one)
+        cond = Analyzer().simplify(e.condition)
+        if isinstance(cond, tirx.IntImm):
+            return substitute(e.true_value if cond.value else e.false_value, values)
     raise UnsupportedError(f"the size {e} ({name}) cannot be computed by the runtime")

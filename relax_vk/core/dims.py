@@ -158,3 +158,32 @@ def bind_multiples(mod: tvm.IRModule) -> tvm.IRModule:
         dims[name] = (max(lo, 1), hi)
         dims[p] = (max(lo, 1) * step, hi * step, step)
     return with_dim_ranges(out, dims)
+
+
+def refuse_conditional_sizes(mod: tvm.IRModule) -> None:
+    """Raise :class:`~relax_vk.core.errors.UnsupportedError` naming the first op of ``mod`` whose
+    result's size is a condition on the run-time dims (``if_then_else``: TVM writes a ceil-mode
+    pool's output size over a run-time input so): no pass or runtime here computes such a size (it
+    crashed TVM's type normalizer in a later pass)."""
+    from tvm import relax
+
+    from .errors import UnsupportedError
+
+    def conditional(e) -> bool:
+        if isinstance(e, tvm.ir.Call):  # (if_then_else; TVM 0.27's PrimExpr calls are ir.Call)
+            return True
+        return any(conditional(getattr(e, f)) for f in ("a", "b", "value") if isinstance(getattr(e, f, None), tvm.ir.Expr))
+
+    for gvar, func in mod.functions_items():
+        if not isinstance(func, relax.Function):
+            continue
+        for block in getattr(func.body, "blocks", []):
+            for b in block.bindings:
+                ty = b.var.ty
+                shapes = [ty] if isinstance(ty, relax.TensorType) else list(getattr(ty, "fields", []))
+                for t in shapes:
+                    values = getattr(getattr(t, "shape", None), "values", None) or []
+                    if any(conditional(v) for v in values):
+                        op = getattr(getattr(b.value, "op", None), "name", type(b.value).__name__)
+                        raise UnsupportedError(f"{gvar.name_hint}: {op} ({b.var.name}) gives a size that is a condition on the run-time dims "
+                                               f"{list(values)} (a ceil-mode pool over a run-time size, say): not supported")  # fmt: skip

@@ -10,7 +10,7 @@ Converters relax_vk adds (each found by the differential fuzzer):
   (``asymmetric`` + ``floor``); TVM maps it to ``half_pixel`` + ``round``, which picks other rows
   whenever the ratio is not an integer (wrong numbers, no error);
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, TOPI's
-  adaptive pool otherwise. Its indices output is not computed (zeros), as TVM does for
+  adaptive pool otherwise (an input of run-time size is refused by name). Its indices output is not computed (zeros), as TVM does for
   ``max_pool2d_with_indices``;
 * ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (``aten.lstm.input``, ``gru.input``, ``rnn_tanh.input``,
   ``rnn_relu.input``; TVM unrolls one layer over a fixed length): the recurrence kernels of
@@ -36,7 +36,7 @@ import os
 from typing import Sequence
 
 import tvm
-from tvm import relax
+from tvm import relax, tirx
 
 from ..core.dims import bind_multiples
 from ..core.errors import UnsupportedError
@@ -92,7 +92,9 @@ def _adaptive_max_pool(node, importer) -> relax.Var:
 
     x = importer.env[node.args[0]]
     out_h, out_w = (int(s) for s in node.args[1])
-    _, _, h, w = (int(d) for d in x.ty.shape.values)
+    _, _, h, w = (int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values)
+    if h is None or w is None:  # (its windows would change with each run's size: no kernel here computes that)
+        raise UnsupportedError(f"adaptive_max_pool2d (node {node.name}): an input of run-time size {list(x.ty.shape.values)}: static sizes only")
     bb = importer.block_builder
     if h % out_h == 0 and w % out_w == 0:
         kernel = (h // out_h, w // out_w)

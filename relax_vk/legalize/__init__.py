@@ -2,12 +2,14 @@
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
 legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
 norms over every axis (upstream mis-indexes them), reshapes of run-time dims (upstream's cannot
-fuse), cumulative sums and products, top-k and sorts
+fuse), cumulative sums and products, top-k and sorts, ``full``/``ones``/``zeros`` of run-time size (upstream's crash), and adaptive average pools of a run-time size refused by name
 (upstream lowers them only outside the pipeline), and the scatters (upstream's serial
 kernels fit no GPU schedule). The pass that applies them while keeping every decided scope is
 :class:`relax_vk.passes.LegalizeWithScopes`."""
 
+from .adaptive_pool import legalize_adaptive_avg_pool2d
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
+from .create import CREATE_LEGALIZERS
 from .elementwise import MISSING_LEGALIZERS
 from .layout_transform import legalize_layout_transform
 from .resize import legalize_resize2d
@@ -25,6 +27,7 @@ LEGALIZE_MAP = {
     "relax.layout_transform": legalize_layout_transform,
     "relax.image.resize2d": legalize_resize2d,
     "relax.nn.rms_norm": legalize_rms_norm,
+    "relax.nn.adaptive_avg_pool2d": legalize_adaptive_avg_pool2d,
     "relax.reshape": legalize_reshape,
     "relax.cumsum": legalize_cumsum,
     "relax.cumprod": legalize_cumprod,
@@ -34,6 +37,7 @@ LEGALIZE_MAP = {
     "relax.scatter_elements": legalize_scatter_elements,
     "relax.scatter_nd": legalize_scatter_nd,
     **MISSING_LEGALIZERS,
+    **CREATE_LEGALIZERS,
 }
 
 __all__ = ["LEGALIZE_MAP", "legalize_layout_transform", "legalize_resize2d", "legalize_rms_norm", "legalize_cumsum", "legalize_cumprod", "legalize_topk", "legalize_sort", "legalize_argsort", "conv2d_nchw4c_compute", "legalize_conv2d_nchw4c"]

@@ -14,25 +14,42 @@ Static reshapes go to TVM's legalizer unchanged.
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import relax, te, tirx
 
 from ..core.scope import static_shape
 
 
+def _same(a, b) -> bool:
+    return tvm_ffi.structural_equal(a, b) or (isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and int(a) == int(b))
+
+
 def reshape_compute(x: te.Tensor, shape) -> te.Tensor:
-    """``x`` with ``shape`` (same element count), row-major."""
+    """``x`` with ``shape`` (same element count), row-major. Leading and trailing dims the two
+    shapes share keep their index as it is (``[1, C, H, W] -> [1, C, H*W]`` reads ``x[n, c, m // W,
+    m % W]``): only the dims in between are flattened and split again, so that TVM can bound the
+    region each output reads (with a run-time dim in the flat index it could not, and a kernel
+    fusing such a reshape could not inline its producers)."""
     in_shape = list(x.shape)
+    lead = 0
+    while lead < min(len(in_shape), len(shape)) - 1 and _same(in_shape[lead], shape[lead]):
+        lead += 1
+    trail = 0
+    while trail < min(len(in_shape), len(shape)) - lead - 1 and _same(in_shape[-1 - trail], shape[-1 - trail]):
+        trail += 1
+    mid_in, mid_out = in_shape[lead : len(in_shape) - trail], list(shape[lead : len(shape) - trail])
 
     def value(*out):
-        flat = out[0] if out else tirx.const(0, "int64")
-        for index, dim in zip(out[1:], shape[1:]):
+        middle = out[lead : len(out) - trail]
+        flat = middle[0] if middle else tirx.const(0, "int64")
+        for index, dim in zip(middle[1:], mid_out[1:]):
             flat = flat * dim + index
         index = []
-        for dim in reversed(in_shape[1:]):
+        for dim in reversed(mid_in[1:]):
             index.append(flat % dim)
             flat = flat // dim
         index.append(flat)  # (the leading index: no modulo, the flat index is in range)
-        return x[tuple(reversed(index))]
+        return x[tuple(out[:lead]) + tuple(reversed(index)) + tuple(out[len(out) - trail :])]
 
     return te.compute(shape, value, name="T_reshape")
 

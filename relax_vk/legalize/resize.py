@@ -6,6 +6,12 @@ build fails with "Divide by zero"); PyTorch and ONNX define that axis' only samp
 0. This legalizer computes those resizes itself (nearest and linear, the methods exporters emit
 with ``align_corners``), for NCHW and packed NCHW4c data alike (H and W are axes 2 and 3), and
 hands every other resize to TVM's legalizer.
+
+It also computes nearest resizes with ``asymmetric`` coordinates and ``floor`` rounding
+(``torch.nn.functional.interpolate``'s ``nearest``) of an input with run-time spatial dims to a
+static size: there TOPI asks whether the scale is an integer of a symbolic division and crashes
+(``'Div' object has no attribute 'value'``). The source index is TOPI's own general form,
+``floor(dst * (in / out))`` in float32, clamped to ``in - 1``.
 """
 
 from __future__ import annotations
@@ -27,7 +33,35 @@ def _static(values):
     return out
 
 
+def _nearest_floor_of_run_time_input(bb: relax.BlockBuilder, call: relax.Call) -> "relax.Expr | None":
+    a = call.attrs
+    data = call.args[0]
+    if not (str(a.method) == "nearest_neighbor" and str(a.coordinate_transformation_mode) == "asymmetric"
+            and str(a.rounding_method) in ("floor", "") and str(a.layout) in ("NCHW", "NCHW4c")):  # fmt: skip
+        return None
+    if not isinstance(data.ty, relax.TensorType) or data.ty.shape is None or call.ty.shape is None:
+        return None
+    in_shape, out_shape = list(data.ty.shape.values), list(call.ty.shape.values)
+    if _static(in_shape[2:4]) is not None or _static(out_shape[2:4]) is None:
+        return None
+
+    def compute(x):
+        def source(index, n_in, n_out):
+            scale = tirx.Cast("float32", n_in) / tirx.const(float(n_out), "float32")
+            return tvm.tirx.min(tirx.Cast("int64", tvm.tirx.floor(tirx.Cast("float32", index) * scale)), n_in - 1)
+
+        def sample(*idx):
+            return x[(idx[0], idx[1], source(idx[2], x.shape[2], int(out_shape[2])), source(idx[3], x.shape[3], int(out_shape[3])), *idx[4:])]
+
+        return te.compute(out_shape, sample, name="resize2d_nearest")
+
+    return bb.call_te(compute, data, primfunc_name_hint="resize2d_nearest")
+
+
 def legalize_resize2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    nearest = _nearest_floor_of_run_time_input(bb, call)
+    if nearest is not None:
+        return nearest
     a = call.attrs
     data = call.args[0]
     shape = _static(data.ty.shape.values) if isinstance(data.ty, relax.TensorType) and data.ty.shape is not None else None
