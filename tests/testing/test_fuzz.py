@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the fuzzer needs the torch extra")
 
 from relax_vk.testing.fuzz import GraphSpec, close_enough, infer_shapes, random_graph, run_spec, shrink, to_torch  # noqa: E402
-from relax_vk.testing.fuzz.campaign import MIN_OK_SHARE, MIN_OK_SHARE_CUT, campaign, ok_share, summary  # noqa: E402
+from relax_vk.testing.fuzz.campaign import MIN_OK_SHARE, MIN_OK_SHARE_CUT, MIN_OK_SHARE_DIMS, campaign, ok_share, summary  # noqa: E402
 from relax_vk.testing.fuzz.graph import Node  # noqa: E402
 from relax_vk.testing.fuzz.shrink import remove_node  # noqa: E402
 
@@ -145,9 +145,9 @@ def test_a_model_tvms_own_build_also_gets_wrong_is_reference_disagrees(monkeypat
 
     real_import = runner.import_model
 
-    def wrong_import(spec, front_door, opset=17):
+    def wrong_import(spec, front_door, opset=17, dims=None):
         tanh = GraphSpec(spec.input_shape, [Node("act", [0], {"kind": "tanh"})], [1])
-        return (real_import(tanh, front_door, opset)[0], *real_import(spec, front_door, opset)[1:])
+        return (real_import(tanh, front_door, opset, dims)[0], *real_import(spec, front_door, opset, dims)[1:])
 
     monkeypatch.setattr(runner, "import_model", wrong_import)
     outcome = run_spec(RELU, "torch", "opencl")
@@ -156,17 +156,20 @@ def test_a_model_tvms_own_build_also_gets_wrong_is_reference_disagrees(monkeypat
 
 @pytest.mark.parametrize("case", REGRESSIONS, ids=[c["name"] for c in REGRESSIONS])
 def test_shrunk_regressions_run_right(case):
-    """Each minimal reproducer the fuzzer found (``found`` says what was wrong) now matches PyTorch."""
-    outcome = run_spec(GraphSpec.from_json(case["spec"]), case["front_door"], case["backend"])
+    """Each minimal reproducer the fuzzer found (``found`` says what was wrong) now matches PyTorch
+    (at several sizes from one artifact for the run-time-dims cases)."""
+    outcome = run_spec(GraphSpec.from_json(case["spec"]), case["front_door"], case["backend"], run_time_dims=case.get("run_time_dims", False))
     assert outcome.status == "ok", f"{case['found']}: now {outcome.status} ({outcome.detail})"
 
 
-@pytest.mark.parametrize("limits, seeds", [(None, range(1000, 1012)), ("cut", range(2000, 2008))], ids=["default-limits", "cut-limits"])
+@pytest.mark.parametrize("limits, seeds", [(None, range(1000, 1012)), ("cut", range(2000, 2008)), ("dims", range(500000, 500006))],
+                         ids=["default-limits", "cut-limits", "run-time-dims"])  # fmt: skip
 def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash(limits, seeds):
     from relax_vk.testing.fuzz.runner import CUT_LIMITS
 
-    counts = campaign(seeds, jobs=2, timeout=600, do_shrink=False, log=None, limits=CUT_LIMITS if limits else None)
+    counts = campaign(seeds, jobs=2, timeout=600, do_shrink=False, log=None, limits=CUT_LIMITS if limits == "cut" else None,
+                      run_time_dims=limits == "dims")  # fmt: skip
     line = summary(counts)
     assert line.startswith(f"fuzz: {len(seeds)} seeds")
     assert counts["miscompile"] == 0 and counts["crash"] == 0, line
-    assert ok_share(counts) >= (MIN_OK_SHARE_CUT if limits else MIN_OK_SHARE), line  # refusing everything is no pass
+    assert ok_share(counts) >= {None: MIN_OK_SHARE, "cut": MIN_OK_SHARE_CUT, "dims": MIN_OK_SHARE_DIMS}[limits], line  # refusing everything is no pass

@@ -8,7 +8,7 @@ Command line::
 
     python -m relax_vk.testing.fuzz --seeds 0:2000 [--jobs 2] [--front-door torch|onnx|both]
         [--backend opencl|vulkan|both] [--limits default|cut] [--no-shrink] [--out failures.jsonl]
-        [--min-ok-share 0.8]
+        [--min-ok-share 0.8] [--run-time-dims]
 
 prints ``fuzz: N seeds, ok A, miscompile B, crash C, clear-error D, frontend E, reference-disagrees F
 (ok share S)`` and exits 1 when any seed miscompiles or crashes, or fewer than ``--min-ok-share``

@@ -25,6 +25,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="write every seed's record (JSON lines) here")
     p.add_argument("--limits", choices=("default", "cut"), default="default",
                    help="device limits: the defaults, or cut down (256-texel images, 64 layers, 1 MiB bindings, 256 workgroups)")
+    p.add_argument("--run-time-dims", action="store_true",
+                   help="each graph's height and width as run-time dims: one artifact run at the example's size and larger ones")
     p.add_argument("--min-ok-share", type=float, default=0.0,
                    help="fail (exit 1) when fewer seeds than this share run right (the CI slice's bounds: "
                    "campaign.MIN_OK_SHARE, MIN_OK_SHARE_CUT under --limits cut)")  # fmt: skip
@@ -34,7 +36,8 @@ def main(argv=None) -> int:
     out = open(args.out, "w") if args.out else None
     try:
         limits = CUT_LIMITS if args.limits == "cut" else None
-        counts = campaign(_seeds(args.seeds), front, back, args.jobs, args.timeout, not args.no_shrink, out, limits=limits)
+        counts = campaign(_seeds(args.seeds), front, back, args.jobs, args.timeout, not args.no_shrink, out, limits=limits,
+                          run_time_dims=args.run_time_dims)  # fmt: skip
     finally:
         if out is not None:
             out.close()

@@ -17,6 +17,12 @@ Outcomes (:data:`STATUSES`), each a statement about relax_vk:
 * ``frontend`` -- the model's exporter (``torch.export``, the ONNX exporter, PyTorch eager) or TVM's
   importer refused it: not relax_vk's code.
 
+``run_time_dims=True`` imports the graph with its height and width as run-time dims (``torch.export``'s
+``Dim``, ONNX's dynamic axes and ``dims=``), builds one artifact over the range from the example's
+size to the largest size tried, and runs it at each size that PyTorch eager runs (:func:`sizes_to_try`):
+``ok`` only when every size matches. A graph whose parameters fix its size (PyTorch runs no other
+size) is ``frontend``: nothing of relax_vk's is tried.
+
 Who raised an exception is read from its traceback (:mod:`.blame`), not from its class or message:
 relax_vk's front doors word an importer's failure as a clear error even when the code that failed
 was their own. :attr:`Outcome.origin` names the owner (``relax_vk``, ``tvm-importer``, ``torch``,
@@ -90,20 +96,49 @@ def _failed(outcome, stage: str, err: BaseException) -> "Outcome":
     return outcome(status, stage=stage, detail=_short(err), origin=where, extra=extra)
 
 
-def import_model(spec: GraphSpec, front_door: str, opset: int = 17):
-    """``(Relax module, torch module, example input)`` through ``front_door``."""
+def import_model(spec: GraphSpec, front_door: str, opset: int = 17, dims: Optional[dict] = None):
+    """``(Relax module, torch module, example input)`` through ``front_door``; ``dims``: ``{"H":
+    (min, max), "W": (min, max)}``, the input's height and width as run-time dims over those ranges."""
     import torch
 
     from ...frontends import from_onnx, from_torch
 
     model, example = to_torch(spec)
     if front_door == "torch":
-        return from_torch(model, (example,)), model, example
+        if dims is None:
+            return from_torch(model, (example,)), model, example
+        axes = {axis: torch.export.Dim(name, min=lo, max=hi) for axis, (name, (lo, hi)) in zip((2, 3), dims.items())}
+        return from_torch(model, (example,), dynamic_shapes=(axes,)), model, example
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.onnx")
         with torch.no_grad():
-            torch.onnx.export(model, (example,), path, dynamo=False, opset_version=opset)
-        return from_onnx(path), model, example
+            axes = {"x": {axis: name for axis, name in zip((2, 3), dims)}} if dims else None
+            torch.onnx.export(model, (example,), path, dynamo=False, opset_version=opset, input_names=["x"], dynamic_axes=axes)
+        return from_onnx(path, dims=dims), model, example
+
+
+def sizes_to_try(model, example) -> List[tuple]:
+    """The input sizes a run-time-dims run tries: the example's, then larger ones (a larger map
+    never breaks a conv's or pool's window) that PyTorch eager runs."""
+    import torch
+
+    n, c, h, w = example.shape
+    sizes = []
+    for size in ((h, w), (h + 3, w + 5), (2 * h + 1, 2 * w)):
+        try:
+            with torch.no_grad():
+                model(torch.zeros(n, c, *size))
+        except Exception:  # (parameters of the example's size: this size is not the graph's)
+            continue
+        sizes.append(size)
+    return sizes
+
+
+def _inputs(example, size, index: int):
+    import torch
+
+    gen = torch.Generator().manual_seed(1000 + index)
+    return torch.randn(example.shape[0], example.shape[1], *size, generator=gen)
 
 
 #: the cut-down device limits of ``--limits cut``: images of 256 texels and 64 layers, 1 MiB buffer
@@ -120,25 +155,32 @@ def make_target(backend: str, limits: Optional[dict] = None):
 
 def run_spec(
     spec: GraphSpec, front_door: str = "torch", backend: str = "opencl", device: Optional[str] = None, opset: int = 17,
-    limits: Optional[dict] = None,
+    limits: Optional[dict] = None, run_time_dims: bool = False,
 ) -> Outcome:
     """Run ``spec`` once, for the default device limits or ``limits`` (keyword arguments of the
-    target constructors, e.g. :data:`CUT_LIMITS`); see the module docstring for the outcomes."""
+    target constructors, e.g. :data:`CUT_LIMITS`), at the example's size or (``run_time_dims``)
+    from one artifact at several sizes; see the module docstring for the outcomes."""
     import warnings
 
     import torch
 
-    from ...analysis.reference import run_on_cpu
     from ...compiler import build
     from ...runtime import load
 
     warnings.filterwarnings("ignore")
     outcome = lambda status, **kw: Outcome(status, front_door, backend, **kw)  # noqa: E731
     try:
-        mod, model, example = import_model(spec, front_door, opset)
+        dims, sizes = None, None
+        if run_time_dims:
+            model, example = to_torch(spec)
+            sizes = sizes_to_try(model, example)
+            if len(sizes) < 2:
+                return outcome("frontend", stage="import", detail="the graph's parameters fix its size: PyTorch runs no other", origin="torch")
+            dims = {"H": (sizes[0][0], max(h for h, _ in sizes)), "W": (sizes[0][1], max(w for _, w in sizes))}
+        mod, model, example = import_model(spec, front_door, opset, dims)
+        cases = [example] if sizes is None else [_inputs(example, size, i) for i, size in enumerate(sizes)]
         with torch.no_grad():
-            expected = model(example)
-        expected = [e.numpy() for e in (expected if isinstance(expected, tuple) else (expected,))]
+            expected = [_flat(model(x)) for x in cases]
     except Exception as err:  # the exporters' and TVM's importers' failures are not relax_vk's; its front doors' are
         return _failed(outcome, "import", err)
     stage = "build"
@@ -149,22 +191,36 @@ def run_spec(
         stage = "load"
         session = load(artifact, device=device or DEVICES[backend])
         stage = "run"
-        outputs = session.run([example.numpy()])
+        results = [session.run([x.numpy()]) for x in cases]
     except Exception as err:
         return _failed(outcome, stage, err)
-    if len(outputs) == len(expected) and all(close_enough(o, e) for o, e in zip(outputs, expected)):
-        return outcome("ok", max_err=max_error(outputs, expected))
-    err = max_error(outputs, expected)
+    errors = [max_error(o, e) for o, e in zip(results, expected)]
+    wrong = [i for i, (o, e) in enumerate(zip(results, expected)) if not (len(o) == len(e) and all(close_enough(a, b) for a, b in zip(o, e)))]
+    if not wrong:
+        return outcome("ok", max_err=max(errors))
+    at = "" if sizes is None else f" at {sizes[wrong[0]][0]}x{sizes[wrong[0]][1]}"
+    return _judge(outcome, mod, cases[wrong[0]], results[wrong[0]], expected[wrong[0]], errors[wrong[0]], at)
+
+
+def _flat(value) -> List[np.ndarray]:
+    return [v.numpy() for v in (value if isinstance(value, tuple) else (value,))]
+
+
+def _judge(outcome, mod, x, outputs, expected, err: float, at: str) -> Outcome:
+    """``miscompile`` or ``reference-disagrees`` for a run whose output differs from PyTorch's, by
+    TVM's own llvm build of the imported module at the same input."""
+    from ...analysis.reference import run_on_cpu
+
     try:
-        reference = run_on_cpu(mod, [example.numpy()])
+        reference = run_on_cpu(mod, [x.numpy()])
     except Exception as ref_err:  # no witness that the import is wrong: the numbers differ from PyTorch's
-        return outcome("miscompile", stage="reference", detail=f"max abs error {err:.3g} vs PyTorch; TVM's llvm build failed: {_short(ref_err)}",
+        return outcome("miscompile", stage="reference", detail=f"max abs error {err:.3g} vs PyTorch{at}; TVM's llvm build failed: {_short(ref_err)}",
                        max_err=err)  # fmt: skip
     matches_tvm = len(reference) == len(outputs) and all(close_enough(o, r) for o, r in zip(outputs, reference))
     tvm_matches_torch = len(reference) == len(expected) and all(close_enough(r, e) for r, e in zip(reference, expected))
     if matches_tvm and not tvm_matches_torch:
-        return outcome("reference-disagrees", stage="compare", detail="TVM's import disagrees with PyTorch; relax_vk matches TVM llvm", max_err=err)
-    return outcome("miscompile", stage="compare", detail=f"max abs error {err:.3g} vs PyTorch", max_err=err)
+        return outcome("reference-disagrees", stage="compare", detail=f"TVM's import disagrees with PyTorch{at}; relax_vk matches TVM llvm", max_err=err)
+    return outcome("miscompile", stage="compare", detail=f"max abs error {err:.3g} vs PyTorch{at}", max_err=err)
 
 
 def combinations(seed: int, front_doors: Sequence[str], backends: Sequence[str]) -> List[tuple]:
