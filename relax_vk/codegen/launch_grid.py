@@ -188,33 +188,53 @@ def _largest(value, ranges) -> "int | None":
     return int(top) if top < (1 << 62) else None
 
 
-def _over(attr, limit: int, ranges) -> bool:
-    """Whether a grid binding may exceed ``limit`` (a run-time extent: at its dims' largest)."""
+def _over(attr, limit: int, ranges, lets=None) -> bool:
+    """Whether a grid binding may exceed ``limit`` (a run-time extent: at its dims' largest, the
+    values ``lets`` binds substituted: TVM's common-subexpression pass names a grid's size
+    ``cse_v5 = ((H - 5) // 2 + 1) * ((W - 5) // 2 + 1)`` before this pass runs)."""
+    from .run_time_shapes import substitute
+
     if _extent(attr) >= 0:
         return _extent(attr) > limit
-    top = _largest(attr.value, ranges) if ranges else None
+    value = attr.value
+    if lets:
+        try:
+            value = substitute(value, lets)
+        except Exception:  # (a binding this pass cannot read: the grid counts as unbounded)
+            return True
+    top = _largest(value, ranges) if ranges else None
     return top is None or top > limit
 
 
-def _fold(node, limit: int, name: str, ranges=None):
-    """``node`` with its over-long grids folded (the node itself when nothing changes)."""
+def _fold(node, limit: int, name: str, ranges=None, lets=None):
+    """``node`` with its over-long grids folded (the node itself when nothing changes); ``lets``:
+    the values of the variables bound before ``node``."""
     if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
         # (a grid of run-time size that may exceed the limit at some size: folded too)
-        if any(_over(a, limit, ranges) for a in _block_attrs(node)):
+        if any(_over(a, limit, ranges, lets) for a in _block_attrs(node)):
             return _refold(node, limit, name)
         return node  # one launch, within the limit
     if isinstance(node, S.AttrStmt):
-        body = _fold(node.body, limit, name, ranges)
+        body = _fold(node.body, limit, name, ranges, lets)
         return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
     if isinstance(node, S.SeqStmt):
-        seq = [_fold(s, limit, name, ranges) for s in node.seq]
+        from .run_time_shapes import substitute
+
+        seq, lets = [], dict(lets or {})
+        for stmt in node.seq:
+            seq.append(_fold(stmt, limit, name, ranges, lets))
+            if isinstance(stmt, S.Bind):
+                try:  # (in terms of the dims: the earlier bindings substituted)
+                    lets[stmt.var] = substitute(stmt.value, lets)
+                except Exception:  # (a value this pass cannot read: left as the variable, unbounded)
+                    pass
         return node if all(a.same_as(b) for a, b in zip(seq, node.seq)) else S.SeqStmt(seq)
     if isinstance(node, S.For):
-        body = _fold(node.body, limit, name, ranges)
+        body = _fold(node.body, limit, name, ranges, lets)
         return node if body.same_as(node.body) else S.For(node.loop_var, node.min, node.extent, node.kind, body, node.thread_binding, node.annotations)
     if isinstance(node, S.IfThenElse):
-        then_case = _fold(node.then_case, limit, name, ranges)
-        else_case = _fold(node.else_case, limit, name, ranges) if node.else_case is not None else None
+        then_case = _fold(node.then_case, limit, name, ranges, lets)
+        else_case = _fold(node.else_case, limit, name, ranges, lets) if node.else_case is not None else None
         if then_case.same_as(node.then_case) and (else_case is None or else_case.same_as(node.else_case)):
             return node
         return S.IfThenElse(node.condition, then_case, else_case)
