@@ -24,6 +24,7 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from .analysis import _blocks, _is_reduction
+from .partial_sums import divisor, inline_around, split_sum
 
 NT = 32  # outputs per workgroup (threadIdx.x)
 KS = 8  # partial sums per output (threadIdx.y)
@@ -68,10 +69,6 @@ def _weights_run_along_k(block) -> bool:
     return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
 
 
-def _divisor(n: int, most: int) -> int:
-    return max(d for d in range(1, most + 1) if n % d == 0)
-
-
 def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     """The schedule of the module docstring, or None for another kernel."""
     if not is_run_time_linear(func):
@@ -80,49 +77,18 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     blocks = _blocks(func)
     names = [b.name_hint for b in blocks]
     index = next(i for i, b in enumerate(blocks) if _is_reduction(b))
+    epilogue = inline_around(sch, names, index)
     block = sch.get_sblock(names[index])
-    for name in reversed(names[:index]):  # elementwise producers: read inline
-        sch.compute_inline(sch.get_sblock(name))
-    # an elementwise epilogue (SwiGLU's bias, silu and product: not a chain, silu reads the bias's
-    # output twice) becomes its last block, applied per output
-    for name in names[index + 1 : -1]:
-        sch.compute_inline(sch.get_sblock(name))
-    epilogue = sch.get_sblock(names[-1]) if len(names) > index + 1 else None
     along_k = _weights_run_along_k(blocks[index])
     s, n, k = sch.get_loops(block)
     N, K = int(sch.get(n).extent), int(sch.get(k).extent)
     if along_k and K % K_LANES == 0:  # lanes (threadIdx.x) on consecutive k, outputs on threadIdx.y
-        nt, ks, lanes, rows = _divisor(N, K_OUTPUTS), K_LANES, "threadIdx.y", "threadIdx.x"
+        nt, ks, lanes, rows = divisor(N, K_OUTPUTS), K_LANES, "threadIdx.y", "threadIdx.x"
     else:
-        nt, ks, lanes, rows = _divisor(N, NT), _divisor(K, KS), "threadIdx.x", "threadIdx.y"
+        nt, ks, lanes, rows = divisor(N, NT), divisor(K, KS), "threadIdx.x", "threadIdx.y"
         if nt < 4:
             return None
-    n_o, n_i = sch.split(n, [None, nt])
-    k_o, k_s = sch.split(k, [None, ks])
-    partial = sch.rfactor(k_s, 0)
-    sch.set_scope(partial, 0, "shared")
-    # the total: s, n_o, n_i, k_s
-    s, n_o, n_i, k_s = sch.get_loops(block)
-    bx = sch.fuse(s, n_o)
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(n_i, lanes)
-    # the total accumulates in a register: every thread of the output's column computes it (the partials'
-    # threads idle otherwise), and a sum accumulated in the output buffer itself would be a race
-    if epilogue is None:
-        epilogue = sch.cache_write(block, 0, "local")
-    else:
-        sch.set_scope(block, 0, "local")
-    sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
-    sch.compute_at(partial, bx, preserve_unit_loops=True)
-    # the partials: bx, k_s, (s), n_i, k_o
-    loops = sch.get_loops(partial)
-    split, col, term = loops[1], loops[-2], loops[-1]
-    sch.reorder(split, col, term)
-    sch.bind(split, rows)
-    sch.bind(col, lanes)
-    local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
-    sch.reverse_compute_at(local, col, preserve_unit_loops=True)
-    sch.decompose_reduction(partial, term)
+    partial = split_sum(sch, block, epilogue, n, k, nt, ks, lanes, rows)
     # UNROLL terms a thread adds in one step: their loads issued together (a thread's terms are a
     # chain of memory latencies otherwise: the sum of one output is short, its latency is not)
     term = sch.get_loops(partial)[-1]

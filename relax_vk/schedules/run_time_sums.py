@@ -30,7 +30,7 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from .analysis import _blocks, _is_reduction
-from .linear import _divisor
+from .partial_sums import divisor, inline_around, split_sum
 
 LANES = 32  # threads of a warp: on consecutive terms, or on consecutive outputs
 OUTPUTS = 8  # terms on the lanes: outputs a workgroup
@@ -40,11 +40,6 @@ MIN_TERMS = 16  # shorter sums stay one thread's
 
 def _static(iv) -> bool:
     return isinstance(iv.dom.extent, tirx.IntImm)
-
-
-def _unit(sch: s_tir.Schedule, loop) -> bool:
-    extent = sch.get(loop).extent
-    return isinstance(extent, tirx.IntImm) and int(extent) == 1
 
 
 def _roles(block, spatial) -> Optional[str]:
@@ -91,13 +86,8 @@ def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
         return None
     sch = s_tir.Schedule(func)
     names = [b.name_hint for b in blocks]
-    index = names.index(red.name_hint)
-    for name in reversed(names[:index]):  # elementwise producers: read inline
-        sch.compute_inline(sch.get_sblock(name))
-    for name in names[index + 1 : -1]:  # an epilogue: its last block, the rest inline
-        sch.compute_inline(sch.get_sblock(name))
-    epilogue = sch.get_sblock(names[-1]) if len(names) > index + 1 else None
-    block = sch.get_sblock(names[index])
+    epilogue = inline_around(sch, names, names.index(red.name_hint))
+    block = sch.get_sblock(red.name_hint)
     loops = sch.get_loops(block)
     if len(loops) != len(red.iter_vars):
         return None
@@ -108,39 +98,13 @@ def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
     if roles == "terms":  # outputs on threadIdx.y (every static output var), lanes on the terms
         n = sch.fuse(*static) if len(static) > 1 else static[0]
-        nt, ks, lanes, rows = _divisor(outputs, OUTPUTS), _divisor(terms, LANES), "threadIdx.y", "threadIdx.x"
+        nt, ks, lanes, rows = divisor(outputs, OUTPUTS), divisor(terms, LANES), "threadIdx.y", "threadIdx.x"
     else:  # lanes on the innermost output var (the others join blockIdx), partial sums on threadIdx.y
         n = static[-1]
-        nt, ks, lanes, rows = _divisor(int(sch.get(n).extent), LANES), _divisor(terms, PARTS), "threadIdx.x", "threadIdx.y"
+        nt, ks, lanes, rows = divisor(int(sch.get(n).extent), LANES), divisor(terms, PARTS), "threadIdx.x", "threadIdx.y"
     if nt < 4 or ks < 4:
         return None
-    n_o, n_i = sch.split(n, [None, nt])
-    k_o, k_s = sch.split(k, [None, ks])
-    partial = sch.rfactor(k_s, 0)
-    sch.set_scope(partial, 0, "shared")
-    total = sch.get_loops(block)  # run-time dims, n_o, n_i, k_s
-    bx = sch.fuse(*total[:-2])
-    n_i = total[-2]
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(n_i, lanes)
-    if epilogue is None:
-        epilogue = sch.cache_write(block, 0, "local")
-    else:
-        sch.set_scope(block, 0, "local")
-    sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
-    sch.compute_at(partial, bx, preserve_unit_loops=True)
-    # the partials: bx, k_s, a loop for each output var (n_i's, in the kernel's order: the static ones
-    # span n_i, the run-time ones are unit loops), k_o
-    inner = sch.get_loops(partial)
-    split, term = inner[1], inner[-1]
-    spans = [loop for loop in inner[2:-1] if not _unit(sch, loop)]
-    sch.reorder(split, *spans, *[loop for loop in inner[2:-1] if _unit(sch, loop)], term)
-    col = sch.fuse(*spans) if len(spans) > 1 else spans[0]
-    sch.bind(split, rows)
-    sch.bind(col, lanes)
-    local = sch.cache_write(partial, 0, "local")
-    sch.reverse_compute_at(local, col, preserve_unit_loops=True)
-    sch.decompose_reduction(partial, term)
+    split_sum(sch, block, epilogue, n, k, nt, ks, lanes, rows)
     return sch.mod["main"]
 
 

@@ -1,0 +1,72 @@
+"""A sum split over a workgroup's threads through workgroup memory, the structure shared by the
+linear layers' schedule (:mod:`.linear`) and the run-time sums' (:mod:`.run_time_sums`).
+
+A workgroup takes ``nt`` consecutive outputs of the output loop ``n`` and splits each output's sum
+(loop ``k``) over ``ks`` partial-sum threads: ``rfactor`` writes each thread's partial (accumulated
+in a register, stored once) to workgroup memory; then every thread of an output's column adds the
+``ks`` partials in a register and applies the kernel's elementwise epilogue (a total accumulated in
+the output buffer itself would be a race). ``n`` and ``k`` split exactly (TVM's ``compute_at``
+drops the bounds check of a partial split of a factored reduction): the callers pick divisors.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tvm import s_tir, tirx
+
+
+def divisor(n: int, most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``most``."""
+    return max(d for d in range(1, most + 1) if n % d == 0)
+
+
+def inline_around(sch: s_tir.Schedule, names: list, index: int) -> Optional[object]:
+    """Inline the elementwise blocks before the reduction ``names[index]`` (read where they are
+    needed) and those after it but the last; returns that last block (the epilogue, applied per
+    output: SwiGLU's bias, silu and product are not a chain), or None when the reduction is last."""
+    for name in reversed(names[:index]):
+        sch.compute_inline(sch.get_sblock(name))
+    for name in names[index + 1 : -1]:
+        sch.compute_inline(sch.get_sblock(name))
+    return sch.get_sblock(names[-1]) if len(names) > index + 1 else None
+
+
+def _unit(sch: s_tir.Schedule, loop) -> bool:
+    extent = sch.get(loop).extent
+    return isinstance(extent, tirx.IntImm) and int(extent) == 1
+
+
+def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, output_threads: str, part_threads: str):
+    """Schedule the reduction ``block`` (its loops: the outer output loops, ``n``, ``k``; everything
+    before ``n`` goes to ``blockIdx.x``) as the module docstring says, its outputs on
+    ``output_threads``, its partial sums on ``part_threads``. Returns the partial-sum block, its
+    loops ``(..., k_o)`` innermost, for the caller's unrolling."""
+    sch.split(n, [None, nt])
+    _, k_s = sch.split(k, [None, ks])
+    partial = sch.rfactor(k_s, 0)
+    sch.set_scope(partial, 0, "shared")
+    total = sch.get_loops(block)  # the outer output loops, n_o, n_i, k_s
+    bx = sch.fuse(*total[:-2]) if len(total) > 3 else total[0]
+    n_i = total[-2]
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(n_i, output_threads)
+    if epilogue is None:
+        epilogue = sch.cache_write(block, 0, "local")
+    else:
+        sch.set_scope(block, 0, "local")
+    sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
+    sch.compute_at(partial, bx, preserve_unit_loops=True)
+    # the partials: bx, k_s, a loop for each output var (in the kernel's order: the ones n_i spans,
+    # and unit loops for the others), k_o
+    inner = sch.get_loops(partial)
+    split, outputs, term = inner[1], inner[2:-1], inner[-1]
+    spanning = [i for i, loop in enumerate(outputs) if not _unit(sch, loop)] or [len(outputs) - 1]  # (nt = 1: n_i's unit loop)
+    sch.reorder(split, *[outputs[i] for i in spanning], *[loop for i, loop in enumerate(outputs) if i not in spanning], term)
+    col = sch.fuse(*[outputs[i] for i in spanning]) if len(spanning) > 1 else outputs[spanning[0]]
+    sch.bind(split, part_threads)
+    sch.bind(col, output_threads)
+    local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
+    sch.reverse_compute_at(local, col, preserve_unit_loops=True)
+    sch.decompose_reduction(partial, term)
+    return partial
