@@ -31,6 +31,7 @@ from tvm import tirx
 from tvm.tirx import stmt as S
 
 from ..core.errors import LimitError
+from .run_time_shapes import substitute
 
 AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 #: a PrimFunc attribute: the ranges of the run-time dims its sizes depend on, ``{name: [min, max]}``
@@ -192,8 +193,6 @@ def _over(attr, limit: int, ranges, lets=None) -> bool:
     """Whether a grid binding may exceed ``limit`` (a run-time extent: at its dims' largest, the
     values ``lets`` binds substituted: TVM's common-subexpression pass names a grid's size
     ``cse_v5 = ((H - 5) // 2 + 1) * ((W - 5) // 2 + 1)`` before this pass runs)."""
-    from .run_time_shapes import substitute
-
     if _extent(attr) >= 0:
         return _extent(attr) > limit
     value = attr.value
@@ -218,8 +217,6 @@ def _fold(node, limit: int, name: str, ranges=None, lets=None):
         body = _fold(node.body, limit, name, ranges, lets)
         return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
     if isinstance(node, S.SeqStmt):
-        from .run_time_shapes import substitute
-
         seq, lets = [], dict(lets or {})
         for stmt in node.seq:
             seq.append(_fold(stmt, limit, name, ranges, lets))

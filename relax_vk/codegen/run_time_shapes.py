@@ -146,10 +146,9 @@ class RunTimeDims:
             raise UnsupportedError(f"{what}: {e} is not a run-time dim of the model's inputs")
         if isinstance(e, tirx.Cast) and "int" in str(e.ty.dtype):
             return self._write(e.value, what)
-        if isinstance(e, tirx.Select):  # (a select on a constant condition: a size simplified from abs or max can be one)
-            cond = self.analyzer.simplify(e.condition)
-            if isinstance(cond, tirx.IntImm):
-                return self._write(self.analyzer.simplify(e.true_value if cond.value else e.false_value), what)
+        branch = _taken_branch(e)
+        if branch is not None:
+            return self._write(self.analyzer.simplify(branch), what)
         op = OPS.get(type(e).__name__)
         if op is None:
             raise UnsupportedError(f"{what}: the size {e} ({type(e).__name__}) cannot be computed by the runtime")
@@ -201,6 +200,15 @@ def match_shapes(pairs: Sequence[Tuple[str, Sequence, Sequence]], bound: Optiona
     return out
 
 
+def _taken_branch(e):
+    """The branch a ``Select`` on a constant condition takes (a size simplified from ``abs`` or
+    ``max`` can be one), else None."""
+    if not isinstance(e, tirx.Select):
+        return None
+    cond = Analyzer().simplify(e.condition)
+    return (e.true_value if cond.value else e.false_value) if isinstance(cond, tirx.IntImm) else None
+
+
 def substitute(e, values: Mapping):
     """``e`` (an integer expression of :data:`OPS`, casts, constants and variables) with the
     variables of ``values`` replaced (TVM's Python API has no expression substitution)."""
@@ -214,8 +222,7 @@ def substitute(e, values: Mapping):
     name = type(e).__name__
     if name in OPS:
         return type(e)(substitute(e.a, values), substitute(e.b, values))
-    if isinstance(e, tirx.Select):  # (a select on a constant condition: a size simplified from abs or max can be one)
-        cond = Analyzer().simplify(e.condition)
-        if isinstance(cond, tirx.IntImm):
-            return substitute(e.true_value if cond.value else e.false_value, values)
+    branch = _taken_branch(e)
+    if branch is not None:
+        return substitute(branch, values)
     raise UnsupportedError(f"the size {e} ({name}) cannot be computed by the runtime")

@@ -7,6 +7,7 @@ causal mask over a run-time sequence length, the fuzzer's first crash at run-tim
 from __future__ import annotations
 
 from tvm import relax, tirx, topi
+from tvm.relax.transform.legalize_ops.common import _try_convert_to_scalar_const  # (upstream's reading of the fill value)
 
 
 def _shape(bb: relax.BlockBuilder, shape) -> list:
@@ -21,10 +22,7 @@ def _shape(bb: relax.BlockBuilder, shape) -> list:
 def _full(like: bool, fill: "float | None", name: str):
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         shape = list(call.args[0].ty.shape.values) if like else _shape(bb, call.args[0])
-        value = fill
-        if value is None:  # (the fill value: a scalar constant)
-            arg = call.args[1]
-            value = arg.value.numpy().item() if hasattr(arg, "value") else arg.data.numpy().item()
+        value = fill if fill is not None else _try_convert_to_scalar_const(call.args[1], python_native=True)
         return bb.call_te(topi.full, shape, str(call.ty.dtype), value, primfunc_name_hint=name)
 
     return legalize
