@@ -10,8 +10,8 @@ Converters relax_vk adds (each found by the differential fuzzer):
   (``asymmetric`` + ``floor``); TVM maps it to ``half_pixel`` + ``round``, which picks other rows
   whenever the ratio is not an integer (wrong numbers, no error);
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, TOPI's
-  adaptive pool otherwise (an input of run-time size is refused by name). Its indices output is not computed (zeros), as TVM does for
-  ``max_pool2d_with_indices``;
+  adaptive pool otherwise (an input of run-time size is refused by name). Its indices output is not
+  computed (zeros), as TVM does for ``max_pool2d_with_indices``;
 * ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (``aten.lstm.input``, ``gru.input``, ``rnn_tanh.input``,
   ``rnn_relu.input``; TVM unrolls one layer over a fixed length): the recurrence kernels of
   :mod:`relax_vk.frontends.recurrent`, every layer and direction. ``torch.export`` itself unrolls

@@ -195,11 +195,16 @@ def run_spec(
     except Exception as err:
         return _failed(outcome, stage, err)
     errors = [max_error(o, e) for o, e in zip(results, expected)]
-    wrong = [i for i, (o, e) in enumerate(zip(results, expected)) if not (len(o) == len(e) and all(close_enough(a, b) for a, b in zip(o, e)))]
+    wrong = [i for i, (o, e) in enumerate(zip(results, expected)) if not _agree(o, e)]
     if not wrong:
         return outcome("ok", max_err=max(errors))
     at = "" if sizes is None else f" at {sizes[wrong[0]][0]}x{sizes[wrong[0]][1]}"
     return _judge(outcome, mod, cases[wrong[0]], results[wrong[0]], expected[wrong[0]], errors[wrong[0]], at)
+
+
+def _agree(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> bool:
+    """As many outputs as references, each :func:`close_enough` to its own."""
+    return len(outs) == len(refs) and all(close_enough(o, r) for o, r in zip(outs, refs))
 
 
 def _flat(value) -> List[np.ndarray]:
@@ -216,9 +221,7 @@ def _judge(outcome, mod, x, outputs, expected, err: float, at: str) -> Outcome:
     except Exception as ref_err:  # no witness that the import is wrong: the numbers differ from PyTorch's
         return outcome("miscompile", stage="reference", detail=f"max abs error {err:.3g} vs PyTorch{at}; TVM's llvm build failed: {_short(ref_err)}",
                        max_err=err)  # fmt: skip
-    matches_tvm = len(reference) == len(outputs) and all(close_enough(o, r) for o, r in zip(outputs, reference))
-    tvm_matches_torch = len(reference) == len(expected) and all(close_enough(r, e) for r, e in zip(reference, expected))
-    if matches_tvm and not tvm_matches_torch:
+    if _agree(outputs, reference) and not _agree(reference, expected):
         return outcome("reference-disagrees", stage="compare", detail=f"TVM's import disagrees with PyTorch{at}; relax_vk matches TVM llvm", max_err=err)
     return outcome("miscompile", stage="compare", detail=f"max abs error {err:.3g} vs PyTorch{at}", max_err=err)
 
