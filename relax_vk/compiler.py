@@ -103,14 +103,16 @@ class CompiledModule:
         :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits.
         ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
         from .codegen.export import export_program
+        from .codegen.shared_kernels import same_kernels
 
+        same = same_kernels(self.device_tir) if self.device_tir is not None else {}
         limits = _target.target_limits(self.target)
         private = private_pools(_target.target_device(self.target), _target.target_api(self.target))
         if self.backend == "vulkan":
             return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype,
-                                  private)  # fmt: skip
+                                  private, same)  # fmt: skip
         return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits, reuse=reuse,
-                              texel=self.texel_dtype, private=private)  # fmt: skip
+                              texel=self.texel_dtype, private=private, same=same)  # fmt: skip
 
 
 def export(compiled: CompiledModule, path: str) -> None:

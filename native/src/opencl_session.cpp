@@ -432,8 +432,9 @@ public:
         }
         can_profile_ = profiling_ = profile;
         std::vector<std::string> required;
-        for (const Kernel& k : program_.kernels) required.push_back(k.name);
+        for (const Kernel& k : program_.kernels) required.push_back(k.entry);
         std::sort(required.begin(), required.end());
+        required.erase(std::unique(required.begin(), required.end()), required.end());
         program_cl_ = build_cached(context_, device_, artifact_->source, required, program_origin);  // the program-binary cache (the format TVM's VM path shares)
         allocate_storage();
         bind_steps();
@@ -737,8 +738,8 @@ private:
                 const Kernel* k = program_.kernel(step.kernel);
                 l.name = step.kernel;
                 cl_int err;
-                l.kernel = clCreateKernel(program_cl_, step.kernel.c_str(), &err);
-                check(err, "clCreateKernel " + step.kernel);
+                l.kernel = clCreateKernel(program_cl_, k->entry.c_str(), &err);
+                check(err, "clCreateKernel " + k->entry + (k->entry == step.kernel ? std::string() : " (kernel " + step.kernel + ")"));
                 launches_.push_back(l);  // owned from here (released by the destructor)
                 check_signature(l.kernel, step);
                 // the tensors take the parameter positions the scalar arguments (set per run) leave

@@ -281,8 +281,15 @@ std::optional<std::string> kernel_param_kinds(const std::string& src, size_t ope
 // binds as many tensors as its kernel's declaration has parameters, an image to every image
 // parameter and a buffer to every pointer (a buffer bound to an image parameter makes pocl crash in
 // clEnqueueNDRangeKernel).
+// A kernel entry's OpenCL function: "entry" when present, else its name
+std::string kernel_entry(const Json& k) {
+    const Json* e = k.get("entry");
+    return e && e->is_string() ? e->as_string() : k.get("name")->as_string();
+}
+
 void check_launch_signatures(const Json& program, const std::string& source) {
-    std::map<std::string, std::string> kinds;
+    std::map<std::string, std::string> kinds, entries;
+    for (const Json& k : program.get("kernels")->items()) entries[k.get("name")->as_string()] = kernel_entry(k);
     const std::vector<Json>& tensors = program.get("tensors")->items();
     const std::vector<Json>& steps = program.get("steps")->items();
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -290,7 +297,8 @@ void check_launch_signatures(const Json& program, const std::string& source) {
         if (step.get("op")->as_string() != "launch") continue;
         const std::string& kernel = step.get("kernel")->as_string();
         if (!kinds.count(kernel)) {
-            std::optional<std::string> k = kernel_param_kinds(source, kernel_params_at(source, kernel));
+            auto entry = entries.find(kernel);
+            std::optional<std::string> k = kernel_param_kinds(source, kernel_params_at(source, entry == entries.end() ? kernel : entry->second));
             require(k.has_value(), "kernel " + kernel + ": its parameter list in the OpenCL source is not closed");
             kinds[kernel] = *k;
         }
@@ -357,7 +365,9 @@ void check_kernel(const Json& k, const std::string& target, const std::string& s
         require(ok, where + ": shader span " + span->repr() + " lies outside the source section (" + std::to_string(chars) + " characters)");
         require(k.get("bindings") && k.get("bindings")->is_array(), where + ": no binding list");
     } else {
-        require(kernel_in_source(source, k.get("name")->as_string()), where + " is not in the OpenCL source");
+        const Json* entry = k.get("entry");
+        require(!entry || entry->is_string(), where + ": entry " + (entry ? entry->repr() : std::string()) + " is not a function name");
+        require(kernel_in_source(source, kernel_entry(k)), where + (entry ? " (function " + kernel_entry(k) + ")" : std::string()) + " is not in the OpenCL source");
     }
 }
 
@@ -666,6 +676,7 @@ Program to_program(const Json& j, const std::string& source) {
     for (const Json& kj : j.get("kernels")->items()) {
         Kernel k;
         k.name = kj.get("name")->as_string();
+        k.entry = kernel_entry(kj);
         for (size_t i = 0; i < 3; ++i) {
             k.global[i] = kj.get("global")->items()[i].as_int();
             k.local[i] = kj.get("local")->items()[i].as_int();

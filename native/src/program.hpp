@@ -51,6 +51,9 @@ struct Tensor {
 
 struct Kernel {
     std::string name;
+    // OpenCL: the function of the source the kernel runs ("entry"; its name when absent): kernels
+    // whose device code is the same share one function
+    std::string entry;
     std::array<int64_t, 3> global{}, local{};
     // Vulkan: the kernel's WGSL (bytes [shader_begin, shader_end) of the source), its binding kinds
     // ("buffer", "buffer_read", "texture", "storage_texture", "storage_texture_f16"; an entry that is

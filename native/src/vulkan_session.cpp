@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <system_error>
 #include <thread>
 #include <cctype>
@@ -1170,9 +1171,16 @@ private:
             std::exception_ptr error;
         };
         std::vector<Job> jobs;
-        std::set<std::string> named;
-        for (const Kernel& k : program_.kernels)
-            if (!pipelines_.count(k.name) && named.insert(k.name).second) jobs.push_back({&k, {}, nullptr});
+        // kernels whose shader (its span of the source) and bindings are the same share one pipeline
+        auto code_of = [](const Kernel& k) { return std::make_tuple(k.shader_begin, k.shader_end, k.bindings); };
+        std::map<std::tuple<size_t, size_t, std::vector<std::string>>, size_t> job_of;
+        std::vector<std::pair<const Kernel*, size_t>> sharing;
+        for (const Kernel& k : program_.kernels) {
+            if (pipelines_.count(k.name)) continue;
+            auto [at, fresh] = job_of.emplace(code_of(k), jobs.size());
+            if (fresh) jobs.push_back({&k, {}, nullptr});
+            sharing.emplace_back(&k, at->second);
+        }
         std::atomic<size_t> next{0}, failed{jobs.size()};  // (no job after a failed one is started)
         auto work = [&] {
             for (size_t i; (i = next++) < jobs.size() && i < failed;) {
@@ -1196,10 +1204,9 @@ private:
         }
         work();
         for (std::thread& t : helpers) t.join();
-        for (const Job& j : jobs) {
+        for (const Job& j : jobs)
             if (j.error) std::rethrow_exception(j.error);
-            pipelines_[j.kernel->name] = j.made;
-        }
+        for (const auto& [k, job] : sharing) pipelines_[k->name] = jobs[job].made;
     }
 
     // session._shared_buffers: positions of `args` bound to a buffer another argument is bound to too

@@ -38,6 +38,7 @@ from ..serialization.artifact import Artifact
 from ..storage import allocated_bytes, assign_storage
 from ..storage.lifetimes import half_texels
 from .run_time_shapes import RunTimeDims, match_shapes, substitute
+from .shared_kernels import share_opencl_functions
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -357,10 +358,12 @@ def _states(builder: "_ProgramBuilder", main: relax.Function, inputs: List[int],
     return out
 
 
-def _attach_shaders(program: dict, shaders: dict) -> str:
+def _attach_shaders(program: dict, shaders: dict, same: Dict[str, str]) -> str:
     """Vulkan: the WGSL source section (the shaders one after another, in kernel-name order) and,
-    on each kernel, where its shader lies in it, its bindings and its workgroup size."""
+    on each kernel, where its shader lies in it, its bindings and its workgroup size. A kernel
+    whose device code equals an earlier one's (``same``) points at that shader."""
     source = ""
+    placed: Dict[str, dict] = {}
     for kernel in program["kernels"]:
         name = kernel["name"]
         if name not in shaders:
@@ -368,9 +371,14 @@ def _attach_shaders(program: dict, shaders: dict) -> str:
         shader = shaders[name]
         if list(shader.workgroup) != list(kernel["local"]):
             raise ExportError(f"kernel {name}: shader workgroup {list(shader.workgroup)} differs from its launch {kernel['local']}")
-        kernel["shader"] = {"offset": len(source), "length": len(shader.source)}
         kernel["bindings"] = list(shader.bindings)
         kernel["workgroup_bytes"] = int(shader.workgroup_bytes)
+        first = placed.get(same.get(name, name))
+        if first is not None and first["bindings"] == kernel["bindings"] and first["local"] == kernel["local"]:
+            kernel["shader"] = dict(first["shader"])
+            continue
+        kernel["shader"] = {"offset": len(source), "length": len(shader.source)}
+        placed.setdefault(same.get(name, name), kernel)
         source += shader.source
     for t in program["tensors"]:
         elements = t["bytes"] // max(np.dtype(t["dtype"]).itemsize, 1)
@@ -417,6 +425,7 @@ def export_program(
     reuse: bool = True,
     texel: str = "float32",
     private: Sequence[str] = (),
+    same: Optional[Dict[str, str]] = None,
 ) -> Artifact:
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``.
@@ -424,7 +433,9 @@ def export_program(
     False gives every tensor its own. ``texel="float16"``: textures hold half texels (each texture
     tensor's ``texel``), but for those kernels kept in float32 arithmetic for overflow write
     (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`). ``private``: storage pools that do not
-    share on the target's device (:func:`relax_vk.schedules.tuning.private_pools`)."""
+    share on the target's device (:func:`relax_vk.schedules.tuning.private_pools`). ``same``: kernel
+    name -> an earlier kernel with the same device code (:func:`relax_vk.codegen.shared_kernels.same_kernels`),
+    whose function or shader it runs."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered)
     inputs = []
@@ -471,7 +482,9 @@ def export_program(
         if t["image"] and half_texels(t["dtype"], texel) and t["id"] not in float_texels:
             t["texel"] = texel
     if target_kind == "vulkan":
-        source = _attach_shaders(program, shaders or {})
+        source = _attach_shaders(program, shaders or {}, same or {})
+    else:
+        source = share_opencl_functions(program, source, same or {})
     program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None, private=private)
     if limits is not None:
         check_fits(program, limits)

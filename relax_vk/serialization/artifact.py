@@ -9,7 +9,8 @@ Layout (little endian)::
           88   ...              program JSON | kernel source (UTF-8) | constants (16-byte aligned)
 
 The program JSON describes tensors (shape, dtype, scope, image extents, kind), kernels (name,
-launch geometry), the ordered steps (kernel launches, scope copies, aliases; a launch may name the
+launch geometry; on OpenCL an optional ``"entry"``, the function of the source the kernel runs when
+kernels share one: :mod:`relax_vk.codegen.shared_kernels`), the ordered steps (kernel launches, scope copies, aliases; a launch may name the
 model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the inputs and outputs;
 with run-time dims, ``"dims"`` (name, min, max), each such tensor's ``"shape_expr"`` and the
 launches' ``"scalars"`` and ``"global"`` as integer expressions (:mod:`relax_vk.codegen.run_time_shapes`);

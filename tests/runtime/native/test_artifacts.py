@@ -185,6 +185,15 @@ def test_launches_are_checked_against_the_kernel_declarations(native_build, arti
     assert re.search(message, native_error(data))
 
 
+def test_a_kernel_entry_must_be_a_function_of_the_source(native_build, artifact):
+    """A kernel that runs another's function (relax_vk.codegen.shared_kernels) names one the
+    OpenCL source defines."""
+    data = damaged_bytes(artifact, lambda p: p["kernels"][0].__setitem__("entry", "no_such_kernel"))
+    assert re.search(r"kernel \w+ \(function no_such_kernel\) is not in the OpenCL source", native_error(data))
+    data = damaged_bytes(artifact, lambda p: p["kernels"][0].__setitem__("entry", 7))
+    assert re.search(r"kernel \w+: entry 7 is not a function name", native_error(data))
+
+
 def _set_binding(kernel: int, position: int, kind):
     return lambda p: p["kernels"][kernel]["bindings"].__setitem__(position, kind)
 
