@@ -9,11 +9,20 @@ consecutive outputs of one row (``threadIdx.x``: side-by-side weights, one conti
 warp) and splits their sum over ``KS`` threads (``threadIdx.y``, thread ``t`` taking terms
 ``t, t + KS, ...``): each partial sum goes to workgroup memory (``rfactor``), then each output's
 thread adds its ``KS`` partials and applies the epilogue. ``KS`` times the threads, ``1/KS`` the
-chain. Weights stored along ``k`` (4-bit blocks, :mod:`relax_vk.frontends.blockwise`: ``[N,
-k_blocks, bytes]``) swap the roles so that a warp still reads adjacent bytes: ``K_LANES`` lanes
-take consecutive ``k`` of one output, ``K_OUTPUTS`` outputs a workgroup. ``NT`` divides ``N`` and
-``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of a partial split from a
-factored reduction); a kernel of any other shape is declined.
+chain. Weights stored along ``k`` (packed n-bit blocks, :mod:`relax_vk.frontends.blockwise`:
+``[N, k_blocks, words]``) swap the roles so that a warp reads adjacent words: lanes
+(``threadIdx.x``) split one output's sum, each lane taking runs of ``RUN`` consecutive terms (a
+32-bit word of 4-bit codes, and the ``x`` beside it) ``lanes * RUN`` apart, ``K_OUTPUTS`` outputs a
+workgroup (``threadIdx.y``), and a lane's runs unrolled so that their loads are issued together (a
+decoder's GEMVs are bound by memory latency: one round trip for all of a lane's words, not one per
+step). 32 lanes when that leaves a lane ``MIN_RUNS`` runs or more, else 16 (measured on an H200:
+K = 1024 with 32 lanes and 4 runs a lane left the latency of one round trip per 4 words exposed).
+Runs are a Vulkan schedule: in a Qwen3-0.6B decoder on the H200 they took the 4-bit GEMVs from
+2.78 to 1.89 ms a token and prefill up 1.6-1.8x on Vulkan, and made NVIDIA's OpenCL 2.7x slower
+(not understood; single kernels outside the model were not), so OpenCL, and sums whose length is
+not a multiple of ``16 * RUN``, keep ``K_LANES`` lanes on consecutive ``k``.
+``NT`` divides ``N`` and ``KS`` divides ``K`` (TVM's ``compute_at`` drops the bounds check of a
+partial split from a factored reduction); a kernel of any other shape is declined.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
+from ..core.target import target_api
 from .analysis import _blocks, _is_reduction
 from .partial_sums import divisor, inline_around, split_sum
 
@@ -30,6 +40,10 @@ NT = 32  # outputs per workgroup (threadIdx.x)
 KS = 8  # partial sums per output (threadIdx.y)
 K_LANES = 32  # weights along k: partial sums per output (threadIdx.x, reading adjacent weights)
 K_OUTPUTS = 8  # weights along k: outputs per workgroup (threadIdx.y)
+RUN = 8  # weights along k: consecutive terms a lane takes at a time
+MIN_RUNS = 8  # weights along k: the fewest runs a lane takes with K_LANES lanes (else half as many lanes)
+MAX_UNROLLED_RUNS = 16  # a lane's runs unrolled whole up to this many, else in groups of at most UNROLL_RUNS
+UNROLL_RUNS = 8
 UNROLL = 4  # a thread's terms per step of its loop
 
 
@@ -69,8 +83,9 @@ def _weights_run_along_k(block) -> bool:
     return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
 
 
-def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
-    """The schedule of the module docstring, or None for another kernel."""
+def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.PrimFunc]:
+    """The schedule of the module docstring, or None for another kernel; ``runs``: weights along
+    ``k`` are read in runs of ``RUN`` terms a lane (the Vulkan form)."""
     if not is_run_time_linear(func):
         return None
     sch = s_tir.Schedule(func)
@@ -82,6 +97,17 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     along_k = _weights_run_along_k(blocks[index])
     s, n, k = sch.get_loops(block)
     N, K = int(sch.get(n).extent), int(sch.get(k).extent)
+    if runs and along_k and K % (RUN * K_LANES // 2) == 0:
+        enough = K % (RUN * K_LANES) == 0 and K // (RUN * K_LANES) >= MIN_RUNS
+        lanes = K_LANES if enough else K_LANES // 2
+        partial = split_sum(sch, block, epilogue, n, k, divisor(N, K_OUTPUTS), lanes, "threadIdx.y", "threadIdx.x", run=RUN)
+        runs, run = sch.get_loops(partial)[-2:]
+        sch.unroll(run)
+        count = int(sch.get(runs).extent)
+        if count > MAX_UNROLLED_RUNS:
+            runs = sch.split(runs, [None, divisor(count, UNROLL_RUNS)])[1]
+        sch.unroll(runs)
+        return sch.mod["main"]
     if along_k and K % K_LANES == 0:  # lanes (threadIdx.x) on consecutive k, outputs on threadIdx.y
         nt, ks, lanes, rows = divisor(N, K_OUTPUTS), K_LANES, "threadIdx.y", "threadIdx.x"
     else:
@@ -98,5 +124,5 @@ def schedule_linear(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     return sch.mod["main"]
 
 
-def linear_rule(func: tirx.PrimFunc, _target) -> Optional[tirx.PrimFunc]:
-    return schedule_linear(func)
+def linear_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
+    return schedule_linear(func, runs=target is not None and target_api(target) == "vulkan")

@@ -37,13 +37,15 @@ def _unit(sch: s_tir.Schedule, loop) -> bool:
     return isinstance(extent, tirx.IntImm) and int(extent) == 1
 
 
-def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, output_threads: str, part_threads: str):
+def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, output_threads: str, part_threads: str, run: int = 1):
     """Schedule the reduction ``block`` (its loops: the outer output loops, ``n``, ``k``; everything
     before ``n`` goes to ``blockIdx.x``) as the module docstring says, its outputs on
-    ``output_threads``, its partial sums on ``part_threads``. Returns the partial-sum block, its
-    loops ``(..., k_o)`` innermost, for the caller's unrolling."""
+    ``output_threads``, its partial sums on ``part_threads``. Partial-sum thread ``t`` takes the
+    terms ``t, t + ks, ...`` (``run == 1``) or runs of ``run`` consecutive terms, run ``t``, ``t +
+    ks``, ... (``ks * run`` divides the sum). Returns the partial-sum block, its term loops
+    ``(..., k_o)`` or ``(..., k_o, k_run)`` innermost, for the caller's unrolling."""
     sch.split(n, [None, nt])
-    _, k_s = sch.split(k, [None, ks])
+    k_s = sch.split(k, [None, ks])[1] if run == 1 else sch.split(k, [None, ks, run])[1]
     partial = sch.rfactor(k_s, 0)
     sch.set_scope(partial, 0, "shared")
     total = sch.get_loops(block)  # the outer output loops, n_o, n_i, k_s
@@ -58,15 +60,16 @@ def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, outp
     sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
     sch.compute_at(partial, bx, preserve_unit_loops=True)
     # the partials: bx, k_s, a loop for each output var (in the kernel's order: the ones n_i spans,
-    # and unit loops for the others), k_o
+    # and unit loops for the others), k_o (and k_run)
     inner = sch.get_loops(partial)
-    split, outputs, term = inner[1], inner[2:-1], inner[-1]
+    terms = 1 if run == 1 else 2
+    split, outputs, term = inner[1], inner[2:-terms], inner[-terms:]
     spanning = [i for i, loop in enumerate(outputs) if not _unit(sch, loop)] or [len(outputs) - 1]  # (nt = 1: n_i's unit loop)
-    sch.reorder(split, *[outputs[i] for i in spanning], *[loop for i, loop in enumerate(outputs) if i not in spanning], term)
+    sch.reorder(split, *[outputs[i] for i in spanning], *[loop for i, loop in enumerate(outputs) if i not in spanning], *term)
     col = sch.fuse(*[outputs[i] for i in spanning]) if len(spanning) > 1 else outputs[spanning[0]]
     sch.bind(split, part_threads)
     sch.bind(col, output_threads)
     local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
     sch.reverse_compute_at(local, col, preserve_unit_loops=True)
-    sch.decompose_reduction(partial, term)
+    sch.decompose_reduction(partial, term[0])
     return partial

@@ -99,3 +99,40 @@ def _racy_total():
                             out[v] = tvm.script.tirx.float32(0)
                         out[v] = out[v] + a[r, v]
     return Mod["main"]
+
+
+def _packed_module(K: int, N: int):
+    from relax_vk.frontends.blockwise import BlockwiseFormat
+
+    fmt = BlockwiseFormat(K, N, 4, 32)
+    x = relax.Var("x", relax.TensorType((S, K), "float32"))
+    codes = relax.Var("codes", relax.TensorType((N, fmt.k_blocks, 4), "uint32"))
+    scales = relax.Var("scales", relax.TensorType((N * fmt.k_blocks,), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, codes, scales]):
+        with bb.dataflow():
+            y = bb.emit_output(bb.call_te(lambda X, B, C: fmt.matmul(X, B, C), x, codes, scales, primfunc_name_hint="matmul_int4"))
+        bb.emit_func_output(y)
+    return with_dim_ranges(bb.get(), {"S": (1, 8)})
+
+
+@pytest.mark.parametrize("K, vulkan_lanes", [(1024, 16), (2048, 32), (160, 32)])
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_4bit_weights_along_k_are_read_in_runs_on_vulkan(K, vulkan_lanes, target, device, request):
+    """Vulkan lanes take runs of 8 consecutive terms (16 lanes a row when 32 would leave a lane
+    fewer than 8 runs; a length that is no multiple of 128 keeps lanes on consecutive terms), OpenCL
+    keeps lanes on consecutive terms: right at every row count either way."""
+    request.getfixturevalue(device)
+    N = 24
+    artifact = relax_vk.build(_packed_module(K, N), target).artifact()
+    (kernel,) = [k for k in artifact.program["kernels"] if "matmul" in k["name"]]
+    assert kernel["schedule"] == "linear" and kernel["local"] == [vulkan_lanes if target == "vulkan" else 32, 8, 1]
+    rng = np.random.default_rng(K)
+    packed = rng.integers(0, 256, (N, K // 32, 16), dtype=np.uint8)
+    scales = rng.random(N * K // 32).astype("float32") * 0.01
+    codes = ((packed[..., :, None] >> np.array([0, 4], np.uint8)) & 15).reshape(N, K // 32, 32).astype(np.float32) - 8
+    weight = (codes * scales.reshape(N, -1, 1)).reshape(N, K)
+    session = Session(artifact, device=device)
+    for rows in (1, 5):
+        x = rng.standard_normal((rows, K)).astype("float32")
+        np.testing.assert_allclose(session.run([x, packed.view("<u4"), scales])[0], x @ weight.T, rtol=1e-4, atol=1e-4)
