@@ -25,6 +25,7 @@ from tvm.tirx import compilation_pipeline
 from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics TVM leaves to C names)
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
+from .float_bindings import InlineFloatBindings
 from .index_narrowing import NarrowVulkanIndices
 from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
@@ -45,8 +46,9 @@ def _finalize_device_passes():
 def lowering_passes(config) -> List[tvm.transform.Pass]:
     """The lowering passes: those of TVM 0.27's adreno pipeline
     (``tvm/s_tir/backend/adreno/pipeline.py``), in its order and with its configuration switches,
-    plus :class:`FoldSizeRatios` first, :class:`LowerBoolVectorCasts` right after ``VectorizeLoop``
-    and :class:`FoldLaunchGrid` right before ``SplitHostDevice``."""
+    plus :class:`FoldSizeRatios` first, :class:`LowerBoolVectorCasts` right after ``VectorizeLoop``,
+    :class:`InlineFloatBindings` right after ``CommonSubexprElim`` and :class:`FoldLaunchGrid` right
+    before ``SplitHostDevice``."""
     passes = [
         FoldSizeRatios(),
         s_tir.backend.adreno.transform.TextureFlatten(),
@@ -88,7 +90,7 @@ def lowering_passes(config) -> List[tvm.transform.Pass]:
         s_tir.transform.RewriteUnsafeSelect(),
     ]
     if not bool(config.get("tirx.disable_cse_tir", False)):
-        passes.append(tirx.transform.CommonSubexprElim())
+        passes += [tirx.transform.CommonSubexprElim(), InlineFloatBindings()]
     passes += [
         tirx.transform.FP8ComputeLegalize(),
         s_tir.transform.VerifyVTCMLimit(),
