@@ -208,12 +208,6 @@ class _Weights:
         first axis (linear layers' outputs: one matrix-vector product for two projections)."""
         self.weights[joined] = np.concatenate([self.array(n, sh) for n, sh in zip(names, shapes)], axis=0)
 
-    def interleave(self, names: List[str], joined: str, shapes: List[Tuple[int, ...]]) -> None:
-        """``joined`` for the checkpoint's ``names`` (of one shape) with their rows interleaved:
-        row ``j`` of weight ``i`` at row ``len(names) * j + i`` (a gated MLP's gate and up: one
-        product whose columns pair each gate with its up)."""
-        self.weights[joined] = np.stack([self.array(n, sh) for n, sh in zip(names, shapes)], axis=1).reshape(-1, *shapes[0][1:])
-
     def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
         w = self.array(name, shape)
         return relax.const(np.ascontiguousarray(w.T if transpose else w).astype(dtype), dtype)
@@ -306,23 +300,15 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             def matmul(a, b, out_dtype=dtype):  # accumulates in float32, rounds once
                 return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
 
-            def packed_matmul(x, name, n_in, n_out, out_dtype, glu=False):  # x @ W.T with W 4-bit, summed in float32
-                def product(X, Bq, Sq, f):
-                    return f.matmul(_swiglu(X, dtype) if glu else X, Bq, Sq, out_dtype=out_dtype)
-
-                outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: product(X, Bq, Sq, f), x, B, scales, primfunc_name_hint="matmul_int4"))
+            def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
+                outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
                         for fmt, _, B, scales in w.packed(name, (n_out, n_in), dtype)]  # fmt: skip
                 return outs[0] if len(outs) == 1 else e(R.concat(outs, axis=-1))
 
-            def linear(x, name, n_in, n_out, bias=False, out=None, glu=False):
-                """``x @ W.T`` (+ bias); ``glu``: ``x`` is a gated MLP's ``[S, 2 * n_in]`` gate and up,
-                interleaved, and the product reads ``silu(gate) * up`` as it sums (no kernel of its own)."""
+            def linear(x, name, n_in, n_out, bias=False, out=None):
                 op[0] = name
                 if quantize:
-                    y = packed_matmul(x, f"{name}.weight", n_in, n_out, "float32", glu)
-                elif glu:
-                    weight = w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype)
-                    y = e(bb.call_te(lambda X, W: _matmul_f32(_swiglu(X, dtype), W), x, weight, primfunc_name_hint="matmul"))
+                    y = packed_matmul(x, f"{name}.weight", n_in, n_out, "float32")
                 else:
                     y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
                 if bias:
@@ -398,13 +384,10 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))
                 h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
-                # gate and up in one product, their columns interleaved; the down projection reads
-                # silu(gate) * up from it
-                for part, sizes in (("weight", [(c.intermediate, c.hidden)] * 2), ("bias", [(c.intermediate,)] * 2)):
-                    if part == "weight" or c.mlp_bias:
-                        w.interleave([f"{p}.mlp.{n}_proj.{part}" for n in ("gate", "up")], f"{p}.mlp.gate_up_proj.{part}", sizes)
-                gate_up = linear(h, f"{p}.mlp.gate_up_proj", c.hidden, 2 * c.intermediate, c.mlp_bias)
-                down = linear(gate_up, f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias, glu=True)
+                gate = e(R.nn.silu(linear(h, f"{p}.mlp.gate_proj", c.hidden, c.intermediate, c.mlp_bias)))
+                up = linear(h, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias)
+                op[0] = f"{p}.mlp.act"
+                down = linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
                 op[0] = f"{p}.residual_mlp"
                 x = e(R.add(x, down))
             if logits == "last":  # (the head, the largest matmul, on one row)
@@ -424,28 +407,6 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
     mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
-
-
-def _swiglu(y, dtype: str):
-    """``silu(gate) * up`` of a ``[S, 2n]`` te tensor whose columns interleave gate and up, rounded
-    to ``dtype`` after each step as transformers' ``act_fn(gate_proj(x)) * up_proj(x)`` is."""
-    from tvm import te
-
-    def value(s, i):
-        g, u = y[s, 2 * i].astype("float32"), y[s, 2 * i + 1].astype("float32")
-        act = (g / (1.0 + te.exp(-g))).astype(dtype).astype("float32")
-        return (act * u).astype(dtype)
-
-    return te.compute((y.shape[0], tirx.const(int(y.shape[1]) // 2, y.shape[0].ty.dtype)), value, name="swiglu")
-
-
-def _matmul_f32(x, weight):
-    """``x @ weight`` (``[S, K] @ [K, N]``), summed in float32."""
-    from tvm import te
-
-    index = x.shape[0].ty.dtype  # (one index dtype for every loop: TVM's schedules need affine bindings)
-    k = te.reduce_axis((tirx.const(0, index), tirx.const(int(weight.shape[0]), index)), name="k")
-    return te.compute((x.shape[0], tirx.const(int(weight.shape[1]), index)), lambda s, n: te.sum(x[s, k].astype("float32") * weight[k, n].astype("float32"), axis=k), name="matmul")
 
 
 def _head_squares(hd: int):
