@@ -26,7 +26,7 @@ from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics 
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
 from .float_bindings import InlineFloatBindings
-from .index_narrowing import NarrowVulkanIndices
+from .index_narrowing import NameVulkanSubexpressions, NarrowVulkanIndices
 from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
 from .texture_stores import RepairTextureStores
@@ -37,10 +37,14 @@ NAME = "relax_vk.texture"
 def _finalize_device_passes():
     """TVM's device finalisation, preceded by the repair of scalarised texture stores
     (:mod:`relax_vk.codegen.texture_stores`), for Vulkan kernels the narrowing of their
-    int64 indices to int32 before ``LowerIntrin`` lowers their divisions
+    int64 indices to int32 before ``LowerIntrin`` lowers their divisions and their repeated
+    subexpressions named again after TVM's ``StmtSimplify`` wrote them out
     (:mod:`relax_vk.codegen.index_narrowing`), and for OpenCL kernels float constants written
     exactly (:mod:`relax_vk.codegen.exact_floats`)."""
-    return tvm.transform.Sequential([RepairTextureStores(), NarrowVulkanIndices(), ExactFloatConstants(), s_tir_pipeline.finalize_device_passes()])
+    # (TVM's finalize_device_passes, LowerWarpMemory, StmtSimplify and LowerIntrin, with Vulkan
+    # kernels' repeated subexpressions named again before LowerIntrin expands them)
+    return tvm.transform.Sequential([RepairTextureStores(), NarrowVulkanIndices(), ExactFloatConstants(), tirx.transform.LowerWarpMemory(),
+                                     tirx.transform.StmtSimplify(), NameVulkanSubexpressions(), tirx.transform.LowerIntrin()])  # fmt: skip
 
 
 def lowering_passes(config) -> List[tvm.transform.Pass]:
