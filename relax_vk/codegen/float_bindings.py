@@ -16,7 +16,6 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..core.errors import RelaxVKError
 
 
 def _integral(dtype) -> bool:
@@ -34,8 +33,8 @@ def _inline_sequence(seq: tirx.stmt.SeqStmt):
             values[stmt.var] = stmt.value
             continue
         kept.append(stmt)
-    if not kept:
-        raise RelaxVKError("a sequence of float bindings alone (nothing reads them)")
+    if not kept:  # (bindings nothing reads: left as they were)
+        return seq
     return tirx.stmt.SeqStmt(kept) if len(kept) > 1 else kept[0]
 
 
