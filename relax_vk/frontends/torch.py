@@ -9,7 +9,7 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``upsample_nearest2d``: PyTorch's nearest mode is ``src = floor(dst * in / out)``
   (``asymmetric`` + ``floor``); TVM maps it to ``half_pixel`` + ``round``, which picks other rows
   whenever the ratio is not an integer (wrong numbers, no error);
-* ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, TOPI's
+* ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, relax_vk's
   adaptive pool otherwise (an input of run-time size is refused by name). Its indices output is not
   computed (zeros), as TVM does for ``max_pool2d_with_indices``;
 * ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (``aten.lstm.input``, ``gru.input``, ``rnn_tanh.input``,
@@ -88,7 +88,7 @@ def _upsample_nearest(node, importer) -> relax.Var:
 
 
 def _adaptive_max_pool(node, importer) -> relax.Var:
-    from tvm import topi
+    from ..legalize.adaptive_pool import adaptive_pool
 
     x = importer.env[node.args[0]]
     out_h, out_w = (int(s) for s in node.args[1])
@@ -99,8 +99,8 @@ def _adaptive_max_pool(node, importer) -> relax.Var:
     if h % out_h == 0 and w % out_w == 0:
         kernel = (h // out_h, w // out_w)
         values = bb.emit(relax.op.nn.max_pool2d(x, kernel, kernel, layout="NCHW"))
-    else:
-        values = bb.emit_te(topi.nn.adaptive_pool, x, (out_h, out_w), "max", "NCHW")
+    else:  # uneven windows: relax_vk's adaptive pool (TOPI's nested windows fit no schedule)
+        values = bb.emit_te(adaptive_pool, x, (out_h, out_w), "max", primfunc_name_hint="adaptive_max_pool2d")
     indices = bb.emit(relax.op.zeros(values.ty.shape, "int64"))
     return bb.emit(relax.Tuple([values, indices]))
 

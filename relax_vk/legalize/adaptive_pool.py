@@ -1,10 +1,22 @@
-"""``relax.nn.adaptive_avg_pool2d`` of a map of run-time size, refused by name where no kernel of
-relax_vk computes it: its windows change with each run's size, TOPI writes them as reductions of
-run-time extent that no schedule fits (the safe schedule's verifier finds a race), and the build
-failed deep in scheduling. A global pool (a 1 x 1 output: one window, the whole map) and every
-static-size pool go to TVM's legalizer."""
+"""Adaptive pools: ``relax.nn.adaptive_avg_pool2d`` and PyTorch's ``adaptive_max_pool2d``.
+
+Windows that tile the map evenly go to TVM's legalizer (a plain pool). Uneven windows (a 13 x 13
+map to 6 x 6, AlexNet's head at another input size) are written here: TOPI writes them as a
+reduction of data-dependent extent nested in another block, which no schedule fits when both
+axes are uneven (the safe schedule's verifier finds a race; the build failed in scheduling).
+Here each output sums or maxes over the largest window of its axis, ``[floor(i * H / oh),
+ceil((i + 1) * H / oh))`` padded to that size with terms that do not count: a reduction of
+static extent, scheduled like any pool; the average divides by the window's own size, as
+PyTorch does.
+
+A map of run-time size is refused by name unless the pool is global (its windows change with each
+run's size; no kernel here computes them).
+"""
 
 from __future__ import annotations
+
+import re
+from typing import Sequence, Tuple
 
 import tvm
 from tvm import relax, tirx
@@ -12,14 +24,73 @@ from tvm import relax, tirx
 from ..core.errors import UnsupportedError
 
 
+def _windows(size: int, out: int) -> Tuple[list, int]:
+    """Each output's ``(start, end)`` along an axis of ``size`` pooled to ``out``, and the largest
+    window."""
+    spans = [(i * size // out, ((i + 1) * size + out - 1) // out) for i in range(out)]
+    return spans, max(end - start for start, end in spans)
+
+
+def _axes(layout: str) -> Tuple[int, int]:
+    """The positions of ``H`` and ``W`` in ``layout`` (``NCHW``, ``NCHW4c``, ...)."""
+    axes = re.findall(r"\d*[A-Za-z]", layout)
+    return axes.index("H"), axes.index("W")
+
+
+def adaptive_pool(x, size: Sequence[int], kind: str, layout: str = "NCHW"):
+    """The adaptive ``kind`` (``"avg"`` or ``"max"``) pool of the te tensor ``x`` (static spatial
+    size) to ``size``, as the module docstring says."""
+    from tvm import te
+
+    hpos, wpos = _axes(layout)
+    H, W = int(x.shape[hpos]), int(x.shape[wpos])
+    oh, ow = int(size[0]), int(size[1])
+    (_, kh), (_, kw) = _windows(H, oh), _windows(W, ow)
+    index = x.shape[0].ty.dtype if hasattr(x.shape[0], "ty") else "int64"
+    rh = te.reduce_axis((tirx.const(0, index), tirx.const(kh, index)), name="rh")
+    rw = te.reduce_axis((tirx.const(0, index), tirx.const(kw, index)), name="rw")
+    shape = [tirx.const(oh, index) if d == hpos else tirx.const(ow, index) if d == wpos else x.shape[d] for d in range(len(x.shape))]
+
+    def span(i, n, out):
+        return tirx.floordiv(i * n, out), tirx.floordiv((i + 1) * n + out - 1, out)
+
+    def term(idx, empty):
+        (sh, eh), (sw, ew) = span(idx[hpos], H, oh), span(idx[wpos], W, ow)
+        h, w = sh + rh, sw + rw
+        at = list(idx)
+        at[hpos], at[wpos] = tirx.min(h, H - 1), tirx.min(w, W - 1)  # (a term that does not count reads inside the map)
+        return tirx.Select(tirx.all(h < eh, w < ew), x(*at), tirx.const(empty, x.dtype))
+
+    if kind == "max":
+        return te.compute(shape, lambda *i: te.max(term(i, float("-inf")), axis=[rh, rw]), name="adaptive_pool_max")
+    total = te.compute(shape, lambda *i: te.sum(term(i, 0.0), axis=[rh, rw]), name="adaptive_pool_sum")
+
+    def average(*i):
+        (sh, eh), (sw, ew) = span(i[hpos], H, oh), span(i[wpos], W, ow)
+        return total(*i) / ((eh - sh) * (ew - sw)).astype(x.dtype)
+
+    return te.compute(shape, average, name="adaptive_pool_avg")
+
+
+def even(size: int, out: int) -> bool:
+    return size % out == 0
+
+
 def legalize_adaptive_avg_pool2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     data = call.args[0]
     shape = list(getattr(getattr(data.ty, "shape", None), "values", None) or [])
     out = list(getattr(getattr(call.ty, "shape", None), "values", None) or [])
-    spatial = shape[2:4] if len(shape) >= 4 else []
+    layout, out_layout = str(call.attrs.layout), str(call.attrs.out_layout)
+    hpos, wpos = _axes(layout)
+    spatial = [shape[hpos], shape[wpos]] if len(shape) > max(hpos, wpos) else []
     run_time = any(not isinstance(d, tirx.IntImm) for d in spatial)
-    global_pool = len(out) >= 4 and all(isinstance(d, tirx.IntImm) and int(d) == 1 for d in out[2:4])
+    global_pool = len(out) > max(hpos, wpos) and all(isinstance(d, tirx.IntImm) and int(d) == 1 for d in (out[hpos], out[wpos]))
     if run_time and not global_pool:
-        raise UnsupportedError(f"adaptive_avg_pool2d to {[int(d) if isinstance(d, tirx.IntImm) else d for d in out[2:4]]} of a map of "
+        raise UnsupportedError(f"adaptive_avg_pool2d to {[int(d) if isinstance(d, tirx.IntImm) else d for d in (out[hpos], out[wpos])]} of a map of "
                                f"run-time size {shape}: only a global pool (output 1 x 1) or a static size")  # fmt: skip
-    return tvm.ir.Op.get("relax.nn.adaptive_avg_pool2d").get_attr("FLegalize")(bb, call)
+    if run_time or global_pool or layout != out_layout:
+        return tvm.ir.Op.get("relax.nn.adaptive_avg_pool2d").get_attr("FLegalize")(bb, call)
+    size = (int(out[hpos]), int(out[wpos]))
+    if even(int(spatial[0]), size[0]) and even(int(spatial[1]), size[1]):
+        return tvm.ir.Op.get("relax.nn.adaptive_avg_pool2d").get_attr("FLegalize")(bb, call)
+    return bb.call_te(adaptive_pool, data, size, "avg", layout, primfunc_name_hint="adaptive_avg_pool2d")
