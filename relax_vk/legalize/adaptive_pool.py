@@ -9,8 +9,9 @@ ceil((i + 1) * H / oh))`` padded to that size with terms that do not count: a re
 static extent, scheduled like any pool; the average divides by the window's own size, as
 PyTorch does.
 
-A map of run-time size is refused by name unless the pool is global (its windows change with each
-run's size; no kernel here computes them).
+An average pool of a map of run-time size is written the same way with the largest window the
+dims' bounds allow (``ceil(H_max / oh) + 1``, at most ``H_max``): one kernel for every size, whose
+work is that of the bound. A size whose bound is unknown is refused by name.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Sequence, Tuple
 import tvm
 from tvm import relax, tirx
 
+from ..core.dims import dim_ranges
 from ..core.errors import UnsupportedError
 
 
@@ -37,15 +39,21 @@ def _axes(layout: str) -> Tuple[int, int]:
     return axes.index("H"), axes.index("W")
 
 
-def adaptive_pool(x, size: Sequence[int], kind: str, layout: str = "NCHW"):
-    """The adaptive ``kind`` (``"avg"`` or ``"max"``) pool of the te tensor ``x`` (static spatial
-    size) to ``size``, as the module docstring says."""
+def _bound_window(largest: int, out: int) -> int:
+    """The largest window of an axis of run-time size at most ``largest`` pooled to ``out``."""
+    return min(largest, -(-largest // out) + 1)
+
+
+def adaptive_pool(x, size: Sequence[int], kind: str, layout: str = "NCHW", bounds: Sequence[int] = (0, 0)):
+    """The adaptive ``kind`` (``"avg"`` or ``"max"``) pool of the te tensor ``x`` to ``size``, as
+    the module docstring says; ``bounds``: the largest height and width a run-time size takes."""
     from tvm import te
 
     hpos, wpos = _axes(layout)
-    H, W = int(x.shape[hpos]), int(x.shape[wpos])
+    H, W = x.shape[hpos], x.shape[wpos]
     oh, ow = int(size[0]), int(size[1])
-    (_, kh), (_, kw) = _windows(H, oh), _windows(W, ow)
+    kh, kw = (_windows(int(n), out)[1] if isinstance(n, tirx.IntImm) else _bound_window(bounds[k], out)
+              for k, (n, out) in enumerate(((H, oh), (W, ow))))  # fmt: skip
     index = x.shape[0].ty.dtype if hasattr(x.shape[0], "ty") else "int64"
     rh = te.reduce_axis((tirx.const(0, index), tirx.const(kh, index)), name="rh")
     rw = te.reduce_axis((tirx.const(0, index), tirx.const(kw, index)), name="rw")
@@ -72,6 +80,23 @@ def adaptive_pool(x, size: Sequence[int], kind: str, layout: str = "NCHW"):
     return te.compute(shape, average, name="adaptive_pool_avg")
 
 
+def _largest(bb: relax.BlockBuilder, extent) -> "int | None":
+    """The largest value of ``extent`` (an expression of run-time dims) over the dims' ranges
+    recorded on the module's ``main`` (None: unbounded)."""
+    if isinstance(extent, tirx.IntImm):
+        return int(extent)
+    mod = bb.get()
+    ranges = dim_ranges(mod["main"]) if "main" in [gv.name_hint for gv in mod.get_global_vars()] else {}
+    analyzer = tvm.sym.Analyzer()
+    for var in tirx.analysis.undefined_vars(extent):
+        if var.name not in ranges:
+            return None
+        lo, hi = ranges[var.name]
+        analyzer.bind(var, tvm.ir.Range(lo, hi + 1))
+    bound = analyzer.const_int_bound(extent)
+    return int(bound.max_value) if bound.max_value < 2**62 else None
+
+
 def even(size: int, out: int) -> bool:
     return size % out == 0
 
@@ -85,12 +110,15 @@ def legalize_adaptive_avg_pool2d(bb: relax.BlockBuilder, call: relax.Call) -> re
     spatial = [shape[hpos], shape[wpos]] if len(shape) > max(hpos, wpos) else []
     run_time = any(not isinstance(d, tirx.IntImm) for d in spatial)
     global_pool = len(out) > max(hpos, wpos) and all(isinstance(d, tirx.IntImm) and int(d) == 1 for d in (out[hpos], out[wpos]))
-    if run_time and not global_pool:
-        raise UnsupportedError(f"adaptive_avg_pool2d to {[int(d) if isinstance(d, tirx.IntImm) else d for d in (out[hpos], out[wpos])]} of a map of "
-                               f"run-time size {shape}: only a global pool (output 1 x 1) or a static size")  # fmt: skip
-    if run_time or global_pool or layout != out_layout:
+    if global_pool or layout != out_layout:
         return tvm.ir.Op.get("relax.nn.adaptive_avg_pool2d").get_attr("FLegalize")(bb, call)
     size = (int(out[hpos]), int(out[wpos]))
+    if run_time:
+        bounds = [_largest(bb, d) for d in spatial]
+        if None in bounds:
+            raise UnsupportedError(f"adaptive_avg_pool2d to {list(size)} of a map of run-time size {shape}: the size has no "
+                                   "upper bound (give its dims a range)")  # fmt: skip
+        return bb.call_te(adaptive_pool, data, size, "avg", layout, bounds, primfunc_name_hint="adaptive_avg_pool2d")
     if even(int(spatial[0]), size[0]) and even(int(spatial[1]), size[1]):
         return tvm.ir.Op.get("relax.nn.adaptive_avg_pool2d").get_attr("FLegalize")(bb, call)
     return bb.call_te(adaptive_pool, data, size, "avg", layout, primfunc_name_hint="adaptive_avg_pool2d")
