@@ -10,8 +10,8 @@ Converters relax_vk adds (each found by the differential fuzzer):
   (``asymmetric`` + ``floor``); TVM maps it to ``half_pixel`` + ``round``, which picks other rows
   whenever the ratio is not an integer (wrong numbers, no error);
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, relax_vk's
-  adaptive pool otherwise (an input of run-time size is refused by name). Its indices output is not
-  computed (zeros), as TVM does for ``max_pool2d_with_indices``;
+  adaptive pool otherwise (at a run-time size, over the largest windows the export's range allows).
+  Its indices output is not computed (zeros), as TVM does for ``max_pool2d_with_indices``;
 * ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (``aten.lstm.input``, ``gru.input``, ``rnn_tanh.input``,
   ``rnn_relu.input``; TVM unrolls one layer over a fixed length): the recurrence kernels of
   :mod:`relax_vk.frontends.recurrent`, every layer and direction. ``torch.export`` itself unrolls
@@ -87,16 +87,29 @@ def _upsample_nearest(node, importer) -> relax.Var:
     )  # fmt: skip
 
 
+def _largest_size(arg, axis: int):
+    """The largest value the export allows for ``arg``'s size along ``axis`` (None: unbounded)."""
+    size = arg.meta["val"].shape[axis]
+    if isinstance(size, int):
+        return size
+    upper = size.node.shape_env.bound_sympy(size.node.expr).upper
+    return int(upper) if upper.is_finite else None
+
+
 def _adaptive_max_pool(node, importer) -> relax.Var:
     from ..legalize.adaptive_pool import adaptive_pool
 
     x = importer.env[node.args[0]]
     out_h, out_w = (int(s) for s in node.args[1])
     _, _, h, w = (int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values)
-    if h is None or w is None:  # (its windows would change with each run's size: no kernel here computes that)
-        raise UnsupportedError(f"adaptive_max_pool2d (node {node.name}): an input of run-time size {list(x.ty.shape.values)}: static sizes only")
     bb = importer.block_builder
-    if h % out_h == 0 and w % out_w == 0:
+    if h is None or w is None:  # a run-time size: the largest windows its export range allows
+        bounds = [_largest_size(node.args[0], axis) for axis in (2, 3)]
+        if None in bounds:
+            raise UnsupportedError(f"adaptive_max_pool2d (node {node.name}): an input of run-time size {list(x.ty.shape.values)} "
+                                   "with no upper bound")  # fmt: skip
+        values = bb.emit_te(adaptive_pool, x, (out_h, out_w), "max", "NCHW", bounds, primfunc_name_hint="adaptive_max_pool2d")
+    elif h % out_h == 0 and w % out_w == 0:
         kernel = (h // out_h, w // out_w)
         values = bb.emit(relax.op.nn.max_pool2d(x, kernel, kernel, layout="NCHW"))
     else:  # uneven windows: relax_vk's adaptive pool (TOPI's nested windows fit no schedule)

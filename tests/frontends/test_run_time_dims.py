@@ -43,17 +43,14 @@ def test_a_torch_export_dim_is_a_run_time_dim():
         session.run([np.zeros((1, 3, 16, 300), np.float32)])
 
 
-def test_adaptive_pools_of_a_run_time_size_average_over_the_bounds_windows_and_max_is_refused():
-    """An average pool of a run-time size reduces over the largest window its dims' range allows
-    (one kernel, right at every size; before, it failed deep in scheduling); a global one is TVM's.
-    An adaptive max pool of a run-time size is refused by name (relax_vk's converter read the size
-    as an integer and crashed)."""
-    from relax_vk.core.errors import UnsupportedError
-
+def test_adaptive_pools_of_a_run_time_size_reduce_over_the_bounds_windows():
+    """An adaptive pool of a run-time size reduces over the largest window its dims' range allows
+    (one kernel, right at every size; before, the average failed deep in scheduling and the max
+    pool's converter crashed reading the size as an integer); a global one is TVM's."""
     width, example = torch.export.Dim("W", min=8, max=64), torch.randn(1, 2, 10, 21)
-    with pytest.raises(UnsupportedError, match=r"adaptive_max_pool2d .*run-time size"):
-        from_torch(torch.nn.AdaptiveMaxPool2d((2, 3)), (example,), dynamic_shapes={"input": {3: width}})
-    for pool in (torch.nn.AdaptiveAvgPool2d((3, 5)).eval(), torch.nn.AdaptiveAvgPool2d(1).eval()):
+    pools = (torch.nn.AdaptiveAvgPool2d((3, 5)), torch.nn.AdaptiveAvgPool2d(1), torch.nn.AdaptiveMaxPool2d((2, 3)), torch.nn.AdaptiveMaxPool2d((4, 7)))
+    for pool in pools:
+        pool = pool.eval()
         mod = from_torch(pool, (example,), dynamic_shapes={"input": {3: width}})
         session = load(relax_vk.build(mod, "opencl").artifact(), device="pocl")
         for w in (8, 21, 37, 64):
