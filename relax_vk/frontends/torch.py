@@ -89,7 +89,10 @@ def _upsample_nearest(node, importer) -> relax.Var:
 
 def _largest_size(arg, axis: int):
     """The largest value the export allows for ``arg``'s size along ``axis`` (None: unbounded)."""
-    size = arg.meta["val"].shape[axis]
+    value = getattr(arg, "meta", {}).get("val")
+    if value is None:
+        return None
+    size = value.shape[axis]
     if isinstance(size, int):
         return size
     upper = size.node.shape_env.bound_sympy(size.node.expr).upper
