@@ -38,6 +38,7 @@ from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
 from .core import target as _target
 from .core.dims import refuse_conditional_sizes
+from .passes.layout.ceil_mode_pools import ceil_mode_pools_as_padding
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
@@ -170,6 +171,7 @@ def build(
         tgt = _target.resolve(target)
     except ValueError as err:
         raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
+    mod = ceil_mode_pools_as_padding(mod)
     refuse_conditional_sizes(mod)
     seconds: Dict[str, float] = {}
     with provenance.tracking() as tracker:  # the model's ops, followed to the kernels

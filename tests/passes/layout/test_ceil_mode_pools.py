@@ -1,0 +1,47 @@
+"""Ceil-mode max pools over a run-time size (relax_vk.passes.layout.ceil_mode_pools): as floor-mode
+pools with more end padding where PyTorch's last-window rule cannot apply, right against PyTorch
+at every size on both APIs; where it can, still refused by name."""
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from helpers_build import BACKENDS
+
+import relax_vk
+from relax_vk.core.errors import UnsupportedError
+from relax_vk.runtime import load
+
+torch = pytest.importorskip("torch")
+
+
+def _onnx_with_run_time_dims(pool_args: dict):
+    from relax_vk.frontends import from_onnx
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.MaxPool2d(**pool_args)).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "pool.onnx")
+        torch.onnx.export(model, (torch.randn(1, 3, 12, 17),), path, dynamo=False, opset_version=17, input_names=["x"],
+                          dynamic_axes={"x": {2: "H", 3: "W"}})  # fmt: skip
+        return model, from_onnx(path, dims={"H": (9, 40), "W": (9, 64)})
+
+
+@pytest.mark.parametrize("pool_args", [dict(kernel_size=3, stride=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, stride=2)])
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_ceil_mode_max_pools_run_at_every_size(pool_args, backend, device):
+    model, mod = _onnx_with_run_time_dims(dict(pool_args, ceil_mode=True))
+    session = load(relax_vk.build(mod, backend).artifact(), device=device)
+    for h, w in ((9, 9), (13, 17), (40, 33), (21, 64)):
+        x = torch.randn(1, 3, h, w)
+        with torch.no_grad():
+            want = model(x).numpy()
+        got = session.run([x.numpy()])[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_pool_whose_last_window_can_start_in_the_padding_is_refused_by_name():
+    _, mod = _onnx_with_run_time_dims(dict(kernel_size=2, stride=2, padding=1, ceil_mode=True))
+    with pytest.raises(UnsupportedError, match=r"max_pool2d .*condition on the run-time dims"):
+        relax_vk.build(mod, "opencl")
