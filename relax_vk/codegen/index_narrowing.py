@@ -37,9 +37,9 @@ def _for_vulkan(func: tirx.PrimFunc) -> bool:
     return target is not None and target_api(target) == "vulkan"
 
 
-def NarrowVulkanIndices() -> tvm.transform.Pass:
-    """The pass (module docstring)."""
-    narrow = tirx.transform.ForceNarrowIndexToInt32()
+def _on_vulkan_kernels(rewrite, name: str, keep_on: tuple = ()) -> tvm.transform.Pass:
+    """A module pass applying ``rewrite`` (a pass over a one-function module) to each Vulkan
+    kernel; a kernel it raises one of ``keep_on`` on is left as it is."""
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         updates = {}
@@ -47,11 +47,11 @@ def NarrowVulkanIndices() -> tvm.transform.Pass:
             if not isinstance(func, tirx.PrimFunc) or not _for_vulkan(func):
                 continue
             try:
-                narrowed = narrow(tvm.IRModule({gv: func}))[gv]
-            except tvm.error.InternalError:  # (TVM's check of an index constant past int32): as it is
+                new = rewrite(tvm.IRModule({gv: func}))[gv]
+            except keep_on:
                 continue
-            if not narrowed.same_as(func):
-                updates[gv] = narrowed
+            if not new.same_as(func):
+                updates[gv] = new
         if not updates:
             return mod
         out = mod.clone()
@@ -59,7 +59,13 @@ def NarrowVulkanIndices() -> tvm.transform.Pass:
             out.update_func(gv, func)
         return out
 
-    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.NarrowVulkanIndices")
+    return tvm.transform.module_pass(transform, opt_level=0, name=name)
+
+
+def NarrowVulkanIndices() -> tvm.transform.Pass:
+    """The pass (module docstring). A kernel TVM's narrowing refuses (its check of an index
+    constant past int32: ``InternalError``) is left as it is."""
+    return _on_vulkan_kernels(tirx.transform.ForceNarrowIndexToInt32(), "relax_vk.NarrowVulkanIndices", keep_on=(tvm.error.InternalError,))
 
 
 def NameVulkanSubexpressions() -> tvm.transform.Pass:
@@ -78,14 +84,4 @@ def NameVulkanSubexpressions() -> tvm.transform.Pass:
     from .float_bindings import InlineFloatBindings
 
     name = tvm.transform.Sequential([tirx.transform.CommonSubexprElim(), InlineFloatBindings()])
-
-    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        updates = {gv: name(tvm.IRModule({gv: func}))[gv] for gv, func in mod.functions.items() if isinstance(func, tirx.PrimFunc) and _for_vulkan(func)}
-        if not updates:
-            return mod
-        out = mod.clone()
-        for gv, func in updates.items():
-            out.update_func(gv, func)
-        return out
-
-    return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.NameVulkanSubexpressions")
+    return _on_vulkan_kernels(name, "relax_vk.NameVulkanSubexpressions")

@@ -30,6 +30,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx import stmt as S
 
+from ..core.dims import largest_value
 from ..core.errors import LimitError
 from .run_time_shapes import substitute
 
@@ -175,20 +176,6 @@ def _refold(launch, limit: int, name: str):
     return body
 
 
-def _largest(value, ranges) -> "int | None":
-    """The largest value of a grid extent over the dims' ``ranges`` (None: not bounded by them)."""
-    from tvm.sym import Analyzer
-
-    analyzer = Analyzer()
-    for var in tirx.analysis.undefined_vars(value):
-        if str(var.name) not in ranges:
-            return None
-        lo, hi = ranges[str(var.name)]
-        analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
-    top = analyzer.const_int_bound(value).max_value
-    return int(top) if top < (1 << 62) else None
-
-
 def _over(attr, limit: int, ranges, lets=None) -> bool:
     """Whether a grid binding may exceed ``limit`` (a run-time extent: at its dims' largest, the
     values ``lets`` binds substituted: TVM's common-subexpression pass names a grid's size
@@ -201,7 +188,7 @@ def _over(attr, limit: int, ranges, lets=None) -> bool:
             value = substitute(value, lets)
         except Exception:  # (a binding this pass cannot read: the grid counts as unbounded)
             return True
-    top = _largest(value, ranges) if ranges else None
+    top = largest_value(value, ranges) if ranges else None
     return top is None or top > limit
 
 

@@ -64,6 +64,23 @@ def dim_ranges(func) -> Dict[str, Tuple[int, int]]:
     return {str(k): (lower.get(str(k), 0), int(hi)) for k, hi in attrs[UPPER_ATTR].items()}
 
 
+def largest_value(value, ranges: Mapping[str, Tuple[int, int]]) -> Optional[int]:
+    """The largest value of the integer expression ``value`` of run-time dims over their
+    ``ranges`` (``{name: (min, max)}``, as :func:`dim_ranges` gives); None when a dim of it has no
+    range or the bound is not finite."""
+    from tvm import tirx
+    from tvm.sym import Analyzer
+
+    analyzer = Analyzer()
+    for var in tirx.analysis.undefined_vars(value):
+        if str(var.name) not in ranges:
+            return None
+        lo, hi = ranges[str(var.name)]
+        analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
+    top = analyzer.const_int_bound(value).max_value
+    return int(top) if top < (1 << 62) else None
+
+
 def with_dim_ranges(mod: tvm.IRModule, dims: Mapping[str, DimRange]) -> tvm.IRModule:
     """``mod`` with ``dims`` (``{name: (min, max)}`` or ``(min, max, step)``) recorded on ``main``
     (the module is copied)."""

@@ -22,7 +22,7 @@ from typing import Sequence, Tuple
 import tvm
 from tvm import relax, tirx
 
-from ..core.dims import dim_ranges
+from ..core.dims import dim_ranges, largest_value
 from ..core.errors import UnsupportedError
 
 
@@ -86,19 +86,8 @@ def _largest(bb: relax.BlockBuilder, extent) -> "int | None":
     if isinstance(extent, tirx.IntImm):
         return int(extent)
     mod = bb.get()
-    ranges = dim_ranges(mod["main"]) if "main" in [gv.name_hint for gv in mod.get_global_vars()] else {}
-    analyzer = tvm.sym.Analyzer()
-    for var in tirx.analysis.undefined_vars(extent):
-        if var.name not in ranges:
-            return None
-        lo, hi = ranges[var.name]
-        analyzer.bind(var, tvm.ir.Range(lo, hi + 1))
-    bound = analyzer.const_int_bound(extent)
-    return int(bound.max_value) if bound.max_value < 2**62 else None
-
-
-def even(size: int, out: int) -> bool:
-    return size % out == 0
+    ranges = dim_ranges(mod["main"]) if any(gv.name_hint == "main" for gv in mod.get_global_vars()) else {}
+    return largest_value(extent, ranges)
 
 
 def legalize_adaptive_avg_pool2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
@@ -119,6 +108,6 @@ def legalize_adaptive_avg_pool2d(bb: relax.BlockBuilder, call: relax.Call) -> re
             raise UnsupportedError(f"adaptive_avg_pool2d to {list(size)} of a map of run-time size {shape}: the size has no "
                                    "upper bound (give its dims a range)")  # fmt: skip
         return bb.call_te(adaptive_pool, data, size, "avg", layout, bounds, primfunc_name_hint="adaptive_avg_pool2d")
-    if even(int(spatial[0]), size[0]) and even(int(spatial[1]), size[1]):
+    if int(spatial[0]) % size[0] == 0 and int(spatial[1]) % size[1] == 0:  # (even windows: a plain pool)
         return tvm.ir.Op.get("relax.nn.adaptive_avg_pool2d").get_attr("FLegalize")(bb, call)
     return bb.call_te(adaptive_pool, data, size, "avg", layout, primfunc_name_hint="adaptive_avg_pool2d")
