@@ -38,10 +38,10 @@ from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
 from .core import target as _target
 from .core.dims import refuse_conditional_sizes
-from .passes.layout.ceil_mode_pools import ceil_mode_pools_as_padding
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
+from .passes.layout.ceil_mode_pools import ceil_mode_pools_as_padding
 from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline

@@ -17,7 +17,6 @@ import tvm_ffi
 from tvm import tirx
 
 
-
 def _integral(dtype) -> bool:
     dt = tvm.DataType(str(dtype))
     return dt.is_integer or dt.is_bool or dt.is_handle

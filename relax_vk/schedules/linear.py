@@ -101,12 +101,12 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
         enough = K % (RUN * K_LANES) == 0 and K // (RUN * K_LANES) >= MIN_RUNS
         lanes = K_LANES if enough else K_LANES // 2
         partial = split_sum(sch, block, epilogue, n, k, divisor(N, K_OUTPUTS), lanes, "threadIdx.y", "threadIdx.x", run=RUN)
-        runs, run = sch.get_loops(partial)[-2:]
+        lane_runs, run = sch.get_loops(partial)[-2:]
         sch.unroll(run)
-        count = int(sch.get(runs).extent)
+        count = int(sch.get(lane_runs).extent)
         if count > MAX_UNROLLED_RUNS:
-            runs = sch.split(runs, [None, divisor(count, UNROLL_RUNS)])[1]
-        sch.unroll(runs)
+            lane_runs = sch.split(lane_runs, [None, divisor(count, UNROLL_RUNS)])[1]
+        sch.unroll(lane_runs)
         return sch.mod["main"]
     if along_k and K % K_LANES == 0:  # lanes (threadIdx.x) on consecutive k, outputs on threadIdx.y
         nt, ks, lanes, rows = divisor(N, K_OUTPUTS), K_LANES, "threadIdx.y", "threadIdx.x"
