@@ -9,12 +9,14 @@
 // (rgba32float / rgba16float 2D arrays) and buffer of the artifact's storage plan as
 // the device can bind it (an arena range per tensor, bound at its offset), creates every shader
 // module, pipeline and bind group, the readback buffers of the outputs and the timestamp queries,
-// and uploads the constants. A run then writes the inputs, records every step into one command
-// encoder (one compute pass; a pass per step with a timestamp pair when profiling), copies the
-// outputs (and the timestamps) into mappable buffers in the same encoder, submits once and maps.
+// and uploads the constants. A run then writes the inputs, submits the steps (one compute pass; a
+// pass per step with a timestamp pair when profiling; recorded during the last run when it can be),
+// then a command buffer that copies the states' new rows and the outputs (and the timestamps) into
+// mappable buffers, and maps.
 // Run-time dims (run_time_shapes.hpp): a kernel's integer arguments are uniforms (emit.py's
-// "uniform" bindings, slots of one buffer made at load); when a run's sizes change,
-// shapes_changed() writes them and sets each launch's workgroups from the run's global size, and
+// "uniform" bindings, slots of one buffer made at load), and a grid that depends on the dims is
+// dispatched indirectly from a buffer of workgroup counts; when a run's sizes change,
+// shapes_changed() writes both (queue writes, so steps recorded ahead stay right at any size), and
 // the inputs, outputs and buffer copies move the run's bytes (storage stays at the bound).
 //
 // wgpu-native's default uncaptured-error handler aborts the process: every device gets an error
@@ -100,7 +102,10 @@ const Instance& instance() {
     WGPUInstanceExtras extras = {};
     extras.chain.sType = static_cast<WGPUSType>(WGPUSType_InstanceExtras);
     extras.backends = WGPUInstanceBackend_Vulkan;
-    extras.flags = WGPUInstanceFlag_Default | WGPUInstanceFlag_AutomaticTimestampNormalization;
+    // (not WGPUInstanceFlag_Default, which in a release build of wgpu-native is its validation of
+    // indirect dispatches: a validating compute pass before each. The session checks every
+    // workgroup count it writes against the device's limit: VulkanSession::write_grids.)
+    extras.flags = WGPUInstanceFlag_AutomaticTimestampNormalization;
     WGPUInstanceDescriptor desc = WGPU_INSTANCE_DESCRIPTOR_INIT;
     desc.nextInChain = &extras.chain;
     WGPUInstance inst = w.CreateInstance(&desc);
@@ -483,13 +488,14 @@ protected:
         bool stamped = profiling_ && timestamps_;
         if (stamped || ahead_.empty()) {
             drop_ahead();  // (recorded unstamped: a profiled run records its own)
-            record_run(stamped, true);
-        } else {  // recorded during the last run: the inputs written above are ordered before it
+            record_steps(stamped, true);
+        } else {  // recorded during the last run: the inputs, integer arguments and grids written since are ordered before it
             w_.QueueSubmit(h_.queue, ahead_.size(), ahead_.data());
             drop_ahead();
         }
+        record_tail(stamped);
         check_errors("running the program");
-        if (!stamped && record_ahead_) record_run(false, false);  // the next run's, while the GPU runs this one
+        if (!stamped && record_ahead_) record_steps(false, false);  // the next run's, while the GPU runs this one
         std::vector<std::pair<WGPUBuffer, uint64_t>> maps;
         for (const Readback& r : readbacks_)
             if (r.buffer) maps.push_back({r.buffer, r.size});
@@ -547,10 +553,10 @@ protected:
 
     // The run's integer arguments into the uniform arena and the launches' workgroup counts from
     // the run's global sizes (steps_[i] is step i's); a copy of run-time shape: its word count and
-    // grid. Creates nothing on the device (one queue write); drops a command buffer recorded ahead
-    // at the last sizes.
+    // grid. Creates nothing on the device (queue writes). A step whose grid depends on the dims is
+    // dispatched indirectly, its counts read from grids_ when it runs, so steps recorded ahead at
+    // other sizes stay right: a decoder's every token changes its attention's grids.
     void shapes_changed() override {
-        drop_ahead();
         static const char* const axes = "xyz";
         std::string at = dims_text();
         auto slot = [&](uint64_t offset, int64_t value) {
@@ -589,6 +595,7 @@ protected:
             w_.QueueWriteBuffer(h_.queue, uniforms_, 0, uniform_staging_.data(), uniform_staging_.size());
             check_errors("writing the kernels' integer arguments");
         }
+        write_grids();
     }
 
 private:
@@ -608,6 +615,7 @@ private:
         uint32_t groups[3];
         std::vector<uint64_t> uniforms;  // its integer arguments' offsets in uniforms_ (Step::scalars order; a run-count copy's count)
         int64_t copy_groups_x = 0;       // a run-count copy: the row of workgroups its shader indexes with (the bound's)
+        int64_t grid = -1;               // a grid that depends on the dims: its counts' byte offset in grids_ (an indirect dispatch)
     };
     struct Readback {  // an output's mappable copy
         int tid;
@@ -658,11 +666,15 @@ private:
     std::vector<Prepared> steps_;
     std::vector<Readback> readbacks_;
     // The launches' integer arguments (run-time sizes) as uniforms: one buffer, a kUniformStride
-    // slot each (WebGPU's default minUniformBufferOffsetAlignment, which the device is requested
+    // slot per distinct argument and per run-count copy (WebGPU's default minUniformBufferOffsetAlignment, which the device is requested
     // with), its value as i32 in the slot's first 4 of kUniformBytes. Written by shapes_changed().
     static constexpr uint64_t kUniformStride = 256, kUniformBytes = 16;
     WGPUBuffer uniforms_ = nullptr;
     std::vector<uint8_t> uniform_staging_;
+    // The workgroup counts of the steps whose grids depend on the dims (three u32 each, read by
+    // indirect dispatches), written by shapes_changed().
+    WGPUBuffer grids_ = nullptr;
+    std::vector<uint8_t> grid_staging_;
     WGPUBuffer query_buffer_ = nullptr, query_readback_ = nullptr;
     std::vector<uint8_t> staging_;
 
@@ -681,10 +693,10 @@ private:
     }
 
 
-    // Records a whole run's steps and its output copies (and its timestamps' resolution when
-    // `stamped`). `submit`: each part is submitted as soon as it is recorded, in parts of
-    // `submit_every_` steps; else the run is kept whole in `ahead_` for the next execute().
-    void record_run(bool stamped, bool submit) {
+    // Records a run's steps, which are the same at every size (a grid that depends on the dims
+    // is read from grids_). `submit`: each part is submitted as soon as it is recorded, in parts
+    // of `submit_every_` steps; else the parts are kept in `ahead_` for the next execute().
+    void record_steps(bool stamped, bool submit) {
         WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
         WGPUComputePassEncoder pass = nullptr;
         auto end_pass = [&] {
@@ -724,10 +736,20 @@ private:
             }
             w_.ComputePassEncoderSetPipeline(pass, s.pipeline);  // WebGPU orders each dispatch's accesses after the last's
             w_.ComputePassEncoderSetBindGroup(pass, 0, s.group, 0, nullptr);
-            w_.ComputePassEncoderDispatchWorkgroups(pass, s.groups[0], s.groups[1], s.groups[2]);
+            if (s.grid >= 0)
+                w_.ComputePassEncoderDispatchWorkgroupsIndirect(pass, grids_, static_cast<uint64_t>(s.grid));
+            else
+                w_.ComputePassEncoderDispatchWorkgroups(pass, s.groups[0], s.groups[1], s.groups[2]);
             if (stamped) end_pass();
         }
-        end_pass();  // (the copies are outside any pass)
+        finish();
+        check_errors(submit ? "running the program" : "recording the next run");
+    }
+
+    // Records and submits what follows a run's steps and changes with each run: the states' new
+    // rows, the outputs' copies at the run's sizes and the timestamps' resolution when `stamped`.
+    void record_tail(bool stamped) {
+        WGPUCommandEncoder encoder = w_.DeviceCreateCommandEncoder(h_.device, nullptr);
         for (const StateCopy& c : state_copies_) {  // the states' new rows, after the steps
             const Memory& src = memory_[static_cast<size_t>(c.src)];
             const Memory& dst = memory_[static_cast<size_t>(c.dst)];
@@ -741,8 +763,21 @@ private:
             w_.CommandEncoderResolveQuerySet(encoder, h_.queries, 0, n, query_buffer_, 0);
             w_.CommandEncoderCopyBufferToBuffer(encoder, query_buffer_, 0, query_readback_, 0, 8ull * n);
         }
-        finish();
-        check_errors(submit ? "running the program" : "recording the next run");
+        WGPUCommandBuffer tail = w_.CommandEncoderFinish(encoder, nullptr);
+        w_.CommandEncoderRelease(encoder);
+        w_.QueueSubmit(h_.queue, 1, &tail);
+        w_.CommandBufferRelease(tail);
+    }
+
+    // The workgroup counts of the steps dispatched indirectly (Prepared::grid), into grids_.
+    // Every count is within the device's limit: shapes_changed() and copy_grid() check them, so
+    // the indirect dispatches need no validation on the device (instance()).
+    void write_grids() {
+        if (!grids_) return;
+        for (const Prepared& p : steps_)
+            if (p.grid >= 0) std::memcpy(grid_staging_.data() + p.grid, p.groups, sizeof p.groups);
+        w_.QueueWriteBuffer(h_.queue, grids_, 0, grid_staging_.data(), grid_staging_.size());
+        check_errors("writing the launches' workgroup counts");
     }
 
     void drop_ahead() {
@@ -1231,12 +1266,19 @@ private:
         return !s.is_image && !d.is_image && (!s.shape_expr.empty() || !d.shape_expr.empty());
     }
 
-    // The uniform arena: a slot of kUniformStride bytes per integer argument of a launch step (in
-    // Step::scalars order) and per run-count copy, written by shapes_changed()
+    // The uniform arena: a slot of kUniformStride bytes per distinct integer argument of the
+    // launches (one expression of the dims: a decoder's 600 arguments are 6 values) and per
+    // run-count copy, written by shapes_changed()
     void allocate_uniforms() {
+        std::set<std::string> arguments;
         uint64_t slots = 0;
-        for (const Step& step : program_.steps)
-            slots += step.op == Step::Launch ? step.scalars.size() : run_count_copy(step) ? 1 : 0;
+        for (const Step& step : program_.steps) {
+            if (step.op == Step::Launch)
+                for (const ScalarArg& a : step.scalars) arguments.insert(a.value.repr(program_.dims));
+            else if (run_count_copy(step))
+                ++slots;
+        }
+        slots += arguments.size();
         if (!slots) return;
         uniform_staging_.assign(static_cast<size_t>(slots * kUniformStride), 0);
         uniforms_ = buffer(slots * kUniformStride, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "the kernels' integer arguments");
@@ -1248,6 +1290,8 @@ private:
         make_kernel_pipelines();
         allocate_uniforms();
         uint64_t next_uniform = 0;
+        std::map<std::string, uint64_t> argument_slots;  // an integer argument's expression -> its slot
+        int64_t grids = 0;  // grids_'s bytes
         for (size_t index = 0; index < program_.steps.size(); ++index) {
             const Step& step = program_.steps[index];
             Prepared p{};
@@ -1268,10 +1312,11 @@ private:
                     if (a.index < 0 || i >= k.bindings.size() || k.bindings[i] != "uniform" || slots[i] == -1)
                         throw Error(RVK_ERROR_ARTIFACT, at + " passes an integer as parameter " + std::to_string(a.index) +
                                                             ", which is not a uniform binding of the kernel");
+                    auto [slot, made] = argument_slots.emplace(a.value.repr(program_.dims), next_uniform);
+                    if (made) next_uniform += kUniformStride;
                     slots[i] = -1;
-                    offsets[i] = next_uniform;
-                    p.uniforms.push_back(next_uniform);
-                    next_uniform += kUniformStride;
+                    offsets[i] = slot->second;
+                    p.uniforms.push_back(slot->second);
                 }
                 std::vector<int> args;  // the tensors and their bindings
                 std::vector<size_t> binding_of;
@@ -1290,6 +1335,7 @@ private:
                 p.pipeline = pl.pipeline;
                 p.name = step.kernel;
                 for (size_t a = 0; a < 3; ++a) p.groups[a] = static_cast<uint32_t>(k.global[a] / k.local[a]);
+                if (!step.global.empty()) p.grid = next_grid(grids);
                 kinds = k.bindings;
                 bind(p, pl.layout, slots, offsets, kinds);
             } else {
@@ -1311,6 +1357,7 @@ private:
                     p.uniforms.push_back(next_uniform);
                     next_uniform += kUniformStride;
                     p.copy_groups_x = gx;
+                    p.grid = next_grid(grids);
                 }
                 writable_reads(source, kinds, shared_buffers({step.src, step.dst}));
                 auto it = pipelines_.find(source);  // copies of the same shape share one pipeline
@@ -1323,6 +1370,17 @@ private:
             }
             steps_.push_back(p);
         }
+        if (grids) {
+            grid_staging_.assign(static_cast<size_t>(grids), 0);
+            grids_ = buffer(static_cast<uint64_t>(grids), WGPUBufferUsage_Indirect | WGPUBufferUsage_CopyDst, "the launches' workgroup counts");
+            write_grids();
+        }
+    }
+
+    static int64_t next_grid(int64_t& bytes) {
+        int64_t at = bytes;
+        bytes += 3 * sizeof(uint32_t);
+        return at;
     }
 
     // the step's bind group: every tensor at its full size (session._resource); binding i is tensor

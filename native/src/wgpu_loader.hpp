@@ -24,7 +24,7 @@ namespace rvk {
     X(CommandEncoderRelease) X(CommandEncoderBeginComputePass) X(CommandEncoderResolveQuerySet)                      \
     X(CommandEncoderCopyBufferToBuffer) X(CommandEncoderCopyTextureToBuffer) X(CommandEncoderFinish)                 \
     X(CommandBufferRelease) X(ComputePassEncoderSetPipeline) X(ComputePassEncoderSetBindGroup)                       \
-    X(ComputePassEncoderDispatchWorkgroups) X(ComputePassEncoderEnd) X(ComputePassEncoderRelease)
+    X(ComputePassEncoderDispatchWorkgroups) X(ComputePassEncoderDispatchWorkgroupsIndirect) X(ComputePassEncoderEnd) X(ComputePassEncoderRelease)
 
 struct Wgpu {
 #define RVK_WGPU_POINTER(name) decltype(&::wgpu##name) name = nullptr;
