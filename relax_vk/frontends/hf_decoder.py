@@ -357,15 +357,14 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                         w.join([f"{p}.self_attn.{n}_proj.{part}" for n in "qk"], f"{p}.self_attn.qk_proj.{part}", sizes)
                 qk = linear(h, f"{p}.self_attn.qk_proj", c.hidden, (c.heads + kv) * hd, c.attention_bias)
                 v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
-                # (Qwen3's per-head q/k norms and) RoPE: one kernel each, on the heads side by side
+                # (Qwen3's per-head q/k norms, each head's statistic in the same kernel, and) RoPE:
+                # one kernel for q's heads and one for k's, on the heads side by side
                 op[0] = f"{p}.self_attn.rotary"
-                if c.qk_norm:  # every head's sum of squares, q's and k's: a reduction kernel of its own
-                    squares = e(bb.call_te(_head_squares(hd), qk, primfunc_name_hint="head_squares"))
 
                 def norm_rope(which, first, heads, out=None):  # heads first .. first+heads-1 of qk
                     args = [qk, cos, sin]
                     if c.qk_norm:
-                        args += [squares, w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype)]
+                        args += [w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype)]
                     call = bb.call_te(_norm_rope(hd, c.rms_eps, dtype, c.qk_norm, first, heads), *args, primfunc_name_hint="norm_rope")
                     return emit(call, name_hint=out) if out else e(call)
 
@@ -409,34 +408,13 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     return DecoderProgram(mod, config, max_len, max_prompt)
 
 
-def _head_squares(hd: int):
-    """The TE of ``[S, heads*D] -> [S, heads]``: each head's sum of squares (heads of ``hd`` side by
-    side), in float32 (four independent terms a step, as the attention sums)."""
-    from tvm import te
-
-    def compute(x):
-        S, N = x.shape
-        D = tirx.const(hd, "int64")
-        ways = _ways(hd)
-        part = D // ways
-        d = te.reduce_axis((tirx.const(0, "int64"), part), name="d")
-
-        def square(s, col):
-            v = x[s, col].astype("float32")
-            return v * v
-
-        return te.compute((S, N // D), lambda s, h: te.sum(_add([square(s, h * D + d + j * part) for j in range(ways)]), axis=d), name="head_squares")
-
-    return compute
-
-
 def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: int):
     """The TE of ``[S, ...] -> [S, heads*D]`` on heads ``first ..`` of ``x`` (heads of ``hd`` side
-    by side): each head's RMSNorm (``norm``: Qwen3's q/k norms, from every head's sum of squares
-    (:func:`_head_squares`, read at ``first + head``) and the weight, the last two arguments;
+    by side): each head's RMSNorm (``norm``: Qwen3's q/k norms, the weight the last argument;
     computed as transformers does, in float32 and rounded to ``dtype`` before the weight) then RoPE,
     ``y * cos + rotate_half(y) * sin`` (``apply_rotary_pos_emb``; ``cos``, ``sin`` ``[S, 1, D]``), in
-    one elementwise kernel: the rotation reads the head's other half, with the same statistic."""
+    one kernel: each head's sum of squares (four independent terms a step, as the attention sums),
+    then the elementwise part, whose rotation reads the head's other half with the same statistic."""
     from tvm import te
 
     half = hd // 2
@@ -446,12 +424,24 @@ def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: i
         N = tirx.const(heads * hd, "int64")
         D = tirx.const(hd, "int64")
         base = tirx.const(first * hd, "int64")
-        squares, weight = norm_args if norm else (None, None)
+        (weight,) = norm_args if norm else (None,)
+        squares = None
+        if norm:
+            ways = _ways(hd)
+            part = D // ways
+            d = te.reduce_axis((tirx.const(0, "int64"), part), name="d")
+
+            def square(s, col):
+                v = x[s, base + col].astype("float32")
+                return v * v
+
+            squares = te.compute((S, tirx.const(heads, "int64")), lambda s, h: te.sum(_add([square(s, h * D + d + j * part) for j in range(ways)]), axis=d),
+                                 name="head_squares")  # fmt: skip
 
         def normed(s, col, head, dd):  # (head, dd: col's head and place in it, passed as plain indices)
             if not norm:
                 return x[s, base + col]
-            scale = tirx.rsqrt(squares[s, first + head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
+            scale = tirx.rsqrt(squares[s, head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
             y = x[s, base + col].astype("float32") * scale
             if dtype == "float32":
                 return y * weight[dd]

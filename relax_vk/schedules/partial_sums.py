@@ -37,6 +37,20 @@ def _unit(sch: s_tir.Schedule, loop) -> bool:
     return isinstance(extent, tirx.IntImm) and int(extent) == 1
 
 
+def _spread_epilogue(sch: s_tir.Schedule, epilogue, under, threads: int, thread_axis: str) -> None:
+    """An epilogue with more outputs than the sum (Qwen3's per-head norm and RoPE: a head's 128
+    values from one sum of squares) keeps loops under the output thread: its innermost one is
+    spread over the ``threads`` partial-sum threads, which would each run all of it otherwise (every
+    one holds the total). An epilogue of the sum's own outputs has none."""
+    loops = list(sch.get_loops(epilogue))
+    loops = loops[[i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(under))][0] + 1 :]
+    extents = [sch.get(loop).extent for loop in loops]
+    wide = [loop for loop, e in zip(loops, extents) if not (isinstance(e, tirx.IntImm) and int(e) == 1)]
+    if not wide or not isinstance(sch.get(wide[-1]).extent, tirx.IntImm):
+        return
+    sch.bind(sch.split(wide[-1], [None, threads])[1], thread_axis)
+
+
 def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, output_threads: str, part_threads: str, run: int = 1):
     """Schedule the reduction ``block`` (its loops: the outer output loops, ``n``, ``k``; everything
     before ``n`` goes to ``blockIdx.x``) as the module docstring says, its outputs on
@@ -58,6 +72,7 @@ def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, outp
     else:
         sch.set_scope(block, 0, "local")
     sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
+    _spread_epilogue(sch, epilogue, n_i, ks, part_threads)
     sch.compute_at(partial, bx, preserve_unit_loops=True)
     # the partials: bx, k_s, a loop for each output var (in the kernel's order: the ones n_i spans,
     # and unit loops for the others), k_o (and k_run)
