@@ -11,11 +11,16 @@ bindings of at most ``M`` each::
     blockIdx.x: X' groups, blockIdx.y: Y' groups, blockIdx.z: Z' groups   (X' Y' Z' >= X Y Z)
       <the launch's threadIdx bindings, unchanged>
         l = (z' * Y' + y') * X' + x'
-        x, y, z = l % X, l / X % Y, l / (X * Y)
-        if l < X * Y * Z: <body, unchanged>
+        b = min(l, X * Y * Z - 1)
+        x, y, z = b % X, b / X % Y, b / (X * Y)
+        <body, its stores to device memory under "if l < X * Y * Z">
 
-The guard reads only group ids, so it is uniform across a workgroup and kernels with barriers
-stay correct; shared-memory declarations stay at kernel scope (OpenCL requires it). Only a grid of
+A workgroup past the grid's end does the last workgroup's work with its stores to device memory
+(buffers, images) dropped: its barriers, its cross-thread reductions and its stores to workgroup
+memory run as in every other workgroup, so no barrier sits under a condition (the guard used to
+wrap the whole body: uniform, as OpenCL allows, but pocl then ran no workgroup's cross-thread
+reduction of a folded grid, and a LayerNorm's matmul came out as the zeros its output held).
+Shared-memory declarations stay at kernel scope (OpenCL requires it). Only a grid of
 more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel. A
 grid whose size depends on run-time dims is folded the same way with its extents as expressions
 (``X' = min(X Y Z, M)``, ...): the runtime computes them per run and refuses a grid past ``M``;
@@ -158,22 +163,77 @@ def _refold(launch, limit: int, name: str):
     used = [iv.var if b else tirx.const(0, dtype) for iv, b in zip(ids, bound)]
     linear = (used[2] * expr(new_dims[1]) + used[1]) * expr(new_dims[0]) + used[0]
     index = tirx.Var("block_linear", dtype)
-    binds = [S.Bind(index, linear)]
+    block = tirx.Var("block_index", dtype)  # (past the end: the last block's, its stores dropped)
+    binds = [S.Bind(index, linear), S.Bind(block, tirx.min(index, expr(total) - 1))]
     stride = 1
     for axis, n in zip(AXES, dims):
         if axis in blocks:
             old = blocks[axis].node.var
-            value = tirx.floordiv(index, expr(stride)) if not (isinstance(stride, int) and stride == 1) else index
+            value = tirx.floordiv(block, expr(stride)) if not (isinstance(stride, int) and stride == 1) else block
             rebound = tirx.floormod(value, expr(n))
             old_dtype = str(old.ty.dtype)
             binds.append(S.Bind(old, rebound if old_dtype == dtype else tirx.Cast(old_dtype, rebound)))
         stride = stride * n
     shared, rest = _pull_shared(_strip_block_attrs(launch))
-    body = S.SeqStmt([*shared, *binds, S.IfThenElse(index < expr(total), rest, None)])
+    body = S.SeqStmt([*shared, *binds, _guard_stores(rest, index < expr(total))])
     for iv, n, b in reversed(list(zip(ids, new_dims, bound))):
         if b:
             body = S.AttrStmt(iv, "thread_extent", expr(n) if not isinstance(n, int) else tirx.const(n, "int32"), body)
     return body
+
+
+#: what every thread of a workgroup must reach together: barriers, cross-thread reductions
+_SYNCS = ("tirx.tvm_storage_sync", "tirx.tvm_thread_allreduce")
+
+
+def _call_name(node):
+    if isinstance(node, S.Evaluate) and isinstance(node.value, tvm.ir.Call) and isinstance(node.value.op, tvm.ir.Op):
+        return str(node.value.op.name)
+    return None
+
+
+def _has(node, leaf) -> bool:
+    """Whether a statement of ``node`` satisfies ``leaf``."""
+    if leaf(node):
+        return True
+    if isinstance(node, S.SeqStmt):
+        return any(_has(c, leaf) for c in node.seq)
+    if isinstance(node, (S.AttrStmt, S.For, S.While)):
+        return _has(node.body, leaf)
+    if isinstance(node, S.IfThenElse):
+        return _has(node.then_case, leaf) or (node.else_case is not None and _has(node.else_case, leaf))
+    return False
+
+
+def _stores_out(node) -> bool:
+    """Whether ``node`` writes device memory: a store to a buffer outside the workgroup (not
+    shared, local or warp memory) or an image store."""
+    if isinstance(node, S.BufferStore):
+        return not str(node.buffer.scope()).startswith(("shared", "local", "warp"))
+    name = _call_name(node)
+    return name is not None and name.endswith("_store")
+
+
+def _guard_stores(node, cond):
+    """``node`` with its stores to device memory under ``if cond``: each largest statement that
+    stores and holds no barrier is guarded whole (an image store's loop over the texel's lanes
+    stays one loop, as codegen.texture_stores reads it), the barriers stay outside every guard."""
+    if not _has(node, _stores_out):
+        return node
+    if not _has(node, lambda n: _call_name(n) in _SYNCS):
+        return S.IfThenElse(cond, node, None)
+    if isinstance(node, S.SeqStmt):
+        return S.SeqStmt([_guard_stores(c, cond) for c in node.seq])
+    if isinstance(node, S.AttrStmt):
+        return S.AttrStmt(node.node, node.attr_key, node.value, _guard_stores(node.body, cond))
+    if isinstance(node, S.For):
+        return S.For(node.loop_var, node.min, node.extent, node.kind, _guard_stores(node.body, cond), node.thread_binding, node.annotations, node.step)
+    if isinstance(node, S.While):
+        return S.While(node.condition, _guard_stores(node.body, cond))
+    if isinstance(node, S.IfThenElse):
+        else_case = _guard_stores(node.else_case, cond) if node.else_case is not None else None
+        return S.IfThenElse(node.condition, _guard_stores(node.then_case, cond), else_case)
+    return node
 
 
 def _over(attr, limit: int, ranges, lets=None) -> bool:

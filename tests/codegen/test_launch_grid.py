@@ -81,8 +81,10 @@ def test_a_grid_size_named_by_a_common_subexpression_is_bounded_by_its_dims(pocl
         np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="with H, W up to 1,200 the pocl build's outputs are all one value (1.8-2.6 off PyTorch; lavapipe exact): not yet understood")
 def test_the_same_model_with_dims_up_to_1200_is_right(pocl):
+    """Up to 1,200 the grid is folded: a workgroup past its end used to skip its whole body, barriers
+    included, and pocl then ran no workgroup's cross-thread reduction (the LayerNorm's matmul came
+    out as the zeros its output held). Now only the stores to device memory are skipped."""
     artifact, session, model, torch = _ln_nhwc_session(1200)
     assert "block_linear" in artifact.source
     x = torch.randn(1, 4, 16, 21)
