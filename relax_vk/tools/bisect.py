@@ -144,8 +144,10 @@ def bisect_session(session, mod, inputs: Sequence[np.ndarray], model: str = "", 
 
     A kernel's tensor that misses the reference of the op provenance names but matches another
     op's (another op of the kernel first, then any op, in model order) is that op's output: the
-    provenance was wrong, not the kernel (the row says ``claimed_op``). Only a tensor that matches
-    no op's reference counts as bad."""
+    provenance was wrong, not the kernel (the row says ``claimed_op``). A constant reference (every
+    value the same: a LayerNorm over one channel is zeros) proves nothing of the kind: stale or
+    never-written memory matches it. Only a tensor that matches no other op's non-constant
+    reference counts as bad."""
     half = any(t.get("texel") == "float16" for t in session.program["tensors"]) or "arithmetic" in session.program
     rtol = (FP16_RTOL if half else FP32_RTOL) if rtol is None else rtol
     session.run(inputs)
@@ -172,7 +174,9 @@ def bisect_session(session, mod, inputs: Sequence[np.ndarray], model: str = "", 
             others = [o for o in p["fused"] if o != p["op"]] + [o for o in order if o not in p["fused"]]
             for other in others:
                 ref_other = reference.get(other)
-                got_other = to_model_layout(device, ref_other.shape) if ref_other is not None else None
+                if ref_other is None or (ref_other.size and float(np.ptp(ref_other)) == 0.0):
+                    continue  # (a constant, zeros above all, is what a kernel that wrote nothing leaves: no evidence)
+                got_other = to_model_layout(device, ref_other.shape)
                 if got_other is not None and np.all(np.isfinite(got_other)):
                     err_other, bound_other = _error(got_other, ref_other, rtol)
                     if err_other <= bound_other:

@@ -162,3 +162,35 @@ def test_cli_bisect_of_a_half_arithmetic_build(tmp_path, capsys):
         assert main(["bisect", path, "--device", "lavapipe", "--backend", "vulkan", "--fp16-arith", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["first_bad"] is None and out["tolerance"] == 1e-2
+
+
+def test_a_constant_reference_is_no_evidence_of_a_wrong_provenance(monkeypatch):
+    """A tensor that misses its op's reference but equals another op's is that op's output (a wrong
+    provenance), unless that reference is a constant: a kernel that wrote nothing leaves zeros, which
+    equal every all-zero reference (a LayerNorm over one channel). Such a kernel is the bad one."""
+    import relax_vk.tools.bisect as b
+
+    ref = {"zeros": np.zeros((2, 3), np.float32), "a": np.arange(6, dtype=np.float32).reshape(2, 3),
+           "b": np.arange(6, dtype=np.float32).reshape(2, 3) * 2}  # fmt: skip
+    monkeypatch.setattr(b, "model_outputs", lambda mod: ["zeros", "a", "b"])
+    monkeypatch.setattr(b, "reference_outputs", lambda mod, inputs, order: ref)
+    monkeypatch.setattr(b, "with_states", lambda mod, inputs: list(inputs))
+    monkeypatch.setattr(b, "device_outputs", lambda s: [{"op": "a", "tid": 0, "scope": "global", "kernel": "k", "fused": ["a"]}])
+
+    class Session:
+        program = {"target": "opencl", "tensors": [{"shape": [2, 3], "dtype": "float32"}]}
+        device_name = "fake"
+        tensors = program["tensors"]
+        held = np.zeros((2, 3), np.float32)  # (what the kernel left: nothing written)
+
+        def run(self, inputs):
+            pass
+
+        def read_tensor(self, tid):
+            return self.held
+
+    result = b.bisect_session(Session(), None, [])
+    assert result.first_bad is not None and result.first_bad["op"] == "a" and "claimed_op" not in result.first_bad
+    Session.held = ref["b"]  # another op's values, not a constant: a wrong provenance, not a wrong kernel
+    result = b.bisect_session(Session(), None, [])
+    assert result.first_bad is None and result.compared[0]["claimed_op"] == "a" and result.compared[0]["op"] == "b"
