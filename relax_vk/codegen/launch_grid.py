@@ -13,13 +13,13 @@ bindings of at most ``M`` each::
         l = (z' * Y' + y') * X' + x'
         b = min(l, X * Y * Z - 1)
         x, y, z = b % X, b / X % Y, b / (X * Y)
-        <body, its stores to device memory under "if l < X * Y * Z">
+        <body, each of its barrier-free statements under "if l < X * Y * Z">
 
-A workgroup past the grid's end does the last workgroup's work with its stores to device memory
-(buffers, images) dropped: its barriers, its cross-thread reductions and its stores to workgroup
-memory run as in every other workgroup, so no barrier sits under a condition (the guard used to
-wrap the whole body: uniform, as OpenCL allows, but pocl then ran no workgroup's cross-thread
-reduction of a folded grid, and a LayerNorm's matmul came out as the zeros its output held).
+A workgroup past the grid's end skips every statement but its barriers (and the bindings and
+declarations the others read), its block index clamped to the last block so that whatever it does
+run stays in bounds: no barrier sits under a condition (the guard used to wrap the whole body:
+uniform, as OpenCL allows, but pocl then ran no workgroup's cross-thread reduction of a folded
+grid, and a LayerNorm's matmul came out as the zeros its output held).
 Shared-memory declarations stay at kernel scope (OpenCL requires it). Only a grid of
 more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel. A
 grid whose size depends on run-time dims is folded the same way with its extents as expressions
@@ -205,23 +205,16 @@ def _has(node, leaf) -> bool:
     return False
 
 
-def _stores_out(node) -> bool:
-    """Whether ``node`` writes device memory: a store to a buffer outside the workgroup (not
-    shared, local or warp memory) or an image store."""
-    if isinstance(node, S.BufferStore):
-        return not str(node.buffer.scope()).startswith(("shared", "local", "warp"))
-    name = _call_name(node)
-    return name is not None and name.endswith("_store")
-
-
 def _guard_stores(node, cond):
-    """``node`` with its stores to device memory under ``if cond``: each largest statement that
-    stores and holds no barrier is guarded whole (an image store's loop over the texel's lanes
-    stays one loop, as codegen.texture_stores reads it), the barriers stay outside every guard."""
-    if not _has(node, _stores_out):
+    """``node`` run only where ``cond`` holds, but for its barriers: each largest statement without
+    a barrier is guarded whole (an image store's loop over the texel's lanes stays one loop, as
+    codegen.texture_stores reads it), and declarations (bindings, buffers) stay unguarded, where the
+    statements after them read them. A statement with a barrier runs everywhere, its parts guarded
+    the same way: what it computes for a workgroup past the end is never stored."""
+    if isinstance(node, (S.Bind, S.AllocBuffer, S.DeclBuffer)):
         return node
     if not _has(node, lambda n: _call_name(n) in _SYNCS):
-        return S.IfThenElse(cond, node, None)
+        return S.IfThenElse(cond, node, None) if _has(node, _does_work) else node
     if isinstance(node, S.SeqStmt):
         return S.SeqStmt([_guard_stores(c, cond) for c in node.seq])
     if isinstance(node, S.AttrStmt):
@@ -234,6 +227,10 @@ def _guard_stores(node, cond):
         else_case = _guard_stores(node.else_case, cond) if node.else_case is not None else None
         return S.IfThenElse(node.condition, _guard_stores(node.then_case, cond), else_case)
     return node
+
+
+def _does_work(node) -> bool:
+    return isinstance(node, (S.BufferStore, S.Evaluate))
 
 
 def _over(attr, limit: int, ranges, lets=None) -> bool:
