@@ -163,7 +163,7 @@ def _refold(launch, limit: int, name: str):
     used = [iv.var if b else tirx.const(0, dtype) for iv, b in zip(ids, bound)]
     linear = (used[2] * expr(new_dims[1]) + used[1]) * expr(new_dims[0]) + used[0]
     index = tirx.Var("block_linear", dtype)
-    block = tirx.Var("block_index", dtype)  # (past the end: the last block's, its stores dropped)
+    block = tirx.Var("block_index", dtype)  # (past the end: the last block's, only its barriers run)
     binds = [S.Bind(index, linear), S.Bind(block, tirx.min(index, expr(total) - 1))]
     stride = 1
     for axis, n in zip(AXES, dims):
@@ -175,7 +175,7 @@ def _refold(launch, limit: int, name: str):
             binds.append(S.Bind(old, rebound if old_dtype == dtype else tirx.Cast(old_dtype, rebound)))
         stride = stride * n
     shared, rest = _pull_shared(_strip_block_attrs(launch))
-    body = S.SeqStmt([*shared, *binds, _guard_stores(rest, index < expr(total))])
+    body = S.SeqStmt([*shared, *binds, _guard_work(rest, index < expr(total))])
     for iv, n, b in reversed(list(zip(ids, new_dims, bound))):
         if b:
             body = S.AttrStmt(iv, "thread_extent", expr(n) if not isinstance(n, int) else tirx.const(n, "int32"), body)
@@ -205,7 +205,7 @@ def _has(node, leaf) -> bool:
     return False
 
 
-def _guard_stores(node, cond):
+def _guard_work(node, cond):
     """``node`` run only where ``cond`` holds, but for its barriers: each largest statement without
     a barrier is guarded whole (an image store's loop over the texel's lanes stays one loop, as
     codegen.texture_stores reads it), and declarations (bindings, buffers) stay unguarded, where the
@@ -216,16 +216,16 @@ def _guard_stores(node, cond):
     if not _has(node, lambda n: _call_name(n) in _SYNCS):
         return S.IfThenElse(cond, node, None) if _has(node, _does_work) else node
     if isinstance(node, S.SeqStmt):
-        return S.SeqStmt([_guard_stores(c, cond) for c in node.seq])
+        return S.SeqStmt([_guard_work(c, cond) for c in node.seq])
     if isinstance(node, S.AttrStmt):
-        return S.AttrStmt(node.node, node.attr_key, node.value, _guard_stores(node.body, cond))
+        return S.AttrStmt(node.node, node.attr_key, node.value, _guard_work(node.body, cond))
     if isinstance(node, S.For):
-        return S.For(node.loop_var, node.min, node.extent, node.kind, _guard_stores(node.body, cond), node.thread_binding, node.annotations, node.step)
+        return S.For(node.loop_var, node.min, node.extent, node.kind, _guard_work(node.body, cond), node.thread_binding, node.annotations, node.step)
     if isinstance(node, S.While):
-        return S.While(node.condition, _guard_stores(node.body, cond))
+        return S.While(node.condition, _guard_work(node.body, cond))
     if isinstance(node, S.IfThenElse):
-        else_case = _guard_stores(node.else_case, cond) if node.else_case is not None else None
-        return S.IfThenElse(node.condition, _guard_stores(node.then_case, cond), else_case)
+        else_case = _guard_work(node.else_case, cond) if node.else_case is not None else None
+        return S.IfThenElse(node.condition, _guard_work(node.then_case, cond), else_case)
     return node
 
 

@@ -44,8 +44,7 @@ def _spread_epilogue(sch: s_tir.Schedule, epilogue, under, threads: int, thread_
     one holds the total). An epilogue of the sum's own outputs has none."""
     loops = list(sch.get_loops(epilogue))
     loops = loops[[i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(under))][0] + 1 :]
-    extents = [sch.get(loop).extent for loop in loops]
-    wide = [loop for loop, e in zip(loops, extents) if not (isinstance(e, tirx.IntImm) and int(e) == 1)]
+    wide = [loop for loop in loops if not _unit(sch, loop)]
     if not wide or not isinstance(sch.get(wide[-1]).extent, tirx.IntImm):
         return
     sch.bind(sch.split(wide[-1], [None, threads])[1], thread_axis)
