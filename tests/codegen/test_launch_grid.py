@@ -84,7 +84,7 @@ def test_a_grid_size_named_by_a_common_subexpression_is_bounded_by_its_dims(pocl
 def test_the_same_model_with_dims_up_to_1200_is_right(pocl):
     """Up to 1,200 the grid is folded: a workgroup past its end used to skip its whole body, barriers
     included, and pocl then ran no workgroup's cross-thread reduction (the LayerNorm's matmul came
-    out as the zeros its output held). Now only the stores to device memory are skipped."""
+    out as the zeros its output held). Now it runs its barriers and skips everything else."""
     artifact, session, model, torch = _ln_nhwc_session(1200)
     assert "block_linear" in artifact.source
     x = torch.randn(1, 4, 16, 21)

@@ -28,18 +28,23 @@ def _onnx_with_run_time_dims(pool_args: dict, pool=None):
         return model, from_onnx(path, dims={"H": (9, 40), "W": (9, 64)})
 
 
-@pytest.mark.parametrize("pool_args", [dict(kernel_size=3, stride=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, stride=2)])
-@pytest.mark.parametrize("backend, device", BACKENDS)
-def test_ceil_mode_max_pools_run_at_every_size(pool_args, backend, device):
-    model, mod = _onnx_with_run_time_dims(dict(pool_args, ceil_mode=True))
+def _assert_right_at_sizes(model, mod, backend, device, sizes):
+    """One artifact of ``mod``, run at each ``(H, W)``: PyTorch's shape and values."""
     session = load(relax_vk.build(mod, backend).artifact(), device=device)
-    for h, w in ((9, 9), (13, 17), (40, 33), (21, 64)):
+    for h, w in sizes:
         x = torch.randn(1, 3, h, w)
         with torch.no_grad():
             want = model(x).numpy()
         got = session.run([x.numpy()])[0]
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pool_args", [dict(kernel_size=3, stride=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, stride=2)])
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_ceil_mode_max_pools_run_at_every_size(pool_args, backend, device):
+    model, mod = _onnx_with_run_time_dims(dict(pool_args, ceil_mode=True))
+    _assert_right_at_sizes(model, mod, backend, device, ((9, 9), (13, 17), (40, 33), (21, 64)))
 
 
 def test_a_pool_whose_last_window_can_start_in_the_padding_is_refused_by_name():
@@ -56,12 +61,4 @@ def test_ceil_mode_average_pools_run_at_every_size(pool_args, backend, device):
     """The last window past the input's end divides by what it covers of the input and the declared
     padding (PyTorch's rule), at odd and even sizes, from one artifact."""
     model, mod = _onnx_with_run_time_dims(dict(pool_args, ceil_mode=True), torch.nn.AvgPool2d)
-    session = load(relax_vk.build(mod, backend).artifact(), device=device)
-    for h, w in ((9, 9), (13, 17), (40, 33), (22, 64)):
-        x = torch.randn(1, 3, h, w)
-        with torch.no_grad():
-            want = model(x).numpy()
-        got = session.run([x.numpy()])[0]
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
+    _assert_right_at_sizes(model, mod, backend, device, ((9, 9), (13, 17), (40, 33), (22, 64)))
