@@ -666,8 +666,9 @@ private:
     std::vector<Prepared> steps_;
     std::vector<Readback> readbacks_;
     // The launches' integer arguments (run-time sizes) as uniforms: one buffer, a kUniformStride
-    // slot per distinct argument and per run-count copy (WebGPU's default minUniformBufferOffsetAlignment, which the device is requested
-    // with), its value as i32 in the slot's first 4 of kUniformBytes. Written by shapes_changed().
+    // slot per distinct argument and per run-count copy (WebGPU's default
+    // minUniformBufferOffsetAlignment, which the device is requested with), its value as i32 in
+    // the slot's first 4 of kUniformBytes. Written by shapes_changed().
     static constexpr uint64_t kUniformStride = 256, kUniformBytes = 16;
     WGPUBuffer uniforms_ = nullptr;
     std::vector<uint8_t> uniform_staging_;
@@ -1267,30 +1268,31 @@ private:
     }
 
     // The uniform arena: a slot of kUniformStride bytes per distinct integer argument of the
-    // launches (one expression of the dims: a decoder's 600 arguments are 6 values) and per
-    // run-count copy, written by shapes_changed()
-    void allocate_uniforms() {
-        std::set<std::string> arguments;
-        uint64_t slots = 0;
+    // launches (one expression of the dims: a decoder's 631 arguments are 6 values), first, then
+    // one per run-count copy, written by shapes_changed(). Returns each argument's slot offset (by
+    // its expression) and the first copy's.
+    std::pair<std::map<std::string, uint64_t>, uint64_t> allocate_uniforms() {
+        std::map<std::string, uint64_t> arguments;
+        uint64_t copies = 0;
         for (const Step& step : program_.steps) {
             if (step.op == Step::Launch)
-                for (const ScalarArg& a : step.scalars) arguments.insert(a.value.repr(program_.dims));
+                for (const ScalarArg& a : step.scalars) arguments.emplace(a.value.repr(program_.dims), arguments.size() * kUniformStride);
             else if (run_count_copy(step))
-                ++slots;
+                ++copies;
         }
-        slots += arguments.size();
-        if (!slots) return;
-        uniform_staging_.assign(static_cast<size_t>(slots * kUniformStride), 0);
-        uniforms_ = buffer(slots * kUniformStride, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "the kernels' integer arguments");
+        uint64_t slots = arguments.size() + copies;
+        if (slots) {
+            uniform_staging_.assign(static_cast<size_t>(slots * kUniformStride), 0);
+            uniforms_ = buffer(slots * kUniformStride, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "the kernels' integer arguments");
+        }
+        return {arguments, arguments.size() * kUniformStride};
     }
 
     // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts (a
     // step whose grid depends on run-time dims: at the bound until shapes_changed())
     void prepare_steps() {
         make_kernel_pipelines();
-        allocate_uniforms();
-        uint64_t next_uniform = 0;
-        std::map<std::string, uint64_t> argument_slots;  // an integer argument's expression -> its slot
+        auto [argument_slots, next_uniform] = allocate_uniforms();  // (next_uniform: the next run-count copy's slot)
         int64_t grids = 0;  // grids_'s bytes
         for (size_t index = 0; index < program_.steps.size(); ++index) {
             const Step& step = program_.steps[index];
@@ -1312,11 +1314,10 @@ private:
                     if (a.index < 0 || i >= k.bindings.size() || k.bindings[i] != "uniform" || slots[i] == -1)
                         throw Error(RVK_ERROR_ARTIFACT, at + " passes an integer as parameter " + std::to_string(a.index) +
                                                             ", which is not a uniform binding of the kernel");
-                    auto [slot, made] = argument_slots.emplace(a.value.repr(program_.dims), next_uniform);
-                    if (made) next_uniform += kUniformStride;
+                    uint64_t slot = argument_slots.at(a.value.repr(program_.dims));
                     slots[i] = -1;
-                    offsets[i] = slot->second;
-                    p.uniforms.push_back(slot->second);
+                    offsets[i] = slot;
+                    p.uniforms.push_back(slot);
                 }
                 std::vector<int> args;  // the tensors and their bindings
                 std::vector<size_t> binding_of;
