@@ -143,7 +143,7 @@ def test_unsafe_storage_assignments(native_build, artifact, case):
     b"{\"constants\": [{\"name\": \"t0\", \"offset\": 0, \"nbytes\": 99999999999, \"dtype\": \"float32\", \"shape\": [1]}]}",
     b"{\"constants\": [{\"name\": \"t0\", \"offset\": 0, \"nbytes\": 4, \"dtype\": \"float32\", \"shape\": [9223372036854775807, 2]}]}",
     b"{\"constants\": 7}",
-])  # fmt: skip
+], ids=lambda text: repr(text[:48]))  # fmt: skip  (a short id: pytest puts it in $PYTEST_CURRENT_TEST, which a 200 KB one made too long for a subprocess's environment)
 def test_hostile_program_sections_are_refused(native_build, artifact, text):
     data = with_program_section(artifact.to_bytes(), text)
     message = native_error(data)
