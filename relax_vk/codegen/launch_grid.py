@@ -13,7 +13,7 @@ bindings of at most ``M`` each::
         l = (z' * Y' + y') * X' + x'
         b = min(l, X * Y * Z - 1)
         x, y, z = b % X, b / X % Y, b / (X * Y)
-        <body, each of its barrier-free statements under "if l < X * Y * Z">
+        <body, each run of its barrier-free statements under one "if l < X * Y * Z">
 
 A workgroup past the grid's end skips every statement but its barriers (and the bindings and
 declarations the others read), its block index clamped to the last block so that whatever it does
@@ -34,6 +34,8 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 from tvm.tirx import stmt as S
+
+from tvm.sym import Analyzer
 
 from ..core.dims import largest_value
 from ..core.errors import LimitError
@@ -116,8 +118,7 @@ def _strip_block_attrs(node):
 
 
 def _extent(attr) -> int:
-    value = getattr(attr.value, "value", None)
-    return int(value) if value is not None else -1
+    return int(attr.value.value) if isinstance(attr.value, tirx.IntImm) else -1
 
 
 def _refold(launch, limit: int, name: str):
@@ -206,17 +207,26 @@ def _has(node, leaf) -> bool:
 
 
 def _guard_work(node, cond):
-    """``node`` run only where ``cond`` holds, but for its barriers: each largest statement without
-    a barrier is guarded whole (an image store's loop over the texel's lanes stays one loop, as
-    codegen.texture_stores reads it), and declarations (bindings, buffers) stay unguarded, where the
-    statements after them read them. A statement with a barrier runs everywhere, its parts guarded
+    """``node`` run only where ``cond`` holds, but for its barriers: each largest run of statements
+    without a barrier is guarded whole (an image store's loop over the texel's lanes stays one loop,
+    as codegen.texture_stores reads it; :func:`_guard_run`), and declarations (bindings, buffers)
+    that statements after the run read stay unguarded. A statement with a barrier runs everywhere, its parts guarded
     the same way: what it computes for a workgroup past the end is never stored."""
     if isinstance(node, (S.Bind, S.AllocBuffer, S.DeclBuffer)):
         return node
     if not _has(node, lambda n: _call_name(n) in _SYNCS):
         return S.IfThenElse(cond, node, None) if _has(node, _does_work) else node
     if isinstance(node, S.SeqStmt):
-        return S.SeqStmt([_guard_work(c, cond) for c in node.seq])
+        out, run = [], []
+        for k, child in enumerate(node.seq):
+            if _has(child, lambda n: _call_name(n) in _SYNCS):
+                out += _guard_run(run, node.seq[k:], cond)
+                out.append(_guard_work(child, cond))
+                run = []
+            else:
+                run.append(child)
+        out += _guard_run(run, [], cond)
+        return S.SeqStmt(out) if len(out) != 1 else out[0]
     if isinstance(node, S.AttrStmt):
         return S.AttrStmt(node.node, node.attr_key, node.value, _guard_work(node.body, cond))
     if isinstance(node, S.For):
@@ -227,6 +237,46 @@ def _guard_work(node, cond):
         else_case = _guard_work(node.else_case, cond) if node.else_case is not None else None
         return S.IfThenElse(node.condition, _guard_work(node.then_case, cond), else_case)
     return node
+
+
+def _declared(node):
+    """The variable a declaration defines (None for any other statement)."""
+    if isinstance(node, S.Bind):
+        return node.var
+    if isinstance(node, (S.AllocBuffer, S.DeclBuffer)):
+        return node.buffer.data
+    return None
+
+
+def _guard_run(run, later, cond) -> list:
+    """Consecutive barrier-free statements ``run`` under as few guards as can be: one, but for the
+    declarations that the statements ``later`` than the run read, which stay outside it (an unrolled
+    loop under one guard is one block whose loads issue together; a guard per statement took a
+    GEMV's loads apart)."""
+    if not run:
+        return []
+    declared = [d for d in (_declared(s) for s in run) if d is not None]
+    read = set()
+    if declared and later:
+        names = tirx.analysis.undefined_vars(S.SeqStmt(list(later)) if len(later) > 1 else later[0])
+        read = {d for d in declared if any(v.same_as(d) for v in names)}
+    out, group = [], []
+
+    def close():
+        if group:
+            body = S.SeqStmt(list(group)) if len(group) > 1 else group[0]
+            out.append(S.IfThenElse(cond, body, None) if _has(body, _does_work) else body)
+            group.clear()
+
+    for stmt in run:
+        d = _declared(stmt)
+        if d is not None and any(d.same_as(r) for r in read):
+            close()
+            out.append(stmt)
+        else:
+            group.append(stmt)
+    close()
+    return out
 
 
 def _does_work(node) -> bool:
@@ -240,6 +290,8 @@ def _over(attr, limit: int, ranges, lets=None) -> bool:
     if _extent(attr) >= 0:
         return _extent(attr) > limit
     value = attr.value
+    if Analyzer().const_int_bound(value).max_value <= limit:  # (bounded whatever the dims: min(P, 18))
+        return False
     if lets:
         try:
             value = substitute(value, lets)
