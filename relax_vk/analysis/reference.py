@@ -72,7 +72,7 @@ def strip_scopes(mod: tvm.IRModule) -> tvm.IRModule:
 
 def _cpu_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with each hand-scheduled GPU kernel replaced by its serial CPU form."""
-    from ..schedules.recurrence import cpu_form
+    from ..schedules.cpu_forms import cpu_form
 
     forms = {gvar: cpu_form(func) for gvar, func in mod.functions_items() if isinstance(func, tvm.tirx.PrimFunc)}
     swaps = {gvar: form for gvar, form in forms.items() if form is not None}

@@ -43,6 +43,8 @@ from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.provenance import record_model_ops
 from ..core.states import with_states
+from ..schedules.decode_attention import Attention, attention_combine_kernel, attention_parts_kernel
+from ..schedules.decode_attention import parts as key_parts
 from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
 from .errors import ModelLoadError
 
@@ -346,7 +348,11 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             rel = e(R.subtract(rows, first))  # [T]
             causal = e(R.less_equal(e(R.reshape(rel, (1, T))), e(R.reshape(tokens, (S, 1)))))
             attend = e(R.logical_and(causal, e(R.not_equal(mask, relax.const(0, "int64")))))  # [S, T]
-            attend = e(R.reshape(attend, (1, 1, S, T)))
+            bias = e(R.where(attend, relax.const(0.0, "float32"), relax.const(MASKED, "float32")))  # [S, T]: added to the scores
+            attention = Attention(c.heads, kv, hd, max_len, dtype)
+            attention_parts = bb.add_func(attention_parts_kernel(attention), "attention_parts")
+            attention_combine = bb.add_func(attention_combine_kernel(attention), "attention_combine")
+            P = key_parts(T)  # the key rows in parts
             outputs = []
             for i in range(c.layers):
                 p = f"model.layers.{i}"
@@ -373,12 +379,13 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 outputs += [new_k, v]
                 op[0] = f"{p}.self_attn.attention"
                 # grouped-query attention (head h reads kv head h // g) over the cache's rows and this
-                # call's, read where they lie (no [T, KV*D] copy of the keys or values)
-                scores = e(bb.call_te(_attention_scores(hd), q, pasts[2 * i], new_k, rel, primfunc_name_hint="attention_scores"))  # [KV, g, S, T]
-                scores = e(R.where(attend, scores, relax.const(MASKED, "float32")))
-                probs = cast(e(R.nn.softmax(scores, axis=-1)), dtype)
-                parts = e(bb.call_te(_attention_value_parts, probs, pasts[2 * i + 1], v, primfunc_name_hint="attention_values"))
-                attn = cast(e(bb.call_te(_attention_sum_parts, parts, primfunc_name_hint="attention_sum")), dtype)  # [S, H*D]
+                # call's, read where they lie (no [T, KV*D] copy of the keys or values), in parts of
+                # the keys, then the parts combined (relax_vk.schedules.decode_attention)
+                found = e(relax.call_tir(attention_parts, [q, pasts[2 * i], new_k, pasts[2 * i + 1], v, bias],
+                                         out_ty=[relax.TensorType((S, c.heads, P, hd), "float32"),
+                                                 relax.TensorType((S, c.heads, P), "float32"), relax.TensorType((S, c.heads, P), "float32")]))  # fmt: skip
+                attn = e(relax.call_tir(attention_combine, [e(relax.TupleGetItem(found, j)) for j in range(3)],
+                                        out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]  # fmt: skip
                 out = linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))
@@ -459,41 +466,8 @@ def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: i
     return compute
 
 
-#: the rows of one partial sum of the attention's values (a sum over T: a run-time length, split
-#: so that each thread's serial loop is this long, whatever T is)
-VALUE_ROWS = 64
-
-
-def _attention_scores(hd: int):
-    """The TE of ``[KV, g, S, T]``: ``q . key / sqrt(D)`` for every head (``q`` ``[S, H*D]``, heads
-    side by side), key rows ``0..T-1`` read from the cache below ``T - S`` and from this call's
-    keys after (``T`` is the length of ``rows``, a tensor of the T rows, read for nothing else),
-    summed in float32."""
-    from tvm import te
-
-    def compute(q, past_k, new_k, rows):
-        S = q.shape[0]
-        D = tirx.const(hd, "int64")
-        H, KV = q.shape[1] // D, new_k.shape[1] // D
-        T = rows.shape[0]
-        g = H // KV
-        ways = _ways(hd)
-        quarter = D // ways
-        d = te.reduce_axis((tirx.const(0, "int64"), quarter), name="d")
-        scale = tirx.const(1.0 / float(np.sqrt(hd)), "float32")
-
-        def score(kv, gi, s, t):
-            terms = [q[s, (kv * g + gi) * D + d + j * quarter].astype("float32") * scale * _key_or_value(past_k, new_k, t, kv * D + d + j * quarter, T)
-                     for j in range(ways)]  # fmt: skip
-            return te.sum(_add(terms), axis=d)  # (TE: the sum at the top)
-
-        return te.compute((KV, g, S, T), score, name="attention_scores")
-
-    return compute
-
-
-#: independent terms a thread adds per step of an attention sum (loads in flight together: each
-#: thread's sum is short, its chain of memory latencies is what takes the time)
+#: independent terms a thread adds per step of a head's sum of squares (loads in flight together:
+#: each thread's sum is short, its chain of memory latencies is what takes the time)
 ATTENTION_WAYS = 4
 
 
@@ -506,48 +480,6 @@ def _add(terms):
     for t in terms[1:]:
         total = total + t
     return total
-
-
-def _key_or_value(past, new, t, col, T):
-    """Row ``t`` (of ``0..T-1``) of a layer's keys or values, column ``col``, in float32: the cache's
-    below ``T - S``, this call's (``new``, ``[S, KV*D]``) from there. Both reads are clamped into
-    their tensors and the one not taken is discarded (WGSL's ``select`` evaluates both)."""
-    S = new.shape[0]
-    first = T - S
-    cached = past[tirx.min(t, past.shape[0] - 1), col]
-    fresh = new[tirx.max(tirx.min(t - first, S - 1), tirx.const(0, "int64")), col]
-    return tirx.Select(t < first, cached, fresh).astype("float32")
-
-
-def _attention_value_parts(probs, past_v, new_v):
-    """``[KV, g, S, P, D]``: ``probs . values`` over rows ``p*VALUE_ROWS ..`` of each of the ``P =
-    ceil(T / VALUE_ROWS)`` parts (rows past ``T`` weigh 0), summed in float32."""
-    from tvm import te
-
-    KV, g, S, T = probs.shape
-    D = new_v.shape[1] // KV
-    rows = tirx.const(VALUE_ROWS, "int64")
-    P = (T + rows - 1) // rows
-    ways = _ways(VALUE_ROWS)
-    r = te.reduce_axis((tirx.const(0, "int64"), tirx.const(VALUE_ROWS // ways, "int64")), name="r")
-
-    def term(kv, gi, s, t, dd):
-        weight = tirx.Select(t < T, probs[kv, gi, s, tirx.min(t, T - 1)].astype("float32"), tirx.const(0.0, "float32"))
-        return weight * _key_or_value(past_v, new_v, tirx.min(t, T - 1), kv * D + dd, T)
-
-    def part(kv, gi, s, p, dd):
-        return te.sum(_add([term(kv, gi, s, p * rows + r + j * (VALUE_ROWS // ways), dd) for j in range(ways)]), axis=r)
-
-    return te.compute((KV, g, S, P, D), part, name="attention_value_parts")
-
-
-def _attention_sum_parts(parts):
-    """``[S, H*D]`` (heads side by side, as the output projection reads them): the parts' sum."""
-    from tvm import te
-
-    KV, g, S, P, D = parts.shape
-    p = te.reduce_axis((tirx.const(0, "int64"), P), name="p")
-    return te.compute((S, KV * g * D), lambda s, c: te.sum(parts[c // (g * D), c // D % g, s, p, c % D], axis=p), name="attention_sum")
 
 
 def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",

@@ -1,0 +1,289 @@
+"""A decoder's attention over its key/value cache: two hand-scheduled kernels in place of four.
+
+Attention of ``S`` queries over ``T`` keys (grouped-query: head ``h`` reads key/value head ``h //
+g``) in the form flash-decoding uses: the keys are cut into parts of :data:`ROWS` rows, and
+
+1. :func:`attention_parts_kernel` -- one workgroup per (query, head, part) computes the part's
+   scores, its largest score ``m``, the sum ``l`` of ``exp(score - m)`` and the ``exp``-weighted sum
+   ``o`` of its value rows, all in float32 (the scores and weights stay in workgroup memory);
+2. :func:`attention_combine_kernel` -- one thread per output value rescales the parts to their
+   common largest score ``M``: ``sum_p o_p exp(m_p - M) / sum_p l_p exp(m_p - M)``, rounded once to
+   the model's dtype.
+
+That is ``softmax(q . k / sqrt(D) + bias) . v`` exactly as the four kernels computed it (scores,
+softmax, value parts, the parts' sum), up to float32 rounding: a masked key's score is its bias,
+``hf_decoder.MASKED``, so a query whose keys are all masked (a padded query) averages them, as
+transformers does. One launch pair per layer whatever ``T`` is, with ``ceil(T / ROWS)`` parts: the
+grid grows with the context, and no thread's serial loop does.
+
+Key and value row ``t`` is read where it lies: the cache ``past`` (``[MAX, KV*D]``) below ``T - S``,
+this call's ``new`` (``[S, KV*D]``) from there, so no ``[T, KV*D]`` copy is made.
+
+Phase by phase, the parts kernel (``L`` threads on each of the part's rows, ``W = ROWS * L`` threads,
+each thread ``C = ceil(D / L)`` consecutive columns of a row):
+
+* ``q * 1/sqrt(D)`` into workgroup memory;
+* each thread's partial dot product over its columns (a row's ``L`` threads are adjacent: their
+  reads are one contiguous row); the ``L`` partials summed by the row's first thread, the bias
+  added;
+* ``m`` and the weights ``exp(score - m)`` (0 for rows past ``T``) into workgroup memory, ``l``;
+* each thread a column of ``o`` (adjacent threads read adjacent values of a row).
+
+Both kernels also have serial CPU forms (``cpu=True``) that the CPU reference
+(:mod:`relax_vk.analysis.reference`) runs in their place, found by :data:`ATTENTION_ATTR`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+#: key rows of one part
+ROWS = 32
+#: the most threads a row of the parts kernel takes (a workgroup of ROWS * 8 = 256 threads, the
+#: size every Vulkan device offers)
+MAX_LANES = 8
+#: the PrimFunc attribute holding a kernel's :class:`Attention` and which of the two it is (JSON)
+ATTENTION_ATTR = "relax_vk.attention"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The attention of one model: ``heads`` query heads over ``kv_heads`` key/value heads of
+    ``head_dim`` values, a cache of ``max_len`` rows (``T`` and ``S`` are at most that: the grids
+    are then known to fit the workgroup limit and are never folded), inputs and output in ``dtype``
+    (float32 or float16). Checked on construction (ValueError)."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    max_len: int
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.heads < 1 or self.kv_heads < 1 or self.heads % self.kv_heads:
+            raise ValueError(f"{self.heads} heads over {self.kv_heads} key/value heads: a positive multiple")
+        if self.head_dim < 1 or self.max_len < 1:
+            raise ValueError(f"head_dim {self.head_dim}, max_len {self.max_len}: positive")
+        if self.dtype not in ("float32", "float16"):
+            raise ValueError(f"dtype {self.dtype!r}: float32 or float16")
+
+    @property
+    def lanes(self) -> int:
+        """Threads on one row of the parts kernel."""
+        return min(MAX_LANES, -(-self.head_dim // 32))
+
+    @property
+    def threads(self) -> int:
+        return ROWS * self.lanes
+
+    @property
+    def columns(self) -> int:
+        """Columns of a row each of its threads sums."""
+        return -(-self.head_dim // self.lanes)
+
+    def to_json(self, kernel: str) -> str:
+        return json.dumps(dict(asdict(self), kernel=kernel), sort_keys=True)
+
+
+def parts(T):
+    """The parts of ``T`` key rows (a TIR expression or an int)."""
+    return (T + ROWS - 1) // ROWS
+
+
+def attention_parts_kernel(spec: Attention, cpu: bool = False):
+    """``Q [S, H*D]`` (heads side by side), ``past_k, past_v [MAX, KV*D]``, ``new_k, new_v [S,
+    KV*D]``, ``bias [S, T]`` (float32: 0 where a query attends to a key, ``MASKED`` elsewhere) ->
+    ``O [S, H, P, D]``, ``M [S, H, P]``, ``Lsum [S, H, P]`` (float32, ``P = ceil(T / ROWS)``; module
+    docstring). ``cpu``: the serial form for llvm."""
+    from tvm.script import tirx as T
+
+    H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
+    g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
+    scale = 1.0 / float(D) ** 0.5
+    lowest = -3.4028234663852886e38
+    attrs = {"tirx.noalias": True}
+    if not cpu:
+        attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "decode_attention"})
+
+    @T.macro
+    def key_dot(t, first, c0, n, kvh, past_k, new_k, qs, acc):  # acc[0] += q . key row t, columns c0 .. c0+n-1
+        # (qs is zero past D and the columns past it read the row's last: no branch in the loop, so
+        # that its loads issue together)
+        if t < first:
+            for c in T.unroll(n):
+                acc[0] = acc[0] + qs[c0 + c] * T.Cast("float32", past_k[t, kvh * D + T.min(c0 + c, D - 1)])
+        else:
+            for c in T.unroll(n):
+                acc[0] = acc[0] + qs[c0 + c] * T.Cast("float32", new_k[t - first, kvh * D + T.min(c0 + c, D - 1)])
+
+    @T.macro
+    def value_sum(p, Tn, first, kvh, d, past_v, new_v, ex, acc):  # acc[0] = sum over the part's rows of ex[r] * value[t, d]
+        # (a row past T weighs 0 and reads a row that exists; both sources are read, clamped, and
+        # one is taken: no branch in the loop, so that its loads issue together)
+        acc[0] = T.float32(0)
+        for r in T.unroll(ROWS):
+            acc[0] = acc[0] + ex[r] * T.Cast("float32", T.if_then_else(
+                T.min(p * ROWS + r, Tn - 1) < first, past_v[T.min(p * ROWS + r, Tn - 1), kvh * D + d],
+                new_v[T.max(T.min(p * ROWS + r, Tn - 1) - first, T.int64(0)), kvh * D + d]))
+
+    @T.prim_func(private=True)
+    def attention_parts(q_h: T.handle, past_k_h: T.handle, new_k_h: T.handle, past_v_h: T.handle,
+                        new_v_h: T.handle, bias_h: T.handle, o_h: T.handle, m_h: T.handle, l_h: T.handle):  # fmt: skip
+        T.func_attr(attrs)
+        S = T.int64()
+        Tn = T.int64()
+        P = T.int64()
+        Q = T.match_buffer(q_h, (S, H * D), dt)
+        past_k = T.match_buffer(past_k_h, (MAX, KV * D), dt)
+        new_k = T.match_buffer(new_k_h, (S, KV * D), dt)
+        past_v = T.match_buffer(past_v_h, (MAX, KV * D), dt)
+        new_v = T.match_buffer(new_v_h, (S, KV * D), dt)
+        bias = T.match_buffer(bias_h, (S, Tn), "float32")
+        O = T.match_buffer(o_h, (S, H, P, D), "float32")
+        M = T.match_buffer(m_h, (S, H, P), "float32")
+        Lsum = T.match_buffer(l_h, (S, H, P), "float32")
+        if cpu:
+            qs = T.alloc_buffer((L * C,), "float32")
+            sc = T.alloc_buffer((ROWS,), "float32")
+            ex = T.alloc_buffer((ROWS,), "float32")
+            acc = T.alloc_buffer((1,), "float32")
+            st = T.alloc_buffer((2,), "float32")
+            for s, h, p in T.grid(S, H, P):
+                first = Tn - S
+                kvh = h // g
+                for i in range(L * C):
+                    qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
+                for r in range(ROWS):
+                    t = T.min(p * ROWS + r, Tn - 1)
+                    acc[0] = T.float32(0)
+                    key_dot(t, first, 0, L * C, kvh, past_k, new_k, qs, acc)
+                    sc[r] = acc[0] + bias[s, t]
+                st[0] = T.float32(lowest)
+                for r in range(ROWS):
+                    if p * ROWS + r < Tn:
+                        st[0] = T.max(st[0], sc[r])
+                st[1] = T.float32(0)
+                for r in range(ROWS):
+                    ex[r] = T.if_then_else(p * ROWS + r < Tn, T.exp(sc[r] - st[0]), T.float32(0))
+                    st[1] = st[1] + ex[r]
+                for d in range(D):
+                    value_sum(p, Tn, first, kvh, d, past_v, new_v, ex, acc)
+                    O[s, h, p, d] = acc[0]
+                M[s, h, p] = st[0]
+                Lsum[s, h, p] = st[1]
+        else:
+            # (part, head, query on the three axes: no index is divided by a run-time extent here, and
+            # no signed remainder is left for Vulkan's 32-bit indices; FoldLaunchGrid folds a grid past the limit)
+            bx = T.launch_thread("blockIdx.x", T.min(P, parts(MAX)))  # (= P: T <= MAX)
+            by = T.launch_thread("blockIdx.y", H)
+            bz = T.launch_thread("blockIdx.z", T.min(S, MAX))
+            tx = T.launch_thread("threadIdx.x", W)
+            qs = T.alloc_buffer((L * C,), "float32", scope="shared")
+            partial = T.alloc_buffer((W,), "float32", scope="shared")
+            sc = T.alloc_buffer((ROWS,), "float32", scope="shared")
+            ex = T.alloc_buffer((ROWS,), "float32", scope="shared")
+            acc = T.alloc_buffer((1,), "float32", scope="local")
+            st = T.alloc_buffer((2,), "float32", scope="local")
+            s = bz
+            h = by
+            p = bx
+            first = Tn - S
+            kvh = h // g
+            for k in range((L * C + W - 1) // W):
+                if tx + k * W < L * C:
+                    qs[tx + k * W] = T.if_then_else(tx + k * W < D, T.Cast("float32", Q[s, h * D + T.min(tx + k * W, D - 1)]) * T.float32(scale), T.float32(0))
+            T.tvm_storage_sync("shared")
+            acc[0] = T.float32(0)
+            if p * ROWS + tx // L < Tn:
+                key_dot(p * ROWS + tx // L, first, tx % L * C, C, kvh, past_k, new_k, qs, acc)
+            partial[tx] = acc[0]
+            T.tvm_storage_sync("shared")
+            if tx < ROWS:
+                st[1] = T.float32(0)
+                for lane in range(L):
+                    st[1] = st[1] + partial[tx * L + lane]
+                sc[tx] = st[1] + bias[s, T.min(p * ROWS + tx, Tn - 1)]
+            T.tvm_storage_sync("shared")
+            if tx < ROWS:  # (each of the first ROWS threads finds m itself: ROWS reads, no more barriers)
+                st[0] = T.float32(lowest)
+                for r in range(ROWS):
+                    if p * ROWS + r < Tn:
+                        st[0] = T.max(st[0], sc[r])
+                ex[tx] = T.if_then_else(p * ROWS + tx < Tn, T.exp(sc[tx] - st[0]), T.float32(0))
+            T.tvm_storage_sync("shared")
+            if tx == 0:
+                st[1] = T.float32(0)
+                for r in range(ROWS):
+                    st[1] = st[1] + ex[r]
+                M[s, h, p] = st[0]
+                Lsum[s, h, p] = st[1]
+            for k in range((D + W - 1) // W):
+                if tx + k * W < D:
+                    value_sum(p, Tn, first, kvh, tx + k * W, past_v, new_v, ex, acc)
+                    O[s, h, p, tx + k * W] = acc[0]
+
+    return attention_parts.with_attr(ATTENTION_ATTR, spec.to_json("parts"))
+
+
+def attention_combine_kernel(spec: Attention, cpu: bool = False):
+    """``O [S, H, P, D]``, ``M [S, H, P]``, ``Lsum [S, H, P]`` (:func:`attention_parts_kernel`) ->
+    ``Y [S, H*D]`` in the model's dtype (heads side by side, as the output projection reads them):
+    one thread per value. ``cpu``: the serial form for llvm."""
+    from tvm.script import tirx as T
+
+    H, D, dt, MAX = spec.heads, spec.head_dim, spec.dtype, spec.max_len
+    W = min(256, 32 * -(-D // 32))
+    lowest = -3.4028234663852886e38
+    attrs = {"tirx.noalias": True}
+    if not cpu:
+        attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "decode_attention"})
+
+    @T.macro
+    def combine(s, h, d, P, O, M, Lsum, Y, st):  # four parts a step (their loads issue together; a part past P reads the last)
+        st[0] = T.float32(lowest)
+        for p4 in range((P + 3) // 4):
+            for j in T.unroll(4):
+                st[0] = T.max(st[0], M[s, h, T.min(p4 * 4 + j, P - 1)])
+        st[1] = T.float32(0)
+        st[2] = T.float32(0)
+        for p4 in range((P + 3) // 4):
+            for j in T.unroll(4):
+                st[3] = T.if_then_else(p4 * 4 + j < P, T.exp(M[s, h, T.min(p4 * 4 + j, P - 1)] - st[0]), T.float32(0))
+                st[1] = st[1] + O[s, h, T.min(p4 * 4 + j, P - 1), d] * st[3]
+                st[2] = st[2] + Lsum[s, h, T.min(p4 * 4 + j, P - 1)] * st[3]
+        Y[s, h * D + d] = T.Cast(dt, st[1] / st[2])
+
+    @T.prim_func(private=True)
+    def attention_combine(o_h: T.handle, m_h: T.handle, l_h: T.handle, y_h: T.handle):
+        T.func_attr(attrs)
+        S = T.int64()
+        P = T.int64()
+        O = T.match_buffer(o_h, (S, H, P, D), "float32")
+        M = T.match_buffer(m_h, (S, H, P), "float32")
+        Lsum = T.match_buffer(l_h, (S, H, P), "float32")
+        Y = T.match_buffer(y_h, (S, H * D), dt)
+        if cpu:
+            st = T.alloc_buffer((4,), "float32")
+            for s, h, d in T.grid(S, H, D):
+                combine(s, h, d, P, O, M, Lsum, Y, st)
+        else:
+            bx = T.launch_thread("blockIdx.x", H)
+            by = T.launch_thread("blockIdx.y", T.min(S, MAX))  # (= S: S <= T <= MAX)
+            tx = T.launch_thread("threadIdx.x", W)
+            st = T.alloc_buffer((4,), "float32", scope="local")
+            for k in range((D + W - 1) // W):
+                if tx + k * W < D:
+                    combine(by, bx, tx + k * W, P, O, M, Lsum, Y, st)
+
+    return attention_combine.with_attr(ATTENTION_ATTR, spec.to_json("combine"))
+
+
+def cpu_form(func):
+    """The serial CPU form of an attention kernel (None for any other PrimFunc)."""
+    if func.attrs is None or ATTENTION_ATTR not in func.attrs:
+        return None
+    fields = json.loads(str(func.attrs[ATTENTION_ATTR]))
+    kernel = fields.pop("kernel")
+    make = attention_parts_kernel if kernel == "parts" else attention_combine_kernel
+    return make(Attention(**fields), cpu=True)

@@ -1,0 +1,110 @@
+"""The decoder's attention kernels (relax_vk.schedules.decode_attention): the key rows in parts, then
+the parts combined, right against numpy's softmax attention at every size of one artifact, on pocl
+and lavapipe, and in their CPU forms."""
+
+import numpy as np
+import pytest
+from tvm import relax, tirx
+
+import relax_vk
+from relax_vk.analysis.reference import run_on_cpu
+from relax_vk.core.dims import with_dim_ranges
+from relax_vk.runtime import Session
+from relax_vk.schedules.decode_attention import ROWS, Attention, attention_combine_kernel, attention_parts_kernel, parts
+
+MAX = 80
+#: (S, T): one query over one key, parts cut inside and at their ends, a prompt whose first query
+#: attends to nothing (a padded query), the whole cache
+SIZES = [(1, 1), (1, 7), (1, ROWS + 1), (4, 4), (3, 70), (4, MAX)]
+
+
+def _module(spec: Attention):
+    S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
+    H, KV, D, dt = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype
+    params = [relax.Var(name, relax.TensorType(shape, dt)) for name, shape in
+              [("q", (S, H * D)), ("past_k", (MAX, KV * D)), ("new_k", (S, KV * D)), ("past_v", (MAX, KV * D)), ("new_v", (S, KV * D))]]  # fmt: skip
+    params.append(relax.Var("bias", relax.TensorType((S, T), "float32")))
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            find = bb.add_func(attention_parts_kernel(spec), "attention_parts")
+            combine = bb.add_func(attention_combine_kernel(spec), "attention_combine")
+            P = parts(T)
+            found = bb.emit(relax.call_tir(find, params, out_ty=[relax.TensorType((S, H, P, D), "float32"), relax.TensorType((S, H, P), "float32"),
+                                                                  relax.TensorType((S, H, P), "float32")]))  # fmt: skip
+            out = bb.emit_output(relax.call_tir(combine, [bb.emit(relax.TupleGetItem(found, i)) for i in range(3)], out_ty=relax.TensorType((S, H * D), dt)))
+        bb.emit_func_output(out)
+    return with_dim_ranges(bb.get(), {"S": (1, 4), "T": (1, MAX)})
+
+
+def _inputs(spec: Attention, S: int, T: int, rng):
+    H, KV, D = spec.heads, spec.kv_heads, spec.head_dim
+    arrays = [rng.standard_normal(shape).astype(spec.dtype) for shape in [(S, H * D), (MAX, KV * D), (S, KV * D), (MAX, KV * D), (S, KV * D)]]
+    bias = np.where(rng.random((S, T)) < 0.3, -1e30, 0).astype(np.float32)
+    if S > 1:
+        bias[0] = -1e30  # (every key masked: the keys averaged, as transformers does)
+    return arrays + [bias]
+
+
+def _reference(spec: Attention, q, past_k, new_k, past_v, new_v, bias):
+    """softmax(q . k / sqrt(D) + bias) . v in float64, key row t from the cache below T - S."""
+    S, T = bias.shape
+    H, KV, D = spec.heads, spec.kv_heads, spec.head_dim
+    keys = np.concatenate([past_k[: T - S], new_k]).astype(np.float64).reshape(T, KV, D)
+    values = np.concatenate([past_v[: T - S], new_v]).astype(np.float64).reshape(T, KV, D)
+    queries = q.astype(np.float64).reshape(S, H, D)
+    out = np.zeros((S, H, D))
+    for h in range(H):
+        scores = queries[:, h] @ keys[:, h * KV // H].T / np.sqrt(D) + bias
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        out[:, h] = (weights / weights.sum(-1, keepdims=True)) @ values[:, h * KV // H]
+    return out.reshape(S, H * D)
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 2, 64), (6, 2, 80), (2, 1, 300)])
+def test_attention_over_parts_is_right_at_every_size(heads, kv_heads, head_dim, target, device, request):
+    """Grouped heads of 64 (two threads a row), of 80 (three threads, the last row's columns cut:
+    a non-power-of-two group and head count, whose remainders Vulkan's 32-bit indices must hold)
+    and of 300 (wider than the workgroup)."""
+    request.getfixturevalue(device)
+    spec = Attention(heads, kv_heads, head_dim, MAX)
+    artifact = relax_vk.build(_module(spec), target).artifact()
+    assert [k.get("schedule") for k in artifact.program["kernels"]] == ["decode_attention"] * 2
+    session = Session(artifact, device=device)
+    rng = np.random.default_rng(0)
+    for S, T in SIZES:
+        args = _inputs(spec, S, T, rng)
+        np.testing.assert_allclose(session.run(args)[0], _reference(spec, *args), rtol=1e-5, atol=2e-6, err_msg=f"S={S} T={T}")
+
+
+def test_float16_inputs_round_once_at_the_output(lavapipe):
+    spec = Attention(4, 2, 128, MAX, "float16")
+    session = Session(relax_vk.build(_module(spec), "vulkan").artifact(), device="lavapipe")
+    rng = np.random.default_rng(1)
+    for S, T in SIZES[-2:]:
+        args = _inputs(spec, S, T, rng)
+        got = session.run(args)[0]
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float64), _reference(spec, *args), rtol=2e-3, atol=2e-3)
+
+
+def test_the_cpu_forms_compute_the_same():
+    spec = Attention(6, 2, 80, MAX)
+    mod = _module(spec)
+    rng = np.random.default_rng(2)
+    for S, T in [(1, ROWS + 1), (3, 70)]:
+        args = _inputs(spec, S, T, rng)
+        np.testing.assert_allclose(run_on_cpu(mod, args)[0], _reference(spec, *args), rtol=1e-5, atol=2e-6)
+
+
+def test_the_configuration_is_checked():
+    with pytest.raises(ValueError, match="positive multiple"):
+        Attention(6, 4, 64, MAX)
+    with pytest.raises(ValueError, match="max_len 0"):
+        Attention(4, 2, 64, 0)
+    with pytest.raises(ValueError, match="float32 or float16"):
+        Attention(4, 2, 64, MAX, "bfloat16")
+    wide = Attention(4, 2, 128, MAX)
+    assert (wide.lanes, wide.threads, wide.columns) == (4, 128, 32)
+    assert (Attention(4, 2, 300, MAX).lanes, Attention(4, 2, 300, MAX).columns) == (8, 38)
