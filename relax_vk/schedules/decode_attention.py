@@ -22,12 +22,18 @@ this call's ``new`` (``[S, KV*D]``) from there, so no ``[T, KV*D]`` copy is made
 Phase by phase, the parts kernel (``L`` threads on each of the part's rows, ``W = ROWS * L`` threads,
 each thread ``C = ceil(D / L)`` consecutive columns of a row):
 
-* ``q * 1/sqrt(D)`` into workgroup memory;
-* each thread's partial dot product over its columns (a row's ``L`` threads are adjacent: their
-  reads are one contiguous row); the ``L`` partials summed by the row's first thread, the bias
+* every load of the thread is issued first, into registers: its ``C`` key values (a row's ``L``
+  threads are adjacent: their reads are one contiguous row), its value column's ``ROWS`` values,
+  its row's bias, and ``q * 1/sqrt(D)`` into workgroup memory; the kernel then waits for memory
+  once (a decode step is latency-bound: each wait costs about as much as the arithmetic);
+* each thread's partial dot product; the ``L`` partials summed by the row's first thread, the bias
   added;
 * ``m`` and the weights ``exp(score - m)`` (0 for rows past ``T``) into workgroup memory, ``l``;
-* each thread a column of ``o`` (adjacent threads read adjacent values of a row).
+* each thread a column of ``o`` from its registers.
+
+The combination reads the parts in unrolled steps (all of them in one when the cache has at most
+:data:`MAX_UNROLLED_PARTS`). The grids are bounded by the cache (``T <= max_len``), so they are
+never folded.
 
 Both kernels also have serial CPU forms (``cpu=True``) that the CPU reference
 (:mod:`relax_vk.analysis.reference`) runs in their place, found by :data:`ATTENTION_ATTR`.
@@ -43,6 +49,8 @@ ROWS = 32
 #: the most threads a row of the parts kernel takes (a workgroup of ROWS * 8 = 256 threads, the
 #: size every Vulkan device offers)
 MAX_LANES = 8
+#: the most parts the combination reads in one unrolled step (a longer cache: four a step)
+MAX_UNROLLED_PARTS = 32
 #: the PrimFunc attribute holding a kernel's :class:`Attention` and which of the two it is (JSON)
 ATTENTION_ATTR = "relax_vk.attention"
 
@@ -100,6 +108,7 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
 
     H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
     g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
+    VK = -(-D // W)  # value columns of a thread
     scale = 1.0 / float(D) ** 0.5
     lowest = -3.4028234663852886e38
     attrs = {"tirx.noalias": True}
@@ -107,25 +116,33 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
         attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "decode_attention"})
 
     @T.macro
-    def key_dot(t, first, c0, n, kvh, past_k, new_k, qs, acc):  # acc[0] += q . key row t, columns c0 .. c0+n-1
-        # (qs is zero past D and the columns past it read the row's last: no branch in the loop, so
-        # that its loads issue together)
+    def load_key(t, first, c0, kvh, past_k, new_k, kreg):  # kreg[c] = key row t, column c0 + c (the row's last past D)
         if t < first:
-            for c in T.unroll(n):
-                acc[0] = acc[0] + qs[c0 + c] * T.Cast("float32", past_k[t, kvh * D + T.min(c0 + c, D - 1)])
+            for c in T.unroll(C):
+                kreg[c] = T.Cast("float32", past_k[t, kvh * D + T.min(c0 + c, D - 1)])
         else:
-            for c in T.unroll(n):
-                acc[0] = acc[0] + qs[c0 + c] * T.Cast("float32", new_k[t - first, kvh * D + T.min(c0 + c, D - 1)])
+            for c in T.unroll(C):
+                kreg[c] = T.Cast("float32", new_k[t - first, kvh * D + T.min(c0 + c, D - 1)])
 
     @T.macro
-    def value_sum(p, Tn, first, kvh, d, past_v, new_v, ex, acc):  # acc[0] = sum over the part's rows of ex[r] * value[t, d]
-        # (a row past T weighs 0 and reads a row that exists; both sources are read, clamped, and
-        # one is taken: no branch in the loop, so that its loads issue together)
-        acc[0] = T.float32(0)
+    def load_values(p, Tn, first, kvh, d, past_v, new_v, vreg, k):  # vreg[k, r] = value row p*ROWS + r (clamped to T), column d
+        # (both sources read, clamped, and one taken: no branch, so that the loads issue together)
         for r in T.unroll(ROWS):
-            acc[0] = acc[0] + ex[r] * T.Cast("float32", T.if_then_else(
+            vreg[k, r] = T.Cast("float32", T.if_then_else(
                 T.min(p * ROWS + r, Tn - 1) < first, past_v[T.min(p * ROWS + r, Tn - 1), kvh * D + d],
                 new_v[T.max(T.min(p * ROWS + r, Tn - 1) - first, T.int64(0)), kvh * D + d]))
+
+    @T.macro
+    def dot(c0, qs, kreg, acc):  # acc[0] = q . kreg over columns c0 .. c0+C-1 (qs is zero past D)
+        acc[0] = T.float32(0)
+        for c in T.unroll(C):
+            acc[0] = acc[0] + qs[c0 + c] * kreg[c]
+
+    @T.macro
+    def weigh(ex, vreg, k, acc):  # acc[0] = sum_r ex[r] * vreg[k, r] (a row past T weighs 0)
+        acc[0] = T.float32(0)
+        for r in T.unroll(ROWS):
+            acc[0] = acc[0] + ex[r] * vreg[k, r]
 
     @T.prim_func(private=True)
     def attention_parts(q_h: T.handle, past_k_h: T.handle, new_k_h: T.handle, past_v_h: T.handle,
@@ -147,18 +164,19 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
             qs = T.alloc_buffer((L * C,), "float32")
             sc = T.alloc_buffer((ROWS,), "float32")
             ex = T.alloc_buffer((ROWS,), "float32")
+            kreg = T.alloc_buffer((C,), "float32")
+            vreg = T.alloc_buffer((1, ROWS), "float32")
             acc = T.alloc_buffer((1,), "float32")
             st = T.alloc_buffer((2,), "float32")
             for s, h, p in T.grid(S, H, P):
-                first = Tn - S
-                kvh = h // g
                 for i in range(L * C):
                     qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
                 for r in range(ROWS):
-                    t = T.min(p * ROWS + r, Tn - 1)
-                    acc[0] = T.float32(0)
-                    key_dot(t, first, 0, L * C, kvh, past_k, new_k, qs, acc)
-                    sc[r] = acc[0] + bias[s, t]
+                    sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)]
+                    for lane in range(L):
+                        load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
+                        dot(lane * C, qs, kreg, acc)
+                        sc[r] = sc[r] + acc[0]
                 st[0] = T.float32(lowest)
                 for r in range(ROWS):
                     if p * ROWS + r < Tn:
@@ -168,13 +186,14 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
                     ex[r] = T.if_then_else(p * ROWS + r < Tn, T.exp(sc[r] - st[0]), T.float32(0))
                     st[1] = st[1] + ex[r]
                 for d in range(D):
-                    value_sum(p, Tn, first, kvh, d, past_v, new_v, ex, acc)
+                    load_values(p, Tn, Tn - S, h // g, d, past_v, new_v, vreg, 0)
+                    weigh(ex, vreg, 0, acc)
                     O[s, h, p, d] = acc[0]
                 M[s, h, p] = st[0]
                 Lsum[s, h, p] = st[1]
         else:
-            # (part, head, query on the three axes: no index is divided by a run-time extent here, and
-            # no signed remainder is left for Vulkan's 32-bit indices; FoldLaunchGrid folds a grid past the limit)
+            # (part, head, query on the three axes: no index is divided by a run-time extent here,
+            # and no signed remainder is left for Vulkan's 32-bit indices)
             bx = T.launch_thread("blockIdx.x", T.min(P, parts(MAX)))  # (= P: T <= MAX)
             by = T.launch_thread("blockIdx.y", H)
             bz = T.launch_thread("blockIdx.z", T.min(S, MAX))
@@ -183,45 +202,48 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
             partial = T.alloc_buffer((W,), "float32", scope="shared")
             sc = T.alloc_buffer((ROWS,), "float32", scope="shared")
             ex = T.alloc_buffer((ROWS,), "float32", scope="shared")
+            kreg = T.alloc_buffer((C,), "float32", scope="local")
+            vreg = T.alloc_buffer((VK, ROWS), "float32", scope="local")
             acc = T.alloc_buffer((1,), "float32", scope="local")
-            st = T.alloc_buffer((2,), "float32", scope="local")
-            s = bz
-            h = by
-            p = bx
+            st = T.alloc_buffer((3,), "float32", scope="local")
             first = Tn - S
-            kvh = h // g
+            kvh = by // g
+            # every load of the thread first (its key columns, its value columns, its row's bias),
+            # so that the kernel waits for memory once
+            load_key(T.min(bx * ROWS + tx // L, Tn - 1), first, tx % L * C, kvh, past_k, new_k, kreg)
+            for k in T.unroll(VK):
+                load_values(bx, Tn, first, kvh, T.min(tx + k * W, D - 1), past_v, new_v, vreg, k)
+            st[2] = bias[bz, T.min(bx * ROWS + tx % ROWS, Tn - 1)]
             for k in range((L * C + W - 1) // W):
                 if tx + k * W < L * C:
-                    qs[tx + k * W] = T.if_then_else(tx + k * W < D, T.Cast("float32", Q[s, h * D + T.min(tx + k * W, D - 1)]) * T.float32(scale), T.float32(0))
+                    qs[tx + k * W] = T.if_then_else(tx + k * W < D, T.Cast("float32", Q[bz, by * D + T.min(tx + k * W, D - 1)]) * T.float32(scale), T.float32(0))
             T.tvm_storage_sync("shared")
-            acc[0] = T.float32(0)
-            if p * ROWS + tx // L < Tn:
-                key_dot(p * ROWS + tx // L, first, tx % L * C, C, kvh, past_k, new_k, qs, acc)
+            dot(tx % L * C, qs, kreg, acc)
             partial[tx] = acc[0]
             T.tvm_storage_sync("shared")
             if tx < ROWS:
-                st[1] = T.float32(0)
+                st[1] = st[2]
                 for lane in range(L):
                     st[1] = st[1] + partial[tx * L + lane]
-                sc[tx] = st[1] + bias[s, T.min(p * ROWS + tx, Tn - 1)]
+                sc[tx] = st[1]
             T.tvm_storage_sync("shared")
             if tx < ROWS:  # (each of the first ROWS threads finds m itself: ROWS reads, no more barriers)
                 st[0] = T.float32(lowest)
                 for r in range(ROWS):
-                    if p * ROWS + r < Tn:
+                    if bx * ROWS + r < Tn:
                         st[0] = T.max(st[0], sc[r])
-                ex[tx] = T.if_then_else(p * ROWS + tx < Tn, T.exp(sc[tx] - st[0]), T.float32(0))
+                ex[tx] = T.if_then_else(bx * ROWS + tx < Tn, T.exp(sc[tx] - st[0]), T.float32(0))
             T.tvm_storage_sync("shared")
             if tx == 0:
                 st[1] = T.float32(0)
                 for r in range(ROWS):
                     st[1] = st[1] + ex[r]
-                M[s, h, p] = st[0]
-                Lsum[s, h, p] = st[1]
-            for k in range((D + W - 1) // W):
+                M[bz, by, bx] = st[0]
+                Lsum[bz, by, bx] = st[1]
+            for k in T.unroll(VK):
                 if tx + k * W < D:
-                    value_sum(p, Tn, first, kvh, tx + k * W, past_v, new_v, ex, acc)
-                    O[s, h, p, tx + k * W] = acc[0]
+                    weigh(ex, vreg, k, acc)
+                    O[bz, by, bx, tx + k * W] = acc[0]
 
     return attention_parts.with_attr(ATTENTION_ATTR, spec.to_json("parts"))
 
@@ -233,6 +255,7 @@ def attention_combine_kernel(spec: Attention, cpu: bool = False):
     from tvm.script import tirx as T
 
     H, D, dt, MAX = spec.heads, spec.head_dim, spec.dtype, spec.max_len
+    U = parts(MAX) if parts(MAX) <= MAX_UNROLLED_PARTS else 4
     W = min(256, 32 * -(-D // 32))
     lowest = -3.4028234663852886e38
     attrs = {"tirx.noalias": True}
@@ -240,18 +263,20 @@ def attention_combine_kernel(spec: Attention, cpu: bool = False):
         attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "decode_attention"})
 
     @T.macro
-    def combine(s, h, d, P, O, M, Lsum, Y, st):  # four parts a step (their loads issue together; a part past P reads the last)
+    def combine(s, h, d, P, O, M, Lsum, Y, st):
+        # U parts a step, unrolled (their loads issue together; a part past P reads the last and
+        # weighs 0): every part in one step when the cache's parts are few
         st[0] = T.float32(lowest)
-        for p4 in range((P + 3) // 4):
-            for j in T.unroll(4):
-                st[0] = T.max(st[0], M[s, h, T.min(p4 * 4 + j, P - 1)])
+        for p4 in range((P + U - 1) // U):
+            for j in T.unroll(U):
+                st[0] = T.max(st[0], M[s, h, T.min(p4 * U + j, P - 1)])
         st[1] = T.float32(0)
         st[2] = T.float32(0)
-        for p4 in range((P + 3) // 4):
-            for j in T.unroll(4):
-                st[3] = T.if_then_else(p4 * 4 + j < P, T.exp(M[s, h, T.min(p4 * 4 + j, P - 1)] - st[0]), T.float32(0))
-                st[1] = st[1] + O[s, h, T.min(p4 * 4 + j, P - 1), d] * st[3]
-                st[2] = st[2] + Lsum[s, h, T.min(p4 * 4 + j, P - 1)] * st[3]
+        for p4 in range((P + U - 1) // U):
+            for j in T.unroll(U):
+                st[3] = T.if_then_else(p4 * U + j < P, T.exp(M[s, h, T.min(p4 * U + j, P - 1)] - st[0]), T.float32(0))
+                st[1] = st[1] + O[s, h, T.min(p4 * U + j, P - 1), d] * st[3]
+                st[2] = st[2] + Lsum[s, h, T.min(p4 * U + j, P - 1)] * st[3]
         Y[s, h * D + d] = T.Cast(dt, st[1] / st[2])
 
     @T.prim_func(private=True)

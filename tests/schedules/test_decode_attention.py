@@ -10,7 +10,7 @@ import relax_vk
 from relax_vk.analysis.reference import run_on_cpu
 from relax_vk.core.dims import with_dim_ranges
 from relax_vk.runtime import Session
-from relax_vk.schedules.decode_attention import ROWS, Attention, attention_combine_kernel, attention_parts_kernel, parts
+from relax_vk.schedules.decode_attention import MAX_UNROLLED_PARTS, ROWS, Attention, attention_combine_kernel, attention_parts_kernel, parts
 
 MAX = 80
 #: (S, T): one query over one key, parts cut inside and at their ends, a prompt whose first query
@@ -18,11 +18,11 @@ MAX = 80
 SIZES = [(1, 1), (1, 7), (1, ROWS + 1), (4, 4), (3, 70), (4, MAX)]
 
 
-def _module(spec: Attention):
+def _module(spec: Attention, rows: int = MAX):
     S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
     H, KV, D, dt = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype
     params = [relax.Var(name, relax.TensorType(shape, dt)) for name, shape in
-              [("q", (S, H * D)), ("past_k", (MAX, KV * D)), ("new_k", (S, KV * D)), ("past_v", (MAX, KV * D)), ("new_v", (S, KV * D))]]  # fmt: skip
+              [("q", (S, H * D)), ("past_k", (rows, KV * D)), ("new_k", (S, KV * D)), ("past_v", (rows, KV * D)), ("new_v", (S, KV * D))]]  # fmt: skip
     params.append(relax.Var("bias", relax.TensorType((S, T), "float32")))
     bb = relax.BlockBuilder()
     with bb.function("main", params):
@@ -34,12 +34,12 @@ def _module(spec: Attention):
                                                                   relax.TensorType((S, H, P), "float32")]))  # fmt: skip
             out = bb.emit_output(relax.call_tir(combine, [bb.emit(relax.TupleGetItem(found, i)) for i in range(3)], out_ty=relax.TensorType((S, H * D), dt)))
         bb.emit_func_output(out)
-    return with_dim_ranges(bb.get(), {"S": (1, 4), "T": (1, MAX)})
+    return with_dim_ranges(bb.get(), {"S": (1, 4), "T": (1, rows)})
 
 
 def _inputs(spec: Attention, S: int, T: int, rng):
-    H, KV, D = spec.heads, spec.kv_heads, spec.head_dim
-    arrays = [rng.standard_normal(shape).astype(spec.dtype) for shape in [(S, H * D), (MAX, KV * D), (S, KV * D), (MAX, KV * D), (S, KV * D)]]
+    H, KV, D, rows = spec.heads, spec.kv_heads, spec.head_dim, spec.max_len
+    arrays = [rng.standard_normal(shape).astype(spec.dtype) for shape in [(S, H * D), (rows, KV * D), (S, KV * D), (rows, KV * D), (S, KV * D)]]
     bias = np.where(rng.random((S, T)) < 0.3, -1e30, 0).astype(np.float32)
     if S > 1:
         bias[0] = -1e30  # (every key masked: the keys averaged, as transformers does)
@@ -74,6 +74,18 @@ def test_attention_over_parts_is_right_at_every_size(heads, kv_heads, head_dim, 
     session = Session(artifact, device=device)
     rng = np.random.default_rng(0)
     for S, T in SIZES:
+        args = _inputs(spec, S, T, rng)
+        np.testing.assert_allclose(session.run(args)[0], _reference(spec, *args), rtol=1e-5, atol=2e-6, err_msg=f"S={S} T={T}")
+
+
+def test_a_long_cache_combines_its_parts_four_at_a_time(pocl):
+    """Past MAX_UNROLLED_PARTS parts (1,300 rows: 41) the combination steps through them four at a
+    time, the last step cut."""
+    spec = Attention(4, 2, 64, 1300)
+    assert parts(spec.max_len) > MAX_UNROLLED_PARTS
+    session = Session(relax_vk.build(_module(spec, spec.max_len), "opencl").artifact(), device="pocl")
+    rng = np.random.default_rng(3)
+    for S, T in [(1, 1), (1, 129), (2, 1299), (1, 1300)]:
         args = _inputs(spec, S, T, rng)
         np.testing.assert_allclose(session.run(args)[0], _reference(spec, *args), rtol=1e-5, atol=2e-6, err_msg=f"S={S} T={T}")
 
