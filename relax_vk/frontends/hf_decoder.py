@@ -45,6 +45,7 @@ from ..core.provenance import record_model_ops
 from ..core.states import with_states
 from ..schedules.decode_attention import Attention, attention_combine_kernel, attention_parts_kernel
 from ..schedules.decode_attention import parts as key_parts
+from ..schedules.rotary import Rotary, rotary_kernel
 from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
 from .errors import ModelLoadError
 
@@ -353,6 +354,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             attention_parts = bb.add_func(attention_parts_kernel(attention), "attention_parts")
             attention_combine = bb.add_func(attention_combine_kernel(attention), "attention_combine")
             P = key_parts(T)  # the key rows in parts
+            rotary = bb.add_func(rotary_kernel(Rotary(c.heads, kv, hd, max_len, c.qk_norm, c.rms_eps, dtype)), "rotary")
             outputs = []
             for i in range(c.layers):
                 p = f"model.layers.{i}"
@@ -363,19 +365,14 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                         w.join([f"{p}.self_attn.{n}_proj.{part}" for n in "qk"], f"{p}.self_attn.qk_proj.{part}", sizes)
                 qk = linear(h, f"{p}.self_attn.qk_proj", c.hidden, (c.heads + kv) * hd, c.attention_bias)
                 v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
-                # (Qwen3's per-head q/k norms, each head's statistic in the same kernel, and) RoPE:
-                # one kernel for q's heads and one for k's, on the heads side by side
+                # (Qwen3's per-head q/k norms and) RoPE: one kernel for q's heads and k's
+                # (relax_vk.schedules.rotary)
                 op[0] = f"{p}.self_attn.rotary"
-
-                def norm_rope(which, first, heads, out=None):  # heads first .. first+heads-1 of qk
-                    args = [qk, cos, sin]
-                    if c.qk_norm:
-                        args += [w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype)]
-                    call = bb.call_te(_norm_rope(hd, c.rms_eps, dtype, c.qk_norm, first, heads), *args, primfunc_name_hint="norm_rope")
-                    return emit(call, name_hint=out) if out else e(call)
-
-                q = norm_rope("q", 0, c.heads)
-                new_k = norm_rope("k", c.heads, kv, out=f"new_k{i}")
+                norms = [w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype) for which in "qk"] if c.qk_norm else []
+                rotated = e(relax.call_tir(rotary, [qk, cos, sin] + norms,
+                                           out_ty=[relax.TensorType((S, c.heads * hd), dtype), relax.TensorType((S, kv * hd), dtype)]))  # fmt: skip
+                q = e(relax.TupleGetItem(rotated, 0))
+                new_k = emit(relax.TupleGetItem(rotated, 1), name_hint=f"new_k{i}")
                 outputs += [new_k, v]
                 op[0] = f"{p}.self_attn.attention"
                 # grouped-query attention (head h reads kv head h // g) over the cache's rows and this
@@ -413,73 +410,6 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
     mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
-
-
-def _norm_rope(hd: int, eps: float, dtype: str, norm: bool, first: int, heads: int):
-    """The TE of ``[S, ...] -> [S, heads*D]`` on heads ``first ..`` of ``x`` (heads of ``hd`` side
-    by side): each head's RMSNorm (``norm``: Qwen3's q/k norms, the weight the last argument;
-    computed as transformers does, in float32 and rounded to ``dtype`` before the weight) then RoPE,
-    ``y * cos + rotate_half(y) * sin`` (``apply_rotary_pos_emb``; ``cos``, ``sin`` ``[S, 1, D]``), in
-    one kernel: each head's sum of squares (four independent terms a step, as the attention sums),
-    then the elementwise part, whose rotation reads the head's other half with the same statistic."""
-    from tvm import te
-
-    half = hd // 2
-
-    def compute(x, cos, sin, *norm_args):
-        S = x.shape[0]
-        N = tirx.const(heads * hd, "int64")
-        D = tirx.const(hd, "int64")
-        base = tirx.const(first * hd, "int64")
-        (weight,) = norm_args if norm else (None,)
-        squares = None
-        if norm:
-            ways = _ways(hd)
-            part = D // ways
-            d = te.reduce_axis((tirx.const(0, "int64"), part), name="d")
-
-            def square(s, col):
-                v = x[s, base + col].astype("float32")
-                return v * v
-
-            squares = te.compute((S, tirx.const(heads, "int64")), lambda s, h: te.sum(_add([square(s, h * D + d + j * part) for j in range(ways)]), axis=d),
-                                 name="head_squares")  # fmt: skip
-
-        def normed(s, col, head, dd):  # (head, dd: col's head and place in it, passed as plain indices)
-            if not norm:
-                return x[s, base + col]
-            scale = tirx.rsqrt(squares[s, head] / tirx.const(float(hd), "float32") + tirx.const(float(eps), "float32"))
-            y = x[s, base + col].astype("float32") * scale
-            if dtype == "float32":
-                return y * weight[dd]
-            return y.astype(dtype) * weight[dd]
-
-        def value(s, col):
-            head, dd = col // D, col % D
-            pair = (dd + half) % D  # the same head's other half
-            other = normed(s, head * D + pair, head, pair)
-            rotated = tirx.Select(dd < half, -other, other)
-            return normed(s, col, head, dd) * cos[s, 0, dd] + rotated * sin[s, 0, dd]
-
-        return te.compute((S, N), value, name="norm_rope")
-
-    return compute
-
-
-#: independent terms a thread adds per step of a head's sum of squares (loads in flight together:
-#: each thread's sum is short, its chain of memory latencies is what takes the time)
-ATTENTION_WAYS = 4
-
-
-def _ways(length: int) -> int:
-    return ATTENTION_WAYS if length % ATTENTION_WAYS == 0 else 1
-
-
-def _add(terms):
-    total = terms[0]
-    for t in terms[1:]:
-        total = total + t
-    return total
 
 
 def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",
