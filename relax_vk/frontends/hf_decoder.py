@@ -208,7 +208,7 @@ class _Weights:
 
     def join(self, names: List[str], joined: str, shapes: List[Tuple[int, ...]]) -> None:
         """``joined`` (a name of no checkpoint) for the checkpoint's ``names`` side by side along their
-        first axis (linear layers' outputs: one matrix-vector product for two projections)."""
+        first axis (linear layers' outputs: one matrix-vector product for several projections)."""
         self.weights[joined] = np.concatenate([self.array(n, sh) for n, sh in zip(names, shapes)], axis=0)
 
     def __call__(self, name: str, shape: Tuple[int, ...], transpose: bool = False, dtype: str = "float32") -> relax.Constant:
@@ -359,20 +359,21 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             for i in range(c.layers):
                 p = f"model.layers.{i}"
                 h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
-                # q and k in one product, [S, (H + KV)*D]: q's columns, then k's
-                for part, sizes in (("weight", [(c.heads * hd, c.hidden), (kv * hd, c.hidden)]), ("bias", [(c.heads * hd,), (kv * hd,)])):
-                    if part == "weight" or c.attention_bias:
-                        w.join([f"{p}.self_attn.{n}_proj.{part}" for n in "qk"], f"{p}.self_attn.qk_proj.{part}", sizes)
-                qk = linear(h, f"{p}.self_attn.qk_proj", c.hidden, (c.heads + kv) * hd, c.attention_bias)
-                v = linear(h, f"{p}.self_attn.v_proj", c.hidden, kv * hd, c.attention_bias, out=f"new_v{i}")  # [S, KV*D]
-                # (Qwen3's per-head q/k norms and) RoPE: one kernel for q's heads and k's
-                # (relax_vk.schedules.rotary)
+                # q, k and v in one product, [S, (H + 2 KV)*D]: q's columns, then k's, then v's
+                sizes = {"q": c.heads * hd, "k": kv * hd, "v": kv * hd}
+                for part in ("weight", "bias") if c.attention_bias else ("weight",):
+                    w.join([f"{p}.self_attn.{n}_proj.{part}" for n in sizes], f"{p}.self_attn.qkv_proj.{part}",
+                           [(n, c.hidden) if part == "weight" else (n,) for n in sizes.values()])  # fmt: skip
+                qkv = linear(h, f"{p}.self_attn.qkv_proj", c.hidden, (c.heads + 2 * kv) * hd, c.attention_bias)
+                # (Qwen3's per-head q/k norms and) RoPE, q's heads and k's, and v handed on as a
+                # tensor of its own: one kernel (relax_vk.schedules.rotary)
                 op[0] = f"{p}.self_attn.rotary"
                 norms = [w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype) for which in "qk"] if c.qk_norm else []
-                rotated = e(relax.call_tir(rotary, [qk, cos, sin] + norms,
-                                           out_ty=[relax.TensorType((S, c.heads * hd), dtype), relax.TensorType((S, kv * hd), dtype)]))  # fmt: skip
+                rotated = e(relax.call_tir(rotary, [qkv, cos, sin] + norms,
+                                           out_ty=[relax.TensorType((S, c.heads * hd), dtype)] + [relax.TensorType((S, kv * hd), dtype)] * 2))  # fmt: skip
                 q = e(relax.TupleGetItem(rotated, 0))
                 new_k = emit(relax.TupleGetItem(rotated, 1), name_hint=f"new_k{i}")
+                v = emit(relax.TupleGetItem(rotated, 2), name_hint=f"new_v{i}")
                 outputs += [new_k, v]
                 op[0] = f"{p}.self_attn.attention"
                 # grouped-query attention (head h reads kv head h // g) over the cache's rows and this

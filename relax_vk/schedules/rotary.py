@@ -1,10 +1,11 @@
 """A decoder's rotary embedding of its queries and keys (with Qwen3's per-head RMSNorm first): one
-hand-scheduled kernel for both.
+hand-scheduled kernel for both, which also hands the values on.
 
-The q and k projections are one product, ``[S, (H + KV) * D]`` (q's heads, then k's). The kernel
-writes the rotated queries ``[S, H*D]`` and keys ``[S, KV*D]`` (the keys are the layer's new cache
-rows) from it in one launch: one workgroup per (head, token), over the ``H + KV`` heads, its threads
-on pairs ``(i, i + D/2)`` of the head -- the two values ``rotate_half`` mixes.
+The q, k and v projections are one product, ``[S, (H + 2 KV) * D]`` (q's heads, k's, v's). The
+kernel writes the rotated queries ``[S, H*D]``, the rotated keys ``[S, KV*D]`` and the values
+``[S, KV*D]`` (the keys and values are the layer's new cache rows, tensors of their own) from it in
+one launch: one workgroup per (head, token), over the ``H + 2 KV`` heads, its threads on pairs ``(i,
+i + D/2)`` of the head -- the two values ``rotate_half`` mixes; a value head's workgroup copies.
 
 Per head, as transformers computes it (``Qwen3Attention``, ``apply_rotary_pos_emb``):
 
@@ -61,9 +62,9 @@ class Rotary:
 
 
 def rotary_kernel(spec: Rotary, cpu: bool = False):
-    """``QK [S, (H+KV)*D]``, ``cos, sin [S, 1, D]`` (and, with ``norm``, the q and k norms' weights
-    ``[D]``) -> ``Q [S, H*D]``, ``K [S, KV*D]`` (module docstring). ``cpu``: the serial form for
-    llvm."""
+    """``QKV [S, (H+2KV)*D]``, ``cos, sin [S, 1, D]`` (and, with ``norm``, the q and k norms'
+    weights ``[D]``) -> ``Q [S, H*D]``, ``K [S, KV*D]``, ``V [S, KV*D]`` (module docstring).
+    ``cpu``: the serial form for llvm."""
     from tvm.script import tirx as T
 
     H, KV, D, dt, MAX, norm = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len, spec.norm
@@ -83,10 +84,13 @@ def rotary_kernel(spec: Rotary, cpu: bool = False):
         return T.Cast(dt, T.Cast("float32", v) * scale) * weight
 
     @T.macro
-    def rotate(s, head, i, a, b, scale, COS, SIN, QW, KW, QO, KO):  # the pair (i, i + D/2) of head, values a, b
+    def rotate(s, head, i, a, b, scale, COS, SIN, QW, KW, QO, KO, VO):  # the pair (i, i + D/2) of head, values a, b
         na = normed(a, i, head, scale, QW, KW)
         nb = normed(b, i + half, head, scale, QW, KW)
-        if head < H:
+        if head >= H + KV:
+            VO[s, (head - H - KV) * D + i] = a
+            VO[s, (head - H - KV) * D + i + half] = b
+        elif head < H:
             QO[s, head * D + i] = na * COS[s, 0, i] + -nb * SIN[s, 0, i]
             QO[s, head * D + i + half] = nb * COS[s, 0, i + half] + na * SIN[s, 0, i + half]
         else:
@@ -97,18 +101,18 @@ def rotary_kernel(spec: Rotary, cpu: bool = False):
         return T.rsqrt(total / T.float32(D) + T.float32(eps))
 
     @T.macro
-    def body(X, COS, SIN, QW, KW, QO, KO, S):
+    def body(X, COS, SIN, QW, KW, QO, KO, VO, S):
         if cpu:
             st = T.alloc_buffer((2,), "float32")  # (not one element: a one-element buffer at the root is a scalar llvm cannot lower)
-            for s, head in T.grid(S, H + KV):
+            for s, head in T.grid(S, H + 2 * KV):
                 st[0] = T.float32(0)
-                if norm:
+                if norm and head < H + KV:
                     for i in range(D):
                         st[0] = st[0] + T.Cast("float32", X[s, head * D + i]) * T.Cast("float32", X[s, head * D + i])
                 for i in range(half):
-                    rotate(s, head, i, X[s, head * D + i], X[s, head * D + i + half], scale_of(st[0]), COS, SIN, QW, KW, QO, KO)
+                    rotate(s, head, i, X[s, head * D + i], X[s, head * D + i + half], scale_of(st[0]), COS, SIN, QW, KW, QO, KO, VO)
         else:
-            bx = T.launch_thread("blockIdx.x", H + KV)
+            bx = T.launch_thread("blockIdx.x", H + 2 * KV)
             by = T.launch_thread("blockIdx.y", T.min(S, MAX))  # (= S: S <= MAX)
             tx = T.launch_thread("threadIdx.x", W)
             partial = T.alloc_buffer((W,), "float32", scope="shared")
@@ -118,7 +122,7 @@ def rotary_kernel(spec: Rotary, cpu: bool = False):
                 xr[k, 0] = X[by, bx * D + T.min(tx + k * W, half - 1)]
                 xr[k, 1] = X[by, bx * D + T.min(tx + k * W, half - 1) + half]
             st[1] = T.float32(0)
-            if norm:
+            if norm:  # (a value head's sum is not used: every workgroup reaches the barrier)
                 st[0] = T.float32(0)
                 for k in T.unroll(PK):
                     if tx + k * W < half:
@@ -129,33 +133,36 @@ def rotary_kernel(spec: Rotary, cpu: bool = False):
                     st[1] = st[1] + partial[j]
             for k in T.unroll(PK):
                 if tx + k * W < half:
-                    rotate(by, bx, tx + k * W, xr[k, 0], xr[k, 1], scale_of(st[1]), COS, SIN, QW, KW, QO, KO)
+                    rotate(by, bx, tx + k * W, xr[k, 0], xr[k, 1], scale_of(st[1]), COS, SIN, QW, KW, QO, KO, VO)
 
     if norm:
 
         @T.prim_func(private=True)
-        def rotary(x_h: T.handle, cos_h: T.handle, sin_h: T.handle, QW: T.Buffer((D,), dt), KW: T.Buffer((D,), dt), q_h: T.handle, k_h: T.handle):
+        def rotary(x_h: T.handle, cos_h: T.handle, sin_h: T.handle, QW: T.Buffer((D,), dt), KW: T.Buffer((D,), dt), q_h: T.handle, k_h: T.handle,
+                   v_h: T.handle):  # fmt: skip
             T.func_attr(attrs)
             S = T.int64()
-            X = T.match_buffer(x_h, (S, (H + KV) * D), dt)
+            X = T.match_buffer(x_h, (S, (H + 2 * KV) * D), dt)
             COS = T.match_buffer(cos_h, (S, 1, D), dt)
             SIN = T.match_buffer(sin_h, (S, 1, D), dt)
             QO = T.match_buffer(q_h, (S, H * D), dt)
             KO = T.match_buffer(k_h, (S, KV * D), dt)
-            body(X, COS, SIN, QW, KW, QO, KO, S)
+            VO = T.match_buffer(v_h, (S, KV * D), dt)
+            body(X, COS, SIN, QW, KW, QO, KO, VO, S)
 
     else:
 
         @T.prim_func(private=True)
-        def rotary(x_h: T.handle, cos_h: T.handle, sin_h: T.handle, q_h: T.handle, k_h: T.handle):
+        def rotary(x_h: T.handle, cos_h: T.handle, sin_h: T.handle, q_h: T.handle, k_h: T.handle, v_h: T.handle):
             T.func_attr(attrs)
             S = T.int64()
-            X = T.match_buffer(x_h, (S, (H + KV) * D), dt)
+            X = T.match_buffer(x_h, (S, (H + 2 * KV) * D), dt)
             COS = T.match_buffer(cos_h, (S, 1, D), dt)
             SIN = T.match_buffer(sin_h, (S, 1, D), dt)
             QO = T.match_buffer(q_h, (S, H * D), dt)
             KO = T.match_buffer(k_h, (S, KV * D), dt)
-            body(X, COS, SIN, None, None, QO, KO, S)
+            VO = T.match_buffer(v_h, (S, KV * D), dt)
+            body(X, COS, SIN, None, None, QO, KO, VO, S)
 
     return rotary.with_attr(ROTARY_ATTR, spec.to_json())
 

@@ -1,6 +1,7 @@
 """The decoder's rotary kernel (relax_vk.schedules.rotary): queries and keys rotated in one launch
-(with Qwen3's per-head RMSNorm first), right against numpy's transformers-style computation at every
-size of one artifact, on pocl and lavapipe, and in its CPU form."""
+(with Qwen3's per-head RMSNorm first) and the values handed on, right against numpy's
+transformers-style computation at every size of one artifact, on pocl and lavapipe, and in its CPU
+form."""
 
 import numpy as np
 import pytest
@@ -18,31 +19,31 @@ MAX = 16
 def _module(spec: Rotary, qw, kw):
     S = tirx.Var("S", "int64")
     H, KV, D, dt = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype
-    params = [relax.Var("qk", relax.TensorType((S, (H + KV) * D), dt)), relax.Var("cos", relax.TensorType((S, 1, D), dt)),
+    params = [relax.Var("qkv", relax.TensorType((S, (H + 2 * KV) * D), dt)), relax.Var("cos", relax.TensorType((S, 1, D), dt)),
               relax.Var("sin", relax.TensorType((S, 1, D), dt))]  # fmt: skip
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
             kernel = bb.add_func(rotary_kernel(spec), "rotary")
             norms = [relax.const(qw), relax.const(kw)] if spec.norm else []
-            both = bb.emit(relax.call_tir(kernel, params + norms, out_ty=[relax.TensorType((S, H * D), dt), relax.TensorType((S, KV * D), dt)]))
-            out = bb.emit_output(relax.Tuple([bb.emit(relax.TupleGetItem(both, j)) for j in range(2)]))
+            both = bb.emit(relax.call_tir(kernel, params + norms, out_ty=[relax.TensorType((S, H * D), dt)] + [relax.TensorType((S, KV * D), dt)] * 2))
+            out = bb.emit_output(relax.Tuple([bb.emit(relax.TupleGetItem(both, j)) for j in range(3)]))
         bb.emit_func_output(out)
     return with_dim_ranges(bb.get(), {"S": (1, MAX)})
 
 
-def _reference(spec: Rotary, qw, kw, qk, cos, sin):
+def _reference(spec: Rotary, qw, kw, qkv, cos, sin):
     """transformers' order: the norm in float32, rounded, times the weight in the dtype; the rotation
     in the dtype."""
     H, KV, D, dt = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype
-    S = qk.shape[0]
-    y = qk.reshape(S, H + KV, D)
+    S = qkv.shape[0]
+    y = qkv.reshape(S, H + 2 * KV, D)[:, : H + KV]
     if spec.norm:
         x = y.astype(np.float32)
         y = (x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(spec.eps))).astype(dt)
         y = (y * np.concatenate([np.tile(qw, (H, 1)), np.tile(kw, (KV, 1))])[None]).astype(dt)
     out = (y * cos + np.concatenate([-y[..., D // 2 :], y[..., : D // 2]], -1) * sin).astype(dt)
-    return out[:, :H].reshape(S, -1), out[:, H:].reshape(S, -1)
+    return out[:, :H].reshape(S, -1), out[:, H:].reshape(S, -1), qkv[:, (H + KV) * D :]
 
 
 #: tokens per call: one (decode), a few, the bound
@@ -58,12 +59,12 @@ def _case(spec: Rotary, seed: int):
 
 def _inputs(spec: Rotary, S: int, rng):
     H, KV, D = spec.heads, spec.kv_heads, spec.head_dim
-    return [rng.standard_normal(shape).astype(spec.dtype) for shape in [(S, (H + KV) * D), (S, 1, D), (S, 1, D)]]
+    return [rng.standard_normal(shape).astype(spec.dtype) for shape in [(S, (H + 2 * KV) * D), (S, 1, D), (S, 1, D)]]
 
 
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.parametrize("heads, kv_heads, head_dim, norm", [(4, 2, 64, True), (4, 2, 64, False), (6, 2, 80, True), (2, 1, 600, True)])
-def test_queries_and_keys_are_rotated_in_one_launch(heads, kv_heads, head_dim, norm, target, device, request):
+def test_queries_and_keys_are_rotated_and_values_handed_on_in_one_launch(heads, kv_heads, head_dim, norm, target, device, request):
     """Pairs on threads: a head of 64 (32 pairs: one warp), of 80 (40 pairs: threads past them idle)
     and of 600 (300 pairs: two a thread); with and without the per-head norm."""
     request.getfixturevalue(device)
