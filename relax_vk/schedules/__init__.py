@@ -25,12 +25,14 @@
    stores);
 7. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
    (unwindowed) reductions only;
-8. ``run_time_sums`` -- other dot products in kernels of run-time size (a decoder's attention
-   scores): outputs side by side, each sum split over a warp's lanes (:mod:`.run_time_sums`);
+8. ``run_time_sums`` -- other dot products in kernels of run-time size (attention scores over a
+   run-time length): outputs side by side, each sum split over a warp's lanes (:mod:`.run_time_sums`);
 9. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
    replaces dlight's ``gpu.Fallback``).
 
 Kernels with a trivial (extent-1) reduction skip the upstream rules: :mod:`.analysis` says why.
+Hand-scheduled kernels (``tirx.is_scheduled``: :mod:`.recurrence`, :mod:`.decode_attention`,
+:mod:`.rotary`) are left as they are; their serial CPU forms are found by :mod:`.cpu_forms`.
 
 TVM 0.27 then scalarises every vectorised texture store during lowering; relax_vk's TIR pipeline
 repairs them (:mod:`relax_vk.codegen.texture_stores`).

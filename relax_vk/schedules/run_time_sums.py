@@ -1,9 +1,10 @@
 """Sums over a static length in kernels of run-time size, no other rule's: each workgroup takes a
 few outputs and splits each output's sum over several threads.
 
-The safe schedule gives every output a thread that adds all of its terms alone. A decoder's
-attention then runs a few thousand threads, each a chain of dependent loads: a score walks a whole
-128-wide key row (the rows of neighbouring threads 4 KB apart), a value part 64 cached rows. Here,
+The safe schedule gives every output a thread that adds all of its terms alone. Attention over a
+run-time length then runs a few thousand threads, each a chain of dependent loads: a score walks a
+whole 128-wide key row (the rows of neighbouring threads 4 KB apart), a value part 64 cached rows
+(relax_vk's decoders have their own kernels for it now: :mod:`.decode_attention`). Here,
 as in the linear layers' schedule (:mod:`.linear`), the kernel's run-time output dims go to
 ``blockIdx``, its static ones give ``n`` and its sum ``k``: a workgroup takes consecutive outputs of
 ``n`` and splits their sums over partial-sum threads (``rfactor``), whose partials meet in workgroup
