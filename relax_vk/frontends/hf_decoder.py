@@ -49,9 +49,6 @@ from ..schedules.rotary import Rotary, rotary_kernel
 from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
 from .errors import ModelLoadError
 
-#: TVM's ``OpPatternKind.kOutEWiseFusable``: a reduction whose elementwise consumers fuse into it
-OUT_ELEMWISE_FUSABLE = 4
-
 #: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
 #: masked keys only (a padded query) must then softmax to a uniform row, which needs the max
 #: reduction to start at or below that value (TVM's OpenCL code started above it until
@@ -295,35 +292,26 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             def cast(x, to):
                 return x if x.ty.dtype == to else e(R.astype(x, to))
 
-            def normed(call):  # a folded norm's product: its epilogue fuses into it as a plain product's does
-                # (TVM gives a kernel of two reductions the opaque pattern; the sum of squares is a
-                # prologue of the product, whose output is a reduction's: outputs fuse elementwise)
-                gvar = call.args[0]
-                bb.update_func(gvar, bb.get()[gvar].with_attr("op_pattern", int(OUT_ELEMWISE_FUSABLE)))
-                return call
+            def rms_norm(x, name, size):
+                op[0] = name.rsplit(".weight", 1)[0]
+                if dtype == "float32":
+                    return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
+                # transformers: normalized in float32, rounded, then times the float16 weight
+                unit = relax.const(np.ones(size, np.float32))
+                return e(R.multiply(cast(e(R.nn.rms_norm(cast(x, "float32"), unit, axes=[-1], epsilon=c.rms_eps)), dtype), w(name, (size,), dtype=dtype)))
 
-            def packed_matmul(x, name, n_in, n_out, out_dtype, norm=None):  # x @ W.T with W 4-bit, summed in float32
-                if norm is not None:  # (x's RMSNorm folded in: every part sums the squares itself)
-                    outs = [e(normed(bb.call_te(_normed_matmul(n_in, c.rms_eps, fmt), x, norm, B, scales, primfunc_name_hint="matmul_int4_normed")))
-                            for fmt, _, B, scales in w.packed(name, (n_out, n_in), dtype)]  # fmt: skip
-                else:
-                    outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
-                            for fmt, _, B, scales in w.packed(name, (n_out, n_in), dtype)]  # fmt: skip
+            def matmul(a, b, out_dtype=dtype):  # accumulates in float32, rounds once
+                return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
+
+            def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
+                outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
+                        for fmt, _, B, scales in w.packed(name, (n_out, n_in), dtype)]  # fmt: skip
                 return outs[0] if len(outs) == 1 else e(R.concat(outs, axis=-1))
 
-            def norm_weight(name, size):  # an RMSNorm's weight, as the linear layers that fold it read it
-                op[0] = name.rsplit(".weight", 1)[0]
-                return w(name, (size,), dtype=dtype)
-
-            def linear(x, name, n_in, n_out, bias=False, out=None, norm=None):
-                """``x @ W.T (+ bias)``; ``norm``: the weight of an RMSNorm of ``x`` that the
-                layer computes itself (each workgroup its row's sum of squares: no kernel of its own)."""
+            def linear(x, name, n_in, n_out, bias=False, out=None):
                 op[0] = name
                 if quantize:
-                    y = packed_matmul(x, f"{name}.weight", n_in, n_out, "float32", norm)
-                elif norm is not None:
-                    y = e(normed(bb.call_te(_normed_matmul(n_in, c.rms_eps), x, norm, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype),
-                                            primfunc_name_hint="matmul_normed")))  # fmt: skip
+                    y = packed_matmul(x, f"{name}.weight", n_in, n_out, "float32")
                 else:
                     y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
                 if bias:
@@ -370,13 +358,13 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             outputs = []
             for i in range(c.layers):
                 p = f"model.layers.{i}"
-                h = norm_weight(f"{p}.input_layernorm.weight", c.hidden)  # (folded into the q/k/v product)
+                h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
                 # q, k and v in one product, [S, (H + 2 KV)*D]: q's columns, then k's, then v's
                 sizes = {"q": c.heads * hd, "k": kv * hd, "v": kv * hd}
                 for part in ("weight", "bias") if c.attention_bias else ("weight",):
                     w.join([f"{p}.self_attn.{n}_proj.{part}" for n in sizes], f"{p}.self_attn.qkv_proj.{part}",
                            [(n, c.hidden) if part == "weight" else (n,) for n in sizes.values()])  # fmt: skip
-                qkv = linear(x, f"{p}.self_attn.qkv_proj", c.hidden, (c.heads + 2 * kv) * hd, c.attention_bias, norm=h)
+                qkv = linear(h, f"{p}.self_attn.qkv_proj", c.hidden, (c.heads + 2 * kv) * hd, c.attention_bias)
                 # (Qwen3's per-head q/k norms and) RoPE, q's heads and k's, and v handed on as a
                 # tensor of its own: one kernel (relax_vk.schedules.rotary)
                 op[0] = f"{p}.self_attn.rotary"
@@ -399,23 +387,23 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 out = linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))
-                h = norm_weight(f"{p}.post_attention_layernorm.weight", c.hidden)  # (folded into gate and up)
-                gate = e(R.nn.silu(linear(x, f"{p}.mlp.gate_proj", c.hidden, c.intermediate, c.mlp_bias, norm=h)))
-                up = linear(x, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias, norm=h)
+                h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
+                gate = e(R.nn.silu(linear(h, f"{p}.mlp.gate_proj", c.hidden, c.intermediate, c.mlp_bias)))
+                up = linear(h, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias)
                 op[0] = f"{p}.mlp.act"
                 down = linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
                 op[0] = f"{p}.residual_mlp"
                 x = e(R.add(x, down))
             if logits == "last":  # (the head, the largest matmul, on one row)
                 x = e(R.take(x, last, axis=0))
-            final = norm_weight("model.norm.weight", c.hidden)  # (folded into the head)
+            x = rms_norm(x, "model.norm.weight", c.hidden)
             op[0] = "lm_head"
             if quantize:
-                head_logits = packed_matmul(x, table if tied else "lm_head.weight", c.hidden, c.vocab, "float32", final)
+                head_logits = packed_matmul(x, table if tied else "lm_head.weight", c.hidden, c.vocab, "float32")
             else:
                 if not tied:
                     head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
-                head_logits = e(normed(bb.call_te(_normed_matmul(c.hidden, c.rms_eps), x, final, head, primfunc_name_hint="matmul_normed")))
+                head_logits = matmul(x, head, "float32")
             scores = emit(R.reshape(head_logits, (1, S if logits == "all" else 1, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([scores] + outputs))
         bb.emit_func_output(result)
@@ -423,33 +411,6 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
     mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
-
-
-def _normed_matmul(K: int, eps: float, fmt: Optional[BlockwiseFormat] = None):
-    """The TE of ``rms_norm(x, g) @ W`` (``x`` ``[S, K]``, ``g`` ``[K]``; ``W`` ``[K, N]``, or 4-bit
-    blocks of ``fmt``), summed in float32: ``sum_k x[s, k] * rsqrt(mean_k x[s, k]^2 + eps) * g[k] *
-    W[k, n]``, the row's sum of squares a reduction of the same kernel (the linear layers' schedule
-    computes it in every workgroup, :mod:`relax_vk.schedules.linear`): the norm has no kernel of its
-    own. transformers rounds the normed row to float16 before a float16 matmul; this does not (within
-    the float16 bound the tests hold)."""
-    from tvm import te
-
-    def compute(x, g, *weights):
-        S = x.shape[0]
-        index = S.ty.dtype
-        k2 = te.reduce_axis((tirx.const(0, index), tirx.const(K, index)), name="k2")
-        squares = te.compute((S,), lambda s: te.sum(x[s, k2].astype("float32") * x[s, k2].astype("float32"), axis=k2), name="row_squares")
-        k = te.reduce_axis((tirx.const(0, index), tirx.const(K, index)), name="k")
-
-        def term(s, n):
-            scale = tirx.rsqrt(squares[s] / tirx.const(float(K), "float32") + tirx.const(float(eps), "float32"))
-            weight = fmt.weight(weights[0], weights[1], None, k, n) if fmt is not None else weights[0][k, n].astype("float32")
-            return x[s, k].astype("float32") * scale * g[k].astype("float32") * weight
-
-        N = fmt.N if fmt is not None else int(weights[0].shape[1])
-        return te.compute((S, tirx.const(N, index)), lambda s, n: te.sum(term(s, n), axis=k), name="matmul_normed")
-
-    return compute
 
 
 def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",

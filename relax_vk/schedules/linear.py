@@ -47,43 +47,15 @@ UNROLL_RUNS = 8
 UNROLL = 4  # a thread's terms per step of its loop
 
 
-def _is_row_statistic(block, rows, K) -> bool:
-    """Whether ``block`` is ``stat[s] += f(x[s, k])`` over the linear layer's rows and its ``K``
-    terms (an RMSNorm's sum of squares, which the epilogue reads)."""
-    ivs = block.iter_vars
-    if len(ivs) != 2 or [iv.iter_type for iv in ivs] != [tirx.IterVar.DataPar, tirx.IterVar.CommReduce]:
-        return False
-    extents = [iv.dom.extent for iv in ivs]
-    same_rows = extents[0].same_as(rows) or (isinstance(rows, tirx.IntImm) and isinstance(extents[0], tirx.IntImm) and int(rows) == int(extents[0]))
-    return same_rows and isinstance(extents[1], tirx.IntImm) and int(extents[1]) == int(K)
-
-
-def _main_and_statistics(func: tirx.PrimFunc):
-    """``(the linear layer's reduction, [row statistics])``, or None when the reductions are not
-    one of the first kind and any number of the second."""
-    reductions = [b for b in _blocks(func) if _is_reduction(b)]
-    main = [b for b in reductions if len(b.iter_vars) == 3]
-    if len(main) != 1:
-        return None
-    rows, _, red = (iv.dom.extent for iv in main[0].iter_vars)
-    stats = [b for b in reductions if b is not main[0] and not b.same_as(main[0])]
-    if not isinstance(red, tirx.IntImm) or not all(_is_row_statistic(b, rows, int(red)) for b in stats):
-        return None
-    return main[0], stats
-
-
 def is_run_time_linear(func: tirx.PrimFunc) -> bool:
-    """Whether ``func``'s reduction is ``out[s, n] += x[s, k] * w(k, n)`` with static ``K`` and
+    """Whether ``func``'s one reduction is ``out[s, n] += x[s, k] * w(k, n)`` with static ``K`` and
     ``N``, ``s`` over one run-time dim (or a single row: a matrix-vector product), ``x`` read at
     ``[s, k]`` itself, and ``w`` read from buffers of static shape: a ``[K, N]`` weight, or one
-    decoded from packed blocks as it is read (:mod:`relax_vk.frontends.blockwise`); beside it, row
-    statistics over the same terms that the terms read (an RMSNorm folded into the layer that
-    reads it, ``x[s, k] * rsqrt(squares[s] / K + eps) * g[k]``: each workgroup sums its row's squares
-    itself)."""
-    found = _main_and_statistics(func)
-    if found is None:
+    decoded from packed blocks as it is read (:mod:`relax_vk.frontends.blockwise`)."""
+    reductions = [b for b in _blocks(func) if _is_reduction(b)]
+    if len(reductions) != 1:
         return False
-    block = found[0]
+    block = reductions[0]
     ivs = block.iter_vars
     if len(ivs) != 3 or [iv.iter_type for iv in ivs] != [tirx.IterVar.DataPar, tirx.IterVar.DataPar, tirx.IterVar.CommReduce]:
         return False
@@ -91,7 +63,6 @@ def is_run_time_linear(func: tirx.PrimFunc) -> bool:
     if (isinstance(rows, tirx.IntImm) and int(rows) != 1) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
         return False
     x, weights = _operands(block)
-    weights = _weights(block, found[1])
     return len(x) == 1 and bool(weights) and all(all(isinstance(d, tirx.IntImm) for d in r.source.shape) for r in weights)
 
 
@@ -103,18 +74,12 @@ def _operands(block) -> tuple:
     return x, [r for r in block.reads if not any(r.same_as(a) for a in x)]
 
 
-def _weights(block, stats) -> list:
-    """The reduction's weight reads: its reads but ``x`` and the row statistics."""
-    produced = [st.writes[0].source for st in stats]
-    return [r for r in _operands(block)[1] if not any(r.source.same_as(b) for b in produced)]
-
-
-def _weights_run_along_k(block, stats=()) -> bool:
+def _weights_run_along_k(block) -> bool:
     """Whether consecutive ``k`` are adjacent in the weights' memory: the largest weight buffer the
     reduction reads has ``k`` in its last index (4-bit blocks ``[N, k_blocks, bytes]``; a float
     ``[K, N]`` weight has ``n`` there)."""
     k = block.iter_vars[2].var
-    weight = max(_weights(block, stats), key=lambda r: math.prod(int(d) for d in r.source.shape))
+    weight = max(_operands(block)[1], key=lambda r: math.prod(int(d) for d in r.source.shape))
     return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
 
 
@@ -124,12 +89,12 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
     if not is_run_time_linear(func):
         return None
     sch = s_tir.Schedule(func)
-    main, stats = _main_and_statistics(func)
-    names = [b.name_hint for b in _blocks(func) if not any(b.same_as(st) for st in stats)]
-    index = names.index(main.name_hint)
+    blocks = _blocks(func)
+    names = [b.name_hint for b in blocks]
+    index = next(i for i, b in enumerate(blocks) if _is_reduction(b))
     epilogue = inline_around(sch, names, index)
-    block = sch.get_sblock(main.name_hint)
-    along_k = _weights_run_along_k(main, stats)
+    block = sch.get_sblock(names[index])
+    along_k = _weights_run_along_k(blocks[index])
     s, n, k = sch.get_loops(block)
     N, K = int(sch.get(n).extent), int(sch.get(k).extent)
     if runs and along_k and K % (RUN * K_LANES // 2) == 0:
@@ -142,7 +107,6 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
         if count > MAX_UNROLLED_RUNS:
             lane_runs = sch.split(lane_runs, [None, divisor(count, UNROLL_RUNS)])[1]
         sch.unroll(lane_runs)
-        _row_statistics(sch, stats, block, lanes, "threadIdx.x")
         return sch.mod["main"]
     if along_k and K % K_LANES == 0:  # lanes (threadIdx.x) on consecutive k, outputs on threadIdx.y
         nt, ks, lanes, rows = divisor(N, K_OUTPUTS), K_LANES, "threadIdx.y", "threadIdx.x"
@@ -151,7 +115,6 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
         if nt < 4:
             return None
     partial = split_sum(sch, block, epilogue, n, k, nt, ks, lanes, rows)
-    _row_statistics(sch, stats, block, ks, rows)
     # UNROLL terms a thread adds in one step: their loads issued together (a thread's terms are a
     # chain of memory latencies otherwise: the sum of one output is short, its latency is not)
     term = sch.get_loops(partial)[-1]
@@ -159,18 +122,6 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
     if steps % UNROLL == 0 and steps > UNROLL:
         sch.unroll(sch.split(term, [None, UNROLL])[1])
     return sch.mod["main"]
-
-
-def _row_statistics(sch: s_tir.Schedule, stats, block, ks: int, part_threads: str) -> None:
-    """Each row statistic computed by every workgroup for its own row, before the sum: its terms
-    split over the ``ks`` partial-sum threads and combined across them (every thread holds the
-    total, which its terms read)."""
-    for stat in stats:
-        sb = sch.get_sblock(stat.name_hint)
-        sch.set_scope(sb, 0, "local")
-        sch.compute_at(sb, sch.get_loops(block)[0], preserve_unit_loops=True)
-        k = sch.get_loops(sb)[-1]
-        sch.bind(sch.split(k, [None, ks])[1], part_threads)
 
 
 def linear_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:

@@ -136,38 +136,3 @@ def test_4bit_weights_along_k_are_read_in_runs_on_vulkan(K, vulkan_lanes, target
     for rows in (1, 5):
         x = rng.standard_normal((rows, K)).astype("float32")
         np.testing.assert_allclose(session.run([x, packed.view("<u4"), scales])[0], x @ weight.T, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("quantized", [False, True])
-@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
-def test_an_rmsnorm_folded_into_the_layer_is_summed_in_every_workgroup(quantized, target, device, request):
-    """``rms_norm(x, g) @ W`` as one kernel (a decoder's norms: hf_decoder._normed_matmul): the row's
-    sum of squares is a second reduction, which every workgroup computes over the partial-sum threads
-    before the product; float and 4-bit weights, right at every row count."""
-    from relax_vk.frontends.blockwise import as_words, pack_symmetric, unpack
-    from relax_vk.frontends.hf_decoder import _normed_matmul
-
-    request.getfixturevalue(device)
-    K, N, eps = 256, 96, 1e-6
-    rng = np.random.default_rng(4)
-    g = (0.5 + rng.random(K)).astype("float32")
-    weight = rng.standard_normal((K, N)).astype("float32") * 0.1
-    x = relax.Var("x", relax.TensorType((S, K), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            if quantized:
-                fmt, B, scales = pack_symmetric(weight, bits=4, block=32, scale_dtype="float32")
-                weight = unpack(fmt, B, scales).astype("float32")
-                call = bb.call_te(_normed_matmul(K, eps, fmt), x, relax.const(g), relax.const(as_words(B)), relax.const(scales))
-            else:
-                call = bb.call_te(_normed_matmul(K, eps), x, relax.const(g), relax.const(weight))
-            out = bb.emit_output(call)
-        bb.emit_func_output(out)
-    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"S": (1, 8)}), target).artifact()
-    assert [k.get("schedule") for k in artifact.program["kernels"]] == ["linear"]
-    session = Session(artifact, device=device)
-    for rows in (1, 3, 8):
-        xs = rng.standard_normal((rows, K)).astype("float32")
-        want = (xs / np.sqrt((xs * xs).mean(-1, keepdims=True) + eps) * g) @ weight
-        np.testing.assert_allclose(session.run([xs])[0], want, rtol=1e-5, atol=2e-5)
