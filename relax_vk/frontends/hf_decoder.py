@@ -319,6 +319,27 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 y = R.astype(y, dtype) if dtype != "float32" else y
                 return emit(y, name_hint=out) if out else e(y)
 
+            def gated_mlp(x, name, n_in, n_out, bias):
+                """``silu(x @ gate.T + b) * (x @ up.T + b)``: both products summed together in one
+                kernel (a pair reduction, :func:`_gate_up`), SwiGLU its epilogue."""
+                op[0] = f"{name}.gate_proj"
+                weights = []
+                if quantize:
+                    packed = [w.packed(f"{name}.{which}_proj.weight", (n_out, n_in), dtype) for which in ("gate", "up")]
+                    if any(len(parts) != 1 for parts in packed):  # (a layer past one buffer binding: two products)
+                        gate = e(R.nn.silu(linear(x, f"{name}.gate_proj", n_in, n_out, bias)))
+                        return e(R.multiply(gate, linear(x, f"{name}.up_proj", n_in, n_out, bias)))
+                    formats = [parts[0][0] for parts in packed]
+                    weights = [t for parts in packed for t in parts[0][2:]]
+                else:
+                    formats = None
+                    weights = [w(f"{name}.{which}_proj.weight", (n_out, n_in), transpose=True, dtype=dtype) for which in ("gate", "up")]
+                if bias:
+                    weights += [w(f"{name}.{which}_proj.bias", (n_out,)) for which in ("gate", "up")]
+                out = e(bb.call_te(_gate_up(n_in, n_out, dtype, formats, bias), x, *weights, primfunc_name_hint="gate_up"))
+                op[0] = f"{name}.act"
+                return out
+
             # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
             tied = c.tie_embeddings and "lm_head.weight" not in weights
             table = "model.embed_tokens.weight"
@@ -388,10 +409,8 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))
                 h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
-                gate = e(R.nn.silu(linear(h, f"{p}.mlp.gate_proj", c.hidden, c.intermediate, c.mlp_bias)))
-                up = linear(h, f"{p}.mlp.up_proj", c.hidden, c.intermediate, c.mlp_bias)
-                op[0] = f"{p}.mlp.act"
-                down = linear(e(R.multiply(gate, up)), f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
+                act = gated_mlp(h, f"{p}.mlp", c.hidden, c.intermediate, c.mlp_bias)  # silu(gate) * up
+                down = linear(act, f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
                 op[0] = f"{p}.residual_mlp"
                 x = e(R.add(x, down))
             if logits == "last":  # (the head, the largest matmul, on one row)
@@ -411,6 +430,42 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
     mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
+
+
+def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]], bias: bool):
+    """The TE of a gated MLP's first half, ``silu(x @ G + bg) * (x @ U + bu)`` (``x`` ``[S, K]``;
+    ``G``, ``U`` ``[K, N]``, or 4-bit blocks of ``formats``; the biases when ``bias``): the two sums
+    are one pair reduction, so that one kernel reads ``x`` once for both and its epilogue holds a
+    gate and its up side by side. Each product rounds to ``dtype`` before SwiGLU, as transformers'
+    float16 model does."""
+    from tvm import te
+
+    def compute(x, *args):
+        S = x.shape[0]
+        index = S.ty.dtype
+        k = te.reduce_axis((tirx.const(0, index), tirx.const(K, index)), name="k")
+        pair = te.comm_reducer(lambda a, b: (a[0] + b[0], a[1] + b[1]), lambda t0, t1: (tirx.const(0.0, t0), tirx.const(0.0, t1)), name="pair_sum")
+        if formats is not None:
+            gate_w = lambda kk, n: formats[0].weight(args[0], args[1], None, kk, n)  # noqa: E731
+            up_w = lambda kk, n: formats[1].weight(args[2], args[3], None, kk, n)  # noqa: E731
+            biases = args[4:]
+        else:
+            gate_w = lambda kk, n: args[0][kk, n].astype("float32")  # noqa: E731
+            up_w = lambda kk, n: args[1][kk, n].astype("float32")  # noqa: E731
+            biases = args[2:]
+        gate, up = te.compute((S, tirx.const(N, index)), lambda s, n: pair((x[s, k].astype("float32") * gate_w(k, n), x[s, k].astype("float32") * up_w(k, n)), axis=k),
+                              name="gate_up")  # fmt: skip
+
+        def swiglu(s, n):
+            g, u = gate[s, n], up[s, n]
+            if bias:
+                g, u = g + biases[0][n].astype("float32"), u + biases[1][n].astype("float32")
+            g, u = g.astype(dtype), u.astype(dtype)
+            return g * tirx.sigmoid(g) * u
+
+        return te.compute((S, tirx.const(N, index)), swiglu, name="swiglu")
+
+    return compute
 
 
 def from_hf_decoder(path: str, max_len: int = 512, max_prompt: Optional[int] = None, dtype: str = "float32",

@@ -5,7 +5,8 @@ A workgroup takes ``nt`` consecutive outputs of the output loop ``n`` and splits
 (loop ``k``) over ``ks`` partial-sum threads: ``rfactor`` writes each thread's partial (accumulated
 in a register, stored once) to workgroup memory; then every thread of an output's column adds the
 ``ks`` partials in a register and applies the kernel's elementwise epilogue (a total accumulated in
-the output buffer itself would be a race). ``n`` and ``k`` split exactly (TVM's ``compute_at``
+the output buffer itself would be a race). A pair reduction (a gated MLP's gate and up summed
+together) has each of its outputs staged so. ``n`` and ``k`` split exactly (TVM's ``compute_at``
 drops the bounds check of a partial split of a factored reduction): the callers pick divisors.
 """
 
@@ -60,16 +61,21 @@ def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, outp
     sch.split(n, [None, nt])
     k_s = sch.split(k, [None, ks])[1] if run == 1 else sch.split(k, [None, ks, run])[1]
     partial = sch.rfactor(k_s, 0)
-    sch.set_scope(partial, 0, "shared")
+    outputs_of = len(sch.get(block).writes)  # (a tuple reduction, gate and up summed together, has two)
+    for i in range(outputs_of):
+        sch.set_scope(partial, i, "shared")
     total = sch.get_loops(block)  # the outer output loops, n_o, n_i, k_s
     bx = sch.fuse(*total[:-2]) if len(total) > 3 else total[0]
     n_i = total[-2]
     sch.bind(bx, "blockIdx.x")
     sch.bind(n_i, output_threads)
     if epilogue is None:
+        if outputs_of != 1:
+            raise ValueError("a tuple reduction needs an epilogue that combines its outputs")
         epilogue = sch.cache_write(block, 0, "local")
     else:
-        sch.set_scope(block, 0, "local")
+        for i in range(outputs_of):
+            sch.set_scope(block, i, "local")
     sch.reverse_compute_at(epilogue, n_i, preserve_unit_loops=True)
     _spread_epilogue(sch, epilogue, n_i, ks, part_threads)
     sch.compute_at(partial, bx, preserve_unit_loops=True)
@@ -83,7 +89,9 @@ def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, outp
     col = sch.fuse(*[outputs[i] for i in spanning]) if len(spanning) > 1 else outputs[spanning[0]]
     sch.bind(split, part_threads)
     sch.bind(col, output_threads)
-    local = sch.cache_write(partial, 0, "local")  # (accumulated in a register, stored once)
-    sch.reverse_compute_at(local, col, preserve_unit_loops=True)
+    # (accumulated in a register, stored once; a tuple's second output's store is made first, so
+    # that each store is its own block after the partial sum)
+    for local in [sch.cache_write(partial, i, "local") for i in reversed(range(outputs_of))]:
+        sch.reverse_compute_at(local, col, preserve_unit_loops=True)
     sch.decompose_reduction(partial, term[0])
     return partial

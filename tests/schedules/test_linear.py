@@ -136,3 +136,39 @@ def test_4bit_weights_along_k_are_read_in_runs_on_vulkan(K, vulkan_lanes, target
     for rows in (1, 5):
         x = rng.standard_normal((rows, K)).astype("float32")
         np.testing.assert_allclose(session.run([x, packed.view("<u4"), scales])[0], x @ weight.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_a_pair_of_products_summed_together_feeds_one_epilogue(quantized, target, device, request):
+    """A gated MLP's gate and up products as one pair reduction with SwiGLU as its epilogue
+    (hf_decoder._gate_up): both partial sums go through workgroup memory, and each output holds its
+    gate and up side by side; float and 4-bit weights (read in runs on Vulkan), right at every row
+    count."""
+    from relax_vk.frontends.blockwise import as_words, pack_symmetric, unpack
+    from relax_vk.frontends.hf_decoder import _gate_up
+
+    request.getfixturevalue(device)
+    K, N = 256, 64
+    rng = np.random.default_rng(5)
+    gate, up = (rng.standard_normal((2, K, N)) * 0.1).astype("float32")
+    x = relax.Var("x", relax.TensorType((S, K), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            if quantized:
+                packed = [pack_symmetric(m, bits=4, block=32, scale_dtype="float32") for m in (gate, up)]
+                gate, up = (unpack(*p).astype("float32") for p in packed)
+                weights = [t for fmt, B, scales in packed for t in (relax.const(as_words(B)), relax.const(scales))]
+                call = bb.call_te(_gate_up(K, N, "float32", [p[0] for p in packed], False), x, *weights)
+            else:
+                call = bb.call_te(_gate_up(K, N, "float32", None, False), x, relax.const(gate), relax.const(up))
+            out = bb.emit_output(call)
+        bb.emit_func_output(out)
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"S": (1, 8)}), target).artifact()
+    assert [k.get("schedule") for k in artifact.program["kernels"]] == ["linear"]
+    session = Session(artifact, device=device)
+    for rows in (1, 3, 8):
+        xs = rng.standard_normal((rows, K)).astype("float32")
+        g = xs @ gate
+        np.testing.assert_allclose(session.run([xs])[0], g / (1 + np.exp(-g)) * (xs @ up), rtol=1e-5, atol=1e-5)
