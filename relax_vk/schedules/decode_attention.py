@@ -13,7 +13,9 @@ g``) in the form flash-decoding uses: the keys are cut into parts of :data:`ROWS
 That is ``softmax(q . k / sqrt(D) + bias) . v`` exactly as the four kernels computed it (scores,
 softmax, value parts, the parts' sum), up to float32 rounding: a masked key's score is its bias,
 ``hf_decoder.MASKED``, so a query whose keys are all masked (a padded query) averages them, as
-transformers does. One launch pair per layer whatever ``T`` is, with ``ceil(T / ROWS)`` parts: the
+transformers does. (A float16 model's weights stay float32 here, where transformers rounds its
+probabilities to float16 before the values: within the float16 bound the decoders' tests hold.)
+One launch pair per layer whatever ``T`` is, with ``ceil(T / ROWS)`` parts: the
 grid grows with the context, and no thread's serial loop does.
 
 Key and value row ``t`` is read where it lies: the cache ``past`` (``[MAX, KV*D]``) below ``T - S``,
