@@ -78,12 +78,14 @@ def test_attention_over_parts_is_right_at_every_size(heads, kv_heads, head_dim, 
         np.testing.assert_allclose(session.run(args)[0], _reference(spec, *args), rtol=1e-5, atol=2e-6, err_msg=f"S={S} T={T}")
 
 
-def test_a_long_cache_combines_its_parts_four_at_a_time(pocl):
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_a_long_cache_combines_its_parts_four_at_a_time(target, device, request):
     """Past MAX_UNROLLED_PARTS parts (1,300 rows: 41) the combination steps through them four at a
     time, the last step cut."""
+    request.getfixturevalue(device)
     spec = Attention(4, 2, 64, 1300)
     assert parts(spec.max_len) > MAX_UNROLLED_PARTS
-    session = Session(relax_vk.build(_module(spec, spec.max_len), "opencl").artifact(), device="pocl")
+    session = Session(relax_vk.build(_module(spec, spec.max_len), target).artifact(), device=device)
     rng = np.random.default_rng(3)
     for S, T in [(1, 1), (1, 129), (2, 1299), (1, 1300)]:
         args = _inputs(spec, S, T, rng)
