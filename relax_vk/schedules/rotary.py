@@ -135,34 +135,30 @@ def rotary_kernel(spec: Rotary, cpu: bool = False):
                 if tx + k * W < half:
                     rotate(by, bx, tx + k * W, xr[k, 0], xr[k, 1], scale_of(st[1]), COS, SIN, QW, KW, QO, KO, VO)
 
-    if norm:
+    @T.macro
+    def signature(x_h, cos_h, sin_h, QW, KW, q_h, k_h, v_h):  # the buffers of both forms of the kernel
+        T.func_attr(attrs)
+        S = T.int64()
+        X = T.match_buffer(x_h, (S, (H + 2 * KV) * D), dt)
+        COS = T.match_buffer(cos_h, (S, 1, D), dt)
+        SIN = T.match_buffer(sin_h, (S, 1, D), dt)
+        QO = T.match_buffer(q_h, (S, H * D), dt)
+        KO = T.match_buffer(k_h, (S, KV * D), dt)
+        VO = T.match_buffer(v_h, (S, KV * D), dt)
+        body(X, COS, SIN, QW, KW, QO, KO, VO, S)
+
+    if norm:  # (the norms' weights are parameters only when there is a norm)
 
         @T.prim_func(private=True)
         def rotary(x_h: T.handle, cos_h: T.handle, sin_h: T.handle, QW: T.Buffer((D,), dt), KW: T.Buffer((D,), dt), q_h: T.handle, k_h: T.handle,
                    v_h: T.handle):  # fmt: skip
-            T.func_attr(attrs)
-            S = T.int64()
-            X = T.match_buffer(x_h, (S, (H + 2 * KV) * D), dt)
-            COS = T.match_buffer(cos_h, (S, 1, D), dt)
-            SIN = T.match_buffer(sin_h, (S, 1, D), dt)
-            QO = T.match_buffer(q_h, (S, H * D), dt)
-            KO = T.match_buffer(k_h, (S, KV * D), dt)
-            VO = T.match_buffer(v_h, (S, KV * D), dt)
-            body(X, COS, SIN, QW, KW, QO, KO, VO, S)
+            signature(x_h, cos_h, sin_h, QW, KW, q_h, k_h, v_h)
 
     else:
 
         @T.prim_func(private=True)
         def rotary(x_h: T.handle, cos_h: T.handle, sin_h: T.handle, q_h: T.handle, k_h: T.handle, v_h: T.handle):
-            T.func_attr(attrs)
-            S = T.int64()
-            X = T.match_buffer(x_h, (S, (H + 2 * KV) * D), dt)
-            COS = T.match_buffer(cos_h, (S, 1, D), dt)
-            SIN = T.match_buffer(sin_h, (S, 1, D), dt)
-            QO = T.match_buffer(q_h, (S, H * D), dt)
-            KO = T.match_buffer(k_h, (S, KV * D), dt)
-            VO = T.match_buffer(v_h, (S, KV * D), dt)
-            body(X, COS, SIN, None, None, QO, KO, VO, S)
+            signature(x_h, cos_h, sin_h, None, None, q_h, k_h, v_h)
 
     return rotary.with_attr(ROTARY_ATTR, spec.to_json())
 
