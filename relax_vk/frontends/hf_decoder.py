@@ -323,7 +323,6 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 """``silu(x @ gate.T + b) * (x @ up.T + b)``: both products summed together in one
                 kernel (a pair reduction, :func:`_gate_up`), SwiGLU its epilogue."""
                 op[0] = f"{name}.gate_proj"
-                weights = []
                 if quantize:
                     packed = [w.packed(f"{name}.{which}_proj.weight", (n_out, n_in), dtype) for which in ("gate", "up")]
                     if any(len(parts) != 1 for parts in packed):  # (a layer past one buffer binding: two products)
@@ -445,15 +444,15 @@ def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]
         index = S.ty.dtype
         k = te.reduce_axis((tirx.const(0, index), tirx.const(K, index)), name="k")
         pair = te.comm_reducer(lambda a, b: (a[0] + b[0], a[1] + b[1]), lambda t0, t1: (tirx.const(0.0, t0), tirx.const(0.0, t1)), name="pair_sum")
-        if formats is not None:
-            gate_w = lambda kk, n: formats[0].weight(args[0], args[1], None, kk, n)  # noqa: E731
-            up_w = lambda kk, n: formats[1].weight(args[2], args[3], None, kk, n)  # noqa: E731
-            biases = args[4:]
-        else:
-            gate_w = lambda kk, n: args[0][kk, n].astype("float32")  # noqa: E731
-            up_w = lambda kk, n: args[1][kk, n].astype("float32")  # noqa: E731
-            biases = args[2:]
-        gate, up = te.compute((S, tirx.const(N, index)), lambda s, n: pair((x[s, k].astype("float32") * gate_w(k, n), x[s, k].astype("float32") * up_w(k, n)), axis=k),
+        per_weight = 2 if formats is not None else 1  # (packed blocks and scales, or one matrix)
+        biases = args[2 * per_weight :]
+
+        def weight(j, kk, n):  # the gate's (j = 0) or the up's (1) W[kk, n], in float32
+            if formats is not None:
+                return formats[j].weight(args[2 * j], args[2 * j + 1], None, kk, n)
+            return args[j][kk, n].astype("float32")
+
+        gate, up = te.compute((S, tirx.const(N, index)), lambda s, n: pair(tuple(x[s, k].astype("float32") * weight(j, k, n) for j in range(2)), axis=k),
                               name="gate_up")  # fmt: skip
 
         def swiglu(s, n):
