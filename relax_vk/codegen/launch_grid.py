@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import tvm
 from tvm import tirx
-from tvm.tirx import stmt as S
-
 from tvm.sym import Analyzer
+from tvm.tirx import stmt as S
 
 from ..core.dims import largest_value
 from ..core.errors import LimitError
@@ -206,20 +205,25 @@ def _has(node, leaf) -> bool:
     return False
 
 
+def _has_sync(node) -> bool:
+    """Whether ``node`` holds a statement every thread of the workgroup must reach (:data:`_SYNCS`)."""
+    return _has(node, lambda n: _call_name(n) in _SYNCS)
+
+
 def _guard_work(node, cond):
     """``node`` run only where ``cond`` holds, but for its barriers: each largest run of statements
     without a barrier is guarded whole (an image store's loop over the texel's lanes stays one loop,
     as codegen.texture_stores reads it; :func:`_guard_run`), and declarations (bindings, buffers)
-    that statements after the run read stay unguarded. A statement with a barrier runs everywhere, its parts guarded
-    the same way: what it computes for a workgroup past the end is never stored."""
+    that statements after the run read stay unguarded. A statement with a barrier runs everywhere,
+    its parts guarded the same way: what it computes for a workgroup past the end is never stored."""
     if isinstance(node, (S.Bind, S.AllocBuffer, S.DeclBuffer)):
         return node
-    if not _has(node, lambda n: _call_name(n) in _SYNCS):
+    if not _has_sync(node):
         return S.IfThenElse(cond, node, None) if _has(node, _does_work) else node
     if isinstance(node, S.SeqStmt):
         out, run = [], []
         for k, child in enumerate(node.seq):
-            if _has(child, lambda n: _call_name(n) in _SYNCS):
+            if _has_sync(child):
                 out += _guard_run(run, node.seq[k:], cond)
                 out.append(_guard_work(child, cond))
                 run = []
