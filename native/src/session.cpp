@@ -55,51 +55,60 @@ int64_t eval_or_throw(const ShapeExpr& e, const Program& p, const std::vector<in
 
 }  // namespace
 
-RunShapes evaluate_shapes(const Program& p, const std::vector<int64_t>& dims) {
-    RunShapes r;
+void evaluate_shapes(const Program& p, const std::vector<int64_t>& dims, RunShapes& r) {
+    bool fresh = r.shapes.size() != p.tensors.size() || r.global.size() != p.steps.size();
+    if (fresh) {  // (sized once; later calls overwrite what depends on the dims, allocating nothing)
+        r = RunShapes();
+        r.shapes.resize(p.tensors.size());
+        r.bytes.resize(p.tensors.size());
+        r.scalars.resize(p.steps.size());
+        r.global.assign(p.steps.size(), {1, 1, 1});
+    }
     r.dims = dims;
-    for (const Tensor& t : p.tensors) {
-        std::vector<int64_t> shape = t.shape;
-        int64_t bytes = t.bytes;
-        if (!t.shape_expr.empty()) {
-            int64_t n = static_cast<int64_t>(dtype_size(t.dtype));
-            for (size_t a = 0; a < shape.size(); ++a) {
-                shape[a] = eval_or_throw(t.shape_expr[a], p, dims, [&] { return "tensor " + t.name + " axis " + std::to_string(a); });
-                if (shape[a] < 0 || __builtin_mul_overflow(n, shape[a], &n))
-                    throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims));
+    for (size_t ti = 0; ti < p.tensors.size(); ++ti) {
+        const Tensor& t = p.tensors[ti];
+        std::vector<int64_t>& shape = r.shapes[ti];
+        if (t.shape_expr.empty()) {
+            if (fresh) {
+                shape = t.shape;
+                r.bytes[ti] = t.bytes;
             }
-            bytes = n;
-            if (bytes > t.bytes)  // never: the exporter plans at the bound; a wrong bound must not write past the storage
-                throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims) +
-                                                    " is larger than the " + list_repr(t.shape) + " its storage is planned for");
+            continue;
         }
-        r.shapes.push_back(shape);
-        r.bytes.push_back(bytes);
-    }
-    for (const Step& s : p.steps) {
-        std::vector<int64_t> scalars;
-        std::array<size_t, 3> global{1, 1, 1};
-        if (s.op == Step::Launch) {
-            const Kernel* k = p.kernel(s.kernel);
-            for (const ScalarArg& a : s.scalars) {
-                int64_t v = eval_or_throw(a.value, p, dims, [&] { return "kernel " + s.kernel + " argument " + std::to_string(a.index); });
-                if (a.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
-                    throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + " argument " + std::to_string(a.index) + ": " + std::to_string(v) +
-                                                        " does not fit its int32 at " + dim_value_repr(p, dims));
-                scalars.push_back(v);
-            }
-            for (size_t i = 0; i < 3; ++i) {
-                int64_t g = s.global.empty() ? k->global[i] : eval_or_throw(s.global[i], p, dims, [&] { return "kernel " + s.kernel + " global size"; });
-                if (g < 0 || (k->local[i] && g % k->local[i]))
-                    throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + ": global size " + std::to_string(g) + " at " + dim_value_repr(p, dims) +
-                                                        " is not a multiple of its local size " + std::to_string(k->local[i]));
-                global[i] = static_cast<size_t>(g);
-            }
+        shape.resize(t.shape_expr.size());
+        int64_t n = static_cast<int64_t>(dtype_size(t.dtype));
+        for (size_t a = 0; a < shape.size(); ++a) {
+            shape[a] = eval_or_throw(t.shape_expr[a], p, dims, [&] { return "tensor " + t.name + " axis " + std::to_string(a); });
+            if (shape[a] < 0 || __builtin_mul_overflow(n, shape[a], &n))
+                throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims));
         }
-        r.scalars.push_back(scalars);
-        r.global.push_back(global);
+        if (n > t.bytes)  // never: the exporter plans at the bound; a wrong bound must not write past the storage
+            throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims) +
+                                                " is larger than the " + list_repr(t.shape) + " its storage is planned for");
+        r.bytes[ti] = n;
     }
-    return r;
+    for (size_t si = 0; si < p.steps.size(); ++si) {
+        const Step& s = p.steps[si];
+        if (s.op != Step::Launch) continue;
+        const Kernel* k = p.kernel(s.kernel);
+        std::vector<int64_t>& scalars = r.scalars[si];
+        scalars.resize(s.scalars.size());
+        for (size_t i = 0; i < s.scalars.size(); ++i) {
+            const ScalarArg& a = s.scalars[i];
+            int64_t v = eval_or_throw(a.value, p, dims, [&] { return "kernel " + s.kernel + " argument " + std::to_string(a.index); });
+            if (a.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
+                throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + " argument " + std::to_string(a.index) + ": " + std::to_string(v) +
+                                                    " does not fit its int32 at " + dim_value_repr(p, dims));
+            scalars[i] = v;
+        }
+        for (size_t i = 0; i < 3; ++i) {
+            int64_t g = s.global.empty() ? k->global[i] : eval_or_throw(s.global[i], p, dims, [&] { return "kernel " + s.kernel + " global size"; });
+            if (g < 0 || (k->local[i] && g % k->local[i]))
+                throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + ": global size " + std::to_string(g) + " at " + dim_value_repr(p, dims) +
+                                                    " is not a multiple of its local size " + std::to_string(k->local[i]));
+            r.global[si][i] = static_cast<size_t>(g);
+        }
+    }
 }
 
 Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move(artifact)), program_(artifact_->program) {
@@ -119,7 +128,7 @@ Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move
         outputs_device_.emplace_back(elements * dtype_size(t.dtype));
         outputs_host_.emplace_back(elements * dtype_size(t.host_dtype));
     }
-    if (program_.dims.empty()) shapes_ = evaluate_shapes(program_, {});
+    if (program_.dims.empty()) evaluate_shapes(program_, {}, shapes_);
 }
 
 // relax_vk.runtime.session.Session.check_inputs, for one input
@@ -238,7 +247,8 @@ void Session::run() {
     if (!program_.dims.empty()) {
         std::vector<int64_t> dims = bind_dims();
         if (shapes_.shapes.empty() || dims != shapes_.dims) {
-            shapes_ = evaluate_shapes(program_, dims);
+            evaluate_shapes(program_, dims, next_shapes_);  // (a refusal leaves shapes_ as it was)
+            std::swap(shapes_, next_shapes_);
             shapes_ready_ = false;
         }
     }

@@ -39,9 +39,13 @@ struct RunShapes {
     std::vector<std::array<size_t, 3>> global;  // per step (launches)
 };
 
-// RunShapes of `program` at `dims` (one value per Program::dims). Throws Error(RVK_ERROR_ARGUMENT)
-// when a size cannot be computed or a tensor would outgrow the storage planned at the bound.
-RunShapes evaluate_shapes(const Program& program, const std::vector<int64_t>& dims);
+// The RunShapes of `program` at `dims` (one value per Program::dims), into `shapes`: sized at the
+// first call, then only what depends on the dims is written again, allocating nothing (a decoder
+// changes its dims every token: Qwen3-0.6B's program took 0.22 ms a token on the H200's host when
+// each call made its vectors anew, 0.05-0.08 ms since). Throws Error(RVK_ERROR_ARGUMENT) when a
+// size cannot be computed or a tensor would outgrow the storage planned at the bound, with
+// `shapes` partly written.
+void evaluate_shapes(const Program& program, const std::vector<int64_t>& dims, RunShapes& shapes);
 
 class Session {
 public:
@@ -108,6 +112,7 @@ protected:
     std::string dims_text() const;
 
     RunShapes shapes_;  // the current run's sizes (RunShapes); for fixed shapes, set at load
+    RunShapes next_shapes_;  // the sizes a change of dims is evaluated into, then swapped with shapes_
     bool shapes_ready_ = false;  // shapes_changed() has seen shapes_
     std::shared_ptr<const Artifact> artifact_;
     Program program_;  // what is allocated (half texels may have become float texels)
