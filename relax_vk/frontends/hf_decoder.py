@@ -59,10 +59,11 @@ MASKED = -1.0e30
 #: ``quantize="int4"``: weights in blocks of this many along each dot product (llama.cpp's Q4_0 and
 #: ExecuTorch's ``linear_q4gsw`` default)
 INT4_BLOCK = 32
-#: the most packed bytes of one 4-bit weight tensor: 2**27, the buffer binding every Vulkan device
-#: and OpenCL allocation offers at least (a larger table, Qwen3-1.7B's 151,936 x 2,048 at 155 MB,
-#: is held in parts that the gather and the head read)
-INT4_PART_BYTES = 1 << 27
+#: the buffer binding every Vulkan device and OpenCL allocation offers at least (2**27 bytes)
+MIN_BINDING_BYTES = 1 << 27
+#: the most packed bytes of one 4-bit weight tensor (a larger table, Qwen3-1.7B's 151,936 x 2,048 at
+#: 155 MB, is held in parts that the gather and the head read)
+INT4_PART_BYTES = MIN_BINDING_BYTES
 
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
 
@@ -300,20 +301,23 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 unit = relax.const(np.ones(size, np.float32))
                 return e(R.multiply(cast(e(R.nn.rms_norm(cast(x, "float32"), unit, axes=[-1], epsilon=c.rms_eps)), dtype), w(name, (size,), dtype=dtype)))
 
-            def matmul(a, b, out_dtype=dtype):  # accumulates in float32, rounds once
-                return cast(e(R.matmul(a, b, out_dtype="float32")), out_dtype)
-
             def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
                 outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
                         for fmt, _, B, scales in w.packed(name, (n_out, n_in), dtype)]  # fmt: skip
                 return outs[0] if len(outs) == 1 else e(R.concat(outs, axis=-1))
+
+            def dense(x, name, n_in, n_out):  # x @ W.T with W float, summed in float32
+                if n_in * n_out * np.dtype(dtype).itemsize <= MIN_BINDING_BYTES:  # (W as the checkpoint has it: [out, in])
+                    return e(bb.call_te(_rows_times(n_in, n_out), x, w(name, (n_out, n_in), dtype=dtype), primfunc_name_hint="matmul"))
+                # (past one binding: a matmul, whose constant weight the compiler splits)
+                return e(R.matmul(x, w(name, (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
 
             def linear(x, name, n_in, n_out, bias=False, out=None):
                 op[0] = name
                 if quantize:
                     y = packed_matmul(x, f"{name}.weight", n_in, n_out, "float32")
                 else:
-                    y = e(R.matmul(x, w(f"{name}.weight", (n_out, n_in), transpose=True, dtype=dtype), out_dtype="float32"))
+                    y = dense(x, f"{name}.weight", n_in, n_out)
                 if bias:
                     y = e(R.add(y, w(f"{name}.bias", (n_out,))))
                 y = R.astype(y, dtype) if dtype != "float32" else y
@@ -332,7 +336,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                     weights = [t for parts in packed for t in parts[0][2:]]
                 else:
                     formats = None
-                    weights = [w(f"{name}.{which}_proj.weight", (n_out, n_in), transpose=True, dtype=dtype) for which in ("gate", "up")]
+                    weights = [w(f"{name}.{which}_proj.weight", (n_out, n_in), dtype=dtype) for which in ("gate", "up")]
                 if bias:
                     weights += [w(f"{name}.{which}_proj.bias", (n_out,)) for which in ("gate", "up")]
                 out = e(bb.call_te(_gate_up(n_in, n_out, dtype, formats, bias), x, *weights, primfunc_name_hint="gate_up"))
@@ -418,10 +422,10 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             op[0] = "lm_head"
             if quantize:
                 head_logits = packed_matmul(x, table if tied else "lm_head.weight", c.hidden, c.vocab, "float32")
-            else:
-                if not tied:
-                    head = w("lm_head.weight", (c.vocab, c.hidden), transpose=True, dtype=dtype)
-                head_logits = matmul(x, head, "float32")
+            elif not tied:
+                head_logits = dense(x, "lm_head.weight", c.hidden, c.vocab)
+            else:  # (the table both ends read, [H, V])
+                head_logits = e(R.matmul(x, head, out_dtype="float32"))
             scores = emit(R.reshape(head_logits, (1, S if logits == "all" else 1, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([scores] + outputs))
         bb.emit_func_output(result)
@@ -433,7 +437,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
 
 def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]], bias: bool):
     """The TE of a gated MLP's first half, ``silu(x @ G + bg) * (x @ U + bu)`` (``x`` ``[S, K]``;
-    ``G``, ``U`` ``[K, N]``, or 4-bit blocks of ``formats``; the biases when ``bias``): the two sums
+    ``G``, ``U`` float ``[N, K]`` (the checkpoint's layout), or 4-bit blocks of ``formats``; the biases when ``bias``): the two sums
     are one pair reduction, so that one kernel reads ``x`` once for both and its epilogue holds a
     gate and its up side by side. Each product rounds to ``dtype`` before SwiGLU, as transformers'
     float16 model does."""
@@ -447,10 +451,10 @@ def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]
         per_weight = 2 if formats is not None else 1  # (packed blocks and scales, or one matrix)
         biases = args[2 * per_weight :]
 
-        def weight(j, kk, n):  # the gate's (j = 0) or the up's (1) W[kk, n], in float32
+        def weight(j, kk, n):  # the gate's (j = 0) or the up's (1) W[kk, n], in float32 (a float W held [N, K])
             if formats is not None:
                 return formats[j].weight(args[2 * j], args[2 * j + 1], None, kk, n)
-            return args[j][kk, n].astype("float32")
+            return args[j][n, kk].astype("float32")
 
         gate, up = te.compute((S, tirx.const(N, index)), lambda s, n: pair(tuple(x[s, k].astype("float32") * weight(j, k, n) for j in range(2)), axis=k),
                               name="gate_up")  # fmt: skip
@@ -463,6 +467,23 @@ def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]
             return g * tirx.sigmoid(g) * u
 
         return te.compute((S, tirx.const(N, index)), swiglu, name="swiglu")
+
+    return compute
+
+
+def _rows_times(K: int, N: int):
+    """The TE of ``x @ W.T`` (``x`` ``[S, K]``, ``W`` float ``[N, K]``), summed in float32. ``W`` keeps
+    the checkpoint's layout, each output's ``K`` weights side by side: the linear layers' schedule
+    then gives each output's sum to the lanes of a warp, reading runs of adjacent weights, as it
+    reads 4-bit blocks (:mod:`relax_vk.schedules.linear`). Transposed to ``[K, N]`` (a matmul's
+    layout) a warp read one weight of 32 outputs per step."""
+    from tvm import te
+
+    def compute(x, W):
+        S = x.shape[0]
+        index = S.ty.dtype
+        k = te.reduce_axis((tirx.const(0, index), tirx.const(K, index)), name="k")
+        return te.compute((S, tirx.const(N, index)), lambda s, n: te.sum(x[s, k].astype("float32") * W[n, k].astype("float32"), axis=k), name="matmul")
 
     return compute
 

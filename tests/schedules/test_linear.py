@@ -162,7 +162,7 @@ def test_a_pair_of_products_summed_together_feeds_one_epilogue(quantized, target
                 weights = [t for fmt, B, scales in packed for t in (relax.const(as_words(B)), relax.const(scales))]
                 call = bb.call_te(_gate_up(K, N, "float32", [p[0] for p in packed], False), x, *weights)
             else:
-                call = bb.call_te(_gate_up(K, N, "float32", None, False), x, relax.const(gate), relax.const(up))
+                call = bb.call_te(_gate_up(K, N, "float32", None, False), x, *(relax.const(np.ascontiguousarray(m.T)) for m in (gate, up)))
             out = bb.emit_output(call)
         bb.emit_func_output(out)
     artifact = relax_vk.build(with_dim_ranges(bb.get(), {"S": (1, 8)}), target).artifact()
@@ -172,3 +172,28 @@ def test_a_pair_of_products_summed_together_feeds_one_epilogue(quantized, target
         xs = rng.standard_normal((rows, K)).astype("float32")
         g = xs @ gate
         np.testing.assert_allclose(session.run([xs])[0], g / (1 + np.exp(-g)) * (xs @ up), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_float_weights_in_the_checkpoint_layout_are_summed_along_k(target, device, request):
+    """A decoder's float ``x @ W.T`` with ``W`` kept ``[N, K]`` (hf_decoder._rows_times): the
+    schedule's lanes split each output's sum and read adjacent weights (in runs on Vulkan), as for
+    4-bit blocks; right at every row count."""
+    from relax_vk.frontends.hf_decoder import _rows_times
+
+    request.getfixturevalue(device)
+    K, N = 512, 48
+    weight = (np.random.default_rng(6).standard_normal((N, K)) * 0.1).astype("float32")
+    x = relax.Var("x", relax.TensorType((S, K), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.call_te(_rows_times(K, N), x, relax.const(weight)))
+        bb.emit_func_output(out)
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"S": (1, 8)}), target).artifact()
+    (kernel,) = artifact.program["kernels"]
+    assert kernel["schedule"] == "linear" and kernel["local"][1] == 8  # (outputs on y, lanes on x along k)
+    session = Session(artifact, device=device)
+    for rows in (1, 3, 8):
+        xs = np.random.default_rng(rows).standard_normal((rows, K)).astype("float32")
+        np.testing.assert_allclose(session.run([xs])[0], xs @ weight.T, rtol=1e-5, atol=1e-5)
