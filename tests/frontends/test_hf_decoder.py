@@ -184,6 +184,27 @@ def test_int4_tables_past_one_binding_are_held_in_parts(decoder, monkeypatch, re
     assert result.tokens == [int(np.argmax(reference[len(PROMPT) - 1 + i])) for i in range(8)]
 
 
+def test_float_weights_past_one_binding_stay_matmuls_the_compiler_splits(decoder, monkeypatch, request):
+    """A float weight past ``MIN_BINDING_BYTES`` (here 2 KiB: every layer's) is not read in the
+    checkpoint's ``[out, in]`` layout by a kernel of the decoder's own but is a matmul against its
+    transpose, whose constant weight the compiler splits under a binding; the logits equal
+    transformers' as with the kernels of the decoder's own."""
+    from relax_vk.frontends import hf_decoder
+
+    folder, model = decoder
+    target, device = ("vulkan", "lavapipe") if model.config.model_type == "llama" else ("opencl", "pocl")
+    request.getfixturevalue(device)
+    monkeypatch.setattr(hf_decoder, "MIN_BINDING_BYTES", 2048)
+    mod, _ = load_model(folder, dims={"T": (1, 16), "S": (1, 8)})
+    names = [gv.name_hint for gv in mod.functions]
+    assert not any(n.startswith("matmul") for n in names) and any("gate_up" in n for n in names)  # (the pair keeps its kernel)
+    result = Generator(Session(relax_vk.build(mod, target).artifact(), device=device)).generate(PROMPT, 4, keep_logits=True)
+    reference = _reference(model, PROMPT + result.tokens)
+    for step, logits in enumerate(result.logits):
+        ref = reference[len(PROMPT) - 1 + step]
+        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+
+
 def test_last_token_logits_only(decoder, pocl):
     """``logits="last"``: each call returns its last token's logits ``[1, 1, V]``, the head
     computed on that row only (a matrix-vector product: the linear schedule), equal to
