@@ -3,6 +3,7 @@
 // binding of the dims from the inputs' shapes with their declared ranges checked.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -38,6 +39,11 @@ public:
     // The value at `dims`; throws std::domain_error on a division by zero or an int64 overflow.
     int64_t eval(const std::vector<int64_t>& dims) const;
     std::string repr(const std::vector<DimRange>& dims) const;
+    // An order on expressions (node by node): equal expressions are equivalent (ShapePlan's interning).
+    bool operator<(const ShapeExpr& other) const {
+        return std::lexicographical_compare(nodes_.begin(), nodes_.end(), other.nodes_.begin(), other.nodes_.end(),
+                                            [](const Node& a, const Node& b) { return a.kind != b.kind ? a.kind < b.kind : a.value < b.value; });
+    }
 
 private:
     explicit ShapeExpr(std::vector<Node> nodes) : nodes_(std::move(nodes)) {}

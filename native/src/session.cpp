@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <stdexcept>
 
 namespace rvk {
@@ -55,7 +56,28 @@ int64_t eval_or_throw(const ShapeExpr& e, const Program& p, const std::vector<in
 
 }  // namespace
 
-void evaluate_shapes(const Program& p, const std::vector<int64_t>& dims, RunShapes& r) {
+ShapePlan::ShapePlan(const Program& p) {
+    std::map<ShapeExpr, int> index;
+    auto intern = [&](const ShapeExpr& e) {
+        auto [at, fresh] = index.emplace(e, static_cast<int>(exprs.size()));
+        if (fresh) exprs.push_back(&e);
+        return at->second;
+    };
+    for (const Tensor& t : p.tensors) {
+        axes.emplace_back();
+        for (const ShapeExpr& e : t.shape_expr) axes.back().push_back(intern(e));
+    }
+    for (const Step& s : p.steps) {
+        scalars.emplace_back();
+        global.emplace_back();
+        kernels.push_back(s.op == Step::Launch ? p.kernel(s.kernel) : nullptr);
+        if (s.op != Step::Launch) continue;
+        for (const ScalarArg& a : s.scalars) scalars.back().push_back(intern(a.value));
+        for (const ShapeExpr& e : s.global) global.back().push_back(intern(e));
+    }
+}
+
+void evaluate_shapes(const Program& p, const ShapePlan& plan, const std::vector<int64_t>& dims, RunShapes& r) {
     bool fresh = r.shapes.size() != p.tensors.size() || r.global.size() != p.steps.size();
     if (fresh) {  // (sized once; later calls overwrite what depends on the dims, allocating nothing)
         r = RunShapes();
@@ -65,20 +87,33 @@ void evaluate_shapes(const Program& p, const std::vector<int64_t>& dims, RunShap
         r.global.assign(p.steps.size(), {1, 1, 1});
     }
     r.dims = dims;
+    // every distinct expression once; one that cannot be computed is evaluated again where it is
+    // first used, for the error that names that use
+    std::vector<int64_t> values(plan.exprs.size());
+    std::vector<char> failed(plan.exprs.size(), 0);
+    for (size_t j = 0; j < plan.exprs.size(); ++j) {
+        try {
+            values[j] = plan.exprs[j]->eval(dims);
+        } catch (const std::domain_error&) {
+            failed[j] = 1;
+        }
+    }
+    auto value = [&](int j, auto what) { return failed[static_cast<size_t>(j)] ? eval_or_throw(*plan.exprs[static_cast<size_t>(j)], p, dims, what) : values[static_cast<size_t>(j)]; };
     for (size_t ti = 0; ti < p.tensors.size(); ++ti) {
         const Tensor& t = p.tensors[ti];
         std::vector<int64_t>& shape = r.shapes[ti];
-        if (t.shape_expr.empty()) {
+        const std::vector<int>& axes = plan.axes[ti];
+        if (axes.empty()) {
             if (fresh) {
                 shape = t.shape;
                 r.bytes[ti] = t.bytes;
             }
             continue;
         }
-        shape.resize(t.shape_expr.size());
+        shape.resize(axes.size());
         int64_t n = static_cast<int64_t>(dtype_size(t.dtype));
         for (size_t a = 0; a < shape.size(); ++a) {
-            shape[a] = eval_or_throw(t.shape_expr[a], p, dims, [&] { return "tensor " + t.name + " axis " + std::to_string(a); });
+            shape[a] = value(axes[a], [&] { return "tensor " + t.name + " axis " + std::to_string(a); });
             if (shape[a] < 0 || __builtin_mul_overflow(n, shape[a], &n))
                 throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": shape " + list_repr(shape) + " at " + dim_value_repr(p, dims));
         }
@@ -89,20 +124,20 @@ void evaluate_shapes(const Program& p, const std::vector<int64_t>& dims, RunShap
     }
     for (size_t si = 0; si < p.steps.size(); ++si) {
         const Step& s = p.steps[si];
-        if (s.op != Step::Launch) continue;
-        const Kernel* k = p.kernel(s.kernel);
+        const Kernel* k = plan.kernels[si];
+        if (!k) continue;
         std::vector<int64_t>& scalars = r.scalars[si];
         scalars.resize(s.scalars.size());
         for (size_t i = 0; i < s.scalars.size(); ++i) {
             const ScalarArg& a = s.scalars[i];
-            int64_t v = eval_or_throw(a.value, p, dims, [&] { return "kernel " + s.kernel + " argument " + std::to_string(a.index); });
+            int64_t v = value(plan.scalars[si][i], [&] { return "kernel " + s.kernel + " argument " + std::to_string(a.index); });
             if (a.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
                 throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + " argument " + std::to_string(a.index) + ": " + std::to_string(v) +
                                                     " does not fit its int32 at " + dim_value_repr(p, dims));
             scalars[i] = v;
         }
         for (size_t i = 0; i < 3; ++i) {
-            int64_t g = s.global.empty() ? k->global[i] : eval_or_throw(s.global[i], p, dims, [&] { return "kernel " + s.kernel + " global size"; });
+            int64_t g = plan.global[si].empty() ? k->global[i] : value(plan.global[si][i], [&] { return "kernel " + s.kernel + " global size"; });
             if (g < 0 || (k->local[i] && g % k->local[i]))
                 throw Error(RVK_ERROR_ARGUMENT, "kernel " + s.kernel + ": global size " + std::to_string(g) + " at " + dim_value_repr(p, dims) +
                                                     " is not a multiple of its local size " + std::to_string(k->local[i]));
@@ -128,7 +163,8 @@ Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move
         outputs_device_.emplace_back(elements * dtype_size(t.dtype));
         outputs_host_.emplace_back(elements * dtype_size(t.host_dtype));
     }
-    if (program_.dims.empty()) evaluate_shapes(program_, {}, shapes_);
+    plan_ = ShapePlan(program_);
+    if (program_.dims.empty()) evaluate_shapes(program_, plan_, {}, shapes_);
 }
 
 // relax_vk.runtime.session.Session.check_inputs, for one input
@@ -247,7 +283,7 @@ void Session::run() {
     if (!program_.dims.empty()) {
         std::vector<int64_t> dims = bind_dims();
         if (shapes_.shapes.empty() || dims != shapes_.dims) {
-            evaluate_shapes(program_, dims, next_shapes_);  // (a refusal leaves shapes_ as it was)
+            evaluate_shapes(program_, plan_, dims, next_shapes_);  // (a refusal leaves shapes_ as it was)
             std::swap(shapes_, next_shapes_);
             shapes_ready_ = false;
         }

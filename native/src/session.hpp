@@ -39,13 +39,26 @@ struct RunShapes {
     std::vector<std::array<size_t, 3>> global;  // per step (launches)
 };
 
+// Each distinct expression of a program's sizes once, and where each is used: a decoder's hundreds
+// of tensor axes, integer arguments and grids hold a handful of expressions, which evaluate_shapes
+// then evaluates once each. Points into the program it was made from.
+struct ShapePlan {
+    ShapePlan() = default;
+    explicit ShapePlan(const Program& program);
+    std::vector<const ShapeExpr*> exprs;
+    std::vector<std::vector<int>> axes;     // per tensor: its axes' expressions (empty: a fixed shape)
+    std::vector<std::vector<int>> scalars;  // per step: its integer arguments' expressions
+    std::vector<std::vector<int>> global;   // per step: its global size's three (empty: the kernel's)
+    std::vector<const Kernel*> kernels;     // per step: the kernel it launches (null: a copy)
+};
+
 // The RunShapes of `program` at `dims` (one value per Program::dims), into `shapes`: sized at the
 // first call, then only what depends on the dims is written again, allocating nothing (a decoder
 // changes its dims every token: Qwen3-0.6B's program took 0.22 ms a token on the H200's host when
 // each call made its vectors anew, 0.05-0.08 ms since). Throws Error(RVK_ERROR_ARGUMENT) when a
 // size cannot be computed or a tensor would outgrow the storage planned at the bound, with
 // `shapes` partly written.
-void evaluate_shapes(const Program& program, const std::vector<int64_t>& dims, RunShapes& shapes);
+void evaluate_shapes(const Program& program, const ShapePlan& plan, const std::vector<int64_t>& dims, RunShapes& shapes);
 
 class Session {
 public:
@@ -116,6 +129,7 @@ protected:
     bool shapes_ready_ = false;  // shapes_changed() has seen shapes_
     std::shared_ptr<const Artifact> artifact_;
     Program program_;  // what is allocated (half texels may have become float texels)
+    ShapePlan plan_;   // program_'s size expressions (made once program_ is final)
     bool can_profile_ = false;
     bool profiling_ = false;
 

@@ -135,6 +135,24 @@ def test_artifacts_with_bad_run_time_dims_are_refused(artifact, change, message)
         load(_damaged(artifact, change), device="pocl")
 
 
+def test_a_size_that_cannot_be_computed_is_named_and_leaves_the_session_as_it_was(artifact):
+    """A size expression that divides by zero at some dims (here the output's second axis,
+    ``width // (width - 10)``, which is ``width // 2`` at 12) refuses that run naming the tensor,
+    its axis, the expression and the dims; the session keeps the sizes of its last run and runs
+    again as before."""
+    out_id = artifact.program["outputs"][0]
+    damaged = _damaged(artifact, lambda p: p["tensors"][out_id]["shape_expr"].__setitem__(1, ["floordiv", "width", ["-", "width", 10]]))
+    session, reference = load(damaged, device="pocl"), load(artifact, device="pocl")
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((1, 3, 16, 12)).astype(np.float32), rng.standard_normal((1, 8, 16, 12)).astype(np.float32)
+    want = reference.run([x, y])[0]
+    np.testing.assert_array_equal(session.run([x, y])[0], want)
+    name = artifact.program["tensors"][out_id]["name"]
+    with pytest.raises(ValueError, match=rf"tensor {name} axis 1: floordiv\(width, \(width - 10\)\) at width=10 is a division by zero"):
+        session.run([x[..., :10], y[..., :10]])
+    np.testing.assert_array_equal(session.run([x, y])[0], want)
+
+
 def test_front_door_syntax_and_missing_ranges(model_path):
     assert parse_input_shape("x=1,3,48,W") == ("x", (1, 3, 48, "W"))
     assert parse_dim("W=32:1280") == ("W", (32, 1280))
