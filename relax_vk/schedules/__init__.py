@@ -24,7 +24,7 @@
 6. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
    stores);
 7. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
-   (unwindowed) reductions only, and not a single sum of fewer than ``analysis.MIN_TERMS`` terms;
+   (unwindowed) reductions only;
 8. ``run_time_sums`` -- other dot products in kernels of run-time size (attention scores over a
    run-time length): outputs side by side, each sum split over a warp's lanes (:mod:`.run_time_sums`);
 9. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
@@ -45,7 +45,7 @@ from typing import List
 import tvm
 from tvm.s_tir import dlight as dl
 
-from .analysis import has_trivial_reduction, is_short_sum, reductions_are_plain
+from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .linear import linear_rule
@@ -77,13 +77,8 @@ def _only_if(predicate, rule):
     return lambda func, target: rule(func, target) if predicate(func) else None
 
 
-def _trivial_or_short(func) -> bool:
-    return has_trivial_reduction(func) or is_short_sum(func)
-
-
 # the upstream rules never see a kernel with a trivial reduction, and the generic reduction rules
-# only plain (unwindowed) reductions: both produce wrong numbers otherwise; nor sums of a few terms,
-# which they give a workgroup per output (.analysis)
+# only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis)
 RULES: List[Rule] = [
     ("conv2d", conv2d_rule),
     ("winograd", winograd_rule),
@@ -95,8 +90,8 @@ RULES: List[Rule] = [
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),
     ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
-    ("gpu.reduction", _unless(_trivial_or_short, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),
-    ("gpu.general_reduction", _unless(_trivial_or_short, _only_if(reductions_are_plain, _dlight(dl.gpu.GeneralReduction())))),
+    ("gpu.reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),
+    ("gpu.general_reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.GeneralReduction())))),
     ("run_time_sums", _unless(has_trivial_reduction, run_time_sums_rule)),
 ]
 

@@ -7,14 +7,6 @@ Two upstream defects found by relax_vk's differential fuzzer decide what is aske
   map) becomes a block with spatial iter vars and an ``init``; ``reverse_compute_inline`` then folds
   a following bias add into *both* the init and the update, counting it twice. Kernels with such a
   block go straight to the safe schedule (:func:`has_trivial_reduction`).
-* **short sums.** ``gpu.Reduction`` / ``GeneralReduction`` give each output a workgroup whose
-  threads split its sum; for a product summing a few terms (attention scores over a head of 8 at
-  a run-time length) nearly every thread idles and the grid has a workgroup per output: 15.2 s on
-  lavapipe for one fuzz graph's 1,170-token scores, 0.04 s as a thread per output. Kernels of one
-  reduction shorter than ``MIN_TERMS`` skip them (:func:`is_short_sum`). A norm's or softmax's
-  statistics (several reductions) stay theirs: the safe schedule of a LayerNorm over run-time
-  tokens computes a launch size through a ``Select`` the runtime cannot evaluate (the fuzz
-  regression ``dims_causal_mask``).
 * **windowed reductions.** dlight's ``gpu.Reduction`` / ``GeneralReduction`` rules rfactor the
   reduction and write results through a local array whose index runs past its extent when the
   reduction reads its input through a window (``y + ry``, ``c // m + rc``: grouped and dilated
@@ -67,26 +59,6 @@ def has_trivial_reduction(func: tirx.PrimFunc) -> bool:
         if reduce and all(int(getattr(iv.dom.extent, "value", 0)) == 1 for iv in reduce):
             return True
     return False
-
-
-#: the fewest terms a sum has for the generic reduction rules to take it (the run-time sums' rule
-#: keeps the same bound, :mod:`.run_time_sums`)
-MIN_TERMS = 16
-
-
-def is_short_sum(func: tirx.PrimFunc) -> bool:
-    """Whether ``func`` has one reduction block and it sums fewer than :data:`MIN_TERMS` terms (its
-    reduce axes' extents all static)."""
-    reductions = [b for b in _blocks(func) if _is_reduction(b)]
-    if len(reductions) != 1:
-        return False
-    reduce = [iv.dom.extent for iv in reductions[0].iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
-    if not all(isinstance(e, tirx.IntImm) for e in reduce):
-        return False
-    terms = 1
-    for e in reduce:
-        terms *= int(e)
-    return terms < MIN_TERMS
 
 
 def reductions_are_plain(func: tirx.PrimFunc) -> bool:

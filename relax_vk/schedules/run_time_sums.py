@@ -30,12 +30,13 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
-from .analysis import MIN_TERMS, _blocks, _is_reduction
+from .analysis import _blocks, _is_reduction
 from .partial_sums import divisor, inline_around, split_sum
 
 LANES = 32  # threads of a warp: on consecutive terms, or on consecutive outputs
 OUTPUTS = 8  # terms on the lanes: outputs a workgroup
 PARTS = 8  # outputs on the lanes: partial sums an output
+MIN_TERMS = 16  # shorter sums stay one thread's
 
 
 def _static(iv) -> bool:

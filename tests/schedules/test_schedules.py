@@ -8,7 +8,7 @@ from tvm.script import tirx as T
 
 import relax_vk
 from relax_vk.schedules import RULES, KernelScheduleError, schedule_kernel
-from relax_vk.schedules.analysis import has_trivial_reduction, is_short_sum, reductions_are_plain
+from relax_vk.schedules.analysis import has_trivial_reduction, reductions_are_plain
 from relax_vk.schedules.apply import NOTE_ATTR, SCHEDULE_ATTR
 from relax_vk.schedules.fallback import schedule_safe
 from relax_vk.schedules.verify import kernel_problems
@@ -65,20 +65,6 @@ def row_sum(a: T.Buffer((8, 16), "float32"), out: T.Buffer((8,), "float32")):
             with T.init():
                 out[vi] = T.float32(0)
             out[vi] = out[vi] + a[vi, vk]
-
-
-@T.prim_func(s_tir=True)
-def short_dot(a_handle: T.handle, b_handle: T.handle, out_handle: T.handle):
-    n = T.int64()
-    a = T.match_buffer(a_handle, (n, 8), "float32")
-    b = T.match_buffer(b_handle, (n, 8), "float32")
-    out = T.match_buffer(out_handle, (n, n), "float32")
-    for i, j, k in T.grid(n, n, 8):
-        with T.sblock("scores"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                out[vi, vj] = T.float32(0)
-            out[vi, vj] = out[vi, vj] + a[vi, vk] * b[vj, vk]
 
 
 @T.prim_func(s_tir=True)
@@ -145,36 +131,6 @@ def test_driver_skips_rejected_rules_and_records_why():
     note = str(out.attrs[NOTE_ATTR])
     assert "broken: RuntimeError: cannot schedule this" in note and "unbound: block scale is not bound" in note
     assert kernel_problems(out) == []
-
-
-@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
-def test_a_product_of_a_few_terms_is_not_given_a_workgroup_per_output(target, device, request):
-    """Attention scores over a head of 8 at a run-time length: TVM's generic reduction rules gave
-    each output a workgroup of threads splitting 8 terms (a fuzz graph's 1,170-token scores took
-    15.2 s on lavapipe); a thread per output sums them, right at any length."""
-    from tvm import relax
-
-    from relax_vk.core.dims import with_dim_ranges
-    from relax_vk.runtime import load
-
-    assert is_short_sum(short_dot) and not is_short_sum(row_sum)
-    request.getfixturevalue(device)
-    n = tirx.Var("n", "int64")
-    q, k = (relax.Var(name, relax.TensorType((2, n, 8), "float32")) for name in "qk")
-    bb = relax.BlockBuilder()
-    with bb.function("main", [q, k]):
-        with bb.dataflow():
-            scores = bb.emit(relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])))
-            out = bb.emit_output(relax.op.multiply(scores, relax.const(0.35, "float32")))
-        bb.emit_func_output(out)
-    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"n": (1, 512)}), target).artifact()
-    (kernel,) = [k for k in artifact.program["kernels"] if "matmul" in k["name"]]
-    assert kernel["schedule"] == "safe", kernel["schedule"]
-    session = load(artifact, device=device)
-    rng = np.random.default_rng(0)
-    for length in (5, 300):
-        qs, ks = rng.standard_normal((2, 2, length, 8)).astype("float32")
-        np.testing.assert_allclose(session.run([qs, ks])[0], qs @ ks.transpose(0, 2, 1) * 0.35, rtol=1e-5, atol=1e-5)
 
 
 def test_trivial_reductions_never_reach_the_upstream_rules():
