@@ -60,7 +60,7 @@ ShapePlan::ShapePlan(const Program& p) {
     std::map<ShapeExpr, int> index;
     auto intern = [&](const ShapeExpr& e) {
         auto [at, fresh] = index.emplace(e, static_cast<int>(exprs.size()));
-        if (fresh) exprs.push_back(&e);
+        if (fresh) exprs.push_back(e);
         return at->second;
     };
     for (const Tensor& t : p.tensors) {
@@ -70,7 +70,8 @@ ShapePlan::ShapePlan(const Program& p) {
     for (const Step& s : p.steps) {
         scalars.emplace_back();
         global.emplace_back();
-        kernels.push_back(s.op == Step::Launch ? p.kernel(s.kernel) : nullptr);
+        const Kernel* k = s.op == Step::Launch ? p.kernel(s.kernel) : nullptr;
+        kernels.push_back(k ? static_cast<int>(k - p.kernels.data()) : -1);
         if (s.op != Step::Launch) continue;
         for (const ScalarArg& a : s.scalars) scalars.back().push_back(intern(a.value));
         for (const ShapeExpr& e : s.global) global.back().push_back(intern(e));
@@ -93,12 +94,12 @@ void evaluate_shapes(const Program& p, const ShapePlan& plan, const std::vector<
     std::vector<char> failed(plan.exprs.size(), 0);
     for (size_t j = 0; j < plan.exprs.size(); ++j) {
         try {
-            values[j] = plan.exprs[j]->eval(dims);
+            values[j] = plan.exprs[j].eval(dims);
         } catch (const std::domain_error&) {
             failed[j] = 1;
         }
     }
-    auto value = [&](int j, auto what) { return failed[static_cast<size_t>(j)] ? eval_or_throw(*plan.exprs[static_cast<size_t>(j)], p, dims, what) : values[static_cast<size_t>(j)]; };
+    auto value = [&](int j, auto what) { return failed[static_cast<size_t>(j)] ? eval_or_throw(plan.exprs[static_cast<size_t>(j)], p, dims, what) : values[static_cast<size_t>(j)]; };
     for (size_t ti = 0; ti < p.tensors.size(); ++ti) {
         const Tensor& t = p.tensors[ti];
         std::vector<int64_t>& shape = r.shapes[ti];
@@ -124,8 +125,8 @@ void evaluate_shapes(const Program& p, const ShapePlan& plan, const std::vector<
     }
     for (size_t si = 0; si < p.steps.size(); ++si) {
         const Step& s = p.steps[si];
-        const Kernel* k = plan.kernels[si];
-        if (!k) continue;
+        if (plan.kernels[si] < 0) continue;
+        const Kernel* k = &p.kernels[static_cast<size_t>(plan.kernels[si])];
         std::vector<int64_t>& scalars = r.scalars[si];
         scalars.resize(s.scalars.size());
         for (size_t i = 0; i < s.scalars.size(); ++i) {

@@ -41,15 +41,17 @@ struct RunShapes {
 
 // Each distinct expression of a program's sizes once, and where each is used: a decoder's hundreds
 // of tensor axes, integer arguments and grids hold a handful of expressions, which evaluate_shapes
-// then evaluates once each. Points into the program it was made from.
+// then evaluates once each. It holds copies and indices, nothing that points into the program: a
+// session may replace its program by one of the same tensors, steps and kernels (OpenCL's float
+// texels in place of half ones).
 struct ShapePlan {
     ShapePlan() = default;
     explicit ShapePlan(const Program& program);
-    std::vector<const ShapeExpr*> exprs;
+    std::vector<ShapeExpr> exprs;
     std::vector<std::vector<int>> axes;     // per tensor: its axes' expressions (empty: a fixed shape)
     std::vector<std::vector<int>> scalars;  // per step: its integer arguments' expressions
     std::vector<std::vector<int>> global;   // per step: its global size's three (empty: the kernel's)
-    std::vector<const Kernel*> kernels;     // per step: the kernel it launches (null: a copy)
+    std::vector<int> kernels;               // per step: the index of the kernel it launches (-1: a copy)
 };
 
 // The RunShapes of `program` at `dims` (one value per Program::dims), into `shapes`: sized at the
