@@ -35,6 +35,16 @@ def _is_scheduled(func) -> bool:
     return func.attrs is not None and "tirx.is_scheduled" in func.attrs and int(func.attrs["tirx.is_scheduled"]) == 1
 
 
+def hand_scheduled_attrs(schedule: str, cpu: bool = False) -> Dict[str, object]:
+    """The PrimFunc attributes of a hand-scheduled kernel: ``tirx.is_scheduled`` (the driver leaves
+    it as it is) and :data:`SCHEDULE_ATTR` naming its ``schedule``; with ``cpu``, of its serial CPU
+    form (no GPU schedule: llvm compiles it as it is)."""
+    attrs: Dict[str, object] = {"tirx.noalias": True}
+    if not cpu:
+        attrs.update({"tirx.is_scheduled": True, SCHEDULE_ATTR: schedule})
+    return attrs
+
+
 def max_threads(target: tvm.target.Target) -> int:
     """Threads per workgroup a schedule may use on ``target`` (at most 256; 64 if it says nothing)."""
     for key in ("max_num_threads", "max_threads_per_block"):

@@ -53,6 +53,8 @@ ROWS = 32
 MAX_LANES = 8
 #: the most parts the combination reads in one unrolled step (a longer cache: four a step)
 MAX_UNROLLED_PARTS = 32
+#: float32's lowest value: where the largest score's search starts
+LOWEST = -3.4028234663852886e38
 #: the PrimFunc attribute holding a kernel's :class:`Attention` and which of the two it is (JSON)
 ATTENTION_ATTR = "relax_vk.attention"
 
@@ -108,14 +110,13 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
     docstring). ``cpu``: the serial form for llvm."""
     from tvm.script import tirx as T
 
+    from .apply import hand_scheduled_attrs
+
     H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
     g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
     VK = -(-D // W)  # value columns of a thread
     scale = 1.0 / float(D) ** 0.5
-    lowest = -3.4028234663852886e38
-    attrs = {"tirx.noalias": True}
-    if not cpu:
-        attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "decode_attention"})
+    attrs = hand_scheduled_attrs("decode_attention", cpu)
 
     @T.macro
     def load_key(t, first, c0, kvh, past_k, new_k, kreg):  # kreg[c] = key row t, column c0 + c (the row's last past D)
@@ -179,7 +180,7 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
                         load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
                         dot(lane * C, qs, kreg, acc)
                         sc[r] = sc[r] + acc[0]
-                st[0] = T.float32(lowest)
+                st[0] = T.float32(LOWEST)
                 for r in range(ROWS):
                     if p * ROWS + r < Tn:
                         st[0] = T.max(st[0], sc[r])
@@ -230,7 +231,7 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
                 sc[tx] = st[1]
             T.tvm_storage_sync("shared")
             if tx < ROWS:  # (each of the first ROWS threads finds m itself: ROWS reads, no more barriers)
-                st[0] = T.float32(lowest)
+                st[0] = T.float32(LOWEST)
                 for r in range(ROWS):
                     if bx * ROWS + r < Tn:
                         st[0] = T.max(st[0], sc[r])
@@ -256,19 +257,18 @@ def attention_combine_kernel(spec: Attention, cpu: bool = False):
     one thread per value. ``cpu``: the serial form for llvm."""
     from tvm.script import tirx as T
 
+    from .apply import hand_scheduled_attrs
+
     H, D, dt, MAX = spec.heads, spec.head_dim, spec.dtype, spec.max_len
     U = parts(MAX) if parts(MAX) <= MAX_UNROLLED_PARTS else 4
     W = min(256, 32 * -(-D // 32))
-    lowest = -3.4028234663852886e38
-    attrs = {"tirx.noalias": True}
-    if not cpu:
-        attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "decode_attention"})
+    attrs = hand_scheduled_attrs("decode_attention", cpu)
 
     @T.macro
     def combine(s, h, d, P, O, M, Lsum, Y, st):
         # U parts a step, unrolled (their loads issue together; a part past P reads the last and
         # weighs 0): every part in one step when the cache's parts are few
-        st[0] = T.float32(lowest)
+        st[0] = T.float32(LOWEST)
         for p4 in range((P + U - 1) // U):
             for j in T.unroll(U):
                 st[0] = T.max(st[0], M[s, h, T.min(p4 * U + j, P - 1)])

@@ -121,6 +121,8 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     """
     from tvm.script import tirx as T
 
+    from .apply import hand_scheduled_attrs
+
     D, H, G, S, A = cell.directions, cell.hidden, cell.gates, cell.states, cell.aux
     threads = min(MAX_THREADS, -(-H // 32) * 32)
     U = -(-H // threads)
@@ -203,7 +205,7 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     def time(d, s, ln):  # the position step s of direction d reads and writes
         return T.if_then_else(d == 0, T.if_then_else(rev0, ln - 1 - s, s), T.if_then_else(rev1, ln - 1 - s, s))
 
-    attrs = {"tirx.noalias": True} if cpu else {"tirx.noalias": True, "tirx.is_scheduled": True, "relax_vk.schedule": "recurrence"}
+    attrs = hand_scheduled_attrs("recurrence", cpu)
 
     @T.prim_func(private=True)
     def recurrence(xp_h: T.handle, RT: T.Buffer((D, H, G * H), "float32"), AUX: T.Buffer((D, A), "float32"), s0_h: T.handle, lens_h: T.handle, y_h: T.handle, sf_h: T.handle):

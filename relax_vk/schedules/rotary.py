@@ -67,13 +67,13 @@ def rotary_kernel(spec: Rotary, cpu: bool = False):
     ``cpu``: the serial form for llvm."""
     from tvm.script import tirx as T
 
+    from .apply import hand_scheduled_attrs
+
     H, KV, D, dt, MAX, norm = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len, spec.norm
     half, W = D // 2, spec.threads
     PK = -(-half // W)  # pairs of a thread
     eps = float(spec.eps)
-    attrs = {"tirx.noalias": True}
-    if not cpu:
-        attrs.update({"tirx.is_scheduled": True, "relax_vk.schedule": "rotary"})
+    attrs = hand_scheduled_attrs("rotary", cpu)
 
     def normed(v, i, head, scale, QW, KW):  # (an expression) value v at place i of head, after the head's norm
         if not norm:
