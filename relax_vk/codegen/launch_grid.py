@@ -219,7 +219,7 @@ def _guard_work(node, cond):
     if isinstance(node, (S.Bind, S.AllocBuffer, S.DeclBuffer)):
         return node
     if not _has_sync(node):
-        return S.IfThenElse(cond, node, None) if _has(node, _does_work) else node
+        return _guarded(node, cond)
     if isinstance(node, S.SeqStmt):
         out, run = [], []
         for k, child in enumerate(node.seq):
@@ -241,6 +241,11 @@ def _guard_work(node, cond):
         else_case = _guard_work(node.else_case, cond) if node.else_case is not None else None
         return S.IfThenElse(node.condition, _guard_work(node.then_case, cond), else_case)
     return node
+
+
+def _guarded(node, cond):
+    """``node`` under ``if cond``, when it does any work (a store or a call)."""
+    return S.IfThenElse(cond, node, None) if _has(node, _does_work) else node
 
 
 def _declared(node):
@@ -268,8 +273,7 @@ def _guard_run(run, later, cond) -> list:
 
     def close():
         if group:
-            body = S.SeqStmt(list(group)) if len(group) > 1 else group[0]
-            out.append(S.IfThenElse(cond, body, None) if _has(body, _does_work) else body)
+            out.append(_guarded(S.SeqStmt(list(group)) if len(group) > 1 else group[0], cond))
             group.clear()
 
     for stmt in run:
