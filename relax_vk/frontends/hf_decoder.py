@@ -439,8 +439,8 @@ def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]
     """The TE of a gated MLP's first half, ``silu(x @ G + bg) * (x @ U + bu)`` (``x`` ``[S, K]``;
     ``G``, ``U`` float ``[N, K]`` (the checkpoint's layout), or 4-bit blocks of ``formats``; the
     biases when ``bias``): the two sums are one pair reduction, so that one kernel reads ``x`` once
-    for both and its epilogue holds a gate and its up side by side. Each product rounds to ``dtype`` before SwiGLU, as transformers'
-    float16 model does."""
+    for both and its epilogue holds a gate and its up side by side. Each product rounds to
+    ``dtype`` before SwiGLU, as transformers' float16 model does."""
     from tvm import te
 
     def compute(x, *args):
