@@ -48,18 +48,22 @@ UNROLL = 4  # a thread's terms per step of its loop
 
 
 def is_run_time_linear(func: tirx.PrimFunc) -> bool:
-    """Whether ``func``'s one reduction is ``out[s, n] += x[s, k] * w(k, n)`` with static ``K`` and
-    ``N``, ``s`` over one run-time dim (or a single row: a matrix-vector product), ``x`` read at
-    ``[s, k]`` itself, and ``w`` read from buffers of static shape: a ``[K, N]`` weight, or one
-    decoded from packed blocks as it is read (:mod:`relax_vk.frontends.blockwise`)."""
+    """Whether ``func``'s one reduction is ``out[..., s, n] += x[..., s, k] * w(k, n)`` with static
+    ``K`` and ``N``, ``s`` over one run-time dim (or a single row: a matrix-vector product), any
+    leading axes of extent 1 (a ``[1, S, K]`` sequence's batch), ``x`` read at ``[..., s, k]``
+    itself, and ``w`` read from buffers of static shape: a ``[K, N]`` weight, or one decoded from
+    packed blocks as it is read (:mod:`relax_vk.frontends.blockwise`)."""
     reductions = [b for b in _blocks(func) if _is_reduction(b)]
     if len(reductions) != 1:
         return False
     block = reductions[0]
     ivs = block.iter_vars
-    if len(ivs) != 3 or [iv.iter_type for iv in ivs] != [tirx.IterVar.DataPar, tirx.IterVar.DataPar, tirx.IterVar.CommReduce]:
+    kinds = [iv.iter_type for iv in ivs]
+    if len(ivs) < 3 or kinds != [tirx.IterVar.DataPar] * (len(ivs) - 1) + [tirx.IterVar.CommReduce]:
         return False
-    rows, cols, red = (iv.dom.extent for iv in ivs)
+    if not all(isinstance(iv.dom.extent, tirx.IntImm) and int(iv.dom.extent) == 1 for iv in ivs[:-3]):
+        return False
+    rows, cols, red = (iv.dom.extent for iv in ivs[-3:])
     if (isinstance(rows, tirx.IntImm) and int(rows) != 1) or not isinstance(cols, tirx.IntImm) or not isinstance(red, tirx.IntImm):
         return False
     x, weights = _operands(block)
@@ -67,10 +71,17 @@ def is_run_time_linear(func: tirx.PrimFunc) -> bool:
 
 
 def _operands(block) -> tuple:
-    """``(x, weights)``: the reduction's reads at ``[s, k]`` itself (no window, no index arithmetic)
-    and the others (the weights, whose indices may be anything)."""
-    s, k = block.iter_vars[0].var, block.iter_vars[2].var
-    x = [r for r in block.reads if len(r.region) == 2 and r.region[0].min.same_as(s) and r.region[1].min.same_as(k)]
+    """``(x, weights)``: the reduction's reads at ``[..., s, k]`` itself (the leading unit axes at
+    their own vars, no window, no index arithmetic) and the others (the weights, whose indices may
+    be anything)."""
+    ivs = block.iter_vars
+    lead, s, k = [iv.var for iv in ivs[:-3]], ivs[-3].var, ivs[-1].var
+    want = [*lead, s, k]
+
+    def at_rows(region) -> bool:
+        return len(region) == len(want) and all(r.min.same_as(v) for r, v in zip(region, want))
+
+    x = [r for r in block.reads if at_rows(r.region)]
     return x, [r for r in block.reads if not any(r.same_as(a) for a in x)]
 
 
@@ -78,7 +89,7 @@ def _weights_run_along_k(block) -> bool:
     """Whether consecutive ``k`` are adjacent in the weights' memory: the largest weight buffer the
     reduction reads has ``k`` in its last index (4-bit blocks ``[N, k_blocks, bytes]``; a float
     ``[K, N]`` weight has ``n`` there)."""
-    k = block.iter_vars[2].var
+    k = block.iter_vars[-1].var
     weight = max(_operands(block)[1], key=lambda r: math.prod(int(d) for d in r.source.shape))
     return any(v.same_as(k) for v in tirx.analysis.undefined_vars(weight.region[-1].min))
 
@@ -95,7 +106,7 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
     epilogue = inline_around(sch, names, index)
     block = sch.get_sblock(names[index])
     along_k = _weights_run_along_k(blocks[index])
-    s, n, k = sch.get_loops(block)
+    *_, n, k = sch.get_loops(block)  # (the leading unit axes and s go to blockIdx.x in split_sum)
     N, K = int(sch.get(n).extent), int(sch.get(k).extent)
     if runs and along_k and K % (RUN * K_LANES // 2) == 0:
         enough = K % (RUN * K_LANES) == 0 and K // (RUN * K_LANES) >= MIN_RUNS

@@ -17,9 +17,9 @@ S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
 W = np.random.default_rng(0).standard_normal((96, 40)).astype("float32") * 0.1
 
 
-def _module(epilogue: str):
-    x = relax.Var("x", relax.TensorType((S, 96), "float32"))
-    r = relax.Var("r", relax.TensorType((S, 40), "float32"))
+def _module(epilogue: str, batch: tuple = ()):
+    x = relax.Var("x", relax.TensorType((*batch, S, 96), "float32"))
+    r = relax.Var("r", relax.TensorType((*batch, S, 40), "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x, r]):
         with bb.dataflow():
@@ -49,10 +49,32 @@ def _kernel(x_shape, w_shape, w_const=True):
 
 @pytest.mark.parametrize(
     "x_shape, w_shape, w_const, expected",
-    [((S, 64), (64, 96), True, True), ((1, 64), (64, 96), True, True), ((4, 64), (64, 96), True, False), ((2, S, 16), (2, 16, T), False, False)],
+    [
+        ((S, 64), (64, 96), True, True),
+        ((1, 64), (64, 96), True, True),
+        ((4, 64), (64, 96), True, False),
+        ((2, S, 16), (2, 16, T), False, False),
+        ((1, S, 64), (64, 96), True, True),  # a sequence's unit batch: its axis goes to the workgroups
+        ((2, S, 64), (64, 96), True, False),
+        ((1, 4, 64), (64, 96), True, False),
+    ],
 )
 def test_which_matmuls_are_linear_layers_over_run_time_rows(x_shape, w_shape, w_const, expected):
     assert is_run_time_linear(_kernel(x_shape, w_shape, w_const)) is expected
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_a_sequence_with_a_unit_batch_is_a_linear_layer(target, device, request):
+    """``[1, S, K] @ [K, N]`` (a CTC head over a line's run-time width): the linear schedule, right at
+    every length (TVM's generic reduction rule gave it a workgroup per output)."""
+    request.getfixturevalue(device)
+    artifact = relax_vk.build(_module("add", batch=(1,)), target).artifact()
+    assert [k.get("schedule") for k in artifact.program["kernels"] if "matmul" in k["name"]] == ["linear"]
+    session = Session(artifact, device=device)
+    rng = np.random.default_rng(2)
+    for rows in (1, 5, 16):
+        x, r = rng.standard_normal((1, rows, 96)).astype("float32"), rng.standard_normal((1, rows, 40)).astype("float32")
+        np.testing.assert_allclose(session.run([x, r])[0], x @ W + r, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("epilogue", ["none", "add", "swiglu"])
