@@ -96,6 +96,33 @@ def _block_attrs(node) -> list:
     return found
 
 
+def _inner_lets(node, lets=None) -> dict:
+    """The values of the variables bound inside one launch, in terms of what is bound before it
+    (``lets``) and the kernel's parameters: TVM's common-subexpression pass may name a nested
+    ``blockIdx`` binding's extent (``cse_v19 = (H - 1) // 2 + 1``) below the outermost binding,
+    and folding hoists that extent above it. A value this pass cannot read is left out."""
+    found = dict(lets or {})
+
+    def visit(n):
+        if isinstance(n, S.Bind):
+            try:
+                found[n.var] = substitute(n.value, found)
+            except Exception:  # (not a size expression: a grid extent never reads it)
+                pass
+        elif isinstance(n, S.SeqStmt):
+            for c in n.seq:
+                visit(c)
+        elif isinstance(n, (S.AttrStmt, S.For)):
+            visit(n.body)
+        elif isinstance(n, S.IfThenElse):
+            visit(n.then_case)
+            if n.else_case is not None:
+                visit(n.else_case)
+
+    visit(node)
+    return {k: v for k, v in found.items() if not (lets and k in lets)}
+
+
 def _strip_block_attrs(node):
     """``node`` with every blockIdx binding replaced by its body (the ids are rebound above)."""
     if isinstance(node, S.AttrStmt):
@@ -132,6 +159,7 @@ def _refold(launch, limit: int, name: str):
         raise LimitError(f"kernel {name}: a grid over the workgroup limit {limit} with repeated bindings cannot be folded")
     blocks = dict(zip(tags, attrs))
     dtype = "int32"
+    inner = _inner_lets(launch)
 
     def extent(axis):  # an int, or an int32 expression of the kernel's size parameters
         if axis not in blocks:
@@ -139,6 +167,11 @@ def _refold(launch, limit: int, name: str):
         if _extent(blocks[axis]) >= 0:
             return _extent(blocks[axis])
         value = blocks[axis].value
+        if inner and any(v in inner for v in tirx.analysis.undefined_vars(value)):
+            try:  # (the new bindings sit above the launch: no variable bound inside it)
+                value = substitute(value, inner)
+            except Exception:
+                raise LimitError(f"kernel {name}: the grid's {axis} extent {value} is bound inside the launch and cannot be folded") from None
         return value if str(value.ty.dtype) == dtype else tirx.Cast(dtype, value)
 
     def ceil_div(a, b):
@@ -314,7 +347,8 @@ def _fold(node, limit: int, name: str, ranges=None, lets=None):
     the values of the variables bound before ``node``."""
     if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
         # (a grid of run-time size that may exceed the limit at some size: folded too)
-        if any(_over(a, limit, ranges, lets) for a in _block_attrs(node)):
+        inner = {**(lets or {}), **_inner_lets(node, lets)}
+        if any(_over(a, limit, ranges, inner) for a in _block_attrs(node)):
             return _refold(node, limit, name)
         return node  # one launch, within the limit
     if isinstance(node, S.AttrStmt):

@@ -16,6 +16,9 @@
    workgroup (:mod:`.row_norm`: rows staged in workgroup memory, per-thread partial statistics);
    ``linear`` -- linear layers over run-time rows (a decoder's ``[S, K] @ [K, N]``, :mod:`.linear`:
    outputs side by side, each sum split over threads, partials combined in workgroup memory);
+   ``run_time_conv`` -- convs (and windowed pools) of a run-time spatial size in NCHW buffers
+   (:mod:`.run_time_conv`: a register tile of output channels x columns a thread, padding and
+   epilogues fused);
 4. ``pool`` -- relax_vk's NCHW4c pool schedule (:mod:`.pooling`: a thread per output texel, or a
    workgroup per output texel for global pools; TVM's adreno pool rule accumulates four texel
    lanes into one element: wrong numbers on pocl);
@@ -49,6 +52,7 @@ from .analysis import has_trivial_reduction, reductions_are_plain
 from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .linear import linear_rule
+from .run_time_conv import run_time_conv_rule
 from .run_time_sums import run_time_sums_rule
 from .conv2d import conv2d_rule
 from .matmul import token_matmul_rule
@@ -86,6 +90,7 @@ RULES: List[Rule] = [
     ("channel_reduce", channel_reduce_rule),
     ("row_norm", row_norm_rule),
     ("linear", linear_rule),
+    ("run_time_conv", run_time_conv_rule),
     ("pool", lambda func, _target: schedule_pool(func)),
     ("adreno.conv2d", _unless(has_trivial_reduction, _dlight(dl.adreno.Conv2d()))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),

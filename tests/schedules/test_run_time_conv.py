@@ -1,0 +1,79 @@
+"""Convs of a run-time spatial size (NCHW buffers): relax_vk's register-tiled schedule takes every
+form (3x3 with padding, stride 2, depthwise, 1x1 with a residual add), right against PyTorch at the
+range's ends and between on pocl and lavapipe from one artifact; static convs keep their rules."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, tirx
+
+import relax_vk
+from relax_vk.core.dims import with_dim_ranges
+from relax_vk.runtime import Session
+from relax_vk.schedules.run_time_conv import schedule_run_time_conv
+
+torch = pytest.importorskip("torch")
+
+H, W = tirx.Var("H", "int64"), tirx.Var("W", "int64")
+RNG = np.random.default_rng(0)
+# (weights, bias, stride, padding, groups) of each conv in turn: 8 -> 16 (3x3), 16 -> 16 (3x3,
+# stride 2), 16 depthwise (3x3), 16 -> 12 (1x1) with the depthwise output's first 12 channels added
+CONVS = [
+    (RNG.standard_normal((16, 8, 3, 3)).astype("float32") * 0.2, RNG.standard_normal(16).astype("float32"), 1, 1, 1),
+    (RNG.standard_normal((16, 16, 3, 3)).astype("float32") * 0.1, RNG.standard_normal(16).astype("float32"), 2, 1, 1),
+    (RNG.standard_normal((16, 1, 3, 3)).astype("float32") * 0.3, RNG.standard_normal(16).astype("float32"), 1, 1, 16),
+    (RNG.standard_normal((12, 16, 1, 1)).astype("float32") * 0.2, RNG.standard_normal(12).astype("float32"), 1, 0, 1),
+]
+
+
+def _module():
+    x = relax.Var("x", relax.TensorType((1, 8, H, W), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = x
+            for i, (w, b, stride, pad, groups) in enumerate(CONVS):
+                z = bb.emit(relax.op.nn.conv2d(y, relax.const(w), strides=stride, padding=pad, groups=groups))
+                z = bb.emit(relax.op.add(z, relax.const(b.reshape(1, -1, 1, 1))))
+                if i == len(CONVS) - 1:
+                    z = bb.emit(relax.op.add(z, bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[12]))))
+                y = bb.emit(relax.op.nn.relu(z))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return with_dim_ranges(bb.get(), {"H": (4, 24), "W": (4, 70)})
+
+
+def _reference(x: np.ndarray) -> np.ndarray:
+    y = torch.tensor(x)
+    for i, (w, b, stride, pad, groups) in enumerate(CONVS):
+        z = torch.nn.functional.conv2d(y, torch.tensor(w), torch.tensor(b), stride=stride, padding=pad, groups=groups)
+        y = torch.relu(z + y[:, :12] if i == len(CONVS) - 1 else z)
+    return y.numpy()
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_convs_of_run_time_size_are_register_tiled_and_right_at_every_size(target, device, request):
+    request.getfixturevalue(device)
+    artifact = relax_vk.build(_module(), target).artifact()
+    schedules = [k.get("schedule") for k in artifact.program["kernels"] if "conv2d" in k["name"]]
+    assert schedules == ["run_time_conv"] * len(CONVS)
+    session = Session(artifact, device=device)
+    for h, w in [(4, 4), (9, 37), (24, 70), (5, 6)]:
+        x = np.random.default_rng(h * w).standard_normal((1, 8, h, w)).astype("float32")
+        np.testing.assert_allclose(session.run([x])[0], _reference(x), rtol=1e-4, atol=1e-4)
+
+
+def _conv_kernel(shape) -> tirx.PrimFunc:
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(CONVS[0][0]), padding=1))
+        bb.emit_func_output(y)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    return next(f for _, f in mod.functions_items() if isinstance(f, tirx.PrimFunc) and "conv" in str(f))
+
+
+def test_a_conv_of_static_size_is_left_to_its_own_rules():
+    assert schedule_run_time_conv(_conv_kernel((1, 8, 12, 20))) is None
+    assert schedule_run_time_conv(_conv_kernel((1, 8, 12, W))) is not None
