@@ -7,28 +7,35 @@ one weight per term of its sum: PP-OCRv4's recognizer over a line's width spent 
 build's time in such convs on pocl.
 
 Here a thread computes a tile of ``OC`` output channels by ``PX`` consecutive output columns: each
-term of the sum loads ``PX`` data values and ``OC`` weights into registers and makes ``OC * PX``
+term of the sum loads ``PX`` data values and ``OC`` weights into registers for ``OC * PX``
 multiply-adds, and the accumulators stay in registers until the fused elementwise epilogue (bias,
-activation, residual add) writes them back once. A workgroup's :data:`THREADS` threads run along
-the output columns, so that neighbouring threads read neighbouring data and the same weights (one
-load for the warp); rows are ``blockIdx.y``, batch and channel tiles ``blockIdx.z``: no index is
-split back out of a fused one (a division by a run-time extent at every use). The padding block is
-inlined into the data read.
+activation, residual add) writes them back once. A workgroup is :data:`TX` threads along the
+output columns (neighbouring threads read neighbouring data and the same weights: one load for
+the warp) by :data:`TZ` along the channel tiles; rows are ``blockIdx.y``, batch and channel tiles
+``blockIdx.z``, columns ``blockIdx.x``. No index is split back out of a fused one: the safe
+schedule's fused index costs 64-bit divisions and modulos by run-time extents at every use, and
+with a tile unrolled a kernel of 880 KB of OpenCL C. The padding block is inlined into the data
+read.
 
 * ``OC`` divides the output channels exactly (the largest of :data:`OC_TILES` that does), and is 1
-  when the data read depends on the output channel (depthwise and grouped convs: each channel reads
-  its own data, so a channel tile saves nothing);
-* ``PX`` splits the output columns with a guard (their count is the run's); a width of one static
-  column takes ``PX = 1``;
+  when the data read depends on the output channel (depthwise and grouped convs, pools: each
+  channel reads its own data, so a channel tile saves nothing);
+* ``PX`` splits the output columns with a guard (their count is the run's);
 * the sum's loops (input channels, kernel rows and columns) stay serial, the tile's loops are
   unrolled so that every register index is a constant.
+
+The tile is small because a GPU wants threads more than reuse here: on an H200, PP-OCRv4's
+recognizer and detector ran fastest (of seven tile and workgroup shapes, both APIs, two sizes
+each) with 2 channels x 1 column, 32 x 2 threads; 8 x 4 with 32 threads was 3-4x slower (too few
+threads, each a chain of ``C_in * kh * kw`` dependent steps). On pocl the larger tile is faster
+(a CPU vectorises across work-items). Measured figures: benchmarks/RESULTS.md.
 
 The rule takes a kernel whose one reduction block writes a 4-D output ``[n, c, h, w]`` over four
 spatial axes, reads a window (a row or column index of an output position plus a term of the sum:
 convs and pools, not matmuls or means over channels-last tensors), reduces over static extents,
-and has at least one run-time spatial extent; anything
-before it must inline (padding) and anything after it must be elementwise over its output. Kernels
-of static size keep their rules (the NCHW4c schedules and the tuning database).
+and has at least one run-time spatial extent; anything before it must inline (padding) and
+anything after it must be elementwise over its output. Kernels of static size keep their rules
+(the NCHW4c schedules and the tuning database).
 """
 
 from __future__ import annotations
@@ -38,14 +45,14 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from .analysis import _is_reduction
-from .register_tile import unroll_constant
+from .register_tile import loop_depth, unroll_constant
 
 #: output-channel tiles tried, largest first (one must divide the channels, else 1)
-OC_TILES = (8, 4, 2)
+OC_TILES = (2,)
 #: consecutive output columns a thread computes
-PX = 4
-#: threads of a workgroup, along the tiles of columns (rows and channel tiles: blockIdx.y, .z)
-THREADS = 32
+PX = 1
+#: a workgroup's threads along the tiles of columns and along the channel tiles
+TX, TZ = 32, 2
 
 
 def _static(extent) -> bool:
@@ -121,13 +128,21 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     n, f, y, x, *red = sch.get_loops(conv)
     f_o, f_i = sch.split(f, [None, oc])
     x_o, x_i = sch.split(x, [None, px])
-    # a grid axis per output axis: no thread's index is divided by a run-time extent (a fused
-    # index split back into n, c, h, w costs 64-bit divisions and modulos at every use)
-    bx, tx = sch.split(x_o, [None, THREADS])
-    sch.reorder(n, f_o, y, bx, tx, *red, f_i, x_i)
-    sch.bind(sch.fuse(n, f_o), "blockIdx.z")
+    # a grid axis per output axis, split by constants: no thread's index is divided by a run-time
+    # extent (a fused index split back into n, c, h, w costs 64-bit divisions and modulos at
+    # every use)
+    # every output row a workgroup row of its own: the write-back's row is then fixed above the
+    # thread loop, and TVM's reverse_compute_at guards no index fixed there (rows split over
+    # threads with a partial last tile wrote a row past the output's end: the next channel's)
+    bx, tx = sch.split(x_o, [None, TX])
+    tiles = block.iter_vars[1].dom.extent
+    tz_n = TZ if _static(tiles) and (int(tiles) // oc) % TZ == 0 else 1  # (channel tiles split exactly)
+    bz, tz = sch.split(f_o, [None, tz_n])
+    sch.reorder(n, bz, y, bx, tz, tx, *red, f_i, x_i)
+    sch.bind(sch.fuse(n, bz), "blockIdx.z")
     sch.bind(y, "blockIdx.y")
     sch.bind(bx, "blockIdx.x")
+    sch.bind(tz, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     acc = sch.cache_write(conv, 0, "local")
     sch.reverse_compute_at(acc, tx, preserve_unit_loops=True)
@@ -139,7 +154,7 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.unroll(f_i)
     sch.unroll(x_i)
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)
-        unroll_constant(sch, sch.get_loops(b)[4:])
+        unroll_constant(sch, sch.get_loops(b)[loop_depth(sch, b, tx) :])
     return sch.mod["main"]
 
 
