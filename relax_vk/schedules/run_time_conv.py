@@ -26,9 +26,11 @@ read.
 
 The tile is small because a GPU wants threads more than reuse here: on an H200, PP-OCRv4's
 recognizer and detector ran fastest (of seven tile and workgroup shapes, both APIs, two sizes
-each) with 2 channels x 1 column, 32 x 2 threads; 8 x 4 with 32 threads was 3-4x slower (too few
+each) with 2 channels x 1 column, 32 x 2 threads; 8 x 4 with 32 threads was 3-12x slower (too few
 threads, each a chain of ``C_in * kh * kw`` dependent steps). On pocl the larger tile is faster
-(a CPU vectorises across work-items). Measured figures: benchmarks/RESULTS.md.
+(a CPU vectorises across work-items). Against the safe schedule on the H200 the rule gains
+17-32% where maps are large and loses up to 25% on small ones (PP-OCRv4 rec at width 160 on
+Vulkan). Measured figures: benchmarks/RESULTS.md.
 
 The rule takes a kernel whose one reduction block writes a 4-D output ``[n, c, h, w]`` over four
 spatial axes, reads a window (a row or column index of an output position plus a term of the sum:
