@@ -10,7 +10,9 @@ artifact's device bytes (held once, at the bound). The models (:data:`MODELS`):
 * ``ppocr_rec``: PP-OCRv4's recognizer (rapidocr_onnxruntime), ``x=1,3,48,W``, ``W`` in ``--range``;
 * ``ppocr_det``: PP-OCRv4's detector, ``x=1,3,H,W`` with ``H, W`` multiples of 32 up to 960;
 * ``crnn`` / ``crnn_gru``: the zoo's CRNN recognizers (2-layer BiLSTM / BiGRU along the width),
-  exported by ``torch.onnx.export``, ``x=1,3,32,W``, ``W`` in ``--range``.
+  exported by ``torch.onnx.export``, ``x=1,3,32,W``, ``W`` in ``--range``;
+* ``resnet18``: the zoo's ResNet-18, exported the same way, ``x=1,3,H,W`` with ``H, W`` in 64..320,
+  measured at 224 and 320.
 
     python benchmarks/run_time_dims.py [--models ppocr_rec crnn] [--widths 160 640] [--range 32:1280] [--api opencl|vulkan] [--device pocl] [--repeat 5] [--json]
 
@@ -72,6 +74,8 @@ def cases(models, widths, lo: int, hi: int) -> List[Case]:
                           [{"H": 320, "W": 320}, {"H": 640, "W": 640}], {"H": 32, "W": 32}),  # fmt: skip
         "crnn": Case("crnn", (1, 3, 32, "W"), {"W": (lo, hi)}, by_width, {"W": lo}),
         "crnn_gru": Case("crnn_gru", (1, 3, 32, "W"), {"W": (lo, hi)}, by_width, {"W": lo}),
+        "resnet18": Case("resnet18", (1, 3, "H", "W"), {"H": (64, 320), "W": (64, 320)},
+                         [{"H": 224, "W": 224}, {"H": 320, "W": 320}], {"H": 64, "W": 64}),  # fmt: skip
     }
     unknown = [m for m in models if m not in table]
     if unknown:
@@ -203,7 +207,7 @@ def run_bundle(outdir: str, device, repeat: int) -> list:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["ppocr_rec"], help="ppocr_rec, ppocr_det, crnn, crnn_gru")
+    parser.add_argument("--models", nargs="+", default=["ppocr_rec"], help="ppocr_rec, ppocr_det, crnn, crnn_gru, resnet18")
     parser.add_argument("--widths", nargs="+", type=int, default=[160, 640], help="the width-only models' measured widths")
     parser.add_argument("--range", default="32:1280", help="the width-only models' range, MIN:MAX")
     parser.add_argument("--api", choices=("opencl", "vulkan"), default="opencl")
