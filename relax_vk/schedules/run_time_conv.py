@@ -19,7 +19,8 @@ read.
 
 * ``OC`` divides the output channels exactly (the largest of :data:`OC_TILES` that does), and is 1
   when the data read depends on the output channel (depthwise and grouped convs, pools: each
-  channel reads its own data, so a channel tile saves nothing);
+  channel reads its own data, so a channel tile saves nothing) or when the sum has
+  :data:`LONG_SUM` terms or more (threads matter more than reuse there);
 * ``PX`` splits the output columns with a guard (their count is the run's);
 * the sum's loops (input channels, kernel rows and columns) stay serial, the tile's loops are
   unrolled so that every register index is a constant.
@@ -51,6 +52,9 @@ from .register_tile import loop_depth, unroll_constant
 
 #: output-channel tiles tried, largest first (one must divide the channels, else 1)
 OC_TILES = (2,)
+#: sums of at least this many terms take one output channel a thread: twice the threads, each as
+#: long a chain (PP-OCRv4 rec's 480-channel 3x3 convs on the H200's Vulkan: 8-13% a run)
+LONG_SUM = 1024
 #: consecutive output columns a thread computes
 PX = 1
 #: a workgroup's threads along the tiles of columns and along the channel tiles
@@ -102,7 +106,8 @@ def _windowed(block) -> bool:
 
 def _channel_tile(block, channels) -> int:
     """``OC``: 1 when a read other than the weights' depends on the output channel (depthwise and
-    grouped convs), else the largest of :data:`OC_TILES` dividing ``channels``."""
+    grouped convs) or the sum has :data:`LONG_SUM` terms or more, else the largest of
+    :data:`OC_TILES` dividing ``channels``."""
     if not _static(channels):
         return 1
     f = block.iter_vars[1].var
@@ -111,6 +116,12 @@ def _channel_tile(block, channels) -> int:
         spatial_read = any(_uses(r.min, x) or _uses(r.min, y) for r in read.region)
         if spatial_read and any(_uses(r.min, f) for r in read.region):
             return 1
+    terms = 1
+    for iv in block.iter_vars:
+        if iv.iter_type == tirx.IterVar.CommReduce:
+            terms *= int(iv.dom.extent)
+    if LONG_SUM is not None and terms >= LONG_SUM:
+        return 1
     return next((t for t in OC_TILES if int(channels) % t == 0), 1)
 
 

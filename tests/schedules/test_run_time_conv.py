@@ -10,7 +10,8 @@ from tvm import relax, tirx
 import relax_vk
 from relax_vk.core.dims import with_dim_ranges
 from relax_vk.runtime import Session
-from relax_vk.schedules.run_time_conv import schedule_run_time_conv
+from relax_vk.schedules.analysis import _blocks, _is_reduction
+from relax_vk.schedules.run_time_conv import LONG_SUM, OC_TILES, _channel_tile, schedule_run_time_conv
 
 torch = pytest.importorskip("torch")
 
@@ -63,12 +64,12 @@ def test_convs_of_run_time_size_are_register_tiled_and_right_at_every_size(targe
         np.testing.assert_allclose(session.run([x])[0], _reference(x), rtol=1e-4, atol=1e-4)
 
 
-def _conv_kernel(shape) -> tirx.PrimFunc:
+def _conv_kernel(shape, weight=CONVS[0][0]) -> tirx.PrimFunc:
     x = relax.Var("x", relax.TensorType(shape, "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(CONVS[0][0]), padding=1))
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), padding=1))
         bb.emit_func_output(y)
     mod = relax.transform.LegalizeOps()(bb.get())
     return next(f for _, f in mod.functions_items() if isinstance(f, tirx.PrimFunc) and "conv" in str(f))
@@ -77,3 +78,15 @@ def _conv_kernel(shape) -> tirx.PrimFunc:
 def test_a_conv_of_static_size_is_left_to_its_own_rules():
     assert schedule_run_time_conv(_conv_kernel((1, 8, 12, 20))) is None
     assert schedule_run_time_conv(_conv_kernel((1, 8, 12, W))) is not None
+
+
+def _tile(func) -> int:
+    block = next(b for b in _blocks(func) if _is_reduction(b))
+    return _channel_tile(block, block.iter_vars[1].dom.extent)
+
+
+def test_a_long_sum_takes_one_channel_a_thread():
+    """Twice the threads, each as long a chain, where a thread's chain is long (``LONG_SUM`` terms)."""
+    long_weight = np.zeros((16, -(-LONG_SUM // 9), 3, 3), "float32")
+    assert _tile(_conv_kernel((1, long_weight.shape[1], 12, W), long_weight)) == 1
+    assert _tile(_conv_kernel((1, 8, 12, W))) == OC_TILES[0]
