@@ -89,3 +89,36 @@ def test_the_same_model_with_dims_up_to_1200_is_right(pocl):
     assert "block_linear" in artifact.source
     x = torch.randn(1, 4, 16, 21)
     np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_a_two_axis_grid_of_run_time_size_folds_with_extents_named_inside_the_launch(backend, device, request):
+    """A stride-2 conv of run-time H and W (relax_vk's run-time conv schedule: output rows on
+    blockIdx.y, columns on blockIdx.x) under a limit of 8 workgroups an axis: TVM's
+    common-subexpression pass names the rows' count (``(H - 1) // 2 + 1``) inside the columns'
+    launch, and the fold, which hoists every extent above the launch, used that name before its
+    definition (the build failed). It substitutes the name's value now: folded, and right at every
+    size."""
+    from tvm import relax, tirx
+
+    from relax_vk.core.dims import with_dim_ranges
+
+    request.getfixturevalue(device)
+    H, W = tirx.Var("H", "int64"), tirx.Var("W", "int64")
+    weight = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype("float32")
+    x = relax.Var("x", relax.TensorType((1, 3, H, W), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), strides=2, padding=1))
+        bb.emit_func_output(y)
+    make = relax_vk.target.opencl if backend == "opencl" else relax_vk.target.vulkan
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (4, 40), "W": (4, 40)}), make(max_workgroups=8)).artifact()
+    assert [k.get("schedule") for k in artifact.program["kernels"]] == ["run_time_conv"]
+    if backend == "opencl":
+        assert "block_linear" in artifact.source  # (it had to fold)
+    session = load(artifact, device=device)
+    for h, w in ((4, 4), (21, 9), (40, 40)):
+        v = np.random.default_rng(h * w).standard_normal((1, 3, h, w)).astype("float32")
+        want = torch.nn.functional.conv2d(torch.tensor(v), torch.tensor(weight), stride=2, padding=1).numpy()
+        np.testing.assert_allclose(session.run([v])[0], want, rtol=1e-5, atol=1e-5)
