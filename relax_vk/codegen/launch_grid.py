@@ -72,28 +72,28 @@ def _pull_shared(node):
     return [], node
 
 
+def _launch_stmts(node):
+    """Every statement of one launch (the subtree below its outermost binding) in program order,
+    through attributes, sequences, loops and both branches of conditions."""
+    yield node
+    if isinstance(node, S.SeqStmt):
+        for c in node.seq:
+            yield from _launch_stmts(c)
+    elif isinstance(node, (S.AttrStmt, S.For)):
+        yield from _launch_stmts(node.body)
+    elif isinstance(node, S.IfThenElse):
+        yield from _launch_stmts(node.then_case)
+        if node.else_case is not None:
+            yield from _launch_stmts(node.else_case)
+
+
+def _is_block_attr(node) -> bool:
+    return isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES
+
+
 def _block_attrs(node) -> list:
-    """Every blockIdx binding of one launch (the subtree below its outermost binding)."""
-    found = []
-
-    def visit(n):
-        if isinstance(n, S.AttrStmt):
-            if n.attr_key == "thread_extent" and str(n.node.thread_tag) in AXES:
-                found.append(n)
-            visit(n.body)
-            return
-        if isinstance(n, S.SeqStmt):
-            for c in n.seq:
-                visit(c)
-        elif isinstance(n, S.For):
-            visit(n.body)
-        elif isinstance(n, S.IfThenElse):
-            visit(n.then_case)
-            if n.else_case is not None:
-                visit(n.else_case)
-
-    visit(node)
-    return found
+    """Every blockIdx binding of one launch."""
+    return [n for n in _launch_stmts(node) if _is_block_attr(n)]
 
 
 def _inner_lets(node, lets=None) -> dict:
@@ -102,32 +102,21 @@ def _inner_lets(node, lets=None) -> dict:
     ``blockIdx`` binding's extent (``cse_v19 = (H - 1) // 2 + 1``) below the outermost binding,
     and folding hoists that extent above it. A value this pass cannot read is left out."""
     found = dict(lets or {})
-
-    def visit(n):
+    inner = {}
+    for n in _launch_stmts(node):
         if isinstance(n, S.Bind):
             try:
-                found[n.var] = substitute(n.value, found)
+                inner[n.var] = found[n.var] = substitute(n.value, found)
             except Exception:  # (not a size expression: a grid extent never reads it)
                 pass
-        elif isinstance(n, S.SeqStmt):
-            for c in n.seq:
-                visit(c)
-        elif isinstance(n, (S.AttrStmt, S.For)):
-            visit(n.body)
-        elif isinstance(n, S.IfThenElse):
-            visit(n.then_case)
-            if n.else_case is not None:
-                visit(n.else_case)
-
-    visit(node)
-    return {k: v for k, v in found.items() if not (lets and k in lets)}
+    return inner
 
 
 def _strip_block_attrs(node):
     """``node`` with every blockIdx binding replaced by its body (the ids are rebound above)."""
     if isinstance(node, S.AttrStmt):
         body = _strip_block_attrs(node.body)
-        if node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
+        if _is_block_attr(node):
             return body
         return node if body.same_as(node.body) else S.AttrStmt(node.node, node.attr_key, node.value, body)
     if isinstance(node, S.SeqStmt):
@@ -159,7 +148,7 @@ def _refold(launch, limit: int, name: str):
         raise LimitError(f"kernel {name}: a grid over the workgroup limit {limit} with repeated bindings cannot be folded")
     blocks = dict(zip(tags, attrs))
     dtype = "int32"
-    inner = _inner_lets(launch)
+    inner = _inner_lets(launch)  # (in terms of the variables bound above the launch, which stay)
 
     def extent(axis):  # an int, or an int32 expression of the kernel's size parameters
         if axis not in blocks:
@@ -345,7 +334,7 @@ def _over(attr, limit: int, ranges, lets=None) -> bool:
 def _fold(node, limit: int, name: str, ranges=None, lets=None):
     """``node`` with its over-long grids folded (the node itself when nothing changes); ``lets``:
     the values of the variables bound before ``node``."""
-    if isinstance(node, S.AttrStmt) and node.attr_key == "thread_extent" and str(node.node.thread_tag) in AXES:
+    if _is_block_attr(node):
         # (a grid of run-time size that may exceed the limit at some size: folded too)
         inner = {**(lets or {}), **_inner_lets(node, lets)}
         if any(_over(a, limit, ranges, inner) for a in _block_attrs(node)):

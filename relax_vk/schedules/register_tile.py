@@ -1,9 +1,10 @@
-"""Pieces the register-tiled schedules share (the conv and the token matmul).
+"""Pieces the register-tiled schedules share (the NCHW4c conv, the token matmul and the conv of a
+run-time size).
 
-Both keep a thread's output tile in registers: the reduction accumulates into a local buffer, the
-fused elementwise epilogue is folded into the write-back, and the write-back and the accumulator
-initialisation store whole texels (innermost lane loop vectorised, the tile loops unrolled so every
-register index is a constant).
+Each keeps a thread's output tile in registers: the reduction accumulates into a local buffer and
+the fused elementwise epilogue is folded into the write-back (:func:`accumulate`); the texture
+schedules' write-back and accumulator initialisation store whole texels (innermost lane loop
+vectorised, the tile loops unrolled so every register index is a constant).
 """
 
 from __future__ import annotations
@@ -55,19 +56,25 @@ def cache_texels(sch: s_tir.Schedule, block, buffer, loop):
     return cache
 
 
-def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: Sequence, reduce_loop, bound: int = 3):
+def accumulate(sch: s_tir.Schedule, block, thread_loop, epilogue: Sequence, reduce_loop) -> tuple:
     """Give reduction ``block`` a local accumulator written back under ``thread_loop``, with the
     ``epilogue`` blocks (a DAG: hard-swish reads its input twice) collapsed into their last block
-    and folded into the write-back, and its initialisation split off at ``reduce_loop``; both store
-    texels (:func:`texel_loops` past the ``bound`` thread-bound loops). Returns ``(write-back
-    block, init block)``."""
+    and folded into the write-back, and its initialisation split off at ``reduce_loop``. Returns
+    ``(write-back block, init block)``."""
     acc = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(acc, thread_loop, preserve_unit_loops=True)
     for b in epilogue[:-1]:
         sch.compute_inline(b)
     if epilogue:
         sch.reverse_compute_inline(epilogue[-1])
+    return acc, sch.decompose_reduction(block, reduce_loop)
+
+
+def accumulate_in_registers(sch: s_tir.Schedule, block, thread_loop, epilogue: Sequence, reduce_loop, bound: int = 3):
+    """:func:`accumulate`, the write-back and the initialisation storing texels
+    (:func:`texel_loops` past the ``bound`` thread-bound loops). Returns ``(write-back block, init
+    block)``."""
+    acc, init = accumulate(sch, block, thread_loop, epilogue, reduce_loop)
     texel_loops(sch, acc, bound)
-    init = sch.decompose_reduction(block, reduce_loop)
     texel_loops(sch, init, bound)
     return acc, init

@@ -43,12 +43,13 @@ anything after it must be elementwise over its output. Kernels of static size ke
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from tvm import s_tir, tirx
 
 from .analysis import _is_reduction
-from .register_tile import loop_depth, unroll_constant
+from .register_tile import accumulate, loop_depth, unroll_constant
 
 #: output-channel tiles tried, largest first (one must divide the channels, else 1)
 OC_TILES = (2,)
@@ -116,10 +117,7 @@ def _channel_tile(block, channels) -> int:
         spatial_read = any(_uses(r.min, x) or _uses(r.min, y) for r in read.region)
         if spatial_read and any(_uses(r.min, f) for r in read.region):
             return 1
-    terms = 1
-    for iv in block.iter_vars:
-        if iv.iter_type == tirx.IterVar.CommReduce:
-            terms *= int(iv.dom.extent)
+    terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
     if LONG_SUM is not None and terms >= LONG_SUM:
         return 1
     return next((t for t in OC_TILES if int(channels) % t == 0), 1)
@@ -143,10 +141,10 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     x_o, x_i = sch.split(x, [None, px])
     # a grid axis per output axis, split by constants: no thread's index is divided by a run-time
     # extent (a fused index split back into n, c, h, w costs 64-bit divisions and modulos at
-    # every use)
-    # every output row a workgroup row of its own: the write-back's row is then fixed above the
-    # thread loop, and TVM's reverse_compute_at guards no index fixed there (rows split over
-    # threads with a partial last tile wrote a row past the output's end: the next channel's)
+    # every use). Every output row is a workgroup row of its own: the write-back's row is then
+    # fixed above the thread loop, and TVM's reverse_compute_at guards no index fixed there (rows
+    # split over threads with a partial last tile wrote a row past the output's end: the next
+    # channel's).
     bx, tx = sch.split(x_o, [None, TX])
     tiles = block.iter_vars[1].dom.extent
     tz_n = TZ if _static(tiles) and (int(tiles) // oc) % TZ == 0 else 1  # (channel tiles split exactly)
@@ -157,13 +155,7 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.bind(bx, "blockIdx.x")
     sch.bind(tz, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
-    acc = sch.cache_write(conv, 0, "local")
-    sch.reverse_compute_at(acc, tx, preserve_unit_loops=True)
-    for b in after[:-1]:
-        sch.compute_inline(b)
-    if after:
-        sch.reverse_compute_inline(after[-1])
-    init = sch.decompose_reduction(conv, red[0])
+    acc, init = accumulate(sch, conv, tx, after, red[0])
     sch.unroll(f_i)
     sch.unroll(x_i)
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)
