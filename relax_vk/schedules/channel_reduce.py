@@ -26,6 +26,7 @@ from tvm import s_tir, tirx
 
 from ..core.scope import TEXEL_LANES as LANES
 from .register_tile import loop_extent
+from .unchecked import new_schedule
 
 PREFIX = "token_channel_"
 MIN_TEXELS = 8
@@ -43,7 +44,7 @@ def threads_for(texels: int, most: int = MAX_THREADS) -> int:
 def schedule_channel_reduce(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
     """``func`` scheduled (module docstring), or None when it is not a channel-statistics kernel
     this schedule takes."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     names = [sch.get(b).name_hint for b in blocks]
     found = [i for i, name in enumerate(names) if name.startswith(PREFIX)]

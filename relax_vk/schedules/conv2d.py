@@ -33,6 +33,7 @@ from tvm import s_tir, tirx
 from .conv1x1 import gemm_applies, schedule_conv1x1_gemm
 from .cross_thread import texel_per_workgroup
 from .register_tile import accumulate_in_registers, cache_texels, loop_depth, loop_extent, texel_loops, unroll_constant
+from .unchecked import new_schedule
 
 BLOCK = "conv2d_NCHWc_OIHWo"
 PAD = "conv2d_data_pad"
@@ -268,7 +269,7 @@ def operand_memory(data, weight) -> str:
 def memory_kind(func: tirx.PrimFunc) -> str:
     """Where the conv's operands live: ``"texture"`` (data and weights in textures, the RFC's
     plan), ``"texture+wbuf"`` (data in a texture, weights in a buffer) or ``"buffer"``."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     found = find_conv(sch)
     if found is None:
         return "buffer"
@@ -342,7 +343,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     (:func:`conv1x1_kernel`), a 1x1 conv the GEMM takes gets that policy's kernel: the tuned
     configuration if it is of that kind ("tuned"), else that kind's default ("forced"); convs
     whose default splits the sum across a workgroup (few outputs, long sums) keep it."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     found = find_conv(sch)
     w = workload(sch, found[0]) if found is not None else None
     if w is None:
@@ -381,7 +382,7 @@ def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
         if not config.gemm:
             raise
         scheduled = None
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     w = workload(sch, find_conv(sch)[0])
     if scheduled is None and config.gemm:
         config, source = _direct_default(w), "default"
@@ -394,7 +395,7 @@ def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
 
 def schedule_conv2d(func: tirx.PrimFunc, config: Optional[Conv2dConfig] = None) -> Optional[tirx.PrimFunc]:
     """``func`` scheduled (module docstring), or None when it is not a kernel this rule handles."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     found = find_conv(sch)
     if found is None:
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from tvm import s_tir, tirx
+from .unchecked import new_schedule
 
 MAX_GROUPS = 65535  # per grid dimension (Vulkan's guaranteed minimum, and OpenCL-safe)
 
@@ -156,7 +157,7 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
     """``func`` scheduled by the safe schedule (module docstring). Top-level blocks with nested
     blocks (adaptive pools with uneven windows) get their outer spatial loops bound; what is nested
     runs inside the thread as it is."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     root = sch.get_sblock("root")
     outputs = list(func.params)  # blocks write parameters only when they are the kernel's outputs
     changed = True

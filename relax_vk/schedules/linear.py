@@ -30,11 +30,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from ..core.target import target_api
 from .analysis import _blocks, _is_reduction
 from .partial_sums import divisor, inline_around, split_sum
+from .unchecked import new_schedule
 
 NT = 32  # outputs per workgroup (threadIdx.x)
 KS = 8  # partial sums per output (threadIdx.y)
@@ -99,7 +100,7 @@ def schedule_linear(func: tirx.PrimFunc, runs: bool = False) -> Optional[tirx.Pr
     ``k`` are read in runs of ``RUN`` terms a lane (the Vulkan form)."""
     if not is_run_time_linear(func):
         return None
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     blocks = _blocks(func)
     names = [b.name_hint for b in blocks]
     index = next(i for i, b in enumerate(blocks) if _is_reduction(b))

@@ -31,6 +31,7 @@ from tvm import s_tir, tirx
 from tvm.ir.expr import Expr as PrimExpr
 
 from .register_tile import accumulate_in_registers, loop_extent, unroll_constant
+from .unchecked import new_schedule
 
 BLOCK = "token_matmul"
 THREADS = 64
@@ -89,7 +90,7 @@ def _threads(pixels: int, most: int, exact: bool) -> Optional[int]:
 
 def schedule_token_matmul(func: tirx.PrimFunc, max_threads: int = 256) -> Optional[tirx.PrimFunc]:
     """``func`` scheduled (module docstring), or None when it is not a token-matmul kernel."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     names = [sch.get(b).name_hint for b in blocks]
     if names.count(BLOCK) != 1:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from .cross_thread import texel_per_workgroup
+from .unchecked import new_schedule
 
 THREADS = 64
 GLOBAL_WINDOW = 64  # windows of at least this many texels are reduced across a workgroup's threads
@@ -36,7 +37,7 @@ def _is_pool_reduction(sch, block) -> bool:
 
 def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     """The scheduled pool kernel, or None when ``func`` is not one."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     try:
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
     except Exception:

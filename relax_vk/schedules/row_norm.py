@@ -46,6 +46,7 @@ from tvm import s_tir, tirx
 from ..core.scope import TEXEL_LANES as LANES
 from .channel_reduce import reduce_across_threads, threads_for
 from .register_tile import loop_extent
+from .unchecked import new_schedule
 
 STAT_PREFIX = "token_norm_"
 RESULTS = ("token_layer_norm", "token_softmax")
@@ -59,7 +60,7 @@ STAGE_BYTES = 16 * 1024  # workgroup memory a kernel may stage its rows in (devi
 
 def schedule_row_norm(func: tirx.PrimFunc, max_threads: int = MAX_THREADS) -> Optional[tirx.PrimFunc]:
     """``func`` scheduled (module docstring), or None when it is not a row-normalization kernel."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     names = [sch.get(b).name_hint for b in blocks]
     results = [i for i, name in enumerate(names) if name in RESULTS]

@@ -50,6 +50,7 @@ from tvm import s_tir, tirx
 
 from .analysis import _is_reduction
 from .register_tile import accumulate, loop_depth, unroll_constant
+from .unchecked import new_schedule
 
 #: output-channel tiles tried, largest first (one must divide the channels, else 1)
 OC_TILES = (2,)
@@ -125,7 +126,7 @@ def _channel_tile(block, channels) -> int:
 
 def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     """The schedule of the module docstring, or None for a kernel this rule does not take."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     found = _conv_block(sch)
     if found is None:
         return None

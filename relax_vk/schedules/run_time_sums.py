@@ -28,10 +28,11 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from .analysis import _blocks, _is_reduction
 from .partial_sums import divisor, inline_around, split_sum
+from .unchecked import new_schedule
 
 LANES = 32  # threads of a warp: on consecutive terms, or on consecutive outputs
 OUTPUTS = 8  # terms on the lanes: outputs a workgroup
@@ -85,7 +86,7 @@ def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     roles = _roles(red, spatial)
     if roles is None:
         return None
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     names = [b.name_hint for b in blocks]
     epilogue = inline_around(sch, names, names.index(red.name_hint))
     block = sch.get_sblock(red.name_hint)

@@ -32,6 +32,7 @@ from tvm import s_tir, tirx
 from ..legalize.winograd import GEMM, INPUT, INVERSE, KERNEL, OUTPUT, PAD, TILES, tile_count
 from .conv2d import CONFIG_ATTR, MEMORY_ATTR, SOURCE_ATTR, WORKLOAD_ATTR, Conv2dWorkload, operand_memory
 from .register_tile import cache_texels, loop_depth, loop_extent, texel_loops, unroll_constant
+from .unchecked import new_schedule
 
 TILE_ATTR = "relax_vk.winograd_tile"  # on the scheduled kernel: m of F(m, 3)
 
@@ -131,7 +132,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     "forced"), else the tuning database's record for the conv workload when it names this tile
     size ("tuned"), else :func:`default_config` ("default"); ``(None, None, None)`` when the kernel
     is not one this rule handles."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     found = find_winograd(sch)
     got = workload(sch, found) if found is not None else None
     if got is None:
@@ -158,7 +159,7 @@ def winograd_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
     config, source, w = choose_config(func, target)
     if config is None:
         return None
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     memory = memory_kind(sch, find_winograd(sch))
     scheduled = schedule_winograd(func, config)
     if scheduled is None:
@@ -170,7 +171,7 @@ def winograd_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
 def schedule_winograd(func: tirx.PrimFunc, config: WinogradConfig) -> Optional[tirx.PrimFunc]:
     """``func`` scheduled (module docstring), or None when it is not a kernel this rule handles
     or ``config`` does not fit it."""
-    sch = s_tir.Schedule(func)
+    sch = new_schedule(func)
     found = find_winograd(sch)
     got = workload(sch, found) if found is not None else None
     if got is None:

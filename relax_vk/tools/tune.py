@@ -63,7 +63,7 @@ def candidate_module(spec: ConvSpec, count: int) -> tvm.IRModule:
 def _conv_calls(lowered: tvm.IRModule) -> List[tvm.ir.GlobalVar]:
     """The conv kernels (direct or Winograd) of a lowered (unscheduled) module, in the order
     ``main`` calls them."""
-    from tvm import s_tir
+    from ..schedules.unchecked import new_schedule
 
     from ..schedules.conv2d import find_conv
     from ..schedules.winograd import find_winograd
@@ -71,7 +71,7 @@ def _conv_calls(lowered: tvm.IRModule) -> List[tvm.ir.GlobalVar]:
     calls: List[tvm.ir.GlobalVar] = []
 
     def is_conv(func) -> bool:
-        sch = s_tir.Schedule(func)
+        sch = new_schedule(func)
         return find_conv(sch) is not None or find_winograd(sch) is not None
 
     def visit(expr) -> None:
@@ -94,7 +94,7 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     default config key, config keys)``, or None when the conv schedule does not take this conv.
     ``recorded(workload key, candidate count)``: when true, nothing is built and :data:`RECORDED`
     is returned (a database record measured over at least as many candidates)."""
-    from tvm import s_tir
+    from ..schedules.unchecked import new_schedule
 
     from ..core import target as _target
     from ..core.options import ScopeOptions
@@ -109,7 +109,7 @@ def build_case(spec: ConvSpec, api: str, memory: str, threads: Sequence[int] = (
     calls = _conv_calls(lowered)
     if len(calls) != 1:
         return None
-    sch = s_tir.Schedule(lowered[calls[0]])
+    sch = new_schedule(lowered[calls[0]])
     w = workload(sch, find_conv(sch)[0])
     if w is None:
         return None
