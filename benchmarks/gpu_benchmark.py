@@ -217,10 +217,10 @@ def _torch_cuda(name: str, x: np.ndarray, repeat: int):
 
 def run(outdir: str, repeat: int, json_path: str, models, shader_checks=(), runtimes=("python",), plans=None) -> None:
     from relax_vk.runtime import load, select_device
-    from relax_vk.runtime.session import DeviceLimitError
+    from relax_vk.runtime import DeviceLimitError
 
     devices = {"opencl": select_device("opencl", None), "vulkan": select_device("vulkan", None)}  # (a GPU where there is one)
-    print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].platform.version.strip()}); vulkan: {devices['vulkan'].info['device']}")
+    print(f"opencl: {devices['opencl'].name.strip()} ({devices['opencl'].row['platform'].strip()}); vulkan: {devices['vulkan'].name}")
     with gzip.open(os.path.join(outdir, "index.json.gz"), "rt") as f:
         names = {m.partition("@")[0] for m in models or ()}
         index = [e for e in json.load(f) if not names or e["model"] in names]
