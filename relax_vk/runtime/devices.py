@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ..core.limits import DeviceLimits
+from .errors import DeviceUnavailable
 from .library import check, library
 
 APIS = ("opencl", "vulkan")
@@ -64,5 +65,12 @@ def select_device(api: str = "opencl", spec: "str | Device | None" = None) -> De
         return spec
     if spec is not None and not isinstance(spec, str):
         raise TypeError(f"a device is a spec string ('pocl', 'lavapipe', 'gpu', 'P:D', an index) or a Device, not {type(spec).__name__}")
-    (row,) = _rows(api, spec)
+    if spec is None:  # as a session opens it: the GPU when one works, else the CPU device
+        try:
+            rows = _rows(api, "gpu")
+        except DeviceUnavailable:
+            rows = _rows(api, "pocl" if api == "opencl" else "cpu")
+    else:
+        rows = _rows(api, spec)
+    (row,) = rows
     return Device(api, row["index"], row["device"], row["type"], DeviceLimits(**row["limits"]), row)

@@ -366,3 +366,18 @@ def test_runs_create_no_device_memory(native_build, target, device):
                 session.run(xs)
             session.time(xs, repeat=3)
             assert session.device_objects == made, (artifact.program.get("model"), profile)
+
+
+@pytest.mark.parametrize("api", ["opencl", "vulkan"])
+def test_no_device_spec_selects_the_device_a_session_opens(native_build, api, monkeypatch):
+    """``select_device(api)`` is the device ``load(..., device=None)`` opens (the GPU when one works,
+    else the CPU device), and stays one device on a machine that lists several: the library's
+    whole list (two rows here) must not be mistaken for the answer."""
+    from relax_vk.runtime import devices
+
+    artifact = copy_program((1, 1, 1, 2, 4), "global.texture", target=api)
+    chosen = select_device(api)
+    assert load(artifact).device_name == chosen.name
+    real = devices._rows
+    monkeypatch.setattr(devices, "_rows", lambda a, spec: real(a, spec) if spec is not None else real(a, None) * 2)
+    assert select_device(api) == chosen
