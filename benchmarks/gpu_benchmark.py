@@ -123,10 +123,20 @@ def _model_size(spec: str):
     input of that size: MobileViT's 2x2 unfold needs sizes whose 1/32 is even) or
     ``"name@48x320"`` (height x width: a text line for the PP-OCR recognizer)."""
     name, _, side = spec.partition("@")
+    if _is_packaged(name) and not side:
+        return name, None
+    # the zoo model's own batch and channels (the small UNet takes 4), at 224 or the size given
+    lead = SIZE[:2] if _is_packaged(name) else _zoo_input(name)[:2]
     if not side:
-        return name, None if _is_packaged(name) else SIZE
+        return name, lead + SIZE[2:]
     height, _, width = side.partition("x")
-    return name, SIZE[:2] + (int(height), int(width or height))
+    return name, lead + (int(height), int(width or height))
+
+
+def _zoo_input(name: str) -> tuple:
+    from relax_vk.zoo import ZOO
+
+    return tuple(ZOO[name].input_shape)
 
 
 def _is_packaged(name: str) -> bool:
