@@ -188,15 +188,23 @@ def lavapipe_device():
 
 @pytest.mark.parametrize(
     "model, textures, message",
-    [("conv-relu-pool", True, "Unresolved call .*tirx.texture2d_load"), ("grouped", False, "blockIdx.z is not supported in WebGPU")],
+    [("conv-relu-pool", True, "Unresolved call .*tirx.texture2d_load"), ("run-time-conv", False, "blockIdx.z is not supported in WebGPU")],
 )
 def test_tvm_webgpu_codegen_cannot_take_these_kernels(model, textures, message):
     # the evidence for relax_vk's own emitter (docs/vulkan.md): TVM's WGSL codegen fails on every
-    # texture kernel, and on buffer kernels whose schedule uses blockIdx.z (TVM's adreno conv rule,
-    # which relax_vk keeps for grouped convs whose groups split a texel)
-    if model == "grouped":
-        x = tensor("x", (1, 24, 8, 8))
-        mod = module([x], lambda bb, x: relax.op.nn.relu(relax.op.nn.conv2d(x, relax.const(np.ones((24, 6, 3, 3), "float32")), padding=(1, 1), groups=4)))
+    # texture kernel, and on buffer kernels whose schedule uses blockIdx.z (relax_vk's conv of a
+    # run-time size: rows on blockIdx.y, channel tiles on blockIdx.z)
+    if model == "run-time-conv":
+        from relax_vk.core.dims import with_dim_ranges
+
+        h, w = tvm.tirx.Var("H", "int64"), tvm.tirx.Var("W", "int64")
+        x = relax.Var("x", relax.TensorType((1, 8, h, w), "float32"))
+        bb = relax.BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(bb.emit(relax.op.nn.conv2d(x, relax.const(np.ones((16, 8, 3, 3), "float32")), padding=(1, 1))))
+            bb.emit_func_output(out)
+        mod = with_dim_ranges(bb.get(), {"H": (4, 24), "W": (4, 70)})
     else:
         mod = build_example(model)
     compiled = relax_vk.build(mod, target="vulkan", options=relax_vk.ScopeOptions(textures=textures))
