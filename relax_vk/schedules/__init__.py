@@ -50,7 +50,7 @@ import tvm
 from tvm.s_tir import dlight as dl
 
 from .analysis import has_trivial_reduction, reductions_are_plain
-from .apply import KernelScheduleError, Rule, ScheduleKernels, schedule_kernel
+from .apply import KernelScheduleError, Rule, ScheduleKernels, max_threads, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .linear import linear_rule
 from .run_time_conv import run_time_conv_rule
@@ -92,7 +92,7 @@ RULES: List[Rule] = [
     ("row_norm", row_norm_rule),
     ("linear", linear_rule),
     ("run_time_conv", run_time_conv_rule),
-    ("pool", lambda func, _target: schedule_pool(func)),
+    ("pool", lambda func, target: schedule_pool(func, max_threads(target))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),
     ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
     ("gpu.reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),

@@ -22,6 +22,11 @@ from .unchecked import new_schedule
 THREADS = 64
 GLOBAL_WINDOW = 64  # windows of at least this many texels are reduced across a workgroup's threads
 WINDOW_THREADS = 64  # (cross_thread.texel_per_workgroup)
+#: a grid of fewer workgroups than this reduces each window over up to FEW_OUTPUT_THREADS threads:
+#: EfficientNet's first squeeze-excite mean (two output texels, 112x112 texels each) ran two
+#: workgroups of 64 threads, each thread summing 196 texels in turn: 0.141 ms on an H200's Vulkan
+FEW_OUTPUTS = 64
+FEW_OUTPUT_THREADS = 256
 
 
 def _is_pool_reduction(sch, block) -> bool:
@@ -35,8 +40,28 @@ def _is_pool_reduction(sch, block) -> bool:
     return int(getattr(lanes, "value", -1)) == 4
 
 
-def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
-    """The scheduled pool kernel, or None when ``func`` is not one."""
+def window_threads(outputs: Optional[int], window: int, max_threads: int) -> int:
+    """Threads of the workgroup that reduces one output texel's ``window`` texels:
+    :data:`WINDOW_THREADS`, or up to :data:`FEW_OUTPUT_THREADS` (within ``max_threads`` and the
+    window) when fewer than :data:`FEW_OUTPUTS` workgroups make the grid."""
+    if outputs is not None and outputs < FEW_OUTPUTS and window >= 2 * FEW_OUTPUT_THREADS:
+        return max(WINDOW_THREADS, min(FEW_OUTPUT_THREADS, max_threads))
+    return WINDOW_THREADS
+
+
+def _texels(sch, loops) -> Optional[int]:
+    size = 1
+    for loop in loops:
+        extent = getattr(sch.get(loop).extent, "value", None)
+        if extent is None:
+            return None
+        size *= int(extent)
+    return size
+
+
+def schedule_pool(func: tirx.PrimFunc, max_threads: int = WINDOW_THREADS) -> Optional[tirx.PrimFunc]:
+    """The scheduled pool kernel, or None when ``func`` is not one (``max_threads``: the most a
+    workgroup may have on the target)."""
     sch = new_schedule(func)
     try:
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
@@ -62,7 +87,7 @@ def schedule_pool(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
         return None
     window = _window(sch, red)
     if window is not None and window >= GLOBAL_WINDOW:  # (a workgroup per output texel)
-        texel_per_workgroup(sch, red, out, 2, WINDOW_THREADS)
+        texel_per_workgroup(sch, red, out, 2, window_threads(_texels(sch, loops[:4]), window, max_threads))
         return sch.mod["main"].with_attrs(func.attrs).with_attr("tirx.is_scheduled", True)
     fused = sch.fuse(*loops[:4])
     bx, tx = sch.split(fused, [None, THREADS])
