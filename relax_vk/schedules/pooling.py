@@ -12,11 +12,13 @@ split over its threads: one thread summing a 6x80 map serially took 120 us (Open
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from tvm import tirx
 
 from .cross_thread import texel_per_workgroup
+from .register_tile import loop_extent
 from .unchecked import new_schedule
 
 THREADS = 64
@@ -50,13 +52,9 @@ def window_threads(outputs: Optional[int], window: int, max_threads: int) -> int
 
 
 def _texels(sch, loops) -> Optional[int]:
-    size = 1
-    for loop in loops:
-        extent = getattr(sch.get(loop).extent, "value", None)
-        if extent is None:
-            return None
-        size *= int(extent)
-    return size
+    """The product of ``loops``' constant extents, None if one is not a constant."""
+    extents = [loop_extent(sch.get(loop)) for loop in loops]
+    return None if min(extents) < 0 else math.prod(extents)
 
 
 def schedule_pool(func: tirx.PrimFunc, max_threads: int = WINDOW_THREADS) -> Optional[tirx.PrimFunc]:
