@@ -181,3 +181,18 @@ def assert_clear_error(proc, *needles):
     assert line, proc.stderr[-2000:]
     for needle in needles:
         assert needle in line[0], (needle, line[0])
+
+
+def run_time_conv_module(weight, ranges, stride=1, padding=1) -> tvm.IRModule:
+    """One conv of ``weight`` over an NCHW input whose H and W are run-time dims in ``ranges``
+    (``{"H": (lo, hi), "W": (lo, hi)}``)."""
+    from relax_vk.core.dims import with_dim_ranges
+
+    h, w = tvm.tirx.Var("H", "int64"), tvm.tirx.Var("W", "int64")
+    x = relax.Var("x", relax.TensorType((1, weight.shape[1], h, w), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), strides=stride, padding=padding))
+        bb.emit_func_output(y)
+    return with_dim_ranges(bb.get(), ranges)

@@ -99,21 +99,13 @@ def test_a_two_axis_grid_of_run_time_size_folds_with_extents_named_inside_the_la
     launch, and the fold, which hoists every extent above the launch, used that name before its
     definition (the build failed). It substitutes the name's value now: folded, and right at every
     size."""
-    from tvm import relax, tirx
-
-    from relax_vk.core.dims import with_dim_ranges
+    from helpers import run_time_conv_module
 
     request.getfixturevalue(device)
-    H, W = tirx.Var("H", "int64"), tirx.Var("W", "int64")
     weight = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype("float32")
-    x = relax.Var("x", relax.TensorType((1, 3, H, W), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), strides=2, padding=1))
-        bb.emit_func_output(y)
+    mod = run_time_conv_module(weight, {"H": (4, 40), "W": (4, 40)}, stride=2)
     make = relax_vk.target.opencl if backend == "opencl" else relax_vk.target.vulkan
-    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (4, 40), "W": (4, 40)}), make(max_workgroups=8)).artifact()
+    artifact = relax_vk.build(mod, make(max_workgroups=8)).artifact()
     assert [k.get("schedule") for k in artifact.program["kernels"]] == ["run_time_conv"]
     if backend == "opencl":
         assert "block_linear" in artifact.source  # (it had to fold)

@@ -5,7 +5,7 @@ what WGSL cannot express fails naming the kernel and the construct."""
 import numpy as np
 import pytest
 import tvm
-from helpers import module, tensor
+from helpers import module, run_time_conv_module, tensor
 from tvm import relax
 from tvm.script import tirx as T
 
@@ -195,16 +195,7 @@ def test_tvm_webgpu_codegen_cannot_take_these_kernels(model, textures, message):
     # texture kernel, and on buffer kernels whose schedule uses blockIdx.z (relax_vk's conv of a
     # run-time size: rows on blockIdx.y, channel tiles on blockIdx.z)
     if model == "run-time-conv":
-        from relax_vk.core.dims import with_dim_ranges
-
-        h, w = tvm.tirx.Var("H", "int64"), tvm.tirx.Var("W", "int64")
-        x = relax.Var("x", relax.TensorType((1, 8, h, w), "float32"))
-        bb = relax.BlockBuilder()
-        with bb.function("main", [x]):
-            with bb.dataflow():
-                out = bb.emit_output(bb.emit(relax.op.nn.conv2d(x, relax.const(np.ones((16, 8, 3, 3), "float32")), padding=(1, 1))))
-            bb.emit_func_output(out)
-        mod = with_dim_ranges(bb.get(), {"H": (4, 24), "W": (4, 70)})
+        mod = run_time_conv_module(np.ones((16, 8, 3, 3), "float32"), {"H": (4, 24), "W": (4, 70)})
     else:
         mod = build_example(model)
     compiled = relax_vk.build(mod, target="vulkan", options=relax_vk.ScopeOptions(textures=textures))
