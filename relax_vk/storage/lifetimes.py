@@ -3,7 +3,8 @@
 A :class:`Lifetime` is one tensor that storage planning may place in a shared allocation: the
 first and last step that touch it (both inclusive: a kernel never writes its output over one of
 its own inputs, so a tensor read by step ``s`` and one written by step ``s`` are both live at
-``s``), its size in bytes and, for a texture, its image extents and texel dtype. Two lifetimes
+``s``), its size in bytes and, for a texture, its image extents, texel dtype and whether it is *placed*
+(its kernels address it at an origin of a shared image: :mod:`relax_vk.storage.rectangles`). Two lifetimes
 *overlap* when their step ranges intersect; only tensors whose lifetimes do not overlap may share.
 
 Its *pool* says what it can share with: buffers share with any buffer (bytes are bytes), textures
@@ -37,6 +38,8 @@ class Lifetime:
     bytes: int
     image: Optional[Tuple[int, int, int]] = None
     dtype: str = "float32"
+    placed: bool = False  # a texture its kernels address at an origin (storage.rectangles may place it)
+    partners: frozenset = frozenset()  # the tensors some step binds with it (never in one image with it)
 
     def __post_init__(self) -> None:
         if self.first > self.last:
@@ -101,13 +104,23 @@ def program_lifetimes(program: dict) -> List[Lifetime]:
     workspaces that are not model outputs (a tensor no step touches has none)."""
     span = touched_steps(program)
     outputs = set(program["outputs"])
+    fixed = set()  # folded textures some launch binds without passing their origin: they stay at (0, 0)
+    partners: Dict[int, set] = {}
+    for step in program["steps"]:
+        if step["op"] == "launch":
+            given = {sc["origin"] for sc in step.get("scalars", []) if "origin" in sc}
+            fixed.update(tid for tid in step["args"] if tid not in given)
+        bound = step_tensors(step)
+        for tid in bound:
+            partners.setdefault(tid, set()).update(u for u in bound if u != tid)
     out = []
     for t in program["tensors"]:
         if t["kind"] not in SHAREABLE_KINDS or t["id"] in outputs or t["id"] not in span:
             continue
         first, last = span[t["id"]]
         image = tuple(t["image"]) if t.get("image") else None
-        out.append(Lifetime(t["id"], t["name"], first, last, stored_bytes(t), image, texel_dtype(t)))
+        out.append(Lifetime(t["id"], t["name"], first, last, stored_bytes(t), image, texel_dtype(t), "origin" in t and t["id"] not in fixed,
+                            frozenset(partners.get(t["id"], ()))))
     return out
 
 

@@ -9,11 +9,13 @@ strategy that won each pool, and the three numbers a memory report needs: bytes 
 (every tensor its own allocation), with reuse (the objects) and the lower bound (the most bytes
 live at once).
 
-Textures can only share whole images (an image cannot be bound at an offset, and neither
-OpenCL images without ``cl_khr_image2d_from_buffer`` nor WebGPU textures can alias two images' memory), so a texture plan whose
-tensors change extents from layer to layer (a downsampling CNN: 56x56x16, then 28x28x32 texels)
-stays above the lower bound by what the extents waste; per-pool numbers in :meth:`StoragePlan.
-to_json` show where. Standard library only.
+An image cannot be bound at an offset, and neither OpenCL images without
+``cl_khr_image2d_from_buffer`` nor WebGPU textures can alias two images' memory. Textures whose
+kernels address them at an origin (*placed*, :mod:`relax_vk.codegen.texture_origins`) share images
+side by side as rectangles (:mod:`relax_vk.storage.rectangles`), so a texture plan whose tensors
+change extents from layer to layer (a downsampling CNN: 56x56x16, then 28x28x32 texels) lands near
+the lower bound; other textures share whole images, and stay above it by what their extents
+waste. Per-pool numbers in :meth:`StoragePlan.to_json` show where. Standard library only.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .lifetimes import Lifetime, lower_bound
 from .offsets import ALIGNMENT, best_arena
+from .rectangles import origins as origins_of
+from .rectangles import pack
 from .strategies import GREEDY, Group, exact, total
 
 
@@ -54,6 +58,7 @@ class StoragePlan:
     lower_bound_bytes: int
     offsets: Dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset in its object (arenas)
     pools: Dict[str, dict] = field(default_factory=dict)  # pool -> its own three numbers
+    origins: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # placed texture id -> (x0, y0) in its image
 
     @property
     def ratio(self) -> float:
@@ -104,17 +109,27 @@ def _objects_of_groups(pool: str, groups: Sequence[Group]) -> List[SharedObject]
     ]
 
 
-def _plan_pool(pool: str, lifetimes: Sequence[Lifetime], reuse: bool, arenas: bool, alignment: int, arena_limit: Optional[int]):
-    """``(strategy, objects, offsets)`` of one pool."""
+def _plan_pool(pool: str, lifetimes: Sequence[Lifetime], reuse: bool, arenas: bool, alignment: int, arena_limit: Optional[int],
+               image_limit: int):  # fmt: skip
+    """``(strategy, objects, offsets, origins)`` of one pool."""
     if not reuse:
-        return "none", [SharedObject(0, pool, lt.bytes, lt.image, lt.dtype if lt.image else None, [lt.tensor]) for lt in lifetimes], {}
+        return "none", [SharedObject(0, pool, lt.bytes, lt.image, lt.dtype if lt.image else None, [lt.tensor]) for lt in lifetimes], {}, {}
+    placed = [lt for lt in lifetimes if lt.placed]
+    if placed:  # rectangles side by side; the rest (whole images) by shared objects
+        name, sheets = pack(placed, image_limit)
+        objects = [SharedObject(0, pool, s.bytes, (s.width, s.height, 1), s.dtype, sorted(lt.tensor for lt, _, _ in s.placed)) for s in sheets]
+        rest = [lt for lt in lifetimes if not lt.placed]
+        if rest:
+            rest_name, groups = best_grouping(rest)
+            name, objects = f"{name} + {rest_name}", objects + _objects_of_groups(pool, groups)
+        return name, objects, {}, origins_of(sheets)
     name, groups = best_grouping(lifetimes)
     objects = _objects_of_groups(pool, groups)
     if pool == "buffer" and arenas:
         arena_name, offsets, size = best_arena(lifetimes, alignment)
         if size < total(groups) and (arena_limit is None or size <= arena_limit):
-            return arena_name, [SharedObject(0, pool, size, None, None, sorted(lt.tensor for lt in lifetimes))], offsets
-    return name, objects, {}
+            return arena_name, [SharedObject(0, pool, size, None, None, sorted(lt.tensor for lt in lifetimes))], offsets, {}
+    return name, objects, {}, {}
 
 
 def plan_storage(
@@ -124,23 +139,29 @@ def plan_storage(
     alignment: int = ALIGNMENT,
     arena_limit: Optional[int] = None,
     private: Sequence[str] = (),
+    image_limit: int = 16384,
 ) -> StoragePlan:
     """The allocations for ``lifetimes`` (see the module docstring). ``reuse=False``: one object
     per tensor, the plan of a runtime that never reuses memory (for comparisons); ``arenas``:
     whether buffers may sit at offsets (``alignment`` bytes) of one allocation, at most
     ``arena_limit`` bytes large (the device's largest allocation; else shared objects);
     ``private``: pools whose tensors keep an allocation each (a device measured to slow down when
-    they share: :func:`relax_vk.schedules.tuning.storage_policy`)."""
+    they share: :func:`relax_vk.schedules.tuning.storage_policy`); ``image_limit``: the largest
+    width and height of an image that placed textures share (:mod:`relax_vk.storage.rectangles`)."""
     pools: Dict[str, List[Lifetime]] = {}
     for lt in lifetimes:
         pools.setdefault(lt.pool, []).append(lt)
     objects: List[SharedObject] = []
     assignment: Dict[int, int] = {}
     offsets: Dict[int, int] = {}
+    origins: Dict[int, Tuple[int, int]] = {}
     strategies: Dict[str, str] = {}
     numbers: Dict[str, dict] = {}
     for pool in sorted(pools):
-        strategies[pool], pool_objects, pool_offsets = _plan_pool(pool, pools[pool], reuse and pool not in private, arenas, alignment, arena_limit)
+        strategies[pool], pool_objects, pool_offsets, pool_origins = _plan_pool(
+            pool, pools[pool], reuse and pool not in private, arenas, alignment, arena_limit, image_limit
+        )
+        origins.update(pool_origins)
         if reuse and pool in private:
             strategies[pool] = "none (device policy)"
         offsets.update(pool_offsets)
@@ -156,5 +177,5 @@ def plan_storage(
         }
     return StoragePlan(
         objects, assignment, strategies, sum(lt.bytes for lt in lifetimes), sum(o.bytes for o in objects), lower_bound(lifetimes),
-        offsets, numbers,
+        offsets, numbers, origins,
     )  # fmt: skip

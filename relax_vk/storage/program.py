@@ -7,14 +7,16 @@
                            "alignment": offset alignment in bytes (buffers)}]
     tensor["storage"]  = index of the allocation the tensor uses
     tensor["offset"]   = its byte offset in that allocation (buffers in an arena; else 0)
+    tensor["origin"]   = [x0, y0]: where a placed texture's rectangle sits in its allocation's
+                         image (:mod:`relax_vk.storage.rectangles`; only on placed textures)
     program["memory"]  = {"without_reuse_bytes", "with_reuse_bytes", "lower_bound_bytes", ...}
 
 Model inputs, outputs and constants get an allocation of their own (the host writes and reads
 them; they never alias an intermediate). A program without ``"storage"`` (written before storage
 planning, or with reuse off) allocates every tensor separately: :func:`allocations` gives the
 writer one view of both. :func:`storage_problem` states the invariant every assignment keeps: right
-kind, format and size, aligned offsets inside the allocation, and no two tensors whose bytes (or
-image) overlap in one allocation live at the same step (the planner's tests hold it; the native
+kind, format and size, aligned offsets (texture origins) inside the allocation, and no two tensors
+whose bytes (or texels) overlap in one allocation live at the same step (the planner's tests hold it; the native
 library checks the same at every load, the one validator of what a file holds).
 Standard library only.
 """
@@ -42,6 +44,7 @@ def assign_storage(
     max_alloc_bytes: Optional[int] = None,
     alignment: int = ALIGNMENT,
     private: Sequence[str] = (),
+    image_limit: int = 16384,
 ) -> Tuple[dict, StoragePlan]:
     """``(program with its storage assignment, the plan)``; ``program`` itself is not changed.
     ``reuse=False`` gives every tensor its own allocation; ``arenas=False`` keeps buffers in
@@ -49,15 +52,18 @@ def assign_storage(
     makes (a larger buffer arena is not used); ``alignment``: of arena offsets, in bytes (a
     device that needs coarser offsets gives the misaligned tensors buffers of their own);
     ``private``: pools that do not share (``"buffer"``: a device policy, see
-    :func:`~relax_vk.storage.planner.plan_storage`)."""
+    :func:`~relax_vk.storage.planner.plan_storage`); ``image_limit``: the largest image width and
+    height placed textures share."""
     program = copy.deepcopy(program)
     plan = plan_storage(program_lifetimes(program), reuse=reuse, arenas=arenas, alignment=alignment, arena_limit=max_alloc_bytes,
-                        private=private)  # fmt: skip
+                        private=private, image_limit=image_limit)  # fmt: skip
     storage: List[dict] = []
     first_of_object = {}
     for t in program["tensors"]:
         obj = plan.assignment.get(t["id"])
         t["offset"] = plan.offsets.get(t["id"], 0)
+        if "origin" in t:
+            t["origin"] = list(plan.origins.get(t["id"], (0, 0)))
         if obj is None:
             t["storage"] = len(storage)
             storage.append(_own(t))
@@ -89,6 +95,18 @@ def allocated_bytes(program: dict) -> int:
     return sum(int(a["bytes"]) for a in allocations(program)[0])
 
 
+def _origin(t: dict) -> Tuple[int, int, int]:
+    """A texture's origin in its allocation's image (x0, y0, first layer); unplaced: the image's."""
+    x0, y0 = t.get("origin") or (0, 0)
+    return int(x0), int(y0), 0
+
+
+def _images_overlap(t: dict, u: dict) -> bool:
+    """Whether two textures of one allocation cover a common texel."""
+    a, b = _origin(t), _origin(u)
+    return all(a[j] < b[j] + u["image"][j] and b[j] < a[j] + t["image"][j] for j in range(3))
+
+
 def storage_problem(program: dict) -> Optional[str]:
     """Why the program's storage assignment is unsafe or malformed (None when it is sound). A
     buffer allocation may hold 0 bytes (tensors of no elements; the runtimes allocate a word)."""
@@ -118,8 +136,10 @@ def storage_problem(program: dict) -> Optional[str]:
             kind = "a texture" if t.get("image") else "a buffer"
             return f"tensor {t['name']} is {kind} but allocation {k} is not"
         if t.get("image"):
-            if a["dtype"] != texel_dtype(t) or any(need > have for need, have in zip(t["image"], a["image"])):
-                return f"tensor {t['name']} ({texel_dtype(t)} image {t['image']}) does not fit allocation {k} ({a['dtype']} image {a['image']})"
+            at = _origin(t)
+            if a["dtype"] != texel_dtype(t) or any(o + need > have for o, need, have in zip(at, t["image"], a["image"])):
+                return (f"tensor {t['name']} ({texel_dtype(t)} image {t['image']} at {list(at[:2])}) does not fit allocation {k} "
+                        f"({a['dtype']} image {a['image']})")  # fmt: skip
         elif offset + int(t["bytes"]) > a["bytes"]:
             return f"tensor {t['name']} ({t['bytes']} bytes at offset {offset}) does not fit allocation {k} ({a['bytes']} bytes)"
         users.setdefault(k, []).append(t)
@@ -139,7 +159,7 @@ def storage_problem(program: dict) -> Optional[str]:
             lo, hi = int(t.get("offset", 0)), int(t.get("offset", 0)) + int(t["bytes"])
             for u in live:
                 u_lo = int(u.get("offset", 0))
-                if t.get("image") or (u_lo < hi and lo < u_lo + int(u["bytes"])):
+                if _images_overlap(t, u) if t.get("image") else (u_lo < hi and lo < u_lo + int(u["bytes"])):
                     return f"tensors {u['name']} and {t['name']} share allocation {k} but are both live at step {first}"
             live.append(t)
     return None
