@@ -34,6 +34,7 @@ from tvm.ir.instrument import pass_instrument
 
 from .analysis.memory_plan import MemoryPlan, plan
 from .codegen.opencl import kernel_names, opencl_source
+from .codegen.texture_origins import mark as mark_texture_origins
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
 from .core import target as _target
@@ -262,8 +263,11 @@ def compile_lowered(
     lower_tgt = _target.lowering_target(tgt)
     t0 = time.perf_counter()
     capture = _CaptureTIR()
-    # host code as C source, never compiled: the kernels and the captured TIR are what a build needs
-    source_only = _finalize_and_compile(lowered, tvm.target.Target(lower_tgt, host="c"), [capture])
+    # host code as C source, never compiled: the kernels and the captured TIR are what a build needs;
+    # its activation textures are addressed at origins of shared images (TVM's VM, which compiles
+    # `lowered` itself, lays each texture out in an image of its own)
+    placed = mark_texture_origins(lowered, _target.target_limits(tgt).image_height, tgt.kind.name)
+    source_only = _finalize_and_compile(placed, tvm.target.Target(lower_tgt, host="c"), [capture])
     seconds["codegen"] = time.perf_counter() - t0
     source = opencl_source(source_only)
     compiled = CompiledModule(

@@ -377,7 +377,9 @@ void check_limits(const Program& program, cl_device_id device) {
     int64_t max_h = images ? static_cast<int64_t>(device_info<size_t>(device, CL_DEVICE_IMAGE2D_MAX_HEIGHT)) : 0;
     int64_t max_layers = images ? static_cast<int64_t>(device_info<size_t>(device, CL_DEVICE_IMAGE_MAX_ARRAY_SIZE)) : 0;
     for (const Tensor* t : textures) {
-        std::vector<std::string> problems = texture_limit_problems(t->image, max_w, max_h, max_layers);
+        // (a placed texture: the image it sits in reaches at least its origin plus its extents)
+        Extents reach = {t->origin[0] + t->image[0], t->origin[1] + t->image[1], t->image[2]};
+        std::vector<std::string> problems = texture_limit_problems(reach, max_w, max_h, max_layers);
         if (!problems.empty()) {
             std::string joined;
             for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "; " : "") + problems[i];
@@ -649,6 +651,13 @@ private:
         for (size_t i = 0; i < 3; ++i) out[i] = static_cast<size_t>(t.image[i]);
     }
 
+    // where the tensor's texels start in its image (a placed texture: its origin)
+    static void image_origin(const Tensor& t, size_t out[3]) {
+        out[0] = static_cast<size_t>(t.origin[0]);
+        out[1] = static_cast<size_t>(t.origin[1]);
+        out[2] = 0;
+    }
+
     bool half_texels(const Tensor& t) const { return std::string(t.texel_dtype()) != dtype_name(t.dtype); }
 
     // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ.
@@ -668,6 +677,7 @@ private:
         size_t origin[3] = {0, 0, 0}, r[3];
         if (t.is_image) {
             region(t, r);
+            image_origin(t, origin);
             check(clEnqueueWriteImage(q, memory_[static_cast<size_t>(tid)], blocking, origin, r, 0, 0, bytes, 0, nullptr, nullptr), "writing " + t.name);
         } else {
             check(clEnqueueWriteBuffer(q, memory_[static_cast<size_t>(tid)], blocking, 0, n, bytes, 0, nullptr, nullptr), "writing " + t.name);
@@ -690,6 +700,7 @@ private:
         size_t origin[3] = {0, 0, 0}, r[3];
         if (t.is_image) {
             region(t, r);
+            image_origin(t, origin);
             check(clEnqueueReadImage(q, memory_[static_cast<size_t>(tid)], blocking, origin, r, 0, 0, target, 0, nullptr, nullptr), "reading " + t.name);
         } else {
             check(clEnqueueReadBuffer(q, memory_[static_cast<size_t>(tid)], blocking, 0, n, target, 0, nullptr, nullptr), "reading " + t.name);
@@ -777,6 +788,13 @@ private:
                 if (s.is_image && d.is_image) {
                     arg(k, 5, static_cast<cl_int>(d.image[0]), name);
                     arg(k, 6, static_cast<cl_int>(d.image[1]), name);
+                    arg(k, 7, static_cast<cl_int>(s.origin[0]), name);
+                    arg(k, 8, static_cast<cl_int>(s.origin[1]), name);
+                    arg(k, 9, static_cast<cl_int>(d.origin[0]), name);
+                    arg(k, 10, static_cast<cl_int>(d.origin[1]), name);
+                } else {
+                    arg(k, 5, static_cast<cl_int>(first.origin[0]), name);
+                    arg(k, 6, static_cast<cl_int>(first.origin[1]), name);
                 }
                 launches_.back().dims = 1;
                 launches_.back().local[0] = 64;
@@ -809,17 +827,21 @@ private:
         cl_mem src = memory_[static_cast<size_t>(l.src)], dst = memory_[static_cast<size_t>(l.dst)];
         if (s.is_image && d.is_image) {
             region(s, r);
+            image_origin(s, origin);
             check(clEnqueueCopyImageToBuffer(q, src, scratch_, origin, r, 0, 0, nullptr, first), l.name);
             region(d, r);
+            image_origin(d, origin);
             check(clEnqueueCopyBufferToImage(q, scratch_, dst, 0, origin, r, 0, nullptr, last), l.name);
         } else if (d.is_image) {
             // a buffer side that is a sub-buffer of an arena is named by its arena and offset:
             // copying between a sub-buffer and an image crashes pocl
             region(d, r);
+            image_origin(d, origin);
             auto [buffer, offset] = ranges_[static_cast<size_t>(l.src)];
             check(clEnqueueCopyBufferToImage(q, buffer, dst, offset, origin, r, 0, nullptr, first), l.name);
         } else if (s.is_image) {
             region(s, r);
+            image_origin(s, origin);
             auto [buffer, offset] = ranges_[static_cast<size_t>(l.dst)];
             check(clEnqueueCopyImageToBuffer(q, src, buffer, origin, r, offset, 0, nullptr, first), l.name);
         } else {

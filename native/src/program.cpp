@@ -175,11 +175,21 @@ void check_tensor(const Json& t, size_t index, const std::map<std::string, int>&
                 std::to_string(expected) + " expected)");
     const std::string& scope = t.get("scope")->as_string();
     const Json* image = t.get("image");
+    const Json* origin = t.get("origin");
+    if (origin) {
+        bool ok = scope == "global.texture" && origin->is_array() && origin->items().size() == 2;
+        for (size_t i = 0; ok && i < 2; ++i) ok = strict_int(&origin->items()[i]) && origin->items()[i].as_int() >= 0 && origin->items()[i].as_int() < 65536;
+        require(ok, where + ": origin " + origin->repr() + " is not two integers in [0, 65536) of a global.texture tensor");
+    }
     if (is_texture_scope(scope)) {
         require(ints(t.get("shape")), where + ": a texture of shape " + list_repr(shape) + " (no elements)");
         Extents e{};
         bool ok = shape.size() >= 3 && shape.back() == 4 && image_extents(scope, shape, &e) && image && image->is_array() &&
                   image->items().size() == 3;
+        if (ok && origin) {  // placed: folded, (w, h * layers, 1)
+            ok = mul_ok(e[1], e[2], &e[1]);
+            e[2] = 1;
+        }
         for (size_t i = 0; ok && i < 3; ++i) ok = equals_int(&image->items()[i], e[i]);
         require(ok, where + ": image " + repr(image) + " does not match " + scope + " of " + list_repr(shape));
         require(dtype == DType::F32 || dtype == DType::F16, where + ": a " + dtype_name(dtype) + " texture");
@@ -379,6 +389,24 @@ std::string texel_of(const Json& t) {
 
 int64_t bytes_of(const Json& t) { return t.get("bytes")->as_int(); }
 
+// A texture's origin in its allocation's image: (x0, y0, first layer); a texture that is not
+// placed sits at the image's origin. (check_tensor validated "origin".)
+std::array<int64_t, 3> origin_of(const Json& t) {
+    const Json* o = t.get("origin");
+    if (!o || !o->is_array() || o->items().size() != 2) return {0, 0, 0};
+    return {o->items()[0].as_int(), o->items()[1].as_int(), 0};
+}
+
+// Whether two textures of one allocation cover a common texel (their boxes at their origins).
+bool images_overlap(const Json& t, const Json& u) {
+    std::array<int64_t, 3> a = origin_of(t), b = origin_of(u);
+    for (size_t j = 0; j < 3; ++j) {
+        int64_t ea = a[j] + t.get("image")->items()[j].as_int(), eb = b[j] + u.get("image")->items()[j].as_int();
+        if (!(a[j] < eb && b[j] < ea)) return false;
+    }
+    return true;
+}
+
 std::string storage_problem(const Json& program) {
     const Json* storage = program.get("storage");
     if (!storage) return "";
@@ -444,10 +472,14 @@ std::string storage_problem(const Json& program) {
             return "tensor " + name + " is " + (t_is_image ? "a texture" : "a buffer") + " but allocation " + std::to_string(k) + " is not";
         if (t_is_image) {
             bool fits = a.get("dtype")->as_string() == texel_of(t);
-            for (size_t j = 0; fits && j < 3; ++j) fits = t.get("image")->items()[j].as_int() <= int_value(&aimage->items()[j]);
+            std::array<int64_t, 3> at = origin_of(t);
+            for (size_t j = 0; fits && j < 3; ++j) {
+                int64_t end;
+                fits = add_ok(at[j], t.get("image")->items()[j].as_int(), &end) && end <= int_value(&aimage->items()[j]);
+            }
             if (!fits)
-                return "tensor " + name + " (" + texel_of(t) + " image " + t.get("image")->repr() + ") does not fit allocation " +
-                       std::to_string(k) + " (" + a.get("dtype")->as_string() + " image " + aimage->repr() + ")";
+                return "tensor " + name + " (" + texel_of(t) + " image " + t.get("image")->repr() + " at " + list_repr({at[0], at[1]}) +
+                       ") does not fit allocation " + std::to_string(k) + " (" + a.get("dtype")->as_string() + " image " + aimage->repr() + ")";
         } else {
             int64_t end;
             if (!add_ok(oj->as_int(), bytes_of(t), &end) || end > int_value(a.get("bytes")))
@@ -499,7 +531,7 @@ std::string storage_problem(const Json& program) {
             for (const Json* u : live) {
                 const Json* uo = u->get("offset");
                 int64_t u_lo = uo ? uo->as_int() : 0;
-                if (truthy(t->get("image")) || (u_lo < hi && lo < u_lo + bytes_of(*u)))
+                if (truthy(t->get("image")) ? images_overlap(*t, *u) : (u_lo < hi && lo < u_lo + bytes_of(*u)))
                     return "tensors " + u->get("name")->as_string() + " and " + t->get("name")->as_string() + " share allocation " +
                            std::to_string(k) + " but are both live at step " + std::to_string(first);
             }
@@ -594,13 +626,32 @@ void validate_program(const Json& program, const std::string& source, const std:
             std::string where = at + " (" + kernel->as_string() + ")";
             if (const Json* scalars = step.get("scalars"); scalars && !scalars->is_null()) {
                 require(scalars->is_array(), where + ": scalars " + scalars->repr() + " is not a list");
+                std::set<int64_t> origins;  // the placed textures whose origin the step passes
                 for (const Json& sc : scalars->items()) {
                     const Json* dtype = sc.is_object() ? sc.get("dtype") : nullptr;
+                    const Json* origin = sc.is_object() ? sc.get("origin") : nullptr;
                     bool ok = sc.is_object() && strict_int(sc.get("index")) && sc.get("index")->as_int() >= 0 && dtype && dtype->is_string() &&
-                              (dtype->as_string() == "int32" || dtype->as_string() == "int64") && sc.get("value");
-                    require(ok, where + ": scalar argument " + sc.repr() + " is not {index, dtype int32|int64, value}");
-                    expr_of(*sc.get("value"), dims, where + ": scalar argument " + std::to_string(sc.get("index")->as_int()));
+                              (dtype->as_string() == "int32" || dtype->as_string() == "int64") && (origin ? !sc.get("value") : sc.get("value") != nullptr);
+                    require(ok, where + ": scalar argument " + sc.repr() + " is not {index, dtype int32|int64, value | origin}");
+                    if (!origin) {
+                        expr_of(*sc.get("value"), dims, where + ": scalar argument " + std::to_string(sc.get("index")->as_int()));
+                        continue;
+                    }
+                    bool bound = false;
+                    for (const Json& tid : step.get("args")->items()) bound = bound || (strict_int(origin) && tid.as_int() == origin->as_int());
+                    require(bound && ts[static_cast<size_t>(origin->as_int())].get("origin"),
+                            where + ": scalar argument " + sc.repr() + " is not the origin of a folded texture the step binds");
+                    origins.insert(origin->as_int());
                 }
+                for (const Json& tid : step.get("args")->items())
+                    require(origins.count(tid.as_int()) || origin_of(ts[static_cast<size_t>(tid.as_int())]) == std::array<int64_t, 3>{0, 0, 0},
+                            where + ": binds texture " + ts[static_cast<size_t>(tid.as_int())].get("name")->as_string() +
+                                " at an origin it does not pass");
+            } else {
+                for (const Json& tid : step.get("args")->items())
+                    require(origin_of(ts[static_cast<size_t>(tid.as_int())]) == std::array<int64_t, 3>{0, 0, 0},
+                            where + ": binds texture " + ts[static_cast<size_t>(tid.as_int())].get("name")->as_string() +
+                                " at an origin it does not pass");
             }
             if (const Json* global = step.get("global"); global && !global->is_null()) {
                 require(global->is_array() && global->items().size() == 3, where + ": global " + global->repr() + " is not three expressions");
@@ -668,6 +719,11 @@ Program to_program(const Json& j, const std::string& source) {
         t.bytes = tj.get("bytes")->as_int();
         t.is_image = is_texture_scope(t.scope);
         if (t.is_image) image_extents(t.scope, t.shape, &t.image);
+        if (const Json* o = tj.get("origin"); o && o->is_array()) {  // (check_tensor validated it)
+            t.placed = true;
+            t.origin = {o->items()[0].as_int(), o->items()[1].as_int()};
+            t.image = {t.image[0], t.image[1] * t.image[2], 1};
+        }
         if (tj.has("texel") && truthy(tj.get("texel"))) t.texel = tj.get("texel")->as_string();
         if (const Json* s = tj.get("storage"); s && s->is_int()) t.storage = static_cast<int>(s->as_int());
         if (const Json* o = tj.get("offset"); o && o->is_int()) t.offset = o->as_int();
@@ -699,9 +755,18 @@ Program to_program(const Json& j, const std::string& source) {
             s.kernel = sj.get("kernel")->as_string();
             for (const Json& a : sj.get("args")->items()) s.args.push_back(static_cast<int>(a.as_int()));
             if (const Json* scalars = sj.get("scalars"); scalars && scalars->is_array())
-                for (const Json& sc : scalars->items())
-                    s.scalars.push_back({static_cast<int>(sc.get("index")->as_int()), dtype_from_name(sc.get("dtype")->as_string()),
-                                         ShapeExpr::parse(*sc.get("value"), dims)});
+                for (const Json& sc : scalars->items()) {
+                    // a texture's origin: the tensor's own (validated: the tensor is placed and bound by this step)
+                    const Json* origin = sc.get("origin");
+                    ShapeExpr value = ShapeExpr::constant(0);
+                    if (origin) {  // (texture_origins.py: y0 << 16 | x0)
+                        const Tensor& t = p.tensors[static_cast<size_t>(origin->as_int())];
+                        value = ShapeExpr::constant(t.origin[1] * 65536 + t.origin[0]);
+                    } else {
+                        value = ShapeExpr::parse(*sc.get("value"), dims);
+                    }
+                    s.scalars.push_back({static_cast<int>(sc.get("index")->as_int()), dtype_from_name(sc.get("dtype")->as_string()), value});
+                }
             if (const Json* global = sj.get("global"); global && global->is_array())
                 for (const Json& g : global->items()) s.global.push_back(ShapeExpr::parse(g, dims));
         } else {

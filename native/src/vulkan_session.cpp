@@ -245,7 +245,8 @@ std::string copy_shader(const Tensor& s, const Tensor& d, int64_t nbytes, const 
         std::string read;
         if (s.is_image) {
             parts.push_back(fill("src_texture_decl"));
-            read = fill("src_texture_read", {{"w", std::to_string(s.image[0])}, {"h", std::to_string(s.image[1])}, {"wh", std::to_string(s.image[0] * s.image[1])}});
+            read = fill("src_texture_read", {{"w", std::to_string(s.image[0])}, {"h", std::to_string(s.image[1])}, {"wh", std::to_string(s.image[0] * s.image[1])},
+                                             {"x0", std::to_string(s.origin[0])}, {"y0", std::to_string(s.origin[1])}});
         } else {
             parts.push_back(fill("src_buffer_decl", {{"elem", elem}}));
             read = fill("src_buffer_read", {{"elem", elem}});
@@ -253,7 +254,8 @@ std::string copy_shader(const Tensor& s, const Tensor& d, int64_t nbytes, const 
         if (d.is_image) {
             parts.push_back(fill("dst_texture_decl", {{"format", texture_format_name(texel.empty() ? dtype : texel)}}));
             body = fill("dst_texture_body", {{"w", std::to_string(d.image[0])}, {"h", std::to_string(d.image[1])},
-                                             {"wh", std::to_string(d.image[0] * d.image[1])}, {"read", read}});
+                                             {"wh", std::to_string(d.image[0] * d.image[1])}, {"read", read},
+                                             {"x0", std::to_string(d.origin[0])}, {"y0", std::to_string(d.origin[1])}});
         } else {
             parts.push_back(fill("dst_buffer_decl", {{"elem", elem}}));
             body = fill("dst_buffer_body", {{"elem", elem}, {"read", read}});
@@ -328,8 +330,11 @@ void check_limits(const Program& program, const Limits& l, const std::string& de
     for (const Tensor& t : program.tensors) {
         if (t.is_image) {
             std::vector<std::string> problems;
-            if (t.image[0] > l.tex2d) problems.push_back("width " + std::to_string(t.image[0]) + " > texture2d max width " + std::to_string(l.tex2d));
-            if (t.image[1] > l.tex2d) problems.push_back("height " + std::to_string(t.image[1]) + " > texture2d max height " + std::to_string(l.tex2d));
+            // (a placed texture: the image it sits in reaches at least its origin plus its extents)
+            if (t.origin[0] + t.image[0] > l.tex2d)
+                problems.push_back("width " + std::to_string(t.origin[0] + t.image[0]) + " > texture2d max width " + std::to_string(l.tex2d));
+            if (t.origin[1] + t.image[1] > l.tex2d)
+                problems.push_back("height " + std::to_string(t.origin[1] + t.image[1]) + " > texture2d max height " + std::to_string(l.tex2d));
             if (t.image[2] > l.layers) problems.push_back(std::to_string(t.image[2]) + " layers > max array layers " + std::to_string(l.layers));
             if (!problems.empty()) {
                 std::string joined;
@@ -913,6 +918,7 @@ private:
             convert(t.dtype, data, texel, staging_.data(), elements);
             WGPUTexelCopyTextureInfo dst = WGPU_TEXEL_COPY_TEXTURE_INFO_INIT;
             dst.texture = m.texture;
+            dst.origin = {static_cast<uint32_t>(t.origin[0]), static_cast<uint32_t>(t.origin[1]), 0};
             WGPUTexelCopyBufferLayout layout = WGPU_TEXEL_COPY_BUFFER_LAYOUT_INIT;
             layout.bytesPerRow = static_cast<uint32_t>(4 * itemsize * static_cast<size_t>(t.image[0]));
             layout.rowsPerImage = static_cast<uint32_t>(t.image[1]);
@@ -983,6 +989,7 @@ private:
         if (t.is_image) {
             WGPUTexelCopyTextureInfo src = WGPU_TEXEL_COPY_TEXTURE_INFO_INIT;
             src.texture = m.texture;
+            src.origin = {static_cast<uint32_t>(t.origin[0]), static_cast<uint32_t>(t.origin[1]), 0};
             WGPUTexelCopyBufferInfo dst = WGPU_TEXEL_COPY_BUFFER_INFO_INIT;
             dst.buffer = r.buffer;
             dst.layout.bytesPerRow = r.padded_row;

@@ -36,7 +36,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from ..core.ir_utils import tensor_scope
-from ..core.scope import GLOBAL, TEXTURE_SCOPES, is_texturable, scope_from_name, static_shape, tensor_bytes
+from ..core.scope import GLOBAL, MAX_ORIGINS, TEXTURE_SCOPES, is_texturable, placed_extents, scope_from_name, static_shape, tensor_bytes
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
@@ -210,11 +210,22 @@ def _constants(func: relax.Function) -> List[GenericConst]:
     return found
 
 
-def _lifetimes(func: relax.Function, entries_of: dict, outputs: set) -> List[Lifetime]:
+def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit: Optional[int] = None, max_origins: int = 0) -> List[Lifetime]:
     """Lifetimes of ``func``'s intermediates: each call binding is one step; ``entries_of`` maps a
-    bound variable to its ``(index, TensorEntry)`` pairs (tuple fields in order)."""
+    bound variable to its ``(index, TensorEntry)`` pairs (tuple fields in order). With
+    ``image_limit``, activation textures are folded and placed as the exported program's kernels
+    address them (:mod:`relax_vk.codegen.texture_origins`: at most ``max_origins`` a step)."""
     alias: dict = {}
     span: dict = {}
+    partners: dict = {}
+    fixed: set = set()
+    entry_at = {i: e for pairs in entries_of.values() for i, e in pairs}
+
+    def folded(i):
+        e = entry_at.get(i)
+        if image_limit is None or e is None or e.shape is None:
+            return None
+        return placed_extents(e.shape, e.dtype, scope_from_name(e.scope), image_limit)
 
     def resolve(var) -> list:
         found, todo, seen = [], [var], set()
@@ -243,9 +254,12 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set) -> List[Lif
             if isinstance(value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                 alias[binding.var] = used
                 continue
-            for var in used:
-                touch(resolve(var), step)
-            touch([i for i, _ in entries_of.get(binding.var, [])], step)
+            bound = [i for var in used for i in resolve(var)] + [i for i, _ in entries_of.get(binding.var, [])]
+            touch(bound, step)
+            for i in bound:
+                partners.setdefault(i, set()).update(j for j in bound if j != i)
+            textures = sorted({i for i in bound if folded(i) is not None}, key=lambda i: -entry_at[i].bytes)
+            fixed.update(textures[max_origins:])
             step += 1
     out = []
     for var, entries in entries_of.items():
@@ -254,7 +268,12 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set) -> List[Lif
         for i, e in entries:
             if i in span and e.bytes and e.kind in ("tensor", "copy") and e.shape is not None:
                 first, last = span[i]
-                out.append(Lifetime(i, e.name, first, last, e.bytes, tuple(e.image) if e.image else None, e.texel or e.dtype))
+                image = folded(i)
+                if image is None:
+                    out.append(Lifetime(i, e.name, first, last, e.bytes, tuple(e.image) if e.image else None, e.texel or e.dtype))
+                else:
+                    out.append(Lifetime(i, e.name, first, last, e.bytes, image.as_tuple(), e.texel or e.dtype, i not in fixed,
+                                        frozenset(partners.get(i, ()))))  # fmt: skip
     return out
 
 
@@ -301,8 +320,11 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
             result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel=texel)
         # functions run one after another: their steps do not overlap
         offset = max((lt.last + 1 for lt in lifetimes), default=0)
-        lifetimes += [Lifetime(lt.tensor, lt.name, lt.first + offset, lt.last + offset, lt.bytes, lt.image, lt.dtype)
-                      for lt in _lifetimes(func, entries_of, outputs)]  # fmt: skip
+        image_limit = target_limits(target).image_height if target is not None else None
+        max_origins = MAX_ORIGINS.get(target_api(target), 0) if target is not None else 0
+        lifetimes += [Lifetime(lt.tensor, lt.name, lt.first + offset, lt.last + offset, lt.bytes, lt.image, lt.dtype, lt.placed,
+                               frozenset(p for p in lt.partners))
+                      for lt in _lifetimes(func, entries_of, outputs, image_limit, max_origins)]  # fmt: skip
     if decision is not None and decision.kind == "buffer":  # the decision, not the tensor, made these buffers
         why = "buffers asked for (prefer=buffer)" if decision.rule == "prefer" else ("measured: the model runs faster in buffers" if getattr(decision, "basis", "") == "model" else "measured: the model's convs run faster in buffers")
         for t in result.tensors:
@@ -314,6 +336,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
         else:
             result.buffer_bytes += t.bytes
     result.storage = plan_storage(lifetimes, arena_limit=target_limits(target).max_alloc_bytes if target is not None else None,
+                                  image_limit=min(target_limits(target).image_width, target_limits(target).image_height) if target is not None else 16384,
                                   private=private_pools(target_device(target), target_api(target)) if target is not None else ())  # fmt: skip
     for tid, obj in result.storage.assignment.items():
         result.tensors[tid].object = obj

@@ -39,6 +39,8 @@ from ..storage import allocated_bytes, assign_storage
 from ..storage.lifetimes import half_texels
 from .run_time_shapes import RunTimeDims, match_shapes, substitute
 from .shared_kernels import share_opencl_functions
+from .texture_origins import FOLDED_ATTR
+from .texture_origins import MARKER as ORIGIN_MARKER
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -106,14 +108,14 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
             workspace_of[buf] = len(workspaces)
             workspaces.append({"name": str(buf.name), "shape": [substitute(d, lets) for d in buf.ty.shape], "dtype": str(buf.ty.dtype)})
         elif kind == "Bind" and _scalar_dtype(stmt.var) in ("int32", "int64"):
-            lets[stmt.var] = substitute(stmt.value, lets)
+            lets[stmt.var] = stmt.value if _origin_marker(stmt.value) is not None else substitute(stmt.value, lets)
             if getattr(stmt, "body", None) is not None:
                 walk(stmt.body)
         elif kind == "Evaluate":
             call = stmt.value
             if isinstance(call, tvm.ir.expr.Call) and call.op.name == "tirx.call_ffi_kernel":
                 launch = _launch(call, resolve, name)
-                launch["args"] = [(k, substitute(v, lets) if k == "scalar" else v) for k, v in launch["args"]]
+                launch["args"] = [(k, _substituted(v, lets) if k == "scalar" else v) for k, v in launch["args"]]
                 launch["grid"] = [substitute(g, lets) for g in launch["grid"]]
                 launches.append(launch)
             elif isinstance(call, tvm.ir.expr.Call) and call.op.name not in ("tirx.tvm_call_packed",):
@@ -125,6 +127,25 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
 
     walk(host.body)
     return workspaces, launches
+
+
+def _origin_marker(expr) -> Optional[int]:
+    """The parameter index when ``expr`` is the host's texture-origin marker
+    (:data:`relax_vk.codegen.texture_origins.MARKER`), else None."""
+    if not (isinstance(expr, tvm.ir.expr.Call) and getattr(expr.op, "name", "") == "tirx.call_extern"):
+        return None
+    if str(expr.args[0].value) != ORIGIN_MARKER:
+        return None
+    return int(expr.args[1].value)
+
+
+def _substituted(expr, lets):
+    """``expr`` with the host's integer bindings substituted; a variable bound to the origin marker
+    becomes the marker."""
+    bound = next((v for k, v in lets.items() if k.same_as(expr)), None) if isinstance(expr, tvm.ir.expr.Var) else None
+    if bound is not None and _origin_marker(bound) is not None:
+        return bound
+    return substitute(expr, lets)
 
 
 def _scalar_dtype(expr) -> str:
@@ -171,6 +192,19 @@ class _ProgramBuilder:
         self._const_ids: Dict[GenericConst, int] = {}
         self.ops: List[str] = []  # the model ops of the binding being read
         self.written_by: Dict[str, List[int]] = {}  # PrimFunc name -> the tensors its calls write
+        self.folded: set = set()  # textures some kernel stores folded (codegen.texture_origins)
+        self.unfolded: set = set()  # tensors some kernel binds unfolded
+
+    def fold_textures(self) -> None:
+        """Textures the kernels store folded get their folded image and an ``origin`` (``[0, 0]``
+        until storage planning places them); a texture that one kernel folds and another does not
+        would be read at two layouts, and fails the export."""
+        for tid in sorted(self.folded):
+            t = self.tensors[tid]
+            if tid in self.unfolded or t["scope"] != "global.texture":
+                raise ExportError(f"texture {t['name']}: some kernels store it folded and others do not")
+            w, h, layers = t["image"]
+            t["image"], t["origin"] = [w, h * layers, 1], [0, 0]
 
     def add_tensor(self, name: str, ty, kind: str) -> int:
         name = source_name(self.main, name)  # the model's own name (the code uses a derived one)
@@ -237,16 +271,29 @@ class _ProgramBuilder:
         buffer_params = [i for i, p in enumerate(host.params) if isinstance(p.ty, BufferType)]
         operands = dict(zip(buffer_params, args + outs))
         at_call = self.call_values(gv.name_hint, host, args + outs, tir_vars)
+        folded = {int(k) for k in host.attrs[FOLDED_ATTR]} if host.attrs is not None and FOLDED_ATTR in host.attrs else set()
+        for k, tid in operands.items():
+            (self.folded if k in folded else self.unfolded).add(tid)
         ws_ids = [self.add_workspace(gv.name_hint, w, at_call) for w in workspaces]
         for launch in launches:
             kernel = launch["kernel"]
             ids, scalars = [], []
+            origins = []  # (scalar entry, parameter index) of the textures this launch addresses at an origin
             for position, (kind, i) in enumerate(launch["args"]):
-                if kind == "scalar":
+                if kind == "scalar" and _origin_marker(i) is not None:
+                    param = _origin_marker(i)
+                    entry = {"index": position, "dtype": _scalar_dtype(i), "origin": None}
+                    scalars.append(entry)
+                    origins.append((entry, param))
+                elif kind == "scalar":
                     value = self.dims.expression(substitute(i, at_call), f"kernel {kernel}: argument {position}")
                     scalars.append({"index": position, "dtype": _scalar_dtype(i), "value": value})
                 else:
                     ids.append(operands[i] if kind == "param" else ws_ids[i])
+            for entry, param in origins:
+                if param not in operands:
+                    raise ExportError(f"kernel {kernel}: a texture origin of parameter {param}, which is no tensor operand")
+                entry["origin"] = operands[param]
             grid = [substitute(g, at_call) for g in launch["grid"]]
             global_exprs = [self.dims.expression(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
             bound = [self.dims.at_max(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
@@ -449,6 +496,7 @@ def export_program(
         builder.ops = ops.pop(0) if ops else []
         builder.binding(b.var, b.value)
     outputs = builder.result_tensors(body.body)
+    builder.fold_textures()
     edges = dict(main.attrs[EDGE_ATTR]) if main.attrs is not None and EDGE_ATTR in main.attrs else {}
     for p, tid in zip(main.params, inputs):  # dtypes converted at the edges (passes.layout.edge_dtypes)
         if p.name in edges:
@@ -485,7 +533,9 @@ def export_program(
         source = _attach_shaders(program, shaders or {}, same or {})
     else:
         source = share_opencl_functions(program, source, same or {})
-    program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None, private=private)
+    image_limit = min(limits.image_width, limits.image_height) if limits is not None else 16384
+    program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None, private=private,
+                                image_limit=image_limit)  # fmt: skip
     if limits is not None:
         check_fits(program, limits)
     return Artifact(program, source, builder.constants)

@@ -29,6 +29,7 @@ from .float_bindings import InlineFloatBindings
 from .index_narrowing import NameVulkanSubexpressions, NarrowVulkanIndices
 from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
+from .texture_origins import PlaceTextures
 from .texture_stores import RepairTextureStores
 
 NAME = "relax_vk.texture"
@@ -51,8 +52,8 @@ def lowering_passes(config) -> List[tvm.transform.Pass]:
     """The lowering passes: those of TVM 0.27's adreno pipeline
     (``tvm/s_tir/backend/adreno/pipeline.py``), in its order and with its configuration switches,
     plus :class:`FoldSizeRatios` first, :class:`LowerBoolVectorCasts` right after ``VectorizeLoop``,
-    :class:`InlineFloatBindings` right after ``CommonSubexprElim`` and :class:`FoldLaunchGrid` right
-    before ``SplitHostDevice``."""
+    :class:`InlineFloatBindings` right after ``CommonSubexprElim``, and :class:`PlaceTextures` (on the
+    functions the exporter marks) and :class:`FoldLaunchGrid` right before ``SplitHostDevice``."""
     passes = [
         FoldSizeRatios(),
         s_tir.backend.adreno.transform.TextureFlatten(),
@@ -107,6 +108,7 @@ def lowering_passes(config) -> List[tvm.transform.Pass]:
         s_tir.transform.InferFragment(),
         s_tir.transform.LowerThreadAllreduce(),
         s_tir.transform.MergeSharedMemoryAllocations(),
+        PlaceTextures(),
         FoldLaunchGrid(),
         tirx.transform.SplitHostDevice(),
         tirx.transform.MakePackedAPI(),

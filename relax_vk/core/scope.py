@@ -196,3 +196,24 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
     import numpy as np
 
     return int(math.prod(shape)) * np.dtype(str(dtype)).itemsize
+
+
+#: the most texture origins a kernel takes on each API (relax_vk.codegen.texture_origins: a WGSL
+#: integer argument is a uniform binding, and WebGPU guarantees 12 a shader stage); a folded
+#: texture past it sits at (0, 0) of an image of its own
+MAX_ORIGINS = {"opencl": 64, "vulkan": 8}
+
+
+def placed_extents(shape: Optional[Sequence[int]], dtype: str, scope: MemoryScope, spatial_limit: int) -> Optional[ImageExtents]:
+    """Extents of a ``global.texture`` tensor stored *folded* at an origin of a shared image
+    (:mod:`relax_vk.codegen.texture_origins`): its ``(w, h, layers)`` image as the ``w x (h *
+    layers)`` rectangle of one layer, when that height fits ``spatial_limit``; else None (the
+    tensor keeps an image of its own extents). The texels keep their order: the i-th texel of
+    the logical image is the i-th of the folded one."""
+    if scope is not TEXTURE or not is_texturable(shape, dtype):
+        return None
+    ext = scope.image_extents(shape)
+    height = ext.height * ext.layers
+    if height > spatial_limit or ext.width > spatial_limit:
+        return None
+    return ImageExtents(ext.width, height, 1)

@@ -24,4 +24,4 @@ def test_storage_policy_round_trips_and_keeps_buffers_apart_on_that_api_only(db_
             assert compiled.plan().to_json()["memory"]["strategies"] == strategies[api, prefer]  # the report says what runs
     assert strategies["opencl", "buffer"] == {"buffer": "none (device policy)"}
     assert strategies["vulkan", "buffer"]["buffer"] != "none (device policy)"
-    assert strategies["opencl", "texture"]["texture:float32"].startswith("greedy")  # images still share
+    assert strategies["opencl", "texture"]["texture:float32"].startswith(("rectangles", "greedy"))  # images still share

@@ -16,7 +16,7 @@ dst[i] = src[i];
 //! src_texture_decl
 @group(0) @binding(0) var src: texture_2d_array<f32>;
 //! src_texture_read
-textureLoad(src, vec2<i32>(i % ${w}, (i / ${w}) % ${h}), i / ${wh}, 0)
+textureLoad(src, vec2<i32>(${x0} + i % ${w}, ${y0} + (i / ${w}) % ${h}), i / ${wh}, 0)
 //! src_buffer_decl
 @group(0) @binding(0) var<storage, read> src: array<${elem}>;
 //! src_buffer_read
@@ -24,7 +24,7 @@ vec4<f32>(vec4<${elem}>(src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 
 //! dst_texture_decl
 @group(0) @binding(1) var dst: texture_storage_2d_array<${format}, write>;
 //! dst_texture_body
-textureStore(dst, vec2<i32>(i % ${w}, (i / ${w}) % ${h}), i / ${wh}, ${read});
+textureStore(dst, vec2<i32>(${x0} + i % ${w}, ${y0} + (i / ${w}) % ${h}), i / ${wh}, ${read});
 //! dst_buffer_decl
 @group(0) @binding(1) var<storage, read_write> dst: array<${elem}>;
 //! dst_buffer_body

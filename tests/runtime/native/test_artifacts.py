@@ -171,6 +171,10 @@ def _launch_with_image_arg(p):
 def _rewire_to_buffer(p):
     step = _launch_with_image_arg(p)
     i = next(i for i, a in enumerate(step["args"]) if p["tensors"][a]["image"])
+    for sc in step.get("scalars", []):  # (its origin argument, if any, an integer like any other)
+        if sc.get("origin") == step["args"][i]:
+            del sc["origin"]
+            sc["value"] = 0
     step["args"][i] = next(t["id"] for t in p["tensors"] if not t["image"])
 
 
