@@ -115,13 +115,16 @@ def _plan_pool(pool: str, lifetimes: Sequence[Lifetime], reuse: bool, arenas: bo
     if not reuse:
         return "none", [SharedObject(0, pool, lt.bytes, lt.image, lt.dtype if lt.image else None, [lt.tensor]) for lt in lifetimes], {}, {}
     placed = [lt for lt in lifetimes if lt.placed]
-    if placed:  # rectangles side by side; the rest (whole images) by shared objects
+    if placed:  # rectangles side by side (the rest by shared objects), unless whole images for all take less
         name, sheets = pack(placed, image_limit)
         objects = [SharedObject(0, pool, s.bytes, (s.width, s.height, 1), s.dtype, sorted(lt.tensor for lt, _, _ in s.placed)) for s in sheets]
         rest = [lt for lt in lifetimes if not lt.placed]
         if rest:
             rest_name, groups = best_grouping(rest)
             name, objects = f"{name} + {rest_name}", objects + _objects_of_groups(pool, groups)
+        whole_name, whole = best_grouping(lifetimes)
+        if total(whole) < sum(o.bytes for o in objects):
+            return whole_name, _objects_of_groups(pool, whole), {}, {}
         return name, objects, {}, origins_of(sheets)
     name, groups = best_grouping(lifetimes)
     objects = _objects_of_groups(pool, groups)
