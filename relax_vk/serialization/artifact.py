@@ -15,7 +15,10 @@ model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the input
 with run-time dims, ``"dims"`` (name, min, max), each such tensor's ``"shape_expr"`` and the
 launches' ``"scalars"`` and ``"global"`` as integer expressions (:mod:`relax_vk.codegen.run_time_shapes`);
 with states, ``"states"``: ``{"tensor": input, "update": output, "offset": rows}`` each
-(:mod:`relax_vk.core.states`). Constants live in the last section; each constant's offset is a multiple of 16.
+(:mod:`relax_vk.core.states`). A folded activation texture (:mod:`relax_vk.codegen.texture_origins`)
+has ``"origin": [x0, y0]`` in its allocation's image and its folded ``"image"`` ``[w, h * layers,
+1]``; a launch passes it as a scalar ``{"index", "dtype", "origin": tensor}`` whose value the
+runtime computes from the tensor (``y0 << 16 | x0``). Constants live in the last section; each constant's offset is a multiple of 16.
 Loading checks the magic, the version, that the sections lie inside the file in order with
 zero padding between them and nothing after, each section's CRC32, and that every constant lies
 inside the constant section, and refuses anything else with an
