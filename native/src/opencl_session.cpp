@@ -315,7 +315,7 @@ cl_device_id find_device(const std::string& prefer, bool gpu_only) {
 
 // devices.select_device
 cl_device_id select_device(const char* spec_or_null) {
-    if (!spec_or_null) {
+    if (!spec_or_null || std::string(spec_or_null) == "default") {  // a GPU that works, else pocl
         try {
             return find_device("pocl", true);
         } catch (const Error&) {

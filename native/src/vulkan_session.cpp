@@ -138,7 +138,7 @@ const Adapter& select_adapter(const char* spec_or_null) {
         if (a.cpu && !cpu) cpu = &a;
         if (!a.cpu && !gpu) gpu = &a;
     }
-    if (!spec_or_null) return gpu ? *gpu : *cpu;
+    if (!spec_or_null || std::string(spec_or_null) == "default") return gpu ? *gpu : *cpu;
     std::string spec = spec_or_null;
     if (spec == "lavapipe" || spec == "cpu" || spec == "pocl") {
         if (!cpu) throw Error(RVK_ERROR_DEVICE, "no CPU Vulkan adapter (lavapipe); `relax-vk devices` lists the adapters");

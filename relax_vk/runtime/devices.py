@@ -2,7 +2,8 @@
 
 A device is named by a spec string, the same for the runtime, the CLI and the C ABI: OpenCL
 ``"pocl"``, ``"gpu"`` or ``"P:D"`` (platform and device index); Vulkan ``"lavapipe"`` (or
-``"cpu"``), ``"gpu"`` or an adapter index; None picks a GPU when one works, else the CPU device.
+``"cpu"``), ``"gpu"`` or an adapter index; ``"default"`` (None here) picks a GPU when one works,
+else the CPU device: the library's own rule, the one a session opened without a device follows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ..core.limits import DeviceLimits
-from .errors import DeviceUnavailable
 from .library import check, library
 
 APIS = ("opencl", "vulkan")
@@ -65,12 +65,6 @@ def select_device(api: str = "opencl", spec: "str | Device | None" = None) -> De
         return spec
     if spec is not None and not isinstance(spec, str):
         raise TypeError(f"a device is a spec string ('pocl', 'lavapipe', 'gpu', 'P:D', an index) or a Device, not {type(spec).__name__}")
-    if spec is None:  # as a session opens it: the GPU when one works, else the CPU device
-        try:
-            rows = _rows(api, "gpu")
-        except DeviceUnavailable:
-            rows = _rows(api, "pocl" if api == "opencl" else "cpu")
-    else:
-        rows = _rows(api, spec)
-    (row,) = rows
+    # (None: the device a session opens without one, which the library names "default")
+    (row,) = _rows(api, "default" if spec is None else spec)
     return Device(api, row["index"], row["device"], row["type"], DeviceLimits(**row["limits"]), row)

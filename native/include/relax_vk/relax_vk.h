@@ -187,7 +187,8 @@ RVK_API rvk_status rvk_session_tensor_info(const rvk_session* session, int32_t t
  * problem, limits (image_width, image_height, image_layers, max_buffer_bytes, max_alloc_bytes,
  * max_workgroups, max_workgroup_size, max_shared_bytes, memory_bytes, source) and fp16 {half_images,
  * half_arithmetic}. `spec` NULL: every device; else the one row of the device rvk_session_create
- * would open for that spec (or its error). *json stays valid until the thread's next rvk_devices. */
+ * would open for that spec (or its error); "default" is the device it opens for a NULL spec (a GPU
+ * that works, else the CPU device). *json stays valid until the thread's next rvk_devices. */
 RVK_API rvk_status rvk_devices(const char* api, const char* spec, const char** json);
 
 #ifdef __cplusplus

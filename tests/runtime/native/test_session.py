@@ -381,3 +381,5 @@ def test_no_device_spec_selects_the_device_a_session_opens(native_build, api, mo
     real = devices._rows
     monkeypatch.setattr(devices, "_rows", lambda a, spec: real(a, spec) if spec is not None else real(a, None) * 2)
     assert select_device(api) == chosen
+    # the rule is the library's: the C ABI's "default" spec names the same device
+    assert [row["index"] for row in real(api, "default")] == [chosen.index]
