@@ -116,7 +116,7 @@ def main() -> int:
     parser.add_argument("--device", default=None, help="default: pocl (OpenCL), lavapipe (Vulkan)")
     parser.add_argument("--device-name", default=None, help="plan with this device's tuning records (the GPU's name)")
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--build", metavar="DIR", help="write the bundle for --run on another machine, and stop")
+    parser.add_argument("--build", metavar="DIR", help="write the bundle for --run on another machine, and exit")
     parser.add_argument("--run", metavar="DIR", help="run a bundle (needs the runtime and numpy only)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
