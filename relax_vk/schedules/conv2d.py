@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
+import re
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from tvm import s_tir, tirx
 
@@ -40,7 +42,7 @@ PAD = "conv2d_data_pad"
 
 # on a PrimFunc before scheduling: the configuration to use (``Conv2dConfig.key()``; the tuner
 # sets it on each candidate); after scheduling: the workload, the configuration used and where it
-# came from ("forced", "tuned" or "default")
+# came from ("forced", "tuned", "learned" or "default")
 CONFIG_ATTR = "relax_vk.conv2d_config"
 WORKLOAD_ATTR = "relax_vk.conv2d_workload"
 SOURCE_ATTR = "relax_vk.conv2d_config_source"
@@ -338,7 +340,8 @@ def forced_conv1x1() -> str:
 
 def choose_config(func: tirx.PrimFunc, target) -> tuple:
     """``(config, source)`` for a conv kernel: the one set on it (:data:`CONFIG_ATTR`, "forced"),
-    else the tuning database's for the target's device ("tuned"), else the default ("default");
+    else the tuning database's for the target's device ("tuned"), else what that database's
+    nearest records say (:func:`learned_config`, "learned"), else the default ("default");
     ``(None, None)`` when the kernel is not one this rule handles. Under a 1x1 policy
     (:func:`conv1x1_kernel`), a 1x1 conv the GEMM takes gets that policy's kernel: the tuned
     configuration if it is of that kind ("tuned"), else that kind's default ("forced"); convs
@@ -365,7 +368,58 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
         return (gemm_default(w) if policy == "gemm" else _direct_default(w)), "forced"
     if config is not None:
         return config, "tuned"
+    learned = learned_config(device, target_api(target), memory_kind(func), w) if device else None
+    if learned is not None:
+        return learned, "learned"
     return default_config(w), "default"
+
+
+#: how many of a device's tuned workloads nearest an untuned one vote on its configuration
+NEIGHBOURS = 5
+_WORKLOAD_KEY = re.compile(r"^(conv|dw)_n(\d+)_oc(\d+)_h(\d+)_w(\d+)_ic(\d+)_k(\d+)x(\d+)_s(\d+)_d(\d+)$")
+
+
+def parse_workload(key: str) -> Optional[Conv2dWorkload]:
+    """The workload :meth:`Conv2dWorkload.key` describes, or None for another key (a Winograd one)."""
+    m = _WORKLOAD_KEY.match(key)
+    if m is None:
+        return None
+    kind, n, oc, h, w, ic, kh, kw, stride, dilation = m.groups()
+    return Conv2dWorkload(int(n), int(oc) // 4, int(h), int(w), int(ic), int(kh), int(kw), kind == "dw", int(stride), int(dilation))
+
+
+def learned_config(device: str, api: str, memory: str, w: Conv2dWorkload) -> Optional[Conv2dConfig]:
+    """For a workload the device's tuning database has no record of: the configuration that wins
+    most often among the :data:`NEIGHBOURS` records of the same API, memory kind and kernel (size,
+    stride, dilation, depthwise or not) nearest to it in output texels and sum length (log scale),
+    counting only configurations among the workload's own candidates (:func:`candidate_configs`).
+    What the database measured on similar convs says more about the device than a default made for
+    most GPUs (on an H200 the default 4x2 GEMM block left a 197-token Linear 1.6-4.7x slower than
+    the 1x1 block every one of its measured neighbours chose). None: no such records."""
+    from .tuning import database
+
+    db = database(device)
+    if db is None:
+        return None
+    valid = set(candidate_configs(w))
+    scored = []
+    for (r_api, r_memory, r_key), record in db.records.items():
+        other = parse_workload(r_key) if r_api == api and r_memory == memory else None
+        if other is None or (other.kh, other.kw, other.stride, other.dilation, other.depthwise) != (w.kh, w.kw, w.stride, w.dilation, w.depthwise):
+            continue
+        if "winograd" in record.config:
+            continue
+        config = Conv2dConfig(**record.config)
+        if config not in valid:
+            continue
+        distance = abs(math.log(other.output_texels / w.output_texels)) + abs(math.log(other.reduction / w.reduction))
+        scored.append((distance, r_key, config))
+    if not scored:
+        return None
+    votes: Dict[Conv2dConfig, list] = {}
+    for rank, (_, _, config) in enumerate(sorted(scored, key=lambda s: (s[0], s[1]))[:NEIGHBOURS]):
+        votes.setdefault(config, []).append(rank)
+    return max(votes, key=lambda c: (len(votes[c]), -min(votes[c])))
 
 
 def conv2d_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:

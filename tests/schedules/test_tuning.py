@@ -25,3 +25,46 @@ def test_storage_policy_round_trips_and_keeps_buffers_apart_on_that_api_only(db_
     assert strategies["opencl", "buffer"] == {"buffer": "none (device policy)"}
     assert strategies["vulkan", "buffer"]["buffer"] != "none (device policy)"
     assert strategies["opencl", "texture"]["texture:float32"].startswith(("rectangles", "greedy"))  # images still share
+
+
+def _record(workload: str, config: dict, api="opencl", memory="texture"):
+    from relax_vk.schedules.tuning import Record
+
+    return Record(api, memory, workload, config, ms=0.01)
+
+
+def test_an_untuned_conv_takes_what_its_nearest_tuned_neighbours_chose(db_dir):
+    """A workload the database lacks gets the configuration that most of its nearest records (same
+    API, memory kind and kernel) won with, if it is one of its own candidates; else the default."""
+    from relax_vk.schedules.conv2d import Conv2dConfig, default_config, learned_config, parse_workload
+
+    one = {"px": 1, "oc": 1, "threads": 32}
+    db = Database("my-gpu")
+    for w in ("conv_n1_oc192_h1_w196_ic192_k1x1_s1_d1", "conv_n1_oc384_h1_w196_ic384_k1x1_s1_d1", "conv_n1_oc768_h1_w196_ic192_k1x1_s1_d1"):
+        db.add(_record(w, one))
+    db.add(_record("conv_n1_oc64_h56_w56_ic64_k1x1_s1_d1", {"px": 4, "oc": 2, "threads": 64}))  # far away: outvoted
+    db.add(_record("conv_n1_oc192_h1_w197_ic768_k3x3_s1_d1", {"px": 2, "oc": 2, "threads": 64}))  # another kernel size
+    db.add(_record("conv_n1_oc192_h1_w197_ic768_k1x1_s1_d1", {"px": 2, "oc": 4, "threads": 128}, api="vulkan"))  # another API
+    db.save(str(db_dir / "my-gpu.json"))
+    w = parse_workload("conv_n1_oc192_h1_w197_ic768_k1x1_s1_d1")
+    assert w is not None and w.key() == "conv_n1_oc192_h1_w197_ic768_k1x1_s1_d1" and parse_workload("winograd_f2") is None
+    assert learned_config("my-gpu", "opencl", "texture", w) == Conv2dConfig(**one) != default_config(w)
+    assert learned_config("my-gpu", "opencl", "buffer", w) is None  # no record of that memory kind
+    assert learned_config("my-gpu", "vulkan", "texture", w) is None
+    # a neighbour's configuration that is no candidate of this workload (4 texels do not divide 3) is not counted
+    odd = parse_workload("conv_n1_oc12_h1_w197_ic768_k1x1_s1_d1")
+    db.add(_record("conv_n1_oc16_h1_w197_ic768_k1x1_s1_d1", {"px": 1, "oc": 4, "threads": 32}, memory="buffer"))
+    db.save(str(db_dir / "my-gpu.json"))
+    from relax_vk.schedules.tuning import clear_cache
+
+    clear_cache()
+    assert learned_config("my-gpu", "opencl", "buffer", odd) is None
+    # and a build says where the configuration came from
+    import torch
+
+    from relax_vk.frontends import from_torch
+
+    x = torch.randn(1, 768, 1, 197)
+    compiled = relax_vk.build(from_torch(torch.nn.Conv2d(768, 192, 1).eval(), (x,)), relax_vk.target.opencl(device_name="my-gpu"))
+    (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
+    assert conv["workload"] == w.key() and conv["config"] == Conv2dConfig(**one).key() and conv["config_source"] == "learned"
