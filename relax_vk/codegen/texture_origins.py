@@ -16,12 +16,12 @@ side (:mod:`relax_vk.storage.rectangles` places them):
   ``y0 << 16 | x0``, bound in the host code to the marker ``rvk_texture_origin(parameter)``: the
   exporter turns it into a launch scalar ``{"index", "dtype", "origin": tensor}`` whose value the
   runtime reads off the tensor's ``origin`` in the program. A kernel takes at most
-  :data:`MAX_ORIGINS` of them (the largest parameters first); a folded parameter past that sits at
-  ``(0, 0)`` of an image of its own, and so does every tensor such a kernel binds
+  :data:`~relax_vk.core.scope.MAX_ORIGINS` of them (the largest parameters first); a folded
+  parameter past that is addressed at ``(0, 0)``, so the tensor it binds keeps an image of its own
   (:func:`relax_vk.storage.lifetimes.program_lifetimes`). The function records which parameters it
   folds (:data:`FOLDED_ATTR`), for the exporter.
 
-Contract: runs on the functions that carry :data:`ATTR` (the spatial image limit; set by
+Contract: runs on the functions that carry :data:`ATTR` (set by
 :func:`mark` on the module the exporter compiles, never on the one TVM's VM runs, whose
 runtime allocates each texture as TVM lays it out), between ``TextureFlatten`` and
 ``SplitHostDevice``, after loops are lowered (no blocks left). Padding is computed by the kernels
@@ -41,7 +41,7 @@ from tvm.tirx.buffer import BufferType
 
 from ..core.scope import MAX_ORIGINS, placed_extents, scope_from_name, static_shape
 
-#: PrimFunc attribute: the spatial image limit under which textures are placed (an int)
+#: PrimFunc attribute: ``[spatial image limit, origins a kernel may take]`` (set by :func:`mark`)
 ATTR = "relax_vk.texture_origins"
 #: the host-side marker call whose value the exporter replaces with a tensor's origin
 MARKER = "rvk_texture_origin"
@@ -53,7 +53,7 @@ ORIGIN_MASK = (1 << ORIGIN_SHIFT) - 1
 _TEXTURE_CALLS = ("tirx.texture2d_load", "tirx.texture2d_store")
 
 
-def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, int]]:
+def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, int, int]]:
     """``param var -> (parameter index, logical image height, texels)`` of the parameters stored folded."""
     out = {}
     for k, p in enumerate(func.params):
