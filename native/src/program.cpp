@@ -624,9 +624,9 @@ void validate_program(const Json& program, const std::string& source, const std:
             require(step.get("args") && step.get("args")->is_array(), at + " (" + kernel->as_string() + ") has no argument list");
             for (const Json& tid : step.get("args")->items()) ref(&tid, at + " (" + kernel->as_string() + ")");
             std::string where = at + " (" + kernel->as_string() + ")";
+            std::set<int64_t> origins;  // the folded textures whose origin the step passes
             if (const Json* scalars = step.get("scalars"); scalars && !scalars->is_null()) {
                 require(scalars->is_array(), where + ": scalars " + scalars->repr() + " is not a list");
-                std::set<int64_t> origins;  // the placed textures whose origin the step passes
                 for (const Json& sc : scalars->items()) {
                     const Json* dtype = sc.is_object() ? sc.get("dtype") : nullptr;
                     const Json* origin = sc.is_object() ? sc.get("origin") : nullptr;
@@ -643,16 +643,11 @@ void validate_program(const Json& program, const std::string& source, const std:
                             where + ": scalar argument " + sc.repr() + " is not the origin of a folded texture the step binds");
                     origins.insert(origin->as_int());
                 }
-                for (const Json& tid : step.get("args")->items())
-                    require(origins.count(tid.as_int()) || origin_of(ts[static_cast<size_t>(tid.as_int())]) == std::array<int64_t, 3>{0, 0, 0},
-                            where + ": binds texture " + ts[static_cast<size_t>(tid.as_int())].get("name")->as_string() +
-                                " at an origin it does not pass");
-            } else {
-                for (const Json& tid : step.get("args")->items())
-                    require(origin_of(ts[static_cast<size_t>(tid.as_int())]) == std::array<int64_t, 3>{0, 0, 0},
-                            where + ": binds texture " + ts[static_cast<size_t>(tid.as_int())].get("name")->as_string() +
-                                " at an origin it does not pass");
             }
+            for (const Json& tid : step.get("args")->items())
+                require(origins.count(tid.as_int()) || origin_of(ts[static_cast<size_t>(tid.as_int())]) == std::array<int64_t, 3>{0, 0, 0},
+                        where + ": binds texture " + ts[static_cast<size_t>(tid.as_int())].get("name")->as_string() +
+                            " at an origin it does not pass");
             if (const Json* global = step.get("global"); global && !global->is_null()) {
                 require(global->is_array() && global->items().size() == 3, where + ": global " + global->repr() + " is not three expressions");
                 for (const Json& g : global->items()) expr_of(g, dims, where + ": global size");
@@ -720,7 +715,6 @@ Program to_program(const Json& j, const std::string& source) {
         t.is_image = is_texture_scope(t.scope);
         if (t.is_image) image_extents(t.scope, t.shape, &t.image);
         if (const Json* o = tj.get("origin"); o && o->is_array()) {  // (check_tensor validated it)
-            t.placed = true;
             t.origin = {o->items()[0].as_int(), o->items()[1].as_int()};
             t.image = {t.image[0], t.image[1] * t.image[2], 1};
         }

@@ -43,9 +43,8 @@ struct Tensor {
     std::string texel;  // "" or "float32"/"float16" (half storage of a float32 texture)
     int storage = -1;   // allocation index (with a storage assignment)
     int64_t offset = 0;
-    // a placed texture (codegen/texture_origins.py): its kernels address it at `origin` of its
-    // allocation's image, and `image` is its folded extents (w, h * layers, 1)
-    bool placed = false;
+    // a folded texture (codegen/texture_origins.py): its kernels address it at `origin` of its
+    // allocation's image, and `image` is its folded extents (w, h * layers, 1); else (0, 0)
     std::array<int64_t, 2> origin{};
 
     int64_t elements() const;
