@@ -27,6 +27,7 @@ added, never renamed or removed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional
@@ -295,6 +296,9 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
 
     target = _module_target(mod)
     limits = texture_limits(target) if target is not None else None
+    # activation textures as the exported program's kernels fold and place them (codegen.texture_origins)
+    image_limit = target_limits(target).image_height if target is not None else None
+    max_origins = MAX_ORIGINS.get(target_api(target), 0) if target is not None else 0
     lifetimes: List[Lifetime] = []
     for gvar, func in functions:
         prefix = "" if len(functions) == 1 else f"{gvar.name}/"
@@ -320,10 +324,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
             result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel=texel)
         # functions run one after another: their steps do not overlap
         offset = max((lt.last + 1 for lt in lifetimes), default=0)
-        image_limit = target_limits(target).image_height if target is not None else None
-        max_origins = MAX_ORIGINS.get(target_api(target), 0) if target is not None else 0
-        lifetimes += [Lifetime(lt.tensor, lt.name, lt.first + offset, lt.last + offset, lt.bytes, lt.image, lt.dtype, lt.placed,
-                               frozenset(p for p in lt.partners))
+        lifetimes += [dataclasses.replace(lt, first=lt.first + offset, last=lt.last + offset)
                       for lt in _lifetimes(func, entries_of, outputs, image_limit, max_origins)]  # fmt: skip
     if decision is not None and decision.kind == "buffer":  # the decision, not the tensor, made these buffers
         why = "buffers asked for (prefer=buffer)" if decision.rule == "prefer" else ("measured: the model runs faster in buffers" if getattr(decision, "basis", "") == "model" else "measured: the model's convs run faster in buffers")

@@ -108,6 +108,7 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
             workspace_of[buf] = len(workspaces)
             workspaces.append({"name": str(buf.name), "shape": [substitute(d, lets) for d in buf.ty.shape], "dtype": str(buf.ty.dtype)})
         elif kind == "Bind" and _scalar_dtype(stmt.var) in ("int32", "int64"):
+            # (a texture-origin marker is no size: the launches that pass it keep it, for call_tir to resolve)
             lets[stmt.var] = stmt.value if _origin_marker(stmt.value) is not None else substitute(stmt.value, lets)
             if getattr(stmt, "body", None) is not None:
                 walk(stmt.body)
@@ -115,7 +116,8 @@ def kernel_launches(host: tirx.PrimFunc, name: str) -> Tuple[List[dict], List[di
             call = stmt.value
             if isinstance(call, tvm.ir.expr.Call) and call.op.name == "tirx.call_ffi_kernel":
                 launch = _launch(call, resolve, name)
-                launch["args"] = [(k, _substituted(v, lets) if k == "scalar" else v) for k, v in launch["args"]]
+                # (a variable bound to the origin marker becomes the marker: it is bound as it is, below)
+                launch["args"] = [(k, substitute(v, lets) if k == "scalar" else v) for k, v in launch["args"]]
                 launch["grid"] = [substitute(g, lets) for g in launch["grid"]]
                 launches.append(launch)
             elif isinstance(call, tvm.ir.expr.Call) and call.op.name not in ("tirx.tvm_call_packed",):
@@ -137,15 +139,6 @@ def _origin_marker(expr) -> Optional[int]:
     if str(expr.args[0].value) != ORIGIN_MARKER:
         return None
     return int(expr.args[1].value)
-
-
-def _substituted(expr, lets):
-    """``expr`` with the host's integer bindings substituted; a variable bound to the origin marker
-    becomes the marker."""
-    bound = next((v for k, v in lets.items() if k.same_as(expr)), None) if isinstance(expr, tvm.ir.expr.Var) else None
-    if bound is not None and _origin_marker(bound) is not None:
-        return bound
-    return substitute(expr, lets)
 
 
 def _scalar_dtype(expr) -> str:
@@ -280,8 +273,8 @@ class _ProgramBuilder:
             ids, scalars = [], []
             origins = []  # (scalar entry, parameter index) of the textures this launch addresses at an origin
             for position, (kind, i) in enumerate(launch["args"]):
-                if kind == "scalar" and _origin_marker(i) is not None:
-                    param = _origin_marker(i)
+                param = _origin_marker(i) if kind == "scalar" else None
+                if param is not None:
                     entry = {"index": position, "dtype": _scalar_dtype(i), "origin": None}
                     scalars.append(entry)
                     origins.append((entry, param))

@@ -39,7 +39,7 @@ from tvm import tirx
 from tvm.tirx import stmt as S
 from tvm.tirx.buffer import BufferType
 
-from ..core.scope import MAX_ORIGINS, placed_extents, scope_from_name, static_shape
+from ..core.scope import MAX_ORIGINS, TEXTURE, placed_extents, static_shape
 
 #: PrimFunc attribute: ``[spatial image limit, origins a kernel may take]`` (set by :func:`mark`)
 ATTR = "relax_vk.texture_origins"
@@ -61,12 +61,11 @@ def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, i
         if not isinstance(ty, BufferType):
             continue
         shape = static_shape(ty.shape)
-        scope = str(ty.storage_scope) or "global"
-        if shape is None or scope != "global.texture":
+        if shape is None or (str(ty.storage_scope) or "global") != TEXTURE.name:
             continue
-        if placed_extents(shape, str(ty.dtype), scope_from_name(scope), limit) is not None:
-            ext = scope_from_name(scope).image_extents(shape)
-            out[p] = (k, ext.height, ext.width * ext.height * ext.layers)
+        folded = placed_extents(shape, str(ty.dtype), TEXTURE, limit)
+        if folded is not None:
+            out[p] = (k, TEXTURE.image_extents(shape).height, folded.width * folded.height)
     return out
 
 
@@ -82,6 +81,11 @@ def mark(mod: tvm.IRModule, spatial_limit: int, api: str) -> tvm.IRModule:
     functions = dict(mod.functions_items())
     functions.update(out)
     return tvm.IRModule(functions, attrs=mod.attrs, global_infos=dict(mod.global_infos.items()))
+
+
+def _like(v, ref):
+    """``v`` cast to ``ref``'s integer type where the two differ."""
+    return v if str(v.ty.dtype) == str(ref.ty.dtype) else tirx.Cast(str(ref.ty.dtype), v)
 
 
 def _place(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -112,12 +116,10 @@ def _place(func: tirx.PrimFunc) -> tirx.PrimFunc:
     tvm_ffi.structural_map(func.body, [(S.DeclBuffer, collect)])
 
     def root(buf):
-        seen = 0
-        while seen < 64:
-            nxt = next((v for k, v in alias.items() if k.same_as(buf)), None)
-            if nxt is None:
-                return buf
-            buf, seen = nxt, seen + 1
+        seen = set()
+        while buf in alias and buf not in seen:
+            seen.add(buf)
+            buf = alias[buf]
         return buf
 
     def rewrite(call):
@@ -125,21 +127,15 @@ def _place(func: tirx.PrimFunc) -> tirx.PrimFunc:
             return call
         data = call.args[0]
         param = data.args[0] if isinstance(data, tvm.ir.expr.Call) and getattr(data.op, "name", "") == "tirx.buffer_data" else data
-        param = root(param)
-        found = next((p for p in origins if p.same_as(param)), None)
-        if found is None:
+        if root(param) not in origins:
             return call
-        origin, height = origins[found]
+        origin, height = origins[root(param)]
         x, y, z = call.args[1:4]
-
-        def like(v, ref):
-            return v if str(v.ty.dtype) == str(ref.ty.dtype) else tirx.Cast(str(ref.ty.dtype), v)
-
-        new_y = y + like(z, y) * tirx.const(height, str(y.ty.dtype))
+        new_y = y + _like(z, y) * tirx.const(height, str(y.ty.dtype))
         new_x = x
         if origin is not None:  # (x0, y0) = (origin & 0xffff, origin >> 16)
-            new_x = x + like(tirx.bitwise_and(origin, tirx.const(ORIGIN_MASK, "int32")), x)
-            new_y = new_y + like(tirx.shift_right(origin, tirx.const(ORIGIN_SHIFT, "int32")), y)
+            new_x = x + _like(tirx.bitwise_and(origin, tirx.const(ORIGIN_MASK, "int32")), x)
+            new_y = new_y + _like(tirx.shift_right(origin, tirx.const(ORIGIN_SHIFT, "int32")), y)
         return tvm.ir.expr.Call(call.op, [call.args[0], new_x, new_y, tirx.const(0, str(z.ty.dtype)), *call.args[4:]], call.attrs, ret_ty=call.ty)
 
     body = tvm_ffi.structural_map(func.body, [(tvm.ir.expr.Call, rewrite)])

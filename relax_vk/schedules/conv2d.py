@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import os
 import re
@@ -379,6 +380,7 @@ NEIGHBOURS = 5
 _WORKLOAD_KEY = re.compile(r"^(conv|dw)_n(\d+)_oc(\d+)_h(\d+)_w(\d+)_ic(\d+)_k(\d+)x(\d+)_s(\d+)_d(\d+)$")
 
 
+@functools.lru_cache(maxsize=None)
 def parse_workload(key: str) -> Optional[Conv2dWorkload]:
     """The workload :meth:`Conv2dWorkload.key` describes, or None for another key (a Winograd one)."""
     m = _WORKLOAD_KEY.match(key)
