@@ -29,7 +29,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from tvm import s_tir, tirx
 
@@ -342,7 +342,8 @@ def forced_conv1x1() -> str:
 def choose_config(func: tirx.PrimFunc, target) -> tuple:
     """``(config, source)`` for a conv kernel: the one set on it (:data:`CONFIG_ATTR`, "forced"),
     else the tuning database's for the target's device ("tuned"), else what that database's
-    nearest records say (:func:`learned_config`, "learned"), else the default ("default");
+    records of the same conv in a related memory kind or its nearest records say (:func:`_learned`,
+    "learned"), else the default ("default");
     ``(None, None)`` when the kernel is not one this rule handles. Under a 1x1 policy
     (:func:`conv1x1_kernel`), a 1x1 conv the GEMM takes gets that policy's kernel: the tuned
     configuration if it is of that kind ("tuned"), else that kind's default ("forced"); convs
@@ -369,10 +370,38 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
         return (gemm_default(w) if policy == "gemm" else _direct_default(w)), "forced"
     if config is not None:
         return config, "tuned"
-    learned = learned_config(device, target_api(target), memory_kind(func), w) if device else None
+    learned = _learned(device, target_api(target), memory_kind(func), w) if device else None
     if learned is not None:
         return learned, "learned"
     return default_config(w), "default"
+
+
+#: memory kinds whose tuning records stand in for another's when the database has none of it: a
+#: conv reading its data from a texture and its weights from a buffer (integer weights, or weights
+#: past the texture limit) walks its data as the all-texture conv does; only the weights' loads
+#: differ. (On the H200 the default configuration left int8 ResNet-18 convs, which have no record
+#: of their own, behind the fp16 build's tuned ones.)
+RELATED_MEMORY: Dict[str, Tuple[str, ...]] = {"texture+wbuf": ("texture",)}
+
+
+def _learned(device: str, api: str, memory: str, w: Conv2dWorkload) -> Optional[Conv2dConfig]:
+    """For a workload without a record of its own memory kind, in this order: the database's record
+    of the same workload in a :data:`RELATED_MEMORY` kind (when among ``w``'s candidates), the
+    nearest records of its own memory kind (:func:`learned_config`), those of a related kind; else
+    None."""
+    from .tuning import lookup
+
+    related = RELATED_MEMORY.get(memory, ())
+    valid = set(candidate_configs(w))
+    for other in related:
+        config = lookup(device, api, other, w.key())
+        if config and "winograd" not in config and Conv2dConfig(**config) in valid:
+            return Conv2dConfig(**config)
+    for kind in (memory, *related):
+        config = learned_config(device, api, kind, w)
+        if config is not None:
+            return config
+    return None
 
 
 #: how many of a device's tuned workloads nearest an untuned one vote on its configuration

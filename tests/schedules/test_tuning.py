@@ -68,3 +68,42 @@ def test_an_untuned_conv_takes_what_its_nearest_tuned_neighbours_chose(db_dir):
     compiled = relax_vk.build(from_torch(torch.nn.Conv2d(768, 192, 1).eval(), (x,)), relax_vk.target.opencl(device_name="my-gpu"))
     (conv,) = [k for k in compiled.artifact().program["kernels"] if k.get("workload")]
     assert conv["workload"] == w.key() and conv["config"] == Conv2dConfig(**one).key() and conv["config_source"] == "learned"
+
+
+def test_a_conv_with_weights_in_a_buffer_takes_the_texture_record_of_the_same_conv(db_dir, pocl):
+    """A conv whose weights are in a buffer (integer weights, or weights past the texture limit;
+    here forced with ``weights_in_texture=False``) and which has no record of its own memory kind
+    takes the all-texture record of the same workload ("learned"); its own record wins when there
+    is one ("tuned"); and the kernel is right on pocl."""
+    import numpy as np
+    import torch
+
+    from relax_vk.frontends import from_torch
+    from relax_vk.runtime import load
+    from relax_vk.schedules.conv2d import Conv2dConfig, default_config, parse_workload
+    from relax_vk.schedules.tuning import clear_cache
+
+    key = "conv_n1_oc16_h6_w6_ic8_k3x3_s1_d1"
+    texture, own = {"px": 2, "oc": 2, "threads": 32}, {"px": 1, "oc": 1, "threads": 64}
+    assert default_config(parse_workload(key)) not in (Conv2dConfig(**texture), Conv2dConfig(**own))
+    model, x = torch.nn.Conv2d(8, 16, 3, padding=1).eval(), torch.randn(1, 8, 6, 6)
+    with torch.no_grad():
+        want = model(x).numpy()
+    mod = from_torch(model, (x,))
+
+    def build():
+        clear_cache()
+        compiled = relax_vk.build(mod, relax_vk.target.opencl(device_name="my-gpu"), options=ScopeOptions(weights_in_texture=False))
+        artifact = compiled.artifact()
+        (conv,) = [k for k in artifact.program["kernels"] if k.get("workload")]
+        assert conv["workload"] == key and conv["memory"] == "texture+wbuf"
+        np.testing.assert_allclose(load(artifact, device=pocl).run([x.numpy()])[0], want, rtol=1e-4, atol=1e-4)
+        return conv["config"], conv["config_source"]
+
+    db = Database("my-gpu")
+    db.add(_record(key, texture))
+    db.save(str(db_dir / "my-gpu.json"))
+    assert build() == (Conv2dConfig(**texture).key(), "learned")
+    db.add(_record(key, own, memory="texture+wbuf"))
+    db.save(str(db_dir / "my-gpu.json"))
+    assert build() == (Conv2dConfig(**own).key(), "tuned")
