@@ -28,7 +28,8 @@
 6. ``adreno.fallback`` -- TVM's adreno fallback for other texture-writing kernels (vectorised texel
    stores);
 7. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
-   (unwindowed) reductions only;
+   (unwindowed) reductions only, and not for sums of fewer than 16 terms in kernels of run-time
+   size (those get a thread an output);
 8. ``run_time_sums`` -- other dot products in kernels of run-time size (attention scores over a
    run-time length): outputs side by side, each sum split over a warp's lanes (:mod:`.run_time_sums`);
 9. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
@@ -49,7 +50,7 @@ from typing import List
 import tvm
 from tvm.s_tir import dlight as dl
 
-from .analysis import has_trivial_reduction, reductions_are_plain
+from .analysis import has_trivial_reduction, reductions_are_plain, short_run_time_sum
 from .apply import KernelScheduleError, Rule, ScheduleKernels, max_threads, schedule_kernel
 from .channel_reduce import channel_reduce_rule
 from .linear import linear_rule
@@ -83,7 +84,12 @@ def _only_if(predicate, rule):
 
 
 # the upstream rules never see a kernel with a trivial reduction, and the generic reduction rules
-# only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis)
+# only plain (unwindowed) reductions: both produce wrong numbers otherwise (.analysis); nor short
+# sums at a run-time size, where a workgroup an output leaves most threads idle
+def _upstream_declines(func) -> bool:
+    return has_trivial_reduction(func) or not reductions_are_plain(func) or short_run_time_sum(func)
+
+
 RULES: List[Rule] = [
     ("conv2d", conv2d_rule),
     ("winograd", winograd_rule),
@@ -95,8 +101,8 @@ RULES: List[Rule] = [
     ("pool", lambda func, target: schedule_pool(func, max_threads(target))),
     ("adreno.layout_transform", _unless(has_trivial_reduction, _dlight(dl.adreno.LayoutTransform()))),
     ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
-    ("gpu.reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.Reduction())))),
-    ("gpu.general_reduction", _unless(has_trivial_reduction, _only_if(reductions_are_plain, _dlight(dl.gpu.GeneralReduction())))),
+    ("gpu.reduction", _unless(_upstream_declines, _dlight(dl.gpu.Reduction()))),
+    ("gpu.general_reduction", _unless(_upstream_declines, _dlight(dl.gpu.GeneralReduction()))),
     ("run_time_sums", _unless(has_trivial_reduction, run_time_sums_rule)),
 ]
 

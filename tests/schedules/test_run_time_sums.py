@@ -103,3 +103,30 @@ def test_an_epilogue_wider_than_the_sum_is_spread_over_the_lanes(target, device,
     for rows in (1, 5, 64):
         x = rng.standard_normal((rows, 256)).astype("float32")
         np.testing.assert_allclose(session.run([x, q])[0], _reference("heads", x, q, 64), rtol=1e-5, atol=1e-5)
+
+
+def test_a_short_sum_at_a_run_time_size_gets_a_thread_an_output(pocl):
+    """Attention scores of 3-wide heads over a run-time number of tokens, ``[1, T, 3] @ [1, 3, T]``
+    (a plain reduction: TVM's generic rules would take it): a sum of 3 terms stays one thread's
+    (the safe schedule), not a workgroup of mostly idle threads for each of the ``T * T`` outputs
+    (29 s a run on pocl at 1,170 tokens), and is right at two sizes."""
+    from relax_vk.schedules.analysis import short_run_time_sum
+
+    q = relax.Var("q", relax.TensorType((1, T, 3), "float32"))
+    k = relax.Var("k", relax.TensorType((1, 3, T), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [q, k]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.multiply(relax.op.matmul(q, k), relax.const(0.5, "float32")))
+        bb.emit_func_output(out)
+    mod = with_dim_ranges(bb.get(), {"T": (1, 300)})
+    artifact = relax_vk.build(mod, "opencl").artifact()
+    (kernel,) = artifact.program["kernels"]
+    assert kernel["schedule"] == "safe", kernel["schedule"]
+    assert short_run_time_sum(_kernel(_module(T, 8, "scores"))) and not short_run_time_sum(_kernel(_module(T, 64, "scores")))
+    assert not short_run_time_sum(_kernel(_module(40, 8, "scores")))  # (static: the usual rules)
+    session = Session(artifact, device=pocl)
+    rng = np.random.default_rng(0)
+    for rows in (5, 300):
+        a, b = rng.standard_normal((1, rows, 3)).astype("float32"), rng.standard_normal((1, 3, rows)).astype("float32")
+        np.testing.assert_allclose(session.run([a, b])[0], (a @ b) * 0.5, rtol=1e-5, atol=1e-5)
