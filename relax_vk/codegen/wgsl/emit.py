@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Collection, Dict, List, Optional, Tuple
+from typing import Callable, Collection, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tvm
@@ -73,6 +73,9 @@ _CALL_OPS = {
     "bitwise_xor": "BitwiseXor", "bitwise_not": "BitwiseNot",
 }  # fmt: skip
 _AXES = "xyz"
+# node type -> the _Emitter function that translates it (filled as the types are met)
+_EXPR_HANDLERS: Dict[type, Callable] = {}
+_STMT_HANDLERS: Dict[type, Callable] = {}
 
 # WGSL keywords and reserved words an identifier must not take (WGSL spec, section 15).
 _RESERVED = set(
@@ -126,7 +129,20 @@ def _dtype(expr_or_dtype):
     return tvm.DataType(str(expr_or_dtype)) if isinstance(expr_or_dtype, str) else expr_or_dtype
 
 
+# dtype -> its WGSL type, for the dtypes that have one (a dtype without one raises, naming where)
+_SCALAR_TYPES: Dict[str, str] = {}
+_WGSL_TYPES: Dict[str, str] = {}
+
+
 def _scalar_type(dtype, where: str) -> str:
+    """The WGSL type of one lane of ``dtype``."""
+    text = _SCALAR_TYPES.get(dtype)
+    if text is None:
+        text = _SCALAR_TYPES[str(dtype)] = _lane_type(dtype, where)
+    return text
+
+
+def _lane_type(dtype, where: str) -> str:
     code, bits = int(dtype.type_code), int(dtype.bits)
     if code == 2 and bits == 32:
         return "f32"
@@ -145,7 +161,16 @@ def _scalar_type(dtype, where: str) -> str:
 
 def wgsl_type(dtype, where: str = "kernel") -> str:
     """The WGSL type of a TVM dtype (vectors of 2-4 lanes)."""
-    dtype = _dtype(dtype)
+    text = _WGSL_TYPES.get(dtype) if isinstance(dtype, str) else None
+    if text is None:
+        dtype = _dtype(dtype)
+        text = _WGSL_TYPES.get(dtype)
+        if text is None:
+            text = _WGSL_TYPES[str(dtype)] = _vector_type(dtype, where)
+    return text
+
+
+def _vector_type(dtype, where: str) -> str:
     base = _scalar_type(dtype, where)
     lanes = int(dtype.lanes)
     if lanes == 1:
@@ -193,6 +218,15 @@ def _has_loop(stmt) -> bool:
     return False
 
 
+class _BufferFacts(NamedTuple):
+    """What a load or store of one buffer needs to know about it."""
+
+    name: str  # the identifier of its storage
+    root: object  # the parameter Var or allocated Buffer it views
+    byte_kind: Optional[str]  # "bool" | "int8" | "uint8" for a byte buffer (four to a u32 word), else None
+    lanes: int  # lanes of its element dtype (4 for a float32x4 workspace)
+
+
 class _Emitter:
     def __init__(self, func: tirx.PrimFunc, name: str):
         self.func = func
@@ -216,6 +250,9 @@ class _Emitter:
         self.bindings: List[str] = []
         self.scalars: Dict[object, str] = NodeDict()  # integer scalar parameter -> its uniform's identifier
         self.grid: Dict[str, object] = {}  # blockIdx tag -> its extent (an int, or a PrimExpr of the scalars)
+        self.where = f"kernel {name}"  # the kernel, as errors from wgsl_type name it
+        self.types: Dict[int, Tuple[object, object]] = {}  # address of a PrimType -> (that PrimType, its dtype)
+        self.buffer_facts: Dict[object, _BufferFacts] = NodeDict()  # Buffer -> its facts (see facts)
 
     # ------------------------------------------------------------- naming
     def fail(self, what: str) -> WGSLEmitError:
@@ -239,9 +276,21 @@ class _Emitter:
         return name
 
     def var(self, var) -> str:
-        if var in self.names:
-            return self.names[var]
-        raise self.fail(f"variable {var.name} is used but never defined")
+        name = self.names.get(var)
+        if name is None:
+            raise self.fail(f"variable {var.name} is used but never defined")
+        return name
+
+    def dtype(self, e):
+        """The dtype of the PrimExpr ``e``. TVM shares one PrimType node among the expressions of a
+        dtype, and reading a dtype through the FFI costs several times a dict lookup, so the dtype
+        is kept per type node, by the node's address (``id_``: a PrimType's hash reads its dtype),
+        with the node (which keeps the address its own)."""
+        ty = e.ty
+        hit = self.types.get(ty.id_)
+        if hit is None:
+            hit = self.types[ty.id_] = (ty, _dtype(e))
+        return hit[1]
 
     def emit(self, depth: int, text: str) -> None:
         # let-expressions met while building ``text`` become let statements just before it (they
@@ -325,19 +374,26 @@ class _Emitter:
 
     # -------------------------------------------------------- expressions
     def expr(self, e) -> str:
-        kind = type(e).__name__
-        if kind in _BINARY_OPS or kind in _SHIFT_OPS:
-            return self.operator(kind, e.a, e.b)
-        if kind in _UNARY_OPS:
-            return self.operator(kind, e.a)
-        method = getattr(self, "e_" + kind, None)
-        if method is None:
-            raise self.fail(f"expression {kind} ({e}) has no WGSL translation")
-        return method(e)
+        """The WGSL text of a TIR expression: :meth:`operator` for the operators, else the
+        ``e_<node type name>`` method (the handler of each node type found once, in
+        :data:`_EXPR_HANDLERS`)."""
+        handler = _EXPR_HANDLERS.get(type(e))
+        if handler is None:
+            kind = type(e).__name__
+            if kind in _BINARY_OPS or kind in _SHIFT_OPS:
+                handler = lambda self, e: self.operator(kind, e.a, e.b)  # noqa: E731
+            elif kind in _UNARY_OPS:
+                handler = lambda self, e: self.operator(kind, e.a)  # noqa: E731
+            else:
+                handler = getattr(_Emitter, "e_" + kind, None)
+                if handler is None:
+                    raise self.fail(f"expression {kind} ({e}) has no WGSL translation")
+            _EXPR_HANDLERS[type(e)] = handler
+        return handler(self, e)
 
     def e_IntImm(self, e) -> str:
-        dt = _dtype(e)
-        wt = _scalar_type(dt, f"kernel {self.kernel}")
+        dt = self.dtype(e)
+        wt = _scalar_type(dt, self.where)
         v = int(e.value)
         if wt == "bool":
             return "true" if v else "false"
@@ -348,7 +404,7 @@ class _Emitter:
         return f"i32({v})" if v < 0 else str(v)
 
     def e_FloatImm(self, e) -> str:
-        dtype = str(_dtype(e))
+        dtype = str(self.dtype(e))
         if dtype not in ("float32", "float16"):
             raise self.fail(f"{dtype} constant {e.value}: float32 and float16 only")
         lit = _float_literal(float(e.value), dtype)
@@ -361,7 +417,7 @@ class _Emitter:
     def e_Let(self, e) -> str:
         value = self.expr(e.value)
         name = self.bind(e.var)
-        self.pending.append(f"let {name}: {wgsl_type(_dtype(e.var), f'kernel {self.kernel}')} = {value};")
+        self.pending.append(f"let {name}: {wgsl_type(self.dtype(e.var), self.where)} = {value};")
         return self.expr(e.body)
 
     def e_Var(self, e) -> str:
@@ -372,11 +428,12 @@ class _Emitter:
 
     def operator(self, kind: str, a, b=None) -> str:
         """An operator of :data:`_BINARY_OPS` / :data:`_SHIFT_OPS` / :data:`_UNARY_OPS` on TIR operands."""
-        flag = str(_dtype(a)) == "bool"  # (WGSL's ~ and ^ take integers only: torch's ~mask is a bitwise_not of bools)
+        dtype = self.dtype(a)
+        flag = dtype == "bool"  # (WGSL's ~ and ^ take integers only: torch's ~mask is a bitwise_not of bools)
         if kind in _UNARY_OPS:
             return f"({'!' if flag else _UNARY_OPS[kind]}{self.expr(a)})"
         if kind in _SHIFT_OPS:
-            wide = int(_dtype(a).bits) == 64 and isinstance(b, tirx.IntImm) and int(b.value) >= 32
+            wide = int(dtype.bits) == 64 and isinstance(b, tirx.IntImm) and int(b.value) >= 32
             if wide and kind == "RShift":
                 # int64 arithmetic runs in i32 (module docstring): ``x >> 63`` (TVM's sign test in
                 # floordiv/floormod) is ``x >> 31``; WGSL rejects shifts past the bit width
@@ -384,12 +441,12 @@ class _Emitter:
             if wide:
                 return f"({self.expr(a)} * 0)"  # every bit shifted out of the 32 kept
             return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
-        if self._is_float(a) and kind in _FLOAT_OPS:
+        if kind in _FLOAT_OPS and int(dtype.type_code) == 2:
             return self.helper_call(_FLOAT_OPS[kind], [a, b], a) if kind == "Mod" else f"(!({self.expr(a)} == {self.expr(b)}))"
         return f"({self.expr(a)} {'!=' if flag and kind == 'BitwiseXor' else _BINARY_OPS[kind]} {self.expr(b)})"
 
     def _is_float(self, e) -> bool:
-        return int(_dtype(e).type_code) == 2
+        return int(self.dtype(e).type_code) == 2
 
     def e_FloorDiv(self, e):
         if self._is_float(e):
@@ -405,7 +462,7 @@ class _Emitter:
         return self._call_helper("rvk_floormod", e)
 
     def _call_helper(self, name: str, e) -> str:
-        if int(_dtype(e).lanes) != 1:
+        if int(self.dtype(e).lanes) != 1:
             raise self.fail(f"{name} on vectors")
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
@@ -420,23 +477,23 @@ class _Emitter:
         return f"max({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_And(self, e):
-        return self._binary(e, "&&" if int(_dtype(e).lanes) == 1 else "&")
+        return self._binary(e, "&&" if int(self.dtype(e).lanes) == 1 else "&")
 
     def e_Or(self, e):
-        return self._binary(e, "||" if int(_dtype(e).lanes) == 1 else "|")
+        return self._binary(e, "||" if int(self.dtype(e).lanes) == 1 else "|")
 
     def _shift_amount(self, b) -> str:
-        lanes = int(_dtype(b).lanes)
+        lanes = int(self.dtype(b).lanes)
         return f"u32({self.expr(b)})" if lanes == 1 else f"vec{lanes}<u32>({self.expr(b)})"
 
     def e_Select(self, e):
         return f"select({self.expr(e.false_value)}, {self.expr(e.true_value)}, {self.expr(e.condition)})"
 
     def e_Cast(self, e):
-        dtype = _dtype(e)
-        t = wgsl_type(dtype, f"kernel {self.kernel}")
+        dtype = self.dtype(e)
+        t = wgsl_type(dtype, self.where)
         code, bits = int(dtype.type_code), int(dtype.bits)
-        if code in (0, 1) and bits in (8, 16) and str(_dtype(e.value)) != str(dtype):
+        if code in (0, 1) and bits in (8, 16) and str(self.dtype(e.value)) != str(dtype):
             # a cast to an 8/16-bit integer wraps to its width (C's conversion, what TVM means):
             # computed in 32 bits, then sign-extended from (int) or masked to (uint) the low bits
             lanes = int(dtype.lanes)
@@ -449,11 +506,11 @@ class _Emitter:
         return f"{t}({self.expr(e.value)})"
 
     def e_Broadcast(self, e):  # vecN<T>(scalar) splats, as Broadcast means
-        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({self.expr(e.value)})"
+        return f"{wgsl_type(self.dtype(e), self.where)}({self.expr(e.value)})"
 
     def e_Ramp(self, e):
         lanes = int(e.lanes)
-        t = wgsl_type(_dtype(e), f"kernel {self.kernel}")
+        t = wgsl_type(self.dtype(e), self.where)
         steps = ", ".join(str(i) for i in range(lanes))
         return f"({t}({self.expr(e.base)}) + {t}({steps}) * {t}({self.expr(e.stride)}))"
 
@@ -462,17 +519,17 @@ class _Emitter:
         indices = [int(i.value) for i in e.indices]
         comps = []
         for v in vectors:
-            lanes = int(_dtype(v).lanes)
+            lanes = int(self.dtype(v).lanes)
             text = self.expr(v)
             comps.extend([text] if lanes == 1 else [f"{text}[{k}]" for k in range(lanes)])
         picked = [comps[i] for i in indices]
         if len(picked) == 1:
             return picked[0]
-        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(picked)})"
+        return f"{wgsl_type(self.dtype(e), self.where)}({', '.join(picked)})"
 
     def _lane_indices(self, index) -> Optional[List[str]]:
         """Per-lane index strings of a vector index, or None for a scalar index."""
-        lanes = int(_dtype(index).lanes)
+        lanes = int(self.dtype(index).lanes)
         if lanes == 1:
             return None
         if type(index).__name__ == "Ramp":
@@ -488,44 +545,59 @@ class _Emitter:
         text = self.expr(index)
         return [f"{text}[{k}]" for k in range(lanes)]
 
-    def storage(self, buffer) -> str:
+    def facts(self, buffer) -> _BufferFacts:
+        """The :class:`_BufferFacts` of a buffer a load or store accesses, kept per buffer until
+        the next allocation or declaration (which may change a buffer's storage)."""
+        facts = self.buffer_facts.get(buffer)
+        if facts is not None:
+            return facts
         if buffer not in self.roots:
             raise self.fail(f"buffer {buffer.name} is used before it is declared or allocated")
         data = self.roots[buffer]
         if data in self.textures:
             raise self.fail(f"texture {buffer.name} is accessed as a buffer (texture accesses must be flattened first)")
-        if data in self.buffers:
-            return self.buffers[data]
-        raise self.fail(f"buffer {buffer.name} has no storage (its allocation was not seen)")
+        if data not in self.buffers:
+            raise self.fail(f"buffer {buffer.name} has no storage (its allocation was not seen)")
+        byte_kind = self.byte_dtype[data] if data in self.byte_buffers else None
+        facts = _BufferFacts(self.buffers[data], data, byte_kind, int(_dtype(str(buffer.dtype)).lanes))
+        self.buffer_facts[buffer] = facts
+        return facts
+
+    def storage(self, buffer) -> str:
+        """The identifier of the storage a buffer views."""
+        return self.facts(buffer).name
 
     def e_BufferLoad(self, e):
         buffer = e.buffer if hasattr(e, "buffer") else e.source  # TVM 0.27: TensorLoad.source
         if not isinstance(buffer, tirx.Buffer):
             raise self.fail(f"load from {buffer} (not a buffer)")
-        if len(e.indices) != 1:
-            raise self.fail(f"buffer {buffer.name} is not flattened ({len(e.indices)} indices)")
-        name = self.storage(buffer)
-        if self.roots.get(buffer) in self.byte_buffers:
-            kind = self.byte_dtype[self.roots[buffer]]
-            lanes = int(_dtype(e).lanes)
+        indices = e.indices
+        if len(indices) != 1:
+            raise self.fail(f"buffer {buffer.name} is not flattened ({len(indices)} indices)")
+        index = indices[0]
+        facts = self.facts(buffer)
+        name, kind = facts.name, facts.byte_kind
+        if kind is not None:
+            dtype = self.dtype(e)
+            lanes = int(dtype.lanes)
             if lanes != 1 and kind == "bool":
                 raise self.fail(f"vector load from the bool buffer {buffer.name} (flags are read one at a time)")
-            packed = self._four_bytes(name, e.indices[0], kind) if lanes == 4 else None
+            packed = self._four_bytes(name, index, kind) if lanes == 4 else None
             if packed is not None:
                 return packed
-            indices = [self.expr(e.indices[0])] if lanes == 1 else self._lane_indices(e.indices[0])
-            if indices is None:
+            lane_indices = [self.expr(index)] if lanes == 1 else self._lane_indices(index)
+            if lane_indices is None:
                 raise self.fail(f"vector load from the {kind} buffer {buffer.name} at a vector index it cannot split")
-            values = [self._byte(name, index, kind) for index in indices]
-            return values[0] if lanes == 1 else f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(values)})"
-        if int(_dtype(str(buffer.dtype)).lanes) != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
-            if int(_dtype(e.indices[0]).lanes) != 1:
+            values = [self._byte(name, i, kind) for i in lane_indices]
+            return values[0] if lanes == 1 else f"{wgsl_type(dtype, self.where)}({', '.join(values)})"
+        if facts.lanes != 1:  # e.g. a float32x4 workspace: array<vec4<f32>>
+            if int(self.dtype(index).lanes) != 1:
                 raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
-            return f"{name}[{self.expr(e.indices[0])}]"
-        lanes = self._lane_indices(e.indices[0])
+            return f"{name}[{self.expr(index)}]"
+        lanes = self._lane_indices(index)
         if lanes is None:
-            return f"{name}[{self.expr(e.indices[0])}]"
-        t = wgsl_type(_dtype(e), f"kernel {self.kernel}")
+            return f"{name}[{self.expr(index)}]"
+        t = wgsl_type(self.dtype(e), self.where)
         return f"{t}({', '.join(f'{name}[{i}]' for i in lanes)})"
 
     e_TensorLoad = e_BufferLoad  # TVM 0.27's name for a BufferLoad
@@ -576,7 +648,7 @@ class _Emitter:
         if op in _CALL_OPS:
             return self.operator(_CALL_OPS[op], *e.args)
         if op == "reinterpret":
-            return f"bitcast<{wgsl_type(_dtype(e), f'kernel {self.kernel}')}>({self.expr(e.args[0])})"
+            return f"bitcast<{wgsl_type(self.dtype(e), self.where)}>({self.expr(e.args[0])})"
         if op in MATH_FUNCTIONS:
             return self.math(op, list(e.args), e)
         raise self.fail(f"call of {full} has no WGSL translation")
@@ -586,8 +658,8 @@ class _Emitter:
         if base not in MATH_FUNCTIONS:
             raise self.fail(f"math function {name} has no WGSL translation")
         for a in list(args) + [e]:
-            if int(_dtype(a).type_code) == 2 and str(_dtype(a)).split("x")[0] not in ("float32", "float16"):
-                raise self.fail(f"{name} on {_dtype(a)}: float32 and float16 only")
+            if int(self.dtype(a).type_code) == 2 and str(self.dtype(a)).split("x")[0] not in ("float32", "float16"):
+                raise self.fail(f"{name} on {self.dtype(a)}: float32 and float16 only")
         wgsl, helper = MATH_FUNCTIONS[base]
         if helper:
             return self.helper_call(wgsl, args, e)
@@ -603,40 +675,45 @@ class _Emitter:
     def helper_call(self, helper: str, args, e) -> str:
         """A call of a float32 helper function on TIR operands (:meth:`scalar_helper`); on
         vectors, lane by lane, each vector operand bound to a ``let`` first (evaluated once)."""
-        half = lambda x: int(_dtype(x).bits) == 16 and self._is_float(x)  # noqa: E731
+        half = lambda x: int(self.dtype(x).bits) == 16 and self._is_float(x)  # noqa: E731
         texts = [self.expr(a) for a in args]
-        lanes = int(_dtype(e).lanes)
+        lanes = int(self.dtype(e).lanes)
         if lanes == 1:
             return self.scalar_helper(helper, [(t, half(a)) for a, t in zip(args, texts)], half(e))
         operands = []
         for a, text in zip(args, texts):
             name = self.fresh(f"{helper[4:]}_arg")
-            self.pending.append(f"let {name}: {wgsl_type(_dtype(a), f'kernel {self.kernel}')} = {text};")
-            operands.append((name, int(_dtype(a).lanes) != 1, half(a)))
+            self.pending.append(f"let {name}: {wgsl_type(self.dtype(a), self.where)} = {text};")
+            operands.append((name, int(self.dtype(a).lanes) != 1, half(a)))
         calls = [self.scalar_helper(helper, [(f"{n}[{k}]" if vec else n, h) for n, vec, h in operands], half(e)) for k in range(lanes)]
-        return f"{wgsl_type(_dtype(e), f'kernel {self.kernel}')}({', '.join(calls)})"
+        return f"{wgsl_type(self.dtype(e), self.where)}({', '.join(calls)})"
 
-    def texture_args(self, e, what: str):
-        data = self.root(e.args[0])
+    def texture_args(self, args, what: str):
+        """The texture, coordinates and layer of a ``texture2d_load`` / ``texture2d_store`` call's
+        ``args`` (``(data, x, y, layer, texel bits, lane or value)``), and the texture's dtype."""
+        data = self.root(args[0])
         if data not in self.textures:
             raise self.fail(f"{what} of {data}, which is not a texture parameter")
         self.textures[data].add("store" if what == "texture store" else "load")
-        bits = 16 * 4 if self.texture_dtype[data] == "float16" else 32 * 4
-        if not (isinstance(e.args[4], tirx.IntImm) and int(e.args[4].value) == bits):
-            raise self.fail(f"{what} of {e.args[4]}-bit texels ({self.texture_dtype[data]} RGBA texels are {bits} bits)")
-        x, y, layer = (self.expr(a) for a in e.args[1:4])
-        return self.names[data], f"vec2<i32>({x}, {y})", layer
+        dtype = self.texture_dtype[data]
+        bits = 16 * 4 if dtype == "float16" else 32 * 4
+        texel_bits = args[4]
+        if not (isinstance(texel_bits, tirx.IntImm) and int(texel_bits.value) == bits):
+            raise self.fail(f"{what} of {texel_bits}-bit texels ({dtype} RGBA texels are {bits} bits)")
+        x, y, layer = (self.expr(a) for a in args[1:4])
+        return self.names[data], f"vec2<i32>({x}, {y})", layer, dtype
 
     def texture_load(self, e) -> str:
-        name, coords, layer = self.texture_args(e, "texture load")
+        args = e.args
+        name, coords, layer, dtype = self.texture_args(args, "texture load")
         texel = f"textureLoad({name}, {coords}, {layer}, 0)"  # vec4<f32> for rgba32float and rgba16float
-        elem = "f16" if self.texture_dtype[self.root(e.args[0])] == "float16" else "f32"
+        elem = "f16" if dtype == "float16" else "f32"
         if elem == "f16":
             texel = f"vec4<f16>({texel})"
-        lane = e.args[5]
+        lane = args[5]
         if _is_ramp_lanes(lane, 0, 4):
             return texel
-        lanes = int(_dtype(lane).lanes)
+        lanes = int(self.dtype(lane).lanes)
         if lanes == 1:
             return f"{texel}[{self.expr(lane)}]"
         picks = self._lane_indices(lane)
@@ -647,11 +724,16 @@ class _Emitter:
 
     # --------------------------------------------------------- statements
     def stmt(self, s, depth: int) -> None:
-        kind = type(s).__name__
-        method = getattr(self, "s_" + kind, None)
-        if method is None:
-            raise self.fail(f"statement {kind} has no WGSL translation")
-        method(s, depth)
+        """Emit a TIR statement at indentation ``depth`` by the ``s_<node type name>`` method (found
+        once per node type, in :data:`_STMT_HANDLERS`)."""
+        handler = _STMT_HANDLERS.get(type(s))
+        if handler is None:
+            kind = type(s).__name__
+            handler = getattr(_Emitter, "s_" + kind, None)
+            if handler is None:
+                raise self.fail(f"statement {kind} has no WGSL translation")
+            _STMT_HANDLERS[type(s)] = handler
+        handler(self, s, depth)
 
     def s_SeqStmt(self, s, depth):
         for x in s.seq:
@@ -662,7 +744,7 @@ class _Emitter:
             raise self.fail(f"binding of a non-value variable {s.var.name}")
         value = self.expr(s.value)
         name = self.bind(s.var)
-        self.emit(depth, f"let {name}: {wgsl_type(_dtype(s.var), f'kernel {self.kernel}')} = {value};")
+        self.emit(depth, f"let {name}: {wgsl_type(self.dtype(s.var), self.where)} = {value};")
 
     def root(self, data):
         """The parameter Var or allocated Buffer a data pointer expression refers to."""
@@ -677,6 +759,7 @@ class _Emitter:
 
     def s_DeclBuffer(self, s, depth):
         self.roots[s.buffer] = self.root(s.data)
+        self.buffer_facts.clear()
 
     def s_AllocBuffer(self, s, depth):
         buf = s.buffer
@@ -689,6 +772,7 @@ class _Emitter:
         name = self.fresh(str(buf.name))
         self.buffers[buf] = name
         self.roots[buf] = buf
+        self.buffer_facts.clear()
         if scope == "local":
             self.emit(depth, f"var {name}: array<{elem}, {n}>;")
         elif scope == "shared":
@@ -781,64 +865,66 @@ class _Emitter:
         self.emit(depth, "continue;")
 
     def s_BufferStore(self, s, depth):
-        if len(s.indices) != 1:
-            raise self.fail(f"buffer {s.buffer.name} is not flattened ({len(s.indices)} indices)")
-        name = self.storage(s.buffer)
-        self.stored.add(self.roots[s.buffer])
-        if self.roots[s.buffer] in self.byte_buffers:
-            kind = self.byte_dtype[self.roots[s.buffer]]
-            lanes = int(_dtype(s.value).lanes)
+        buffer, indices, value_expr = s.buffer, s.indices, s.value
+        if len(indices) != 1:
+            raise self.fail(f"buffer {buffer.name} is not flattened ({len(indices)} indices)")
+        index = indices[0]
+        facts = self.facts(buffer)
+        name, kind = facts.name, facts.byte_kind
+        self.stored.add(facts.root)
+        value_lanes = int(self.dtype(value_expr).lanes)
+        if kind is not None:
+            lanes = value_lanes
             if lanes != 1 and kind == "bool":
-                raise self.fail(f"vector store into the bool buffer {s.buffer.name} (flags are written one at a time)")
-            indices = [self.expr(s.indices[0])] if lanes == 1 else self._lane_indices(s.indices[0])
-            if indices is None:
-                raise self.fail(f"vector store into the {kind} buffer {s.buffer.name} at a vector index it cannot split")
+                raise self.fail(f"vector store into the bool buffer {buffer.name} (flags are written one at a time)")
+            lane_indices = [self.expr(index)] if lanes == 1 else self._lane_indices(index)
+            if lane_indices is None:
+                raise self.fail(f"vector store into the {kind} buffer {buffer.name} at a vector index it cannot split")
             # each thread clears and sets only its own byte of the word, atomically: WGSL has no
             # byte stores (one atomic pair per byte: slow, which is why quantized activations are
             # rewritten to float before import, :mod:`relax_vk.frontends.onnx_quant`)
             value = self.fresh(f"{name}_v")
             self.emit(depth, "{")
-            self.emit(depth + 1, f"let {value} = {self.expr(s.value)};")
-            for k, idx in enumerate(indices):
-                index, shift = self.fresh(f"{name}_i"), self.fresh(f"{name}_s")
+            self.emit(depth + 1, f"let {value} = {self.expr(value_expr)};")
+            for k, idx in enumerate(lane_indices):
+                at, shift = self.fresh(f"{name}_i"), self.fresh(f"{name}_s")
                 lane = value if lanes == 1 else f"{value}[{k}]"
                 bits = f"select(0u, 1u, {lane})" if kind == "bool" else f"(u32({lane}) & 0xffu)"
-                self.emit(depth + 1, f"let {index} = {idx};")
-                self.emit(depth + 1, f"let {shift} = u32({index} & 3) * 8u;")
-                self.emit(depth + 1, f"atomicAnd(&{name}[{index} >> 2u], ~(0xffu << {shift}));")
-                self.emit(depth + 1, f"atomicOr(&{name}[{index} >> 2u], {bits} << {shift});")
+                self.emit(depth + 1, f"let {at} = {idx};")
+                self.emit(depth + 1, f"let {shift} = u32({at} & 3) * 8u;")
+                self.emit(depth + 1, f"atomicAnd(&{name}[{at} >> 2u], ~(0xffu << {shift}));")
+                self.emit(depth + 1, f"atomicOr(&{name}[{at} >> 2u], {bits} << {shift});")
             self.emit(depth, "}")
             return
-        if int(_dtype(str(s.buffer.dtype)).lanes) != 1 and int(_dtype(s.indices[0]).lanes) != 1:
-            raise self.fail(f"vector index into the vector-typed buffer {s.buffer.name} ({s.buffer.dtype})")
-        if int(_dtype(s.value).lanes) > 4:  # no WGSL vector that wide: every lane read, then stored
-            index, lanes = s.indices[0], int(_dtype(s.value).lanes)
-            temps = [self.fresh(f"{name}_l{k}") for k in range(lanes)]
+        if facts.lanes != 1 and int(self.dtype(index).lanes) != 1:
+            raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
+        if value_lanes > 4:  # no WGSL vector that wide: every lane read, then stored
+            temps = [self.fresh(f"{name}_l{k}") for k in range(value_lanes)]
             self.emit(depth, "{")
             for k, tmp in enumerate(temps):
-                self.emit(depth + 1, f"let {tmp} = {self.lane(s.value, k)};")
+                self.emit(depth + 1, f"let {tmp} = {self.lane(value_expr, k)};")
             for k, tmp in enumerate(temps):
                 self.emit(depth + 1, f"{name}[{self.lane(index, k)}] = {tmp};")
             self.emit(depth, "}")
             return
-        lanes = self._lane_indices(s.indices[0])
-        value = self.expr(s.value)
+        lanes = self._lane_indices(index)
+        value = self.expr(value_expr)
         if lanes is None:
-            if int(_dtype(s.value).lanes) != int(_dtype(str(s.buffer.dtype)).lanes):
-                raise self.fail(f"{_dtype(s.value)} store into {s.buffer.name} ({s.buffer.dtype}) at a scalar index")
-            self.emit(depth, f"{name}[{self.expr(s.indices[0])}] = {value};")
+            if value_lanes != facts.lanes:
+                raise self.fail(f"{self.dtype(value_expr)} store into {buffer.name} ({buffer.dtype}) at a scalar index")
+            self.emit(depth, f"{name}[{self.expr(index)}] = {value};")
             return
         tmp = self.fresh(f"{name}_v")
         self.emit(depth, "{")
         self.emit(depth + 1, f"let {tmp} = {value};")
-        for k, index in enumerate(lanes):
-            self.emit(depth + 1, f"{name}[{index}] = {tmp}[{k}];")
+        for k, at in enumerate(lanes):
+            self.emit(depth + 1, f"{name}[{at}] = {tmp}[{k}];")
         self.emit(depth, "}")
 
     def lane(self, e, k: int) -> str:
         """Lane ``k`` of a (possibly wide) vector expression, as a scalar WGSL expression: how
         vectors wider than WGSL's 4 lanes (e.g. float16x8 loads) are written out."""
-        if int(_dtype(e).lanes) == 1:
+        if int(self.dtype(e).lanes) == 1:
             return self.expr(e)
         kind = type(e).__name__
         if kind == "Ramp":
@@ -854,7 +940,7 @@ class _Emitter:
             a, b = self.lane(e.a, k), self.lane(e.b, k)
             if kind == "NE":
                 return f"(!({a} == {b}))"
-            half = int(_dtype(e.a).bits) == 16
+            half = int(self.dtype(e.a).bits) == 16
             return self.scalar_helper(_FLOAT_OPS.get(kind) or f"rvk_{kind.lower()}", [(a, half), (b, half)], half)
         if kind in _BINARY_OPS:
             return f"({self.lane(e.a, k)} {_BINARY_OPS[kind]} {self.lane(e.b, k)})"
@@ -863,14 +949,14 @@ class _Emitter:
         if kind == "Select":
             return f"select({self.lane(e.false_value, k)}, {self.lane(e.true_value, k)}, {self.lane(e.condition, k)})"
         if kind == "Cast":
-            return f"{_scalar_type(_dtype(e), f'kernel {self.kernel}')}({self.lane(e.value, k)})"
+            return f"{_scalar_type(self.dtype(e), self.where)}({self.lane(e.value, k)})"
         if kind == "Shuffle":
             flat = []
             for v in e.vectors:
-                flat.extend([(v, j) for j in range(int(_dtype(v).lanes))])
+                flat.extend([(v, j) for j in range(int(self.dtype(v).lanes))])
             v, j = flat[int(e.indices[k].value)]
             return self.lane(v, j)
-        raise self.fail(f"{_dtype(e)} expression {kind} wider than WGSL's 4-lane vectors")
+        raise self.fail(f"{self.dtype(e)} expression {kind} wider than WGSL's 4-lane vectors")
 
     def s_Evaluate(self, s, depth):
         v = s.value
@@ -880,11 +966,12 @@ class _Emitter:
             raise self.fail(f"evaluated expression {v}")
         op = getattr(v.op, "name", "").replace("prim.", "tirx.", 1)
         if op == "tirx.texture2d_store":
-            name, coords, layer = self.texture_args(v, "texture store")
-            value = v.args[5]
-            texel = f"{self.texture_dtype[self.root(v.args[0])]}x4"
-            if str(_dtype(value)) != texel:
-                raise self.fail(f"texture store of {_dtype(value)} into a {texel} texture (whole texels only)")
+            args = v.args
+            name, coords, layer, dtype = self.texture_args(args, "texture store")
+            value = args[5]
+            texel = f"{dtype}x4"
+            if str(self.dtype(value)) != texel:
+                raise self.fail(f"texture store of {self.dtype(value)} into a {texel} texture (whole texels only)")
             text = self.expr(value)
             self.emit(depth, f"textureStore({name}, {coords}, {layer}, {text if texel == 'float32x4' else f'vec4<f32>({text})'});")
         elif op == "tirx.tvm_storage_sync":
@@ -902,7 +989,8 @@ class _Emitter:
             if param in self.scalars:
                 self.emit(1, f"let {self.names[param]}: i32 = {self.scalars[param]}.x;")
         self.stmt(self.func.body, 1)
-        self.lines = [_resolve_words(line, {self.names[p] for p in self.byte_buffers & self.stored}) for line in self.lines]
+        atomic = {self.names[p] for p in self.byte_buffers & self.stored}
+        self.lines = [_resolve_words(line, atomic) for line in self.lines]
         params = self.declare_params()
         workgroup = tuple(self.thread_extent.get(f"threadIdx.{a}", 1) for a in _AXES)
         header = [
@@ -914,14 +1002,17 @@ class _Emitter:
             f"@compute @workgroup_size({workgroup[0]}, {workgroup[1]}, {workgroup[2]})",
             "fn main(@builtin(workgroup_id) rvk_wid: vec3<u32>, @builtin(local_invocation_id) rvk_lid: vec3<u32>) {",
         ]
-        body = header + self.lines + ["}", ""]
-        if any(re.search(r"\bf16\b|(?<![\w.])\d+(\.\d*)?(e[-+]?\d+)?h\b", line) for line in body[1:]):
-            body.insert(1, "enable f16;")
-        source = "\n".join(body)
+        text = "\n".join(header[1:] + self.lines + ["}", ""])  # (the first line, the kernel's name, is no f16)
+        if ("f16" in text or _HALF_SUFFIX.search(text)) and _USES_F16.search(text):  # (a quick test first)
+            text = "enable f16;\n" + text
+        source = header[0] + "\n" + text
         return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes)
 
 
 _WORD_MARK = "__rvk_word__"
+# the f16 type or a half literal (``1.5h``) in WGSL source: the shader then says ``enable f16;``
+_USES_F16 = re.compile(r"\bf16\b|(?<![\w.])\d+(\.\d*)?(e[-+]?\d+)?h\b")
+_HALF_SUFFIX = re.compile(r"[\d.]h\b")  # in every half literal _USES_F16 finds
 
 
 def _resolve_words(line: str, atomic: set) -> str:
