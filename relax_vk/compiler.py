@@ -104,7 +104,7 @@ class CompiledModule:
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
         :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits.
         ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
-        from .codegen.export import export_program
+        from .codegen.export import export_program, kernel_params
         from .codegen.shared_kernels import same_kernels
 
         same = same_kernels(self.device_tir) if self.device_tir is not None else {}
@@ -114,7 +114,7 @@ class CompiledModule:
             return export_program(self.lowered, self.host_tir, self.source, "vulkan", self.model, self.shaders, limits, reuse, self.texel_dtype,
                                   private, same)  # fmt: skip
         return export_program(self.lowered, self.host_tir, self.opencl_source, "opencl", self.model, limits=limits, reuse=reuse,
-                              texel=self.texel_dtype, private=private, same=same)  # fmt: skip
+                              texel=self.texel_dtype, private=private, same=same, kernel_params=kernel_params(self.device_tir))  # fmt: skip
 
 
 def export(compiled: CompiledModule, path: str) -> None:

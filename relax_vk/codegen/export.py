@@ -171,8 +171,10 @@ def _launch(call, resolve, name: str) -> dict:
 
 
 class _ProgramBuilder:
-    def __init__(self, host_tir: tvm.IRModule, main: relax.Function, lowered: Optional[tvm.IRModule] = None):
+    def __init__(self, host_tir: tvm.IRModule, main: relax.Function, lowered: Optional[tvm.IRModule] = None,
+                 kernel_params: Optional[Dict[str, List[str]]] = None):  # fmt: skip
         self.host_tir = host_tir
+        self.kernel_params = kernel_params or {}  # kernel -> its parameters' dtypes, as the device code declares them
         self.main = main
         self.lowered = lowered
         self.dims = RunTimeDims(main)
@@ -280,7 +282,7 @@ class _ProgramBuilder:
                     origins.append((entry, param))
                 elif kind == "scalar":
                     value = self.dims.expression(substitute(i, at_call), f"kernel {kernel}: argument {position}")
-                    scalars.append({"index": position, "dtype": _scalar_dtype(i), "value": value})
+                    scalars.append({"index": position, "dtype": self.scalar_dtype(kernel, position, i), "value": value})
                 else:
                     ids.append(operands[i] if kind == "param" else ws_ids[i])
             for entry, param in origins:
@@ -325,6 +327,14 @@ class _ProgramBuilder:
             size = size * substitute(extent, at_call)
         nbytes = self.dims.bound(size, f"{func}: workspace {workspace['name']}") * _dtype_bytes(workspace["dtype"])
         return self.add_tensor_raw(f"{func}.{workspace['name']}", nbytes)
+
+    def scalar_dtype(self, kernel: str, position: int, arg) -> str:
+        """The dtype a kernel takes its integer argument ``position`` as: what its device code
+        declares (int32 where :mod:`relax_vk.codegen.index_narrowing` narrowed it), else the host's."""
+        declared = self.kernel_params.get(kernel)
+        if declared is not None and position < len(declared) and declared[position] in ("int32", "int64"):
+            return declared[position]
+        return _scalar_dtype(arg)
 
     def kernel_info(self, func_name: str) -> dict:
         """What the schedules recorded on a kernel's PrimFunc: the rule that scheduled it and, for
@@ -420,11 +430,23 @@ def _attach_shaders(program: dict, shaders: dict, same: Dict[str, str]) -> str:
         kernel["shader"] = {"offset": len(source), "length": len(shader.source)}
         placed.setdefault(same.get(name, name), kernel)
         source += shader.source
+    _check_32_bit_indices(program, "Vulkan shaders index with 32-bit integers")
+    return source
+
+
+def _check_32_bit_indices(program: dict, why: str) -> None:
+    """Refuse a tensor of 2**31 elements or more (at the dims' bounds), naming it and ``why``."""
     for t in program["tensors"]:
         elements = t["bytes"] // max(np.dtype(t["dtype"]).itemsize, 1)
         if elements >= 2**31:
-            raise ExportError(f"tensor {t['name']} has {elements} elements; Vulkan shaders index with 32-bit integers")
-    return source
+            raise ExportError(f"tensor {t['name']} has {elements} elements; {why}")
+
+
+def kernel_params(device: Optional[tvm.IRModule]) -> Dict[str, List[str]]:
+    """Kernel name -> the dtypes of its parameters, from the finalized device module."""
+    if device is None:
+        return {}
+    return {gv.name_hint: [_scalar_dtype(p) for p in func.params] for gv, func in device.functions_items() if isinstance(func, tirx.PrimFunc)}
 
 
 def check_fits(program: dict, limits) -> None:
@@ -466,6 +488,7 @@ def export_program(
     texel: str = "float32",
     private: Sequence[str] = (),
     same: Optional[Dict[str, str]] = None,
+    kernel_params: Optional[Dict[str, List[str]]] = None,
 ) -> Artifact:
     """The :class:`Artifact` of a lowered module (see the module docstring). For Vulkan,
     ``shaders`` (kernel name -> :class:`relax_vk.codegen.wgsl.Shader`) replace ``source``.
@@ -475,9 +498,10 @@ def export_program(
     (:func:`~relax_vk.passes.lower.half_arithmetic.float_texel_functions`). ``private``: storage pools that do not
     share on the target's device (:func:`relax_vk.schedules.tuning.private_pools`). ``same``: kernel
     name -> an earlier kernel with the same device code (:func:`relax_vk.codegen.shared_kernels.same_kernels`),
-    whose function or shader it runs."""
+    whose function or shader it runs. ``kernel_params``: kernel name -> its parameters' dtypes as
+    its device code declares them (:func:`kernel_params`): integer arguments are passed as those."""
     main = lowered["main"]
-    builder = _ProgramBuilder(host_tir, main, lowered)
+    builder = _ProgramBuilder(host_tir, main, lowered, kernel_params)
     inputs = []
     for p in main.params:
         tid = builder.add_tensor(p.name, p.ty, "input")
@@ -526,6 +550,8 @@ def export_program(
         source = _attach_shaders(program, shaders or {}, same or {})
     else:
         source = share_opencl_functions(program, source, same or {})
+        if builder.dims:
+            _check_32_bit_indices(program, "OpenCL kernels of a run-time size index with 32-bit integers")
     image_limit = min(limits.image_width, limits.image_height) if limits is not None else 16384
     program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None, private=private,
                                 image_limit=image_limit)  # fmt: skip

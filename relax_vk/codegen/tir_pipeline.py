@@ -7,8 +7,9 @@ that does pointer arithmetic on images. This pipeline is TVM's adreno lowering (
 first, ``InjectTextureAlloc`` after ``LowerOpaqueBlock``) with two relax_vk passes in it --
 :class:`~relax_vk.codegen.launch_grid.FoldLaunchGrid` just before ``SplitHostDevice`` (no grid axis
 over the workgroup limit), the texel-store repair first among the device finalisation passes and,
-for Vulkan kernels, :class:`~relax_vk.codegen.index_narrowing.NarrowVulkanIndices` right after it
-(int32 indices before ``LowerIntrin``) -- and the ``s_tir`` finalisation passes. It is registered as ``"relax_vk.texture"``::
+for Vulkan kernels and OpenCL kernels of a run-time size,
+:class:`~relax_vk.codegen.index_narrowing.NarrowIndices` right after it (int32 indices before
+``LowerIntrin``) -- and the ``s_tir`` finalisation passes. It is registered as ``"relax_vk.texture"``::
 
     tvm.compile(mod, target, relax_pipeline=relax_vk.get_pipeline(target), tir_pipeline="relax_vk.texture")
 """
@@ -26,7 +27,7 @@ from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics 
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
 from .float_bindings import InlineFloatBindings
-from .index_narrowing import NameVulkanSubexpressions, NarrowVulkanIndices
+from .index_narrowing import NameNarrowedSubexpressions, NarrowIndices
 from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
 from .texture_origins import PlaceTextures
@@ -37,15 +38,16 @@ NAME = "relax_vk.texture"
 
 def _finalize_device_passes():
     """TVM's device finalisation, preceded by the repair of scalarised texture stores
-    (:mod:`relax_vk.codegen.texture_stores`), for Vulkan kernels the narrowing of their
-    int64 indices to int32 before ``LowerIntrin`` lowers their divisions and their repeated
+    (:mod:`relax_vk.codegen.texture_stores`), for Vulkan kernels and OpenCL kernels of a run-time
+    size the narrowing of their int64 indices to int32 before ``LowerIntrin`` lowers their
+    divisions and their repeated
     subexpressions named again after TVM's ``StmtSimplify`` wrote them out
     (:mod:`relax_vk.codegen.index_narrowing`), and for OpenCL kernels float constants written
     exactly (:mod:`relax_vk.codegen.exact_floats`)."""
-    # (TVM's finalize_device_passes, LowerWarpMemory, StmtSimplify and LowerIntrin, with Vulkan
+    # (TVM's finalize_device_passes, LowerWarpMemory, StmtSimplify and LowerIntrin, with narrowed
     # kernels' repeated subexpressions named again before LowerIntrin expands them)
-    return tvm.transform.Sequential([RepairTextureStores(), NarrowVulkanIndices(), ExactFloatConstants(), tirx.transform.LowerWarpMemory(),
-                                     tirx.transform.StmtSimplify(), NameVulkanSubexpressions(), tirx.transform.LowerIntrin()])  # fmt: skip
+    return tvm.transform.Sequential([RepairTextureStores(), NarrowIndices(), ExactFloatConstants(), tirx.transform.LowerWarpMemory(),
+                                     tirx.transform.StmtSimplify(), NameNarrowedSubexpressions(), tirx.transform.LowerIntrin()])  # fmt: skip
 
 
 def lowering_passes(config) -> List[tvm.transform.Pass]:

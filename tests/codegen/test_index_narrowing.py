@@ -1,6 +1,7 @@
-"""NarrowVulkanIndices: a Vulkan kernel's int64 floordiv/floormod of a table entry is lowered in
+"""NarrowIndices: a Vulkan kernel's int64 floordiv/floormod of a table entry is lowered in
 int32, so the WGSL computes the exact quotient and remainder (run on lavapipe against numpy);
-OpenCL kernels keep their int64 indices."""
+OpenCL kernels of a static size keep their int64 indices, those of a run-time size are narrowed
+(their sizes passed as int32) and a tensor past 32-bit indices is refused."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from tvm.script import tirx as T
 
 import relax_vk
 from relax_vk.codegen import tir_pipeline
-from relax_vk.codegen.index_narrowing import NarrowVulkanIndices
+from relax_vk.codegen.index_narrowing import NarrowIndices
 from relax_vk.codegen.wgsl import WGSLEmitError, emit_kernel
 from relax_vk.core.target import lowering_target
 
@@ -48,7 +49,7 @@ def test_without_narrowing_the_lowered_int64_floordiv_is_refused_not_truncated()
         emit_kernel(lowered, "gather_by_table")
 
 
-def test_opencl_kernels_keep_int64_indices():
+def test_opencl_kernels_of_a_static_size_keep_int64_indices():
     assert "int64" in str(_finalized("opencl"))
     assert "int64" not in str(_finalized("vulkan").body)
 
@@ -92,6 +93,44 @@ def test_an_index_constant_past_int32_is_left_for_the_emitter_to_refuse():
         a[(tx + T.int64(2**33)) % T.int64(16)] = T.float32(1)
 
     func = far.with_attr("target", lowering_target(relax_vk.target.vulkan()))
-    assert NarrowVulkanIndices()(tvm.IRModule({"far": func}))["far"].same_as(func)
+    assert NarrowIndices()(tvm.IRModule({"far": func}))["far"].same_as(func)
     with pytest.raises(WGSLEmitError, match="kernel far: integer constant 8589934592 does not fit WGSL's i32"):
         emit_kernel(func, "far")
+
+
+def _exp_over_rows(bound: int):
+    from tvm import relax
+
+    from relax_vk.core.dims import with_dim_ranges
+
+    S = tirx.Var("S", "int64")
+    x = relax.Var("x", relax.TensorType((S, 256), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.exp(x))
+        bb.emit_func_output(y)
+    return with_dim_ranges(bb.get(), {"S": (1, bound)})
+
+
+def test_opencl_kernels_of_a_run_time_size_take_32_bit_sizes_and_stay_right(pocl):
+    """A kernel of a run-time size is narrowed on OpenCL too (its sizes were ``long``, and all its
+    index arithmetic 64-bit): the source has no ``long``, the program passes its size arguments as
+    int32, and it is right at several sizes."""
+    from relax_vk.runtime import load
+
+    artifact = relax_vk.build(_exp_over_rows(4096), "opencl").artifact()
+    assert "long" not in artifact.source
+    scalars = [s for step in artifact.program["steps"] for s in step.get("scalars", [])]
+    assert scalars and {s["dtype"] for s in scalars} == {"int32"}
+    session = load(artifact, device=pocl)
+    for rows in (1, 37, 4096):
+        v = np.random.default_rng(rows).standard_normal((rows, 256)).astype(np.float32)
+        np.testing.assert_allclose(session.run([v])[0], np.exp(v), rtol=1e-6)
+
+
+def test_a_run_time_size_past_32_bit_indices_is_refused_on_opencl():
+    from relax_vk.codegen.export import ExportError
+
+    with pytest.raises(ExportError, match=r"tensor x has 2147483648 elements; OpenCL kernels of a run-time size index with 32-bit integers"):
+        relax_vk.build(_exp_over_rows(2**23), relax_vk.target.opencl(max_buffer_bytes=2**40, max_alloc_bytes=2**40)).artifact()
