@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tvm
 from tvm import relax, tirx
 
-from ..core.errors import RelaxVKError
+from ..core.errors import RelaxVKError, UnsupportedError
 from .fallback import schedule_safe
 from .verify import kernel_problems
 
@@ -84,6 +84,8 @@ def schedule_kernel(func: tirx.PrimFunc, target: tvm.target.Target, rules: Seque
         notes.append(f"{rule_name}: {problems[0]}")
     try:
         safe = schedule_safe(func, max_threads(target))
+    except UnsupportedError as err:  # (a kernel relax_vk knows it cannot compile: refused by name)
+        raise UnsupportedError(f"kernel {name}: {err}" + (f" ({'; '.join(notes)})" if notes else "")) from None
     except Exception as err:
         raise KernelScheduleError(f"kernel {name}: no schedule fits it ({'; '.join(notes + [f'safe: {err}'])})") from None
     problems = kernel_problems(safe)
@@ -115,10 +117,10 @@ def ScheduleKernels(rules: Sequence[Rule]) -> tvm.transform.Pass:
             target = func.attrs.get("target") if func.attrs is not None and "target" in func.attrs else tvm.target.Target.current(allow_none=False)
             try:
                 out[gvar] = schedule_kernel(func, target, rules, gvar.name_hint)
-            except KernelScheduleError as err:
+            except (KernelScheduleError, UnsupportedError) as err:
                 sites = sites if sites is not None else _call_sites(mod)
                 where = ", ".join(sites.get(gvar.name_hint, [])) or "no call site"
-                raise KernelScheduleError(f"{err} [computes {where}]") from None
+                raise type(err)(f"{err} [computes {where}]") from None
         return out
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.ScheduleKernels")

@@ -156,7 +156,42 @@ def _schedule_spatial(sch: s_tir.Schedule, block, threads: int):
 def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
     """``func`` scheduled by the safe schedule (module docstring). Top-level blocks with nested
     blocks (adaptive pools with uneven windows) get their outer spatial loops bound; what is nested
-    runs inside the thread as it is."""
+    runs inside the thread as it is. A reduction placed in registers whose per-thread region TVM
+    cannot bound (fused run-time extents: its buffer compaction fails) runs as its own launch
+    instead; a kernel TVM cannot compact either way is refused here (the driver then names it),
+    not left to fail inside TVM's lowering."""
+    scheduled = _schedule_safe(func, threads, registers=True)
+    if not _run_time_size(func) or _compacts(scheduled):
+        return scheduled
+    scheduled = _schedule_safe(func, threads, registers=False)
+    if not _compacts(scheduled):
+        from ..core.errors import UnsupportedError
+
+        raise UnsupportedError("TVM's buffer compaction cannot bound the regions of its intermediates at run-time sizes")
+    return scheduled
+
+
+def _run_time_size(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` takes integer size parameters (extents of run-time dims)."""
+    from tvm.tirx.buffer import BufferType
+
+    return any(not isinstance(p.ty, BufferType) for p in func.params)
+
+
+def _compacts(func: tirx.PrimFunc) -> bool:
+    """Whether TVM's lowering up to its buffer compaction accepts ``func``."""
+    import tvm
+
+    passes = [s_tir.transform.LowerCrossThreadReduction(), s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+              s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation()]  # fmt: skip
+    try:
+        tvm.transform.Sequential(passes)(tvm.IRModule({"main": func}))
+    except tvm.error.InternalError:
+        return False
+    return True
+
+
+def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool) -> tirx.PrimFunc:
     sch = new_schedule(func)
     root = sch.get_sblock("root")
     outputs = list(func.params)  # blocks write parameters only when they are the kernel's outputs
@@ -184,7 +219,7 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
             pname = sch.get(producer).name_hint
             if pname in placed or _is_spatial(sch, producer) or _writes_output(sch, producer, outputs):
                 continue
-            if len(sch.get_consumers(producer)) != 1 or tx is None:
+            if not registers or len(sch.get_consumers(producer)) != 1 or tx is None:
                 continue
             try:
                 sch.compute_at(producer, tx)

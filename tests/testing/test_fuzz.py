@@ -174,3 +174,19 @@ def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash(limits, seeds):
     assert line.startswith(f"fuzz: {len(seeds)} seeds")
     assert counts["miscompile"] == 0 and counts["crash"] == 0, line
     assert ok_share(counts) >= {None: MIN_OK_SHARE, "cut": MIN_OK_SHARE_CUT, "dims": MIN_OK_SHARE_DIMS}[limits], line  # refusing everything is no pass
+
+
+def test_a_kernel_tvm_cannot_compact_at_run_time_sizes_is_refused_by_name():
+    """Seed 891000 (cut limits, run-time dims), shrunk: a transposed conv, then a channels-last
+    LayerNorm whose reshapes and GELU the safe schedule gets. TVM's buffer compaction cannot bound
+    their intermediates' regions at run-time sizes and failed inside TVM's lowering (an
+    InternalError: a crash); the safe schedule now checks it and the build refuses the kernel by
+    name. (A schedule that fits such kernels would turn this into an ok.)"""
+    from relax_vk.testing.fuzz.runner import CUT_LIMITS
+
+    spec = GraphSpec((2, 3, 12, 5), [
+        Node("conv_transpose", [0], {"bias": True, "dilation": 1, "groups": 1, "kernel": 4, "out": 16, "output_padding": 1, "padding": 0, "stride": 2}),
+        Node("ln_nhwc", [1], {"hidden": 4})], [2])  # fmt: skip
+    outcome = run_spec(spec, "torch", "opencl", limits=CUT_LIMITS, run_time_dims=True)
+    assert outcome.status == "clear-error", outcome.to_json()
+    assert "buffer compaction" in outcome.detail and "kernel fused_" in outcome.detail
