@@ -33,7 +33,7 @@ from tvm import relax
 from tvm.ir.instrument import pass_instrument
 
 from .analysis.memory_plan import MemoryPlan, plan
-from .codegen.opencl import kernel_names, opencl_source
+from .codegen.opencl import aligned_byte_loads, kernel_names, opencl_source
 from .codegen.texture_origins import mark as mark_texture_origins
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
@@ -270,6 +270,8 @@ def compile_lowered(
     source_only = _finalize_and_compile(placed, tvm.target.Target(lower_tgt, host="c"), [capture])
     seconds["codegen"] = time.perf_counter() - t0
     source = opencl_source(source_only)
+    if tgt.kind.name == "opencl":
+        source = aligned_byte_loads(source)
     compiled = CompiledModule(
         tgt, scoped, lowered, source, kernel_names(source), capture.module, seconds, dict(model or {}), capture.device
     )
