@@ -36,6 +36,8 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
+from ..core.ir_utils import run_time_size
+
 
 #: set on the OpenCL kernels :class:`NarrowIndices` narrowed
 NARROWED_ATTR = "relax_vk.narrowed_indices"
@@ -53,21 +55,11 @@ def _for_vulkan(func: tirx.PrimFunc) -> bool:
     return _api(func) == "vulkan"
 
 
-def _run_time_size(func: tirx.PrimFunc) -> bool:
-    """Whether the kernel takes an integer size parameter (its extents depend on run-time dims)."""
-    return any(_param_dtype(p) == "int64" for p in func.params)
-
-
-def _param_dtype(param) -> str:
-    """A parameter's dtype: its scalar type's (handles and buffers: their pointer types')."""
-    return str(getattr(getattr(param, "ty", None), "dtype", ""))
-
-
 def narrowed(func: tirx.PrimFunc) -> bool:
     """Whether :class:`NarrowIndices` narrows ``func``: a Vulkan kernel, or an OpenCL kernel of a
     run-time size."""
     api = _api(func)
-    return api == "vulkan" or (api == "opencl" and _run_time_size(func))
+    return api == "vulkan" or (api == "opencl" and run_time_size(func))
 
 
 def _was_narrowed(func: tirx.PrimFunc) -> bool:

@@ -41,6 +41,22 @@ def tir_uses_any(expr, variables) -> bool:
     return any(any(v.same_as(u) for u in variables) for v in free)
 
 
+def run_time_size(func) -> bool:
+    """Whether a TIR PrimFunc's sizes depend on run-time dims: it takes an int64 scalar parameter
+    (a size; a finalized device kernel's other scalars, texture origins, are int32), or a buffer
+    parameter has an extent that is not a constant (a scheduled kernel's buffers)."""
+    from tvm import tirx
+    from tvm.tirx.buffer import BufferType
+
+    for p in func.params:
+        ty = p.ty
+        if isinstance(ty, tvm.ir.PrimType) and str(ty.dtype) == "int64":
+            return True
+        if isinstance(ty, BufferType) and any(not isinstance(d, tirx.IntImm) for d in ty.shape):
+            return True
+    return False
+
+
 def node_id(node) -> int:
     """A TVM node's identity as an int (what ``same_as`` compares: its address, unique while the
     node is alive)."""

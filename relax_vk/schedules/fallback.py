@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import List, Optional
 
 from tvm import s_tir, tirx
+
+from ..core.ir_utils import run_time_size
 from .unchecked import new_schedule
 
 MAX_GROUPS = 65535  # per grid dimension (Vulkan's guaranteed minimum, and OpenCL-safe)
@@ -161,7 +163,7 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
     instead; a kernel TVM cannot compact either way is refused here (the driver then names it),
     not left to fail inside TVM's lowering."""
     scheduled = _schedule_safe(func, threads, registers=True)
-    if not _run_time_size(func) or _compacts(scheduled):
+    if not run_time_size(func) or _compacts(scheduled):
         return scheduled
     scheduled = _schedule_safe(func, threads, registers=False)
     if not _compacts(scheduled):
@@ -169,13 +171,6 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
 
         raise UnsupportedError("TVM's buffer compaction cannot bound the regions of its intermediates at run-time sizes")
     return scheduled
-
-
-def _run_time_size(func: tirx.PrimFunc) -> bool:
-    """Whether ``func`` takes integer size parameters (extents of run-time dims)."""
-    from tvm.tirx.buffer import BufferType
-
-    return any(not isinstance(p.ty, BufferType) for p in func.params)
 
 
 def _compacts(func: tirx.PrimFunc) -> bool:
