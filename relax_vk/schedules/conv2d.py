@@ -356,13 +356,10 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
     if func.attrs is not None and CONFIG_ATTR in func.attrs:
         return Conv2dConfig.from_key(str(func.attrs[CONFIG_ATTR])), "forced"
     from ..core.target import target_api, target_device
-    from .tuning import lookup
 
     device = target_device(target) if target is not None else None
-    config = lookup(device, target_api(target), memory_kind(func), w.key()) if device else None
-    if config and "winograd" in config:  # (a Winograd record: this conv was kept direct anyway)
-        config = None
-    config = Conv2dConfig(**config) if config else None
+    api, memory = target_api(target), memory_kind(func)
+    config = _record(device, api, memory, w) if device else None
     policy = forced_conv1x1()
     if policy != "auto" and gemm_applies(w) and not splits_reduction(w):
         if config is not None and config.gemm == (policy == "gemm"):
@@ -370,7 +367,7 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
         return (gemm_default(w) if policy == "gemm" else _direct_default(w)), "forced"
     if config is not None:
         return config, "tuned"
-    learned = _learned(device, target_api(target), memory_kind(func), w) if device else None
+    learned = _learned(device, api, memory, w) if device else None
     if learned is not None:
         return learned, "learned"
     return default_config(w), "default"
@@ -384,19 +381,25 @@ def choose_config(func: tirx.PrimFunc, target) -> tuple:
 RELATED_MEMORY: Dict[str, Tuple[str, ...]] = {"texture+wbuf": ("texture",)}
 
 
+def _record(device: str, api: str, memory: str, w: Conv2dWorkload) -> Optional[Conv2dConfig]:
+    """The database's direct configuration for workload ``w`` in ``memory``; None when it has no
+    record, or a Winograd one (that conv was kept direct anyway)."""
+    from .tuning import lookup
+
+    config = lookup(device, api, memory, w.key())
+    return Conv2dConfig(**config) if config and "winograd" not in config else None
+
+
 def _learned(device: str, api: str, memory: str, w: Conv2dWorkload) -> Optional[Conv2dConfig]:
     """For a workload without a record of its own memory kind, in this order: the database's record
     of the same workload in a :data:`RELATED_MEMORY` kind (when among ``w``'s candidates), the
     nearest records of its own memory kind (:func:`learned_config`), those of a related kind; else
     None."""
-    from .tuning import lookup
-
     related = RELATED_MEMORY.get(memory, ())
-    valid = set(candidate_configs(w))
     for other in related:
-        config = lookup(device, api, other, w.key())
-        if config and "winograd" not in config and Conv2dConfig(**config) in valid:
-            return Conv2dConfig(**config)
+        config = _record(device, api, other, w)
+        if config is not None and config in candidate_configs(w):
+            return config
     for kind in (memory, *related):
         config = learned_config(device, api, kind, w)
         if config is not None:
