@@ -196,3 +196,17 @@ def run_time_conv_module(weight, ranges, stride=1, padding=1) -> tvm.IRModule:
             y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), strides=stride, padding=padding))
         bb.emit_func_output(y)
     return with_dim_ranges(bb.get(), ranges)
+
+
+def exp_rows_module(bound: int) -> tvm.IRModule:
+    """``exp(x)`` over ``x: [S, 256]``, ``S`` a run-time dim in ``1..bound``."""
+    from relax_vk.core.dims import with_dim_ranges
+
+    S = tvm.tirx.Var("S", "int64")
+    x = relax.Var("x", relax.TensorType((S, 256), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.exp(x))
+        bb.emit_func_output(y)
+    return with_dim_ranges(bb.get(), {"S": (1, bound)})

@@ -98,28 +98,15 @@ def test_an_index_constant_past_int32_is_left_for_the_emitter_to_refuse():
         emit_kernel(func, "far")
 
 
-def _exp_over_rows(bound: int):
-    from tvm import relax
-
-    from relax_vk.core.dims import with_dim_ranges
-
-    S = tirx.Var("S", "int64")
-    x = relax.Var("x", relax.TensorType((S, 256), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit_output(relax.op.exp(x))
-        bb.emit_func_output(y)
-    return with_dim_ranges(bb.get(), {"S": (1, bound)})
-
-
 def test_opencl_kernels_of_a_run_time_size_take_32_bit_sizes_and_stay_right(pocl):
     """A kernel of a run-time size is narrowed on OpenCL too (its sizes were ``long``, and all its
     index arithmetic 64-bit): the source has no ``long``, the program passes its size arguments as
     int32, and it is right at several sizes."""
+    from helpers import exp_rows_module
+
     from relax_vk.runtime import load
 
-    artifact = relax_vk.build(_exp_over_rows(4096), "opencl").artifact()
+    artifact = relax_vk.build(exp_rows_module(4096), "opencl").artifact()
     assert "long" not in artifact.source
     scalars = [s for step in artifact.program["steps"] for s in step.get("scalars", [])]
     assert scalars and {s["dtype"] for s in scalars} == {"int32"}
@@ -130,7 +117,9 @@ def test_opencl_kernels_of_a_run_time_size_take_32_bit_sizes_and_stay_right(pocl
 
 
 def test_a_run_time_size_past_32_bit_indices_is_refused_on_opencl():
+    from helpers import exp_rows_module
+
     from relax_vk.codegen.export import ExportError
 
     with pytest.raises(ExportError, match=r"tensor x has 2147483648 elements; OpenCL kernels of a run-time size index with 32-bit integers"):
-        relax_vk.build(_exp_over_rows(2**23), relax_vk.target.opencl(max_buffer_bytes=2**40, max_alloc_bytes=2**40)).artifact()
+        relax_vk.build(exp_rows_module(2**23), relax_vk.target.opencl(max_buffer_bytes=2**40, max_alloc_bytes=2**40)).artifact()

@@ -32,18 +32,9 @@ def test_a_run_time_grid_folds_only_when_its_dims_range_can_pass_the_limit(bound
     """The kernel's grid is ``S`` workgroups of 256 rows (``S*256/256``): within a limit of 100
     for S up to 64, past it for S up to 4096; a grid left unfolded has no index arithmetic of the
     fold (``block_linear``) in its threads' indices, and both are right at every size."""
-    from tvm import relax, tirx
+    from helpers import exp_rows_module
 
-    from relax_vk.core.dims import with_dim_ranges
-
-    S = tirx.Var("S", "int64")
-    x = relax.Var("x", relax.TensorType((S, 256), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit_output(relax.op.exp(x))
-        bb.emit_func_output(y)
-    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"S": (1, bound)}), relax_vk.target.opencl(max_workgroups=100)).artifact()
+    artifact = relax_vk.build(exp_rows_module(bound), relax_vk.target.opencl(max_workgroups=100)).artifact()
     assert ("block_linear" in artifact.source) is folded
     session = load(artifact, device="pocl")
     for rows in (1, 37, 64):
