@@ -340,17 +340,17 @@ cl_device_id select_device(const char* spec_or_null) {
     throw Error(RVK_ERROR_DEVICE, "no OpenCL device " + spec + "; `relax-vk devices` lists them");
 }
 
-// Whether the context's device has RGBA half-float image arrays; $RVK_OPENCL_HALF_IMAGES=0 says it
-// has not (a driver whose half images misbehave: textures are then stored as float32)
-bool half_images(cl_context context) {
-    const char* force = std::getenv("RVK_OPENCL_HALF_IMAGES");
+// Whether the context's device has RGBA image arrays of channel type `type`; $`force_off`=0 says it
+// has not (a driver whose half or snorm images misbehave: textures are then stored as float32)
+bool image_format(cl_context context, cl_channel_type type, const char* force_off) {
+    const char* force = std::getenv(force_off);
     if (force && std::string(force) == "0") return false;
     cl_uint n = 0;
     if (clGetSupportedImageFormats(context, CL_MEM_READ_WRITE, CL_MEM_OBJECT_IMAGE2D_ARRAY, 0, nullptr, &n) != CL_SUCCESS) return false;
     std::vector<cl_image_format> formats(n);
     if (n && clGetSupportedImageFormats(context, CL_MEM_READ_WRITE, CL_MEM_OBJECT_IMAGE2D_ARRAY, n, formats.data(), nullptr) != CL_SUCCESS) return false;
     for (const cl_image_format& f : formats)
-        if (f.image_channel_order == CL_RGBA && f.image_channel_data_type == CL_HALF_FLOAT) return true;
+        if (f.image_channel_order == CL_RGBA && f.image_channel_data_type == type) return true;
     return false;
 }
 
@@ -420,9 +420,14 @@ public:
         if (!context_) context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
         check(err, "clCreateContext");
         bool half = std::any_of(program_.tensors.begin(), program_.tensors.end(), [](const Tensor& t) { return t.texel == "float16"; });
-        if (half && !half_images(context_)) {
+        if (half && !image_format(context_, CL_HALF_FLOAT, "RVK_OPENCL_HALF_IMAGES")) {
             warnings += describe(device) + " has no half-float images: textures stored as float32 instead (twice the memory)";
-            program_ = with_float_texels(program_);
+            program_ = with_float_texels(program_, "float16");
+        }
+        bool snorm = std::any_of(program_.tensors.begin(), program_.tensors.end(), [](const Tensor& t) { return t.texel == "snorm8"; });
+        if (snorm && !image_format(context_, CL_SNORM_INT8, "RVK_OPENCL_SNORM_IMAGES")) {
+            warnings += describe(device) + " has no signed normalized 8-bit images: quantized weights stored as float32 texels instead (four times the memory)";
+            program_ = with_float_texels(program_, "snorm8");
         }
         check_limits(program_, device);  // (what is allocated: after the fallback)
         queue_ = clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
@@ -584,7 +589,8 @@ private:
         cl_int err;
         cl_mem m;
         if (a.is_image) {
-            cl_image_format format = {CL_RGBA, a.dtype == "float16" ? static_cast<cl_channel_type>(CL_HALF_FLOAT) : static_cast<cl_channel_type>(CL_FLOAT)};
+            cl_channel_type type = a.dtype == "float16" ? CL_HALF_FLOAT : a.dtype == "snorm8" ? CL_SNORM_INT8 : CL_FLOAT;
+            cl_image_format format = {CL_RGBA, type};
             cl_image_desc desc;
             std::memset(&desc, 0, sizeof desc);
             desc.image_type = CL_MEM_OBJECT_IMAGE2D_ARRAY;
@@ -660,13 +666,14 @@ private:
 
     bool half_texels(const Tensor& t) const { return std::string(t.texel_dtype()) != dtype_name(t.dtype); }
 
-    // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ.
-    // Non-blocking unless `blocking`: `data` (and staging_) must then stay unchanged until the queue finishes.
-    void write(int tid, const void* data, cl_command_queue q, bool blocking = false) {
+    // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ
+    // (unless `as_texels`: `data` holds the texels). Non-blocking unless `blocking`: `data` (and
+    // staging_) must then stay unchanged until the queue finishes.
+    void write(int tid, const void* data, cl_command_queue q, bool blocking = false, bool as_texels = false) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         const void* bytes = data;
         size_t n = static_cast<size_t>(bytes_now(tid));
-        if (half_texels(t)) {
+        if (!as_texels && half_texels(t)) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
             convert(t.dtype, data, dtype_from_name(t.texel_dtype()), staging_.data(), static_cast<size_t>(t.elements()));
             bytes = staging_.data();
@@ -693,7 +700,7 @@ private:
         size_t n = static_cast<size_t>(bytes_now(tid));
         if (n == 0) return;  // a tensor of no elements
         if (convert_back) {
-            staging_.resize(static_cast<size_t>(t.elements()) * 2);
+            staging_.resize(static_cast<size_t>(t.elements()) * texel_itemsize(t.texel_dtype()));
             target = staging_.data();
             n = staging_.size();
         }
@@ -705,14 +712,16 @@ private:
         } else {
             check(clEnqueueReadBuffer(q, memory_[static_cast<size_t>(tid)], blocking, 0, n, target, 0, nullptr, nullptr), "reading " + t.name);
         }
-        if (convert_back) convert(dtype_from_name(t.texel_dtype()), staging_.data(), t.dtype, data, static_cast<size_t>(t.elements()));
+        if (convert_back) convert_texels(t.texel_dtype(), staging_.data(), t.dtype, data, static_cast<size_t>(t.elements()));
     }
 
     void upload_constants() {
         for (const Tensor& t : program_.tensors) {
             if (t.kind != "constant") continue;
             const Constant& c = artifact_->constant_table.at("t" + std::to_string(t.id));
-            write(t.id, artifact_->constants.data() + c.offset, queue_, true);
+            bool as_texels = false;
+            const void* data = constant_upload(t, c, artifact_->constants.data() + c.offset, staging_, &as_texels);
+            write(t.id, data, queue_, true, as_texels);
         }
         check(clFinish(queue_), "uploading the constants");
     }
@@ -868,7 +877,7 @@ std::string device_row(const Candidate& c) {
         cl_int err;
         cl_context context = clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err);
         if (err == CL_SUCCESS) {
-            r.half_images = half_images(context);
+            r.half_images = image_format(context, CL_HALF_FLOAT, "RVK_OPENCL_HALF_IMAGES");
             clReleaseContext(context);
         }
     }

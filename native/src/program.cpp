@@ -22,7 +22,8 @@ const char* const kSections[3] = {"program", "source", "constants"};
 
 const char* const kKinds[] = {"input", "intermediate", "constant", "workspace"};
 const char* const kScopes[] = {"global", "global.texture", "global.texture-nhwc", "global.texture-weight"};
-const char* const kTexels[] = {"float32", "float16"};
+// texel dtypes of an image: float, half, and signed normalized bytes (quantized weights; a read gives byte / 127)
+const char* const kTexels[] = {"float32", "float16", "snorm8"};
 const char* const kTargets[] = {"opencl", "vulkan"};
 const char* const kSteps[] = {"launch", "copy"};
 
@@ -209,8 +210,10 @@ void check_tensor(const Json& t, size_t index, const std::map<std::string, int>&
     if (t.has("host_dtype")) dtype_of(t.get("host_dtype"));
     if (t.has("texel")) {
         const Json* texel = t.get("texel");
-        bool ok = is_texture_scope(scope) && texel->is_string() && (texel->as_string() == "float32" || texel->as_string() == "float16");
-        require(ok, where + ": texel " + repr(texel) + " (half or float texels of a texture only)");
+        std::string name = texel->is_string() ? texel->as_string() : "";
+        bool snorm = name == "snorm8" && t.get("kind")->as_string() == "constant" && t.get("dtype")->as_string() == "float32";
+        bool ok = is_texture_scope(scope) && (name == "float32" || name == "float16" || snorm);
+        require(ok, where + ": texel " + repr(texel) + " (half or float texels of a texture, or snorm8 texels of a float32 constant texture)");
     }
 }
 
@@ -682,7 +685,9 @@ void validate_program(const Json& program, const std::string& source, const std:
         std::string id = std::to_string(t.get("id")->as_int());
         auto it = constants.find("t" + id);
         require(it != constants.end(), "constant tensor " + id + " (" + t.get("name")->as_string() + ") has no data");
-        DType dtype = dtype_of(t.get("dtype"));
+        // a constant in snorm8 texels holds its bytes k (its values are k / 127)
+        bool snorm = t.has("texel") && truthy(t.get("texel")) && t.get("texel")->as_string() == "snorm8";
+        DType dtype = snorm ? DType::I8 : dtype_of(t.get("dtype"));
         require(it->second.shape == int_list(*t.get("shape")) && it->second.dtype == dtype,
                 "constant " + t.get("name")->as_string() + ": data " + list_repr(it->second.shape) + " " + dtype_name(it->second.dtype) +
                     ", tensor " + list_repr(int_list(*t.get("shape"))) + " " + dtype_name(dtype));
@@ -857,8 +862,37 @@ const Kernel* Program::kernel(const std::string& name) const {
     return it == kernel_index.end() ? nullptr : &kernels[it->second];
 }
 
+size_t texel_itemsize(const std::string& texel) { return texel == "float16" ? 2 : texel == "snorm8" ? 1 : 4; }
+
+void convert_texels(const std::string& texel, const void* src, DType d, void* dst, size_t n) {
+    if (texel != "snorm8") {
+        convert(dtype_from_name(texel), src, d, dst, n);
+        return;
+    }
+    std::vector<float> values(n);
+    const int8_t* k = static_cast<const int8_t*>(src);
+    for (size_t i = 0; i < n; ++i) values[i] = std::max(-1.0f, static_cast<float>(k[i]) / 127.0f);
+    convert(DType::F32, values.data(), d, dst, n);
+}
+
+const void* constant_upload(const Tensor& t, const Constant& c, const void* data, std::vector<uint8_t>& scratch, bool* as_texels) {
+    *as_texels = false;
+    if (c.dtype == t.dtype) return data;
+    // snorm8 bytes of a float32 tensor (validate_program holds that nothing else differs)
+    if (t.texel == "snorm8") {
+        *as_texels = true;
+        return data;
+    }
+    size_t n = static_cast<size_t>(t.elements());
+    scratch.resize(n * sizeof(float));
+    const int8_t* k = static_cast<const int8_t*>(data);
+    float* out = reinterpret_cast<float*>(scratch.data());
+    for (size_t i = 0; i < n; ++i) out[i] = std::max(-1.0f, static_cast<float>(k[i]) / 127.0f);
+    return scratch.data();
+}
+
 int64_t image_bytes(const Extents& image, const std::string& dtype) {
-    int64_t n = dtype == "float16" ? 8 : 16;
+    int64_t n = dtype == "float16" ? 8 : dtype == "snorm8" ? 4 : 16;
     for (int64_t v : image)
         if (!mul_ok(n, v, &n)) return -1;
     return n;
@@ -977,11 +1011,12 @@ std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size,
     return artifact;
 }
 
-Program with_float_texels(const Program& p) {
+Program with_float_texels(const Program& p, const std::string& texel) {
     Program out = p;
-    for (Tensor& t : out.tensors) t.texel.clear();
+    for (Tensor& t : out.tensors)
+        if (t.texel == texel) t.texel.clear();
     for (Allocation& a : out.storage)
-        if (a.is_image && a.dtype == "float16") {
+        if (a.is_image && a.dtype == texel) {
             a.dtype = "float32";
             a.bytes = image_bytes(a.image, "float32");
         }

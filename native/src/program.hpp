@@ -40,7 +40,7 @@ struct Tensor {
     int64_t bytes = 0;
     bool is_image = false;
     Extents image{};
-    std::string texel;  // "" or "float32"/"float16" (half storage of a float32 texture)
+    std::string texel;  // "" or "float32"/"float16" (half storage of a float32 texture) / "snorm8" (a constant's bytes k: values k / 127)
     int storage = -1;   // allocation index (with a storage assignment)
     int64_t offset = 0;
     // a folded texture (codegen/texture_origins.py): its kernels address it at `origin` of its
@@ -135,8 +135,18 @@ uint32_t crc32(const uint8_t* data, size_t size);
 
 // relax_vk.storage.lifetimes.image_bytes
 int64_t image_bytes(const Extents& image, const std::string& dtype);
-// half-texel textures stored as float32 texels (a device without half images)
-Program with_float_texels(const Program& p);
+// textures of `texel` texels ("float16", "snorm8") stored as float32 texels (a device without such
+// images); a constant's data stays as the artifact holds it (upload_data converts it)
+Program with_float_texels(const Program& p, const std::string& texel);
+// bytes of one channel of a texel dtype ("float32" 4, "float16" 2, "snorm8" 1)
+size_t texel_itemsize(const std::string& texel);
+// Converts n texel channels of `texel` ("snorm8": bytes k, values max(-1, k / 127)) to dtype d.
+void convert_texels(const std::string& texel, const void* src, DType d, void* dst, size_t n);
+// The data to upload for constant tensor `t` (`data`: the artifact's bytes of it): as they are,
+// unless they are snorm8 bytes k of a tensor no longer stored in snorm8 texels (a device without
+// such images), whose float32 values k / 127 are written into `scratch`. `as_texels` says whether
+// the result is already in the tensor's texel format (no conversion on the way to the device).
+const void* constant_upload(const Tensor& t, const Constant& c, const void* data, std::vector<uint8_t>& scratch, bool* as_texels);
 
 // the allocations of a storage plan (relax_vk.storage.program.allocations / allocated_bytes), and
 // where they go on a device (an arena the device cannot make whole: a buffer per tensor)

@@ -154,11 +154,11 @@ const Adapter& select_adapter(const char* spec_or_null) {
 
 // ------------------------------------------------------------------------------- scope copies
 const char* texture_format_name(const std::string& dtype) {
-    return dtype == "float32" ? "rgba32float" : dtype == "float16" ? "rgba16float" : nullptr;
+    return dtype == "float32" ? "rgba32float" : dtype == "float16" ? "rgba16float" : dtype == "snorm8" ? "rgba8snorm" : nullptr;
 }
 
 WGPUTextureFormat texture_format(const std::string& dtype) {
-    return dtype == "float16" ? WGPUTextureFormat_RGBA16Float : WGPUTextureFormat_RGBA32Float;
+    return dtype == "float16" ? WGPUTextureFormat_RGBA16Float : dtype == "snorm8" ? WGPUTextureFormat_RGBA8Snorm : WGPUTextureFormat_RGBA32Float;
 }
 
 // "//! NAME" with NAME a word (copies._fragments' r"//! (\w+)")
@@ -682,6 +682,7 @@ private:
     std::vector<uint8_t> grid_staging_;
     WGPUBuffer query_buffer_ = nullptr, query_readback_ = nullptr;
     std::vector<uint8_t> staging_;
+    std::vector<uint8_t> constant_scratch_;  // a constant converted for upload (snorm8 bytes as float32 texels)
 
     static bool flag_from_env(const char* name, bool fallback) {
         const char* v = std::getenv(name);
@@ -864,7 +865,8 @@ private:
         Memory m;
         if (a.is_image) {
             WGPUTextureDescriptor desc = WGPU_TEXTURE_DESCRIPTOR_INIT;
-            desc.usage = WGPUTextureUsage_TextureBinding | WGPUTextureUsage_StorageBinding | WGPUTextureUsage_CopyDst | WGPUTextureUsage_CopySrc;
+            desc.usage = WGPUTextureUsage_TextureBinding | WGPUTextureUsage_CopyDst | WGPUTextureUsage_CopySrc;
+            if (a.dtype != "snorm8") desc.usage |= WGPUTextureUsage_StorageBinding;  // (snorm8: constants, only read)
             desc.dimension = WGPUTextureDimension_2D;
             desc.size = {static_cast<uint32_t>(a.image[0]), static_cast<uint32_t>(a.image[1]), static_cast<uint32_t>(a.image[2])};
             desc.format = texture_format(a.dtype);
@@ -904,18 +906,20 @@ private:
 
     // session._write: `data` holds the tensor in its dtype (converted to its texel dtype); a tensor
     // of run-time shape: the run's bytes
-    void write(int tid, const void* data) {
+    void write(int tid, const void* data, bool as_texels = false) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         int64_t nbytes = bytes_now(tid);
         if (nbytes == 0) return;  // a tensor of no elements: nothing to write (wgpu refuses empty writes)
         const Memory& m = memory_[static_cast<size_t>(tid)];
-        DType texel = dtype_from_name(t.texel_dtype());
         size_t elements = static_cast<size_t>(t.elements());
         if (t.is_image) {
-            size_t itemsize = dtype_size(texel);
+            size_t itemsize = texel_itemsize(t.texel_dtype());
             size_t dense = static_cast<size_t>(t.image[0] * t.image[1] * t.image[2] * 4) * itemsize;
             staging_.assign(std::max(dense, elements * itemsize), 0);
-            convert(t.dtype, data, texel, staging_.data(), elements);
+            if (as_texels)  // (`data` holds the texels: a constant's snorm8 bytes)
+                std::memcpy(staging_.data(), data, elements * itemsize);
+            else
+                convert(t.dtype, data, dtype_from_name(t.texel_dtype()), staging_.data(), elements);
             WGPUTexelCopyTextureInfo dst = WGPU_TEXEL_COPY_TEXTURE_INFO_INIT;
             dst.texture = m.texture;
             dst.origin = {static_cast<uint32_t>(t.origin[0]), static_cast<uint32_t>(t.origin[1]), 0};
@@ -942,7 +946,9 @@ private:
         for (const Tensor& t : program_.tensors) {
             if (t.kind != "constant") continue;
             const Constant& c = artifact_->constant_table.at("t" + std::to_string(t.id));
-            write(t.id, artifact_->constants.data() + c.offset);
+            bool as_texels = false;
+            const void* data = constant_upload(t, c, artifact_->constants.data() + c.offset, constant_scratch_, &as_texels);
+            write(t.id, data, as_texels);
         }
     }
 
@@ -953,7 +959,7 @@ private:
         Readback r;
         r.tid = tid;
         if (t.is_image) {
-            r.row = static_cast<uint32_t>(4 * dtype_size(dtype_from_name(t.texel_dtype())) * static_cast<size_t>(t.image[0]));
+            r.row = static_cast<uint32_t>(4 * texel_itemsize(t.texel_dtype()) * static_cast<size_t>(t.image[0]));
             r.padded_row = (r.row + 255) / 256 * 256;  // WebGPU's bytesPerRow alignment
             r.rows = static_cast<uint32_t>(t.image[1] * t.image[2]);
             r.size = static_cast<uint64_t>(r.padded_row) * r.rows;
@@ -1071,9 +1077,8 @@ private:
     void read_mapped(const Readback& r, std::vector<uint8_t>& out) {
         if (!r.buffer) return;
         const Tensor& t = program_.tensors[static_cast<size_t>(r.tid)];
-        DType texel = dtype_from_name(t.texel_dtype());
         size_t elements = t.shape_expr.empty() ? static_cast<size_t>(t.elements()) : static_cast<size_t>(bytes_now(r.tid)) / dtype_size(t.dtype);
-        size_t nbytes = elements * dtype_size(texel);
+        size_t nbytes = elements * texel_itemsize(t.texel_dtype());
         std::vector<uint8_t> dense;
         if (t.is_image) {
             const uint8_t* p = static_cast<const uint8_t*>(w_.BufferGetConstMappedRange(r.buffer, 0, static_cast<size_t>(r.padded_row) * r.rows));
@@ -1087,7 +1092,7 @@ private:
         w_.BufferUnmap(r.buffer);
         dense.resize(std::max(dense.size(), nbytes), 0);
         out.assign(elements * dtype_size(t.dtype), 0);
-        convert(texel, dense.data(), t.dtype, out.data(), elements);
+        convert_texels(t.texel_dtype(), dense.data(), t.dtype, out.data(), elements);
     }
 
     // ----------------------------------------------------------------------------- pipelines

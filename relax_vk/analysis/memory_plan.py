@@ -42,7 +42,7 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
 from ..storage import Lifetime, StoragePlan, plan_storage
-from ..storage.lifetimes import half_texels, image_bytes
+from ..storage.lifetimes import half_texels, image_bytes, snorm8_values
 
 
 @dataclass
@@ -56,7 +56,7 @@ class TensorEntry:
     kind: str
     reason: str = ""
     object: Optional[int] = None  # the allocation it shares (storage planning); None: its own
-    texel: Optional[str] = None  # a texture's texel dtype when it differs from dtype (fp16 storage)
+    texel: Optional[str] = None  # a texture's texel dtype when it differs from dtype (fp16 storage; snorm8: a quantized weight's bytes)
 
 
 @dataclass
@@ -321,7 +321,10 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
                     result.copies += 1
                     result.copy_bytes += sum(e.bytes for e in entries)
         for i, c in enumerate(constants):
-            result.tensors += _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel=texel)
+            entries = _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel=texel)
+            if entries and entries[0].image is not None and snorm8_values(c.value.numpy()) is not None:  # a quantized weight's bytes
+                entries = [dataclasses.replace(entries[0], texel="snorm8", bytes=image_bytes(entries[0].image, "snorm8"))]
+            result.tensors += entries
         # functions run one after another: their steps do not overlap
         offset = max((lt.last + 1 for lt in lifetimes), default=0)
         lifetimes += [dataclasses.replace(lt, first=lt.first + offset, last=lt.last + offset)

@@ -36,7 +36,7 @@ from ..passes.layout.edge_dtypes import EDGE_ATTR
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..serialization.artifact import Artifact
 from ..storage import allocated_bytes, assign_storage
-from ..storage.lifetimes import half_texels
+from ..storage.lifetimes import half_texels, snorm8_values
 from .run_time_shapes import RunTimeDims, match_shapes, substitute
 from .shared_kernels import share_opencl_functions
 from .texture_origins import FOLDED_ATTR
@@ -546,6 +546,10 @@ def export_program(
     for t in builder.tensors:
         if t["image"] and half_texels(t["dtype"], texel) and t["id"] not in float_texels:
             t["texel"] = texel
+        snorm = snorm8_values(builder.constants[f"t{t['id']}"]) if t["image"] and t["kind"] == "constant" else None
+        if snorm is not None:  # a quantized weight (passes.scope.quantized_weight_texels): one byte a channel
+            t["texel"] = "snorm8"
+            builder.constants[f"t{t['id']}"] = snorm
     if target_kind == "vulkan":
         source = _attach_shaders(program, shaders or {}, same or {})
     else:

@@ -21,9 +21,12 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 #: tensor kinds of an artifact's program that storage planning may share
 SHAREABLE_KINDS = ("intermediate", "workspace")
-_ITEMSIZE = {"float32": 4, "float16": 2}
+#: bytes of one texel channel of each texel dtype (``snorm8``: signed normalized bytes, quantized weights)
+TEXEL_ITEMSIZE = {"float32": 4, "float16": 2, "snorm8": 1}
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,22 @@ class Lifetime:
 
 def image_bytes(image: Sequence[int], dtype: str) -> int:
     """Bytes of an RGBA image of ``(width, height, layers)`` texels of ``dtype``."""
-    if dtype not in _ITEMSIZE:
-        raise ValueError(f"textures hold float32 or float16 texels, not {dtype}")
-    return math.prod(int(v) for v in image) * 4 * _ITEMSIZE[dtype]
+    if dtype not in TEXEL_ITEMSIZE:
+        raise ValueError(f"textures hold {', '.join(TEXEL_ITEMSIZE)} texels, not {dtype}")
+    return math.prod(int(v) for v in image) * 4 * TEXEL_ITEMSIZE[dtype]
+
+
+def snorm8_values(array: np.ndarray) -> Optional[np.ndarray]:
+    """The int8 bytes ``k`` of a float32 constant whose every value is ``k / 127`` (``|k| <= 127``),
+    else None: such a texture is stored in ``snorm8`` texels (OpenCL ``CL_SNORM_INT8``, Vulkan
+    ``rgba8snorm``), whose reads return ``k / 127`` (what
+    :mod:`relax_vk.passes.scope.quantized_weight_texels` makes of int8 conv weights)."""
+    if array.dtype != np.float32 or not array.size:
+        return None
+    k = np.rint(array * np.float32(127))
+    if np.abs(k).max() > 127 or not np.array_equal(k.astype(np.float32) / np.float32(127), array):
+        return None
+    return k.astype(np.int8)
 
 
 def half_texels(dtype: str, texel: str) -> bool:
@@ -71,7 +87,7 @@ def half_texels(dtype: str, texel: str) -> bool:
 
 def texel_dtype(t: dict) -> str:
     """What a program tensor's texels are stored as: its ``texel`` (half storage of a float32
-    tensor, ``ScopeOptions(precision="fp16")``) or its dtype."""
+    tensor, ``ScopeOptions(precision="fp16")``; ``snorm8`` bytes of a quantized weight) or its dtype."""
     return t.get("texel") or t["dtype"]
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import List, Optional, Sequence, Tuple
 
-from .lifetimes import SHAREABLE_KINDS, image_bytes, program_lifetimes, stored_bytes, texel_dtype, touched_steps
+from .lifetimes import SHAREABLE_KINDS, TEXEL_ITEMSIZE, image_bytes, program_lifetimes, stored_bytes, texel_dtype, touched_steps
 from .offsets import ALIGNMENT
 from .planner import StoragePlan, plan_storage
 
@@ -122,7 +122,7 @@ def storage_problem(program: dict) -> Optional[str]:
         if image is not None:
             if not (isinstance(image, list) and len(image) == 3 and all(isinstance(v, int) and v > 0 for v in image)):
                 return f"allocation {i}: image {image!r} is not three positive integers"
-            if a.get("dtype") not in ("float32", "float16") or image_bytes(image, a["dtype"]) != a["bytes"]:
+            if a.get("dtype") not in TEXEL_ITEMSIZE or image_bytes(image, a["dtype"]) != a["bytes"]:
                 return f"allocation {i}: a {image} image of {a.get('dtype')!r} texels is not {a['bytes']} bytes"
     users: dict = {}
     for t in tensors:
