@@ -38,6 +38,7 @@ from .core.options import ScopeOptions
 from .core.registry import OpRegistry
 from .passes import (
     ChooseConvAlgorithm,
+    QuantizedWeightTexels,
     ChooseMemoryKind,
     CollectConsumerScopeInfo,
     CollectProducerScopeInfo,
@@ -133,6 +134,7 @@ STAGES: Tuple[Stage, ...] = (
     Stage(1, "convert layout", "layout", _convert_layout),
     Stage(2, "ChooseMemoryKind", "scope", lambda c: [ChooseMemoryKind(c.target, c.options)]),
     Stage(2, "ChooseConvAlgorithm", "scope", lambda c: [ChooseConvAlgorithm(c.target, c.options)]),
+    Stage(2, "QuantizedWeightTexels", "scope", lambda c: [QuantizedWeightTexels(c.target, c.options)]),
     Stage(2, "PartialLegalize", "scope", lambda c: [PartialLegalize(c.registry)]),
     Stage(3, "CollectConsumerScopeInfo", "scope", lambda c: [CollectConsumerScopeInfo(c.target, c.registry, c.options)]),
     Stage(3, "CollectProducerScopeInfo", "scope", lambda c: [CollectProducerScopeInfo(c.target, c.registry, c.options)]),

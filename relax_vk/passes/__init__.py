@@ -34,6 +34,7 @@ from .scope import (
     CollectProducerScopeInfo,
     DefineVDevice,
     PartialLegalize,
+    QuantizedWeightTexels,
     RemoveRedundantAssignments,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "CollectProducerScopeInfo",
     "ChooseMemoryKind",
     "ChooseConvAlgorithm",
+    "QuantizedWeightTexels",
     "DefineVDevice",
     "RemoveRedundantAssignments",
     # stage 5

@@ -187,8 +187,9 @@ def test_quantized_models_match_onnxruntime(models, imported, form, backend, dev
         assert (got.argmax(-1) == want.argmax(-1)).all()
     # the weights stay quantized: every quantized weight is a constant of its dtype (or int8,
     # centred) and size (a conv's packed to OIHW4o at compile time, its channels padded to
-    # texels), with no float copy
-    constants = [(t["dtype"], int(np.prod(t["shape"]))) for t in artifact.program["tensors"] if t.get("kind") == "constant"]
+    # texels), with no float copy. What counts is the bytes the artifact stores: a conv weight in a
+    # texture is a float32 tensor whose data are snorm8 bytes (``texel``), its values byte / 127
+    constants = [(str(artifact.constants[f"t{t['id']}"].dtype), int(np.prod(t["shape"]))) for t in artifact.program["tensors"] if t.get("kind") == "constant"]
     for init in model.graph.initializer:
         if init.data_type in (TensorProto.INT8, TensorProto.UINT8) and len(init.dims) >= 2:
             dtype = "int8" if init.data_type == TensorProto.INT8 else "uint8"
