@@ -19,7 +19,9 @@ what ran before it, which isolated candidates do not see): ``{"api": "opencl", "
 
 An optional ``"storage"`` object holds measured facts about the device's memory per API, which
 storage planning follows (:func:`storage_policy`): ``{"opencl": {"reuse_buffers": false,
-"evidence": "..."}}`` keeps every buffer in its own allocation on that API (images still share).
+"evidence": "..."}}`` keeps every buffer in its own allocation on that API (images still share);
+``"snorm8_images": false`` says the API on that device has no signed normalized 8-bit images, so
+int8 conv weights stay in buffers there (:func:`snorm8_images`).
 
 ``memory`` is ``texture`` or ``buffer`` (what the conv reads and writes), ``workload`` the kernel's
 :meth:`~relax_vk.schedules.conv2d.Conv2dWorkload.key`. :func:`lookup` is what the conv schedule
@@ -68,7 +70,7 @@ class PlanRecord:
 class Database:
     device: str
     records: Dict[Tuple[str, str, str], Record] = field(default_factory=dict)
-    storage: Dict[str, dict] = field(default_factory=dict)  # api -> {"reuse_buffers": bool, "evidence": str}
+    storage: Dict[str, dict] = field(default_factory=dict)  # api -> {"reuse_buffers": bool, "snorm8_images": bool, "evidence": str}
     plans: Dict[Tuple[str, str], PlanRecord] = field(default_factory=dict)  # (api, model fingerprint) ->
 
     def best(self, api: str, memory: str, workload: str) -> Optional[Record]:
@@ -172,6 +174,14 @@ def private_pools(device: Optional[str], api: str) -> tuple:
     :func:`~relax_vk.core.target.target_device`) with ``api``: ``("buffer",)`` where its database
     measured that shared buffers slow it down (:func:`storage_policy`), else none."""
     return ("buffer",) if storage_policy(device, api).get("reuse_buffers") is False else ()
+
+
+def snorm8_images(device: Optional[str], api: str) -> bool:
+    """Whether int8 conv weights may be held in ``snorm8`` textures on ``device`` with ``api``
+    (:mod:`relax_vk.passes.scope.quantized_weight_texels`): yes unless its database says the API
+    has no such images there (a device without them that the build did not know of still runs
+    them, from float32 texels: the runtime's fallback)."""
+    return storage_policy(device, api).get("snorm8_images", True) is not False
 
 
 def lookup(device: Optional[str], api: str, memory: str, workload: str) -> Optional[Dict[str, int]]:
