@@ -35,8 +35,8 @@ class ConvSpec:
                 "padding": list(self.padding), "dilation": list(self.dilation), "groups": self.groups}  # fmt: skip
 
 
-def _static(ty) -> Optional[Tuple[int, ...]]:
-    if not isinstance(ty, relax.TensorType) or ty.shape is None or str(ty.dtype) != "float32":
+def _static(ty, dtypes=("float32",)) -> Optional[Tuple[int, ...]]:
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or str(ty.dtype) not in dtypes:
         return None
     try:
         return tuple(int(d) for d in ty.shape.values)
@@ -46,7 +46,8 @@ def _static(ty) -> Optional[Tuple[int, ...]]:
 
 def _spec(call: relax.Call) -> Optional[ConvSpec]:
     a = call.attrs
-    data, weight = (_static(arg.ty) for arg in call.args[:2])
+    # (an int8 weight: a quantized conv, the same workload as its float form)
+    data, weight = _static(call.args[0].ty), _static(call.args[1].ty, ("float32", "int8"))
     if data is None or weight is None:
         return None
     layouts = (str(a.data_layout), str(a.kernel_layout))

@@ -71,3 +71,30 @@ def test_whole_model_timings_outrank_summed_conv_times(db_dir):
     assert other is None or other.basis != "model"
     with pytest.raises(ValueError, match="not benchmark results"):
         import_plan_timings({"records": []}, str(db_dir))
+
+
+def test_a_quantized_conv_counts_as_its_workload(db_dir):
+    """A conv whose weight is int8 (a quantized model's, packed by the layout stage) is the
+    workload of its float form: measured conv times decide its model's memory kind as they decide
+    the float model's (before, a quantized model had no convs to measure and took textures)."""
+    pytest.importorskip("onnx", reason="needs the onnx extra")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends import from_onnx
+    from relax_vk.schedules.workloads import workload_counts
+
+    q = np.random.default_rng(0).integers(-127, 128, (32, 32, 3, 3)).astype(np.int8)
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "ws"], ["w"], axis=0), helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 28, 28])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 28, 28])],
+                              [numpy_helper.from_array(q, "wq"), numpy_helper.from_array(np.full(32, 0.01, np.float32), "ws")])  # fmt: skip
+    mod = relax_vk.layout_stage(relax_vk.target.opencl())(from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
+    key = "conv_n1_oc32_h28_w28_ic32_k3x3_s1_d1"
+    assert workload_counts(mod) == {key: 1}
+    db = Database(device_slug("Quantized GPU"))
+    db.add(Record("opencl", "buffer", key, {"px": 4, "oc": 2, "threads": 64}, 0.01))
+    db.add(Record("opencl", "texture", key, {"px": 4, "oc": 2, "threads": 64}, 0.02))
+    db.save(str(db_dir / f"{db.device}.json"))
+    clear_cache()
+    decision = decide(mod, relax_vk.target.opencl(device_name="Quantized GPU"))
+    assert (decision.rule, decision.kind, decision.convs) == ("measured", "buffer", 1)
