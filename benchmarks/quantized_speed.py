@@ -3,7 +3,12 @@ ResNet-18 and MobileNetV2 at ``--size`` (224 by default) exported to ONNX, quant
 onnxruntime's ``quantize_static`` (QDQ, int8 symmetric weights: its default), each built as
 
 * ``fp32`` and ``fp16`` (``ScopeOptions(precision="fp16")``: half texels) from the float model;
-* ``int8``: the quantized model, its conv weights read as integers by the conv kernels;
+* ``int8``: the quantized model, its conv weights in textures of signed normalized bytes
+  (``snorm8``: the texture unit returns ``byte / 127``, :mod:`relax_vk.passes.scope.quantized_weight_texels`);
+* ``int8 wbuf``: the same with its int8 weights in buffers, read as integers by the conv kernels
+  (``ScopeOptions(weights_in_texture=False)``: the path of a weight holding -128);
+* ``int8 textures``: the quantized model in textures whatever the tuning database measured for its
+  convs (``ScopeOptions(prefer="texture")``; ``int8`` takes the kind the database says is faster);
 * ``int8 fp16``: the same with half texels (activations between kernels in float16);
 * ``int8 dequantize``: the same, its conv weights dequantized by a kernel at every run (the build
   before the conv read integers; :func:`quantized_weights.dequantize_kernels`).
@@ -37,7 +42,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from backend_latency import load_artifact, store_constants  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2")
-VARIANTS = ("fp32", "fp16", "int8", "int8 fp16", "int8 dequantize")
+VARIANTS = ("fp32", "fp16", "int8", "int8 wbuf", "int8 textures", "int8 fp16", "int8 dequantize")
 DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
 
 
@@ -70,6 +75,8 @@ def builds(path: str, qpath: str, api: str, device_name=None) -> dict:
         "fp32": relax_vk.build(from_onnx(path), target).artifact(),
         "fp16": relax_vk.build(from_onnx(path), target, options=ScopeOptions(precision="fp16")).artifact(),
         "int8": relax_vk.build(from_onnx(qpath), target).artifact(),
+        "int8 wbuf": relax_vk.build(from_onnx(qpath), target, options=ScopeOptions(weights_in_texture=False)).artifact(),
+        "int8 textures": relax_vk.build(from_onnx(qpath), target, options=ScopeOptions(prefer="texture")).artifact(),
         "int8 fp16": relax_vk.build(from_onnx(qpath), target, options=ScopeOptions(precision="fp16")).artifact(),
     }
     with dequantize_kernels():
