@@ -150,9 +150,10 @@ def row(name: str, form: str, api: str, qpath: str, shapes, x, float_bytes: int)
         plain_errors.append(float(np.abs(g.astype("float64") - p).max()) / span)
         if w.ndim >= 2 and w.shape[-1] > 1 and name != "ppocr_det":
             agree.append(float((g.argmax(-1) == w.argmax(-1)).mean()))
-    constants = [t for t in artifact.program["tensors"] if t.get("kind") == "constant"]
-    quantized = sum(int(t["bytes"]) for t in constants if t["dtype"] in ("int8", "uint8"))
-    total = sum(int(t["bytes"]) for t in constants)
+    # the bytes the artifact stores (a conv weight in snorm8 texels is a float32 tensor of int8 bytes)
+    stored = [artifact.constants[f"t{t['id']}"] for t in artifact.program["tensors"] if t.get("kind") == "constant"]
+    quantized = sum(a.nbytes for a in stored if a.dtype in (np.int8, np.uint8))
+    total = sum(a.nbytes for a in stored)
     return {
         "model": name, "form": form, "api": api, "error": max(errors), "mean_error": max(means), "plain_error": max(plain_errors), "itself": itself, "argmax": min(agree) if agree else None,
         "bytes": total, "int8_bytes": quantized, "float_bytes": float_bytes, "seconds": seconds,

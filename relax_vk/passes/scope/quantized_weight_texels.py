@@ -21,7 +21,10 @@ in the texture unit), one byte a channel as the int8 weight was. The conv is the
 whose weight is in a texture: the kernel, schedule and tuning records of a float model's conv,
 with no integer conversions in its loop and a quarter of float32's weight bytes on the device.
 
-Other convs are unchanged: a weight holding -128 (``byte / 127`` cannot give it), a plan with
+Other convs are unchanged: a conv whose scales are all 1 (``ConvInteger`` of the dynamic form, as
+:mod:`relax_vk.frontends.onnx_quant` writes it: its sums of integers are exact in float32 with
+integer weights, and would not be with ``W / 127``), a weight holding -128 (``byte / 127`` cannot
+give it), a plan with
 weights in buffers, a device without snorm8 images or a weight too large for a texture keeps ``W``
 in int8 and the conv reads it
 from a buffer (memory kind ``texture+wbuf``).
@@ -81,7 +84,8 @@ class _Rewriter(relax.PyExprMutator):
             return call
         conv = self._quantized_conv(call.args[0])
         scales = call.args[1].value.numpy()
-        if conv is None or scales.dtype != np.float32:
+        # (unit scales: ConvInteger's integer sums, exact in float32 only with integer weights)
+        if conv is None or scales.dtype != np.float32 or bool(np.all(scales == 1.0)):
             return call
         a = conv.attrs
         weight = relax.const(snorm8_weight(conv.args[1].value.numpy()))

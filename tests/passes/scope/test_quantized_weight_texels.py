@@ -129,3 +129,23 @@ def test_snorm8_texels_of_a_tensor_kernels_write_are_refused_by_name(pocl):
     written["texel"] = "snorm8"
     with pytest.raises(Exception, match=f"{written['name']}.*texel 'snorm8'.*snorm8 texels of a float32 constant texture"):
         load(Artifact(program, artifact.source, artifact.constants), device=pocl)
+
+
+def test_the_dynamic_forms_integer_sums_keep_int8_weights(tmp_path, pocl):
+    """quantize_dynamic's ConvInteger sums integers (``conv(x_q - zp, w_q)``, scale 1): exact in
+    float32 with int8 weights, so they stay int8 (``W / 127`` would round every product)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnxruntime.quantization import quantize_dynamic
+
+    w = np.random.default_rng(3).standard_normal((COUT, CIN, 3, 3)).astype(np.float32) * 0.1
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, CIN, SIZE, SIZE])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, COUT, SIZE, SIZE])], [numpy_helper.from_array(w, "w")])  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "f.onnx"))
+    quantize_dynamic(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), op_types_to_quantize=["Conv"])
+    assert "ConvInteger" in {n.op_type for n in onnx.load(str(tmp_path / "q.onnx")).graph.node}
+    artifact = relax_vk.build(from_onnx(str(tmp_path / "q.onnx")), target="opencl").artifact()
+    assert _conv_weights(artifact) == [(None, "int8", "global")]
+    x = np.random.default_rng(4).standard_normal((1, CIN, SIZE, SIZE)).astype(np.float32)
+    (want,) = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert _relative_error(load(artifact, device=pocl).run([x])[0], want) < 1e-6
