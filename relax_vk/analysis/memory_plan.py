@@ -104,7 +104,7 @@ class MemoryPlan:
                     t.name,
                     t.kind,
                     "x".join(map(str, t.shape)) if t.shape is not None else "?",
-                    t.dtype,
+                    t.dtype if not t.texel else f"{t.dtype} ({t.texel} texels)",
                     t.scope,
                     ",".join(map(str, t.image)) if t.image else "-",
                     str(t.bytes),

@@ -86,6 +86,7 @@ def test_int8_conv_weights_are_snorm8_textures_and_right(backend, device, reques
     plan = compiled.plan()  # the plan shows the weight's texels and bytes as the device holds them
     (planned,) = [t for t in plan.tensors if t.kind == "constant" and t.texel == "snorm8"]
     assert planned.bytes == int(np.prod(planned.image)) * 4
+    assert f"{planned.name}  constant" in plan.table() and "float32 (snorm8 texels)" in plan.table()
     # a quarter of the float32 weight's bytes: the image's texels are 4 bytes
     assert next(a for a in artifact.program["storage"] if a["id"] == weight["storage"])["bytes"] * 4 == int(np.prod(weight["image"])) * 16
 
