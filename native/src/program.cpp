@@ -885,9 +885,7 @@ const void* constant_upload(const Tensor& t, const Constant& c, const void* data
     }
     size_t n = static_cast<size_t>(t.elements());
     scratch.resize(n * sizeof(float));
-    const int8_t* k = static_cast<const int8_t*>(data);
-    float* out = reinterpret_cast<float*>(scratch.data());
-    for (size_t i = 0; i < n; ++i) out[i] = std::max(-1.0f, static_cast<float>(k[i]) / 127.0f);
+    convert_texels("snorm8", data, DType::F32, scratch.data(), n);
     return scratch.data();
 }
 

@@ -136,7 +136,7 @@ uint32_t crc32(const uint8_t* data, size_t size);
 // relax_vk.storage.lifetimes.image_bytes
 int64_t image_bytes(const Extents& image, const std::string& dtype);
 // textures of `texel` texels ("float16", "snorm8") stored as float32 texels (a device without such
-// images); a constant's data stays as the artifact holds it (upload_data converts it)
+// images); a constant's data stays as the artifact holds it (constant_upload converts it)
 Program with_float_texels(const Program& p, const std::string& texel);
 // bytes of one channel of a texel dtype ("float32" 4, "float16" 2, "snorm8" 1)
 size_t texel_itemsize(const std::string& texel);

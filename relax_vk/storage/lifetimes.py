@@ -27,6 +27,8 @@ import numpy as np
 SHAREABLE_KINDS = ("intermediate", "workspace")
 #: bytes of one texel channel of each texel dtype (``snorm8``: signed normalized bytes, quantized weights)
 TEXEL_ITEMSIZE = {"float32": 4, "float16": 2, "snorm8": 1}
+#: the largest magnitude of a signed normalized byte: an ``snorm8`` texel reads as ``byte / SNORM8_MAX``
+SNORM8_MAX = 127
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,8 @@ def snorm8_values(array: np.ndarray) -> Optional[np.ndarray]:
     :mod:`relax_vk.passes.scope.quantized_weight_texels` makes of int8 conv weights)."""
     if array.dtype != np.float32 or not array.size:
         return None
-    k = np.rint(array * np.float32(127))
-    if np.abs(k).max() > 127 or not np.array_equal(k.astype(np.float32) / np.float32(127), array):
+    k = np.rint(array * np.float32(SNORM8_MAX))
+    if np.abs(k).max() > SNORM8_MAX or not np.array_equal(k.astype(np.float32) / np.float32(SNORM8_MAX), array):
         return None
     return k.astype(np.int8)
 

@@ -12,22 +12,20 @@ Guarantees: where ``W``'s values lie in ``[-127, 127]`` (onnxruntime's and PyTor
 weights do), the plan puts conv weights in textures (``ScopeOptions(textures=True,
 weights_in_texture=True)``), the target's device has such images (its tuning database may say not:
 :func:`relax_vk.schedules.tuning.snorm8_images`; NVIDIA's OpenCL has none) and ``W`` fits the
-target's texture limits, the call becomes
-``multiply(conv2d(x, W / 127), S * 127)``, ``W / 127`` a float32 constant: ``conv(x, W) * S ==
-conv(x, W / 127) * (127 * S)`` up to float32 rounding. Exported, a texture constant whose values are
+target's texture limits, the call becomes ``multiply(conv2d(x, W / 127), S * 127)``, ``W / 127`` a
+float32 constant: ``conv(x, W) * S == conv(x, W / 127) * (127 * S)`` up to float32 rounding. Exported, a texture constant whose values are
 all ``k / 127`` is stored in ``snorm8`` texels (:func:`relax_vk.storage.lifetimes.snorm8_values`:
 OpenCL ``CL_SNORM_INT8`` images, Vulkan ``rgba8snorm`` textures, whose reads return ``byte / 127``
 in the texture unit), one byte a channel as the int8 weight was. The conv is then a float conv
 whose weight is in a texture: the kernel, schedule and tuning records of a float model's conv,
 with no integer conversions in its loop and a quarter of float32's weight bytes on the device.
 
-Other convs are unchanged: a conv whose scales are all 1 (``ConvInteger`` of the dynamic form, as
+Other convs are unchanged, ``W`` in int8 and read from a buffer (memory kind ``texture+wbuf``): a
+conv whose scales are all 1 (``ConvInteger`` of the dynamic form, as
 :mod:`relax_vk.frontends.onnx_quant` writes it: its sums of integers are exact in float32 with
 integer weights, and would not be with ``W / 127``), a weight holding -128 (``byte / 127`` cannot
-give it), a plan with
-weights in buffers, a device without snorm8 images or a weight too large for a texture keeps ``W``
-in int8 and the conv reads it
-from a buffer (memory kind ``texture+wbuf``).
+give it), a plan with weights in buffers, a device without snorm8 images, or a weight too large for
+a texture.
 """
 
 from __future__ import annotations
@@ -42,9 +40,7 @@ from tvm.ir.expr import GenericConst
 from ...core import target as _target
 from ...core.options import ScopeOptions
 from ...core.scope import TEXTURE_SCOPES
-
-#: the largest magnitude of a signed normalized byte: a read returns ``byte / SNORM8_MAX``
-SNORM8_MAX = 127
+from ...storage.lifetimes import SNORM8_MAX
 
 
 def snorm8_weight(weight: np.ndarray) -> Optional[np.ndarray]:
