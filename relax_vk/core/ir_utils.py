@@ -41,6 +41,15 @@ def tir_uses_any(expr, variables) -> bool:
     return any(any(v.same_as(u) for u in variables) for v in free)
 
 
+def rewrite_functions(mutator: relax.PyExprMutator, mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each of its Relax functions visited by ``mutator`` (a ``PyExprMutator`` made on
+    ``mod``): the module of the mutator's builder."""
+    for gv, func in list(mod.functions_items()):
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
 def run_time_size(func) -> bool:
     """Whether a TIR PrimFunc's sizes depend on run-time dims: it takes an int64 scalar parameter
     (a size; a finalized device kernel's other scalars, texture origins, are int32), or a buffer

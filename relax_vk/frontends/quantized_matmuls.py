@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..core.ir_utils import rewrite_functions
 from ..passes.layout.quantized_weights import dequantized_constant
 from .blockwise import blockwise_linear_call
 
@@ -70,8 +71,4 @@ class _FuseQuantizedMatmuls(PyExprMutator):
 def fuse_quantized_matmuls(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with every matmul of a dequantized integer weight one blockwise kernel (module
     docstring); the unused dequantize is left for dead-code elimination."""
-    rewriter = _FuseQuantizedMatmuls(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return rewriter.builder_.get()
+    return rewrite_functions(_FuseQuantizedMatmuls(mod), mod)

@@ -32,6 +32,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from ...core import target as _target
+from ...core.ir_utils import rewrite_functions
 from ...core.options import ScopeOptions
 from ...legalize import winograd as wino
 from ...schedules.conv2d import Conv2dWorkload
@@ -158,11 +159,7 @@ def ChooseConvAlgorithm(target: "tvm.target.Target | str | None" = None, options
         tgt = _target.resolve(target)
         device, api = _target.target_device(tgt), _target.target_api(tgt)
         rewriter = _Rewriter(mod, opts, device, api, memory_kind(opts))
-        for gv, func in list(mod.functions_items()):
-            if isinstance(func, relax.Function):
-                rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-        if not rewriter.chosen:
-            return mod
-        return relax.transform.DeadCodeElimination()(rewriter.builder_.get())
+        rewritten = rewrite_functions(rewriter, mod)
+        return relax.transform.DeadCodeElimination()(rewritten) if rewriter.chosen else mod
 
     return _choose

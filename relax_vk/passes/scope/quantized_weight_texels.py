@@ -38,6 +38,7 @@ from tvm import relax
 from tvm.ir.expr import GenericConst
 
 from ...core import target as _target
+from ...core.ir_utils import rewrite_functions
 from ...core.options import ScopeOptions
 from ...core.scope import TEXTURE_SCOPES
 from ...storage.lifetimes import SNORM8_MAX
@@ -106,11 +107,7 @@ def QuantizedWeightTexels(target: "tvm.target.Target | str | None" = None, optio
         if not (opts.textures and opts.weights_in_texture and snorm8_images(_target.target_device(tgt), _target.target_api(tgt))):
             return mod
         rewriter = _Rewriter(mod, _target.texture_limits(tgt))
-        for gv, func in list(mod.functions_items()):
-            if isinstance(func, relax.Function):
-                rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-        if not rewriter.rewritten:
-            return mod
-        return relax.transform.DeadCodeElimination()(rewriter.builder_.get())
+        rewritten = rewrite_functions(rewriter, mod)
+        return relax.transform.DeadCodeElimination()(rewritten) if rewriter.rewritten else mod
 
     return _texels
