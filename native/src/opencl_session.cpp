@@ -664,7 +664,8 @@ private:
         out[2] = 0;
     }
 
-    bool half_texels(const Tensor& t) const { return std::string(t.texel_dtype()) != dtype_name(t.dtype); }
+    // whether the tensor's texels are stored in another dtype than its own (half or snorm8 texels)
+    bool converted_texels(const Tensor& t) const { return std::string(t.texel_dtype()) != dtype_name(t.dtype); }
 
     // _write: `data` holds the tensor in its dtype; converted to its texel dtype when they differ
     // (unless `as_texels`: `data` holds the texels). Non-blocking unless `blocking`: `data` (and
@@ -673,7 +674,7 @@ private:
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         const void* bytes = data;
         size_t n = static_cast<size_t>(bytes_now(tid));
-        if (!as_texels && half_texels(t)) {
+        if (!as_texels && converted_texels(t)) {
             staging_.resize(static_cast<size_t>(t.elements()) * 2);
             convert(t.dtype, data, dtype_from_name(t.texel_dtype()), staging_.data(), static_cast<size_t>(t.elements()));
             bytes = staging_.data();
@@ -694,7 +695,7 @@ private:
     // _read: into `data` in the tensor's dtype (when `blocking` returns, the data is there; else after the queue finishes)
     void read(int tid, void* data, cl_command_queue q, bool blocking = false) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        bool convert_back = half_texels(t);
+        bool convert_back = converted_texels(t);
         blocking = blocking || convert_back;
         void* target = data;
         size_t n = static_cast<size_t>(bytes_now(tid));
