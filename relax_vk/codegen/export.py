@@ -187,19 +187,26 @@ class _ProgramBuilder:
         self._const_ids: Dict[GenericConst, int] = {}
         self.ops: List[str] = []  # the model ops of the binding being read
         self.written_by: Dict[str, List[int]] = {}  # PrimFunc name -> the tensors its calls write
-        self.folded: set = set()  # textures some kernel stores folded (codegen.texture_origins)
+        self.folded: Dict[int, set] = {}  # texture -> rows a line of the kernels that store it folded (codegen.texture_origins)
         self.unfolded: set = set()  # tensors some kernel binds unfolded
 
     def fold_textures(self) -> None:
-        """Textures the kernels store folded get their folded image and an ``origin`` (``[0, 0]``
-        until storage planning places them); a texture that one kernel folds and another does not
-        would be read at two layouts, and fails the export."""
+        """Textures the kernels store folded get their folded image, ``k`` rows a line (``[k w, h
+        layers / k, 1]``, :func:`relax_vk.core.scope.rows_per_line`), and an ``origin`` (``[0, 0]``
+        until storage planning places them); a texture that one kernel folds and another does not,
+        or that two kernels fold with different ``k``, would be read at two layouts, and fails the
+        export."""
         for tid in sorted(self.folded):
             t = self.tensors[tid]
             if tid in self.unfolded or t["scope"] != "global.texture":
                 raise ExportError(f"texture {t['name']}: some kernels store it folded and others do not")
+            if len(self.folded[tid]) != 1:
+                raise ExportError(f"texture {t['name']}: kernels store it folded {sorted(self.folded[tid])} rows a line")
+            (k,) = self.folded[tid]
             w, h, layers = t["image"]
-            t["image"], t["origin"] = [w, h * layers, 1], [0, 0]
+            if k < 1 or (h * layers) % k:
+                raise ExportError(f"texture {t['name']}: {k} rows a line do not divide its {h * layers} rows")
+            t["image"], t["origin"] = [k * w, h * layers // k, 1], [0, 0]
 
     def add_tensor(self, name: str, ty, kind: str) -> int:
         name = source_name(self.main, name)  # the model's own name (the code uses a derived one)
@@ -266,9 +273,12 @@ class _ProgramBuilder:
         buffer_params = [i for i, p in enumerate(host.params) if isinstance(p.ty, BufferType)]
         operands = dict(zip(buffer_params, args + outs))
         at_call = self.call_values(gv.name_hint, host, args + outs, tir_vars)
-        folded = {int(k) for k in host.attrs[FOLDED_ATTR]} if host.attrs is not None and FOLDED_ATTR in host.attrs else set()
+        folded = {int(k): int(n) for k, n in host.attrs[FOLDED_ATTR]} if host.attrs is not None and FOLDED_ATTR in host.attrs else {}
         for k, tid in operands.items():
-            (self.folded if k in folded else self.unfolded).add(tid)
+            if k in folded:
+                self.folded.setdefault(tid, set()).add(folded[k])
+            else:
+                self.unfolded.add(tid)
         ws_ids = [self.add_workspace(gv.name_hint, w, at_call) for w in workspaces]
         for launch in launches:
             kernel = launch["kernel"]

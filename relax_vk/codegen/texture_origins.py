@@ -8,11 +8,13 @@ texture at an *origin* inside a larger image, so that several tensors share one 
 side (:mod:`relax_vk.storage.rectangles` places them):
 
 * a ``global.texture`` tensor whose logical image is ``(w, h, layers)`` (:meth:`~relax_vk.core.
-  scope.MemoryScope.image_extents`) is stored *folded*, as the ``w x (h * layers)`` rectangle of
-  one layer (:func:`~relax_vk.core.scope.placed_extents`; the texels' order is the same, so a copy
-  to or from a buffer is unchanged), when ``h * layers`` fits the device's image height;
-* every ``texture2d_load`` / ``texture2d_store`` of such a parameter at ``(x, y, z)`` becomes one at
-  ``(x + x0, y + z * h + y0, 0)``. ``(x0, y0)`` is one integer kernel argument per parameter,
+  scope.MemoryScope.image_extents`) is stored *folded*, its ``h * layers`` rows ``k`` to a line as
+  the ``k w x (h layers / k)`` rectangle of one layer (:func:`~relax_vk.core.scope.rows_per_line`,
+  :func:`~relax_vk.core.scope.placed_extents`; the texels' order is the same, so a copy to or from
+  a buffer is unchanged), when such a rectangle fits the device's image limit;
+* every ``texture2d_load`` / ``texture2d_store`` of such a parameter at ``(x, y, z)``, row ``r = z h
+  + y``, becomes one at ``(x + (r % k) w + x0, r / k + y0, 0)`` (``k`` a power of two: a mask and a
+  shift). ``(x0, y0)`` is one integer kernel argument per parameter,
   ``y0 << 16 | x0``, bound in the host code to the marker ``rvk_texture_origin(parameter)``: the
   exporter turns it into a launch scalar ``{"index", "dtype", "origin": tensor}`` whose value the
   runtime reads off the tensor's ``origin`` in the program. A kernel takes at most
@@ -39,13 +41,13 @@ from tvm import tirx
 from tvm.tirx import stmt as S
 from tvm.tirx.buffer import BufferType
 
-from ..core.scope import MAX_ORIGINS, TEXTURE, placed_extents, static_shape
+from ..core.scope import MAX_ORIGINS, TEXTURE, placed_extents, rows_per_line, static_shape
 
 #: PrimFunc attribute: ``[spatial image limit, origins a kernel may take]`` (set by :func:`mark`)
 ATTR = "relax_vk.texture_origins"
 #: the host-side marker call whose value the exporter replaces with a tensor's origin
 MARKER = "rvk_texture_origin"
-#: PrimFunc attribute after the pass: the indices of the parameters it stores folded
+#: PrimFunc attribute after the pass: ``[parameter index, rows a line]`` of the parameters it stores folded
 FOLDED_ATTR = "relax_vk.folded_textures"
 #: an origin argument holds ``y0 << ORIGIN_SHIFT | x0`` (images are at most 65,535 texels wide)
 ORIGIN_SHIFT = 16
@@ -53,8 +55,9 @@ ORIGIN_MASK = (1 << ORIGIN_SHIFT) - 1
 _TEXTURE_CALLS = ("tirx.texture2d_load", "tirx.texture2d_store")
 
 
-def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, int, int]]:
-    """``param var -> (parameter index, logical image height, texels)`` of the parameters stored folded."""
+def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, Tuple[int, int, int], int]]:
+    """``param var -> (parameter index, (logical image width, height, rows a line), texels)`` of the
+    parameters stored folded."""
     out = {}
     for k, p in enumerate(func.params):
         ty = p.ty
@@ -65,7 +68,8 @@ def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, i
             continue
         folded = placed_extents(shape, str(ty.dtype), TEXTURE, limit)
         if folded is not None:
-            out[p] = (k, TEXTURE.image_extents(shape).height, folded.width * folded.height)
+            ext = TEXTURE.image_extents(shape)
+            out[p] = (k, (ext.width, ext.height, rows_per_line(ext, limit)), folded.width * folded.height)
     return out
 
 
@@ -95,15 +99,15 @@ def _place(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return func
     # origins for the largest first, when a kernel may not take them all (a bias is never shared)
     ranked = sorted(placed.items(), key=lambda kv: (-kv[1][2], -kv[1][0]))
-    origins: Dict[object, Tuple[object, int]] = {}
+    origins: Dict[object, Tuple[object, Tuple[int, int, int]]] = {}
     binds: List[S.Stmt] = []
-    for rank, (param, (k, height, _)) in enumerate(ranked):
+    for rank, (param, (k, fold, _)) in enumerate(ranked):
         if rank < max_origins:
             origin = tirx.Var(f"{param.name}_origin", "int32")
             binds.append(S.Bind(origin, tirx.call_extern("int32", MARKER, tirx.const(k, "int32"))))
         else:
             origin = None
-        origins[param] = (origin, height)
+        origins[param] = (origin, fold)
 
     alias = {}  # a buffer declared over another's data -> that buffer (``T.decl_buffer(data=x.data)``)
 
@@ -129,19 +133,23 @@ def _place(func: tirx.PrimFunc) -> tirx.PrimFunc:
         param = data.args[0] if isinstance(data, tvm.ir.expr.Call) and getattr(data.op, "name", "") == "tirx.buffer_data" else data
         if root(param) not in origins:
             return call
-        origin, height = origins[root(param)]
+        origin, (width, height, per_line) = origins[root(param)]
         x, y, z = call.args[1:4]
-        new_y = y + _like(z, y) * tirx.const(height, str(y.ty.dtype))
-        new_x = x
+        dtype = str(y.ty.dtype)
+        row = y + _like(z, y) * tirx.const(height, dtype)
+        new_x, new_y = x, row
+        if per_line > 1:  # (r % k) * w, r / k, for a power of two k
+            new_x = x + _like(tirx.bitwise_and(row, tirx.const(per_line - 1, dtype)) * tirx.const(width, dtype), x)
+            new_y = tirx.shift_right(row, tirx.const(per_line.bit_length() - 1, dtype))
         if origin is not None:  # (x0, y0) = (origin & 0xffff, origin >> 16)
-            new_x = x + _like(tirx.bitwise_and(origin, tirx.const(ORIGIN_MASK, "int32")), x)
+            new_x = new_x + _like(tirx.bitwise_and(origin, tirx.const(ORIGIN_MASK, "int32")), x)
             new_y = new_y + _like(tirx.shift_right(origin, tirx.const(ORIGIN_SHIFT, "int32")), y)
         return tvm.ir.expr.Call(call.op, [call.args[0], new_x, new_y, tirx.const(0, str(z.ty.dtype)), *call.args[4:]], call.attrs, ret_ty=call.ty)
 
     body = tvm_ffi.structural_map(func.body, [(tvm.ir.expr.Call, rewrite)])
-    folded = sorted(k for k, _, _ in placed.values())
+    folded = sorted((k, fold[2]) for k, fold, _ in placed.values())
     out = func.with_body(S.SeqStmt([*binds, body]) if binds else body).without_attr(ATTR)
-    return out.with_attr(FOLDED_ATTR, [tirx.const(k, "int32") for k in folded])
+    return out.with_attr(FOLDED_ATTR, [[tirx.const(k, "int32"), tirx.const(n, "int32")] for k, n in folded])
 
 
 def PlaceTextures() -> tvm.transform.Pass:

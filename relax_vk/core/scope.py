@@ -204,16 +204,38 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
 MAX_ORIGINS = {"opencl": 64, "vulkan": 8}
 
 
+def rows_per_line(ext: ImageExtents, spatial_limit: int) -> Optional[int]:
+    """How many of a folded texture's rows lie side by side in one row of its placed rectangle.
+
+    A ``(w, h, layers)`` image has ``h * layers`` rows of ``w`` texels in order (layer by layer).
+    Folded (:mod:`relax_vk.codegen.texture_origins`), row ``r`` of them sits at ``x = (r % k) * w``,
+    ``y = r // k`` of a ``k w x (h layers / k)`` rectangle, so the texels keep their order: the
+    i-th texel of the logical image is the i-th of the rectangle, row by row, whatever ``k``. ``k``
+    is the power of two dividing ``h * layers`` whose rectangle is the most nearly square within
+    ``spatial_limit`` (the smaller on a tie): the rectangles of a downsampling CNN's tensors then
+    nest in one another's images (a 56x56x16-texel tensor is 224 x 224, the stem input's image)
+    where tall one-column strips (56 x 896) fit no earlier image. None when no ``k`` fits."""
+    rows, best = ext.height * ext.layers, None
+    k = 1
+    while rows % k == 0 and k * ext.width <= spatial_limit:
+        if rows // k <= spatial_limit:
+            skew = abs(math.log((k * ext.width) / (rows // k)))
+            if best is None or skew < best[0] - 1e-12:
+                best = (skew, k)
+        k *= 2
+    return None if best is None else best[1]
+
+
 def placed_extents(shape: Optional[Sequence[int]], dtype: str, scope: MemoryScope, spatial_limit: int) -> Optional[ImageExtents]:
     """Extents of a ``global.texture`` tensor stored *folded* at an origin of a shared image
-    (:mod:`relax_vk.codegen.texture_origins`): its ``(w, h, layers)`` image as the ``w x (h *
-    layers)`` rectangle of one layer, when that height fits ``spatial_limit``; else None (the
-    tensor keeps an image of its own extents). The texels keep their order: the i-th texel of
-    the logical image is the i-th of the folded one."""
+    (:mod:`relax_vk.codegen.texture_origins`): its ``(w, h, layers)`` image as one layer's
+    ``k w x (h layers / k)`` rectangle, ``k`` rows side by side (:func:`rows_per_line`), when one
+    fits ``spatial_limit``; else None (the tensor keeps an image of its own extents). The texels
+    keep their order: the i-th texel of the logical image is the i-th of the folded one."""
     if scope is not TEXTURE or not is_texturable(shape, dtype):
         return None
     ext = scope.image_extents(shape)
-    height = ext.height * ext.layers
-    if height > spatial_limit or ext.width > spatial_limit:
+    k = rows_per_line(ext, spatial_limit)
+    if k is None:
         return None
-    return ImageExtents(ext.width, height, 1)
+    return ImageExtents(k * ext.width, ext.height * ext.layers // k, 1)

@@ -9,6 +9,8 @@ from relax_vk.core.scope import (
     TextureLimitError,
     TextureLimits,
     is_texturable,
+    placed_extents,
+    rows_per_line,
     scope_from_name,
     tensor_bytes,
 )
@@ -80,3 +82,43 @@ def test_bytes():
 def test_limits_validated():
     with pytest.raises(ValueError):
         TextureLimits(spatial=0)
+
+
+@pytest.mark.parametrize(
+    "shape, limit, placed",
+    [
+        ((1, 16, 56, 56, 4), 16384, (224, 224)),  # 896 rows of 56, four a line: the stem input's 224 x 224
+        ((1, 1, 224, 224, 4), 16384, (224, 224)),  # square already: one a line
+        ((1, 32, 28, 28, 4), 16384, (112, 224)),  # 112 x 224 and 224 x 112 tie: the fewer rows a line
+        ((1, 3, 7, 7, 4), 16384, (7, 21)),  # 21 rows: no power of two above one divides them
+        ((1, 16, 56, 56, 4), 112, None),  # 56 x 896 and 112 x 448 pass the limit's height, 224 x 224 its width
+        ((1, 64, 8, 8, 4), 64, (64, 64)),  # 512 rows (past the limit) fit once eight lie side by side
+    ],
+)
+def test_folded_rows_lie_side_by_side_in_the_squarest_rectangle(shape, limit, placed):
+    got = placed_extents(shape, "float32", TEXTURE, limit)
+    if placed is None:
+        assert got is None and rows_per_line(TEXTURE.image_extents(shape), limit) is None
+        return
+    assert (got.width, got.height, got.layers) == (*placed, 1)
+    ext = TEXTURE.image_extents(shape)
+    k = rows_per_line(ext, limit)
+    assert got.width == k * ext.width and got.height * k == ext.height * ext.layers and k & (k - 1) == 0
+
+
+def test_a_folded_rectangle_keeps_the_texels_order():
+    """Row r of the logical image sits at ((r % k) w, r // k): the i-th texel is the i-th, row by row."""
+    ext = ImageExtents(5, 4, 6)  # 24 rows of 5
+    k = rows_per_line(ext, 16384)
+    assert k == 2  # 10 x 12
+    width = k * ext.width
+    for z in range(ext.layers):
+        for y in range(ext.height):
+            for x in range(ext.width):
+                r = z * ext.height + y
+                assert (r // k) * width + (r % k) * ext.width + x == (z * ext.height + y) * ext.width + x
+
+
+def test_no_fold_fits_and_buffers_are_not_placed():
+    assert placed_extents((1, 1, 9, 9, 4), "float32", TEXTURE, 8) is None  # 9 x 9 at a limit of 8
+    assert placed_extents((1, 4, 5, 5, 4), "float32", GLOBAL, 16384) is None
