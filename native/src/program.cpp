@@ -178,9 +178,9 @@ void check_tensor(const Json& t, size_t index, const std::map<std::string, int>&
     const Json* image = t.get("image");
     const Json* origin = t.get("origin");
     if (origin) {
-        bool ok = scope == "global.texture" && origin->is_array() && origin->items().size() == 2;
+        bool ok = (scope == "global.texture" || scope == "global.texture-nhwc") && origin->is_array() && origin->items().size() == 2;
         for (size_t i = 0; ok && i < 2; ++i) ok = strict_int(&origin->items()[i]) && origin->items()[i].as_int() >= 0 && origin->items()[i].as_int() < 65536;
-        require(ok, where + ": origin " + origin->repr() + " is not two integers in [0, 65536) of a global.texture tensor");
+        require(ok, where + ": origin " + origin->repr() + " is not two integers in [0, 65536) of an activation texture (global.texture, global.texture-nhwc)");
     }
     if (is_texture_scope(scope)) {
         require(ints(t.get("shape")), where + ": a texture of shape " + list_repr(shape) + " (no elements)");

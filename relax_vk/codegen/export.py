@@ -30,6 +30,7 @@ from tvm.tirx.buffer import BufferType
 from ..core.errors import LimitError, RelaxVKError, UnsupportedError
 from ..core.ir_utils import tensor_scope
 from ..core.provenance import provenance
+from ..core.scope import PLACED_SCOPES
 from ..core.states import states_of
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
@@ -198,7 +199,7 @@ class _ProgramBuilder:
         export."""
         for tid in sorted(self.folded):
             t = self.tensors[tid]
-            if tid in self.unfolded or t["scope"] != "global.texture":
+            if tid in self.unfolded or t["scope"] not in {s.name for s in PLACED_SCOPES}:
                 raise ExportError(f"texture {t['name']}: some kernels store it folded and others do not")
             if len(self.folded[tid]) != 1:
                 raise ExportError(f"texture {t['name']}: kernels store it folded {sorted(self.folded[tid])} rows a line")

@@ -7,7 +7,8 @@ the live-tensor bound. With this pass the kernels of an exported program address
 texture at an *origin* inside a larger image, so that several tensors share one image side by
 side (:mod:`relax_vk.storage.rectangles` places them):
 
-* a ``global.texture`` tensor whose logical image is ``(w, h, layers)`` (:meth:`~relax_vk.core.
+* an activation texture (:data:`~relax_vk.core.scope.PLACED_SCOPES`: ``global.texture``, and
+  ``global.texture-nhwc``, the token layouts' scope) whose logical image is ``(w, h, layers)`` (:meth:`~relax_vk.core.
   scope.MemoryScope.image_extents`) is stored *folded*, its ``h * layers`` rows ``k`` to a line as
   the ``k w x (h layers / k)`` rectangle of one layer (:func:`~relax_vk.core.scope.rows_per_line`,
   :func:`~relax_vk.core.scope.placed_extents`; the texels' order is the same, so a copy to or from
@@ -41,7 +42,7 @@ from tvm import tirx
 from tvm.tirx import stmt as S
 from tvm.tirx.buffer import BufferType
 
-from ..core.scope import MAX_ORIGINS, TEXTURE, placed_extents, rows_per_line, static_shape
+from ..core.scope import MAX_ORIGINS, PLACED_SCOPES, placed_extents, rows_per_line, scope_from_name, static_shape
 
 #: PrimFunc attribute: ``[spatial image limit, origins a kernel may take]`` (set by :func:`mark`)
 ATTR = "relax_vk.texture_origins"
@@ -64,11 +65,13 @@ def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, T
         if not isinstance(ty, BufferType):
             continue
         shape = static_shape(ty.shape)
-        if shape is None or (str(ty.storage_scope) or "global") != TEXTURE.name:
+        name = str(ty.storage_scope) or "global"
+        if shape is None or name not in {s.name for s in PLACED_SCOPES}:
             continue
-        folded = placed_extents(shape, str(ty.dtype), TEXTURE, limit)
+        scope = scope_from_name(name)
+        folded = placed_extents(shape, str(ty.dtype), scope, limit)
         if folded is not None:
-            ext = TEXTURE.image_extents(shape)
+            ext = scope.image_extents(shape)
             out[p] = (k, (ext.width, ext.height, rows_per_line(ext, limit)), folded.width * folded.height)
     return out
 

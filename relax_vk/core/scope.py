@@ -180,6 +180,9 @@ TEXTURE_WEIGHT = MemoryScope("global.texture-weight", Storage.TEXTURE, sep_absol
 
 ALL_SCOPES: Tuple[MemoryScope, ...] = (GLOBAL, TEXTURE, TEXTURE_NHWC, TEXTURE_WEIGHT)
 TEXTURE_SCOPES: Tuple[MemoryScope, ...] = (TEXTURE, TEXTURE_NHWC, TEXTURE_WEIGHT)
+#: the activation texture scopes whose tensors are stored folded at origins of shared images
+#: (:mod:`relax_vk.codegen.texture_origins`); weights are constants, which never share
+PLACED_SCOPES: Tuple[MemoryScope, ...] = (TEXTURE, TEXTURE_NHWC)
 _BY_NAME = {s.name: s for s in ALL_SCOPES}
 
 
@@ -227,12 +230,12 @@ def rows_per_line(ext: ImageExtents, spatial_limit: int) -> Optional[int]:
 
 
 def placed_extents(shape: Optional[Sequence[int]], dtype: str, scope: MemoryScope, spatial_limit: int) -> Optional[ImageExtents]:
-    """Extents of a ``global.texture`` tensor stored *folded* at an origin of a shared image
+    """Extents of an activation texture (:data:`PLACED_SCOPES`) stored *folded* at an origin of a shared image
     (:mod:`relax_vk.codegen.texture_origins`): its ``(w, h, layers)`` image as one layer's
     ``k w x (h layers / k)`` rectangle, ``k`` rows side by side (:func:`rows_per_line`), when one
     fits ``spatial_limit``; else None (the tensor keeps an image of its own extents). The texels
     keep their order: the i-th texel of the logical image is the i-th of the folded one."""
-    if scope is not TEXTURE or not is_texturable(shape, dtype):
+    if scope not in PLACED_SCOPES or not is_texturable(shape, dtype):
         return None
     ext = scope.image_extents(shape)
     k = rows_per_line(ext, spatial_limit)
