@@ -187,12 +187,15 @@ void check_tensor(const Json& t, size_t index, const std::map<std::string, int>&
         Extents e{};
         bool ok = shape.size() >= 3 && shape.back() == 4 && image_extents(scope, shape, &e) && image && image->is_array() &&
                   image->items().size() == 3;
-        if (ok && origin) {  // placed: folded, its h * layers rows k (a power of two) to a line: (k w, h * layers / k, 1)
-            int64_t rows = 0, k = 0;
+        if (ok && origin) {  // placed: folded, its texels in order W wide, (W, w * h * layers / W, 1)
+            int64_t rows = 0, wide = 0;
             ok = mul_ok(e[1], e[2], &rows) && strict_int(&image->items()[0]) && e[0] > 0;
-            if (ok) k = image->items()[0].as_int() / e[0];
-            ok = ok && k >= 1 && (k & (k - 1)) == 0 && k * e[0] == image->items()[0].as_int() && rows % k == 0;  // a power of two
-            if (ok) e = Extents{k * e[0], rows / k, 1};
+            if (ok) wide = image->items()[0].as_int();
+            // W = k w, k a power of two dividing the rows, or W = w / m, m a power of two dividing w
+            const int64_t k = ok && wide >= e[0] && wide % e[0] == 0 ? wide / e[0] : 0;
+            const int64_t m = ok && wide > 0 && wide < e[0] && e[0] % wide == 0 ? e[0] / wide : 0;
+            ok = ok && ((k > 0 && (k & (k - 1)) == 0 && rows % k == 0) || (m > 0 && (m & (m - 1)) == 0));
+            if (ok) e = k > 0 ? Extents{wide, rows / k, 1} : Extents{wide, rows * m, 1};
         }
         for (size_t i = 0; ok && i < 3; ++i) ok = equals_int(&image->items()[i], e[i]);
         require(ok, where + ": image " + repr(image) + " does not match " + scope + " of " + list_repr(shape));
@@ -724,8 +727,8 @@ Program to_program(const Json& j, const std::string& source) {
         if (t.is_image) image_extents(t.scope, t.shape, &t.image);
         if (const Json* o = tj.get("origin"); o && o->is_array()) {  // (check_tensor validated it)
             t.origin = {o->items()[0].as_int(), o->items()[1].as_int()};
-            const int64_t wide = tj.get("image")->items()[0].as_int();  // k rows a line (check_tensor validated it)
-            t.image = {wide, t.image[1] * t.image[2] / (wide / t.image[0]), 1};
+            const int64_t wide = tj.get("image")->items()[0].as_int();  // the folded width (check_tensor validated it)
+            t.image = {wide, t.image[0] * t.image[1] * t.image[2] / wide, 1};
         }
         if (tj.has("texel") && truthy(tj.get("texel"))) t.texel = tj.get("texel")->as_string();
         if (const Json* s = tj.get("storage"); s && s->is_int()) t.storage = static_cast<int>(s->as_int());

@@ -188,26 +188,25 @@ class _ProgramBuilder:
         self._const_ids: Dict[GenericConst, int] = {}
         self.ops: List[str] = []  # the model ops of the binding being read
         self.written_by: Dict[str, List[int]] = {}  # PrimFunc name -> the tensors its calls write
-        self.folded: Dict[int, set] = {}  # texture -> rows a line of the kernels that store it folded (codegen.texture_origins)
+        self.folded: Dict[int, set] = {}  # texture -> the folded widths of the kernels that store it folded (codegen.texture_origins)
         self.unfolded: set = set()  # tensors some kernel binds unfolded
 
     def fold_textures(self) -> None:
-        """Textures the kernels store folded get their folded image, ``k`` rows a line (``[k w, h
-        layers / k, 1]``, :func:`relax_vk.core.scope.rows_per_line`), and an ``origin`` (``[0, 0]``
-        until storage planning places them); a texture that one kernel folds and another does not,
-        or that two kernels fold with different ``k``, would be read at two layouts, and fails the
-        export."""
+        """Textures the kernels store folded get their folded image (``[W, w h layers / W, 1]``,
+        :func:`relax_vk.core.scope.folded_width`) and an ``origin`` (``[0, 0]`` until storage
+        planning places them); a texture that one kernel folds and another does not, or that two
+        kernels fold to different widths, would be read at two layouts, and fails the export."""
         for tid in sorted(self.folded):
             t = self.tensors[tid]
             if tid in self.unfolded or t["scope"] not in {s.name for s in PLACED_SCOPES}:
                 raise ExportError(f"texture {t['name']}: some kernels store it folded and others do not")
             if len(self.folded[tid]) != 1:
-                raise ExportError(f"texture {t['name']}: kernels store it folded {sorted(self.folded[tid])} rows a line")
-            (k,) = self.folded[tid]
+                raise ExportError(f"texture {t['name']}: kernels store it folded {sorted(self.folded[tid])} texels wide")
+            (width,) = self.folded[tid]
             w, h, layers = t["image"]
-            if k < 1 or (h * layers) % k:
-                raise ExportError(f"texture {t['name']}: {k} rows a line do not divide its {h * layers} rows")
-            t["image"], t["origin"] = [k * w, h * layers // k, 1], [0, 0]
+            if width < 1 or (w * h * layers) % width:
+                raise ExportError(f"texture {t['name']}: a folded width of {width} does not divide its {w * h * layers} texels")
+            t["image"], t["origin"] = [width, w * h * layers // width, 1], [0, 0]
 
     def add_tensor(self, name: str, ty, kind: str) -> int:
         name = source_name(self.main, name)  # the model's own name (the code uses a derived one)

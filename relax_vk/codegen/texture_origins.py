@@ -8,14 +8,16 @@ texture at an *origin* inside a larger image, so that several tensors share one 
 side (:mod:`relax_vk.storage.rectangles` places them):
 
 * an activation texture (:data:`~relax_vk.core.scope.PLACED_SCOPES`: ``global.texture``, and
-  ``global.texture-nhwc``, the token layouts' scope) whose logical image is ``(w, h, layers)`` (:meth:`~relax_vk.core.
-  scope.MemoryScope.image_extents`) is stored *folded*, its ``h * layers`` rows ``k`` to a line as
-  the ``k w x (h layers / k)`` rectangle of one layer (:func:`~relax_vk.core.scope.rows_per_line`,
-  :func:`~relax_vk.core.scope.placed_extents`; the texels' order is the same, so a copy to or from
-  a buffer is unchanged), when such a rectangle fits the device's image limit;
+  ``global.texture-nhwc``, the token layouts' scope) whose logical image is ``(w, h, layers)``
+  (:meth:`~relax_vk.core.scope.MemoryScope.image_extents`) is stored *folded*, its texels in order
+  in a ``W``-wide rectangle of one layer (:func:`~relax_vk.core.scope.folded_width`: ``k`` rows a
+  line or a row over ``m`` lines; :func:`~relax_vk.core.scope.placed_extents`; the texels' order
+  is the same, so a copy to or from a buffer is unchanged), when such a rectangle fits the
+  device's image limit;
 * every ``texture2d_load`` / ``texture2d_store`` of such a parameter at ``(x, y, z)``, row ``r = z h
-  + y``, becomes one at ``(x + (r % k) w + x0, r / k + y0, 0)`` (``k`` a power of two: a mask and a
-  shift). ``(x0, y0)`` is one integer kernel argument per parameter,
+  + y``, becomes one at ``(x + (r % k) w + x0, r / k + y0, 0)`` (``W = k w``, ``k`` a power of two: a
+  mask and a shift), or ``(x % W + x0, r m + x / W + y0, 0)`` (``W = w / m``). ``(x0, y0)`` is one
+  integer kernel argument per parameter,
   ``y0 << 16 | x0``, bound in the host code to the marker ``rvk_texture_origin(parameter)``: the
   exporter turns it into a launch scalar ``{"index", "dtype", "origin": tensor}`` whose value the
   runtime reads off the tensor's ``origin`` in the program. A kernel takes at most
@@ -42,13 +44,13 @@ from tvm import tirx
 from tvm.tirx import stmt as S
 from tvm.tirx.buffer import BufferType
 
-from ..core.scope import MAX_ORIGINS, PLACED_SCOPES, placed_extents, rows_per_line, scope_from_name, static_shape
+from ..core.scope import MAX_ORIGINS, PLACED_SCOPES, placed_extents, scope_from_name, static_shape
 
 #: PrimFunc attribute: ``[spatial image limit, origins a kernel may take]`` (set by :func:`mark`)
 ATTR = "relax_vk.texture_origins"
 #: the host-side marker call whose value the exporter replaces with a tensor's origin
 MARKER = "rvk_texture_origin"
-#: PrimFunc attribute after the pass: ``[parameter index, rows a line]`` of the parameters it stores folded
+#: PrimFunc attribute after the pass: ``[parameter index, folded width]`` of the parameters it stores folded
 FOLDED_ATTR = "relax_vk.folded_textures"
 #: an origin argument holds ``y0 << ORIGIN_SHIFT | x0`` (images are at most 65,535 texels wide)
 ORIGIN_SHIFT = 16
@@ -57,8 +59,8 @@ _TEXTURE_CALLS = ("tirx.texture2d_load", "tirx.texture2d_store")
 
 
 def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, Tuple[int, int, int], int]]:
-    """``param var -> (parameter index, (logical image width, height, rows a line), texels)`` of the
-    parameters stored folded."""
+    """``param var -> (parameter index, (logical image width, height, folded width), texels)`` of
+    the parameters stored folded."""
     out = {}
     for k, p in enumerate(func.params):
         ty = p.ty
@@ -72,7 +74,7 @@ def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, T
         folded = placed_extents(shape, str(ty.dtype), scope, limit)
         if folded is not None:
             ext = scope.image_extents(shape)
-            out[p] = (k, (ext.width, ext.height, rows_per_line(ext, limit)), folded.width * folded.height)
+            out[p] = (k, (ext.width, ext.height, folded.width), folded.width * folded.height)
     return out
 
 
@@ -136,14 +138,21 @@ def _place(func: tirx.PrimFunc) -> tirx.PrimFunc:
         param = data.args[0] if isinstance(data, tvm.ir.expr.Call) and getattr(data.op, "name", "") == "tirx.buffer_data" else data
         if root(param) not in origins:
             return call
-        origin, (width, height, per_line) = origins[root(param)]
+        origin, (width, height, folded) = origins[root(param)]
         x, y, z = call.args[1:4]
         dtype = str(y.ty.dtype)
         row = y + _like(z, y) * tirx.const(height, dtype)
         new_x, new_y = x, row
-        if per_line > 1:  # (r % k) * w, r / k, for a power of two k
-            new_x = x + _like(tirx.bitwise_and(row, tirx.const(per_line - 1, dtype)) * tirx.const(width, dtype), x)
-            new_y = tirx.shift_right(row, tirx.const(per_line.bit_length() - 1, dtype))
+        if folded > width:  # k = W / w rows a line: ((r % k) w + x, r / k), k a power of two
+            k = folded // width
+            new_x = x + _like(tirx.bitwise_and(row, tirx.const(k - 1, dtype)) * tirx.const(width, dtype), x)
+            new_y = tirx.shift_right(row, tirx.const(k.bit_length() - 1, dtype))
+        elif folded < width:  # a row over m = w / W lines: (x % W, r m + x / W)
+            wide = tirx.const(folded, str(x.ty.dtype))
+            pow2 = folded & (folded - 1) == 0
+            new_x = tirx.bitwise_and(x, tirx.const(folded - 1, str(x.ty.dtype))) if pow2 else tirx.truncmod(x, wide)
+            line = tirx.shift_right(x, tirx.const(folded.bit_length() - 1, str(x.ty.dtype))) if pow2 else tirx.truncdiv(x, wide)
+            new_y = row * tirx.const(width // folded, dtype) + _like(line, y)
         if origin is not None:  # (x0, y0) = (origin & 0xffff, origin >> 16)
             new_x = new_x + _like(tirx.bitwise_and(origin, tirx.const(ORIGIN_MASK, "int32")), x)
             new_y = new_y + _like(tirx.shift_right(origin, tirx.const(ORIGIN_SHIFT, "int32")), y)

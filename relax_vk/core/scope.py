@@ -207,38 +207,48 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
 MAX_ORIGINS = {"opencl": 64, "vulkan": 8}
 
 
-def rows_per_line(ext: ImageExtents, spatial_limit: int) -> Optional[int]:
-    """How many of a folded texture's rows lie side by side in one row of its placed rectangle.
+def folded_width(ext: ImageExtents, spatial_limit: int) -> Optional[int]:
+    """The width of a folded texture's placed rectangle (:mod:`relax_vk.codegen.texture_origins`).
 
-    A ``(w, h, layers)`` image has ``h * layers`` rows of ``w`` texels in order (layer by layer).
-    Folded (:mod:`relax_vk.codegen.texture_origins`), row ``r`` of them sits at ``x = (r % k) * w``,
-    ``y = r // k`` of a ``k w x (h layers / k)`` rectangle, so the texels keep their order: the
-    i-th texel of the logical image is the i-th of the rectangle, row by row, whatever ``k``. ``k``
-    is the power of two dividing ``h * layers`` whose rectangle is the most nearly square within
-    ``spatial_limit`` (the smaller on a tie): the rectangles of a downsampling CNN's tensors then
-    nest in one another's images (a 56x56x16-texel tensor is 224 x 224, the stem input's image)
-    where tall one-column strips (56 x 896) fit no earlier image. None when no ``k`` fits."""
-    rows, best = ext.height * ext.layers, None
+    A ``(w, h, layers)`` image is ``n = w * h * layers`` texels in order, row ``r = z h + y`` after
+    row (layer by layer). Folded into a rectangle ``W`` wide, texel ``i = r w + x`` sits at ``(i %
+    W, i // W)``: the texels keep their order, so the i-th texel of the logical image is the i-th of
+    the rectangle, row by row, whatever ``W``. ``W`` is ``k w`` (``k`` rows side by side in a line,
+    ``k`` a power of two dividing ``h * layers``) or ``w / m`` (each row wrapped over ``m`` lines,
+    ``m`` a power of two dividing ``w``), whichever makes the most nearly square rectangle within
+    ``spatial_limit`` (on a tie, the one nearer ``w``): the rectangles of a downsampling CNN's
+    tensors then nest in one another's images (a 56x56x16-texel tensor is 224 x 224, the stem
+    input's image) where tall one-column strips (56 x 896) fit no earlier image, and a token
+    layout's wide rows (256 tokens x 8) wrap into 64 x 32. None when no ``W`` fits."""
+    rows, n, best = ext.height * ext.layers, ext.width * ext.height * ext.layers, None
+    widths = []
     k = 1
     while rows % k == 0 and k * ext.width <= spatial_limit:
-        if rows // k <= spatial_limit:
-            skew = abs(math.log((k * ext.width) / (rows // k)))
-            if best is None or skew < best[0] - 1e-12:
-                best = (skew, k)
+        widths.append(k * ext.width)
         k *= 2
+    m = 2
+    while ext.width % m == 0:
+        widths.append(ext.width // m)
+        m *= 2
+    for width in widths:
+        height = n // width
+        if width <= spatial_limit and height <= spatial_limit:
+            key = (round(abs(math.log(width / height)), 9), abs(math.log(width / ext.width)))
+            if best is None or key < best[0]:
+                best = (key, width)
     return None if best is None else best[1]
 
 
 def placed_extents(shape: Optional[Sequence[int]], dtype: str, scope: MemoryScope, spatial_limit: int) -> Optional[ImageExtents]:
-    """Extents of an activation texture (:data:`PLACED_SCOPES`) stored *folded* at an origin of a shared image
-    (:mod:`relax_vk.codegen.texture_origins`): its ``(w, h, layers)`` image as one layer's
-    ``k w x (h layers / k)`` rectangle, ``k`` rows side by side (:func:`rows_per_line`), when one
-    fits ``spatial_limit``; else None (the tensor keeps an image of its own extents). The texels
-    keep their order: the i-th texel of the logical image is the i-th of the folded one."""
+    """Extents of an activation texture (:data:`PLACED_SCOPES`) stored *folded* at an origin of a
+    shared image (:mod:`relax_vk.codegen.texture_origins`): its ``(w, h, layers)`` image as one
+    layer's ``W x (w h layers / W)`` rectangle (:func:`folded_width`), when one fits
+    ``spatial_limit``; else None (the tensor keeps an image of its own extents). The texels keep
+    their order: the i-th texel of the logical image is the i-th of the folded one."""
     if scope not in PLACED_SCOPES or not is_texturable(shape, dtype):
         return None
     ext = scope.image_extents(shape)
-    k = rows_per_line(ext, spatial_limit)
-    if k is None:
+    width = folded_width(ext, spatial_limit)
+    if width is None:
         return None
-    return ImageExtents(k * ext.width, ext.height * ext.layers // k, 1)
+    return ImageExtents(width, ext.width * ext.height * ext.layers // width, 1)

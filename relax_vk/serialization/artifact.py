@@ -16,8 +16,8 @@ with run-time dims, ``"dims"`` (name, min, max), each such tensor's ``"shape_exp
 launches' ``"scalars"`` and ``"global"`` as integer expressions (:mod:`relax_vk.codegen.run_time_shapes`);
 with states, ``"states"``: ``{"tensor": input, "update": output, "offset": rows}`` each
 (:mod:`relax_vk.core.states`). A folded activation texture (:mod:`relax_vk.codegen.texture_origins`)
-has ``"origin": [x0, y0]`` in its allocation's image and its folded ``"image"`` ``[k w, h * layers
-/ k, 1]``, ``k`` of its rows a line (:func:`relax_vk.core.scope.rows_per_line`); a launch passes it as a scalar ``{"index", "dtype", "origin": tensor}`` whose value the
+has ``"origin": [x0, y0]`` in its allocation's image and its folded ``"image"`` ``[W, w h layers /
+W, 1]``, ``W`` a power of two times or a power of two into ``w`` (:func:`relax_vk.core.scope.folded_width`); a launch passes it as a scalar ``{"index", "dtype", "origin": tensor}`` whose value the
 runtime computes from the tensor (``y0 << 16 | x0``). Constants live in the last section; each constant's offset is a multiple of 16.
 Loading checks the magic, the version, that the sections lie inside the file in order with
 zero padding between them and nothing after, each section's CRC32, and that every constant lies

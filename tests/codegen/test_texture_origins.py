@@ -81,7 +81,7 @@ def test_a_residual_cnn_runs_right_with_its_textures_at_origins(model, api, devi
     assert storage_problem(program) is None
     folded = [t for t in program["tensors"] if "origin" in t]
     assert folded and all(t["image"][2] == 1 for t in folded)
-    # rows side by side (rows_per_line > 1: the second stage's 12x12x4 texels are 24 x 24) and one a line
+    # rows side by side (core.scope.folded_width: the second stage's 12x12x4 texels are 24 x 24) and one a line
     assert {t["image"][0] // t["shape"][-2] for t in folded if t["kind"] == "intermediate"} >= {1, 2}
     # every launch passes the origin of each folded texture it binds, at most MAX_ORIGINS a kernel
     for step in (s for s in program["steps"] if s["op"] == "launch"):
@@ -139,9 +139,13 @@ def test_origins_that_overlap_or_are_not_passed_are_refused(model):
     with pytest.raises(ArtifactError, match="at an origin it does not pass"):
         relax_vk.runtime.validate(_damaged(artifact, unpassed))
 
-    def misfolded(p):  # 48 rows of 12 texels, three a line: not a power of two
-        t = next(t for t in p["tensors"] if "origin" in t and t["shape"][-2] == 12 and t["shape"][1] == 4)
-        t["image"] = [36, 16, 1]
+    def misfolded(width, height):  # 48 rows of 12 texels: three a line, or each over three lines, is no power of two
+        def change(p):
+            t = next(t for t in p["tensors"] if "origin" in t and t["shape"][-2] == 12 and t["shape"][1] == 4)
+            t["image"] = [width, height, 1]
 
-    with pytest.raises(ArtifactError, match="does not match"):
-        relax_vk.runtime.validate(_damaged(artifact, misfolded))
+        return change
+
+    for width, height in ((36, 16), (4, 144)):
+        with pytest.raises(ArtifactError, match="does not match"):
+            relax_vk.runtime.validate(_damaged(artifact, misfolded(width, height)))

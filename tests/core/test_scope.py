@@ -10,7 +10,7 @@ from relax_vk.core.scope import (
     TextureLimits,
     is_texturable,
     placed_extents,
-    rows_per_line,
+    folded_width,
     scope_from_name,
     tensor_bytes,
 )
@@ -85,40 +85,49 @@ def test_limits_validated():
 
 
 @pytest.mark.parametrize(
-    "shape, limit, placed",
+    "scope, shape, limit, placed",
     [
-        ((1, 16, 56, 56, 4), 16384, (224, 224)),  # 896 rows of 56, four a line: the stem input's 224 x 224
-        ((1, 1, 224, 224, 4), 16384, (224, 224)),  # square already: one a line
-        ((1, 32, 28, 28, 4), 16384, (112, 224)),  # 112 x 224 and 224 x 112 tie: the fewer rows a line
-        ((1, 3, 7, 7, 4), 16384, (7, 21)),  # 21 rows: no power of two above one divides them
-        ((1, 16, 56, 56, 4), 112, None),  # 56 x 896 and 112 x 448 pass the limit's height, 224 x 224 its width
-        ((1, 64, 8, 8, 4), 64, (64, 64)),  # 512 rows (past the limit) fit once eight lie side by side
+        (TEXTURE, (1, 16, 56, 56, 4), 16384, (224, 224)),  # 896 rows of 56, four a line: the stem input's 224 x 224
+        (TEXTURE, (1, 1, 224, 224, 4), 16384, (224, 224)),  # square already
+        (TEXTURE, (1, 32, 28, 28, 4), 16384, (112, 224)),  # 112 x 224 and 224 x 112 tie: the one nearer 28 wide
+        (TEXTURE, (1, 3, 7, 7, 4), 16384, (7, 21)),  # 21 rows of 7: no power of two above one divides either
+        (TEXTURE, (1, 16, 56, 56, 4), 112, None),  # 56 x 896, 112 x 448, 28 x 1792 ... pass the limit
+        (TEXTURE, (1, 64, 8, 8, 4), 64, (64, 64)),  # 512 rows (past the limit) fit once eight lie side by side
+        (TEXTURE_NHWC, (1, 8, 1, 256, 4), 16384, (64, 32)),  # 8 rows of 256 tokens, each over four lines
+        (TEXTURE_NHWC, (1, 24, 1, 3136, 4), 16384, (196, 384)),  # 3,136 tokens over sixteen lines
+        (TEXTURE_NHWC, (1, 96, 1, 197, 4), 16384, (197, 96)),  # 197 tokens: as it is
     ],
 )
-def test_folded_rows_lie_side_by_side_in_the_squarest_rectangle(shape, limit, placed):
-    got = placed_extents(shape, "float32", TEXTURE, limit)
+def test_folded_texels_lie_in_the_squarest_rectangle(scope, shape, limit, placed):
+    got = placed_extents(shape, "float32", scope, limit)
+    ext = scope.image_extents(shape)
     if placed is None:
-        assert got is None and rows_per_line(TEXTURE.image_extents(shape), limit) is None
+        assert got is None and folded_width(ext, limit) is None
         return
     assert (got.width, got.height, got.layers) == (*placed, 1)
-    ext = TEXTURE.image_extents(shape)
-    k = rows_per_line(ext, limit)
-    assert got.width == k * ext.width and got.height * k == ext.height * ext.layers and k & (k - 1) == 0
+    assert got.width == folded_width(ext, limit) and got.width * got.height == ext.width * ext.height * ext.layers
+    ratio = max(got.width, ext.width) // min(got.width, ext.width)
+    assert ratio & (ratio - 1) == 0
 
 
-def test_a_folded_rectangle_keeps_the_texels_order():
-    """Row r of the logical image sits at ((r % k) w, r // k): the i-th texel is the i-th, row by row."""
-    ext = ImageExtents(5, 4, 6)  # 24 rows of 5
-    k = rows_per_line(ext, 16384)
-    assert k == 2  # 10 x 12
-    width = k * ext.width
+@pytest.mark.parametrize("ext", [ImageExtents(5, 4, 6), ImageExtents(64, 2, 1), ImageExtents(24, 1, 3)])
+def test_a_folded_rectangle_keeps_the_texels_order(ext):
+    """The kernels' coordinates (codegen.texture_origins: ``((r % k) w + x, r / k)`` for ``W = k w``,
+    ``(x % W, r m + x / W)`` for ``W = w / m``) are ``(i % W, i // W)`` of the i-th texel, row by row."""
+    width = folded_width(ext, 16384)
     for z in range(ext.layers):
         for y in range(ext.height):
             for x in range(ext.width):
-                r = z * ext.height + y
-                assert (r // k) * width + (r % k) * ext.width + x == (z * ext.height + y) * ext.width + x
+                r, i = z * ext.height + y, (z * ext.height + y) * ext.width + x
+                if width >= ext.width:
+                    k = width // ext.width
+                    at = ((r % k) * ext.width + x, r // k)
+                else:
+                    at = (x % width, r * (ext.width // width) + x // width)
+                assert at == (i % width, i // width)
 
 
 def test_no_fold_fits_and_buffers_are_not_placed():
     assert placed_extents((1, 1, 9, 9, 4), "float32", TEXTURE, 8) is None  # 9 x 9 at a limit of 8
     assert placed_extents((1, 4, 5, 5, 4), "float32", GLOBAL, 16384) is None
+    assert placed_extents((2, 3, 5, 7, 4), "float32", TEXTURE_WEIGHT, 16384) is None  # constants never share

@@ -211,9 +211,10 @@ def test_a_plain_matmul_of_two_inputs_is_left_alone():
 
 
 @pytest.mark.parametrize("backend, device", BACKENDS)
-@pytest.mark.parametrize("block", ["vit", "sdpa", "odd_width"])
+@pytest.mark.parametrize("block", ["vit", "sdpa", "odd_width", "many_tokens"])
 def test_attention_runs_in_textures(backend, device, block):
-    blocks = {"vit": lambda: attention_block(tokens=12, dim=120, heads=8, classes=10), "sdpa": lambda: sdpa_block(tokens=13, dim=32, heads=2)}
+    blocks = {"vit": lambda: attention_block(tokens=12, dim=120, heads=8, classes=10), "sdpa": lambda: sdpa_block(tokens=13, dim=32, heads=2),
+              "many_tokens": lambda: attention_block(tokens=64, dim=32, heads=2)}  # fmt: skip
     mod = blocks.get(block, odd_width_block)()
     compiled = relax_vk.build(mod, target=backend)
     plan = compiled.plan()
@@ -221,7 +222,10 @@ def test_attention_runs_in_textures(backend, device, block):
     assert plan.activation_texture_share > 0.85 and plan.copies == 0
     artifact = compiled.artifact()
     # token textures sit at origins of shared images (codegen.texture_origins), like NCHW4c ones
-    assert any("origin" in t for t in artifact.program["tensors"] if t["scope"] == "global.texture-nhwc")
+    tokens = [t for t in artifact.program["tensors"] if t["scope"] == "global.texture-nhwc" and "origin" in t]
+    assert tokens
+    if block == "many_tokens":  # 64 tokens x 8 texel rows: each row over two lines (core.scope.folded_width), 32 x 16
+        assert any(t["image"][:2] == [32, 16] for t in tokens)
     inputs = random_inputs(mod)
     (out,) = load(artifact, device=device).run(inputs)
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
