@@ -266,7 +266,8 @@ def compile_lowered(
     # host code as C source, never compiled: the kernels and the captured TIR are what a build needs;
     # its activation textures are addressed at origins of shared images (TVM's VM, which compiles
     # `lowered` itself, lays each texture out in an image of its own)
-    placed = mark_texture_origins(lowered, _target.target_limits(tgt).image_height, tgt.kind.name)
+    # (a folded rectangle may grow either way: the smaller of the image width and height bounds it)
+    placed = mark_texture_origins(lowered, _target.target_limits(tgt).textures.spatial, tgt.kind.name)
     source_only = _finalize_and_compile(placed, tvm.target.Target(lower_tgt, host="c"), [capture])
     seconds["codegen"] = time.perf_counter() - t0
     source = opencl_source(source_only)

@@ -297,7 +297,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
     target = _module_target(mod)
     limits = texture_limits(target) if target is not None else None
     # activation textures as the exported program's kernels fold and place them (codegen.texture_origins)
-    image_limit = target_limits(target).image_height if target is not None else None
+    image_limit = target_limits(target).textures.spatial if target is not None else None
     max_origins = MAX_ORIGINS.get(target_api(target), 0) if target is not None else 0
     lifetimes: List[Lifetime] = []
     for gvar, func in functions:
@@ -340,7 +340,7 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
         else:
             result.buffer_bytes += t.bytes
     result.storage = plan_storage(lifetimes, arena_limit=target_limits(target).max_alloc_bytes if target is not None else None,
-                                  image_limit=min(target_limits(target).image_width, target_limits(target).image_height) if target is not None else 16384,
+                                  image_limit=image_limit if image_limit is not None else 16384,
                                   private=private_pools(target_device(target), target_api(target)) if target is not None else ())  # fmt: skip
     for tid, obj in result.storage.assignment.items():
         result.tensors[tid].object = obj

@@ -566,7 +566,7 @@ def export_program(
         source = share_opencl_functions(program, source, same or {})
         if builder.dims:
             _check_32_bit_indices(program, "OpenCL kernels of a run-time size index with 32-bit integers")
-    image_limit = min(limits.image_width, limits.image_height) if limits is not None else 16384
+    image_limit = limits.textures.spatial if limits is not None else 16384
     program, _ = assign_storage(program, reuse=reuse, max_alloc_bytes=limits.max_alloc_bytes if limits is not None else None, private=private,
                                 image_limit=image_limit)  # fmt: skip
     if limits is not None:
