@@ -447,6 +447,14 @@ public:
         bind_steps();
         upload_constants();
         reset_states();
+        // pocl compiles a kernel's work-group function at its first launch, one for grids under
+        // 65,535 work-items wide and another for wider ones: a run-time size that crosses that
+        // width would compile at the first run there (PP-OCRv4 rec on pocl: the first run at width
+        // 160, after one at 640, took 5.6x a steady run). Both forms are compiled now instead.
+        const char* spec = std::getenv("POCL_WORK_GROUP_SPECIALIZATION");
+        const char* warm = std::getenv("RVK_POCL_WARM_UP");
+        bool pocl = platform_string(platform_of(device_), CL_PLATFORM_NAME).find("Portable Computing Language") != std::string::npos;
+        if (pocl && !(spec && std::string(spec) == "0") && !(warm && std::string(warm) == "0")) warm_up_across(65535);
     }
 
 protected:

@@ -318,6 +318,56 @@ void Session::run() {
     }
 }
 
+bool Session::warm_up_across(size_t width) {
+    if (program_.dims.empty() || !program_.states.empty()) return false;
+    std::vector<int64_t> lo, hi;
+    for (const DimRange& d : program_.dims) {
+        lo.push_back(d.min);
+        hi.push_back(d.max);
+    }
+    RunShapes small, large;
+    try {
+        evaluate_shapes(program_, plan_, lo, small);
+        evaluate_shapes(program_, plan_, hi, large);
+    } catch (const Error&) {
+        return false;  // (dims whose extremes together are no valid run: no warm-up)
+    }
+    auto widest = [](const std::array<size_t, 3>& g) { return std::max(g[0], std::max(g[1], g[2])); };
+    bool crosses = false;
+    for (size_t i = 0; i < small.global.size() && i < large.global.size() && !crosses; ++i)
+        crosses = (widest(small.global[i]) < width) != (widest(large.global[i]) < width);
+    if (!crosses) return false;
+    const RunShapes before = shapes_;  // (no run yet: its dims unbound, as a caller sees them after)
+    bool ran = true;
+    try {
+        for (const RunShapes* at : {&small, &large}) {
+            for (size_t i = 0; i < inputs_.size(); ++i) {
+                const int tid = program_.inputs[i];
+                inputs_[i].assign(static_cast<size_t>(at->bytes[static_cast<size_t>(tid)]), 0);
+                input_shapes_[i] = at->shapes[static_cast<size_t>(tid)];
+                input_set_[i] = true;
+            }
+            run();
+        }
+    } catch (const Error& e) {  // (a program refused at its extremes is refused at a user's run too, by name)
+        warnings += std::string(warnings.empty() ? "" : "\n") + "no warm-up run at the run-time dims' extremes: " + e.what();
+        ran = false;
+    }
+    for (size_t i = 0; i < inputs_.size(); ++i) {  // as the constructor leaves them
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
+        inputs_[i].assign(t.shape_expr.empty() ? static_cast<size_t>(t.bytes) : 0, 0);
+        input_shapes_[i] = t.shape_expr.empty() ? t.shape : std::vector<int64_t>{};
+        input_set_[i] = false;
+    }
+    for (auto& out : outputs_device_) out.clear();
+    for (auto& out : outputs_host_) out.clear();
+    shapes_ = before;
+    shapes_ready_ = false;  // (the next run sets the launches' sizes again)
+    profile.clear();
+    device_ms = std::nan("");
+    return ran;
+}
+
 void Session::reset_states() {
     for (const State& st : program_.states) zero_tensor(st.tensor);
 }

@@ -85,6 +85,13 @@ public:
     void read_tensor(int tid, void* data, size_t size);
     // Zeroes every state (relax_vk.core.states): a new sequence. Also done at load.
     void reset_states();
+    // For a driver that compiles a kernel again when its grid passes a width (pocl: a work-group
+    // function for grids under 65,535 work-items wide, another for wider ones): when some launch's
+    // grid is under `width` at every run-time dim's smallest value and not at its largest (or the
+    // other way), runs the program once at each on zero inputs, so that both forms are compiled at
+    // load and no run at a new size compiles. Leaves no input set, no output and no profile; a
+    // program with states (a run would write them) is left alone. Returns whether it ran.
+    bool warm_up_across(size_t width);
 
     std::vector<ProfileEntry> profile;
     double device_ms = std::nan("");
