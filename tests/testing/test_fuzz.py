@@ -163,12 +163,14 @@ def test_shrunk_regressions_run_right(case):
     assert outcome.status == "ok", f"{case['found']}: now {outcome.status} ({outcome.detail})"
 
 
-@pytest.mark.parametrize("limits, seeds", [(None, range(1000, 1012)), ("cut", range(2000, 2008)), ("dims", range(500000, 500004))],
+# (one worker process a slice but one: each imports TVM and PyTorch, 25 s of the suite's CPU for a
+# second worker each; the cut-limits slice keeps two, for the campaign's several-worker path)
+@pytest.mark.parametrize("limits, seeds, jobs", [(None, range(1000, 1012), 1), ("cut", range(2000, 2008), 2), ("dims", range(500000, 500004), 1)],
                          ids=["default-limits", "cut-limits", "run-time-dims"])  # fmt: skip
-def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash(limits, seeds):
+def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash(limits, seeds, jobs):
     from relax_vk.testing.fuzz.runner import CUT_LIMITS
 
-    counts = campaign(seeds, jobs=2, timeout=600, do_shrink=False, log=None, limits=CUT_LIMITS if limits == "cut" else None,
+    counts = campaign(seeds, jobs=jobs, timeout=600, do_shrink=False, log=None, limits=CUT_LIMITS if limits == "cut" else None,
                       run_time_dims=limits == "dims")  # fmt: skip
     line = summary(counts)
     assert line.startswith(f"fuzz: {len(seeds)} seeds")
