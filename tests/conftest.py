@@ -2,11 +2,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-# pocl sessions of run-time-dims programs skip their warm-up runs at the dims' extremes here: the
-# warm-up changes when pocl compiles, never what a run returns, and compiles forms of kernels the
-# tests' sizes never launch (10 s of CPU over the run-time-dims tests). Its own test turns it on:
-# tests/runtime/native/test_pocl_warm_up.py.
-os.environ.setdefault("RVK_POCL_WARM_UP", "0")
 
 import pytest  # noqa: E402
 

@@ -60,7 +60,7 @@ def artifact_path(tmp_path_factory):
 def _run(path, tmp_path, **env):
     cache = tmp_path / "pocl"
     cache.mkdir(parents=True)
-    run_env = {k: v for k, v in os.environ.items() if k not in ("POCL_WORK_GROUP_SPECIALIZATION", "RVK_POCL_WARM_UP")}  # (conftest's "0")
+    run_env = {k: v for k, v in os.environ.items() if k not in ("POCL_WORK_GROUP_SPECIALIZATION", "RVK_POCL_WARM_UP")}
     run_env.update(POCL_CACHE_DIR=str(cache), **env)
     done = subprocess.run([sys.executable, "-c", _RUN, path, str(cache)], env=run_env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
