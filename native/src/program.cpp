@@ -727,8 +727,8 @@ Program to_program(const Json& j, const std::string& source) {
         if (t.is_image) image_extents(t.scope, t.shape, &t.image);
         if (const Json* o = tj.get("origin"); o && o->is_array()) {  // (check_tensor validated it)
             t.origin = {o->items()[0].as_int(), o->items()[1].as_int()};
-            const int64_t wide = tj.get("image")->items()[0].as_int();  // the folded width (check_tensor validated it)
-            t.image = {wide, t.image[0] * t.image[1] * t.image[2] / wide, 1};
+            const auto& folded = tj.get("image")->items();  // (check_tensor validated it against the shape)
+            t.image = {folded[0].as_int(), folded[1].as_int(), 1};
         }
         if (tj.has("texel") && truthy(tj.get("texel"))) t.texel = tj.get("texel")->as_string();
         if (const Json* s = tj.get("storage"); s && s->is_int()) t.storage = static_cast<int>(s->as_int());

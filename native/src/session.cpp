@@ -152,12 +152,10 @@ Session::Session(std::shared_ptr<const Artifact> artifact) : artifact_(std::move
         program_.inputs.erase(std::find(program_.inputs.begin(), program_.inputs.end(), st.tensor));
         program_.outputs.erase(std::find(program_.outputs.begin(), program_.outputs.end(), st.update));
     }
-    for (int tid : program_.inputs) {
-        const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
-        inputs_.emplace_back(t.shape_expr.empty() ? static_cast<size_t>(t.bytes) : 0);
-        input_shapes_.push_back(t.shape_expr.empty() ? t.shape : std::vector<int64_t>{});
-    }
-    input_set_.assign(inputs_.size(), false);
+    inputs_.resize(program_.inputs.size());
+    input_shapes_.resize(program_.inputs.size());
+    input_set_.resize(program_.inputs.size());
+    clear_inputs();
     for (int tid : program_.outputs) {
         const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
         size_t elements = t.shape_expr.empty() ? static_cast<size_t>(t.elements()) : 0;  // (run-time shapes: sized by each run)
@@ -318,6 +316,15 @@ void Session::run() {
     }
 }
 
+void Session::clear_inputs() {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
+        inputs_[i].assign(t.shape_expr.empty() ? static_cast<size_t>(t.bytes) : 0, 0);
+        input_shapes_[i] = t.shape_expr.empty() ? t.shape : std::vector<int64_t>{};
+        input_set_[i] = false;
+    }
+}
+
 bool Session::warm_up_across(size_t width) {
     if (program_.dims.empty() || !program_.states.empty()) return false;
     std::vector<int64_t> lo, hi;
@@ -353,12 +360,7 @@ bool Session::warm_up_across(size_t width) {
         warnings += std::string(warnings.empty() ? "" : "\n") + "no warm-up run at the run-time dims' extremes: " + e.what();
         ran = false;
     }
-    for (size_t i = 0; i < inputs_.size(); ++i) {  // as the constructor leaves them
-        const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
-        inputs_[i].assign(t.shape_expr.empty() ? static_cast<size_t>(t.bytes) : 0, 0);
-        input_shapes_[i] = t.shape_expr.empty() ? t.shape : std::vector<int64_t>{};
-        input_set_[i] = false;
-    }
+    clear_inputs();
     for (auto& out : outputs_device_) out.clear();
     for (auto& out : outputs_host_) out.clear();
     shapes_ = before;

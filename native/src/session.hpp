@@ -147,6 +147,8 @@ private:
     std::vector<bool> input_set_;
     std::vector<std::vector<int64_t>> input_shapes_;  // the shape of each input as set
     std::vector<int64_t> bind_dims() const;
+    // Every input unset: a fixed input's buffer sized, a run-time-dims one empty (as at load)
+    void clear_inputs();
 };
 
 // A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:

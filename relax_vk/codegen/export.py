@@ -30,7 +30,7 @@ from tvm.tirx.buffer import BufferType
 from ..core.errors import LimitError, RelaxVKError, UnsupportedError
 from ..core.ir_utils import tensor_scope
 from ..core.provenance import provenance
-from ..core.scope import PLACED_SCOPES
+from ..core.scope import PLACED_SCOPE_NAMES
 from ..core.states import states_of
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
@@ -198,7 +198,7 @@ class _ProgramBuilder:
         kernels fold to different widths, would be read at two layouts, and fails the export."""
         for tid in sorted(self.folded):
             t = self.tensors[tid]
-            if tid in self.unfolded or t["scope"] not in {s.name for s in PLACED_SCOPES}:
+            if tid in self.unfolded or t["scope"] not in PLACED_SCOPE_NAMES:
                 raise ExportError(f"texture {t['name']}: some kernels store it folded and others do not")
             if len(self.folded[tid]) != 1:
                 raise ExportError(f"texture {t['name']}: kernels store it folded {sorted(self.folded[tid])} texels wide")

@@ -44,7 +44,7 @@ from tvm import tirx
 from tvm.tirx import stmt as S
 from tvm.tirx.buffer import BufferType
 
-from ..core.scope import MAX_ORIGINS, PLACED_SCOPES, placed_extents, scope_from_name, static_shape
+from ..core.scope import MAX_ORIGINS, PLACED_SCOPE_NAMES, placed_extents, scope_from_name, static_shape
 
 #: PrimFunc attribute: ``[spatial image limit, origins a kernel may take]`` (set by :func:`mark`)
 ATTR = "relax_vk.texture_origins"
@@ -68,7 +68,7 @@ def _placed_params(func: tirx.PrimFunc, limit: int) -> Dict[object, Tuple[int, T
             continue
         shape = static_shape(ty.shape)
         name = str(ty.storage_scope) or "global"
-        if shape is None or name not in {s.name for s in PLACED_SCOPES}:
+        if shape is None or name not in PLACED_SCOPE_NAMES:
             continue
         scope = scope_from_name(name)
         folded = placed_extents(shape, str(ty.dtype), scope, limit)

@@ -183,6 +183,7 @@ TEXTURE_SCOPES: Tuple[MemoryScope, ...] = (TEXTURE, TEXTURE_NHWC, TEXTURE_WEIGHT
 #: the activation texture scopes whose tensors are stored folded at origins of shared images
 #: (:mod:`relax_vk.codegen.texture_origins`); weights are constants, which never share
 PLACED_SCOPES: Tuple[MemoryScope, ...] = (TEXTURE, TEXTURE_NHWC)
+PLACED_SCOPE_NAMES = frozenset(s.name for s in PLACED_SCOPES)
 _BY_NAME = {s.name: s for s in ALL_SCOPES}
 
 

@@ -105,22 +105,24 @@ def pack(lifetimes: Sequence[Lifetime], limit: int) -> Tuple[str, List[Sheet]]:
     texel format) over the three orders (module docstring), then over shuffled orders of a fixed
     seed (``rectangles_shuffled`` when one of those wins: mobilenet_v2's texture plan holds 1.29x
     the bound with them, 1.35x without)."""
-    best_name, best = "", None
+    best_name, best, best_bytes = "", [], None
 
     def consider(name, order):
-        nonlocal best_name, best
+        nonlocal best_name, best, best_bytes
         sheets = _pack_in(order, limit)
-        if best is None or sum(s.bytes for s in sheets) < sum(s.bytes for s in best):
-            best_name, best = name, sheets
+        cost = sum(s.bytes for s in sheets)
+        if best_bytes is None or cost < best_bytes:
+            best_name, best, best_bytes = name, sheets, cost
 
     for name, order in (("by_size", by_size), ("by_breadth", by_breadth), ("in_order", in_order)):
         consider(name, order(lifetimes))
     rng = random.Random(len(lifetimes))
+    by_id = sorted(lifetimes, key=lambda t: t.tensor)
     for _ in range(min(SHUFFLES, SHUFFLE_WORK // max(len(lifetimes), 1)) if len(lifetimes) > 2 else 0):
-        order = sorted(lifetimes, key=lambda t: t.tensor)
+        order = list(by_id)
         rng.shuffle(order)
         consider("shuffled", order)
-    return f"rectangles_{best_name}", best or []
+    return f"rectangles_{best_name}", best
 
 
 def origins(sheets: Sequence[Sheet]) -> Dict[int, Origin]:
