@@ -82,4 +82,14 @@ std::string vulkan_origin(const DriverCaches& caches, uint32_t vendor_id, const 
     return "driver cache at " + folder;
 }
 
+std::string opencl_driver_cache(const std::string& platform_name) {
+    if (platform_name.find("Portable Computing Language") == std::string::npos) return "";
+    const char* on = variable("POCL_KERNEL_CACHE");
+    if (on && on[0] != '1') return "";  // (off, or a value relax_vk cannot read as on: its own cache then)
+    if (const char* dir = variable("POCL_CACHE_DIR")) return dir;
+    if (const char* xdg = variable("XDG_CACHE_HOME")) return std::string(xdg) + "/pocl/kcache";
+    if (const char* home = variable("HOME")) return std::string(home) + "/.cache/pocl/kcache";
+    return "/tmp/pocl/kcache";
+}
+
 }  // namespace rvk

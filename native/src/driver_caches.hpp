@@ -30,4 +30,14 @@ DriverCaches point_driver_caches();
 // NVIDIA's version): "driver cache at FOLDER", or "source (...)" saying why there is none.
 std::string vulkan_origin(const DriverCaches& caches, uint32_t vendor_id, const std::string& driver_info);
 
+// The folder where an OpenCL driver keeps the programs it compiles, when it keeps them itself:
+// pocl ("Portable Computing Language", `platform_name`) caches each program it builds and each
+// work-group function it compiles, keyed by source and options, in $POCL_CACHE_DIR, else
+// $XDG_CACHE_HOME/pocl/kcache, else $HOME/.cache/pocl/kcache, unless POCL_KERNEL_CACHE is set to
+// anything but 1. "" for every other driver, and for pocl with its cache off. A build from source
+// through pocl's cache takes 0.06 s where asking it for CL_PROGRAM_BINARIES makes it compile every
+// kernel to machine code (8 s for MobileNetV3's 60 kernels), so relax_vk's binary cache leaves
+// such programs to the driver.
+std::string opencl_driver_cache(const std::string& platform_name);
+
 }  // namespace rvk

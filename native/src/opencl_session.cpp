@@ -19,6 +19,7 @@
 #include <mutex>
 
 #include "binary_cache.hpp"
+#include "driver_caches.hpp"
 #include "session.hpp"
 #include "sha256.hpp"
 #include "texel_copies_cl.h"  // generated from native/src/shaders/texel_copies.cl
@@ -176,12 +177,19 @@ CacheKey program_key(cl_device_id device, const std::string& source, const char*
 
 // binary_cache.build: the program of `source` from a verified binary of the cache folder that the
 // driver loads and that defines every `required` kernel, else built from source and its binary
-// stored (binary_cache.hpp). `origin`: "binary", "source" or "source (cache off)".
+// stored (binary_cache.hpp). `origin`: "binary", "source" or "source (cache off)"; "driver cache
+// at FOLDER" where the driver keeps the programs it builds itself (opencl_driver_cache), which
+// relax_vk then leaves to it.
 cl_program build_cached(cl_context context, cl_device_id device, const std::string& source, const std::vector<std::string>& required, std::string& origin) {
     const char* options = "";
     std::string folder = cache_folder(CacheApi::OpenCL);
     if (folder.empty()) {
         origin = "source (cache off)";
+        return build(context, device, source, options);
+    }
+    std::string driver = opencl_driver_cache(platform_string(platform_of(device), CL_PLATFORM_NAME));
+    if (!driver.empty()) {
+        origin = "driver cache at " + driver;
         return build(context, device, source, options);
     }
     CacheKey key = program_key(device, source, options);

@@ -28,8 +28,10 @@ SHADER_CHECKS = {"bounds": 0, "loops": 2, "none": 4}  # RVK_SESSION_SHADER_CHECK
 @dataclass(frozen=True)
 class BuildInfo:
     """How the session's program was made (``rvk_session_program_origin``). OpenCL: ``"binary"``
-    (the program-binary cache's, verified), ``"source"`` (built, binary stored) or ``"source (cache
-    off)"``; Vulkan: ``"driver cache at FOLDER"`` or ``"source (...)"`` with the reason there is none."""
+    (the program-binary cache's, verified), ``"source"`` (built, binary stored), ``"source (cache
+    off)"``, or ``"driver cache at FOLDER"`` where the driver caches its programs itself (pocl, unless
+    ``POCL_KERNEL_CACHE`` is off); Vulkan: ``"driver cache at FOLDER"`` or ``"source (...)"`` with the
+    reason there is none."""
 
     origin: str
 

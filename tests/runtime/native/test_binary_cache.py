@@ -22,11 +22,36 @@ def artifact_and_inputs():
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """A fresh cache folder through $RELAX_VK_CACHE_DIR (read by both runtimes at each load)."""
+    """A fresh cache folder through $RELAX_VK_CACHE_DIR (read by both runtimes at each load), with
+    pocl's own kernel cache declared off, so that relax_vk keeps the binaries itself as it does for
+    drivers that keep none (pocl reads the variable once a process: its cache stays on here)."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("RELAX_VK_CACHE_DIR", str(folder))
     monkeypatch.delenv("RELAX_VK_NO_CACHE", raising=False)
+    monkeypatch.setenv("POCL_KERNEL_CACHE", "0")
     return folder
+
+
+@pytest.mark.parametrize("variables, where", [({"POCL_CACHE_DIR": "{tmp}/pocl"}, "{tmp}/pocl"),
+                                              ({"XDG_CACHE_HOME": "{tmp}/xdg"}, "{tmp}/xdg/pocl/kcache"),
+                                              ({"HOME": "{tmp}/home"}, "{tmp}/home/.cache/pocl/kcache"),
+                                              ({"POCL_KERNEL_CACHE": "1", "POCL_CACHE_DIR": "{tmp}/p"}, "{tmp}/p")])  # fmt: skip
+def test_pocl_keeps_its_programs_itself(native_build, artifact_and_inputs, cache, tmp_path, monkeypatch, variables, where):
+    """pocl caches what it builds (asked for CL_PROGRAM_BINARIES it would compile every kernel to
+    machine code first): relax_vk writes no binary of its own and names pocl's folder, by pocl's
+    rule, and the outputs are those of a session with relax_vk's binary."""
+    artifact, inputs = artifact_and_inputs
+    expected = _origin(artifact)[1].run(inputs)  # (POCL_KERNEL_CACHE=0: relax_vk's binary)
+    assert _files(cache)
+    for name in ("POCL_KERNEL_CACHE", "POCL_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    files = _files(cache)
+    origin, session = _origin(artifact)
+    assert origin == "driver cache at " + where.format(tmp=tmp_path) and _files(cache) == files
+    for x, y in zip(session.run(inputs), expected):
+        np.testing.assert_array_equal(x, y)
 
 
 def _program_file(folder, artifact):
