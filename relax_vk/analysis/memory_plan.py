@@ -42,7 +42,7 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
 from ..storage import Lifetime, StoragePlan, plan_storage
-from ..storage.lifetimes import half_texels, image_bytes, snorm8_values
+from ..storage.lifetimes import half_texels, image_bytes, partners_of, snorm8_values
 
 
 @dataclass
@@ -218,7 +218,7 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit
     address them (:mod:`relax_vk.codegen.texture_origins`: at most ``max_origins`` a step)."""
     alias: dict = {}
     span: dict = {}
-    partners: dict = {}
+    groups: list = []  # the tensors each step binds
     fixed: set = set()
     entry_at = {i: e for pairs in entries_of.values() for i, e in pairs}
 
@@ -257,11 +257,11 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit
                 continue
             bound = [i for var in used for i in resolve(var)] + [i for i, _ in entries_of.get(binding.var, [])]
             touch(bound, step)
-            for i in bound:
-                partners.setdefault(i, set()).update(j for j in bound if j != i)
+            groups.append(bound)
             textures = sorted({i for i in bound if folded(i) is not None}, key=lambda i: -entry_at[i].bytes)
             fixed.update(textures[max_origins:])
             step += 1
+    partners = partners_of(groups)
     out = []
     for var, entries in entries_of.items():
         if var in outputs:
@@ -274,7 +274,7 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit
                     out.append(Lifetime(i, e.name, first, last, e.bytes, tuple(e.image) if e.image else None, e.texel or e.dtype))
                 else:
                     out.append(Lifetime(i, e.name, first, last, e.bytes, image.as_tuple(), e.texel or e.dtype, i not in fixed,
-                                        frozenset(partners.get(i, ()))))  # fmt: skip
+                                        partners.get(i, frozenset())))  # fmt: skip
     return out
 
 

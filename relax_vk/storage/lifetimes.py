@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -117,20 +117,27 @@ def touched_steps(program: dict) -> Dict[int, Tuple[int, int]]:
     return span
 
 
+def partners_of(groups: Iterable[Sequence[int]]) -> Dict[int, FrozenSet[int]]:
+    """``tensor id -> the other tensors bound with it`` by any of ``groups`` (the tensors one step
+    binds): two such tensors never share an image (a kernel cannot read and write one image)."""
+    partners: Dict[int, set] = {}
+    for bound in groups:
+        for tid in bound:
+            partners.setdefault(tid, set()).update(u for u in bound if u != tid)
+    return {tid: frozenset(others) for tid, others in partners.items()}
+
+
 def program_lifetimes(program: dict) -> List[Lifetime]:
     """The lifetimes of the shareable tensors of an artifact's program: intermediates and
     workspaces that are not model outputs (a tensor no step touches has none)."""
     span = touched_steps(program)
     outputs = set(program["outputs"])
     fixed = set()  # folded textures some launch binds without passing their origin: they stay at (0, 0)
-    partners: Dict[int, set] = {}
     for step in program["steps"]:
         if step["op"] == "launch":
             given = {sc["origin"] for sc in step.get("scalars", []) if "origin" in sc}
             fixed.update(tid for tid in step["args"] if tid not in given)
-        bound = step_tensors(step)
-        for tid in bound:
-            partners.setdefault(tid, set()).update(u for u in bound if u != tid)
+    partners = partners_of(step_tensors(step) for step in program["steps"])
     out = []
     for t in program["tensors"]:
         if t["kind"] not in SHAREABLE_KINDS or t["id"] in outputs or t["id"] not in span:
@@ -138,7 +145,7 @@ def program_lifetimes(program: dict) -> List[Lifetime]:
         first, last = span[t["id"]]
         image = tuple(t["image"]) if t.get("image") else None
         out.append(Lifetime(t["id"], t["name"], first, last, stored_bytes(t), image, texel_dtype(t), "origin" in t and t["id"] not in fixed,
-                            frozenset(partners.get(t["id"], ()))))
+                            partners.get(t["id"], frozenset())))
     return out
 
 
