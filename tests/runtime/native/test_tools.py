@@ -119,6 +119,45 @@ def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_art
     assert printed == list(top5), done.stdout
 
 
+def test_the_c_generation_example_prints_the_tokens_of_transformers(native_build, tmp_path):
+    """examples/llm_generate: greedy decoding of a decoder artifact through the C ABI alone (states,
+    run-time dims, chunked prompts) gives transformers' tokens and the Python generator's record."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from relax_vk.frontends import load_model
+    from relax_vk.runtime import Session
+    from relax_vk.runtime.generate import Generator
+
+    from ...frontends.test_hf_decoder import PROMPT, _checkpoint
+
+    model = _checkpoint(tmp_path / "llama", "llama")
+    mod, _ = load_model(str(tmp_path / "llama"), dims={"T": (1, 24), "S": (1, 4)})  # the 7-token prompt in two chunks
+    artifact = relax_vk.build(mod, "opencl").artifact()
+    path = tmp_path / "llama.rvk"
+    artifact.write(str(path))
+    generation = Generator(Session(artifact, device="pocl")).generate(PROMPT, 12)
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+                                  max_new_tokens=12, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
+    assert generation.tokens == expected
+    exe = native_build / "examples" / "llm_generate" / "llm_generate"
+    prompt = ",".join(str(t) for t in PROMPT)
+    done = run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "12", "--json"])
+    assert done.returncode == 0, done.stderr
+    record = __import__("json").loads(done.stdout)
+    assert record["tokens"] == expected and record["prompt_tokens"] == len(PROMPT)
+    assert sorted(record) == sorted(generation.to_json()) and record["decode_tokens_per_s"] > 0
+    done = run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "2"])
+    assert done.returncode == 0 and done.stdout.split()[:3] == ["tokens:", *map(str, expected[:2])], done.stdout
+    # what the Python generator refuses, the example refuses by name, before running
+    done = run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "19"])
+    assert done.returncode == 1 and "need 25 cache rows; the artifact holds 24" in done.stderr
+    done = run([exe, path, "--device", "pocl", "--prompt-ids", "3,160", "--new-tokens", "2"])
+    assert done.returncode == 1 and "token id 160 is outside the vocabulary (0..159)" in done.stderr
+    done = run([exe, path, "--prompt-ids", "3,x"])
+    assert done.returncode == 2 and "usage:" in done.stderr
+
+
 def test_the_jni_glue_from_java(native_build, zoo_artifact, tmp_path):
     """Classifier.java -> classifier_jni.c -> the C ABI: the Kotlin/Java side of an app, on pocl."""
     import shutil
