@@ -20,6 +20,7 @@
 
 #include "binary_cache.hpp"
 #include "driver_caches.hpp"
+#include "integer_weight_reads.hpp"
 #include "session.hpp"
 #include "sha256.hpp"
 #include "texel_copies_cl.h"  // generated from native/src/shaders/texel_copies.cl
@@ -433,9 +434,19 @@ public:
             program_ = with_float_texels(program_, "float16");
         }
         bool snorm = std::any_of(program_.tensors.begin(), program_.tensors.end(), [](const Tensor& t) { return t.texel == "snorm8"; });
+        source_ = artifact_->source;
         if (snorm && !image_format(context_, CL_SNORM_INT8, "RVK_OPENCL_SNORM_IMAGES")) {
-            warnings += describe(device) + " has no signed normalized 8-bit images: quantized weights stored as float32 texels instead (four times the memory)";
-            program_ = with_float_texels(program_, "snorm8");
+            // (integer_weight_reads.hpp: the same bytes in signed 8-bit images, read as integers)
+            std::string why = "the device has no signed 8-bit images";
+            std::string rewritten = image_format(context_, CL_SIGNED_INT8, "RVK_OPENCL_INT8_IMAGES") ? with_integer_snorm8_reads(program_, source_, why) : "";
+            if (!rewritten.empty()) {
+                source_ = std::move(rewritten);
+                snorm_as_int8_ = true;
+            } else {
+                warnings += describe(device) + " has no signed normalized 8-bit images (and " + why +
+                            "): quantized weights stored as float32 texels instead (four times the memory)";
+                program_ = with_float_texels(program_, "snorm8");
+            }
         }
         check_limits(program_, device);  // (what is allocated: after the fallback)
         queue_ = clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
@@ -450,7 +461,7 @@ public:
         for (const Kernel& k : program_.kernels) required.push_back(k.entry);
         std::sort(required.begin(), required.end());
         required.erase(std::unique(required.begin(), required.end()), required.end());
-        program_cl_ = build_cached(context_, device_, artifact_->source, required, program_origin);  // the program-binary cache (the format TVM's VM path shares)
+        program_cl_ = build_cached(context_, device_, source_, required, program_origin);  // the program-binary cache (the format TVM's VM path shares)
         allocate_storage();
         bind_steps();
         upload_constants();
@@ -600,12 +611,14 @@ private:
     std::vector<cl_mem> memory_;  // per tensor
     std::vector<std::pair<cl_mem, size_t>> ranges_;  // per tensor: (memory object, byte offset) for buffer<->image copies
     std::vector<uint8_t> staging_;  // texel conversions of inputs/outputs/constants
+    std::string source_;          // the program's source as built (the artifact's, or with snorm8 reads as integers)
+    bool snorm_as_int8_ = false;  // snorm8 texels held in CL_SIGNED_INT8 images (integer_weight_reads.hpp)
 
     cl_mem allocate(const Allocation& a) {
         cl_int err;
         cl_mem m;
         if (a.is_image) {
-            cl_channel_type type = a.dtype == "float16" ? CL_HALF_FLOAT : a.dtype == "snorm8" ? CL_SNORM_INT8 : CL_FLOAT;
+            cl_channel_type type = a.dtype == "float16" ? CL_HALF_FLOAT : a.dtype != "snorm8" ? CL_FLOAT : snorm_as_int8_ ? CL_SIGNED_INT8 : CL_SNORM_INT8;
             cl_image_format format = {CL_RGBA, type};
             cl_image_desc desc;
             std::memset(&desc, 0, sizeof desc);

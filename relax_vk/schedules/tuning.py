@@ -20,8 +20,9 @@ what ran before it, which isolated candidates do not see): ``{"api": "opencl", "
 An optional ``"storage"`` object holds measured facts about the device's memory per API, which
 storage planning follows (:func:`storage_policy`): ``{"opencl": {"reuse_buffers": false,
 "evidence": "..."}}`` keeps every buffer in its own allocation on that API (images still share);
-``"snorm8_images": false`` says the API on that device has no signed normalized 8-bit images, so
-int8 conv weights stay in buffers there (:func:`snorm8_images`).
+``"snorm8_images": false`` says the runtime cannot hold snorm8 texels at one byte a channel with
+the API on that device (no signed normalized 8-bit images, nor, on OpenCL, signed 8-bit ones that
+it reads as integers), so int8 conv weights stay in buffers there (:func:`snorm8_images`).
 
 ``memory`` is ``texture`` or ``buffer`` (what the conv reads and writes), ``workload`` the kernel's
 :meth:`~relax_vk.schedules.conv2d.Conv2dWorkload.key`. :func:`lookup` is what the conv schedule

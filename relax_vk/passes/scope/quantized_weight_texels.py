@@ -10,13 +10,15 @@ float32 per-channel scales.
 
 Guarantees: where ``W``'s values lie in ``[-127, 127]`` (onnxruntime's and PyTorch's symmetric int8
 weights do), the plan puts conv weights in textures (``ScopeOptions(textures=True,
-weights_in_texture=True)``), the target's device has such images (its tuning database may say not:
-:func:`relax_vk.schedules.tuning.snorm8_images`; NVIDIA's OpenCL has none) and ``W`` fits the
+weights_in_texture=True)``), the target's device can hold such texels (its tuning database may say not:
+:func:`relax_vk.schedules.tuning.snorm8_images`) and ``W`` fits the
 target's texture limits, the call becomes ``multiply(conv2d(x, W / 127), S * 127)``, ``W / 127`` a
 float32 constant: ``conv(x, W) * S == conv(x, W / 127) * (127 * S)`` up to float32 rounding. Exported, a texture constant whose values are
 all ``k / 127`` is stored in ``snorm8`` texels (:func:`relax_vk.storage.lifetimes.snorm8_values`:
 OpenCL ``CL_SNORM_INT8`` images, Vulkan ``rgba8snorm`` textures, whose reads return ``byte / 127``
-in the texture unit), one byte a channel as the int8 weight was. The conv is then a float conv
+in the texture unit; on an OpenCL device without them, ``CL_SIGNED_INT8`` images whose reads the
+runtime rewrites as integer reads times ``1 / 127``: ``native/src/integer_weight_reads.cpp``), one
+byte a channel as the int8 weight was. The conv is then a float conv
 whose weight is in a texture: the kernel, schedule and tuning records of a float model's conv,
 with no integer conversions in its loop and a quarter of float32's weight bytes on the device.
 

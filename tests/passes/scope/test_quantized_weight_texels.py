@@ -108,16 +108,65 @@ def test_int8_weights_stay_in_buffers_where_snorm8_cannot_hold_them(case, db_dir
     assert _relative_error(load(artifact, device=pocl).run([x])[0], reference) < 1e-5
 
 
-def test_opencl_without_snorm8_images_falls_back_to_float32_texels(pocl, monkeypatch):
+def _weight_parameter(artifact) -> str:
+    """The name of the OpenCL kernel parameter the snorm8 weight is bound to."""
+    import re
+
+    weight = next(t["id"] for t in artifact.program["tensors"] if t.get("texel") == "snorm8")
+    step = next(s for s in artifact.program["steps"] if s["op"] == "launch" and weight in s["args"])
+    kernel = next(k for k in artifact.program["kernels"] if k["name"] == step["kernel"])
+    params = re.search(r"__kernel void " + kernel.get("entry", kernel["name"]) + r"\(([^)]*)\)", artifact.source).group(1).split(",")
+    tensors = [p.split()[-1] for p in params if "image" in p or "*" in p]
+    return tensors[step["args"].index(weight)]
+
+
+def test_opencl_without_snorm8_images_reads_the_bytes_as_signed_integers(pocl, monkeypatch):
+    """A device without CL_SNORM_INT8 images (NVIDIA's OpenCL) holds the same bytes in
+    CL_SIGNED_INT8 images, and the kernels read them with read_imagei: the same values up to float32
+    rounding, one byte a channel, no warning."""
+    import warnings
+
+    mod, x, reference = _qdq_conv(_weights())
+    artifact = relax_vk.build(mod, target="opencl").artifact()
+    snorm = load(artifact, device=pocl)
+    monkeypatch.setenv("RVK_OPENCL_SNORM_IMAGES", "0")  # the library then takes the device for one without them
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        session = load(artifact, device="pocl")
+    out, expected = session.run([x])[0], snorm.run([x])[0]
+    assert _relative_error(out, reference) < 1e-5 and _relative_error(out, expected) < 1e-6
+    assert session.device_bytes == snorm.device_bytes  # one byte a channel, as snorm8 texels
+    weight = next(t for t in artifact.program["tensors"] if t.get("texel") == "snorm8")
+    np.testing.assert_array_equal(session.read_tensor(weight["id"]), snorm.read_tensor(weight["id"]))
+
+
+def test_opencl_without_snorm8_or_int8_images_falls_back_to_float32_texels(pocl, monkeypatch):
     mod, x, reference = _qdq_conv(_weights())
     artifact = relax_vk.build(mod, target="opencl").artifact()
     held = load(artifact, device=pocl).device_bytes
-    monkeypatch.setenv("RVK_OPENCL_SNORM_IMAGES", "0")  # the library then takes the device for one without them
-    with pytest.warns(UserWarning, match="no signed normalized 8-bit images"):
+    monkeypatch.setenv("RVK_OPENCL_SNORM_IMAGES", "0")
+    monkeypatch.setenv("RVK_OPENCL_INT8_IMAGES", "0")
+    with pytest.warns(UserWarning, match="no signed normalized 8-bit images .and the device has no signed 8-bit images"):
         session = load(artifact, device="pocl")
     assert _relative_error(session.run([x])[0], reference) < 1e-5
     weight = next(t for t in artifact.program["tensors"] if t.get("texel") == "snorm8")
     assert session.device_bytes == held + 3 * int(np.prod(weight["image"])) * 4  # its texels as float32
+
+
+def test_a_kernel_that_uses_the_weight_otherwise_keeps_float32_texels(pocl, monkeypatch):
+    """The integer reads replace READ_IMAGEF of the parameter only: a kernel that uses it in any
+    other way is left as it is, and the weight takes float32 texels, with a warning naming it."""
+    from relax_vk.serialization.artifact import Artifact
+
+    mod, x, reference = _qdq_conv(_weights())
+    artifact = relax_vk.build(mod, target="opencl").artifact()
+    name = _weight_parameter(artifact)
+    source = artifact.source.replace(f"READ_IMAGEF({name},", f"READ_IMAGEF(({name}),", 1)
+    assert source != artifact.source
+    monkeypatch.setenv("RVK_OPENCL_SNORM_IMAGES", "0")
+    with pytest.warns(UserWarning, match=f"uses {name} otherwise than reading it through READ_IMAGEF"):
+        session = load(Artifact(artifact.program, source, artifact.constants), device=pocl)
+    assert _relative_error(session.run([x])[0], reference) < 1e-5
 
 
 def test_snorm8_texels_of_a_tensor_kernels_write_are_refused_by_name(pocl):
