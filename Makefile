@@ -15,9 +15,10 @@ setup: $(SETUP_STAMP)
 	cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRVK_PYTHON="$$(command -v $(PYTHON))" >/dev/null
 	cmake --build $(NATIVE_BUILD) -j$(NATIVE_JOBS) >/dev/null
 
-# The package, installed editable: pip builds the native library with CMake (scikit-build-core) and
-# installs it with rvk-run inside the package, `relax-vk` and `rvk-run` on the PATH. Again only when
-# the package's definition or the native sources changed.
+# The package, installed editable, `relax-vk` and `rvk-run` on the PATH. A checkout's Python loads
+# the library and rvk-run from native/build (the recipe of `setup`, after this one), so pip's CMake build (scikit-build-core)
+# is told not to compile them again (RVK_PACKAGE_NATIVE=OFF; `pip install .` builds them into the
+# package). Again only when the package's definition or the native sources changed.
 $(SETUP_STAMP): pyproject.toml $(NATIVE_SOURCES)
 	@# First the system's part: a working OpenCL compiler with image support (pip's bundled pocl 3.0
 	@# cannot target CPUs newer than its LLVM), a Vulkan driver, the native runtime's build tools.
@@ -38,7 +39,7 @@ $(SETUP_STAMP): pyproject.toml $(NATIVE_SOURCES)
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
 	  else echo "warning: missing test devices or build tools; install$$missing (Debian/Ubuntu)"; fi; \
 	fi
-	$(PIP) install -q -e ".[test]"
+	$(PIP) install -q -e ".[test]" --config-settings=cmake.define.RVK_PACKAGE_NATIVE=OFF
 	@mkdir -p $(dir $@) && touch $@
 
 demo: setup
