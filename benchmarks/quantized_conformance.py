@@ -1,4 +1,4 @@
-"""Quantized real models: relax_vk's zoo ResNet-18 / MobileNetV2 (exported to ONNX) and the
+"""Quantized real models: relax_vk's zoo ResNet-18 / MobileNetV2 (or any zoo model named; exported to ONNX) and the
 PP-OCR detector, recognizer and direction classifier (the ONNX files inside
 ``rapidocr_onnxruntime``), quantized with onnxruntime's own tools in each form, built for OpenCL
 and Vulkan, run on pocl and lavapipe, compared with onnxruntime's CPU run of the same quantized
@@ -53,7 +53,9 @@ def _quiet(fn, *args, **kw):
 
 def float_model(name: str, folder: str):
     """``(path of the float32 ONNX model, {input: shape}, [calibration inputs], test input)``."""
-    if name in ("resnet18", "mobilenet_v2"):
+    from relax_vk.zoo import ZOO
+
+    if name in ZOO:  # (any zoo model; resnet18 and mobilenet_v2 by default)
         import torch
 
         from relax_vk.zoo import build_zoo_model
