@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -540,17 +541,24 @@ protected:
         write(tid, zeros.data(), profiling_ || !timing_queue_ ? queue_ : timing_queue_, true);
     }
 
-    // The launches' run-time scalar arguments and grids (launches_[i] is step i's)
+    // The launches' run-time scalar arguments and grids (launches_[i] is step i's). Only the
+    // arguments whose values changed are set again: on NVIDIA's OpenCL (H200) a clSetKernelArg costs
+    // the host about 10 us and the kernel's next enqueue about 7 us more, whether or not the value
+    // changed (benchmarks/opencl_launch_cost.py), and a decoder's token changes a few of a step's
+    // sizes only.
     void shapes_changed() override {
         for (size_t i = 0; i < program_.steps.size(); ++i) {
             const Step& step = program_.steps[i];
             if (step.op != Step::Launch) continue;
             Launch& l = launches_[i];
+            l.scalars.resize(step.scalars.size(), kUnset);
             for (size_t a = 0; a < step.scalars.size(); ++a) {
                 int64_t v = shapes_.scalars[i][a];
+                if (v == l.scalars[a]) continue;
                 cl_uint at = static_cast<cl_uint>(step.scalars[a].index);
                 if (step.scalars[a].dtype == DType::I64) arg(l.kernel, at, static_cast<cl_long>(v), step.kernel);
                 else arg(l.kernel, at, static_cast<cl_int>(v), step.kernel);
+                l.scalars[a] = v;
             }
             for (size_t d = 0; d < 3; ++d) l.global[d] = shapes_.global[i][d];
         }
@@ -563,7 +571,9 @@ private:
         size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
         cl_uint dims = 3;
         int src = -1, dst = -1;  // a copy (kernel == nullptr, or a converting kernel)
+        std::vector<int64_t> scalars;  // the run-time scalar arguments as last set (kUnset: not yet)
     };
+    static constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
 
     // Every OpenCL object the session made, released in reverse order of dependence (a member, so
     // a constructor that throws half-way releases what it made too).
