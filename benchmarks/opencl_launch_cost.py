@@ -13,7 +13,9 @@ over ``N`` floats), each reading the previous one's output, enqueued ``K`` at a 
   the device has SVM;
 * ``images, reused``: two RGBA float image2d objects, ping-pong;
 * ``buffers, distinct, size set ...``: the first case with the kernels' size argument set before
-  each enqueue (``clSetKernelArg``), to a value that changes every run or to the same one.
+  each enqueue (``clSetKernelArg``), to a value that changes every run or to the same one;
+* kernels shaped like a decoder's: workgroup memory and a barrier, eight buffer arguments, a grid
+  of 19,000 workgroups (most of them idle).
 
 ``--buffer-mib`` makes every buffer that large (the kernels still touch ``--elements`` floats): how
 the launch cost follows the size of the memory a kernel binds.
@@ -38,6 +40,18 @@ SOURCE = """
 __kernel void buf(__global const float* a, __global float* b, int n) {
     int i = get_global_id(0);
     if (i < n) b[i] = a[i] * 2.0f + 1.0f;
+}
+__kernel void loc(__global const float* a, __global float* b, int n) {
+    __local float t[256];
+    int i = get_global_id(0), l = get_local_id(0);
+    t[l] = i < n ? a[i] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (i < n) b[i] = t[255 - l] * 2.0f + 1.0f;
+}
+__kernel void many(__global const float* a, __global float* b, __global const float* c, __global const float* d,
+                   __global const float* e, __global const float* f, __global const float* g, __global const float* h, int n) {
+    int i = get_global_id(0);
+    if (i < n) b[i] = a[i] * 2.0f + c[0] + d[0] + e[0] + f[0] + g[0] + h[0];
 }
 __constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;
 __kernel void img(__read_only image2d_t a, __write_only image2d_t b) {
@@ -148,6 +162,21 @@ def main(argv=None) -> int:
     for name, kernels in cases.items():
         results[name] = measure(cl, queue, kernels, g, l, args.rounds)
     results["images, reused"] = measure(cl, queue, image_kernels, (side, side), None, args.rounds)
+    # kernels shaped like a decoder's: workgroup memory and a barrier; eight buffers; a grid of
+    # 19,000 workgroups of 256 (a 151,936-row head's), most of them doing nothing
+    loc = []
+    for i in range(K):
+        k = cl.Kernel(program, "loc")
+        k.set_args(distinct[i], distinct[i + 1], np.int32(n))
+        loc.append(k)
+    results["buffers, local memory + barrier"] = measure(cl, queue, loc, g, (256,), args.rounds)
+    many = []
+    for i in range(K):
+        k = cl.Kernel(program, "many")
+        k.set_args(distinct[i], distinct[i + 1], *[distinct[(i + j) % (K + 1)] for j in range(2, 8)], np.int32(n))
+        many.append(k)
+    results["buffers, 8 arguments"] = measure(cl, queue, many, g, l, args.rounds)
+    results["buffers, 19k workgroups"] = measure(cl, queue, cases["buffers, distinct"], (151936 * 32,), (256,), args.rounds)
     # a size argument set before each launch, to a value that changes every run (a decoder's token count)
     results["buffers, distinct, size set each run"] = measure(cl, queue, cases["buffers, distinct"], g, l, args.rounds, (2, [n, n - 1]))
     results["buffers, distinct, size set, same value"] = measure(cl, queue, cases["buffers, distinct"], g, l, args.rounds, (2, [n]))
