@@ -542,10 +542,9 @@ protected:
     }
 
     // The launches' run-time scalar arguments and grids (launches_[i] is step i's). Only the
-    // arguments whose values changed are set again: on NVIDIA's OpenCL (H200) a clSetKernelArg costs
-    // the host about 10 us and the kernel's next enqueue about 7 us more, whether or not the value
-    // changed (benchmarks/opencl_launch_cost.py), and a decoder's token changes a few of a step's
-    // sizes only.
+    // arguments whose values changed are set again (a decoder's token changes 88 of the 350 of
+    // Qwen3-0.6B's step): each clSetKernelArg is host work before the next enqueue
+    // (benchmarks/RESULTS.md, "what an OpenCL launch costs NVIDIA's host").
     void shapes_changed() override {
         for (size_t i = 0; i < program_.steps.size(); ++i) {
             const Step& step = program_.steps[i];
