@@ -20,6 +20,11 @@ over ``N`` floats), each reading the previous one's output, enqueued ``K`` at a 
 ``--buffer-mib`` makes every buffer that large (the kernels still touch ``--elements`` floats): how
 the launch cost follows the size of the memory a kernel binds.
 
+A second table (measured first on 2026-11-24, RESULTS.md: "NVIDIA's OpenCL charges host time per
+launch for images") takes a chain of ``K`` launches of kernels that read ``k - 1`` arguments and
+write one, ``k`` = 2, 4, 8, with every memory argument a buffer, an ``image2d_array_t`` or an
+``image2d_t``; the device's image extensions are printed above it.
+
 Prints host microseconds per ``clEnqueueNDRangeKernel`` (the loop without the final ``clFinish``)
 and wall microseconds per launch (with it), the median of ``--rounds``; ``--json`` writes them.
 Needs numpy and pyopencl only::
@@ -35,6 +40,8 @@ import statistics
 import time
 
 import numpy as np
+
+KINDS = ("buffer", "image2d_array", "image2d")
 
 SOURCE = """
 __kernel void buf(__global const float* a, __global float* b, int n) {
@@ -61,12 +68,55 @@ __kernel void img(__read_only image2d_t a, __write_only image2d_t b) {
 """
 
 
-def measure(cl, queue, kernels, global_size, local_size, rounds: int, scalar=None):
+def _kinds_source(kind: str, k: int) -> str:
+    """A kernel reading arguments 0..k-2 (float4 buffers or RGBA images) and writing argument k-1."""
+    if kind == "buffer":
+        params = [f"__global const float4* a{i}" for i in range(k - 1)] + ["__global float4* out"]
+        store = "out[x] = " + " + ".join(f"a{i}[x]" for i in range(k - 1)) + ";"
+    else:
+        t = "image2d_array_t" if kind == "image2d_array" else "image2d_t"
+        coord = "(int4)(x, 0, 0, 0)" if kind == "image2d_array" else "(int2)(x, 0)"
+        params = [f"__read_only {t} a{i}" for i in range(k - 1)] + [f"__write_only {t} out"]
+        store = f"write_imagef(out, {coord}, " + " + ".join(f"read_imagef(a{i}, S, {coord})" for i in range(k - 1)) + ");"
+    return (
+        "__constant sampler_t S = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
+        f"__kernel void f({', '.join(params)}) {{ int x = get_global_id(0); {store} }}\n"
+    )
+
+
+def kinds_and_counts(cl, ctx, queue, launches: int, rounds: int, width: int = 256) -> dict:
+    """``{(kind, k): (host us, wall us)}`` of a chain of ``launches`` kernels with ``k`` memory
+    arguments of one kind each (``width`` texels a tensor: the kernels cost the GPU nothing)."""
+    fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+
+    def memory(kind):
+        if kind == "buffer":
+            return cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=width * 16)
+        if kind == "image2d_array":
+            return cl.create_image(ctx, cl.mem_flags.READ_WRITE, fmt, shape=(width, 1, 1), is_array=True)
+        return cl.create_image(ctx, cl.mem_flags.READ_WRITE, fmt, shape=(width, 1))
+
+    out = {}
+    for k in (2, 4, 8):
+        for kind in KINDS:
+            program = cl.Program(ctx, _kinds_source(kind, k)).build()
+            extra = [memory(kind) for _ in range(k - 2)]
+            chain = [memory(kind) for _ in range(launches + 1)]
+            kernels = []
+            for i in range(launches):  # (each launch its own kernel object, arguments bound once)
+                kernel = cl.Kernel(program, "f")
+                kernel.set_args(chain[i], *extra, chain[i + 1])
+                kernels.append(kernel)
+            out[(kind, k)] = measure(cl, queue, kernels, (width,), (64,), rounds, warm=5)
+    return out
+
+
+def measure(cl, queue, kernels, global_size, local_size, rounds: int, scalar=None, warm: int = 1):
     """``(host us per enqueue, wall us per launch)``, medians over ``rounds`` runs of every kernel.
     ``scalar=(index, values)``: before each enqueue, that integer argument is set to the run's value
-    (as a run at a new size sets its kernels' size arguments)."""
+    (as a run at a new size sets its kernels' size arguments). The first ``warm`` runs are left out."""
     host, wall = [], []
-    for r in range(rounds + 1):
+    for r in range(rounds + warm):
         queue.finish()
         start = time.perf_counter()
         for k in kernels:
@@ -76,7 +126,7 @@ def measure(cl, queue, kernels, global_size, local_size, rounds: int, scalar=Non
         enqueued = time.perf_counter()
         queue.finish()
         done = time.perf_counter()
-        if r:  # (the first round warms up)
+        if r >= warm:
             host.append((enqueued - start) / len(kernels) * 1e6)
             wall.append((done - start) / len(kernels) * 1e6)
     return statistics.median(host), statistics.median(wall)
@@ -192,10 +242,19 @@ def main(argv=None) -> int:
         print(f"{name:<26} {h:16.1f} {w:15.1f}")
     print(f"{'set_arg alone (no enqueue)':<26} {set_alone:16.1f}")
     results["set_arg alone"] = (set_alone, float("nan"))
+    extensions = [e for e in device.extensions.split() if "image" in e or "buffer" in e]
+    print(f"\nimage extensions: {' '.join(extensions)}")
+    counts = kinds_and_counts(cl, ctx, queue, K, args.rounds)
+    print(f"{'args':>4} " + "".join(f"{kind + ' host/wall us':>30}" for kind in KINDS))
+    for k in (2, 4, 8):
+        print(f"{k:>4} " + "".join(f"{counts[(kind, k)][0]:>21.1f} / {counts[(kind, k)][1]:>6.1f}" for kind in KINDS))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device.name, "driver": device.driver_version, "svm_capabilities": int(svm_caps), "kernels": K,
-                       "elements": n, "buffer_bytes": nbytes, "us": {k: {"host_per_enqueue": h, "wall_per_launch": w} for k, (h, w) in results.items()}}, f, indent=1)  # fmt: skip
+                       "elements": n, "buffer_bytes": nbytes, "us": {k: {"host_per_enqueue": h, "wall_per_launch": w} for k, (h, w) in results.items()},
+                       "image_extensions": extensions,
+                       "by_kind_and_arguments": {f"{kind}, {k} arguments": {"host_per_enqueue": h, "wall_per_launch": w}
+                                                 for (kind, k), (h, w) in counts.items()}}, f, indent=1)  # fmt: skip
     return 0
 
 
