@@ -435,13 +435,12 @@ public:
             program_ = with_float_texels(program_, "float16");
         }
         bool snorm = std::any_of(program_.tensors.begin(), program_.tensors.end(), [](const Tensor& t) { return t.texel == "snorm8"; });
-        source_ = artifact_->source;
+        std::string rewritten;  // the source built, when it is not the artifact's (a decoder's: 68 MB, not copied otherwise)
         if (snorm && !image_format(context_, CL_SNORM_INT8, "RVK_OPENCL_SNORM_IMAGES")) {
             // (integer_weight_reads.hpp: the same bytes in signed 8-bit images, read as integers)
             std::string why = "the device has no signed 8-bit images";
-            std::string rewritten = image_format(context_, CL_SIGNED_INT8, "RVK_OPENCL_INT8_IMAGES") ? with_integer_snorm8_reads(program_, source_, why) : "";
+            if (image_format(context_, CL_SIGNED_INT8, "RVK_OPENCL_INT8_IMAGES")) rewritten = with_integer_snorm8_reads(program_, artifact_->source, why);
             if (!rewritten.empty()) {
-                source_ = std::move(rewritten);
                 snorm_as_int8_ = true;
             } else {
                 warnings += describe(device) + " has no signed normalized 8-bit images (and " + why +
@@ -462,7 +461,7 @@ public:
         for (const Kernel& k : program_.kernels) required.push_back(k.entry);
         std::sort(required.begin(), required.end());
         required.erase(std::unique(required.begin(), required.end()), required.end());
-        program_cl_ = build_cached(context_, device_, source_, required, program_origin);  // the program-binary cache (the format TVM's VM path shares)
+        program_cl_ = build_cached(context_, device_, rewritten.empty() ? artifact_->source : rewritten, required, program_origin);  // the program-binary cache (the format TVM's VM path shares)
         allocate_storage();
         bind_steps();
         upload_constants();
@@ -620,7 +619,6 @@ private:
     std::vector<cl_mem> memory_;  // per tensor
     std::vector<std::pair<cl_mem, size_t>> ranges_;  // per tensor: (memory object, byte offset) for buffer<->image copies
     std::vector<uint8_t> staging_;  // texel conversions of inputs/outputs/constants
-    std::string source_;          // the program's source as built (the artifact's, or with snorm8 reads as integers)
     bool snorm_as_int8_ = false;  // snorm8 texels held in CL_SIGNED_INT8 images (integer_weight_reads.hpp)
 
     cl_mem allocate(const Allocation& a) {
