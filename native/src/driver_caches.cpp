@@ -82,8 +82,10 @@ std::string vulkan_origin(const DriverCaches& caches, uint32_t vendor_id, const 
     return "driver cache at " + folder;
 }
 
+bool is_pocl(const std::string& platform_name) { return platform_name.find("Portable Computing Language") != std::string::npos; }
+
 std::string opencl_driver_cache(const std::string& platform_name) {
-    if (platform_name.find("Portable Computing Language") == std::string::npos) return "";
+    if (!is_pocl(platform_name)) return "";
     const char* on = variable("POCL_KERNEL_CACHE");
     if (on && on[0] != '1') return "";  // (off, or a value relax_vk cannot read as on: its own cache then)
     if (const char* dir = variable("POCL_CACHE_DIR")) return dir;

@@ -30,6 +30,9 @@ DriverCaches point_driver_caches();
 // NVIDIA's version): "driver cache at FOLDER", or "source (...)" saying why there is none.
 std::string vulkan_origin(const DriverCaches& caches, uint32_t vendor_id, const std::string& driver_info);
 
+// Whether an OpenCL platform of this name (CL_PLATFORM_NAME) is pocl's, the CPU driver.
+bool is_pocl(const std::string& platform_name);
+
 // The folder where an OpenCL driver keeps the programs it compiles, when it keeps them itself:
 // pocl ("Portable Computing Language", `platform_name`) caches each program it builds and each
 // work-group function it compiles, keyed by source and options, in $POCL_CACHE_DIR, else

@@ -26,7 +26,6 @@ std::string with_integer_snorm8_reads(const Program& program, const std::string&
     auto snorm = [&](int tid) { return tid >= 0 && static_cast<size_t>(tid) < program.tensors.size() && program.tensors[tid].texel == "snorm8"; };
     // entry -> tensor-argument positions bound to snorm8 tensors, the same in every launch
     std::map<std::string, std::set<size_t>> positions;
-    std::set<std::string> seen;
     for (const Step& s : program.steps) {
         if (s.op == Step::Copy) {
             if (snorm(s.src) || snorm(s.dst)) return why = "a copy step touches snorm8 texels", "";
@@ -37,9 +36,8 @@ std::string with_integer_snorm8_reads(const Program& program, const std::string&
         std::set<size_t> here;
         for (size_t j = 0; j < s.args.size(); ++j)
             if (snorm(s.args[j])) here.insert(j);
-        if (!seen.insert(k->entry).second && positions[k->entry] != here)
-            return why = "kernel " + k->entry + " binds snorm8 texels in some launches only", "";
-        positions[k->entry] = here;
+        auto [at, first] = positions.emplace(k->entry, here);
+        if (!first && at->second != here) return why = "kernel " + k->entry + " binds snorm8 texels in some launches only", "";
     }
     std::string out = source;
     for (const auto& [entry, args] : positions) {
@@ -54,7 +52,7 @@ std::string with_integer_snorm8_reads(const Program& program, const std::string&
         size_t params = k.params, end = k.end;
         std::string body = out.substr(params, end - params);
         for (size_t j : args) {
-            if (j >= tensor_params.size() || tensor_params[j].empty()) return why = "kernel " + entry + " has no parameter for argument " + std::to_string(j), "";
+            if (j >= tensor_params.size()) return why = "kernel " + entry + " has no parameter for argument " + std::to_string(j), "";
             const std::string& name = tensor_params[j];
             std::string from = "READ_IMAGEF(" + name + ",", to = "RVK_READ_SNORM8(" + name + ",";
             size_t reads = 0;

@@ -472,8 +472,7 @@ public:
         // 160, after one at 640, took 5.6x a steady run). Both forms are compiled now instead.
         const char* spec = std::getenv("POCL_WORK_GROUP_SPECIALIZATION");
         const char* warm = std::getenv("RVK_POCL_WARM_UP");
-        bool pocl = platform_string(platform_of(device_), CL_PLATFORM_NAME).find("Portable Computing Language") != std::string::npos;
-        if (pocl && !(spec && std::string(spec) == "0") && !(warm && std::string(warm) == "0")) warm_up_across(65535);
+        if (is_pocl(platform_string(platform_of(device_), CL_PLATFORM_NAME)) && !(spec && std::string(spec) == "0") && !(warm && std::string(warm) == "0")) warm_up_across(65535);
     }
 
 protected:
