@@ -216,6 +216,7 @@ int64_t rvk_session_device_objects(const rvk_session* s) { return s ? s->session
 const char* rvk_session_device_name(const rvk_session* s) { return s ? s->session->device_name.c_str() : ""; }
 const char* rvk_session_warnings(const rvk_session* s) { return s ? s->session->warnings.c_str() : ""; }
 const char* rvk_session_program_origin(const rvk_session* s) { return s ? s->session->program_origin.c_str() : ""; }
+const char* rvk_session_buffer_binding(const rvk_session* s) { return s ? s->session->buffer_binding.c_str() : ""; }
 
 void rvk_set_cache_dir(const char* folder) { rvk::set_cache_folder(folder); }
 

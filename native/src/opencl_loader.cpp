@@ -59,6 +59,11 @@ struct Table {
     cl_int(CL_API_CALL* clGetEventProfilingInfo)(cl_event a, cl_profiling_info b, size_t c, void* d, size_t* e) = nullptr;
     cl_int(CL_API_CALL* clRetainEvent)(cl_event a) = nullptr;
     cl_int(CL_API_CALL* clReleaseEvent)(cl_event a) = nullptr;
+    // OpenCL 2.0's shared virtual memory: optional (a 1.2 library lacks them; the calls then fail
+    // with CL_INVALID_OPERATION and the session binds buffers)
+    void*(CL_API_CALL* clSVMAlloc)(cl_context a, cl_svm_mem_flags b, size_t c, cl_uint d) = nullptr;
+    void(CL_API_CALL* clSVMFree)(cl_context a, void* b) = nullptr;
+    cl_int(CL_API_CALL* clSetKernelArgSVMPointer)(cl_kernel a, cl_uint b, const void* c) = nullptr;
     std::string error;  // why no library is loaded ("" once one is)
 };
 
@@ -118,6 +123,10 @@ Table& table() {
         t.clGetEventProfilingInfo = reinterpret_cast<decltype(t.clGetEventProfilingInfo)>(dlsym(lib, "clGetEventProfilingInfo"));
         t.clRetainEvent = reinterpret_cast<decltype(t.clRetainEvent)>(dlsym(lib, "clRetainEvent"));
         t.clReleaseEvent = reinterpret_cast<decltype(t.clReleaseEvent)>(dlsym(lib, "clReleaseEvent"));
+        t.clSVMAlloc = reinterpret_cast<decltype(t.clSVMAlloc)>(dlsym(lib, "clSVMAlloc"));
+        t.clSVMFree = reinterpret_cast<decltype(t.clSVMFree)>(dlsym(lib, "clSVMFree"));
+        t.clSetKernelArgSVMPointer = reinterpret_cast<decltype(t.clSetKernelArgSVMPointer)>(dlsym(lib, "clSetKernelArgSVMPointer"));
+        if (!t.clSVMAlloc || !t.clSVMFree || !t.clSetKernelArgSVMPointer) t.clSVMAlloc = nullptr;  // all three or none
         const char* missing = nullptr;
         if (!t.clGetPlatformIDs && !missing) missing = "clGetPlatformIDs";
         if (!t.clGetPlatformInfo && !missing) missing = "clGetPlatformInfo";
@@ -314,6 +323,18 @@ CL_API_ENTRY cl_int CL_API_CALL clGetEventProfilingInfo(cl_event a, cl_profiling
 
 CL_API_ENTRY cl_int CL_API_CALL clRetainEvent(cl_event a) {
     return table().clRetainEvent && table().clGetPlatformIDs ? table().clRetainEvent(a) : CL_INVALID_PLATFORM;
+}
+
+CL_API_ENTRY void* CL_API_CALL clSVMAlloc(cl_context a, cl_svm_mem_flags b, size_t c, cl_uint d) {
+    return table().clSVMAlloc && table().clGetPlatformIDs ? table().clSVMAlloc(a, b, c, d) : nullptr;
+}
+
+CL_API_ENTRY void CL_API_CALL clSVMFree(cl_context a, void* b) {
+    if (table().clSVMAlloc && table().clGetPlatformIDs) table().clSVMFree(a, b);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clSetKernelArgSVMPointer(cl_kernel a, cl_uint b, const void* c) {
+    return table().clSVMAlloc && table().clGetPlatformIDs ? table().clSetKernelArgSVMPointer(a, b, c) : CL_INVALID_OPERATION;
 }
 
 CL_API_ENTRY cl_int CL_API_CALL clReleaseEvent(cl_event a) {

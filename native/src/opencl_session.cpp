@@ -580,6 +580,7 @@ private:
         cl_program program = nullptr, copies = nullptr;
         std::vector<cl_mem> allocations;  // per allocation of the placement (nullptr: not made whole)
         std::vector<cl_mem> views;  // sub-buffers and own buffers (released before allocations)
+        std::vector<void*> svm;  // shared virtual memory under arenas (freed after their buffers)
         std::vector<Launch> launches;
         cl_mem scratch = nullptr;
         Handles() = default;
@@ -595,6 +596,7 @@ private:
             for (auto it = views.rbegin(); it != views.rend(); ++it) clReleaseMemObject(*it);
             for (cl_mem m : allocations)
                 if (m) clReleaseMemObject(m);
+            for (void* p : svm) clSVMFree(context, p);
             if (scratch) clReleaseMemObject(scratch);
             if (copies) clReleaseProgram(copies);
             if (program) clReleaseProgram(program);
@@ -617,10 +619,12 @@ private:
     cl_mem& scratch_ = h_.scratch;
     std::vector<cl_mem> memory_;  // per tensor
     std::vector<std::pair<cl_mem, size_t>> ranges_;  // per tensor: (memory object, byte offset) for buffer<->image copies
+    std::vector<char*> svm_;  // per tensor: its address in shared virtual memory, bound to kernels as such (nullptr: its cl_mem)
+    std::vector<char*> allocation_svm_;  // per allocation: its shared virtual memory (nullptr: none)
     std::vector<uint8_t> staging_;  // texel conversions of inputs/outputs/constants
     bool snorm_as_int8_ = false;  // snorm8 texels held in CL_SIGNED_INT8 images (integer_weight_reads.hpp)
 
-    cl_mem allocate(const Allocation& a) {
+    cl_mem allocate(const Allocation& a, char** svm = nullptr) {
         cl_int err;
         cl_mem m;
         if (a.is_image) {
@@ -636,11 +640,33 @@ private:
             ++device_objects;
             check(err, "clCreateImage (" + std::to_string(a.image[0]) + "x" + std::to_string(a.image[1]) + "x" + std::to_string(a.image[2]) + ")");
         } else {
-            m = clCreateBuffer(context_, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(a.bytes, 4)), nullptr, &err);
+            size_t bytes = static_cast<size_t>(std::max<int64_t>(a.bytes, 4));
+            void* shared = svm ? clSVMAlloc(context_, CL_MEM_READ_WRITE, bytes, 0) : nullptr;
+            if (shared) h_.svm.push_back(shared);
+            // (a buffer made on shared virtual memory has it as its storage: OpenCL 2.0, clCreateBuffer)
+            m = clCreateBuffer(context_, CL_MEM_READ_WRITE | (shared ? CL_MEM_USE_HOST_PTR : 0), bytes, shared, &err);
             ++device_objects;
             check(err, "clCreateBuffer (" + std::to_string(a.bytes) + " bytes)");
+            if (svm) *svm = static_cast<char*>(shared);
         }
         return m;
+    }
+
+    // Whether arenas (buffer allocations several tensors share, each at its offset) go in shared
+    // virtual memory, their tensors bound to kernels by address (clSetKernelArgSVMPointer) rather
+    // than as sub-buffers: where the device has coarse-grained buffer SVM, unless RVK_OPENCL_SVM=0.
+    // Copies, reads and writes still name sub-buffers of a buffer made on that memory. Measured on
+    // an H200 (benchmarks/RESULTS.md, "arenas in shared virtual memory"): NVIDIA's driver spends
+    // several times the host time enqueueing a kernel whose arguments are sub-buffers of a shared
+    // arena; bound by address, a Qwen3-0.6B decode step ran 2.4-2.5x the tokens/s and MobileNetV2's
+    // shared buffer plan 3x faster. Allocations of one tensor (constants, and every buffer where the
+    // plan shares none) stay memory objects: a CNN with every buffer in SVM ran 1.1-1.7x slower there.
+    bool use_svm() const {
+        const char* env = std::getenv("RVK_OPENCL_SVM");
+        if (env && std::string(env) == "0") return false;
+        cl_device_svm_capabilities caps = 0;
+        if (clGetDeviceInfo(device_, CL_DEVICE_SVM_CAPABILITIES, sizeof caps, &caps, nullptr) != CL_SUCCESS) return false;  // OpenCL 1.2
+        return (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0;
     }
 
     // OpenCLSession._allocate_storage
@@ -648,10 +674,14 @@ private:
         int64_t align_bits = static_cast<int64_t>(device_info<cl_uint>(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN));
         int64_t max_alloc = static_cast<int64_t>(device_info<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
         Placement placement = device_placement(program_, std::max<int64_t>(align_bits / 8, 1), max_alloc);
-        for (const auto& a : placement.allocations) {
+        bool svm = use_svm();
+        for (size_t i = 0; i < placement.allocations.size(); ++i) {
+            const auto& a = placement.allocations[i];
             allocations_.push_back(nullptr);
-            if (a) allocations_.back() = allocate(*a);
+            allocation_svm_.push_back(nullptr);
+            if (a) allocations_.back() = allocate(*a, svm && placement.shared[i] ? &allocation_svm_.back() : nullptr);
         }
+        buffer_binding = h_.svm.empty() ? "memory objects" : "svm";
         device_bytes = placement.device_bytes;
         for (size_t i = 0; i < program_.tensors.size(); ++i) {
             const Tensor& t = program_.tensors[i];
@@ -685,6 +715,8 @@ private:
                 memory_.push_back(m);
                 ranges_.push_back({m, 0});
             }
+            char* base = place && !t.is_image && t.bytes ? allocation_svm_[static_cast<size_t>(place->allocation)] : nullptr;
+            svm_.push_back(base ? base + place->offset : nullptr);
         }
     }
 
@@ -803,7 +835,12 @@ private:
                 for (const ScalarArg& a : step.scalars) scalar_at[static_cast<size_t>(a.index)] = true;
                 for (size_t i = 0, at = 0; i < step.args.size(); ++i, ++at) {
                     while (scalar_at[at]) ++at;
-                    arg(l.kernel, static_cast<cl_uint>(at), memory_[static_cast<size_t>(step.args[i])], step.kernel);
+                    size_t tid = static_cast<size_t>(step.args[i]);
+                    if (svm_[tid])
+                        check_with(clSetKernelArgSVMPointer(l.kernel, static_cast<cl_uint>(at), svm_[tid]),
+                                   [&] { return "clSetKernelArgSVMPointer " + std::to_string(at) + " of " + step.kernel; });
+                    else
+                        arg(l.kernel, static_cast<cl_uint>(at), memory_[tid], step.kernel);
                 }
                 for (size_t i = 0; i < 3; ++i) {
                     launches_.back().global[i] = static_cast<size_t>(k->global[i]);

@@ -105,6 +105,9 @@ public:
     // "source" (built and stored), "source (cache off)"; Vulkan: "driver cache at FOLDER" or
     // "source (...)" (driver_caches.hpp's vulkan_origin)
     std::string program_origin;
+    // how kernels are given the buffers: OpenCL "svm" (arenas' tensors by their shared-virtual-memory
+    // address, OpenCLSession::use_svm) or "memory objects" (cl_mem); Vulkan "bind groups"
+    std::string buffer_binding;
 
 protected:
     // Uploads `inputs` (device-dtype bytes, one per program input), runs every step and downloads

@@ -458,6 +458,7 @@ public:
         : Session(std::move(artifact)), w_(wgpu()), shader_checks_(shader_checks) {
         h_.w = &w_;
         program_origin = vulkan_origin(instance().caches, adapter.vendor_id, adapter.driver_info);
+        buffer_binding = "bind groups";
         device_name = strip(adapter.device);
         WGPULimits adapter_limits = WGPU_LIMITS_INIT;
         if (w_.AdapterGetLimits(adapter.adapter, &adapter_limits) != WGPUStatus_Success)

@@ -130,6 +130,7 @@ def library() -> ctypes.CDLL:
         "rvk_session_device_name": (c.c_char_p, [P]),
         "rvk_session_warnings": (c.c_char_p, [P]),
         "rvk_session_program_origin": (c.c_char_p, [P]),
+        "rvk_session_buffer_binding": (c.c_char_p, [P]),
         "rvk_set_cache_dir": (None, [c.c_char_p]),
         "rvk_devices": (c.c_int, [c.c_char_p, c.c_char_p, c.POINTER(c.c_char_p)]),
     }

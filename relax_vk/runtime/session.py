@@ -83,7 +83,9 @@ class Session:
     device span: the steps' times never add up to more); ``device_bytes`` (the device memory the
     tensors' allocations take, shared allocations counted once); ``device_objects`` (the device
     memory objects made since load: runs make none); ``device_name``; ``build_info`` (where the
-    program came from: OpenCL's binary cache, or the Vulkan drivers' cache); ``program`` and
+    program came from: OpenCL's binary cache, or the Vulkan drivers' cache); ``buffer_binding``
+    (OpenCL: ``"svm"``, arenas in shared virtual memory and their tensors passed to kernels by
+    address, or ``"memory objects"``; Vulkan: ``"bind groups"``); ``program`` and
     ``tensors`` (the artifact's program description, for tools).
 
     A model built with run-time dims (``dims``: ``{name: (min, max)}``) runs at any input shape in
@@ -124,6 +126,7 @@ class Session:
         self.device_bytes = int(lib.rvk_session_device_bytes(session))
         origin = lib.rvk_session_program_origin(session).decode()
         self.build_info = BuildInfo(origin) if origin else None
+        self.buffer_binding = lib.rvk_session_buffer_binding(session).decode()
         self._artifact = artifact
         self._program: Optional[dict] = None
         self._can_profile = self._profiling = bool(profile)

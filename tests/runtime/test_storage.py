@@ -34,7 +34,7 @@ def _run(artifact, device):
 
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
 @pytest.mark.parametrize("api, device", BACKENDS)
-def test_shared_allocations_give_the_same_outputs_in_less_memory(builds, api, device, prefer, request):
+def test_shared_allocations_give_the_same_outputs_in_less_memory(builds, api, device, prefer, request, monkeypatch):
     request.getfixturevalue({"pocl": "pocl", "lavapipe": "lavapipe"}[device])
     compiled = builds[(api, prefer)]
     shared, alone = compiled.artifact(), compiled.artifact(reuse=False)
@@ -45,6 +45,13 @@ def test_shared_allocations_give_the_same_outputs_in_less_memory(builds, api, de
     want, baseline = _run(alone, device)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+    if api == "opencl" and prefer == "buffer":  # pocl: the arena's tensors passed to kernels by their shared-virtual-memory address
+        assert session.buffer_binding == "svm"
+        monkeypatch.setenv("RVK_OPENCL_SVM", "0")
+        objects, as_objects = _run(shared, device)
+        assert as_objects.buffer_binding == "memory objects"
+        for g, w in zip(objects, want):
+            np.testing.assert_array_equal(g, w)
     memory = shared.program["memory"]
     assert memory["with_reuse_bytes"] < memory["without_reuse_bytes"]
     saved = memory["without_reuse_bytes"] - memory["with_reuse_bytes"]

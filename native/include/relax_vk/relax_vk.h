@@ -171,6 +171,12 @@ RVK_API const char* rvk_session_warnings(const rvk_session* session);
  * in FOLDER and reads them from there at a later start), "source (cache off)", or "source (WHY)" when
  * the driver keeps no cache relax_vk knows of or it is turned off. Owned by the session. */
 RVK_API const char* rvk_session_program_origin(const rvk_session* session);
+/* How kernels are given the session's buffers. OpenCL: "svm" (arenas, the buffers several tensors
+ * share, allocated in coarse-grained shared virtual memory and their tensors passed by address, where
+ * the device has it and RVK_OPENCL_SVM is not 0: NVIDIA's driver spends far less host time per launch
+ * on them than on sub-buffers) or "memory objects" (no arena, or no SVM); Vulkan: "bind groups".
+ * Owned by the session. */
+RVK_API const char* rvk_session_buffer_binding(const rvk_session* session);
 
 /* Tensor `tensor` (an id of the program's tensor table) as the device holds it now, in its device
  * dtype (half texels read back as the tensor's dtype; `size` its exact byte size). After a run an

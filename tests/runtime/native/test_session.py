@@ -73,6 +73,28 @@ def test_mixed_consumers_copy_from_an_arena_into_a_texture(native_build, target,
     assert_right(load(artifact, device=device, profile=True), inputs, run_on_cpu(mod, inputs))
 
 
+def test_opencl_buffers_by_address_and_as_memory_objects_agree(native_build, monkeypatch):
+    """pocl has coarse-grained shared virtual memory: a session allocates its buffers there and
+    passes kernels their addresses, while copies into textures, input writes and output reads go
+    through buffers made on that memory. The outputs are the same bits as a session of cl_mem
+    arguments (RVK_OPENCL_SVM=0), and both are right (arena tensors at offsets: test_storage)."""
+    mod = build_example("mixed-consumers")
+    artifact = relax_vk.build(mod, registry=relax_vk.rfc_registry(), target="opencl").artifact()
+    assert any(step["op"] == "copy" for step in artifact.program["steps"])
+    inputs = random_inputs(mod)
+    by_address = load(artifact, device="pocl")
+    monkeypatch.setenv("RVK_OPENCL_SVM", "0")
+    as_objects = load(artifact, device="pocl")
+    assert (by_address.buffer_binding, as_objects.buffer_binding) == ("svm", "memory objects")
+    assert by_address.device_bytes == as_objects.device_bytes
+    want = run_on_cpu(mod, inputs)
+    for _ in range(2):
+        a, b = assert_right(by_address, inputs, want), assert_right(as_objects, inputs, want)
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert load(relax_vk.build(mod, target="vulkan").artifact(), device="lavapipe").buffer_binding == "bind groups"
+
+
 @pytest.mark.parametrize("target, device", BACKENDS)
 @pytest.mark.parametrize("scopes", [("global.texture",), ("global.texture", "global.texture-weight"), ("global.texture-nhwc",)])
 def test_scope_copies_round_trip(native_build, scopes, target, device):
