@@ -81,7 +81,9 @@ def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, outp
     sch.compute_at(partial, bx, preserve_unit_loops=True)
     # the partials: bx, k_s, a loop for each output var (in the kernel's order: the ones n_i spans,
     # and unit loops for the others), k_o (and k_run)
-    inner = sch.get_loops(partial)
+    inner = list(sch.get_loops(partial))
+    while len(inner) > 3 and _unit(sch, inner[-1]):  # (a conv's window of one row: a unit loop below the terms, left there)
+        inner.pop()
     terms = 1 if run == 1 else 2
     split, outputs, term = inner[1], inner[2:-terms], inner[-terms:]
     spanning = [i for i, loop in enumerate(outputs) if not _unit(sch, loop)] or [len(outputs) - 1]  # (nt = 1: n_i's unit loop)

@@ -22,8 +22,14 @@ read.
   channel reads its own data, so a channel tile saves nothing) or when the sum has
   :data:`LONG_SUM` terms or more (threads matter more than reuse there);
 * ``PX`` splits the output columns with a guard (their count is the run's);
-* the sum's loops (input channels, kernel rows and columns) stay serial, the tile's loops are
-  unrolled so that every register index is a constant.
+* the sum's loop steps over :data:`CHANNEL_STEPS` input channels at a time with every kernel row
+  and column unrolled (at most :data:`UNROLLED_TERMS` terms: their loads issue together), the
+  tile's loops are unrolled so that every register index is a constant;
+* a sum of :data:`SPLIT_SUM` terms or more is split over a workgroup's threads instead
+  (:func:`_split_long_sum`): few outputs with long sums (a recognizer's neck over a line's width)
+  leave too few threads otherwise. PP-OCRv4 rec at width 160 on the H200's OpenCL: its 960- and
+  480-channel 1x3 convs 0.268 / 0.135 ms -> a run from one artifact at 0.90-1.13x the fixed
+  build's time (1.46-1.50x before); on Vulkan 2.4 -> 1.7 ms a run.
 
 The tile is small because a GPU wants threads more than reuse here: on an H200, PP-OCRv4's
 recognizer and detector ran fastest (of seven tile and workgroup shapes, both APIs, two sizes
@@ -49,7 +55,8 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from .analysis import _is_reduction
-from .register_tile import accumulate, loop_depth, unroll_constant
+from .partial_sums import divisor, inline_around, split_sum
+from .register_tile import accumulate, loop_depth, loop_extent, unroll_constant
 from .unchecked import new_schedule
 
 #: output-channel tiles tried, largest first (one must divide the channels, else 1)
@@ -61,6 +68,16 @@ LONG_SUM = 1024
 PX = 1
 #: a workgroup's threads along the tiles of columns and along the channel tiles
 TX, TZ = 32, 2
+#: a step of the sum's serial loop takes this many terms at most, unrolled: its loads issue
+#: together instead of one round trip a term (the loop was bound by load latency: PP-OCRv4 rec's
+#: 480- and 960-channel 1x3 convs over 20 columns took 5x the fixed build's on the H200's OpenCL)
+UNROLLED_TERMS = 36
+#: input channels a step takes, largest first (one must divide the channels)
+CHANNEL_STEPS = (4, 2, 1)
+#: sums of at least this many terms are split over a workgroup's threads (:func:`_split_long_sum`)
+SPLIT_SUM = 1024
+#: outputs a workgroup (threadIdx.y) and partial sums an output (threadIdx.x) of a split sum
+SPLIT_OUTPUTS, SPLIT_LANES = 8, 32
 
 
 def _static(extent) -> bool:
@@ -124,6 +141,50 @@ def _channel_tile(block, channels) -> int:
     return next((t for t in OC_TILES if int(channels) % t == 0), 1)
 
 
+def _unrolled_terms(sch: s_tir.Schedule, red) -> Optional[tuple]:
+    """``(U,)``: the step of the sum's first loop (input channels) whose ``U`` channels, with every
+    kernel row and column, a step of the serial loop takes unrolled (at most :data:`UNROLLED_TERMS`
+    terms, ``U`` in :data:`CHANNEL_STEPS` dividing the channels); None when the inner loops alone
+    pass that or an extent is not static."""
+    extents = [loop_extent(sch.get(lp)) for lp in red]
+    if any(e < 0 for e in extents):
+        return None
+    inner = math.prod(extents[1:])
+    for u in CHANNEL_STEPS:
+        if extents[0] % u == 0 and u * inner <= UNROLLED_TERMS:
+            return (u,)
+    return None
+
+
+def _split_long_sum(func: tirx.PrimFunc, conv_name: str, names: list) -> Optional[tirx.PrimFunc]:
+    """A conv whose sum has :data:`SPLIT_SUM` terms or more, split over a workgroup's threads
+    (:func:`.partial_sums.split_sum`): its run-time output dims on ``blockIdx``, :data:`SPLIT_OUTPUTS`
+    (at most) of its static outputs on ``threadIdx.y``, :data:`SPLIT_LANES` partial sums a term
+    apart on ``threadIdx.x``. A long sum over few outputs (PP-OCRv4 rec's 960-channel 1x3 conv over
+    20 columns: 1,200 outputs of 2,880 terms) had few threads, each a long chain."""
+    sch = new_schedule(func)
+    epilogue = inline_around(sch, names, names.index(conv_name))
+    block = sch.get_sblock(conv_name)
+    ivs = sch.get(block).iter_vars
+    loops = sch.get_loops(block)
+    if len(loops) != len(ivs):
+        return None
+    spatial = [(lp, iv) for lp, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.DataPar]
+    run_time = [lp for lp, iv in spatial if not _static(iv.dom.extent)]
+    static = [lp for lp, iv in spatial if _static(iv.dom.extent)]
+    outputs = math.prod(int(iv.dom.extent) for _, iv in spatial if _static(iv.dom.extent))
+    terms = math.prod(int(iv.dom.extent) for iv in ivs if iv.iter_type == tirx.IterVar.CommReduce)
+    nt, ks = divisor(outputs, SPLIT_OUTPUTS), divisor(terms, SPLIT_LANES)
+    if not static or nt < 2 or ks < 8:
+        return None
+    sch.reorder(*run_time, *static)
+    k_loops = loops[len(spatial):]
+    k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    n = sch.fuse(*static) if len(static) > 1 else static[0]
+    split_sum(sch, block, epilogue, n, k, nt, ks, "threadIdx.y", "threadIdx.x")
+    return sch.mod["main"]
+
+
 def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     """The schedule of the module docstring, or None for a kernel this rule does not take."""
     sch = new_schedule(func)
@@ -132,6 +193,12 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
         return None
     before, conv, after = found
     block = sch.get(conv)
+    terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+    if SPLIT_SUM is not None and terms >= SPLIT_SUM and _channel_tile(block, block.iter_vars[1].dom.extent) == 1:
+        names = [sch.get(b).name_hint for b in (*before, conv, *after)]
+        split = _split_long_sum(func, block.name_hint, names)
+        if split is not None:
+            return split
     oc = _channel_tile(block, block.iter_vars[1].dom.extent)
     width = block.iter_vars[3].dom.extent
     px = 1 if _static(width) and int(width) < PX else PX
@@ -151,12 +218,18 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     tz_n = TZ if _static(tiles) and (int(tiles) // oc) % TZ == 0 else 1  # (channel tiles split exactly)
     bz, tz = sch.split(f_o, [None, tz_n])
     sch.reorder(n, bz, y, bx, tz, tx, *red, f_i, x_i)
+    unrolled = _unrolled_terms(sch, red)
+    if unrolled:
+        red = [*sch.split(red[0], [None, unrolled[0]]), *red[1:]]
     sch.bind(sch.fuse(n, bz), "blockIdx.z")
     sch.bind(y, "blockIdx.y")
     sch.bind(bx, "blockIdx.x")
     sch.bind(tz, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     acc, init = accumulate(sch, conv, tx, after, red[0])
+    if unrolled:
+        for lp in red[1:]:
+            sch.unroll(lp)
     sch.unroll(f_i)
     sch.unroll(x_i)
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)

@@ -90,3 +90,31 @@ def test_a_long_sum_takes_one_channel_a_thread():
     long_weight = np.zeros((16, -(-LONG_SUM // 9), 3, 3), "float32")
     assert _tile(_conv_kernel((1, long_weight.shape[1], 12, W), long_weight)) == 1
     assert _tile(_conv_kernel((1, 8, 12, W))) == OC_TILES[0]
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_a_long_sum_is_split_over_a_workgroups_threads_and_right(target, device, request):
+    """PP-OCRv4 rec's neck: a 1x3 conv of 480 channels (1,440 terms) to 60 over a run-time width,
+    SiLU after it. The sum is split over 32 partial-sum threads (``SPLIT_SUM`` terms or more): the
+    workgroup has them on ``threadIdx.x`` and outputs on ``threadIdx.y``; right at widths that do not
+    fill a workgroup, and at the range's ends."""
+    request.getfixturevalue(device)
+    from relax_vk.schedules.run_time_conv import SPLIT_LANES, SPLIT_SUM
+
+    w = (np.random.default_rng(3).standard_normal((60, 480, 1, 3)) * 0.05).astype("float32")
+    assert 480 * 3 >= SPLIT_SUM
+    x = relax.Var("x", relax.TensorType((1, 480, 1, W), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=(0, 1)))
+            y = bb.emit_output(relax.op.nn.silu(y))
+        bb.emit_func_output(y)
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"W": (1, 160)}), target).artifact()
+    (conv,) = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
+    assert conv["schedule"] == "run_time_conv" and conv["local"][0] == SPLIT_LANES and conv["local"][1] > 1, conv
+    session = Session(artifact, device=device)
+    for width in (1, 20, 37, 160):
+        data = np.random.default_rng(width).standard_normal((1, 480, 1, width)).astype("float32")
+        want = torch.nn.functional.silu(torch.nn.functional.conv2d(torch.tensor(data), torch.tensor(w), padding=(0, 1))).numpy()
+        np.testing.assert_allclose(session.run([data])[0], want, rtol=1e-4, atol=1e-4)
