@@ -141,19 +141,16 @@ def _channel_tile(block, channels) -> int:
     return next((t for t in OC_TILES if int(channels) % t == 0), 1)
 
 
-def _unrolled_terms(sch: s_tir.Schedule, red) -> Optional[tuple]:
-    """``(U,)``: the step of the sum's first loop (input channels) whose ``U`` channels, with every
-    kernel row and column, a step of the serial loop takes unrolled (at most :data:`UNROLLED_TERMS`
-    terms, ``U`` in :data:`CHANNEL_STEPS` dividing the channels); None when the inner loops alone
-    pass that or an extent is not static."""
+def _channel_step(sch: s_tir.Schedule, red) -> int:
+    """How many input channels (the sum's first loop) a step of the serial loop takes, unrolled
+    with every kernel row and column: the largest of :data:`CHANNEL_STEPS` dividing the channels
+    with at most :data:`UNROLLED_TERMS` terms a step; 0 (nothing unrolled) when the window alone
+    passes that or an extent is not static."""
     extents = [loop_extent(sch.get(lp)) for lp in red]
     if any(e < 0 for e in extents):
-        return None
+        return 0
     inner = math.prod(extents[1:])
-    for u in CHANNEL_STEPS:
-        if extents[0] % u == 0 and u * inner <= UNROLLED_TERMS:
-            return (u,)
-    return None
+    return next((u for u in CHANNEL_STEPS if extents[0] % u == 0 and u * inner <= UNROLLED_TERMS), 0)
 
 
 def _split_long_sum(func: tirx.PrimFunc, conv_name: str, names: list) -> Optional[tirx.PrimFunc]:
@@ -218,16 +215,16 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     tz_n = TZ if _static(tiles) and (int(tiles) // oc) % TZ == 0 else 1  # (channel tiles split exactly)
     bz, tz = sch.split(f_o, [None, tz_n])
     sch.reorder(n, bz, y, bx, tz, tx, *red, f_i, x_i)
-    unrolled = _unrolled_terms(sch, red)
-    if unrolled:
-        red = [*sch.split(red[0], [None, unrolled[0]]), *red[1:]]
+    step = _channel_step(sch, red)
+    if step:
+        red = [*sch.split(red[0], [None, step]), *red[1:]]
     sch.bind(sch.fuse(n, bz), "blockIdx.z")
     sch.bind(y, "blockIdx.y")
     sch.bind(bx, "blockIdx.x")
     sch.bind(tz, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     acc, init = accumulate(sch, conv, tx, after, red[0])
-    if unrolled:
+    if step:
         for lp in red[1:]:
             sch.unroll(lp)
     sch.unroll(f_i)
