@@ -642,9 +642,19 @@ private:
         } else {
             size_t bytes = static_cast<size_t>(std::max<int64_t>(a.bytes, 4));
             void* shared = svm ? clSVMAlloc(context_, CL_MEM_READ_WRITE, bytes, 0) : nullptr;
-            if (shared) h_.svm.push_back(shared);
-            // (a buffer made on shared virtual memory has it as its storage: OpenCL 2.0, clCreateBuffer)
-            m = clCreateBuffer(context_, CL_MEM_READ_WRITE | (shared ? CL_MEM_USE_HOST_PTR : 0), bytes, shared, &err);
+            m = nullptr;
+            if (shared) {
+                // (a buffer made on shared virtual memory has it as its storage: OpenCL 2.0,
+                // clCreateBuffer; a driver that refuses one gets a buffer of its own instead)
+                m = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, shared, &err);
+                if (m) {
+                    h_.svm.push_back(shared);
+                } else {
+                    clSVMFree(context_, shared);
+                    shared = nullptr;
+                }
+            }
+            if (!m) m = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
             ++device_objects;
             check(err, "clCreateBuffer (" + std::to_string(a.bytes) + " bytes)");
             if (svm) *svm = static_cast<char*>(shared);
@@ -836,10 +846,8 @@ private:
                 for (size_t i = 0, at = 0; i < step.args.size(); ++i, ++at) {
                     while (scalar_at[at]) ++at;
                     size_t tid = static_cast<size_t>(step.args[i]);
-                    if (svm_[tid])
-                        check_with(clSetKernelArgSVMPointer(l.kernel, static_cast<cl_uint>(at), svm_[tid]),
-                                   [&] { return "clSetKernelArgSVMPointer " + std::to_string(at) + " of " + step.kernel; });
-                    else
+                    // (by address; a driver that refuses the pointer gets the tensor's sub-buffer)
+                    if (!svm_[tid] || clSetKernelArgSVMPointer(l.kernel, static_cast<cl_uint>(at), svm_[tid]) != CL_SUCCESS)
                         arg(l.kernel, static_cast<cl_uint>(at), memory_[tid], step.kernel);
                 }
                 for (size_t i = 0; i < 3; ++i) {
