@@ -193,7 +193,10 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
     if SPLIT_SUM is not None and terms >= SPLIT_SUM and _channel_tile(block, block.iter_vars[1].dom.extent) == 1:
         names = [sch.get(b).name_hint for b in (*before, conv, *after)]
-        split = _split_long_sum(func, block.name_hint, names)
+        try:
+            split = _split_long_sum(func, block.name_hint, names)
+        except s_tir.ScheduleError:  # (TVM cannot factor this sum, e.g. a dilated window over a static height: tiled below)
+            split = None
         if split is not None:
             return split
     oc = _channel_tile(block, block.iter_vars[1].dom.extent)

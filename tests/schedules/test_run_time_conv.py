@@ -118,3 +118,19 @@ def test_a_long_sum_is_split_over_a_workgroups_threads_and_right(target, device,
         data = np.random.default_rng(width).standard_normal((1, 480, 1, width)).astype("float32")
         want = torch.nn.functional.silu(torch.nn.functional.conv2d(torch.tensor(data), torch.tensor(w), padding=(0, 1))).numpy()
         np.testing.assert_allclose(session.run([data])[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_long_sum_tvm_cannot_factor_keeps_the_register_tile():
+    """A dilated 3x3 conv of 128 channels (1,152 terms) over a static height: TVM refuses to factor
+    its sum (rfactor), and the kernel keeps the register-tiled schedule, not the safe one."""
+    weight = np.zeros((16, 128, 3, 3), "float32")
+    x = relax.Var("x", relax.TensorType((1, 128, 5, W), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), padding=2, dilation=2))
+        bb.emit_func_output(y)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    func = next(f for _, f in mod.functions_items() if isinstance(f, tirx.PrimFunc) and "conv" in str(f))
+    scheduled = schedule_run_time_conv(func)
+    assert scheduled is not None and "threadIdx.y" in scheduled.script() and "shared" not in scheduled.script()
