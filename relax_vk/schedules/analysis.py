@@ -18,6 +18,7 @@ Two upstream defects found by relax_vk's differential fuzzer decide what is aske
 from __future__ import annotations
 
 import math
+from typing import List
 
 from tvm import s_tir, tirx
 
@@ -102,3 +103,30 @@ def short_run_time_sum(func: tirx.PrimFunc) -> bool:
     if all(isinstance(iv.dom.extent, tirx.IntImm) for iv in spatial) or not all(isinstance(iv.dom.extent, tirx.IntImm) for iv in reduce):
         return False
     return math.prod(int(iv.dom.extent) for iv in reduce) < MIN_SPLIT_TERMS
+
+
+def _realize(sch: s_tir.Schedule, block):
+    from tvm_ffi import get_global_func
+
+    return get_global_func("s_tir.schedule.GetSBlockRealize")(sch, block)
+
+
+def _loop_kinds(sch: s_tir.Schedule, block) -> List[str]:
+    """Per loop of ``block``: ``"S"`` (feeds only spatial iter vars), ``"R"`` (only reduction ones)
+    or ``"O"`` (both, or something else)."""
+    realize = _realize(sch, block)
+    ivs = list(realize.block.iter_vars)
+    kinds = []
+    from ..core.ir_utils import tir_uses_any
+
+    for loop in sch.get_loops(block):
+        var = sch.get(loop).loop_var
+        users = [iv for iv, value in zip(ivs, realize.iter_values) if tir_uses_any(value, [var])]
+        types = {iv.iter_type for iv in users}
+        if types == {tirx.IterVar.DataPar} or not types:
+            kinds.append("S")
+        elif types == {tirx.IterVar.CommReduce}:
+            kinds.append("R")
+        else:
+            kinds.append("O")
+    return kinds

@@ -17,11 +17,12 @@ leaves unbound, a reduction no rule recognises, ...). It is simple, not fast:
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from tvm import s_tir, tirx
 
 from ..core.ir_utils import run_time_size
+from .analysis import _loop_kinds, _realize
 from .unchecked import new_schedule
 
 MAX_GROUPS = 65535  # per grid dimension (Vulkan's guaranteed minimum, and OpenCL-safe)
@@ -29,33 +30,6 @@ MAX_GROUPS = 65535  # per grid dimension (Vulkan's guaranteed minimum, and OpenC
 
 def _is_texture(buffer) -> bool:
     return str(buffer.scope()).startswith("global.texture")
-
-
-def _realize(sch: s_tir.Schedule, block):
-    from tvm_ffi import get_global_func
-
-    return get_global_func("s_tir.schedule.GetSBlockRealize")(sch, block)
-
-
-def _loop_kinds(sch: s_tir.Schedule, block) -> List[str]:
-    """Per loop of ``block``: ``"S"`` (feeds only spatial iter vars), ``"R"`` (only reduction ones)
-    or ``"O"`` (both, or something else)."""
-    realize = _realize(sch, block)
-    ivs = list(realize.block.iter_vars)
-    kinds = []
-    from ..core.ir_utils import tir_uses_any
-
-    for loop in sch.get_loops(block):
-        var = sch.get(loop).loop_var
-        users = [iv for iv, value in zip(ivs, realize.iter_values) if tir_uses_any(value, [var])]
-        types = {iv.iter_type for iv in users}
-        if types == {tirx.IterVar.DataPar} or not types:
-            kinds.append("S")
-        elif types == {tirx.IterVar.CommReduce}:
-            kinds.append("R")
-        else:
-            kinds.append("O")
-    return kinds
 
 
 def _lane_loop(sch: s_tir.Schedule, block) -> Optional[object]:

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-import tvm
 from tvm import s_tir, tirx
 
-_sblock_realize = tvm.get_global_func("s_tir.schedule.GetSBlockRealize")
+from .analysis import _loop_kinds
 
 
 def divisor(n: int, most: int) -> int:
@@ -39,19 +38,6 @@ def inline_around(sch: s_tir.Schedule, names: list, index: int) -> Optional[obje
 def _unit(sch: s_tir.Schedule, loop) -> bool:
     extent = sch.get(loop).extent
     return isinstance(extent, tirx.IntImm) and int(extent) == 1
-
-
-def _trailing_reduction_loops(sch: s_tir.Schedule, block, loops) -> int:
-    """How many of ``block``'s innermost ``loops`` bind its reduction vars."""
-    realize = _sblock_realize(sch, block)
-    used = [v for iv, value in zip(sch.get(block).iter_vars, realize.iter_values) if iv.iter_type == tirx.IterVar.CommReduce
-            for v in tirx.analysis.undefined_vars(value)]  # fmt: skip
-    count = 0
-    for loop in reversed(list(loops)):
-        if not any(v.same_as(sch.get(loop).loop_var) for v in used):
-            break
-        count += 1
-    return count
 
 
 def _spread_epilogue(sch: s_tir.Schedule, epilogue, under, threads: int, thread_axis: str) -> None:
@@ -100,7 +86,8 @@ def split_sum(sch: s_tir.Schedule, block, epilogue, n, k, nt: int, ks: int, outp
     inner = sch.get_loops(partial)
     # the term loops: the innermost loops bound to the sum's vars (a conv's window row of one stays
     # a reduction var of its own beside the fused terms: two loops)
-    terms = max(1 if run == 1 else 2, _trailing_reduction_loops(sch, partial, inner))
+    kinds = "".join(_loop_kinds(sch, partial))
+    terms = max(1 if run == 1 else 2, len(kinds) - len(kinds.rstrip("R")))
     split, outputs, term = inner[1], inner[2:-terms], inner[-terms:]
     spanning = [i for i, loop in enumerate(outputs) if not _unit(sch, loop)] or [len(outputs) - 1]  # (nt = 1: n_i's unit loop)
     sch.reorder(split, *[outputs[i] for i in spanning], *[loop for i, loop in enumerate(outputs) if i not in spanning], *term)
