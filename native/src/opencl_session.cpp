@@ -620,7 +620,6 @@ private:
     std::vector<cl_mem> memory_;  // per tensor
     std::vector<std::pair<cl_mem, size_t>> ranges_;  // per tensor: (memory object, byte offset) for buffer<->image copies
     std::vector<char*> svm_;  // per tensor: its address in shared virtual memory, bound to kernels as such (nullptr: its cl_mem)
-    std::vector<char*> allocation_svm_;  // per allocation: its shared virtual memory (nullptr: none)
     std::vector<uint8_t> staging_;  // texel conversions of inputs/outputs/constants
     bool snorm_as_int8_ = false;  // snorm8 texels held in CL_SIGNED_INT8 images (integer_weight_reads.hpp)
 
@@ -685,11 +684,12 @@ private:
         int64_t max_alloc = static_cast<int64_t>(device_info<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
         Placement placement = device_placement(program_, std::max<int64_t>(align_bits / 8, 1), max_alloc);
         bool svm = use_svm();
+        std::vector<char*> allocation_svm;  // per allocation: its shared virtual memory (nullptr: none)
         for (size_t i = 0; i < placement.allocations.size(); ++i) {
             const auto& a = placement.allocations[i];
             allocations_.push_back(nullptr);
-            allocation_svm_.push_back(nullptr);
-            if (a) allocations_.back() = allocate(*a, svm && placement.shared[i] ? &allocation_svm_.back() : nullptr);
+            allocation_svm.push_back(nullptr);
+            if (a) allocations_.back() = allocate(*a, svm && placement.shared[i] ? &allocation_svm.back() : nullptr);
         }
         buffer_binding = h_.svm.empty() ? "memory objects" : "svm";
         device_bytes = placement.device_bytes;
@@ -725,7 +725,7 @@ private:
                 memory_.push_back(m);
                 ranges_.push_back({m, 0});
             }
-            char* base = place && !t.is_image && t.bytes ? allocation_svm_[static_cast<size_t>(place->allocation)] : nullptr;
+            char* base = place && !t.is_image && t.bytes ? allocation_svm[static_cast<size_t>(place->allocation)] : nullptr;
             svm_.push_back(base ? base + place->offset : nullptr);
         }
     }
