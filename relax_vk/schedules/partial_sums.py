@@ -35,6 +35,23 @@ def inline_around(sch: s_tir.Schedule, names: list, index: int) -> Optional[obje
     return sch.get_sblock(names[-1]) if len(names) > index + 1 else None
 
 
+def static_outputs_and_sum(sch: s_tir.Schedule, block) -> Optional[tuple]:
+    """The loops of reduction ``block`` (its output vars first, then its sum's) made ready for
+    :func:`split_sum` over a run-time output: the run-time output loops outermost (they join
+    ``blockIdx``), then the static ones, and the sum's loops fused into one. Returns ``(static output
+    loops, fused sum loop)``, or None when the loops are not one per iter var."""
+    ivs = sch.get(block).iter_vars
+    loops = sch.get_loops(block)
+    if len(loops) != len(ivs):
+        return None
+    spatial = [(loop, iv) for loop, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.DataPar]
+    run_time = [loop for loop, iv in spatial if not isinstance(iv.dom.extent, tirx.IntImm)]
+    static = [loop for loop, iv in spatial if isinstance(iv.dom.extent, tirx.IntImm)]
+    sch.reorder(*run_time, *static)
+    k_loops = loops[len(spatial) :]
+    return static, sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+
+
 def _unit(sch: s_tir.Schedule, loop) -> bool:
     extent = sch.get(loop).extent
     return isinstance(extent, tirx.IntImm) and int(extent) == 1

@@ -55,7 +55,7 @@ from typing import Optional
 from tvm import s_tir, tirx
 
 from .analysis import _is_reduction
-from .partial_sums import divisor, inline_around, split_sum
+from .partial_sums import divisor, inline_around, split_sum, static_outputs_and_sum
 from .register_tile import accumulate, loop_depth, loop_extent, unroll_constant
 from .unchecked import new_schedule
 
@@ -163,20 +163,15 @@ def _split_long_sum(func: tirx.PrimFunc, conv_name: str, names: list) -> Optiona
     epilogue = inline_around(sch, names, names.index(conv_name))
     block = sch.get_sblock(conv_name)
     ivs = sch.get(block).iter_vars
-    loops = sch.get_loops(block)
-    if len(loops) != len(ivs):
-        return None
-    spatial = [(lp, iv) for lp, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.DataPar]
-    run_time = [lp for lp, iv in spatial if not _static(iv.dom.extent)]
-    static = [lp for lp, iv in spatial if _static(iv.dom.extent)]
-    outputs = math.prod(int(iv.dom.extent) for _, iv in spatial if _static(iv.dom.extent))
+    outputs = math.prod(int(iv.dom.extent) for iv in ivs if iv.iter_type == tirx.IterVar.DataPar and _static(iv.dom.extent))
     terms = math.prod(int(iv.dom.extent) for iv in ivs if iv.iter_type == tirx.IterVar.CommReduce)
     nt, ks = divisor(outputs, SPLIT_OUTPUTS), divisor(terms, SPLIT_LANES)
-    if not static or nt < 2 or ks < 8:
+    if nt < 2 or ks < 8:
         return None
-    sch.reorder(*run_time, *static)
-    k_loops = loops[len(spatial):]
-    k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    found = static_outputs_and_sum(sch, block)
+    if found is None or not found[0]:
+        return None
+    static, k = found
     n = sch.fuse(*static) if len(static) > 1 else static[0]
     split_sum(sch, block, epilogue, n, k, nt, ks, "threadIdx.y", "threadIdx.x")
     return sch.mod["main"]

@@ -31,7 +31,7 @@ from typing import Optional
 from tvm import tirx
 
 from .analysis import _blocks, _is_reduction
-from .partial_sums import divisor, inline_around, split_sum
+from .partial_sums import divisor, inline_around, split_sum, static_outputs_and_sum
 from .unchecked import new_schedule
 
 LANES = 32  # threads of a warp: on consecutive terms, or on consecutive outputs
@@ -90,14 +90,10 @@ def schedule_run_time_sums(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     names = [b.name_hint for b in blocks]
     epilogue = inline_around(sch, names, names.index(red.name_hint))
     block = sch.get_sblock(red.name_hint)
-    loops = sch.get_loops(block)
-    if len(loops) != len(red.iter_vars):
+    found = static_outputs_and_sum(sch, block)
+    if found is None:
         return None
-    run_time = [loop for loop, iv in zip(loops, spatial) if not _static(iv)]
-    static = [loop for loop, iv in zip(loops, spatial) if _static(iv)]
-    sch.reorder(*run_time, *static)
-    k_loops = loops[len(spatial):]
-    k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    static, k = found
     if roles == "terms":  # outputs on threadIdx.y (every static output var), lanes on the terms
         n = sch.fuse(*static) if len(static) > 1 else static[0]
         nt, ks, lanes, rows = divisor(outputs, OUTPUTS), divisor(terms, LANES), "threadIdx.y", "threadIdx.x"
