@@ -349,6 +349,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by))
+    _check_windows(mod, where)
     if not used:
         return mod
     _check_known_shapes(mod, where, {name: ranges[name] for name in used})
@@ -383,6 +384,36 @@ def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[i
                 hint = f"; if its sizes must be multiples of some step, declare it: --dim NAME=MIN:MAX:STEP (now {plain})" if plain else ""
                 raise UnsupportedError(f"{where}: node {node}: TVM's importer cannot tell the shape of its output at run-time dims "
                                        f"(its inputs' sizes are not provably equal for every size in the ranges){hint}")  # fmt: skip
+
+
+#: the ops whose output size is a window's slide over their padded input
+_WINDOWED = {f"relax.nn.{kind}{d}d" for kind in ("max_pool", "avg_pool", "conv") for d in (1, 2, 3)}
+
+
+def _check_windows(mod: tvm.IRModule, where: str) -> None:
+    """Refuse, naming the ONNX node, a pool or conv whose window is larger than its padded input:
+    TVM's importer gives it an output of size 0, and every later op then reads nothing (a model
+    whose exporter computed a pool's size by another rule than its producer's: torch.onnx sized an
+    AveragePool after a ceil-mode MaxPool by ONNX's formula, 12, over the 11 columns PyTorch's rule
+    gives). onnxruntime refuses such a model too."""
+    from tvm import relax
+
+    main = mod["main"]
+    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            value, ty = b.value, b.var.ty
+            if not (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in _WINDOWED):
+                continue
+            data = value.args[0].ty
+            if not (isinstance(ty, relax.TensorType) and ty.shape is not None and isinstance(data, relax.TensorType) and data.shape is not None):
+                continue
+            out = [int(d) if isinstance(d, tvm.tirx.IntImm) else None for d in ty.shape.values]
+            given = [int(d) if isinstance(d, tvm.tirx.IntImm) else None for d in data.shape.values]
+            if 0 in out and 0 not in given:
+                node = names.get(b.var.name, b.var.name)
+                raise UnsupportedError(f"{where}: node {node} ({value.op.name.split('.')[-1]}): its window is larger than its padded input "
+                                       f"{given}, an output of {out} (the model's sizes disagree with each other; onnxruntime refuses it too)")  # fmt: skip
 
 
 def _importer_class():

@@ -55,6 +55,25 @@ def test_bad_model_files_are_named(tmp_path):
         load_model("lenet")
 
 
+@pytest.mark.parametrize("op, window", [("AveragePool", [2, 12]), ("MaxPool", [5, 2])])
+def test_a_window_larger_than_its_padded_input_is_refused_by_node(op, window):
+    """A pool whose window exceeds its padded input (torch.onnx sized an AveragePool after a
+    ceil-mode MaxPool by ONNX's rule, 12 columns, over the 11 PyTorch's rule gives): TVM's importer
+    gives it an output of size 0, onnxruntime refuses the model; relax_vk names the node."""
+    from onnx import TensorProto, helper
+
+    from relax_vk.core.errors import UnsupportedError
+
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=window, strides=window, name="the_pool")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 11])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, "h", "w"])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedError, match=r"node the_pool \((avg|max)_pool2d\): its window is larger than its padded input \[1, 1, 4, 11\]"):
+        from_onnx(model)
+    fits = helper.make_node(op, ["x"], ["y"], kernel_shape=[2, 11], strides=[2, 11], name="the_pool")
+    from_onnx(helper.make_model(helper.make_graph([fits], "g", graph.input, graph.output), opset_imports=[helper.make_opsetid("", 17)]))
+
+
 def test_unsupported_ops_stay_in_buffers_and_say_why():
     """A ViT's matmul/layer_norm/softmax have no packed form: they run in buffers, the plan says why."""
     mod, _ = load_model("vit_small")
