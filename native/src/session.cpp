@@ -367,10 +367,27 @@ bool Session::warm_up_across(size_t width) {
     for (size_t i = 0; i < small.global.size() && i < large.global.size() && !crosses; ++i)
         crosses = (widest(small.global[i]) < width) != (widest(large.global[i]) < width);
     if (!crosses) return false;
+    return run_zeros_at({&small, &large}, "the run-time dims' extremes");
+}
+
+bool Session::warm_up_at_smallest(int runs) {
+    if (program_.dims.empty() || !program_.states.empty() || runs < 1) return false;
+    std::vector<int64_t> lo;
+    for (const DimRange& d : program_.dims) lo.push_back(d.min);
+    RunShapes small;
+    try {
+        evaluate_shapes(program_, plan_, lo, small);
+    } catch (const Error&) {
+        return false;  // (dims whose smallest values together are no valid run: no warm-up)
+    }
+    return run_zeros_at(std::vector<const RunShapes*>(static_cast<size_t>(runs), &small), "the run-time dims' smallest values");
+}
+
+bool Session::run_zeros_at(const std::vector<const RunShapes*>& sizes, const char* what) {
     const RunShapes before = shapes_;  // (no run yet: its dims unbound, as a caller sees them after)
     bool ran = true;
     try {
-        for (const RunShapes* at : {&small, &large}) {
+        for (const RunShapes* at : sizes) {
             for (size_t i = 0; i < inputs_.size(); ++i) {
                 const int tid = program_.inputs[i];
                 inputs_[i].assign(static_cast<size_t>(at->bytes[static_cast<size_t>(tid)]), 0);
@@ -379,8 +396,8 @@ bool Session::warm_up_across(size_t width) {
             }
             run();
         }
-    } catch (const Error& e) {  // (a program refused at its extremes is refused at a user's run too, by name)
-        warnings += std::string(warnings.empty() ? "" : "\n") + "no warm-up run at the run-time dims' extremes: " + e.what();
+    } catch (const Error& e) {  // (a program refused there is refused at a user's run too, by name)
+        warnings += std::string(warnings.empty() ? "" : "\n") + "no warm-up run at " + what + ": " + e.what();
         ran = false;
     }
     clear_inputs();

@@ -92,6 +92,10 @@ public:
     // load and no run at a new size compiles. Leaves no input set, no output and no profile; a
     // program with states (a run would write them) is left alone. Returns whether it ran.
     bool warm_up_across(size_t width);
+    // `runs` runs at the dims' smallest values on zero inputs, as warm_up_across leaves things: a
+    // GPU's first runs of a session cost 2-2.7x a steady one (the H200's Vulkan: PP-OCR rec at
+    // width 32, 3.3-4.0 and 2.7-3.3 ms against 1.4), so the user's first run at any size would.
+    bool warm_up_at_smallest(int runs);
 
     std::vector<ProfileEntry> profile;
     double device_ms = std::nan("");
@@ -152,6 +156,9 @@ private:
     std::vector<int64_t> bind_dims() const;
     // Every input unset: a fixed input's buffer sized, a run-time-dims one empty (as at load)
     void clear_inputs();
+    // The warm-ups' runs: one on zero inputs at each of `sizes`, then nothing set, output or
+    // profiled, the dims unbound (a refusal becomes a warning naming `what`). Returns whether all ran.
+    bool run_zeros_at(const std::vector<const RunShapes*>& sizes, const char* what);
 };
 
 // A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:

@@ -484,6 +484,12 @@ public:
                                                  " bytes; Vulkan (WebGPU) copies rows of a multiple of 4 bytes");
         }
         reset_states();
+        // A GPU adapter's first two runs of a session are its slowest (pipelines' first uses):
+        // a program of run-time dims runs twice at their smallest values here, so that a user's
+        // first run at any size costs what a new size costs (not on a CPU adapter, whose runs are
+        // the host's own work; $RVK_VULKAN_WARM_UP=0: never, 1: on any adapter).
+        const char* warm = std::getenv("RVK_VULKAN_WARM_UP");
+        if (warm && *warm ? std::strcmp(warm, "0") != 0 : !adapter.cpu) warm_up_at_smallest(2);
     }
 
     ~VulkanSession() override { drop_ahead(); }

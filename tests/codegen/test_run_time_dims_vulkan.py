@@ -165,3 +165,21 @@ def test_buffer_copies_of_run_time_shape_copy_the_runs_words(lavapipe, rows, bou
         (out,) = session.run([x])
         np.testing.assert_array_equal(out, x)
     assert session.device_objects == objects
+
+
+def test_a_session_warms_up_at_the_smallest_sizes_and_leaves_nothing_set(lavapipe, monkeypatch):
+    """A Vulkan session of a run-time-dims program runs twice at the dims' smallest values when it
+    loads (on a GPU adapter by default; here forced on lavapipe): after it no dim is bound, no
+    output or profile is left, and every size runs right, the first included."""
+    monkeypatch.setenv("RVK_VULKAN_WARM_UP", "1")
+    rng = np.random.default_rng(4)
+    weight = rng.standard_normal((8, 4, 3, 3)).astype("float32")
+    artifact = relax_vk.build(_conv_model(weight), "vulkan").artifact()
+    session = Session(artifact, device="lavapipe", profile=True)
+    assert session.dim_values == {"W": None} or session.dim_values == {"W": -1}, session.dim_values
+    assert not session.last_profile
+    for width in (64, 3, 200):
+        x = rng.standard_normal((1, 4, 6, width)).astype("float32")
+        (out,) = session.run([x])
+        np.testing.assert_allclose(out, _conv_reference(x, weight), rtol=1e-5, atol=1e-4)
+        assert session.dim_values == {"W": width} and len(session.last_profile) == len(artifact.program["steps"])
