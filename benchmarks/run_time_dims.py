@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from backend_latency import load_artifact, store_constants  # noqa: E402
+from backend_latency import is_refilled, load_artifact, store_constants  # noqa: E402
 
 DEVICES = {"opencl": "pocl", "vulkan": "lavapipe"}
 
@@ -142,11 +142,11 @@ def measure(dynamic, fixed: dict, inputs: dict, references: dict, first: str, de
         fixed_session = load(artifact, device=device)
         (fixed_out,) = fixed_session.run([inputs[label]])
         fixed_ms = fixed_session.time([inputs[label]], repeat=repeat)["median"]
-        scale = float(np.abs(references[label]).max())
+        scale = float(np.abs(references[label]).max()) if references is not None else float("nan")
         rows.append({"size": label, "fixed_ms": fixed_ms, "fixed_device_bytes": fixed_session.device_bytes, "first_ms": first_ms, "steady_ms": dyn_ms,
                      "ratio": dyn_ms / fixed_ms, "first_over_steady": first_ms / dyn_ms,
-                     "max_err_dynamic": float(np.abs(out - references[label]).max()) / scale,
-                     "max_err_fixed": float(np.abs(fixed_out - references[label]).max()) / scale})  # fmt: skip
+                     "max_err_dynamic": float(np.abs(out - references[label]).max()) / scale if references is not None else float("nan"),
+                     "max_err_fixed": float(np.abs(fixed_out - references[label]).max()) / scale if references is not None else float("nan")})  # fmt: skip
         del fixed_session
     return {"device": session.device_name, "dynamic_device_bytes": session.device_bytes, "rows": rows}
 
@@ -162,7 +162,7 @@ def print_table(result: dict) -> None:
               f"{r['ratio']:>6.2f} {r['first_over_steady']:>12.2f} {r['max_err_dynamic']:>9.1e} {r['max_err_fixed']:>9.1e}")  # fmt: skip
 
 
-def build_bundle(outdir: str, case_list: List[Case], apis, device_name) -> None:
+def build_bundle(outdir: str, case_list: List[Case], apis, device_name, refill_over=None) -> None:
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     arrays, entries = {}, []
     with tempfile.TemporaryDirectory() as folder:
@@ -176,7 +176,7 @@ def build_bundle(outdir: str, case_list: List[Case], apis, device_name) -> None:
                 dynamic, fixed, seconds = _builds(case, path, api, device_name)
                 for label, artifact in [(None, dynamic), *fixed.items()]:
                     entries.append({"model": case.name, "api": api, "size": label, "program": artifact.program, "source": artifact.source,
-                                    "constants": store_constants(outdir, artifact)})  # fmt: skip
+                                    "constants": store_constants(outdir, artifact, refill_over=refill_over)})  # fmt: skip
                 print(f"built {case.name} for {api}: the run-time-dims artifact in {seconds:.1f} s and {len(fixed)} fixed ones", flush=True)
     np.savez(os.path.join(outdir, "io.npz"), **arrays)
     with gzip.open(os.path.join(outdir, "index.json.gz"), "wt") as f:
@@ -196,6 +196,8 @@ def run_bundle(outdir: str, device, repeat: int) -> list:
             entries = [e for e in index["entries"] if e["model"] == name and e["api"] == api]
             dynamic = load_artifact(outdir, next(e for e in entries if e["size"] is None))
             fixed = {e["size"]: load_artifact(outdir, e) for e in entries if e["size"] is not None}
+            if any(is_refilled(e) for e in entries):  # (weights refilled where they run: no reference applies)
+                references = None
             print(f"[{time.strftime('%H:%M:%S')}] {name} on {api} ...", file=sys.stderr, flush=True)
             try:
                 measured = measure(dynamic, fixed, inputs, references, case["first"], device or DEVICES[api], repeat)
@@ -217,6 +219,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--build", metavar="DIR", help="build the artifacts, inputs and references into DIR (no run)")
     parser.add_argument("--run", metavar="DIR", help="run a bundle --build made (no TVM, no onnxruntime needed)")
+    parser.add_argument("--refill-over", type=float, default=None, metavar="MIB",
+                        help="--build: weights over this size travel as seeds and are refilled where they run (speed only: no error column)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lo, hi = (int(v) for v in args.range.split(":"))
@@ -225,7 +229,8 @@ def main() -> int:
     else:
         case_list = cases(args.models, args.widths, lo, hi)
         if args.build:
-            build_bundle(args.build, case_list, args.apis or [args.api], args.device_name)
+            over = None if args.refill_over is None else int(args.refill_over * (1 << 20))
+            build_bundle(args.build, case_list, args.apis or [args.api], args.device_name, over)
             return 0
         results = []
         with tempfile.TemporaryDirectory() as folder:
