@@ -21,7 +21,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from ..core.provenance import MODEL_OPS_ATTR
+from ..core.provenance import MODEL_OPS_ATTR, model_op_names
 from ..passes.lower.half_arithmetic import HALF_MAX
 from .reference import model_outputs, random_inputs, reference_outputs
 
@@ -34,7 +34,7 @@ _SEEN: Dict[tuple, Dict[str, float]] = {}  # the last few calibrations, by model
 def _readers(mod: tvm.IRModule) -> Dict[str, set]:
     """Model op -> the model ops whose bindings read its values (in the imported ``main``)."""
     main = mod["main"]
-    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    names = model_op_names(main)
     op_of: Dict[str, str] = {}
     readers: Dict[str, set] = {}
     for block in main.body.blocks:

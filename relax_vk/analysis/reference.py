@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
-from ..core.provenance import MODEL_OPS_ATTR
+from ..core.provenance import model_op_names
 from ..legalize import LEGALIZE_MAP
 
 _IDENTITY_OPS = ("relax.to_vdevice", "relax.hint_on_device")
@@ -140,7 +140,7 @@ def model_outputs(mod) -> Dict[str, object]:
     """Model op -> the variable of its output in the imported ``main`` (the last binding its
     conversion made), in model order."""
     main = mod["main"]
-    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    names = model_op_names(main)
     out: Dict[str, object] = {}
     for block in main.body.blocks:
         for b in block.bindings:

@@ -312,9 +312,15 @@ def _main(mod: tvm.IRModule) -> Optional[relax.Function]:
     return None
 
 
+def model_op_names(func: relax.Function) -> Dict[str, str]:
+    """Variable name -> the model op that made it, as :data:`MODEL_OPS_ATTR` records it on ``func``
+    (:func:`record_model_ops`); empty where the function has no such record."""
+    return dict(func.attrs[MODEL_OPS_ATTR]) if func.attrs is not None and MODEL_OPS_ATTR in func.attrs else {}
+
+
 def initial_ops(func: relax.Function) -> Dict[relax.Var, Ops]:
     """The model ops :data:`MODEL_OPS_ATTR` records for ``func``'s bindings."""
-    names = dict(func.attrs[MODEL_OPS_ATTR]) if func.attrs is not None and MODEL_OPS_ATTR in func.attrs else {}
+    names = model_op_names(func)
     return {var: (str(names[var.name]),) for var, _ in _bindings(func) if var.name in names}
 
 

@@ -48,7 +48,7 @@ from .quantized_matmuls import fuse_quantized_matmuls
 from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.extras import require
-from ..core.provenance import MODEL_OPS_ATTR, record_model_ops
+from ..core.provenance import model_op_names, record_model_ops
 from .errors import ModelLoadError
 from .onnx_quant import rewrite_quantized
 from .raise_prebuilt_binary import RaisePrebuiltBinary
@@ -374,7 +374,7 @@ def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[i
     from tvm import relax
 
     main = mod["main"]
-    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    names = model_op_names(main)
     for block in main.body.blocks:
         for b in block.bindings:
             ty = b.var.ty
@@ -399,7 +399,7 @@ def _check_windows(mod: tvm.IRModule, where: str) -> None:
     from tvm import relax
 
     main = mod["main"]
-    names = dict(main.attrs[MODEL_OPS_ATTR]) if main.attrs is not None and MODEL_OPS_ATTR in main.attrs else {}
+    names = model_op_names(main)
     for block in main.body.blocks:
         for b in block.bindings:
             value, ty = b.value, b.var.ty

@@ -19,7 +19,7 @@ import tvm
 from tvm import relax, tirx
 
 from ...core.errors import UnsupportedError
-from ...core.provenance import MODEL_OPS_ATTR
+from ...core.provenance import model_op_names
 
 
 def _shape_vars(ty) -> Set[tirx.Var]:
@@ -35,7 +35,7 @@ def _shape_vars(ty) -> Set[tirx.Var]:
 
 def _check(func: relax.Function) -> None:
     defined: Set[tirx.Var] = set().union(*(_shape_vars(p.ty) for p in func.params)) if func.params else set()
-    made_by = dict(func.attrs[MODEL_OPS_ATTR]) if func.attrs is not None and MODEL_OPS_ATTR in func.attrs else {}
+    made_by = model_op_names(func)
     values = {}
     for block in getattr(func.body, "blocks", []):
         for b in block.bindings:
