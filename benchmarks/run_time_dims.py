@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -125,7 +125,15 @@ def _references(path: str, inputs: dict) -> dict:
     return {k: session.run(None, {"x": x})[0] for k, x in inputs.items()}
 
 
-def measure(dynamic, fixed: dict, inputs: dict, references: dict, first: str, device: str, repeat: int) -> dict:
+def _error(got: np.ndarray, reference) -> float:
+    """The largest difference from ``reference`` as a share of its largest magnitude (NaN without
+    one: weights refilled where they run)."""
+    if reference is None:
+        return float("nan")
+    return float(np.abs(got - reference).max()) / float(np.abs(reference).max())
+
+
+def measure(dynamic, fixed: dict, inputs: dict, references: Optional[dict], first: str, device: str, repeat: int) -> dict:
     """The table's rows for one model and API: ``dynamic`` and ``fixed`` (label -> artifact) on ``device``."""
     from relax_vk.runtime import load
 
@@ -142,11 +150,10 @@ def measure(dynamic, fixed: dict, inputs: dict, references: dict, first: str, de
         fixed_session = load(artifact, device=device)
         (fixed_out,) = fixed_session.run([inputs[label]])
         fixed_ms = fixed_session.time([inputs[label]], repeat=repeat)["median"]
-        scale = float(np.abs(references[label]).max()) if references is not None else float("nan")
+        reference = None if references is None else references[label]
         rows.append({"size": label, "fixed_ms": fixed_ms, "fixed_device_bytes": fixed_session.device_bytes, "first_ms": first_ms, "steady_ms": dyn_ms,
                      "ratio": dyn_ms / fixed_ms, "first_over_steady": first_ms / dyn_ms,
-                     "max_err_dynamic": float(np.abs(out - references[label]).max()) / scale if references is not None else float("nan"),
-                     "max_err_fixed": float(np.abs(fixed_out - references[label]).max()) / scale if references is not None else float("nan")})  # fmt: skip
+                     "max_err_dynamic": _error(out, reference), "max_err_fixed": _error(fixed_out, reference)})  # fmt: skip
         del fixed_session
     return {"device": session.device_name, "dynamic_device_bytes": session.device_bytes, "rows": rows}
 
@@ -196,11 +203,10 @@ def run_bundle(outdir: str, device, repeat: int) -> list:
             entries = [e for e in index["entries"] if e["model"] == name and e["api"] == api]
             dynamic = load_artifact(outdir, next(e for e in entries if e["size"] is None))
             fixed = {e["size"]: load_artifact(outdir, e) for e in entries if e["size"] is not None}
-            if any(is_refilled(e) for e in entries):  # (weights refilled where they run: no reference applies)
-                references = None
+            refilled = any(is_refilled(e) for e in entries)  # (weights refilled where they run: no reference applies)
             print(f"[{time.strftime('%H:%M:%S')}] {name} on {api} ...", file=sys.stderr, flush=True)
             try:
-                measured = measure(dynamic, fixed, inputs, references, case["first"], device or DEVICES[api], repeat)
+                measured = measure(dynamic, fixed, inputs, None if refilled else references, case["first"], device or DEVICES[api], repeat)
             except Exception as err:  # one model failing on a device is a row, not the end of the campaign
                 measured = {"device": device, "dynamic_device_bytes": 0, "rows": [], "error": f"{type(err).__name__}: {err}"}
             results.append({"model": name, "api": api, "dims": case["dims"], **measured})
