@@ -134,3 +134,41 @@ def test_a_long_sum_tvm_cannot_factor_keeps_the_register_tile():
     func = next(f for _, f in mod.functions_items() if isinstance(f, tirx.PrimFunc) and "conv" in str(f))
     scheduled = schedule_run_time_conv(func)
     assert scheduled is not None and "threadIdx.y" in scheduled.script() and "shared" not in scheduled.script()
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_is_right(target, device, request):
+    """A ResNet's later 3x3 convs: 128 channels (1,152 terms), padded, stride 1 and 2, over run-time
+    rows and columns, a bias, a residual add and ReLU fused after the first. Such maps keep the
+    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes): right at the
+    range's ends, where every row and column is a border, and between."""
+    request.getfixturevalue(device)
+    from relax_vk.schedules.run_time_conv import TX, TZ
+
+    rng = np.random.default_rng(5)
+    w1 = (rng.standard_normal((16, 128, 3, 3)) * 0.05).astype("float32")
+    w2 = (rng.standard_normal((24, 128, 3, 3)) * 0.05).astype("float32")
+    bias = rng.standard_normal((1, 16, 1, 1)).astype("float32")
+    x = relax.Var("x", relax.TensorType((1, 128, H, W), "float32"))
+    r = relax.Var("r", relax.TensorType((1, 16, H, W), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, r]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.conv2d(x, relax.const(w1), padding=1))
+            a = bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(bb.emit(relax.op.add(a, relax.const(bias))), r))))
+            b = bb.emit(relax.op.nn.conv2d(x, relax.const(w2), strides=2, padding=1))
+            out = bb.emit_output(relax.Tuple([a, b]))
+        bb.emit_func_output(out)
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (1, 20), "W": (1, 40)}), target).artifact()
+    convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
+    assert len(convs) == 2 and all(k["schedule"] == "run_time_conv" and k["local"][:2] == [TX, TZ] for k in convs), convs
+    session = Session(artifact, device=device)
+    for h, w in [(1, 1), (7, 33), (20, 40)]:
+        data = np.random.default_rng(h * w).standard_normal((1, 128, h, w)).astype("float32")
+        res = np.random.default_rng(h + w).standard_normal((1, 16, h, w)).astype("float32")
+        tx = torch.tensor(data)
+        want_a = torch.relu(torch.nn.functional.conv2d(tx, torch.tensor(w1), padding=1) + torch.tensor(bias) + torch.tensor(res)).numpy()
+        want_b = torch.nn.functional.conv2d(tx, torch.tensor(w2), stride=2, padding=1).numpy()
+        got_a, got_b = session.run([data, res])
+        np.testing.assert_allclose(got_a, want_a, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got_b, want_b, rtol=1e-4, atol=1e-4)
