@@ -56,6 +56,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 
 from .analysis import _is_reduction
@@ -82,6 +84,8 @@ CHANNEL_STEPS = (4, 2, 1)
 SPLIT_SUM = 1024
 #: outputs a workgroup (threadIdx.y) and partial sums an output (threadIdx.x) of a split sum
 SPLIT_OUTPUTS, SPLIT_LANES = 8, 32
+#: padded reads load from a clamped address and select (:func:`_clamped_reads`)
+CLAMPED_READS = True
 
 
 def _static(extent) -> bool:
@@ -234,7 +238,45 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.unroll(x_i)
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)
         unroll_constant(sch, sch.get_loops(b)[loop_depth(sch, b, tx) :])
-    return sch.mod["main"]
+    return _clamped_reads(sch.mod["main"]) if CLAMPED_READS else sch.mod["main"]
+
+
+_LOAD = type(tirx.decl_buffer((1,), "float32")[0])  # (a BufferLoad's class)
+
+
+def _clamped_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with each padded read of a store, ``if_then_else(inside, data[i], c)``, made a
+    load from the address clamped into the buffer, bound before the store, and ``select(inside,
+    value, c)``: the load runs whatever the guard says (it cannot fault), so a step's loads issue
+    together ahead of its multiply-adds instead of each behind a branch of its own. (Bound by a
+    statement: a select whose operand loads is made a branch again by TVM's RewriteUnsafeSelect,
+    and a ``let`` expression is hoisted out of its scope by TVM's common-subexpression pass.)"""
+
+    def clamped(load):
+        index = [tirx.max(tirx.min(i, e - tirx.const(1, i.ty.dtype)), tirx.const(0, i.ty.dtype)) for i, e in zip(load.indices, load.source.shape)]
+        return tirx.BufferLoad(load.source, index)
+
+    def store(node):
+        binds = []
+
+        def guard(call):
+            if getattr(call.op, "name", None) != "prim.if_then_else":
+                return call
+            inside, then, other = call.args
+            if not isinstance(then, _LOAD) or not isinstance(other, (tvm.ir.prim.expr.FloatImm, tvm.ir.prim.expr.IntImm)):
+                return call
+            value = tirx.Var("padded", then.ty.dtype)
+            binds.append(tirx.Bind(value, clamped(then)))
+            return tirx.Select(inside, value, other)
+
+        value = tvm_ffi.structural_map(node.value, [(tvm.ir.expr.Call, guard)])
+        if not binds:
+            return node
+        return tirx.SeqStmt([*binds, tirx.BufferStore(node.buffer, value, node.indices)])
+
+    return tvm_ffi.structural_map(func, [(tirx.stmt.BufferStore, store)])
+
+
 
 
 def run_time_conv_rule(func: tirx.PrimFunc, _target) -> Optional[tirx.PrimFunc]:
