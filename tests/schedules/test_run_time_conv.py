@@ -140,8 +140,9 @@ def test_a_long_sum_tvm_cannot_factor_keeps_the_register_tile():
 def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_is_right(target, device, request):
     """A ResNet's later 3x3 convs: 128 channels (1,152 terms), padded, stride 1 and 2, over run-time
     rows and columns, a bias, a residual add and ReLU fused after the first. Such maps keep the
-    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes): right at the
-    range's ends, where every row and column is a border, and between."""
+    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes), and their
+    padded reads load from clamped addresses that the padding's guard selects: right at the range's
+    ends, where every row and column is a border, and between."""
     request.getfixturevalue(device)
     from relax_vk.schedules.run_time_conv import TX, TZ
 
@@ -162,6 +163,10 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
     artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (1, 20), "W": (1, 40)}), target).artifact()
     convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
     assert len(convs) == 2 and all(k["schedule"] == "run_time_conv" and k["local"][:2] == [TX, TZ] for k in convs), convs
+    if target == "opencl":  # (padded reads: a load from a clamped address and a select, no branch a term)
+        for k in convs:
+            body = artifact.source.split(f"void {k.get('entry', k['name'])}(")[1].split("\n}\n")[0]
+            assert "select(" in body and "condval" not in body, body[:2000]
     session = Session(artifact, device=device)
     for h, w in [(1, 1), (7, 33), (20, 40)]:
         data = np.random.default_rng(h * w).standard_normal((1, 128, h, w)).astype("float32")
