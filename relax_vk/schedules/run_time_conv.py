@@ -25,10 +25,16 @@ read.
 * the sum's loop steps over :data:`CHANNEL_STEPS` input channels at a time with every kernel row
   and column unrolled (at most :data:`UNROLLED_TERMS` terms: their loads issue together), the
   tile's loops are unrolled so that every register index is a constant;
-* a padded read is a load from an address clamped into the input, selected by the padding's
-  guard (:func:`_clamped_reads`): TVM's ``if_then_else`` put every load behind a branch of its own,
-  so each term waited for its load. ResNet-18 with run-time H, W on the H200's OpenCL: 2.77-2.85 ->
-  2.56 ms at 224, 3.76-3.81 -> 3.44-3.47 at 320 (Vulkan and PP-OCRv4 rec within the noise);
+* no term of the sum is a branch (:func:`_clamped_reads`): a padded read is a load from an
+  address clamped into the input, selected by the padding's guard (TVM's ``if_then_else`` put
+  every load behind a branch of its own, so each term waited for its load), and the guard on the
+  thread's column is one branch around the sum instead of one a term (Vulkan's compiler kept
+  them all). On the H200, against the kernels with branches: PP-OCRv4 rec at width 160 / 640,
+  Vulkan 1.61 -> 0.93-0.99 / 2.51-2.52 -> 1.84-2.01 ms (0.89-1.03x the fixed builds), OpenCL
+  1.26-1.28 -> 1.09-1.15 / 1.83-1.94 -> 1.72-1.78; ResNet-18 with run-time H, W at 224 / 320,
+  Vulkan 4.41 -> 2.67 / 6.50 -> 4.13-4.16, OpenCL 2.82 -> 2.20-2.23 / 3.83 -> 3.19-3.32. (Summing
+  unguarded in the threads past the last column instead cost OpenCL 23% at 320, where maps 10-40
+  wide leave 38-69% of a row's threads past it.)
 * a sum of :data:`SPLIT_SUM` terms or more over a map with static rows or static columns is split
   over a workgroup's threads instead (:func:`_split_long_sum`): few outputs with long sums (a
   recognizer's neck over a line's width) leave too few threads otherwise. A map whose rows and
@@ -242,25 +248,41 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.unroll(x_i)
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)
         unroll_constant(sch, sch.get_loops(b)[loop_depth(sch, b, tx) :])
-    return _clamped_reads(sch.mod["main"]) if CLAMPED_READS else sch.mod["main"]
+    if not CLAMPED_READS:
+        return sch.mod["main"]
+    loops = sch.get_loops(conv)
+    depth = loop_depth(sch, conv, tx)
+    sum_loops = tuple(sch.get(lp).loop_var for lp in loops[depth:])
+    return _clamped_reads(sch.mod["main"], (sch.get(conv).name_hint, sch.get(init).name_hint), sum_loops)
 
 
 _LOAD = type(tirx.decl_buffer((1,), "float32")[0])  # (a BufferLoad's class)
 
 
-def _clamped_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
+def _is_true(e) -> bool:
+    return isinstance(e, tvm.ir.prim.expr.IntImm) and bool(e.value)
+
+
+def _clamped_reads(func: tirx.PrimFunc, unguarded: tuple = (), sum_loops: tuple = ()) -> tirx.PrimFunc:
     """``func`` with each padded read of a store, ``if_then_else(inside, data[i], c)``, made a
     load from the address clamped into the buffer, bound before the store, and ``select(inside,
     value, c)``: the load runs whatever the guard says (it cannot fault), so a step's loads issue
     together ahead of its multiply-adds instead of each behind a branch of its own. (Bound by a
     statement: a select whose operand loads is made a branch again by TVM's RewriteUnsafeSelect,
-    and a ``let`` expression is hoisted out of its scope by TVM's common-subexpression pass.)"""
+    and a ``let`` expression is hoisted out of its scope by TVM's common-subexpression pass.)
+
+    The blocks named in ``unguarded`` (the sum's initialisation and update) also lose their
+    predicate (a thread past the output's last column: every term a branch on it), every read of a
+    buffer other than a local one clamped; the update's predicate, when it names none of the
+    update's loops ``sum_loops`` (the sum's outer loop first, then those inside it), guards that
+    outer loop once instead (else nothing of this paragraph is done). The write-back keeps its
+    guard."""
 
     def clamped(load):
         index = [tirx.max(tirx.min(i, e - tirx.const(1, i.ty.dtype)), tirx.const(0, i.ty.dtype)) for i, e in zip(load.indices, load.source.shape)]
         return tirx.BufferLoad(load.source, index)
 
-    def store(node):
+    def store(node, clamp_all: bool):
         binds = []
 
         def guard(call):
@@ -270,17 +292,38 @@ def _clamped_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
             if not isinstance(then, _LOAD) or not isinstance(other, (tvm.ir.prim.expr.FloatImm, tvm.ir.prim.expr.IntImm)):
                 return call
             value = tirx.Var("padded", then.ty.dtype)
-            binds.append(tirx.Bind(value, clamped(then)))
+            binds.append(tirx.Bind(value, then if clamp_all else clamped(then)))
             return tirx.Select(inside, value, other)
 
-        value = tvm_ffi.structural_map(node.value, [(tvm.ir.expr.Call, guard)])
-        if not binds:
+        def load(node):
+            return node if node.source.scope() == "local" else clamped(node)
+
+        value = tvm_ffi.structural_map(node.value, [(tvm.ir.expr.Call, guard), *([(_LOAD, load)] if clamp_all else [])])
+        if not binds and not clamp_all:
             return node
-        return tirx.SeqStmt([*binds, tirx.BufferStore(node.buffer, value, node.indices)])
+        new = tirx.BufferStore(node.buffer, value, node.indices)
+        return tirx.SeqStmt([*binds, new]) if binds else new
 
-    return tvm_ffi.structural_map(func, [(tirx.stmt.BufferStore, store)])
+    guards = []
 
+    def realize(node):
+        if node.block.name_hint not in unguarded:
+            return node
+        if node.block.name_hint == unguarded[0]:
+            guards.append(node.predicate)
+        block = tvm_ffi.structural_map(node.block, [(tirx.stmt.BufferStore, lambda n: store(n, True))])
+        return s_tir.SBlockRealize(node.iter_values, tirx.const(True, "bool"), block)
 
+    def guarded(node):
+        if not node.loop_var.same_as(sum_loops[0]) or not guards or _is_true(guards[0]):
+            return node
+        return tirx.IfThenElse(guards[0], node, None)
+
+    if unguarded:
+        candidate = tvm_ffi.structural_map(func, [(s_tir.SBlockRealize, realize)])
+        if not any(v.same_as(o) for g in guards for v in tirx.analysis.undefined_vars(g) for o in sum_loops):
+            func = tvm_ffi.structural_map(candidate, [(tirx.stmt.For, guarded)])
+    return tvm_ffi.structural_map(func, [(tirx.stmt.BufferStore, lambda n: store(n, False))])
 
 
 def run_time_conv_rule(func: tirx.PrimFunc, _target) -> Optional[tirx.PrimFunc]:

@@ -140,9 +140,10 @@ def test_a_long_sum_tvm_cannot_factor_keeps_the_register_tile():
 def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_is_right(target, device, request):
     """A ResNet's later 3x3 convs: 128 channels (1,152 terms), padded, stride 1 and 2, over run-time
     rows and columns, a bias, a residual add and ReLU fused after the first. Such maps keep the
-    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes), and their
-    padded reads load from clamped addresses that the padding's guard selects: right at the range's
-    ends, where every row and column is a border, and between."""
+    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes), and no term
+    of their sums is a branch (padded reads load from clamped addresses that the padding's guard
+    selects; the thread's column is checked once around the sum): right at the range's ends, where
+    every row and column is a border, and between."""
     request.getfixturevalue(device)
     from relax_vk.schedules.run_time_conv import TX, TZ
 
@@ -167,6 +168,7 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
         for k in convs:
             body = artifact.source.split(f"void {k.get('entry', k['name'])}(")[1].split("\n}\n")[0]
             assert "select(" in body and "condval" not in body, body[:2000]
+            assert body.count("if (") == 2, body[:2000]  # (the thread's column: once around the sum, once at the write-back)
     session = Session(artifact, device=device)
     for h, w in [(1, 1), (7, 33), (20, 40)]:
         data = np.random.default_rng(h * w).standard_normal((1, 128, h, w)).astype("float32")
