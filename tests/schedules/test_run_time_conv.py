@@ -179,3 +179,21 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
         got_a, got_b = session.run([data, res])
         np.testing.assert_allclose(got_a, want_a, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(got_b, want_b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_column_guard_inside_the_sum_stays_a_guard_a_term_and_is_right(pocl, monkeypatch):
+    """Two columns a thread (``PX = 2``): the guard on a thread's columns names the tile's inner
+    column loop, so it cannot wrap the sum once; the sum keeps it a term (its padded reads still
+    load from clamped addresses), and the numbers stay right at widths that end inside a tile."""
+    import relax_vk.schedules.run_time_conv as rule
+
+    monkeypatch.setattr(rule, "PX", 2)
+    artifact = relax_vk.build(_module(), "opencl").artifact()
+    convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
+    assert [k.get("schedule") for k in convs] == ["run_time_conv"] * len(CONVS)
+    first = artifact.source.split(f"void {convs[0].get('entry', convs[0]['name'])}(")[1].split("\n}\n")[0]
+    assert first.count("if (") > 2 * 9 and "condval" not in first  # (a guard a term; padded reads select)
+    session = Session(artifact, device=pocl)
+    for h, w in [(4, 5), (9, 37), (24, 69)]:
+        x = np.random.default_rng(h + w).standard_normal((1, 8, h, w)).astype("float32")
+        np.testing.assert_allclose(session.run([x])[0], _reference(x), rtol=1e-4, atol=1e-4)
