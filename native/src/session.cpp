@@ -348,20 +348,21 @@ void Session::clear_inputs() {
     }
 }
 
+bool Session::shapes_at_extreme(bool largest, RunShapes& out) const {
+    std::vector<int64_t> values;
+    for (const DimRange& d : program_.dims) values.push_back(largest ? d.max : d.min);
+    try {
+        evaluate_shapes(program_, plan_, values, out);
+    } catch (const Error&) {
+        return false;  // (dims whose extremes together are no valid run: no warm-up there)
+    }
+    return true;
+}
+
 bool Session::warm_up_across(size_t width) {
     if (program_.dims.empty() || !program_.states.empty()) return false;
-    std::vector<int64_t> lo, hi;
-    for (const DimRange& d : program_.dims) {
-        lo.push_back(d.min);
-        hi.push_back(d.max);
-    }
     RunShapes small, large;
-    try {
-        evaluate_shapes(program_, plan_, lo, small);
-        evaluate_shapes(program_, plan_, hi, large);
-    } catch (const Error&) {
-        return false;  // (dims whose extremes together are no valid run: no warm-up)
-    }
+    if (!shapes_at_extreme(false, small) || !shapes_at_extreme(true, large)) return false;
     auto widest = [](const std::array<size_t, 3>& g) { return std::max(g[0], std::max(g[1], g[2])); };
     bool crosses = false;
     for (size_t i = 0; i < small.global.size() && i < large.global.size() && !crosses; ++i)
@@ -372,14 +373,8 @@ bool Session::warm_up_across(size_t width) {
 
 bool Session::warm_up_at_smallest(int runs) {
     if (program_.dims.empty() || !program_.states.empty() || runs < 1) return false;
-    std::vector<int64_t> lo;
-    for (const DimRange& d : program_.dims) lo.push_back(d.min);
     RunShapes small;
-    try {
-        evaluate_shapes(program_, plan_, lo, small);
-    } catch (const Error&) {
-        return false;  // (dims whose smallest values together are no valid run: no warm-up)
-    }
+    if (!shapes_at_extreme(false, small)) return false;
     return run_zeros_at(std::vector<const RunShapes*>(static_cast<size_t>(runs), &small), "the run-time dims' smallest values");
 }
 

@@ -159,6 +159,9 @@ private:
     // The warm-ups' runs: one on zero inputs at each of `sizes`, then nothing set, output or
     // profiled, the dims unbound (a refusal becomes a warning naming `what`). Returns whether all ran.
     bool run_zeros_at(const std::vector<const RunShapes*>& sizes, const char* what);
+    // The shapes of a run with every dim at its smallest (`largest`: largest) value into `out`;
+    // false when those values together are no valid run (the warm-ups then skip it).
+    bool shapes_at_extreme(bool largest, RunShapes& out) const;
 };
 
 // A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:
