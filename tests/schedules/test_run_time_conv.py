@@ -136,6 +136,11 @@ def test_a_long_sum_tvm_cannot_factor_keeps_the_register_tile():
     assert scheduled is not None and "threadIdx.y" in scheduled.script() and "shared" not in scheduled.script()
 
 
+def _opencl_function(artifact, kernel: dict) -> str:
+    """The OpenCL C of ``kernel``'s function in ``artifact`` (its ``entry``, else its name)."""
+    return artifact.source.split(f"void {kernel.get('entry', kernel['name'])}(")[1].split("\n}\n")[0]
+
+
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_is_right(target, device, request):
     """A ResNet's later 3x3 convs: 128 channels (1,152 terms), padded, stride 1 and 2, over run-time
@@ -166,7 +171,7 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
     assert len(convs) == 2 and all(k["schedule"] == "run_time_conv" and k["local"][:2] == [TX, TZ] for k in convs), convs
     if target == "opencl":  # (padded reads: a load from a clamped address and a select, no branch a term)
         for k in convs:
-            body = artifact.source.split(f"void {k.get('entry', k['name'])}(")[1].split("\n}\n")[0]
+            body = _opencl_function(artifact, k)
             assert "select(" in body and "condval" not in body, body[:2000]
             assert body.count("if (") == 2, body[:2000]  # (the thread's column: once around the sum, once at the write-back)
     session = Session(artifact, device=device)
@@ -191,7 +196,7 @@ def test_a_column_guard_inside_the_sum_stays_a_guard_a_term_and_is_right(pocl, m
     artifact = relax_vk.build(_module(), "opencl").artifact()
     convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
     assert [k.get("schedule") for k in convs] == ["run_time_conv"] * len(CONVS)
-    first = artifact.source.split(f"void {convs[0].get('entry', convs[0]['name'])}(")[1].split("\n}\n")[0]
+    first = _opencl_function(artifact, convs[0])
     assert first.count("if (") > 2 * 9 and "condval" not in first  # (a guard a term; padded reads select)
     session = Session(artifact, device=pocl)
     for h, w in [(4, 5), (9, 37), (24, 69)]:
