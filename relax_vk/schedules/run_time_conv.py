@@ -25,16 +25,15 @@ read.
 * the sum's loop steps over :data:`CHANNEL_STEPS` input channels at a time with every kernel row
   and column unrolled (at most :data:`UNROLLED_TERMS` terms: their loads issue together), the
   tile's loops are unrolled so that every register index is a constant;
-* no term of the sum is a branch (:func:`_clamped_reads`): a padded read is a load from an
-  address clamped into the input, selected by the padding's guard (TVM's ``if_then_else`` put
-  every load behind a branch of its own, so each term waited for its load), and the guard on the
-  thread's column is one branch around the sum instead of one a term (Vulkan's compiler kept
-  them all). On the H200, against the kernels with branches: PP-OCRv4 rec at width 160 / 640,
-  Vulkan 1.61 -> 0.93-0.99 / 2.51-2.52 -> 1.84-2.01 ms (0.89-1.03x the fixed builds), OpenCL
-  1.26-1.28 -> 1.09-1.15 / 1.83-1.94 -> 1.72-1.78; ResNet-18 with run-time H, W at 224 / 320,
-  Vulkan 4.41 -> 2.67 / 6.50 -> 4.13-4.16, OpenCL 2.82 -> 2.20-2.23 / 3.83 -> 3.19-3.32. (Summing
-  unguarded in the threads past the last column instead cost OpenCL 23% at 320, where maps 10-40
-  wide leave 38-69% of a row's threads past it.)
+* the guard on the thread's column is one branch around the sum (:func:`_guarded_once`), not a
+  predicate of the sum's update block, which put a branch around every unrolled term (NVIDIA's
+  OpenCL compiler merged them, its Vulkan compiler did not). Measured on the H200 with padded reads
+  made loads from clamped addresses as well (2026-11-30, RESULTS.md): PP-OCRv4 rec at width 160 /
+  640 on Vulkan 1.61 -> 0.93-0.99 / 2.51-2.52 -> 1.84-2.01 ms, ResNet-18 with run-time H, W at 224
+  / 320 4.41 -> 2.67 / 6.50 -> 4.13-4.16; the clamped reads alone changed Vulkan by nothing and
+  OpenCL's ResNet-18 by 8-10%. The clamped reads are gone: a padded read is TVM's branch again, as
+  TVM's simplifier, reading a select's condition, dropped the clamp (``max(y - 1, 0)`` became ``y -
+  1``) and the load read before its buffer (PP-OCR cls with a run-time batch crashed pocl);
 * a sum of :data:`SPLIT_SUM` terms or more over a map with static rows or static columns is split
   over a workgroup's threads instead (:func:`_split_long_sum`): few outputs with long sums (a
   recognizer's neck over a line's width) leave too few threads otherwise. A map whose rows and
@@ -94,8 +93,6 @@ CHANNEL_STEPS = (4, 2, 1)
 SPLIT_SUM = 1024
 #: outputs a workgroup (threadIdx.y) and partial sums an output (threadIdx.x) of a split sum
 SPLIT_OUTPUTS, SPLIT_LANES = 8, 32
-#: padded reads load from a clamped address and select (:func:`_clamped_reads`)
-CLAMPED_READS = True
 
 
 def _static(extent) -> bool:
@@ -248,82 +245,36 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     sch.unroll(x_i)
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)
         unroll_constant(sch, sch.get_loops(b)[loop_depth(sch, b, tx) :])
-    if not CLAMPED_READS:
-        return sch.mod["main"]
     loops = sch.get_loops(conv)
-    depth = loop_depth(sch, conv, tx)
-    sum_loops = tuple(sch.get(lp).loop_var for lp in loops[depth:])
-    return _clamped_reads(sch.mod["main"], (sch.get(conv).name_hint, sch.get(init).name_hint), sum_loops)
+    sum_loops = tuple(sch.get(lp).loop_var for lp in loops[loop_depth(sch, conv, tx) :])
+    return _guarded_once(sch.mod["main"], sch.get(conv).name_hint, sum_loops)
 
 
-_LOAD = type(tirx.decl_buffer((1,), "float32")[0])  # (a BufferLoad's class)
-
-
-def _is_true(e) -> bool:
-    return isinstance(e, tvm.ir.prim.expr.IntImm) and bool(e.value)
-
-
-def _clamped_reads(func: tirx.PrimFunc, unguarded: tuple = (), sum_loops: tuple = ()) -> tirx.PrimFunc:
-    """``func`` with each padded read of a store, ``if_then_else(inside, data[i], c)``, made a
-    load from the address clamped into the buffer, bound before the store, and ``select(inside,
-    value, c)``: the load runs whatever the guard says (it cannot fault), so a step's loads issue
-    together ahead of its multiply-adds instead of each behind a branch of its own. (Bound by a
-    statement: a select whose operand loads is made a branch again by TVM's RewriteUnsafeSelect,
-    and a ``let`` expression is hoisted out of its scope by TVM's common-subexpression pass.)
-
-    The blocks named in ``unguarded`` (the sum's initialisation and update) also lose their
-    predicate (a thread past the output's last column: every term a branch on it), every read of a
-    buffer other than a local one clamped; the update's predicate, when it names none of the
-    update's loops ``sum_loops`` (the sum's outer loop first, then those inside it), guards that
-    outer loop once instead (else nothing of this paragraph is done). The write-back keeps its
-    guard."""
-
-    def clamped(load):
-        index = [tirx.max(tirx.min(i, e - tirx.const(1, i.ty.dtype)), tirx.const(0, i.ty.dtype)) for i, e in zip(load.indices, load.source.shape)]
-        return tirx.BufferLoad(load.source, index)
-
-    def store(node, clamp_all: bool):
-        binds = []
-
-        def guard(call):
-            if getattr(call.op, "name", None) != "prim.if_then_else":
-                return call
-            inside, then, other = call.args
-            if not isinstance(then, _LOAD) or not isinstance(other, (tvm.ir.prim.expr.FloatImm, tvm.ir.prim.expr.IntImm)):
-                return call
-            value = tirx.Var("padded", then.ty.dtype)
-            binds.append(tirx.Bind(value, then if clamp_all else clamped(then)))
-            return tirx.Select(inside, value, other)
-
-        def load(node):
-            return node if node.source.scope() == "local" else clamped(node)
-
-        value = tvm_ffi.structural_map(node.value, [(tvm.ir.expr.Call, guard), *([(_LOAD, load)] if clamp_all else [])])
-        if not binds and not clamp_all:
-            return node
-        new = tirx.BufferStore(node.buffer, value, node.indices)
-        return tirx.SeqStmt([*binds, new]) if binds else new
-
+def _guarded_once(func: tirx.PrimFunc, update: str, sum_loops: tuple) -> tirx.PrimFunc:
+    """``func`` with the predicate of the sum's update block ``update`` (a thread past the output's
+    last column: every unrolled term a branch on it) moved to one ``if`` around the sum's outer
+    loop ``sum_loops[0]``, the same condition for the same threads; ``func`` itself when the
+    predicate names a loop of the sum (``sum_loops``: the outer loop, then those inside it)."""
     guards = []
 
-    def realize(node):
-        if node.block.name_hint not in unguarded:
-            return node
-        if node.block.name_hint == unguarded[0]:
+    def collect(node):
+        if node.block.name_hint == update:
             guards.append(node.predicate)
-        block = tvm_ffi.structural_map(node.block, [(tirx.stmt.BufferStore, lambda n: store(n, True))])
-        return s_tir.SBlockRealize(node.iter_values, tirx.const(True, "bool"), block)
+        return node
+
+    tvm_ffi.structural_map(func, [(s_tir.SBlockRealize, collect)])
+    if len(guards) != 1 or isinstance(guards[0], tvm.ir.prim.expr.IntImm):
+        return func
+    if any(v.same_as(o) for v in tirx.analysis.undefined_vars(guards[0]) for o in sum_loops):
+        return func
+
+    def unpredicated(node):
+        return s_tir.SBlockRealize(node.iter_values, tirx.const(True, "bool"), node.block) if node.block.name_hint == update else node
 
     def guarded(node):
-        if not node.loop_var.same_as(sum_loops[0]) or not guards or _is_true(guards[0]):
-            return node
-        return tirx.IfThenElse(guards[0], node, None)
+        return tirx.IfThenElse(guards[0], node, None) if node.loop_var.same_as(sum_loops[0]) else node
 
-    if unguarded:
-        candidate = tvm_ffi.structural_map(func, [(s_tir.SBlockRealize, realize)])
-        if not any(v.same_as(o) for g in guards for v in tirx.analysis.undefined_vars(g) for o in sum_loops):
-            func = tvm_ffi.structural_map(candidate, [(tirx.stmt.For, guarded)])
-    return tvm_ffi.structural_map(func, [(tirx.stmt.BufferStore, lambda n: store(n, False))])
+    return tvm_ffi.structural_map(func, [(s_tir.SBlockRealize, unpredicated), (tirx.stmt.For, guarded)])
 
 
 def run_time_conv_rule(func: tirx.PrimFunc, _target) -> Optional[tirx.PrimFunc]:

@@ -2,6 +2,8 @@
 form (3x3 with padding, stride 2, depthwise, 1x1 with a residual add), right against PyTorch at the
 range's ends and between on pocl and lavapipe from one artifact; static convs keep their rules."""
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -145,10 +147,9 @@ def _opencl_function(artifact, kernel: dict) -> str:
 def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_is_right(target, device, request):
     """A ResNet's later 3x3 convs: 128 channels (1,152 terms), padded, stride 1 and 2, over run-time
     rows and columns, a bias, a residual add and ReLU fused after the first. Such maps keep the
-    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes), and no term
-    of their sums is a branch (padded reads load from clamped addresses that the padding's guard
-    selects; the thread's column is checked once around the sum): right at the range's ends, where
-    every row and column is a border, and between."""
+    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes), and the
+    thread's column is checked once around the sum, not at every term: right at the range's ends,
+    where every row and column is a border, and between."""
     request.getfixturevalue(device)
     from relax_vk.schedules.run_time_conv import TX, TZ
 
@@ -169,11 +170,15 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
     artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (1, 20), "W": (1, 40)}), target).artifact()
     convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
     assert len(convs) == 2 and all(k["schedule"] == "run_time_conv" and k["local"][:2] == [TX, TZ] for k in convs), convs
-    if target == "opencl":  # (padded reads: a load from a clamped address and a select, no branch a term)
+    if target == "opencl":  # (the thread's column checked around the sum; besides, at most at the zeroing and the write-back, not a term each)
         for k in convs:
             body = _opencl_function(artifact, k)
-            assert "select(" in body and "condval" not in body, body[:2000]
-            assert body.count("if (") == 2, body[:2000]  # (the thread's column: once around the sum, once at the write-back)
+            guard = re.search(r"\n  if \((\w+ <=? \w+)\) \{\n    for \(int rc_0", body)
+            assert guard is not None and body.count(f"if ({guard.group(1)})") <= 3, body[:2000]
+            # (a padded read stays behind its own guard: as a select of a clamped load, TVM's
+            # simplifier dropped the clamp under the select's condition and the load read before
+            # the buffer, a crash on pocl at some runs)
+            assert "condval" in body, body[:2000]
     session = Session(artifact, device=device)
     for h, w in [(1, 1), (7, 33), (20, 40)]:
         data = np.random.default_rng(h * w).standard_normal((1, 128, h, w)).astype("float32")
@@ -188,8 +193,8 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
 
 def test_a_column_guard_inside_the_sum_stays_a_guard_a_term_and_is_right(pocl, monkeypatch):
     """Two columns a thread (``PX = 2``): the guard on a thread's columns names the tile's inner
-    column loop, so it cannot wrap the sum once; the sum keeps it a term (its padded reads still
-    load from clamped addresses), and the numbers stay right at widths that end inside a tile."""
+    column loop, so it cannot wrap the sum once; the sum keeps it a term, and the numbers stay
+    right at widths that end inside a tile."""
     import relax_vk.schedules.run_time_conv as rule
 
     monkeypatch.setattr(rule, "PX", 2)
@@ -197,7 +202,8 @@ def test_a_column_guard_inside_the_sum_stays_a_guard_a_term_and_is_right(pocl, m
     convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
     assert [k.get("schedule") for k in convs] == ["run_time_conv"] * len(CONVS)
     first = _opencl_function(artifact, convs[0])
-    assert first.count("if (") > 2 * 9 and "condval" not in first  # (a guard a term; padded reads select)
+    assert not re.search(r"\n  if \(\w+ <=? \w+\) \{\n    for \(int rc_0", first), first[:2000]  # (no guard around the sum)
+    assert first.count("if (") > 2 * 9, first[:2000]  # (a guard a term)
     session = Session(artifact, device=pocl)
     for h, w in [(4, 5), (9, 37), (24, 69)]:
         x = np.random.default_rng(h + w).standard_normal((1, 8, h, w)).astype("float32")
