@@ -14,7 +14,12 @@ artifact's device bytes (held once, at the bound). The models (:data:`MODELS`):
 * ``resnet18``: the zoo's ResNet-18, exported the same way, ``x=1,3,H,W`` with ``H, W`` in 64..320,
   measured at 224 and 320.
 
-    python benchmarks/run_time_dims.py [--models ppocr_rec crnn] [--widths 160 640] [--range 32:1280] [--api opencl|vulkan] [--device pocl] [--repeat 5] [--json]
+    python benchmarks/run_time_dims.py [--models ppocr_rec crnn] [--widths 160 640] [--range 32:1280] [--api opencl|vulkan] [--device pocl] [--repeat 5] [--specialize] [--json]
+
+``--specialize``: the run-time-dims model is also built carrying a shape variant at each measured
+size (:mod:`relax_vk.codegen.shape_variants`), and measured beside the others: its first and steady
+run at each size (the variant's program), its run at the first size (no variant there: the generic
+program) and its device bytes.
 
 On a machine without TVM (the GPU machine), in two steps: ``--build DIR`` here (the artifacts, with
 ``--device-name`` the fixed builds use that device's tuning database; the inputs and onnxruntime's
@@ -105,17 +110,34 @@ def _inputs(case: Case) -> dict:
     return {Case.label(s): rng.standard_normal(case.input_shape(s)).astype("float32") for s in [case.first, *case.sizes]}
 
 
-def _builds(case: Case, path: str, api: str, device_name=None):
-    """``(run-time-dims artifact, {label: fixed artifact}, build seconds of the first)``."""
+def _builds(case: Case, path: str, api: str, device_name=None, specialize: bool = False):
+    """``(run-time-dims artifact, {label: fixed artifact}, build seconds of the first, {label: shape
+    variant})``: with ``specialize``, the run-time-dims build also fixed to each measured size
+    (``relax_vk.build(..., specialize=...)``), each variant's artifact on its own (the bundle carries
+    it so; :func:`with_variants_of` puts them back together)."""
     import relax_vk
     from relax_vk.frontends.onnx import from_onnx
 
     make = relax_vk.target.vulkan if api == "vulkan" else relax_vk.target.opencl
     start = time.perf_counter()
-    dynamic = relax_vk.build(from_onnx(path, {"x": case.shape}, dims=case.dims), make(device_name=device_name)).artifact()
+    mod = from_onnx(path, {"x": case.shape}, dims=case.dims)
+    dynamic = relax_vk.build(mod, make(device_name=device_name)).artifact()
     seconds = time.perf_counter() - start
     fixed = {Case.label(s): relax_vk.build(from_onnx(path, {"x": case.input_shape(s)}), make(device_name=device_name)).artifact() for s in case.sizes}
-    return dynamic, fixed, seconds
+    variants = {}
+    if specialize:
+        from relax_vk.codegen.shape_variants import specialize as fixed_to
+
+        variants = {Case.label(s): relax_vk.build(fixed_to(mod, s), make(device_name=device_name)).artifact() for s in case.sizes}
+    return dynamic, fixed, seconds, variants
+
+
+def with_variants_of(dynamic, variants: dict, sizes: Dict[str, Dict[str, int]]):
+    """The artifact ``relax_vk.build(..., specialize=...)`` writes, from its parts: ``dynamic`` carrying
+    ``variants`` (label -> artifact), ``sizes`` (label -> dims) naming each one's dims."""
+    from relax_vk.serialization.artifact import with_variants
+
+    return with_variants(dynamic, [(sizes[label], artifact) for label, artifact in variants.items()])
 
 
 def _references(path: str, inputs: dict) -> dict:
@@ -133,8 +155,40 @@ def _error(got: np.ndarray, reference) -> float:
     return float(np.abs(got - reference).max()) / float(np.abs(reference).max())
 
 
-def measure(dynamic, fixed: dict, inputs: dict, references: Optional[dict], first: str, device: str, repeat: int) -> dict:
-    """The table's rows for one model and API: ``dynamic`` and ``fixed`` (label -> artifact) on ``device``."""
+def measure(dynamic, fixed: dict, inputs: dict, references: Optional[dict], first: str, device: str, repeat: int, specialized=None) -> dict:
+    """The table's rows for one model and API: ``dynamic`` and ``fixed`` (label -> artifact) on
+    ``device``; with ``specialized`` (``dynamic`` carrying a shape variant at each measured size),
+    that artifact too, in the same rows (``variant_*``)."""
+    from relax_vk.runtime import load
+
+    rows = _measure_sessions(dynamic, fixed, inputs, references, first, device, repeat)
+    if specialized is None:
+        return rows
+    carrying = load(specialized, device=device)
+    carrying.run([inputs[first]])  # (a run of the generic program first, as for `dynamic`)
+    for row in rows["rows"]:
+        x = inputs[row["size"]]
+        start = time.perf_counter()
+        (out,) = carrying.run([x])
+        first_ms = (time.perf_counter() - start) * 1e3
+        if carrying.variant is None:
+            raise RuntimeError(f"the run at {row['size']} did not run its shape variant")
+        steady = carrying.time([x], repeat=repeat)["median"]
+        reference = None if references is None else references[row["size"]]
+        row.update({"variant_first_ms": first_ms, "variant_steady_ms": steady, "variant_ratio": steady / row["fixed_ms"],
+                    "max_err_variant": _error(out, reference)})  # fmt: skip
+    other = carrying.time([inputs[first]], repeat=repeat)["median"]  # (a size no variant has: the generic program)
+    rows.update({"variant_device_bytes": carrying.device_bytes, "variant_generic_ms": other, "generic_ms_at_first": _steady(dynamic, inputs[first], device, repeat)})
+    return rows
+
+
+def _steady(artifact, x, device: str, repeat: int) -> float:
+    from relax_vk.runtime import load
+
+    return load(artifact, device=device).time([x], repeat=repeat)["median"]
+
+
+def _measure_sessions(dynamic, fixed: dict, inputs: dict, references: Optional[dict], first: str, device: str, repeat: int) -> dict:
     from relax_vk.runtime import load
 
     session = load(dynamic, device=device)
@@ -167,9 +221,15 @@ def print_table(result: dict) -> None:
     for r in result["rows"]:
         print(f"{r['size']:>14} {r['fixed_ms']:>9.2f} {r['fixed_device_bytes'] / 2**20:>9.2f} {r['first_ms']:>9.2f} {r['steady_ms']:>9.2f} "
               f"{r['ratio']:>6.2f} {r['first_over_steady']:>12.2f} {r['max_err_dynamic']:>9.1e} {r['max_err_fixed']:>9.1e}")  # fmt: skip
+    if "variant_device_bytes" in result:
+        print(f"  with a shape variant at each size: {result['variant_device_bytes'] / 2**20:.2f} MiB on the device; at {result['first']} "
+              f"(no variant) {result['variant_generic_ms']:.2f} ms against {result['generic_ms_at_first']:.2f} without variants")  # fmt: skip
+        print(f"{'size':>14} {'first ms':>9} {'steady ms':>9} {'/fixed':>6} {'err':>9}")
+        for r in result["rows"]:
+            print(f"{r['size']:>14} {r['variant_first_ms']:>9.2f} {r['variant_steady_ms']:>9.2f} {r['variant_ratio']:>6.2f} {r['max_err_variant']:>9.1e}")
 
 
-def build_bundle(outdir: str, case_list: List[Case], apis, device_name, refill_over=None) -> None:
+def build_bundle(outdir: str, case_list: List[Case], apis, device_name, refill_over=None, specialize: bool = False) -> None:
     os.makedirs(os.path.join(outdir, "blobs"), exist_ok=True)
     arrays, entries = {}, []
     with tempfile.TemporaryDirectory() as folder:
@@ -180,14 +240,15 @@ def build_bundle(outdir: str, case_list: List[Case], apis, device_name, refill_o
             arrays.update({f"{case.name}|x|{k}": x for k, x in inputs.items()})
             arrays.update({f"{case.name}|y|{k}": y for k, y in references.items()})
             for api in apis:
-                dynamic, fixed, seconds = _builds(case, path, api, device_name)
-                for label, artifact in [(None, dynamic), *fixed.items()]:
-                    entries.append({"model": case.name, "api": api, "size": label, "program": artifact.program, "source": artifact.source,
+                dynamic, fixed, seconds, variants = _builds(case, path, api, device_name, specialize)
+                for label, artifact, variant in [(None, dynamic, False), *((k, a, False) for k, a in fixed.items()), *((k, a, True) for k, a in variants.items())]:
+                    entries.append({"model": case.name, "api": api, "size": label, "variant": variant, "program": artifact.program, "source": artifact.source,
                                     "constants": store_constants(outdir, artifact, refill_over=refill_over)})  # fmt: skip
                 print(f"built {case.name} for {api}: the run-time-dims artifact in {seconds:.1f} s and {len(fixed)} fixed ones", flush=True)
     np.savez(os.path.join(outdir, "io.npz"), **arrays)
     with gzip.open(os.path.join(outdir, "index.json.gz"), "wt") as f:
-        json.dump({"cases": [{"name": c.name, "dims": c.dims, "first": Case.label(c.first)} for c in case_list], "entries": entries}, f)
+        json.dump({"cases": [{"name": c.name, "dims": c.dims, "first": Case.label(c.first), "sizes": {Case.label(s): s for s in c.sizes}}
+                             for c in case_list], "entries": entries}, f)  # fmt: skip
 
 
 def run_bundle(outdir: str, device, repeat: int) -> list:
@@ -202,14 +263,16 @@ def run_bundle(outdir: str, device, repeat: int) -> list:
         for api in dict.fromkeys(e["api"] for e in index["entries"] if e["model"] == name):
             entries = [e for e in index["entries"] if e["model"] == name and e["api"] == api]
             dynamic = load_artifact(outdir, next(e for e in entries if e["size"] is None))
-            fixed = {e["size"]: load_artifact(outdir, e) for e in entries if e["size"] is not None}
+            fixed = {e["size"]: load_artifact(outdir, e) for e in entries if e["size"] is not None and not e.get("variant")}
+            variants = {e["size"]: load_artifact(outdir, e) for e in entries if e.get("variant")}
+            specialized = with_variants_of(dynamic, variants, case["sizes"]) if variants else None
             refilled = any(is_refilled(e) for e in entries)  # (weights refilled where they run: no reference applies)
             print(f"[{time.strftime('%H:%M:%S')}] {name} on {api} ...", file=sys.stderr, flush=True)
             try:
-                measured = measure(dynamic, fixed, inputs, None if refilled else references, case["first"], device or DEVICES[api], repeat)
+                measured = measure(dynamic, fixed, inputs, None if refilled else references, case["first"], device or DEVICES[api], repeat, specialized)
             except Exception as err:  # one model failing on a device is a row, not the end of the campaign
                 measured = {"device": device, "dynamic_device_bytes": 0, "rows": [], "error": f"{type(err).__name__}: {err}"}
-            results.append({"model": name, "api": api, "dims": case["dims"], **measured})
+            results.append({"model": name, "api": api, "dims": case["dims"], "first": case["first"], **measured})
     return results
 
 
@@ -227,6 +290,8 @@ def main() -> int:
     parser.add_argument("--run", metavar="DIR", help="run a bundle --build made (no TVM, no onnxruntime needed)")
     parser.add_argument("--refill-over", type=float, default=None, metavar="MIB",
                         help="--build: weights over this size travel as seeds and are refilled where they run (speed only: no error column)")
+    parser.add_argument("--specialize", action="store_true",
+                        help="also measure the run-time-dims artifact carrying a shape variant at each measured size (--specialize)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lo, hi = (int(v) for v in args.range.split(":"))
@@ -236,16 +301,18 @@ def main() -> int:
         case_list = cases(args.models, args.widths, lo, hi)
         if args.build:
             over = None if args.refill_over is None else int(args.refill_over * (1 << 20))
-            build_bundle(args.build, case_list, args.apis or [args.api], args.device_name, over)
+            build_bundle(args.build, case_list, args.apis or [args.api], args.device_name, over, args.specialize)
             return 0
         results = []
         with tempfile.TemporaryDirectory() as folder:
             for case in case_list:
                 path = onnx_path(case, folder)
                 inputs = _inputs(case)
-                dynamic, fixed, seconds = _builds(case, path, args.api)
-                measured = measure(dynamic, fixed, inputs, _references(path, inputs), Case.label(case.first), args.device or DEVICES[args.api], args.repeat)
-                results.append({"model": case.name, "api": args.api, "dims": case.dims, "build_s": seconds, **measured})
+                dynamic, fixed, seconds, variants = _builds(case, path, args.api, specialize=args.specialize)
+                specialized = with_variants_of(dynamic, variants, {Case.label(s): s for s in case.sizes}) if variants else None
+                measured = measure(dynamic, fixed, inputs, _references(path, inputs), Case.label(case.first), args.device or DEVICES[args.api], args.repeat,
+                                   specialized)  # fmt: skip
+                results.append({"model": case.name, "api": args.api, "dims": case.dims, "first": Case.label(case.first), "build_s": seconds, **measured})
     if args.json:
         print(json.dumps(results, indent=1))
     else:

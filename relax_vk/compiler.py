@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -70,6 +70,8 @@ class CompiledModule:
     memory_decision: Optional[object] = None  # which rule chose textures or buffers (choose_memory_kind)
     texel_dtype: str = "float32"  # what texture texels are stored as (ScopeOptions.precision)
     vm_module: Optional[tvm.IRModule] = None  # the Relax module the VM runs (relax_vk.tools.vm_memory reads it)
+    # shape variants (relax_vk.codegen.shape_variants): ({dim: value}, the build fixed to them) each
+    variants: List[Tuple[Dict[str, int], "CompiledModule"]] = field(default_factory=list)
     _executable: Optional[relax.VMExecutable] = field(default=None, repr=False)
 
     @property
@@ -103,7 +105,17 @@ class CompiledModule:
     def artifact(self, reuse: bool = True):
         """The portable program (:class:`relax_vk.serialization.artifact.Artifact`) of this module;
         :class:`~relax_vk.core.errors.LimitError` when it cannot fit the target's device limits.
-        ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`)."""
+        ``reuse``: intermediates share allocations where their lifetimes allow (:mod:`relax_vk.storage`).
+        A build with shape variants carries each one's artifact inside it
+        (:func:`relax_vk.serialization.artifact.with_variants`)."""
+        generic = self._artifact(reuse)
+        if not self.variants:
+            return generic
+        from .serialization.artifact import with_variants
+
+        return with_variants(generic, [(dims, variant.artifact(reuse)) for dims, variant in self.variants])
+
+    def _artifact(self, reuse: bool):
         from .codegen.export import export_program, kernel_params
         from .codegen.shared_kernels import same_kernels
 
@@ -158,6 +170,7 @@ def build(
     options: Optional[ScopeOptions] = None,
     model: Optional[Dict[str, str]] = None,
     calibration: "Optional[Sequence[np.ndarray]] | bool" = True,
+    specialize: Sequence[Mapping[str, int]] = (),
 ) -> CompiledModule:
     """Scope, lower and compile ``mod`` for an OpenCL or Vulkan target (see :class:`CompiledModule`
     and, for Vulkan, the module docstring). ``model`` records where the module came from (e.g.
@@ -167,7 +180,19 @@ def build(
     (:mod:`relax_vk.passes.lower.half_arithmetic`), but for ``options.fp32_ops`` and, when
     ``calibration`` is not False, the ops whose values overflow float16 on a CPU reference run of
     ``calibration`` (input arrays; True: seeded inputs) and their readers
-    (:func:`relax_vk.analysis.fp16_range.overflowing_ops`)."""
+    (:func:`relax_vk.analysis.fp16_range.overflowing_ops`).
+
+    ``specialize``: for a model with run-time dims, sizes (``{dim: value}``, every dim given) to build
+    fixed as well; the artifact carries those builds and a session runs one where a run's dims equal
+    its sizes, the generic program elsewhere (:mod:`relax_vk.codegen.shape_variants`)."""
+    if specialize:
+        from .codegen.shape_variants import check_values, input_dims, specialize as fixed_to
+
+        dims = input_dims(mod)
+        sizes = [check_values(dims, values) for values in specialize]  # (every size checked before anything is built)
+        compiled = build(mod, target, registry, options, model, calibration)
+        compiled.variants = [(values, build(fixed_to(mod, values), target, registry, options, model, calibration)) for values in sizes]
+        return compiled
     try:
         tgt = _target.resolve(target)
     except ValueError as err:

@@ -213,6 +213,7 @@ rvk_status rvk_session_profile_start(const rvk_session* s, int32_t index, double
 double rvk_session_device_ms(const rvk_session* s) { return s ? s->session->device_ms : 0.0; }
 int64_t rvk_session_device_bytes(const rvk_session* s) { return s ? s->session->device_bytes : 0; }
 int64_t rvk_session_device_objects(const rvk_session* s) { return s ? s->session->device_objects : 0; }
+int32_t rvk_session_variant(const rvk_session* s) { return s ? s->session->last_variant() : -1; }
 const char* rvk_session_device_name(const rvk_session* s) { return s ? s->session->device_name.c_str() : ""; }
 const char* rvk_session_warnings(const rvk_session* s) { return s ? s->session->warnings.c_str() : ""; }
 const char* rvk_session_program_origin(const rvk_session* s) { return s ? s->session->program_origin.c_str() : ""; }

@@ -919,6 +919,70 @@ uint32_t crc32(const uint8_t* data, size_t size) {
     return c ^ 0xFFFFFFFFu;
 }
 
+// The shape variants of `program` (relax_vk.serialization.artifact.with_variants), each parsed as an
+// artifact of its own and checked against the generic program: every dim given once, in its range
+// and on its step, no two variants at the same dims; the variant's dims all fixed, no states, the
+// same target, and inputs and outputs of the generic program's dtypes and of its shapes at `dims`.
+static std::vector<Variant> parse_variants(const Json& program, const Artifact& generic, const std::string& what) {
+    std::vector<Variant> out;
+    const Json* list = program.get("variants");
+    if (!list || list->is_null()) return out;
+    auto fail = [&](const std::string& message) -> Error { return Error(RVK_ERROR_ARTIFACT, what + ": invalid program: " + message); };
+    const Program& p = generic.program;
+    if (!list->is_array()) throw fail("variants " + list->repr() + " is not a list");
+    if (p.dims.empty() && !list->items().empty()) throw fail("shape variants in a program without run-time dims");
+    if (!p.states.empty() && !list->items().empty()) throw fail("shape variants in a program with states");
+    for (size_t i = 0; i < list->items().size(); ++i) {
+        const Json& entry = list->items()[i];
+        std::string at = "variant " + std::to_string(i);
+        const Json* dims = entry.is_object() ? entry.get("dims") : nullptr;
+        const Json* constant = entry.is_object() ? entry.get("constant") : nullptr;
+        if (!dims || !dims->is_object() || !constant || !constant->is_string()) throw fail(at + ": " + entry.repr() + " is not {dims, constant}");
+        Variant v;
+        for (const DimRange& d : p.dims) {
+            const Json* value = dims->get(d.name);
+            if (!strict_int(value)) throw fail(at + ": no integer value for dim " + d.name);
+            int64_t x = value->as_int();
+            if (x < d.min || x > d.max || x % d.step)
+                throw fail(at + ": " + d.name + " = " + std::to_string(x) + " is outside its range " + std::to_string(d.min) + ".." +
+                           std::to_string(d.max) + (d.step > 1 ? " or off its step " + std::to_string(d.step) : ""));
+            v.dims.push_back(x);
+        }
+        if (dims->members().size() != p.dims.size()) throw fail(at + ": dims " + dims->repr() + " name a dim the program does not have");
+        for (const Variant& other : out)
+            if (other.dims == v.dims) throw fail(at + ": a second variant at " + dims->repr());
+        auto it = generic.constant_table.find(constant->as_string());
+        if (it == generic.constant_table.end() || it->second.dtype != DType::U8)
+            throw fail(at + ": constant " + repr(constant) + " is not a uint8 constant of the artifact");
+        v.artifact = parse_artifact(reinterpret_cast<const uint8_t*>(generic.constants.data()) + it->second.offset, it->second.nbytes,
+                                    what + " (" + at + ", " + dims->repr() + ")");
+        const Program& q = v.artifact->program;
+        if (!q.dims.empty() || !q.states.empty() || !v.artifact->variants.empty() || q.target != p.target)
+            throw fail(at + ": a variant is a " + p.target + " program with every dim fixed, no states and no variants of its own");
+        for (const char* side : {"input", "output"}) {
+            const std::vector<int>& mine = std::string(side) == "input" ? p.inputs : p.outputs;
+            const std::vector<int>& theirs = std::string(side) == "input" ? q.inputs : q.outputs;
+            if (mine.size() != theirs.size())
+                throw fail(at + ": " + std::to_string(theirs.size()) + " " + side + "s, the program has " + std::to_string(mine.size()));
+            for (size_t k = 0; k < mine.size(); ++k) {
+                const Tensor& a = p.tensors[static_cast<size_t>(mine[k])];
+                const Tensor& b = q.tensors[static_cast<size_t>(theirs[k])];
+                std::vector<int64_t> shape = a.shape;
+                try {
+                    for (size_t ax = 0; ax < a.shape_expr.size(); ++ax) shape[ax] = a.shape_expr[ax].eval(v.dims);
+                } catch (const std::exception&) {
+                    throw fail(at + ": " + side + " " + a.name + "'s shape cannot be computed at " + dims->repr());
+                }
+                if (b.shape != shape || b.dtype != a.dtype || b.host_dtype != a.host_dtype)
+                    throw fail(at + ": " + side + " " + std::to_string(k) + " is " + list_repr(b.shape) + " " + dtype_name(b.dtype) + ", the program's is " +
+                               list_repr(shape) + " " + dtype_name(a.dtype) + " at " + dims->repr());
+            }
+        }
+        out.push_back(std::move(v));
+    }
+    return out;
+}
+
 std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size, const std::string& what) {
     auto fail = [&](const std::string& message) -> Error { return Error(RVK_ERROR_ARTIFACT, what + ": " + message); };
     if (size < kHeaderSize)
@@ -1013,6 +1077,7 @@ std::shared_ptr<const Artifact> parse_artifact(const uint8_t* data, size_t size,
         throw fail(std::string("invalid program: ") + err.what());
     }
     artifact->program = to_program(program, artifact->source);
+    artifact->variants = parse_variants(program, *artifact, what);
     return artifact;
 }
 

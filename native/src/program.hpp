@@ -120,11 +120,21 @@ struct Constant {
     size_t offset, nbytes;  // in the constants section
 };
 
+struct Artifact;
+
+// A build of the same model with every run-time dim fixed (relax_vk.codegen.shape_variants): a
+// session runs it where a run's dims equal `dims` (one value per Program::dims).
+struct Variant {
+    std::vector<int64_t> dims;
+    std::shared_ptr<const Artifact> artifact;
+};
+
 struct Artifact {
     Program program;
     std::string source;
     std::string constants;  // the constant section's bytes
-    std::map<std::string, Constant> constant_table;  // "t<id>" -> where its data lies
+    std::map<std::string, Constant> constant_table;  // "t<id>" -> where its data lies ("variant<i>": a variant's artifact)
+    std::vector<Variant> variants;
 };
 
 // Parses and validates a whole .rvk (relax_vk.serialization.artifact.Artifact.from_bytes); `what`

@@ -310,6 +310,12 @@ void Session::run() {
             shapes_ready_ = false;
         }
     }
+    last_variant_ = -1;
+    for (size_t v = 0; v < variants_.size(); ++v)
+        if (variants_[v].dims == shapes_.dims) {
+            run_variant(static_cast<int>(v));
+            return;
+        }
     if (!shapes_ready_) {
         shapes_changed();
         shapes_ready_ = true;
@@ -337,6 +343,37 @@ void Session::run() {
         const Tensor& t = program_.tensors[static_cast<size_t>(program_.outputs[i])];
         convert(t.dtype, outputs_device_[i].data(), t.host_dtype, outputs_host_[i].data(), outputs_device_[i].size() / dtype_size(t.dtype));
     }
+}
+
+void Session::run_variant(int index) {
+    Session& v = *variants_[static_cast<size_t>(index)].session;
+    for (size_t i = 0; i < inputs_.size(); ++i) {  // (in the device dtype, which the variant's input has: parse_variants)
+        const Tensor& t = program_.tensors[static_cast<size_t>(program_.inputs[i])];
+        v.set_input(static_cast<int>(i), inputs_[i].data(), inputs_[i].size(), dtype_name(t.dtype), input_shapes_[i].data(),
+                    static_cast<int>(input_shapes_[i].size()));
+    }
+    v.run();
+    for (size_t i = 0; i < outputs_host_.size(); ++i) {
+        outputs_host_[i].resize(v.outputs_host_[i].size());
+        std::copy(v.outputs_host_[i].begin(), v.outputs_host_[i].end(), outputs_host_[i].begin());
+    }
+    profile = v.profile;
+    device_ms = v.device_ms;
+    last_variant_ = index;
+}
+
+void Session::add_variant(std::vector<int64_t> dims, std::unique_ptr<Session> session) {
+    device_bytes += session->device_bytes;
+    device_objects += session->device_objects;
+    if (!session->warnings.empty()) warnings += std::string(warnings.empty() ? "" : "\n") + "variant at " + dim_value_repr(program_, dims) + ": " + session->warnings;
+    session->set_profiling(profiling_);
+    variants_.push_back({std::move(dims), std::move(session)});
+}
+
+bool Session::warm_up_fixed(int runs) {
+    if (!program_.dims.empty() || !program_.states.empty() || runs < 1) return false;
+    const RunShapes fixed = shapes_;
+    return run_zeros_at(std::vector<const RunShapes*>(static_cast<size_t>(runs), &fixed), "its fixed shape");
 }
 
 void Session::clear_inputs() {
@@ -426,6 +463,9 @@ void Session::read_tensor(int tid, void* data, size_t size) {
     const Tensor& t = program_.tensors[static_cast<size_t>(tid)];
     if (shapes_.bytes.empty())
         throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": its shape depends on run-time dims and the session has not run yet");
+    if (last_variant_ >= 0)
+        throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": the last run" + dims_text() + " ran the shape variant fixed to those dims, whose tensors are its own; " +
+                                            "build without --specialize to read the program's intermediates");
     size_t expected = static_cast<size_t>(shapes_.bytes[static_cast<size_t>(tid)]);
     if (size != expected || (!data && size))
         throw Error(RVK_ERROR_ARGUMENT, "tensor " + t.name + ": " + std::to_string(size) + " bytes asked, it has " + std::to_string(expected));
@@ -478,9 +518,22 @@ std::string device_row_json(const DeviceRow& r) {
 void Session::set_profiling(bool enabled) {
     if (enabled && !can_profile_) throw Error(RVK_ERROR_ARGUMENT, "the session was created without RVK_SESSION_PROFILE");
     profiling_ = enabled;
+    for (VariantSession& v : variants_) v.session->set_profiling(enabled);
 }
 
+static std::unique_ptr<Session> open_backend_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags);
+
 std::unique_ptr<Session> open_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags) {
+    std::unique_ptr<Session> session = open_backend_session(artifact, device, flags);
+    for (const Variant& v : artifact->variants) {  // (each loaded, compiled and allocated now: a run compiles nothing)
+        std::unique_ptr<Session> fixed = open_backend_session(v.artifact, device, flags);
+        if (fixed->warm_up_runs() > 0) fixed->warm_up_fixed(fixed->warm_up_runs());
+        session->add_variant(v.dims, std::move(fixed));
+    }
+    return session;
+}
+
+static std::unique_ptr<Session> open_backend_session(std::shared_ptr<const Artifact> artifact, const char* device, uint32_t flags) {
     bool profile = (flags & RVK_SESSION_PROFILE) != 0;
     uint32_t checks = flags & (RVK_SESSION_SHADER_CHECKS_LOOPS | RVK_SESSION_SHADER_CHECKS_NONE);
     if (checks == (RVK_SESSION_SHADER_CHECKS_LOOPS | RVK_SESSION_SHADER_CHECKS_NONE))

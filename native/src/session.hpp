@@ -96,6 +96,18 @@ public:
     // GPU's first runs of a session cost 2-2.7x a steady one (the H200's Vulkan: PP-OCR rec at
     // width 32, 3.3-4.0 and 2.7-3.3 ms against 1.4), so the user's first run at any size would.
     bool warm_up_at_smallest(int runs);
+    // `runs` runs of a program of fixed shape on zero inputs (a shape variant's session: its first
+    // runs would be a user's first runs at that size), as warm_up_across leaves things.
+    bool warm_up_fixed(int runs);
+    // The warm-up runs the backend gives a program at load (the Vulkan session on a GPU adapter: 2).
+    int warm_up_runs() const { return warm_up_runs_; }
+
+    // Shape variants (relax_vk.codegen.shape_variants): `session` runs the program fixed to `dims`
+    // (one value per Program::dims) in place of this one at runs with those dims. Its device memory
+    // and objects count in this session's.
+    void add_variant(std::vector<int64_t> dims, std::unique_ptr<Session> session);
+    // The variant the last run ran (an index of the artifact's variants), -1: this program (or no run yet).
+    int last_variant() const { return last_variant_; }
 
     std::vector<ProfileEntry> profile;
     double device_ms = std::nan("");
@@ -148,6 +160,7 @@ protected:
     ShapePlan plan_;   // program_'s size expressions (made at load)
     bool can_profile_ = false;
     bool profiling_ = false;
+    int warm_up_runs_ = 0;
 
 private:
     std::vector<std::vector<uint8_t>> inputs_, outputs_device_, outputs_host_;
@@ -162,6 +175,14 @@ private:
     // The shapes of a run with every dim at its smallest (`largest`: largest) value into `out`;
     // false when those values together are no valid run (the warm-ups then skip it).
     bool shapes_at_extreme(bool largest, RunShapes& out) const;
+    struct VariantSession {
+        std::vector<int64_t> dims;
+        std::unique_ptr<Session> session;
+    };
+    std::vector<VariantSession> variants_;
+    int last_variant_ = -1;
+    // Runs variant `index` on this session's inputs and takes its outputs and profile.
+    void run_variant(int index);
 };
 
 // A session for the artifact's target on `device` (OpenCL: NULL, "pocl", "gpu", "P:D"; Vulkan:

@@ -489,7 +489,8 @@ public:
         // first run at any size costs what a new size costs (not on a CPU adapter, whose runs are
         // the host's own work; $RVK_VULKAN_WARM_UP=0: never, 1: on any adapter).
         const char* warm = std::getenv("RVK_VULKAN_WARM_UP");
-        if (warm && *warm ? std::strcmp(warm, "0") != 0 : !adapter.cpu) warm_up_at_smallest(2);
+        if (warm && *warm ? std::strcmp(warm, "0") != 0 : !adapter.cpu) warm_up_runs_ = 2;
+        warm_up_at_smallest(warm_up_runs_);
     }
 
     ~VulkanSession() override { drop_ahead(); }

@@ -37,7 +37,7 @@ NAME = "librelax_vk_native.so"
 PACKAGE_DIR = Path(__file__).resolve().parent / "lib"  # (a regular install; an editable one: package_library())
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "native"
 DEFAULT_LIBRARY = SOURCE_DIR / "build" / NAME
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_RANK = 16
 
 # rvk_status
@@ -127,6 +127,7 @@ def library() -> ctypes.CDLL:
         "rvk_session_device_ms": (c.c_double, [P]),
         "rvk_session_device_bytes": (c.c_int64, [P]),
         "rvk_session_device_objects": (c.c_int64, [P]),
+        "rvk_session_variant": (c.c_int32, [P]),
         "rvk_session_device_name": (c.c_char_p, [P]),
         "rvk_session_warnings": (c.c_char_p, [P]),
         "rvk_session_program_origin": (c.c_char_p, [P]),

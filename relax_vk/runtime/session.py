@@ -90,7 +90,8 @@ class Session:
 
     A model built with run-time dims (``dims``: ``{name: (min, max)}``) runs at any input shape in
     those ranges: ``inputs``/``outputs`` show such an axis as -1, ``run`` returns each output at the
-    run's shape, and ``dim_values`` holds the last run's dims."""
+    run's shape, and ``dim_values`` holds the last run's dims. Built with shape variants, a run at a
+    variant's dims runs that build (``variant`` names it); ``device_bytes`` counts every variant's."""
 
     def __init__(self, artifact: Union[str, os.PathLike, bytes, Artifact], device: "str | Device | None" = None, profile: bool = False,
                  shader_checks: Optional[str] = None):  # fmt: skip
@@ -223,6 +224,13 @@ class Session:
     def dim_values(self) -> Dict[str, int]:
         """The run-time dims' values in the last run (-1 before the first)."""
         return {name: value for name, _, _, value in _dim_rows(self._lib, self._handle, self.target)}
+
+    @property
+    def variant(self) -> Optional[Dict[str, int]]:
+        """The dims of the shape variant the last run ran (a model built with ``specialize``:
+        :mod:`relax_vk.codegen.shape_variants`), or None when it ran the program itself (or no run yet)."""
+        index = int(self._lib.rvk_session_variant(self._handle))
+        return None if index < 0 else dict(self.program["variants"][index]["dims"])
 
     def _read_profile(self) -> None:
         lib, handle = self._lib, self._handle

@@ -184,3 +184,42 @@ class Artifact:
         except OSError as err:
             raise ArtifactError(f"{path}: cannot read: {err}") from None
         return Artifact.from_bytes(data, path)
+
+
+#: the constant holding variant ``i``'s artifact (:func:`with_variants`)
+VARIANT_CONSTANT = "variant{}"
+
+
+def with_variants(generic: Artifact, variants: List[tuple]) -> Artifact:
+    """``generic`` (a program with run-time dims) carrying ``variants``: ``(dims, artifact)`` pairs,
+    each a complete artifact of the same model with every dim fixed to ``dims`` (``{name: value}``,
+    one per dim of ``generic``; :mod:`relax_vk.codegen.shape_variants`). Each variant's bytes are a
+    ``uint8`` constant (:data:`VARIANT_CONSTANT`) and ``program["variants"]`` lists ``{"dims",
+    "constant"}``: a session runs a variant where a run's dims equal its ``dims`` (the native
+    library checks that its inputs and outputs are the generic program's at those dims)."""
+    names = [d["name"] for d in generic.program.get("dims", [])]
+    if not names:
+        raise ValueError("shape variants need a program with run-time dims")
+    if generic.program.get("states"):
+        raise ValueError("a program with states (a decoder's cache) takes no shape variants: its states live in one program's storage")
+    program, constants, table, seen = dict(generic.program), dict(generic.constants), [], set()
+    for i, (dims, artifact) in enumerate(variants):
+        if sorted(dims) != sorted(names):
+            raise ValueError(f"variant {dims}: give each of the dims {', '.join(names)} one value")
+        key = tuple(int(dims[n]) for n in names)
+        if key in seen:
+            raise ValueError(f"variant {dims} is given twice")
+        seen.add(key)
+        if artifact.program.get("dims") or artifact.program.get("variants"):
+            raise ValueError(f"variant {dims}: its artifact must have every dim fixed and no variants of its own")
+        name = VARIANT_CONSTANT.format(i)
+        constants[name] = np.frombuffer(artifact.to_bytes(), dtype=np.uint8)
+        table.append({"dims": {n: int(dims[n]) for n in names}, "constant": name})
+    program["variants"] = table
+    return Artifact(program, generic.source, constants)
+
+
+def variant_artifact(artifact: Artifact, index: int) -> Artifact:
+    """Variant ``index`` of ``artifact`` (:func:`with_variants`) as an artifact of its own."""
+    entry = artifact.program.get("variants", [])[index]
+    return Artifact.from_bytes(artifact.constants[entry["constant"]].tobytes(), f"variant {entry['dims']}")

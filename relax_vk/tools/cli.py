@@ -189,6 +189,9 @@ def _add_model_args(p: argparse.ArgumentParser, model_default: Optional[str] = N
     p.add_argument("--dim", action="append", metavar="NAME=MIN:MAX[:STEP]",
                    help="keep an ONNX input dimension symbolic with this inclusive range: one artifact runs every size in it "
                         "(repeat per dim), e.g. W=32:1280; a STEP when the sizes must be its multiples, e.g. H=32:960:32")
+    p.add_argument("--specialize", action="append", metavar="NAME=VALUE,...",
+                   help="with --dim: also build the model fixed to these sizes (every dim given; repeatable), carried in the same "
+                        "artifact: a run at them runs that build (packed textures, tuned convs), any other the generic one")
 
 
 def _scoped(args, model: str):
@@ -342,7 +345,21 @@ def _compile(args, model: str):
     from ..compiler import build
 
     mod, source = _load_with_source(model, args)
-    return build(mod, _target(args), registry=_registry(args), options=_options(args), model=source)
+    return build(mod, _target(args), registry=_registry(args), options=_options(args), model=source, specialize=_specializations(args))
+
+
+def _specializations(args) -> list:
+    """``--specialize H=224,W=224`` (repeatable): ``[{"H": 224, "W": 224}]``."""
+    out = []
+    for text in getattr(args, "specialize", None) or []:
+        values = {}
+        for part in text.split(","):
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
+                raise ValueError(f"--specialize {text}: expected NAME=VALUE[,NAME=VALUE...], e.g. H=224,W=224")
+            values[name.strip()] = int(value)
+        out.append(values)
+    return out
 
 
 def _build_tvm_library(args) -> int:

@@ -38,7 +38,7 @@ extern "C" {
 #define RVK_API __attribute__((visibility("default")))
 #endif
 
-#define RVK_ABI_VERSION 5
+#define RVK_ABI_VERSION 6
 
 typedef enum rvk_status {
     RVK_OK = 0,
@@ -161,6 +161,10 @@ RVK_API int64_t rvk_session_device_bytes(const rvk_session* session);
  * created since it was made: every one is made at load, so runs leave this unchanged (a
  * rvk_session_read_tensor makes and frees one). */
 RVK_API int64_t rvk_session_device_objects(const rvk_session* session);
+/* The shape variant the last run ran (an artifact built with --specialize carries builds fixed to
+ * some sizes of its run-time dims): its index in the program's "variants", or -1 when the last run
+ * ran the program itself (or no run yet). The variants' memory is in rvk_session_device_bytes. */
+RVK_API int32_t rvk_session_variant(const rvk_session* session);
 /* The device's name (owned by the session). */
 RVK_API const char* rvk_session_device_name(const rvk_session* session);
 /* Warnings raised while loading ("" when none; owned by the session), e.g. half texels stored as float. */
