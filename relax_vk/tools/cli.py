@@ -649,6 +649,9 @@ def cmd_bisect(args) -> int:
 
     if args.model.endswith(".rvk"):
         raise UnsupportedError("relax-vk bisect: give the model (name, .onnx or .pt2), not an .rvk: it builds the model keeping every tensor")
+    if getattr(args, "specialize", None):  # (a variant's tensors are its own: bisect a size by fixing it, --input-shape)
+        print("note: bisect checks the generic program; --specialize is ignored", file=sys.stderr, flush=True)
+        args.specialize = None
     session, _ = _built_session(args, reuse=False)
     result = bisect_session(session, _load(args.model, args), _inputs(args, session), args.model, args.rtol)
     print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
