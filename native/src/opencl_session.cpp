@@ -472,7 +472,10 @@ public:
         // 160, after one at 640, took 5.6x a steady run). Both forms are compiled now instead.
         const char* spec = std::getenv("POCL_WORK_GROUP_SPECIALIZATION");
         const char* warm = std::getenv("RVK_POCL_WARM_UP");
-        if (is_pocl(platform_string(platform_of(device_), CL_PLATFORM_NAME)) && !(spec && std::string(spec) == "0") && !(warm && std::string(warm) == "0")) warm_up_across(65535);
+        if (is_pocl(platform_string(platform_of(device_), CL_PLATFORM_NAME)) && !(spec && std::string(spec) == "0") && !(warm && std::string(warm) == "0")) {
+            warm_up_across(65535);
+            warm_up_runs_ = 1;  // (a shape variant's session: its kernels compiled at load, not at a user's first run at its size)
+        }
     }
 
 protected:

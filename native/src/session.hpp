@@ -99,7 +99,8 @@ public:
     // `runs` runs of a program of fixed shape on zero inputs (a shape variant's session: its first
     // runs would be a user's first runs at that size), as warm_up_across leaves things.
     bool warm_up_fixed(int runs);
-    // The warm-up runs the backend gives a program at load (the Vulkan session on a GPU adapter: 2).
+    // The warm-up runs a shape variant gets at load (Vulkan: 2 on a GPU adapter, 1 on a CPU one;
+    // pocl: 1; none where $RVK_VULKAN_WARM_UP / $RVK_POCL_WARM_UP is 0).
     int warm_up_runs() const { return warm_up_runs_; }
 
     // Shape variants (relax_vk.codegen.shape_variants): `session` runs the program fixed to `dims`
