@@ -251,8 +251,8 @@ def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.I
 
 def _with_dim_ranges_on_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     """A copy of ``mod`` whose PrimFuncs carry ``main``'s run-time dim ranges (by name), for the grid
-    fold (:data:`~relax_vk.codegen.launch_grid.BOUNDS_ATTR`); ``mod`` itself when it has none."""
-    from .codegen.launch_grid import BOUNDS_ATTR
+    fold (:data:`~relax_vk.core.dims.KERNEL_RANGES_ATTR`); ``mod`` itself when it has none."""
+    from .core.dims import KERNEL_RANGES_ATTR as BOUNDS_ATTR
     from .core.dims import dim_ranges
 
     ranges = dim_ranges(mod["main"]) if "main" in [g.name_hint for g in mod.get_global_vars()] else {}

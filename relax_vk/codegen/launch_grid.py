@@ -24,7 +24,7 @@ Shared-memory declarations stay at kernel scope (OpenCL requires it). Only a gri
 more than ``M**3`` groups raises :class:`~relax_vk.core.errors.LimitError`, naming the kernel. A
 grid whose size depends on run-time dims is folded the same way with its extents as expressions
 (``X' = min(X Y Z, M)``, ...): the runtime computes them per run and refuses a grid past ``M``;
-unless the kernel carries its dims' ranges (:data:`BOUNDS_ATTR`, ``{name: (min, max)}``, which the
+unless the kernel carries its dims' ranges (:data:`~relax_vk.core.dims.KERNEL_RANGES_ATTR`, ``{name: (min, max)}``, which the
 compiler copies from ``main``) and the grid stays within ``M`` over all of them: it is then left
 as it is (the fold's index arithmetic sits in every thread's indices, the inner loops' included).
 """
@@ -36,13 +36,13 @@ from tvm import tirx
 from tvm.sym import Analyzer
 from tvm.tirx import stmt as S
 
-from ..core.dims import largest_value
+from ..core.dims import KERNEL_RANGES_ATTR as BOUNDS_ATTR
+from ..core.dims import kernel_ranges, largest_value
 from ..core.errors import LimitError
 from .run_time_shapes import substitute
 
 AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 #: a PrimFunc attribute: the ranges of the run-time dims its sizes depend on, ``{name: [min, max]}``
-BOUNDS_ATTR = "relax_vk.dim_ranges"
 
 
 def _is_shared_decl(node) -> bool:
@@ -379,7 +379,7 @@ def FoldLaunchGrid(limit: "int | None" = None) -> tvm.transform.Pass:
             bound = workgroup_limit(target) if target is not None else None
         if bound is None:
             return func
-        ranges = {str(k): (int(v[0]), int(v[1])) for k, v in attrs[BOUNDS_ATTR].items()} if BOUNDS_ATTR in attrs else None
+        ranges = kernel_ranges(func)
         body = _fold(func.body, bound, name, ranges)
         return func if body.same_as(func.body) else func.with_body(body)
 

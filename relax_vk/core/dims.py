@@ -26,6 +26,9 @@ UPPER_ATTR = "tir_var_upper_bound"
 LOWER_ATTR = "tir_var_lower_bound"
 #: ``{name: step}`` of the dims with a step (module docstring)
 STEP_ATTR = "relax_vk.dim_steps"
+#: a kernel's (PrimFunc's) copy of ``main``'s dim ranges, ``{name: [min, max]}``: what the schedules
+#: (a conv's workgroup shape by its map's width at the bound) and the grid fold reason about
+KERNEL_RANGES_ATTR = "relax_vk.dim_ranges"
 
 #: a run-time dim's declared range: ``(min, max)`` or ``(min, max, step)``
 DimRange = Tuple[int, ...]
@@ -62,6 +65,14 @@ def dim_ranges(func) -> Dict[str, Tuple[int, int]]:
         return {}
     lower = {str(k): int(v) for k, v in attrs[LOWER_ATTR].items()} if LOWER_ATTR in attrs else {}
     return {str(k): (lower.get(str(k), 0), int(hi)) for k, hi in attrs[UPPER_ATTR].items()}
+
+
+def kernel_ranges(func) -> Optional[Dict[str, Tuple[int, int]]]:
+    """``{name: (min, max)}`` a kernel carries (:data:`KERNEL_RANGES_ATTR`), None when it carries none."""
+    attrs = func.attrs if func is not None and func.attrs is not None else {}
+    if KERNEL_RANGES_ATTR not in attrs:
+        return None
+    return {str(k): (int(v[0]), int(v[1])) for k, v in attrs[KERNEL_RANGES_ATTR].items()}
 
 
 def largest_value(value, ranges: Mapping[str, Tuple[int, int]]) -> Optional[int]:

@@ -44,6 +44,13 @@ read.
   480-channel 1x3 convs 0.268 / 0.135 ms -> a run from one artifact at 0.90-1.13x the fixed
   build's time (1.46-1.50x before); on Vulkan 2.4 -> 1.7 ms a run.
 
+A map at most 32 columns wide at the dims' bound (the kernel's ranges, which
+:func:`~relax_vk.schedules.apply.ScheduleKernels` gives it) takes a workgroup of 16 columns by 4
+channel tiles instead (:data:`NARROW_TILES`): 32 threads along 7 or 14 columns (ResNet-18's last
+two stages at 224) left most of them idle. On the H200 (2026-11-30, ResNet-18 with H, W in
+64..320): Vulkan 2.46-2.52 -> 2.10-2.11 ms at 224 and 3.77 -> 3.16-3.22 at 320, OpenCL 1.65-1.66
+-> 1.69-1.73 and 2.89-2.91 -> 2.74; PP-OCRv4 det as it was; 8 x 8 under 16 columns was no better.
+
 The tile is small because a GPU wants threads more than reuse here: on an H200, PP-OCRv4's
 recognizer and detector ran fastest (of seven tile and workgroup shapes, both APIs, two sizes
 each) with 2 channels x 1 column, 32 x 2 threads; 8 x 4 with 32 threads was 3-12x slower (too few
@@ -69,6 +76,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..core.dims import kernel_ranges, largest_value
 from .analysis import _is_reduction
 from .partial_sums import divisor, inline_around, split_sum, static_outputs_and_sum
 from .register_tile import accumulate, loop_depth, loop_extent, unroll_constant
@@ -83,6 +91,9 @@ LONG_SUM = 1024
 PX = 1
 #: a workgroup's threads along the tiles of columns and along the channel tiles
 TX, TZ = 32, 2
+#: the workgroup of a map with few output columns at the dims' bound: ``(at most this many
+#: columns, TX, TZ)``, the first that holds (:func:`_workgroup`)
+NARROW_TILES = ((32, 16, 4),)
 #: a step of the sum's serial loop takes this many terms at most, unrolled: its loads issue
 #: together instead of one round trip a term (the loop was bound by load latency: PP-OCRv4 rec's
 #: 480- and 960-channel 1x3 convs over 20 columns took 5x the fixed build's on the H200's OpenCL)
@@ -168,6 +179,22 @@ def _channel_step(sch: s_tir.Schedule, red) -> int:
     return next((u for u in CHANNEL_STEPS if extents[0] % u == 0 and u * inner <= UNROLLED_TERMS), 0)
 
 
+def _workgroup(func: tirx.PrimFunc, width) -> tuple:
+    """``(TX, TZ)`` for a map ``width`` output columns wide: :data:`NARROW_TILES`' first whose column
+    count the width stays within at the dims' bound (the kernel's ranges,
+    :func:`~relax_vk.core.dims.kernel_ranges`), else :data:`TX`, :data:`TZ`. A thread a column of
+    32 leaves most threads idle where a map is 7 or 14 columns wide (ResNet-18's last stages)."""
+    if _static(width):
+        bound = int(width)
+    else:
+        ranges = kernel_ranges(func)
+        bound = largest_value(width, ranges) if ranges else None
+    for most, tx, tz in NARROW_TILES:
+        if bound is not None and bound <= most:
+            return tx, tz
+    return TX, TZ
+
+
 def _split_long_sum(func: tirx.PrimFunc, conv_name: str, names: list) -> Optional[tirx.PrimFunc]:
     """A conv whose sum has :data:`SPLIT_SUM` terms or more, split over a workgroup's threads
     (:func:`.partial_sums.split_sum`): its run-time output dims on ``blockIdx``, :data:`SPLIT_OUTPUTS`
@@ -224,9 +251,10 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     # fixed above the thread loop, and TVM's reverse_compute_at guards no index fixed there (rows
     # split over threads with a partial last tile wrote a row past the output's end: the next
     # channel's).
-    bx, tx = sch.split(x_o, [None, TX])
+    threads_x, threads_z = _workgroup(func, width)
+    bx, tx = sch.split(x_o, [None, threads_x])
     tiles = block.iter_vars[1].dom.extent
-    tz_n = TZ if _static(tiles) and (int(tiles) // oc) % TZ == 0 else 1  # (channel tiles split exactly)
+    tz_n = threads_z if _static(tiles) and (int(tiles) // oc) % threads_z == 0 else 1  # (channel tiles split exactly)
     bz, tz = sch.split(f_o, [None, tz_n])
     sch.reorder(n, bz, y, bx, tz, tx, *red, f_i, x_i)
     step = _channel_step(sch, red)

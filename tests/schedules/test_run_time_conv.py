@@ -147,11 +147,13 @@ def _opencl_function(artifact, kernel: dict) -> str:
 def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_is_right(target, device, request):
     """A ResNet's later 3x3 convs: 128 channels (1,152 terms), padded, stride 1 and 2, over run-time
     rows and columns, a bias, a residual add and ReLU fused after the first. Such maps keep the
-    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes), and the
-    thread's column is checked once around the sum, not at every term: right at the range's ends,
-    where every row and column is a border, and between."""
+    register tile (``TX`` x ``TZ`` threads; splitting their sums lost at larger sizes; the
+    stride-2 conv's map, at most 20 columns wide at the dims' bound, a narrow workgroup of
+    ``NARROW_TILES``), and the thread's column is checked once around the sum, not at every term:
+    right at the range's ends, where every row and column is a border, and between (17 columns:
+    a partial second workgroup of the narrow one)."""
     request.getfixturevalue(device)
-    from relax_vk.schedules.run_time_conv import TX, TZ
+    from relax_vk.schedules.run_time_conv import NARROW_TILES, TX, TZ
 
     rng = np.random.default_rng(5)
     w1 = (rng.standard_normal((16, 128, 3, 3)) * 0.05).astype("float32")
@@ -169,7 +171,9 @@ def test_a_long_sum_over_run_time_rows_and_columns_keeps_the_register_tile_and_i
         bb.emit_func_output(out)
     artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (1, 20), "W": (1, 40)}), target).artifact()
     convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
-    assert len(convs) == 2 and all(k["schedule"] == "run_time_conv" and k["local"][:2] == [TX, TZ] for k in convs), convs
+    narrow = [list(t[1:]) for t in NARROW_TILES if t[0] >= 20][0]
+    workgroups = {"relu" in k["name"]: k["local"][:2] for k in convs if k["schedule"] == "run_time_conv"}
+    assert len(convs) == 2 and workgroups == {True: [TX, TZ], False: narrow}, convs
     if target == "opencl":  # (the thread's column checked around the sum; besides, at most at the zeroing and the write-back, not a term each)
         for k in convs:
             body = _opencl_function(artifact, k)
