@@ -25,7 +25,8 @@ MODEL is a built-in example or zoo name (``relax-vk models``), a ``.onnx`` file 
 "max_abs_err", "max_rel_err", "latency_ms": {"median", "min", "max"}, "kernels": [{"name", "ms"}],
 "device_ms"}``: ``latency_ms`` of unprofiled runs; with ``--profile``, the kernels (and copies) of a
 profiled run after the timed runs, whose times tile that run's device span ``device_ms`` (without
-it ``kernels`` is empty and ``device_ms`` null).
+it ``kernels`` is empty and ``device_ms`` null); a model of run-time dims adds ``"dims"`` (the run's
+values) and ``"variant"`` (the shape variant that ran, its dims, or null).
 ``devices`` prints a list of ``{"api", "index", "platform", "device", "type", "image_support",
 "image2d_max", "image_max_array_size", "usable", "problem", "limits"}`` (``limits``: the
 :class:`~relax_vk.core.limits.DeviceLimits` fields). ``run`` and ``devices`` on ``.rvk``
@@ -424,6 +425,12 @@ def cmd_build(args) -> int:
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
     artifact = compiled.artifact(reuse=not args.no_reuse)
     print(f"      {_memory_line(artifact.program)}")
+    for i, entry in enumerate(artifact.program.get("variants", [])):
+        from ..serialization.artifact import variant_artifact
+
+        label = ",".join(f"{k}={v}" for k, v in entry["dims"].items())
+        variant = variant_artifact(artifact, i)
+        print(f"      variant {label}: {len(variant.program['kernels'])} kernels; {_memory_line(variant.program)}")
     if args.output.endswith(".rvk"):
         artifact.write(args.output)
         print(f"[2/2] wrote {args.output}: {len(compiled.kernels)} kernels ({timings})")
@@ -557,6 +564,8 @@ def cmd_run(args) -> int:
     result = {"backend": args.target, "device": session.device_name, "ok": None, "max_abs_err": None, "max_rel_err": None}
     if "arithmetic" in artifact.program:  # --fp16-arith: the kernels that stay float32, and why
         result["arithmetic"] = artifact.program["arithmetic"]
+    if session.dims:  # run-time dims: the run's values, and the shape variant that ran (None: the generic program)
+        result["dims"], result["variant"] = session.dim_values, session.variant
     note = ""
     if args.check:
         reference, note = _reference(artifact, inputs)

@@ -3,6 +3,8 @@ run at a variant's dims runs the fixed build (packed into textures, NCHW4c sched
 run the generic program; both right against PyTorch on pocl and lavapipe, nothing compiled or
 allocated at a run, and artifacts whose variants disagree with their program refused by name."""
 
+import json
+
 import numpy as np
 import pytest
 from tvm import relax, tirx
@@ -102,7 +104,7 @@ def test_a_variant_that_is_not_the_program_at_its_dims_is_refused_by_the_library
         validate(tampered)
 
 
-def test_the_cli_specializes_an_onnx_model_of_stepped_dims(tmp_path, pocl):
+def test_the_cli_specializes_an_onnx_model_of_stepped_dims(tmp_path, pocl, capsys):
     """``relax-vk build model.onnx --dim H=4:64:4 --dim W=8:96:8 --specialize H=32,W=48``: the
     variant's stepped dims (``H_div4``) are derived from the values; right against onnxruntime at
     the variant's size and off it; a malformed ``--specialize`` is a clear error."""
@@ -124,5 +126,10 @@ def test_the_cli_specializes_an_onnx_model_of_stepped_dims(tmp_path, pocl):
         (got,) = session.run([x])
         assert session.variant == variant
         np.testing.assert_allclose(got, reference.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    np.save(tmp_path / "x.npy", RNG.standard_normal((1, 2, 32, 48)).astype(np.float32))
+    capsys.readouterr()
+    assert main(["run", rvk, "--device", "pocl", "--inputs", str(tmp_path / "x.npy"), "--repeat", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dims"] == {"H": 32, "W": 48} and report["variant"] == {"H": 32, "W": 48}, report
     assert main([*common, "--specialize", "H=32;W=48"]) == 2
     assert main([*common, "--specialize", "H=30,W=48"]) == 2  # (off H's step 4)
