@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..serialization.artifact import Artifact
+from ..serialization.artifact import Artifact, variant_artifact
 from .devices import Device
 from .library import TensorInfo, check, library
 
@@ -130,6 +130,7 @@ class Session:
         self.buffer_binding = lib.rvk_session_buffer_binding(session).decode()
         self._artifact = artifact
         self._program: Optional[dict] = None
+        self._variant_programs: Dict[int, dict] = {}
         self._can_profile = self._profiling = bool(profile)
         self.last_profile: List[dict] = []
         self.last_device_ms = math.nan
@@ -231,6 +232,19 @@ class Session:
         :mod:`relax_vk.codegen.shape_variants`), or None when it ran the program itself (or no run yet)."""
         index = int(self._lib.rvk_session_variant(self._handle))
         return None if index < 0 else dict(self.program["variants"][index]["dims"])
+
+    @property
+    def last_program(self) -> dict:
+        """The program the last run ran: ``program``, or the shape variant's that ran (its steps are
+        what ``last_profile`` times)."""
+        index = int(self._lib.rvk_session_variant(self._handle))
+        if index < 0:
+            return self.program
+        if index not in self._variant_programs:
+            a = self._artifact
+            whole = a if isinstance(a, Artifact) else Artifact.from_bytes(a, what="artifact") if isinstance(a, bytes) else Artifact.read(os.fspath(a))
+            self._variant_programs[index] = variant_artifact(whole, index).program
+        return self._variant_programs[index]
 
     def _read_profile(self) -> None:
         lib, handle = self._lib, self._handle

@@ -166,8 +166,9 @@ def profile_session(session, inputs: Sequence[np.ndarray], repeat: int = 10, mod
         runs.append((float(session.last_device_ms), wall, [dict(p) for p in session.last_profile]))
     spans = [r[0] for r in runs]
     span, wall, steps = sorted(runs, key=lambda r: r[0])[(len(runs) - 1) // 2]  # the median run (the lower one of an even count)
-    rows, copies, kernels, idle = _rows(session.program, steps, span)
-    return Profile(model=model, backend=session.program.get("target", "opencl"), device=session.device_name, repeat=repeat,
+    program = session.last_program  # (a shape variant's steps where one ran)
+    rows, copies, kernels, idle = _rows(program, steps, span)
+    return Profile(model=model, backend=program.get("target", "opencl"), device=session.device_name, repeat=repeat,
                    device_ms=span, wall_ms=wall, host_ms=max(wall - span, 0.0), ops=rows, copies=copies, kernels=kernels,
                    idle_ms=idle, device_ms_runs=spans)  # fmt: skip
 

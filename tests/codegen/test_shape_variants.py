@@ -133,3 +133,17 @@ def test_the_cli_specializes_an_onnx_model_of_stepped_dims(tmp_path, pocl, capsy
     assert report["dims"] == {"H": 32, "W": 48} and report["variant"] == {"H": 32, "W": 48}, report
     assert main([*common, "--specialize", "H=32;W=48"]) == 2
     assert main([*common, "--specialize", "H=30,W=48"]) == 2  # (off H's step 4)
+
+
+def test_a_profile_of_a_variants_run_names_the_variants_kernels(artifacts, pocl):
+    """``relax-vk profile`` reads the steps of the program that ran: a variant's, where one ran."""
+    from relax_vk.tools.profile import profile_session
+
+    session = Session(artifacts["opencl"], device="pocl", profile=True)
+    for (h, w), index in [((16, 16), 0), ((9, 33), None)]:
+        x = RNG.standard_normal((1, 4, h, w)).astype("float32")
+        result = profile_session(session, [x], repeat=2)
+        program = session.program if index is None else variant_artifact(artifacts["opencl"], index).program
+        assert session.last_program["kernels"] == program["kernels"]
+        launched = {s["kernel"] for s in program["steps"] if s["op"] == "launch"}
+        assert {k["name"] for k in result.kernels} == launched, (result.kernels, launched)
