@@ -370,6 +370,8 @@ def _build_tvm_library(args) -> int:
 
     if not args.output.endswith((".so", ".dylib", ".dll")):
         raise UnsupportedError(f"--runtime tvm writes a shared library: name the output MODEL.so, not {args.output!r}")
+    if getattr(args, "specialize", None):
+        raise UnsupportedError("--specialize builds shape variants into an .rvk for relax_vk's runtime; --runtime tvm builds the generic program only")
     tvm_runtime.library_compiler(args.host, args.cc)  # (a missing cross compiler fails before the compile)
     print(f"[1/2] compiling {args.model} for {args.target or 'opencl'} under TVM's VM, host {args.host or 'this machine'} ...", flush=True)
     mod, _ = _load_with_source(args.model, args)

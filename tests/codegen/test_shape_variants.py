@@ -147,3 +147,15 @@ def test_a_profile_of_a_variants_run_names_the_variants_kernels(artifacts, pocl)
         assert session.last_program["kernels"] == program["kernels"]
         launched = {s["kernel"] for s in program["steps"] if s["op"] == "launch"}
         assert {k["name"] for k in result.kernels} == launched, (result.kernels, launched)
+
+
+def test_tvms_runtime_refuses_shape_variants_by_name(tmp_path):
+    from relax_vk.tools.cli import main
+
+    from ..frontends.test_stepped_dims import _fpn
+
+    onnx_path = tmp_path / "fpn.onnx"
+    onnx_path.write_bytes(_fpn().SerializeToString())
+    args = ["build", str(onnx_path), "--input-shape", "x=1,2,H,W", "--dim", "H=4:64:4", "--dim", "W=8:96:8", "--specialize", "H=32,W=48"]
+    assert main([*args, "--runtime", "tvm", "-o", str(tmp_path / "fpn.so")]) == 2
+    assert not (tmp_path / "fpn.so").exists()
