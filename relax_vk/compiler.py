@@ -38,7 +38,7 @@ from .codegen.texture_origins import mark as mark_texture_origins
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
 from .core import target as _target
-from .core.dims import refuse_conditional_sizes
+from .core.dims import refuse_conditional_sizes, with_kernel_ranges
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
@@ -249,25 +249,11 @@ def retarget_for_lowering(scoped: tvm.IRModule, tgt: tvm.target.Target) -> tvm.I
     return named[0](scoped) if named else scoped
 
 
-def _with_dim_ranges_on_kernels(mod: tvm.IRModule) -> tvm.IRModule:
-    """A copy of ``mod`` whose PrimFuncs carry ``main``'s run-time dim ranges (by name), for the grid
-    fold (:data:`~relax_vk.core.dims.KERNEL_RANGES_ATTR`); ``mod`` itself when it has none."""
-    from .core.dims import KERNEL_RANGES_ATTR as BOUNDS_ATTR
-    from .core.dims import dim_ranges
-
-    ranges = dim_ranges(mod["main"]) if "main" in [g.name_hint for g in mod.get_global_vars()] else {}
-    if not ranges:
-        return mod
-    functions = {g: f.with_attr(BOUNDS_ATTR, {k: list(v) for k, v in ranges.items()}) if isinstance(f, tvm.tirx.PrimFunc) else f
-                 for g, f in mod.functions_items()}  # fmt: skip
-    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)  # (the VDevices live in global_infos)
-
-
 def _finalize_and_compile(lowered: tvm.IRModule, lower_tgt: tvm.target.Target, instruments: Sequence[object] = ()) -> relax.VMExecutable:
     """``tvm.compile`` of a lowered module with the finalisation stage and relax_vk's TIR pipeline,
     under the current pass context's settings plus ``instruments``."""
     tail = tvm.transform.Sequential(_finalize_stage(lower_tgt))
-    lowered = _with_dim_ranges_on_kernels(lowered)
+    lowered = with_kernel_ranges(lowered)  # (for the grid fold, kernels made after scheduling included)
     outer = tvm.transform.PassContext.current()
     with tvm.transform.PassContext(opt_level=outer.opt_level, config=dict(outer.config), instruments=list(outer.instruments) + list(instruments)):
         return tvm.compile(lowered, lower_tgt, relax_pipeline=tail, tir_pipeline=TIR_PIPELINE)

@@ -75,6 +75,18 @@ def kernel_ranges(func) -> Optional[Dict[str, Tuple[int, int]]]:
     return {str(k): (int(v[0]), int(v[1])) for k, v in attrs[KERNEL_RANGES_ATTR].items()}
 
 
+def with_kernel_ranges(mod: tvm.IRModule) -> tvm.IRModule:
+    """A copy of ``mod`` whose PrimFuncs carry ``main``'s run-time dim ranges (by name,
+    :data:`KERNEL_RANGES_ATTR`: the schedules and the grid fold read them); ``mod`` itself when it
+    has none."""
+    ranges = dim_ranges(mod["main"]) if any(g.name_hint == "main" for g in mod.get_global_vars()) else {}
+    if not ranges:
+        return mod
+    table = {k: list(v) for k, v in ranges.items()}
+    functions = {g: f.with_attr(KERNEL_RANGES_ATTR, table) if isinstance(f, tvm.tirx.PrimFunc) else f for g, f in mod.functions_items()}
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)  # (the VDevices live in global_infos)
+
+
 def largest_value(value, ranges: Mapping[str, Tuple[int, int]]) -> Optional[int]:
     """The largest value of the integer expression ``value`` of run-time dims over their
     ``ranges`` (``{name: (min, max)}``, as :func:`dim_ranges` gives); None when a dim of it has no

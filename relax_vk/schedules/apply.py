@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tvm
 from tvm import relax, tirx
 
-from ..core.dims import KERNEL_RANGES_ATTR, dim_ranges
+from ..core.dims import with_kernel_ranges
 from ..core.errors import RelaxVKError, UnsupportedError
 from .fallback import schedule_safe
 from .verify import kernel_problems
@@ -111,13 +111,11 @@ def ScheduleKernels(rules: Sequence[Rule]) -> tvm.transform.Pass:
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         sites = None
+        mod = with_kernel_ranges(mod)  # (a rule may reason about a run-time extent's bound: core.dims.kernel_ranges)
         out = mod.clone()
-        ranges = dim_ranges(mod["main"]) if any(g.name_hint == "main" for g in mod.get_global_vars()) else {}
         for gvar, func in mod.functions_items():
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
                 continue
-            if ranges:  # (a rule may reason about a run-time extent's bound: core.dims.kernel_ranges)
-                func = func.with_attr(KERNEL_RANGES_ATTR, {k: list(v) for k, v in ranges.items()})
             target = func.attrs.get("target") if func.attrs is not None and "target" in func.attrs else tvm.target.Target.current(allow_none=False)
             try:
                 out[gvar] = schedule_kernel(func, target, rules, gvar.name_hint)

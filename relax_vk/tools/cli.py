@@ -427,9 +427,9 @@ def cmd_build(args) -> int:
     timings = ", ".join(f"{k} {v:.2f}s" for k, v in compiled.stage_seconds.items())
     artifact = compiled.artifact(reuse=not args.no_reuse)
     print(f"      {_memory_line(artifact.program)}")
-    for i, entry in enumerate(artifact.program.get("variants", [])):
-        from ..serialization.artifact import variant_artifact
+    from ..serialization.artifact import variant_artifact
 
+    for i, entry in enumerate(artifact.program.get("variants", [])):
         label = ",".join(f"{k}={v}" for k, v in entry["dims"].items())
         variant = variant_artifact(artifact, i)
         print(f"      variant {label}: {len(variant.program['kernels'])} kernels; {_memory_line(variant.program)}")
