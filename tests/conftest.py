@@ -48,3 +48,47 @@ def _no_program_binaries():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RELAX_VK_NO_CACHE", "1")
         yield
+
+
+#: set to 1 to run every ``one_api`` test on both APIs (``make test-every-api``)
+EVERY_API = "RELAX_VK_TEST_EVERY_API"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "one_api(argname): a matrix of cases by API whose cases each run on one API, the APIs alternating "
+        f"over the cases in order (every case on both with ${EVERY_API}=1)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep one API a case for the tests marked ``one_api(argname)``: the items of one test
+    function are grouped by their parameters other than ``argname`` (the API: ``opencl`` or
+    ``vulkan``) and ``device``; the groups, in collection order, take the APIs by the parity of their
+index's bits (the Thue-Morse sequence: a parameter that alternates with the groups, texture or
+buffer say, still meets both APIs, as it would not if the APIs simply alternated). Both APIs
+    still run every kind of case, and a case's build and the driver's compile of its kernels (most
+    of such a test's time, twice that with empty caches) are paid once. The conformance table and
+    ``make test-every-api`` run the whole matrix."""
+    if os.environ.get(EVERY_API) == "1":
+        return
+    groups: dict = {}
+    for item in items:
+        marker = item.get_closest_marker("one_api")
+        if marker is None or not hasattr(item, "callspec"):
+            continue
+        argname = marker.args[0]
+        params = item.callspec.params
+        key = tuple((k, repr(v)) for k, v in sorted(params.items()) if k not in (argname, "device"))
+        cases = groups.setdefault((item.module.__name__, item.originalname), {})
+        cases.setdefault(key, []).append((str(params[argname]), item))
+    drop = set()
+    for cases in groups.values():
+        for i, entries in enumerate(cases.values()):
+            apis = sorted({api for api, _ in entries})
+            keep = apis[bin(i).count("1") % len(apis)]  # (Thue-Morse: no other parameter's period picks the API)
+            drop.update(id(item) for api, item in entries if api != keep)
+    if drop:
+        config.hook.pytest_deselected(items=[item for item in items if id(item) in drop])
+        items[:] = [item for item in items if id(item) not in drop]

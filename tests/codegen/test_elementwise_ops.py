@@ -210,6 +210,7 @@ def test_the_walk_covers_the_whole_registry():
     assert {"relax.acosh", "relax.tanh", "relax.erf", "relax.power", "relax.atan2"} <= walked
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("group", sorted(GROUPS))
 @pytest.mark.parametrize("backend,device", BACKENDS)
 def test_elementwise_op_matches_tvm_llvm(group, backend, device):

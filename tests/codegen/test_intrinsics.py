@@ -78,6 +78,7 @@ def test_math_tvm_leaves_to_c_names_gets_opencl_builtins():
         assert tvm.ir.Op.get(name).get_attr("opencl.FLowerIntrinsic") is not None
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("backend,device", BACKENDS)
 def test_onnx_transcendentals_match_onnxruntime(backend, device, shape, tmp_path):

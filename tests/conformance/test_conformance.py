@@ -275,6 +275,7 @@ def test_every_upstream_case_is_covered():
     assert sorted(CASES) == sorted(EXPECTED) and len(CASES) == 30
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_conformance_case(name, backend, device):

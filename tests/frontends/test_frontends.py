@@ -12,7 +12,9 @@ from relax_vk.runtime import load  # noqa: E402
 from relax_vk.zoo import build_zoo_model  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+# (MobileNetV2: ONNX's Clip with min/max inputs and depthwise convs; ``python benchmarks/conformance.py
+# --front-door onnx`` runs every zoo model)
+@pytest.mark.parametrize("name", ["mobilenet_v2"])
 def test_onnx_export_runs_and_matches_pytorch(name, tmp_path):
     model, example = build_zoo_model(name)
     path = str(tmp_path / f"{name}.onnx")

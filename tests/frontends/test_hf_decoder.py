@@ -47,12 +47,18 @@ def decoder(request, tmp_path_factory):
     return str(folder), _checkpoint(folder, request.param)
 
 
+#: a test of what the two architectures share (the runtime's paths, the tools, the errors) runs on
+#: one of them; the numbers of each (prefill and decode, float16, int4) are checked on both
+ONE_ARCH = lambda arch: pytest.mark.parametrize("decoder", [arch], indirect=True)  # noqa: E731
+
+
 def _reference(model, tokens):
     with torch.no_grad():
         return model(torch.tensor([tokens])).logits[0].numpy()
 
 
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("target")
 def test_prefill_and_decode_equal_transformers_at_every_step(decoder, target, device, request):
     request.getfixturevalue(device)
     folder, model = decoder
@@ -161,6 +167,7 @@ def test_int4_weights_are_decoded_in_the_kernels_and_equal_transformers_on_the_s
     assert json.loads(capsys.readouterr().out)["tokens"] == expected[:4]
 
 
+@ONE_ARCH("qwen3")
 def test_int4_tables_past_one_binding_are_held_in_parts(decoder, monkeypatch, request):
     """A 4-bit weight past ``INT4_PART_BYTES`` (here 2 KiB: the 160-token table in three parts, the
     q projection in two) is held in parts along its outputs: the embedding gather picks each id's
@@ -184,6 +191,7 @@ def test_int4_tables_past_one_binding_are_held_in_parts(decoder, monkeypatch, re
     assert result.tokens == [int(np.argmax(reference[len(PROMPT) - 1 + i])) for i in range(8)]
 
 
+@ONE_ARCH("llama")
 def test_float_weights_past_one_binding_stay_matmuls_the_compiler_splits(decoder, monkeypatch, request):
     """A float weight past ``MIN_BINDING_BYTES`` (here 2 KiB: every layer's) is not read in the
     checkpoint's ``[out, in]`` layout by a kernel of the decoder's own but is a matmul against its
@@ -205,6 +213,7 @@ def test_float_weights_past_one_binding_stay_matmuls_the_compiler_splits(decoder
         assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
 
 
+@ONE_ARCH("qwen3")
 def test_last_token_logits_only(decoder, pocl):
     """``logits="last"``: each call returns its last token's logits ``[1, 1, V]``, the head
     computed on that row only (a matrix-vector product: the linear schedule), equal to
@@ -227,6 +236,7 @@ def test_last_token_logits_only(decoder, pocl):
         load_model("mobilenet_v2", logits="last")
 
 
+@ONE_ARCH("llama")
 def test_the_cache_bound_and_the_vocabulary_are_refused_by_name(decoder, pocl):
     folder, _ = decoder
     assert load_model(folder)[1]["dims"] == {"T": [1, 256], "S": [1, 128]}  # (T at most max_position_embeddings)
@@ -270,6 +280,7 @@ def test_what_the_converter_does_not_know_is_named(tmp_path, change, error, mess
         DecoderConfig.from_dir(str(tmp_path))
 
 
+@ONE_ARCH("llama")
 def test_a_missing_weight_is_named(decoder, tmp_path):
     folder, model = decoder
     from safetensors.torch import save_file
@@ -281,6 +292,7 @@ def test_a_missing_weight_is_named(decoder, tmp_path):
         load_model(str(tmp_path), dims={"T": (1, 32)})
 
 
+@ONE_ARCH("qwen3")
 def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(decoder, pocl, tmp_path, capsys):
     from relax_vk.tools.cli import main
 
@@ -301,6 +313,7 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert "--int4, --fp16 and --logits apply when building from a checkpoint" in capsys.readouterr().err
 
 
+@ONE_ARCH("qwen3")
 def test_bisect_compares_every_op_of_a_decoder_with_its_states_as_zeros(decoder, pocl):
     from relax_vk.tools.bisect import Bisection, bisect_session, build_unshared
 

@@ -171,6 +171,7 @@ def test_4bit_weights_stay_packed_on_the_device(models, imported, backend, devic
     assert session.device_bytes <= quantized + activations + 4096, (session.device_bytes, quantized, activations)
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.parametrize("form", FORMS)
 def test_quantized_models_match_onnxruntime(models, imported, form, backend, device, request):

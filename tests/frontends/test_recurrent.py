@@ -143,6 +143,7 @@ def exported_onnx(tmp_path_factory):
     return out
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", APIS)
 @pytest.mark.parametrize("name", ["crnn", "crnn_gru"])
 def test_pytorch_models_exported_to_onnx_at_three_lengths(exported_onnx, name, backend, device):

@@ -107,6 +107,7 @@ def _launches(artifact):
     return sum(1 for s in artifact.program["steps"] if s["op"] == "launch")
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", APIS)
 @pytest.mark.parametrize("form", ["pt2e_channel", "pt2e_tensor", "pt2e_dynamic", "int4_group32", "int8_channel", "int8_weight_only", "int8_dynamic_int4"])
 def test_quantized_torch_models_match_pytorch(models, imported, form, backend, device, request):

@@ -12,6 +12,7 @@ from relax_vk.runtime import load
 torch = pytest.importorskip("torch")
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("kind", ["avg", "max"])
 @pytest.mark.parametrize("shape, size", [((1, 8, 13, 13), (6, 6)), ((1, 5, 10, 4), (3, 3)), ((2, 3, 7, 9), (4, 2)), ((1, 4, 12, 8), (3, 4))])
 @pytest.mark.parametrize("backend, device", BACKENDS)

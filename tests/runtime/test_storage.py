@@ -32,6 +32,7 @@ def _run(artifact, device):
     return session.run(inputs), session
 
 
+@pytest.mark.one_api("api")
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
 @pytest.mark.parametrize("api, device", BACKENDS)
 def test_shared_allocations_give_the_same_outputs_in_less_memory(builds, api, device, prefer, request, monkeypatch):

@@ -50,6 +50,7 @@ CASES = [
 ]
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("case", CASES, ids=["x".join(map(str, c[:7])) for c in CASES])
 def test_gemm_numbers(case, backend, device):

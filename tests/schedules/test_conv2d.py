@@ -31,6 +31,7 @@ CASES = [
 ]
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("case", CASES, ids=["x".join(map(str, c)) for c in CASES])
 def test_conv_schedule_numbers(case, backend, device):
@@ -232,6 +233,7 @@ SPLIT_BLOCKS = [
 ]
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("case", SPLIT_BLOCKS, ids=["x".join(map(str, c)) for c in SPLIT_BLOCKS])
 def test_split_block_schedule_numbers(case, backend, device):

@@ -29,6 +29,7 @@ GLOBAL_MAX = lambda y: relax.op.max(y, axis=[2, 3], keepdims=True)  # noqa: E731
 WINDOW_AVG = lambda y: relax.op.nn.avg_pool2d(y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))  # noqa: E731
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
 # windows of at least GLOBAL_WINDOW texels go across threads: a 6x80 mean (480 texels: 8 rounds of

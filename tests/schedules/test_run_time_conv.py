@@ -212,3 +212,40 @@ def test_a_column_guard_inside_the_sum_stays_a_guard_a_term_and_is_right(pocl, m
     for h, w in [(4, 5), (9, 37), (24, 69)]:
         x = np.random.default_rng(h + w).standard_normal((1, 8, h, w)).astype("float32")
         np.testing.assert_allclose(session.run([x])[0], _reference(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_long_sum_over_run_time_rows_and_columns_runs_in_slices_and_is_right(target, device, stride, request):
+    """A 3x3 conv of 256 channels (2,304 terms) to 24 over run-time rows and columns, with a bias,
+    a residual add and ReLU: its sum runs in slices of the input channels (``SLICED_SUM`` terms or
+    more), two kernels, the partials in a workspace planned at the dims' bound; right at the range's
+    ends, at sizes that fill no workgroup, and after a larger size (the workspace is not cleared)."""
+    request.getfixturevalue(device)
+    from relax_vk.schedules.run_time_conv import SLICE_TERMS, SLICED_SUM
+
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((24, 256, 3, 3)) * 0.03).astype("float32")
+    b = rng.standard_normal(24).astype("float32")
+    assert 256 * 9 >= SLICED_SUM and 2304 // 2 > SLICE_TERMS >= 2304 // 4
+    x = relax.Var("x", relax.TensorType((1, 256, H, W), "float32"))
+    r = relax.Var("r", relax.TensorType((1, 24, (H - 1) // stride + 1, (W - 1) // stride + 1), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, r]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), strides=stride, padding=1))
+            y = bb.emit(relax.op.add(relax.op.add(y, relax.const(b.reshape(1, -1, 1, 1))), r))
+            y = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(y)
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (1, 20), "W": (1, 40)}), target).artifact()
+    convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
+    assert [k["schedule"] for k in convs] == ["run_time_conv"] * 2, convs
+    slices = 4  # (2,304 terms: the fewest slices of at most SLICE_TERMS, 576 terms each)
+    (workspace,) = [t for t in artifact.program["tensors"] if t.get("kind") == "workspace"]
+    assert workspace["bytes"] == slices * 24 * ((20 - 1) // stride + 1) * ((40 - 1) // stride + 1) * 4, workspace
+    session = Session(artifact, device=device)
+    for h, wd in ((20, 40), (1, 1), (7, 13), (2, 37), (20, 40)):
+        data = rng.standard_normal((1, 256, h, wd)).astype("float32")
+        res = rng.standard_normal((1, 24, (h - 1) // stride + 1, (wd - 1) // stride + 1)).astype("float32")
+        want = torch.relu(torch.nn.functional.conv2d(torch.tensor(data), torch.tensor(w), torch.tensor(b), stride=stride, padding=1) + torch.tensor(res)).numpy()
+        np.testing.assert_allclose(session.run([data, res])[0], want, rtol=1e-4, atol=1e-4)

@@ -89,6 +89,7 @@ def test_row_norm_workgroups_split_rows_evenly_and_keep_enough_groups():
                 assert abs(texels / t - 4) == near
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 # scores 512 x 512 (tiles of 4 rows x 1 texel), 2 x 510 x 510 padded to 512 columns with head size
 # 12 (2 x 2), 13 tokens of head size 10 (one texel per thread, everything padded), and 546 x 546
@@ -118,6 +119,7 @@ def test_attention_kernels_use_the_token_schedules(backend, device, tokens, dim,
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("scale, center", [(True, True), (False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
@@ -175,6 +177,7 @@ def test_softmax_with_a_generated_operand_in_its_consumer(backend, device, prefe
     np.testing.assert_allclose(out, run_on_cpu(mod, inputs)[0], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
 # 1030 rows: workgroups of 8 rows, the last one partial; 2048 rows of 32 channels: 16 rows of 2

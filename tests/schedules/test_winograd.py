@@ -72,6 +72,7 @@ CASES = [
 ]
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("case", CASES, ids=["x".join(map(str, c[:5])) for c in CASES])
 def test_winograd_numbers(case, backend, device, request):

@@ -1,7 +1,7 @@
 """Every zoo model: imported from PyTorch, compiled, run on pocl (OpenCL) or on lavapipe (Vulkan)
 with real images, and compared with PyTorch eager (rtol = atol = 1e-3); its texture share and
-copies are asserted. Each model runs on one API here (:func:`_one_api_each`); the conformance
-table (``benchmarks/conformance.py``) runs them all on both."""
+copies are asserted. Each model runs on one API here (the ``one_api`` marker, tests/conftest.py);
+the conformance table (``benchmarks/conformance.py``) runs them all on both."""
 
 import re
 
@@ -73,16 +73,9 @@ def _imported(name):
     return _IMPORTED[name]
 
 
-def _one_api_each(names):
-    """``(name, backend, device)`` params: each model on one API, the APIs alternating over the
-    sorted names, so that both codegens see half the zoo. The suite is the conformance table's slice
-    (``python benchmarks/conformance.py`` runs every model on both APIs and both front doors): a
-    model's test is mostly its build and pocl's or lavapipe's compile of its kernels, and the whole
-    matrix was a fifth of the suite's time."""
-    return [pytest.param(name, *BACKENDS[i % 2].values, id=f"{name}-{BACKENDS[i % 2].id}") for i, name in enumerate(sorted(names))]
-
-
-@pytest.mark.parametrize("name, backend, device", _one_api_each(ZOO))
+@pytest.mark.one_api("backend")
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("name", sorted(ZOO))
 def test_zoo_model_runs_and_matches_pytorch(name, backend, device):
     model, example, mod, expected = _imported(name)
     compiled = relax_vk.build(mod, target=backend)
@@ -110,7 +103,9 @@ def test_every_zoo_model_has_a_target():
 CUT = ["resnet18", "mobilenet_v2", "unet_small", "shufflenet_v2"]
 
 
-@pytest.mark.parametrize("name, backend, device", _one_api_each(CUT))
+@pytest.mark.one_api("backend")
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.parametrize("name", CUT)
 def test_zoo_model_under_cut_down_limits(name, backend, device):
     from relax_vk.testing.fuzz.runner import CUT_LIMITS, make_target
 

@@ -210,6 +210,7 @@ def test_a_plain_matmul_of_two_inputs_is_left_alone():
     assert op_count(out, "relax.matmul") == 1 and op_count(out, "relax.layout_transform") == 0
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("block", ["vit", "sdpa", "odd_width", "many_tokens"])
 def test_attention_runs_in_textures(backend, device, block):

@@ -62,6 +62,7 @@ def test_a_conv_with_same_size_epilogues_is_left_to_fusion():
     assert IsolateBroadcastReductions()(legalized).same_as(legalized)
 
 
+@pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
 @pytest.mark.parametrize("prefer", ["texture", "buffer"])
 @pytest.mark.parametrize("gate", [relax.op.sigmoid, lambda g: relax.op.clip(relax.op.add(relax.op.multiply(g, relax.const(1 / 6, "float32")), relax.const(0.5, "float32")), 0, 1)],

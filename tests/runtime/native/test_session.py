@@ -42,6 +42,7 @@ def assert_right(session, inputs, expected, rtol=1e-4):
     return got
 
 
+@pytest.mark.one_api("target")
 @pytest.mark.parametrize("target, device", BACKENDS)
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_examples_are_right(native_build, name, target, device):
