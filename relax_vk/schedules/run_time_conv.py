@@ -104,6 +104,13 @@ CHANNEL_STEPS = (4, 2, 1)
 SPLIT_SUM = 1024
 #: outputs a workgroup (threadIdx.y) and partial sums an output (threadIdx.x) of a split sum
 SPLIT_OUTPUTS, SPLIT_LANES = 8, 32
+#: sums of at least this many terms over maps of run-time rows and columns run in slices of their
+#: input channels, in two kernels (:func:`_sliced_sum`)
+SLICED_SUM = 2048
+#: slice counts tried, fewest first (one must divide the input channels)
+SLICES = (2, 4, 8)
+#: at most this many terms a slice, where a slice count in :data:`SLICES` allows
+SLICE_TERMS = 640
 
 
 def _static(extent) -> bool:
@@ -149,7 +156,7 @@ def _windowed(block) -> bool:
     )
 
 
-def _channel_tile(block, channels) -> int:
+def _channel_tile(block, channels, terms: Optional[int] = None) -> int:
     """``OC``: 1 when a read other than the weights' depends on the output channel (depthwise and
     grouped convs) or the sum has :data:`LONG_SUM` terms or more, else the largest of
     :data:`OC_TILES` dividing ``channels``."""
@@ -161,7 +168,8 @@ def _channel_tile(block, channels) -> int:
         spatial_read = any(_uses(r.min, x) or _uses(r.min, y) for r in read.region)
         if spatial_read and any(_uses(r.min, f) for r in read.region):
             return 1
-    terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+    if terms is None:
+        terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
     if LONG_SUM is not None and terms >= LONG_SUM:
         return 1
     return next((t for t in OC_TILES if int(channels) % t == 0), 1)
@@ -237,11 +245,27 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
             split = None
         if split is not None:
             return split
-    oc = _channel_tile(block, block.iter_vars[1].dom.extent)
-    width = block.iter_vars[3].dom.extent
-    px = 1 if _static(width) and int(width) < PX else PX
+    slices = 1 if _static(rows) or _static(columns) else _slices(block, terms)
+    if slices > 1:
+        try:
+            sliced = _sliced_sum(func, block.name_hint, [sch.get(b).name_hint for b in (*before, conv, *after)], slices)
+        except s_tir.ScheduleError:  # (a sum TVM cannot factor: tiled whole below)
+            sliced = None
+        if sliced is not None:
+            return sliced
     for b in reversed(before):
         sch.compute_inline(b)
+    channels, width = block.iter_vars[1].dom.extent, block.iter_vars[3].dom.extent
+    guard = _tile(sch, func, conv, after, _channel_tile(block, channels), channels, width)
+    return _guarded_once(sch.mod["main"], *guard)
+
+
+def _tile(sch: s_tir.Schedule, func: tirx.PrimFunc, conv, after: list, oc: int, channels, width) -> tuple:
+    """Schedule ``conv`` (its loops: batch, ``channels`` output channels, rows, ``width`` columns,
+    then the sum's) as the register tile of the module docstring, ``oc`` channels a thread, with
+    the ``after`` blocks folded into its write-back. Returns ``(the update block's name, the sum's
+    loop vars)`` for :func:`_guarded_once`."""
+    px = 1 if _static(width) and int(width) < PX else PX
     n, f, y, x, *red = sch.get_loops(conv)
     f_o, f_i = sch.split(f, [None, oc])
     x_o, x_i = sch.split(x, [None, px])
@@ -253,8 +277,7 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     # channel's).
     threads_x, threads_z = _workgroup(func, width)
     bx, tx = sch.split(x_o, [None, threads_x])
-    tiles = block.iter_vars[1].dom.extent
-    tz_n = threads_z if _static(tiles) and (int(tiles) // oc) % threads_z == 0 else 1  # (channel tiles split exactly)
+    tz_n = threads_z if _static(channels) and (int(channels) // oc) % threads_z == 0 else 1  # (channel tiles split exactly)
     bz, tz = sch.split(f_o, [None, tz_n])
     sch.reorder(n, bz, y, bx, tz, tx, *red, f_i, x_i)
     step = _channel_step(sch, red)
@@ -274,8 +297,64 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
     for b in (init, acc):  # (under the workgroup and thread loops: the tile's loops)
         unroll_constant(sch, sch.get_loops(b)[loop_depth(sch, b, tx) :])
     loops = sch.get_loops(conv)
-    sum_loops = tuple(sch.get(lp).loop_var for lp in loops[loop_depth(sch, conv, tx) :])
-    return _guarded_once(sch.mod["main"], sch.get(conv).name_hint, sum_loops)
+    return sch.get(conv).name_hint, tuple(sch.get(lp).loop_var for lp in loops[loop_depth(sch, conv, tx) :])
+
+
+def _slices(block, terms: int) -> int:
+    """How many slices of its input channels a sum of ``terms`` terms is cut into
+    (:func:`_sliced_sum`): 1 below :data:`SLICED_SUM` terms, else the fewest of :data:`SLICES`
+    that divide the channels and leave at most :data:`SLICE_TERMS` terms a slice (else the most
+    that divide them)."""
+    if SLICED_SUM is None or terms < SLICED_SUM:
+        return 1
+    channels = next(iv for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce).dom.extent
+    fits = [s for s in SLICES if int(channels) % s == 0]
+    return next((s for s in fits if terms // s <= SLICE_TERMS), fits[-1] if fits else 1)
+
+
+def _sliced_sum(func: tirx.PrimFunc, conv_name: str, names: list, slices: int) -> tirx.PrimFunc:
+    """A conv whose sum runs in ``slices`` slices of its input channels, in two kernels. The first
+    writes each slice's partial sums to a workspace ``[slices, n, c, h, w]`` (TVM's ``rfactor``;
+    :func:`_tile`, a slice beside the batch on ``blockIdx.z``); the second adds each output's
+    partials and applies the epilogue (:func:`_summed`). The workspace is planned at the dims'
+    bound like the program's tensors."""
+    sch = new_schedule(func)
+    index = names.index(conv_name)
+    for name in reversed(names[:index]):
+        sch.compute_inline(sch.get_sblock(name))
+    conv = sch.get_sblock(conv_name)
+    after = [sch.get_sblock(name) for name in names[index + 1 :]]
+    block = sch.get(conv)
+    channels, width = block.iter_vars[1].dom.extent, block.iter_vars[3].dom.extent
+    terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+    oc = _channel_tile(block, channels, terms // slices)
+    loops = sch.get_loops(conv)  # n, f, y, x, the input channels, the window
+    part, _ = sch.split(loops[4], [slices, None])
+    partial = sch.rfactor(part, 0)  # partial[s, n, f, y, x]; conv now adds the slices
+    n, f, y, x, s, *_ = sch.get_loops(partial)
+    sch.reorder(s, n, f, y, x)
+    sch.fuse(s, n)
+    guard = _tile(sch, func, partial, [], oc, channels, width)
+    _summed(sch, func, conv, after, channels, width)
+    return _guarded_once(sch.mod["main"], *guard)
+
+
+def _summed(sch: s_tir.Schedule, func: tirx.PrimFunc, total, after: list, channels, width) -> None:
+    """The second kernel of :func:`_sliced_sum`: a thread an output, on the tile's grid (a row a
+    ``blockIdx.y``, columns on ``threadIdx.x``, channels on ``threadIdx.y``), adding the slices'
+    partials in a register and applying the ``after`` blocks as it writes the output."""
+    n, f, y, x, s = sch.get_loops(total)
+    threads_x, threads_z = _workgroup(func, width)
+    bx, tx = sch.split(x, [None, threads_x])
+    bz, tz = sch.split(f, [None, threads_z if _static(channels) and int(channels) % threads_z == 0 else 1])
+    sch.reorder(n, bz, y, bx, tz, tx, s)
+    sch.bind(sch.fuse(n, bz), "blockIdx.z")
+    sch.bind(y, "blockIdx.y")
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tz, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    accumulate(sch, total, tx, after, s)
+    sch.unroll(s)
 
 
 def _guarded_once(func: tirx.PrimFunc, update: str, sum_loops: tuple) -> tirx.PrimFunc:
