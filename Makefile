@@ -6,7 +6,7 @@ NATIVE_JOBS ?= 2
 SETUP_STAMP := build/.setup-stamp
 NATIVE_SOURCES := native/CMakeLists.txt $(wildcard native/src/*.* native/src/shaders/* native/include/relax_vk/*.h native/tools/*.c)
 
-.PHONY: setup demo test test-every-api bench
+.PHONY: setup demo test test-full bench
 
 setup: $(SETUP_STAMP)
 	@# The native runtime's build folder for the tests and the example (native/: C ABI library, rvk-run,
@@ -48,10 +48,10 @@ demo: setup
 test: setup
 	$(PYTHON) -m pytest -q -n 2 tests
 
-# The suite with every `one_api` matrix on both APIs (tests/conftest.py): twice the model builds and
-# driver compiles of `make test` for those tests
-test-every-api: setup
-	RELAX_VK_TEST_EVERY_API=1 $(PYTHON) -m pytest -q -n 2 tests
+# The suite with its full matrices (tests/conftest.py): every `one_api` case on both APIs and every
+# zoo model; twice the model builds and driver compiles of `make test` for those tests
+test-full: setup
+	RELAX_VK_TEST_FULL=1 $(PYTHON) -m pytest -q -n 2 tests
 
 bench: setup
 	$(PYTHON) benchmarks/scope_passes.py

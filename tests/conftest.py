@@ -50,15 +50,15 @@ def _no_program_binaries():
         yield
 
 
-#: set to 1 to run every ``one_api`` test on both APIs (``make test-every-api``)
-EVERY_API = "RELAX_VK_TEST_EVERY_API"
+#: set to 1 for the full matrices: every ``one_api`` test on both APIs, every zoo model (``make test-full``)
+FULL = "RELAX_VK_TEST_FULL"
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "one_api(argname): a matrix of cases by API whose cases each run on one API, the APIs alternating "
-        f"over the cases in order (every case on both with ${EVERY_API}=1)",
+        f"over the cases in order (every case on both with ${FULL}=1)",
     )
 
 
@@ -70,8 +70,8 @@ index's bits (the Thue-Morse sequence: a parameter that alternates with the grou
 buffer say, still meets both APIs, as it would not if the APIs simply alternated). Both APIs
     still run every kind of case, and a case's build and the driver's compile of its kernels (most
     of such a test's time, twice that with empty caches) are paid once. The conformance table and
-    ``make test-every-api`` run the whole matrix."""
-    if os.environ.get(EVERY_API) == "1":
+    ``make test-full`` run the whole matrix."""
+    if os.environ.get(FULL) == "1":
         return
     groups: dict = {}
     for item in items:

@@ -227,7 +227,7 @@ def test_a_long_sum_over_run_time_rows_and_columns_runs_in_slices_and_is_right(t
     rng = np.random.default_rng(5)
     w = (rng.standard_normal((24, 256, 3, 3)) * 0.03).astype("float32")
     b = rng.standard_normal(24).astype("float32")
-    assert 256 * 9 >= SLICED_SUM and 2304 // 2 > SLICE_TERMS >= 2304 // 4
+    assert 256 * 9 >= SLICED_SUM and 2304 // 4 > SLICE_TERMS >= 2304 // 8
     x = relax.Var("x", relax.TensorType((1, 256, H, W), "float32"))
     r = relax.Var("r", relax.TensorType((1, 24, (H - 1) // stride + 1, (W - 1) // stride + 1), "float32"))
     bb = relax.BlockBuilder()
@@ -240,7 +240,7 @@ def test_a_long_sum_over_run_time_rows_and_columns_runs_in_slices_and_is_right(t
     artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (1, 20), "W": (1, 40)}), target).artifact()
     convs = [k for k in artifact.program["kernels"] if "conv2d" in k["name"]]
     assert [k["schedule"] for k in convs] == ["run_time_conv"] * 2, convs
-    slices = 4  # (2,304 terms: the fewest slices of at most SLICE_TERMS, 576 terms each)
+    slices = 8  # (2,304 terms: the fewest slices of at most SLICE_TERMS, 288 terms each)
     (workspace,) = [t for t in artifact.program["tensors"] if t.get("kind") == "workspace"]
     assert workspace["bytes"] == slices * 24 * ((20 - 1) // stride + 1) * ((40 - 1) // stride + 1) * 4, workspace
     session = Session(artifact, device=device)
