@@ -34,6 +34,14 @@ read.
   OpenCL's ResNet-18 by 8-10%. The clamped reads are gone: a padded read is TVM's branch again, as
   TVM's simplifier, reading a select's condition, dropped the clamp (``max(y - 1, 0)`` became ``y -
   1``) and the load read before its buffer (PP-OCR cls with a run-time batch crashed pocl);
+* a sum of :data:`SLICED_SUM` terms or more over a map whose rows and columns are both run-time
+  runs in slices of its input channels (:func:`_sliced_sum`): one kernel writes each slice's
+  partial sums to a workspace planned at the dims' bound, a second adds them and applies the
+  epilogue. ResNet-18's last two stages (2,304 and 4,608 terms over 14x14 and 7x7 at 224) had a
+  thread an output, each a chain of thousands of dependent steps, and too few threads to fill a
+  GPU. On the H200 (2026-11-30, H, W in 64..320): at 224, Vulkan 2.06-2.08 -> 1.55-1.57 ms and
+  OpenCL 1.68 -> 1.30-1.32 (a fixed build: 0.94-0.98); at 320, 3.18 -> 2.75-2.79 and 2.72-2.75 ->
+  2.47-2.48;
 * a sum of :data:`SPLIT_SUM` terms or more over a map with static rows or static columns is split
   over a workgroup's threads instead (:func:`_split_long_sum`): few outputs with long sums (a
   recognizer's neck over a line's width) leave too few threads otherwise. A map whose rows and
@@ -108,9 +116,13 @@ SPLIT_OUTPUTS, SPLIT_LANES = 8, 32
 #: input channels, in two kernels (:func:`_sliced_sum`)
 SLICED_SUM = 2048
 #: slice counts tried, fewest first (one must divide the input channels)
-SLICES = (2, 4, 8)
-#: at most this many terms a slice, where a slice count in :data:`SLICES` allows
-SLICE_TERMS = 640
+SLICES = (2, 4, 8, 16)
+#: at most this many terms a slice, where a slice count in :data:`SLICES` allows (ResNet-18's
+#: 2,304- and 4,608-term convs: 8 and 16 slices of 288). On the H200, with H, W in 64..320 at 224:
+#: slices of 576 terms 1.63-1.72 ms on Vulkan and 1.33-1.51 on OpenCL, of 288 1.55-1.57 and
+#: 1.30-1.32, of 144 (up to 32 slices) 1.53 and 1.28; layer 2's 1,152-term convs in slices too
+#: (``SLICED_SUM`` 1024) 1.51-1.52 and 1.31-1.33
+SLICE_TERMS = 320
 
 
 def _static(extent) -> bool:
