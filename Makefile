@@ -46,12 +46,12 @@ demo: setup
 	relax-vk demo
 
 test: setup
-	$(PYTHON) -m pytest -q -n 2 tests
+	$(PYTHON) -m pytest -q -n 2 --dist worksteal tests
 
 # The suite with its full matrices (tests/conftest.py): every `one_api` case on both APIs and every
 # zoo model; twice the model builds and driver compiles of `make test` for those tests
 test-full: setup
-	RELAX_VK_TEST_FULL=1 $(PYTHON) -m pytest -q -n 2 tests
+	RELAX_VK_TEST_FULL=1 $(PYTHON) -m pytest -q -n 2 --dist worksteal tests
 
 bench: setup
 	$(PYTHON) benchmarks/scope_passes.py
