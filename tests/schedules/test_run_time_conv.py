@@ -249,3 +249,27 @@ def test_a_long_sum_over_run_time_rows_and_columns_runs_in_slices_and_is_right(t
         res = rng.standard_normal((1, 24, (h - 1) // stride + 1, (wd - 1) // stride + 1)).astype("float32")
         want = torch.relu(torch.nn.functional.conv2d(torch.tensor(data), torch.tensor(w), torch.tensor(b), stride=stride, padding=1) + torch.tensor(res)).numpy()
         np.testing.assert_allclose(session.run([data, res])[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_a_pool_of_a_long_window_runs_in_slices_and_is_right(kind, target, device, request):
+    """A 48x48 window (2,304 terms) over run-time rows and columns, ReLU after it: the window's rows
+    are sliced like a conv's channels; the slices' maxima combine by max, the means' sums by a sum
+    the epilogue divides."""
+    request.getfixturevalue(device)
+    x = relax.Var("x", relax.TensorType((1, 4, H, W), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            pool = relax.op.nn.max_pool2d if kind == "max" else relax.op.nn.avg_pool2d
+            y = bb.emit_output(relax.op.nn.relu(pool(x, pool_size=(48, 48), strides=1)))
+        bb.emit_func_output(y)
+    artifact = relax_vk.build(with_dim_ranges(bb.get(), {"H": (48, 64), "W": (48, 64)}), target).artifact()
+    assert [k["schedule"] for k in artifact.program["kernels"]] == ["run_time_conv"] * 2
+    session = Session(artifact, device=device)
+    for h, w in ((48, 48), (64, 64), (50, 61)):
+        data = np.random.default_rng(h).standard_normal((1, 4, h, w)).astype("float32")
+        pooled = getattr(torch.nn.functional, f"{kind}_pool2d")(torch.tensor(data), 48, 1)
+        np.testing.assert_allclose(session.run([data])[0], torch.relu(pooled).numpy(), rtol=1e-5, atol=1e-6)
