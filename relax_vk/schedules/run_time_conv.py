@@ -129,6 +129,11 @@ def _static(extent) -> bool:
     return isinstance(extent, tirx.IntImm)
 
 
+def _terms(block) -> int:
+    """The number of terms of ``block``'s sum (its reduction extents, static)."""
+    return math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+
+
 def _uses(index, var) -> bool:
     return any(u.same_as(var) for u in tirx.analysis.undefined_vars(index))
 
@@ -181,7 +186,7 @@ def _channel_tile(block, channels, terms: Optional[int] = None) -> int:
         if spatial_read and any(_uses(r.min, f) for r in read.region):
             return 1
     if terms is None:
-        terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+        terms = _terms(block)
     if LONG_SUM is not None and terms >= LONG_SUM:
         return 1
     return next((t for t in OC_TILES if int(channels) % t == 0), 1)
@@ -226,7 +231,7 @@ def _split_long_sum(func: tirx.PrimFunc, conv_name: str, names: list) -> Optiona
     block = sch.get_sblock(conv_name)
     ivs = sch.get(block).iter_vars
     outputs = math.prod(int(iv.dom.extent) for iv in ivs if iv.iter_type == tirx.IterVar.DataPar and _static(iv.dom.extent))
-    terms = math.prod(int(iv.dom.extent) for iv in ivs if iv.iter_type == tirx.IterVar.CommReduce)
+    terms = _terms(sch.get(block))
     nt, ks = divisor(outputs, SPLIT_OUTPUTS), divisor(terms, SPLIT_LANES)
     if nt < 2 or ks < 8:
         return None
@@ -247,7 +252,7 @@ def schedule_run_time_conv(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
         return None
     before, conv, after = found
     block = sch.get(conv)
-    terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
+    terms = _terms(block)
     rows, columns = (iv.dom.extent for iv in block.iter_vars[2:4])
     if SPLIT_SUM is not None and terms >= SPLIT_SUM and _channel_tile(block, block.iter_vars[1].dom.extent) == 1 and (_static(rows) or _static(columns)):
         names = [sch.get(b).name_hint for b in (*before, conv, *after)]
@@ -281,25 +286,10 @@ def _tile(sch: s_tir.Schedule, func: tirx.PrimFunc, conv, after: list, oc: int, 
     n, f, y, x, *red = sch.get_loops(conv)
     f_o, f_i = sch.split(f, [None, oc])
     x_o, x_i = sch.split(x, [None, px])
-    # a grid axis per output axis, split by constants: no thread's index is divided by a run-time
-    # extent (a fused index split back into n, c, h, w costs 64-bit divisions and modulos at
-    # every use). Every output row is a workgroup row of its own: the write-back's row is then
-    # fixed above the thread loop, and TVM's reverse_compute_at guards no index fixed there (rows
-    # split over threads with a partial last tile wrote a row past the output's end: the next
-    # channel's).
-    threads_x, threads_z = _workgroup(func, width)
-    bx, tx = sch.split(x_o, [None, threads_x])
-    tz_n = threads_z if _static(channels) and (int(channels) // oc) % threads_z == 0 else 1  # (channel tiles split exactly)
-    bz, tz = sch.split(f_o, [None, tz_n])
-    sch.reorder(n, bz, y, bx, tz, tx, *red, f_i, x_i)
+    tx = _grid(sch, func, (n, f_o, y, x_o), int(channels) // oc if _static(channels) else None, width, (*red, f_i, x_i))
     step = _channel_step(sch, red)
     if step:
         red = [*sch.split(red[0], [None, step]), *red[1:]]
-    sch.bind(sch.fuse(n, bz), "blockIdx.z")
-    sch.bind(y, "blockIdx.y")
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(tz, "threadIdx.y")
-    sch.bind(tx, "threadIdx.x")
     acc, init = accumulate(sch, conv, tx, after, red[0])
     if step:
         for lp in red[1:]:
@@ -310,6 +300,31 @@ def _tile(sch: s_tir.Schedule, func: tirx.PrimFunc, conv, after: list, oc: int, 
         unroll_constant(sch, sch.get_loops(b)[loop_depth(sch, b, tx) :])
     loops = sch.get_loops(conv)
     return sch.get(conv).name_hint, tuple(sch.get(lp).loop_var for lp in loops[loop_depth(sch, conv, tx) :])
+
+
+def _grid(sch: s_tir.Schedule, func: tirx.PrimFunc, outputs: tuple, tiles: Optional[int], width, inner: tuple):
+    """Put the output loops ``outputs`` (batch, channel tiles, rows, columns: ``tiles`` channel
+    tiles when static) on the grid both kernels share, ``inner`` (the thread's own loops) under
+    it: a row a ``blockIdx.y``, the columns split over ``threadIdx.x`` (:func:`_workgroup`), the
+    channel tiles over ``threadIdx.y`` where they split exactly, the batch and what is left of the
+    tiles on ``blockIdx.z``. Returns the ``threadIdx.x`` loop."""
+    n, f, y, x = outputs
+    # a grid axis per output axis, split by constants: no thread's index is divided by a run-time
+    # extent (a fused index split back into n, c, h, w costs 64-bit divisions and modulos at
+    # every use). Every output row is a workgroup row of its own: the write-back's row is then
+    # fixed above the thread loop, and TVM's reverse_compute_at guards no index fixed there (rows
+    # split over threads with a partial last tile wrote a row past the output's end: the next
+    # channel's).
+    threads_x, threads_z = _workgroup(func, width)
+    bx, tx = sch.split(x, [None, threads_x])
+    bz, tz = sch.split(f, [None, threads_z if tiles is not None and tiles % threads_z == 0 else 1])  # (channel tiles split exactly)
+    sch.reorder(n, bz, y, bx, tz, tx, *inner)
+    sch.bind(sch.fuse(n, bz), "blockIdx.z")
+    sch.bind(y, "blockIdx.y")
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tz, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    return tx
 
 
 def _slices(block, terms: int) -> int:
@@ -338,8 +353,7 @@ def _sliced_sum(func: tirx.PrimFunc, conv_name: str, names: list, slices: int) -
     after = [sch.get_sblock(name) for name in names[index + 1 :]]
     block = sch.get(conv)
     channels, width = block.iter_vars[1].dom.extent, block.iter_vars[3].dom.extent
-    terms = math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce)
-    oc = _channel_tile(block, channels, terms // slices)
+    oc = _channel_tile(block, channels, _terms(block) // slices)
     loops = sch.get_loops(conv)  # n, f, y, x, the input channels, the window
     part, _ = sch.split(loops[4], [slices, None])
     partial = sch.rfactor(part, 0)  # partial[s, n, f, y, x]; conv now adds the slices
@@ -356,15 +370,7 @@ def _summed(sch: s_tir.Schedule, func: tirx.PrimFunc, total, after: list, channe
     ``blockIdx.y``, columns on ``threadIdx.x``, channels on ``threadIdx.y``), adding the slices'
     partials in a register and applying the ``after`` blocks as it writes the output."""
     n, f, y, x, s = sch.get_loops(total)
-    threads_x, threads_z = _workgroup(func, width)
-    bx, tx = sch.split(x, [None, threads_x])
-    bz, tz = sch.split(f, [None, threads_z if _static(channels) and int(channels) % threads_z == 0 else 1])
-    sch.reorder(n, bz, y, bx, tz, tx, s)
-    sch.bind(sch.fuse(n, bz), "blockIdx.z")
-    sch.bind(y, "blockIdx.y")
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(tz, "threadIdx.y")
-    sch.bind(tx, "threadIdx.x")
+    tx = _grid(sch, func, (n, f, y, x), int(channels) if _static(channels) else None, width, (s,))
     accumulate(sch, total, tx, after, s)
     sch.unroll(s)
 
