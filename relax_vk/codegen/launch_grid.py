@@ -36,13 +36,11 @@ from tvm import tirx
 from tvm.sym import Analyzer
 from tvm.tirx import stmt as S
 
-from ..core.dims import KERNEL_RANGES_ATTR as BOUNDS_ATTR
 from ..core.dims import kernel_ranges, largest_value
 from ..core.errors import LimitError
 from .run_time_shapes import substitute
 
 AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
-#: a PrimFunc attribute: the ranges of the run-time dims its sizes depend on, ``{name: [min, max]}``
 
 
 def _is_shared_decl(node) -> bool:
