@@ -50,15 +50,15 @@ def _no_program_binaries():
         yield
 
 
-#: set to 1 for the full matrices: every ``one_api`` test on both APIs, every zoo model (``make test-full``)
-FULL = "RELAX_VK_TEST_FULL"
 
 
 def pytest_configure(config):
+    from helpers_build import FULL_ENV
+
     config.addinivalue_line(
         "markers",
         "one_api(argname): a matrix of cases by API whose cases each run on one API, the APIs alternating "
-        f"over the cases in order (every case on both with ${FULL}=1)",
+        f"over the cases in order (every case on both with ${FULL_ENV}=1)",
     )
 
 
@@ -71,7 +71,9 @@ buffer say, still meets both APIs, as it would not if the APIs simply alternated
     still run every kind of case, and a case's build and the driver's compile of its kernels (most
     of such a test's time, twice that with empty caches) are paid once. The conformance table and
     ``make test-full`` run the whole matrix."""
-    if os.environ.get(FULL) == "1":
+    from helpers_build import FULL
+
+    if FULL:
         return
     groups: dict = {}
     for item in items:

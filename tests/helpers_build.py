@@ -1,5 +1,6 @@
 """Helpers for tests that compile with the full pipeline and a real OpenCL compiler."""
 
+import os
 import re
 
 import pytest
@@ -23,6 +24,11 @@ def build_and_compile(mod, **kw):
 
 # (backend, the CPU device its tests run on): pocl for OpenCL, lavapipe for Vulkan
 BACKENDS = [pytest.param("opencl", "pocl", id="opencl"), pytest.param("vulkan", "lavapipe", id="vulkan")]
+
+#: set to 1 for the full matrices (``make test-full``): every ``one_api`` test on both APIs
+#: (tests/conftest.py), every zoo model (tests/zoo/test_zoo_models.py)
+FULL_ENV = "RELAX_VK_TEST_FULL"
+FULL = os.environ.get(FULL_ENV) == "1"
 
 
 def build_for(mod, backend: str):

@@ -4,7 +4,6 @@ copies are asserted. Each model runs on one API here (the ``one_api`` marker, te
 and the models of :data:`FULL_ONLY` only with ``make test-full``; the conformance table
 (``benchmarks/conformance.py``) runs every model on both APIs and both front doors."""
 
-import os
 import re
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the zoo needs the torch extra")
 
-from helpers_build import BACKENDS  # noqa: E402
+from helpers_build import BACKENDS, FULL  # noqa: E402
 
 import relax_vk  # noqa: E402
 from relax_vk.frontends import from_torch  # noqa: E402
@@ -81,7 +80,7 @@ def _imported(name):
 #: and the conv schedule tests), DeiT's attention (ViT's), the GRU (tests/frontends/test_recurrent.py).
 #: Each was a full model's build and driver compile, 7-23 s of a cold suite.
 FULL_ONLY = {"efficientnet", "inception", "resnext", "deit_tiny", "crnn_gru"}
-SUITE = sorted(ZOO) if os.environ.get("RELAX_VK_TEST_FULL") == "1" else sorted(set(ZOO) - FULL_ONLY)
+SUITE = sorted(ZOO) if FULL else sorted(set(ZOO) - FULL_ONLY)
 
 
 @pytest.mark.one_api("backend")
@@ -113,7 +112,7 @@ def test_every_zoo_model_has_a_target():
 # fall back to buffers; benchmarks/conformance.py --limits cut runs the whole zoo
 # (ResNet-18: weights split, grids folded; UNet: maps past the cut images fall back to buffers;
 # with RELAX_VK_TEST_FULL=1 also MobileNetV2 and ShuffleNetV2)
-CUT = ["resnet18", "unet_small"] + (["mobilenet_v2", "shufflenet_v2"] if os.environ.get("RELAX_VK_TEST_FULL") == "1" else [])
+CUT = ["resnet18", "unet_small"] + (["mobilenet_v2", "shufflenet_v2"] if FULL else [])
 
 
 @pytest.mark.one_api("backend")
