@@ -49,6 +49,13 @@ def _open(lib, artifact: Union[str, os.PathLike, bytes, Artifact], what: str = "
     return handle
 
 
+def _whole(artifact: Union[str, os.PathLike, bytes, Artifact]) -> Artifact:
+    """``artifact`` (a path, the file's bytes or an :class:`Artifact`) as an :class:`Artifact`."""
+    if isinstance(artifact, Artifact):
+        return artifact
+    return Artifact.from_bytes(artifact, what="artifact") if isinstance(artifact, bytes) else Artifact.read(os.fspath(artifact))
+
+
 def validate(artifact: Union[str, os.PathLike, bytes, Artifact], what: str = "artifact") -> None:
     """Raise :class:`~relax_vk.serialization.artifact.ArtifactError` unless ``artifact`` (a path,
     the file's bytes or an :class:`Artifact`) is complete and consistent, as the library checks it
@@ -148,9 +155,8 @@ class Session:
     def program(self) -> dict:
         """The artifact's program description (read from the artifact on first use; the library has validated the same bytes)."""
         if self._program is None:
-            a = self._artifact
-            self._program = a.program if isinstance(a, Artifact) else Artifact.from_bytes(a, what="artifact").program if isinstance(a, bytes) \
-                else Artifact.read_program(os.fspath(a))  # fmt: skip
+            a = self._artifact  # (a file's program alone, not its constants)
+            self._program = _whole(a).program if isinstance(a, (bytes, Artifact)) else Artifact.read_program(os.fspath(a))
         return self._program
 
     @property
@@ -241,9 +247,7 @@ class Session:
         if index < 0:
             return self.program
         if index not in self._variant_programs:
-            a = self._artifact
-            whole = a if isinstance(a, Artifact) else Artifact.from_bytes(a, what="artifact") if isinstance(a, bytes) else Artifact.read(os.fspath(a))
-            self._variant_programs[index] = variant_artifact(whole, index).program
+            self._variant_programs[index] = variant_artifact(_whole(self._artifact), index).program
         return self._variant_programs[index]
 
     def _read_profile(self) -> None:
