@@ -50,8 +50,6 @@ def _no_program_binaries():
         yield
 
 
-
-
 def pytest_configure(config):
     from helpers_build import FULL_ENV
 
@@ -65,9 +63,9 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Keep one API a case for the tests marked ``one_api(argname)``: the items of one test
     function are grouped by their parameters other than ``argname`` (the API: ``opencl`` or
-    ``vulkan``) and ``device``; the groups, in collection order, take the APIs by the parity of their
-index's bits (the Thue-Morse sequence: a parameter that alternates with the groups, texture or
-buffer say, still meets both APIs, as it would not if the APIs simply alternated). Both APIs
+    ``vulkan``) and ``device``; the groups, in collection order, take the APIs by the parity of
+    their index's bits (the Thue-Morse sequence: a parameter that alternates with the groups,
+    texture or buffer say, still meets both APIs, as it would not if the APIs simply alternated). Both APIs
     still run every kind of case, and a case's build and the driver's compile of its kernels (most
     of such a test's time, twice that with empty caches) are paid once. The conformance table and
     ``make test-full`` run the whole matrix."""
