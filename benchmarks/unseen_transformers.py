@@ -215,6 +215,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", choices=[[]] + sorted(models), help="default: all")
     parser.add_argument("--plans", nargs="+", default=["texture", "buffer"], choices=["texture", "buffer"])
+    parser.add_argument("--apis", nargs="+", default=["opencl", "vulkan"], choices=["opencl", "vulkan"])
     args = parser.parse_args(argv)
     print(f"{'model':22s} {'api':7s} {'plan':8s} result  max rel err  textures  copies  kernels  seconds")
     bad = 0
@@ -231,6 +232,8 @@ def main(argv=None) -> int:
         expected = [e.numpy() for e in (expected if isinstance(expected, tuple) else (expected,))]
         mod = from_torch(model, tuple(inputs))
         for api, device in (("opencl", "pocl"), ("vulkan", "lavapipe")):
+            if api not in args.apis:
+                continue
             for plan in args.plans:
                 t0 = time.perf_counter()
                 try:

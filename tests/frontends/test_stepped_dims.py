@@ -1,7 +1,8 @@
 """Run-time dims with a step (``--dim H=32:960:32``; ``relax_vk.core.dims``): a model whose sizes
 only match at multiples (PP-OCR's detector: its FPN adds a 2x upsampled map to the map it came
 from) from one artifact, right against onnxruntime at several sizes; a size off the step refused
-by name; the step in the artifact and the ``--dim`` syntax."""
+by name; the step in the artifact and the ``--dim`` syntax. (PP-OCRv4's detector itself, one
+artifact at H, W multiples of 32: tests/examples/test_ocr.py.)"""
 
 import numpy as np
 import pytest
@@ -57,25 +58,6 @@ def test_without_the_step_the_shapes_do_not_meet():
     with pytest.raises(UnsupportedError, match=r"node .*: TVM's importer cannot tell the shape of its output at run-time dims .* "
                                                r"--dim NAME=MIN:MAX:STEP \(now H=4:64, W=8:96\)"):  # fmt: skip
         from_onnx(_fpn(), {"x": (1, 2, "H", "W")}, dims={"H": (4, 64), "W": (8, 96)})
-
-
-def test_ppocr_detector_from_one_artifact(pocl, monkeypatch):
-    """PP-OCRv4's detector at H, W multiples of 32 (bound 320 here; 960 in the benchmark)."""
-    from relax_vk.zoo.packaged import packaged_model_path
-
-    # (the sizes run here take pocl's narrow-grid work-group functions only: no warm-up at the
-    # dims' extremes, which would compile the wide ones too; tests/runtime/native/test_pocl_warm_up.py)
-    monkeypatch.setenv("RVK_POCL_WARM_UP", "0")
-    path = packaged_model_path("ppocr_det")
-    mod = from_onnx(path, {"x": (1, 3, "H", "W")}, dims={"H": (32, 320, 32), "W": (32, 320, 32)})
-    session = load(relax_vk.build(mod, "opencl").artifact(), device="pocl")
-    reference = ort.InferenceSession(path)
-    for h, w in ((32, 32), (96, 64), (64, 160)):
-        x = np.random.default_rng(h + w).standard_normal((1, 3, h, w)).astype(np.float32)
-        (got,) = session.run([x])
-        (expected,) = reference.run(None, {"x": x})
-        assert got.shape == expected.shape == (1, 1, h, w)
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_the_dim_syntax():

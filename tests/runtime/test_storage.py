@@ -15,14 +15,21 @@ from ..helpers_build import BACKENDS
 
 @pytest.fixture(scope="module")
 def builds():
-    """The zoo's SqueezeNet (fire modules: concats, tensors of many sizes) for both APIs, texture
-    and buffer plans."""
+    """The zoo's SqueezeNet (fire modules: concats, tensors of many sizes) built for ``(api,
+    prefer)``: texture or buffer plans, each built at its first use (a worker builds only what its
+    tests run)."""
     from relax_vk.frontends import from_torch
     from relax_vk.zoo import build_zoo_model
 
     mod = from_torch(*(lambda m, x: (m, (x,)))(*build_zoo_model("squeezenet")))
-    return {(api, prefer): relax_vk.build(mod, api, options=ScopeOptions(prefer=prefer)) for api in ("opencl", "vulkan")
-            for prefer in ("texture", "buffer")}  # fmt: skip
+    made = {}
+
+    def build(api, prefer):
+        if (api, prefer) not in made:
+            made[(api, prefer)] = relax_vk.build(mod, api, options=ScopeOptions(prefer=prefer))
+        return made[(api, prefer)]
+
+    return build
 
 
 def _run(artifact, device):
@@ -37,7 +44,7 @@ def _run(artifact, device):
 @pytest.mark.parametrize("api, device", BACKENDS)
 def test_shared_allocations_give_the_same_outputs_in_less_memory(builds, api, device, prefer, request, monkeypatch):
     request.getfixturevalue({"pocl": "pocl", "lavapipe": "lavapipe"}[device])
-    compiled = builds[(api, prefer)]
+    compiled = builds(api, prefer)
     shared, alone = compiled.artifact(), compiled.artifact(reuse=False)
     assert len(shared.program["storage"]) < len(alone.program["storage"]) == len(alone.program["tensors"])
     if prefer == "buffer":  # intermediates at offsets of one arena
@@ -62,7 +69,7 @@ def test_shared_allocations_give_the_same_outputs_in_less_memory(builds, api, de
 @pytest.mark.parametrize("api, device", BACKENDS)
 def test_offsets_the_device_cannot_bind_get_buffers_of_their_own(builds, api, device, request):
     request.getfixturevalue({"pocl": "pocl", "lavapipe": "lavapipe"}[device])
-    artifact = builds[(api, "buffer")].artifact(reuse=False)
+    artifact = builds(api, "buffer").artifact(reuse=False)
     # the arena shifted by 16 bytes: every offset finer than the device binds (pocl: 128-byte
     # sub-buffer alignment; lavapipe: 32-byte binding offsets), none overlapping another
     program, _ = assign_storage(artifact.program)
