@@ -297,9 +297,12 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 op[0] = name.rsplit(".weight", 1)[0]
                 if dtype == "float32":
                     return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
-                # transformers: normalized in float32, rounded, then times the float16 weight
-                unit = relax.const(np.ones(size, np.float32))
-                return e(R.multiply(cast(e(R.nn.rms_norm(cast(x, "float32"), unit, axes=[-1], epsilon=c.rms_eps)), dtype), w(name, (size,), dtype=dtype)))
+                # transformers: normalized in float32, rounded, then times the float16 weight. TOPI's
+                # rms_norm of a float16 x computes in float32 and rounds once (times a weight of ones:
+                # exact), so the norm reads x as it is: no cast of x, a kernel of its own (FuseOps
+                # fuses no producer into a reduction with an elementwise tail), before every norm
+                unit = relax.const(np.ones(size, np.float16))
+                return e(R.multiply(e(R.nn.rms_norm(x, unit, axes=[-1], epsilon=c.rms_eps)), w(name, (size,), dtype=dtype)))
 
             def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
                 outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
