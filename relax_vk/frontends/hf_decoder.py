@@ -298,9 +298,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 if dtype == "float32":
                     return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
                 # transformers: normalized in float32, rounded, then times the float16 weight. TOPI's
-                # rms_norm of a float16 x computes in float32 and rounds once (times a weight of ones:
-                # exact), so the norm reads x as it is: no cast of x, a kernel of its own (FuseOps
-                # fuses no producer into a reduction with an elementwise tail), before every norm
+                # rms_norm of a float16 x computes in float32 and rounds once (its weight of ones
+                # changes nothing), so the norm reads x as it is. A cast of x to float32 would be a
+                # kernel of its own: FuseOps fuses no producer into a reduction with a tail
                 unit = relax.const(np.ones(size, np.float16))
                 return e(R.multiply(e(R.nn.rms_norm(x, unit, axes=[-1], epsilon=c.rms_eps)), w(name, (size,), dtype=dtype)))
 
