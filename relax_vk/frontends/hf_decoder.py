@@ -43,7 +43,7 @@ from ..core.dims import with_dim_ranges
 from ..core.errors import UnsupportedError
 from ..core.provenance import record_model_ops
 from ..core.states import with_states
-from ..schedules.decode_attention import Attention, attention_combine_kernel, attention_parts_kernel
+from ..schedules.decode_attention import Attention, attention_combine_kernel, attention_one_pass_kernel, attention_parts_kernel, one_pass
 from ..schedules.decode_attention import parts as key_parts
 from ..schedules.rotary import Rotary, rotary_kernel
 from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
@@ -378,8 +378,11 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             attend = e(R.logical_and(causal, e(R.not_equal(mask, relax.const(0, "int64")))))  # [S, T]
             bias = e(R.where(attend, relax.const(0.0, "float32"), relax.const(MASKED, "float32")))  # [S, T]: added to the scores
             attention = Attention(c.heads, kv, hd, max_len, dtype)
-            attention_parts = bb.add_func(attention_parts_kernel(attention), "attention_parts")
-            attention_combine = bb.add_func(attention_combine_kernel(attention), "attention_combine")
+            if one_pass(attention, max_prompt):
+                attention_one = bb.add_func(attention_one_pass_kernel(attention), "attention_one_pass")
+            else:
+                attention_parts = bb.add_func(attention_parts_kernel(attention), "attention_parts")
+                attention_combine = bb.add_func(attention_combine_kernel(attention), "attention_combine")
             P = key_parts(T)  # the key rows in parts
             rotary = bb.add_func(rotary_kernel(Rotary(c.heads, kv, hd, max_len, c.qk_norm, c.rms_eps, dtype)), "rotary")
             outputs = []
@@ -405,12 +408,17 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 op[0] = f"{p}.self_attn.attention"
                 # grouped-query attention (head h reads kv head h // g) over the cache's rows and this
                 # call's, read where they lie (no [T, KV*D] copy of the keys or values), in parts of
-                # the keys, then the parts combined (relax_vk.schedules.decode_attention)
-                found = e(relax.call_tir(attention_parts, [q, pasts[2 * i], new_k, pasts[2 * i + 1], v, bias],
-                                         out_ty=[relax.TensorType((S, c.heads, P, hd), "float32"),
-                                                 relax.TensorType((S, c.heads, P), "float32"), relax.TensorType((S, c.heads, P), "float32")]))  # fmt: skip
-                attn = e(relax.call_tir(attention_combine, [e(relax.TupleGetItem(found, j)) for j in range(3)],
-                                        out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]  # fmt: skip
+                # the keys, folded in sequence by one kernel or found side by side and then combined
+                # (relax_vk.schedules.decode_attention)
+                operands = [q, pasts[2 * i], new_k, pasts[2 * i + 1], v, bias]
+                if one_pass(attention, max_prompt):  # (a long prompt: the parts folded in sequence, no partial sums)
+                    attn = e(relax.call_tir(attention_one, operands, out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]
+                else:
+                    found = e(relax.call_tir(attention_parts, operands, out_ty=[relax.TensorType((S, c.heads, P, hd), "float32"),
+                                                                                relax.TensorType((S, c.heads, P), "float32"),
+                                                                                relax.TensorType((S, c.heads, P), "float32")]))  # fmt: skip
+                    attn = e(relax.call_tir(attention_combine, [e(relax.TupleGetItem(found, j)) for j in range(3)],
+                                            out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]  # fmt: skip
                 out = linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))

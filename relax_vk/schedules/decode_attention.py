@@ -1,4 +1,4 @@
-"""A decoder's attention over its key/value cache: two hand-scheduled kernels in place of four.
+"""A decoder's attention over its key/value cache: one or two hand-scheduled kernels in place of four.
 
 Attention of ``S`` queries over ``T`` keys (grouped-query: head ``h`` reads key/value head ``h //
 g``) in the form flash-decoding uses: the keys are cut into parts of :data:`ROWS` rows, and
@@ -9,6 +9,12 @@ g``) in the form flash-decoding uses: the keys are cut into parts of :data:`ROWS
 2. :func:`attention_combine_kernel` -- one thread per output value rescales the parts to their
    common largest score ``M``: ``sum_p o_p exp(m_p - M) / sum_p l_p exp(m_p - M)``, rounded once to
    the model's dtype.
+
+or, in one kernel, :func:`attention_one_pass_kernel` -- one workgroup per (query, head) takes the
+parts in sequence, each as the parts kernel does, and folds each part's ``m``, ``l`` and ``o`` into
+running ones (the online softmax): one launch a layer instead of two, the parts one after another
+instead of side by side, and no partial sums in memory (:func:`one_pass` says which a model takes:
+the pair, unless its partial sums would not fit one buffer binding).
 
 That is ``softmax(q . k / sqrt(D) + bias) . v`` exactly as the four kernels computed it (scores,
 softmax, value parts, the parts' sum), up to float32 rounding: a masked key's score is its bias,
@@ -55,6 +61,10 @@ MAX_LANES = 8
 MAX_UNROLLED_PARTS = 32
 #: float32's lowest value: where the largest score's search starts
 LOWEST = -3.4028234663852886e38
+#: the most bytes the pair's partial sums ``O [S, H, P, D]`` (float32, at the dims' bounds) may take:
+#: one buffer binding of any device (WebGPU's and Vulkan's least, 128 MiB); past it the model takes
+#: the one-pass kernel (:func:`one_pass`)
+PARTIAL_SUMS_MAX_BYTES = 1 << 27
 #: the PrimFunc attribute holding a kernel's :class:`Attention` and which of the two it is (JSON)
 ATTENTION_ATTR = "relax_vk.attention"
 
@@ -103,20 +113,26 @@ def parts(T):
     return (T + ROWS - 1) // ROWS
 
 
-def attention_parts_kernel(spec: Attention, cpu: bool = False):
-    """``Q [S, H*D]`` (heads side by side), ``past_k, past_v [MAX, KV*D]``, ``new_k, new_v [S,
-    KV*D]``, ``bias [S, T]`` (float32: 0 where a query attends to a key, ``MASKED`` elsewhere) ->
-    ``O [S, H, P, D]``, ``M [S, H, P]``, ``Lsum [S, H, P]`` (float32, ``P = ceil(T / ROWS)``; module
-    docstring). ``cpu``: the serial form for llvm."""
+def one_pass(spec: Attention, max_queries: int) -> bool:
+    """Whether a model of at most ``max_queries`` queries a call takes
+    :func:`attention_one_pass_kernel` rather than the pair: when the pair's partial sums would not
+    fit one buffer binding (:data:`PARTIAL_SUMS_MAX_BYTES`; Qwen3-0.6B's at a 2,048-token prompt over
+    a 2,112-row cache: 1.1 GB). The pair is faster wherever both fit (the H200, Qwen3-0.6B with 4-bit
+    weights, decode at 128 / 512 tokens of context: 419 / 396 tokens/s against 370 / 217 on Vulkan,
+    296 / 297 against 319 / 247 on OpenCL): the one-pass kernel's 16 workgroups take a part about
+    4.6 us after another, where the pair's take them side by side."""
+    return max_queries * spec.heads * parts(spec.max_len) * spec.head_dim * 4 > PARTIAL_SUMS_MAX_BYTES
+
+
+def _part_macros(spec: Attention) -> dict:
+    """The TVMScript macros both the parts kernel and the one-pass kernel are made of (one part's
+    loads, scores, largest score and weights; the serial forms' pieces), by name."""
     from tvm.script import tirx as T
 
-    from .apply import hand_scheduled_attrs
-
-    H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
-    g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
+    D = spec.head_dim
+    L, W, C = spec.lanes, spec.threads, spec.columns
     VK = -(-D // W)  # value columns of a thread
     scale = 1.0 / float(D) ** 0.5
-    attrs = hand_scheduled_attrs("decode_attention", cpu)
 
     @T.macro
     def load_key(t, first, c0, kvh, past_k, new_k, kreg):  # kreg[c] = key row t, column c0 + c (the row's last past D)
@@ -146,6 +162,71 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
         acc[0] = T.float32(0)
         for r in T.unroll(ROWS):
             acc[0] = acc[0] + ex[r] * vreg[k, r]
+
+    @T.macro
+    def load_part(p, Tn, first, kvh, s, tx, past_k, new_k, past_v, new_v, bias, kreg, vreg, st):
+        # the thread's key columns of its row of part p, its value columns of the part's rows, and
+        # its row's bias (st[2]), all issued before anything waits for them
+        load_key(T.min(p * ROWS + tx // L, Tn - 1), first, tx % L * C, kvh, past_k, new_k, kreg)
+        for k in T.unroll(VK):
+            load_values(p, Tn, first, kvh, T.min(tx + k * W, D - 1), past_v, new_v, vreg, k)
+        st[2] = bias[s, T.min(p * ROWS + tx % ROWS, Tn - 1)]
+
+    @T.macro
+    def stage_query(s, h, tx, Q, qs):  # qs = q * 1/sqrt(D), zero past D
+        for k in range((L * C + W - 1) // W):
+            if tx + k * W < L * C:
+                qs[tx + k * W] = T.if_then_else(tx + k * W < D, T.Cast("float32", Q[s, h * D + T.min(tx + k * W, D - 1)]) * T.float32(scale), T.float32(0))
+
+    @T.macro
+    def dot_part(tx, qs, kreg, partial, acc):  # (after load_part and qs staged) the thread's partial score; kreg is free after
+        dot(tx % L * C, qs, kreg, acc)
+        partial[tx] = acc[0]
+
+    @T.macro
+    def weigh_part(p, Tn, tx, partial, sc, ex, st, mp):
+        # (after dot_part) each row's score (its partials and its bias st[2]) into sc, the part's
+        # largest score m into st[0] of its first ROWS threads and into mp, ex = exp(score - m) (0
+        # past T); ends at a barrier
+        T.tvm_storage_sync("shared")
+        if tx < ROWS:
+            st[1] = st[2]
+            for lane in range(L):
+                st[1] = st[1] + partial[tx * L + lane]
+            sc[tx] = st[1]
+        T.tvm_storage_sync("shared")
+        if tx < ROWS:  # (each of the first ROWS threads finds m itself: ROWS reads, no more barriers)
+            st[0] = T.float32(LOWEST)
+            for r in range(ROWS):
+                if p * ROWS + r < Tn:
+                    st[0] = T.max(st[0], sc[r])
+            ex[tx] = T.if_then_else(p * ROWS + tx < Tn, T.exp(sc[tx] - st[0]), T.float32(0))
+            if tx == 0:
+                mp[0] = st[0]
+        T.tvm_storage_sync("shared")
+
+    return dict(load_key=load_key, load_values=load_values, dot=dot, weigh=weigh, load_part=load_part, stage_query=stage_query,
+                dot_part=dot_part, weigh_part=weigh_part)
+
+
+def attention_parts_kernel(spec: Attention, cpu: bool = False):
+    """``Q [S, H*D]`` (heads side by side), ``past_k, past_v [MAX, KV*D]``, ``new_k, new_v [S,
+    KV*D]``, ``bias [S, T]`` (float32: 0 where a query attends to a key, ``MASKED`` elsewhere) ->
+    ``O [S, H, P, D]``, ``M [S, H, P]``, ``Lsum [S, H, P]`` (float32, ``P = ceil(T / ROWS)``; module
+    docstring). ``cpu``: the serial form for llvm."""
+    from tvm.script import tirx as T
+
+    from .apply import hand_scheduled_attrs
+
+    H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
+    g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
+    VK = -(-D // W)  # value columns of a thread
+    scale = 1.0 / float(D) ** 0.5
+    attrs = hand_scheduled_attrs("decode_attention", cpu)
+
+    body = _part_macros(spec)
+    load_key, load_values, dot, weigh = body["load_key"], body["load_values"], body["dot"], body["weigh"]
+    load_part, stage_query, dot_part, weigh_part = body["load_part"], body["stage_query"], body["dot_part"], body["weigh_part"]
 
     @T.prim_func(private=True)
     def attention_parts(q_h: T.handle, past_k_h: T.handle, new_k_h: T.handle, past_v_h: T.handle,
@@ -209,34 +290,14 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
             vreg = T.alloc_buffer((VK, ROWS), "float32", scope="local")
             acc = T.alloc_buffer((1,), "float32", scope="local")
             st = T.alloc_buffer((3,), "float32", scope="local")
-            first = Tn - S
-            kvh = by // g
+            mp = T.alloc_buffer((1,), "float32", scope="shared")
             # every load of the thread first (its key columns, its value columns, its row's bias),
             # so that the kernel waits for memory once
-            load_key(T.min(bx * ROWS + tx // L, Tn - 1), first, tx % L * C, kvh, past_k, new_k, kreg)
-            for k in T.unroll(VK):
-                load_values(bx, Tn, first, kvh, T.min(tx + k * W, D - 1), past_v, new_v, vreg, k)
-            st[2] = bias[bz, T.min(bx * ROWS + tx % ROWS, Tn - 1)]
-            for k in range((L * C + W - 1) // W):
-                if tx + k * W < L * C:
-                    qs[tx + k * W] = T.if_then_else(tx + k * W < D, T.Cast("float32", Q[bz, by * D + T.min(tx + k * W, D - 1)]) * T.float32(scale), T.float32(0))
+            load_part(bx, Tn, Tn - S, by // g, bz, tx, past_k, new_k, past_v, new_v, bias, kreg, vreg, st)
+            stage_query(bz, by, tx, Q, qs)
             T.tvm_storage_sync("shared")
-            dot(tx % L * C, qs, kreg, acc)
-            partial[tx] = acc[0]
-            T.tvm_storage_sync("shared")
-            if tx < ROWS:
-                st[1] = st[2]
-                for lane in range(L):
-                    st[1] = st[1] + partial[tx * L + lane]
-                sc[tx] = st[1]
-            T.tvm_storage_sync("shared")
-            if tx < ROWS:  # (each of the first ROWS threads finds m itself: ROWS reads, no more barriers)
-                st[0] = T.float32(LOWEST)
-                for r in range(ROWS):
-                    if bx * ROWS + r < Tn:
-                        st[0] = T.max(st[0], sc[r])
-                ex[tx] = T.if_then_else(bx * ROWS + tx < Tn, T.exp(sc[tx] - st[0]), T.float32(0))
-            T.tvm_storage_sync("shared")
+            dot_part(tx, qs, kreg, partial, acc)
+            weigh_part(bx, Tn, tx, partial, sc, ex, st, mp)
             if tx == 0:
                 st[1] = T.float32(0)
                 for r in range(ROWS):
@@ -249,6 +310,142 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
                     O[bz, by, bx, tx + k * W] = acc[0]
 
     return attention_parts.with_attr(ATTENTION_ATTR, spec.to_json("parts"))
+
+
+def attention_one_pass_kernel(spec: Attention, cpu: bool = False):
+    """The inputs of :func:`attention_parts_kernel` -> ``Y [S, H*D]`` in the model's dtype, as
+    :func:`attention_combine_kernel` makes it, in one kernel: one workgroup per (query, head) steps
+    through the parts itself, each part's scores, ``m``, ``l`` and value sums computed as the parts
+    kernel does, and folds them into a running ``(m, l, o)`` (``o`` in the registers of the thread
+    that owns its value column): ``m' = max(m, m_p)``, ``l' = l e^(m - m') + l_p e^(m_p - m')``, the
+    same for ``o``. One launch a layer where the pair takes two, with ``ceil(T / ROWS)`` parts in
+    sequence where the pair runs them side by side. ``cpu``: the serial form for llvm."""
+    from tvm.script import tirx as T
+
+    from .apply import hand_scheduled_attrs
+
+    H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
+    g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
+    VK = -(-D // W)
+    scale = 1.0 / float(D) ** 0.5
+    attrs = hand_scheduled_attrs("decode_attention", cpu)
+    body = _part_macros(spec)
+    load_key, load_values, dot, weigh = body["load_key"], body["load_values"], body["dot"], body["weigh"]
+    load_part, stage_query, dot_part, weigh_part = body["load_part"], body["stage_query"], body["dot_part"], body["weigh_part"]
+
+    @T.macro
+    def fold(mp, lp, op, run, o, k):  # the running (m, l, o[k]) with a part's (m_p, l_p, o_p[k])
+        run[2] = T.max(run[0], mp)
+        run[3] = T.exp(run[0] - run[2])  # (0 at the first part: run[0] is float32's lowest)
+        run[4] = T.exp(mp - run[2])
+        o[k] = o[k] * run[3] + op * run[4]
+        if k == 0:
+            run[1] = run[1] * run[3] + lp * run[4]
+
+    @T.prim_func(private=True)
+    def attention_one_pass(q_h: T.handle, past_k_h: T.handle, new_k_h: T.handle, past_v_h: T.handle,
+                           new_v_h: T.handle, bias_h: T.handle, y_h: T.handle):  # fmt: skip
+        T.func_attr(attrs)
+        S = T.int64()
+        Tn = T.int64()
+        Q = T.match_buffer(q_h, (S, H * D), dt)
+        past_k = T.match_buffer(past_k_h, (MAX, KV * D), dt)
+        new_k = T.match_buffer(new_k_h, (S, KV * D), dt)
+        past_v = T.match_buffer(past_v_h, (MAX, KV * D), dt)
+        new_v = T.match_buffer(new_v_h, (S, KV * D), dt)
+        bias = T.match_buffer(bias_h, (S, Tn), "float32")
+        Y = T.match_buffer(y_h, (S, H * D), dt)
+        if cpu:
+            qs = T.alloc_buffer((L * C,), "float32")
+            sc = T.alloc_buffer((ROWS,), "float32")
+            ex = T.alloc_buffer((ROWS,), "float32")
+            kreg = T.alloc_buffer((C,), "float32")
+            vreg = T.alloc_buffer((1, ROWS), "float32")
+            acc = T.alloc_buffer((1,), "float32")
+            st = T.alloc_buffer((2,), "float32")
+            o = T.alloc_buffer((D,), "float32")
+            run = T.alloc_buffer((5,), "float32")
+            for s, h in T.grid(S, H):
+                for i in range(L * C):
+                    qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
+                run[0] = T.float32(LOWEST)
+                run[1] = T.float32(0)
+                for d in range(D):
+                    o[d] = T.float32(0)
+                for p in range((Tn + ROWS - 1) // ROWS):
+                    for r in range(ROWS):
+                        sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)]
+                        for lane in range(L):
+                            load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
+                            dot(lane * C, qs, kreg, acc)
+                            sc[r] = sc[r] + acc[0]
+                    st[0] = T.float32(LOWEST)
+                    for r in range(ROWS):
+                        if p * ROWS + r < Tn:
+                            st[0] = T.max(st[0], sc[r])
+                    st[1] = T.float32(0)
+                    for r in range(ROWS):
+                        ex[r] = T.if_then_else(p * ROWS + r < Tn, T.exp(sc[r] - st[0]), T.float32(0))
+                        st[1] = st[1] + ex[r]
+                    for d in range(D):
+                        load_values(p, Tn, Tn - S, h // g, d, past_v, new_v, vreg, 0)
+                        weigh(ex, vreg, 0, acc)
+                        fold(st[0], st[1], acc[0], run, o, d)
+                    run[0] = run[2]
+                for d in range(D):
+                    Y[s, h * D + d] = T.Cast(dt, o[d] / run[1])
+        else:
+            bx = T.launch_thread("blockIdx.x", H)
+            by = T.launch_thread("blockIdx.y", T.min(S, MAX))  # (= S: S <= T <= MAX)
+            tx = T.launch_thread("threadIdx.x", W)
+            qs = T.alloc_buffer((L * C,), "float32", scope="shared")
+            partial = T.alloc_buffer((W,), "float32", scope="shared")
+            sc = T.alloc_buffer((ROWS,), "float32", scope="shared")
+            ex = T.alloc_buffer((ROWS,), "float32", scope="shared")
+            mp = T.alloc_buffer((1,), "float32", scope="shared")
+            kreg = T.alloc_buffer((C,), "float32", scope="local")
+            vreg = T.alloc_buffer((VK, ROWS), "float32", scope="local")
+            vnext = T.alloc_buffer((VK, ROWS), "float32", scope="local")
+            acc = T.alloc_buffer((1,), "float32", scope="local")
+            st = T.alloc_buffer((4,), "float32", scope="local")
+            o = T.alloc_buffer((VK,), "float32", scope="local")
+            run = T.alloc_buffer((5,), "float32", scope="local")
+            first = Tn - S
+            load_part(0, Tn, first, bx // g, by, tx, past_k, new_k, past_v, new_v, bias, kreg, vreg, st)
+            stage_query(by, bx, tx, Q, qs)
+            run[0] = T.float32(LOWEST)
+            run[1] = T.float32(0)
+            for k in T.unroll(VK):
+                o[k] = T.float32(0)
+            T.tvm_storage_sync("shared")
+            # The parts in sequence, each step's barriers reached by every thread (the trip count
+            # is the workgroup's). The next part's keys, values and bias (st[3]) are loaded as soon
+            # as this part's are used, so that their wait overlaps this part's barriers and sums
+            # (past the last part: rows clamped to T - 1, read and unused). No barrier ends a step:
+            # the next one writes what this one reads only past its own first two barriers.
+            for p in range((Tn + ROWS - 1) // ROWS):
+                dot_part(tx, qs, kreg, partial, acc)
+                load_key(T.min((p + 1) * ROWS + tx // L, Tn - 1), first, tx % L * C, bx // g, past_k, new_k, kreg)
+                for k in T.unroll(VK):
+                    load_values(p + 1, Tn, first, bx // g, T.min(tx + k * W, D - 1), past_v, new_v, vnext, k)
+                st[3] = bias[by, T.min((p + 1) * ROWS + tx % ROWS, Tn - 1)]
+                weigh_part(p, Tn, tx, partial, sc, ex, st, mp)
+                st[1] = T.float32(0)
+                for r in range(ROWS):
+                    st[1] = st[1] + ex[r]
+                for k in T.unroll(VK):
+                    weigh(ex, vreg, k, acc)
+                    fold(mp[0], st[1], acc[0], run, o, k)
+                run[0] = run[2]
+                st[2] = st[3]
+                for k in T.unroll(VK):
+                    for r in T.unroll(ROWS):
+                        vreg[k, r] = vnext[k, r]
+            for k in T.unroll(VK):
+                if tx + k * W < D:
+                    Y[by, bx * D + tx + k * W] = T.Cast(dt, o[k] / run[1])
+
+    return attention_one_pass.with_attr(ATTENTION_ATTR, spec.to_json("one_pass"))
 
 
 def attention_combine_kernel(spec: Attention, cpu: bool = False):
@@ -312,5 +509,5 @@ def cpu_form(func):
         return None
     fields = json.loads(str(func.attrs[ATTENTION_ATTR]))
     kernel = fields.pop("kernel")
-    make = attention_parts_kernel if kernel == "parts" else attention_combine_kernel
+    make = {"parts": attention_parts_kernel, "combine": attention_combine_kernel, "one_pass": attention_one_pass_kernel}[kernel]
     return make(Attention(**fields), cpu=True)

@@ -236,6 +236,34 @@ def test_last_token_logits_only(decoder, pocl):
         load_model("mobilenet_v2", logits="last")
 
 
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("target")
+def test_prompts_whose_partial_sums_pass_a_binding_take_the_one_pass_attention(decoder, target, device, request, monkeypatch):
+    """A model whose attention partial sums ``[S, H, P, D]`` would not fit one buffer binding (a
+    long prompt over a long cache) takes the one-pass attention kernel (the bound lowered here to
+    make a small model one): prefill and 16 greedy steps equal transformers'."""
+    from relax_vk.schedules import decode_attention
+
+    request.getfixturevalue(device)
+    folder, model = decoder
+    dims = {"T": (1, 48), "S": (1, 4)}
+    kernels = lambda mod: {k["name"] for k in relax_vk.build(mod, target).artifact().program["kernels"] if "attention" in k["name"]}  # noqa: E731
+    assert kernels(load_model(folder, dims=dims)[0]) == {"attention_parts_kernel", "attention_combine_kernel"}
+    monkeypatch.setattr(decode_attention, "PARTIAL_SUMS_MAX_BYTES", 0)
+    mod, _ = load_model(folder, dims=dims)
+    artifact = relax_vk.build(mod, target).artifact()
+    assert {k["name"] for k in artifact.program["kernels"] if "attention" in k["name"]} == {"attention_one_pass_kernel"}
+    result = Generator(Session(artifact, device=device)).generate(PROMPT, 16, keep_logits=True)
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+                                  max_new_tokens=16, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
+    assert result.tokens == expected
+    reference = _reference(model, PROMPT + result.tokens)
+    for step, logits in enumerate(result.logits):
+        ref = reference[len(PROMPT) - 1 + step]
+        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+
+
 @ONE_ARCH("llama")
 def test_the_cache_bound_and_the_vocabulary_are_refused_by_name(decoder, pocl):
     folder, _ = decoder
