@@ -262,3 +262,26 @@ def test_scatters_and_gather_elements(backend, device):
     inits += [_array("nd", [[[0, 1]], [[-1, 2]]], "int64"), _array("w", RNG.randn(2, 1, 4))]
     model = _model(nodes, {"x": x.shape}, {f"y{i}": None for i in range(7)}, inits, opset=18)
     _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
+
+
+@pytest.mark.one_api("backend")
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_variadic_sums_and_extrema_fold_pairwise(backend, device):
+    """Sum of three maps and a broadcast bias (a residual as the ONNX model zoo's ResNet-50 writes
+    it), Mean, Max and Min (relax_vk.frontends.onnx_variadic): right against onnxruntime, and no
+    stacked tensor, so the conv maps around them stay packed textures."""
+    x = RNG.randn(1, 8, 6, 6).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Sum", ["c", "r", "x", "b"], ["s"]),
+             helper.make_node("Mean", ["s", "x"], ["m"]),
+             helper.make_node("Max", ["s", "m", "b"], ["hi"]),
+             helper.make_node("Min", ["hi", "r"], ["lo"]),
+             helper.make_node("Sum", ["lo"], ["one"]),  # (one input: itself)
+             helper.make_node("Conv", ["one", "w"], ["y"], pads=[1, 1, 1, 1])]  # fmt: skip
+    inits = [_array("w", RNG.randn(8, 8, 3, 3) * 0.2), _array("b", RNG.randn(1, 8, 1, 1))]
+    model = _model(nodes, {"x": x.shape}, {"m": None, "y": None}, inits, opset=9)
+    compiled = relax_vk.build(from_onnx(model), target=backend)
+    assert not [k["name"] for k in compiled.artifact().program["kernels"] if "stack" in k["name"]]
+    assert compiled.plan().activation_texture_share > 0.7  # (0.78; stacked, the plan of this module: 0.14)
+    _assert_outputs(load(compiled.artifact(), device=device).run([x]), _onnxruntime(model, {"x": x}))
