@@ -285,3 +285,34 @@ def test_variadic_sums_and_extrema_fold_pairwise(backend, device):
     assert not [k["name"] for k in compiled.artifact().program["kernels"] if "stack" in k["name"]]
     assert compiled.plan().activation_texture_share > 0.7  # (0.78; stacked, the plan of this module: 0.14)
     _assert_outputs(load(compiled.artifact(), device=device).run([x]), _onnxruntime(model, {"x": x}))
+
+
+def _lrn_reference(x, size, alpha, beta, bias):
+    """ONNX's LRN, window ``c - floor((size-1)/2) .. c + ceil((size-1)/2)`` (onnxruntime refuses an
+    even size)."""
+    sq, out, C = x.astype(np.float64) ** 2, np.empty_like(x), x.shape[1]
+    for c in range(C):
+        s = sq[:, max(0, c - (size - 1) // 2) : min(C, c + size // 2 + 1)].sum(1)
+        out[:, c] = x[:, c] / (bias + alpha / size * s) ** beta
+    return out
+
+
+@pytest.mark.one_api("backend")
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_local_response_norms_of_any_size_stay_in_textures(backend, device):
+    """LRN (relax_vk.frontends.onnx_lrn) after a conv, over 6 channels (a texel cut): an odd size
+    against onnxruntime, an even one (TVM's converter failed on it, onnxruntime refuses it) against
+    the operator's definition; no 5-D view, the maps in textures."""
+    x = RNG.randn(1, 4, 5, 7).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("LRN", ["c"], ["odd"], size=5, alpha=0.3, beta=0.75, bias=2.0),
+             helper.make_node("LRN", ["odd"], ["even"], size=4, alpha=0.5, beta=0.6, bias=1.5)]  # fmt: skip
+    model = _model(nodes, {"x": x.shape}, {"odd": None, "even": None}, [_array("w", RNG.randn(6, 4, 3, 3) * 0.5)], opset=13)
+    compiled = relax_vk.build(from_onnx(model), target=backend)
+    assert all(len(t["shape"]) != 5 or t["image"] for t in compiled.artifact().program["tensors"])
+    assert compiled.plan().activation_texture_share > 0.5  # (the two outputs are buffers: the model's ABI)
+    odd, even = load(compiled.artifact(), device=device).run([x])
+    (want_odd,) = _onnxruntime(helper.make_model(helper.make_graph(nodes[:2], "g", model.graph.input, [model.graph.output[0]], model.graph.initializer),
+                                                 opset_imports=model.opset_import), {"x": x})  # fmt: skip
+    np.testing.assert_allclose(odd, want_odd, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(even, _lrn_reference(odd, 4, 0.5, 0.6, 1.5), rtol=1e-5, atol=1e-5)
