@@ -67,6 +67,7 @@ def _reference(spec: Attention, q, past_k, new_k, past_v, new_v, bias):
     return out.reshape(S, H * D)
 
 
+@pytest.mark.one_api("target")
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 2, 64), (6, 2, 80), (2, 1, 300)])
 @pytest.mark.parametrize("one_pass", [False, True], ids=["pair", "one-pass"])
@@ -85,6 +86,7 @@ def test_attention_over_parts_is_right_at_every_size(heads, kv_heads, head_dim, 
         np.testing.assert_allclose(session.run(args)[0], _reference(spec, *args), rtol=1e-5, atol=2e-6, err_msg=f"S={S} T={T}")
 
 
+@pytest.mark.one_api("target")
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.parametrize("one_pass", [False, True], ids=["pair", "one-pass"])
 def test_a_long_cache_combines_its_parts_four_at_a_time(one_pass, target, device, request):
