@@ -418,17 +418,17 @@ def _check_windows(mod: tvm.IRModule, where: str) -> None:
 
 def _importer_class():
     """TVM's ONNX importer, consulting :func:`converters` first, for ``Resize`` by scales of
-    run-time dims :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, and for ``Sum``, ``Mean``,
+    run-time dims and ``Upsample`` :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, and for ``Sum``, ``Mean``,
     ``Max`` and ``Min`` :mod:`.onnx_variadic`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
     from .onnx_lrn import convert_lrn
-    from .onnx_resize import convert_resize
+    from .onnx_resize import convert_resize, convert_upsample
     from .onnx_variadic import VARIADIC
 
     CONVERTERS = converters()
-    OVERRIDES = {"Resize": convert_resize, "LRN": convert_lrn, **VARIADIC}  # (None: TVM's converter handles the node)
+    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, **VARIADIC}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

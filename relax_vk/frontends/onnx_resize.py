@@ -13,6 +13,9 @@ expression ``dim * scale`` (sampling ratio and scale agree for every size); a st
 product is an integer goes to TVM's converter as before; a product that is not an integer, or a
 fractional scale of a run-time dim, is refused by name unless the coordinate transformation reads
 only the sizes (``align_corners``). ``sizes`` inputs stay with TVM's converter.
+
+``Upsample`` (opsets 7 to 9), which TVM's importer fails on, is the same resize with asymmetric
+coordinates (:func:`convert_upsample`), static dims included.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from ..core.errors import UnsupportedError
 _MODES = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 
 
-def convert_resize(bb, inputs, attrs):
+def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     """``Resize`` of a 4-D input with run-time spatial dims and constant ``scales`` (module
-    docstring); None (TVM's converter) for everything else."""
+    docstring); None (TVM's converter) for everything else. ``static``: static dims are resized
+    here too (for an ``op`` TVM cannot convert)."""
     from tvm import relax, tirx
     from tvm.ir import GenericConst
 
@@ -36,10 +40,10 @@ def convert_resize(bb, inputs, attrs):
         return None
     dims = list(shape.values)
     name = attrs.get("tvm_custom", {}).get("name", "")
-    where = f"Resize node {name}" if name else "Resize"
+    where = f"{op} node {name}" if name else op
     values = [float(s) for s in scales.value.numpy().reshape(-1)]
     if len(values) != 4 or values[0] != 1.0 or values[1] != 1.0:
-        if all(isinstance(d, tirx.IntImm) for d in dims):
+        if all(isinstance(d, tirx.IntImm) for d in dims) and not static:
             return None
         raise UnsupportedError(f"{where}: scales {values}: only the two spatial axes of an NCHW input may be scaled")
     coordinates = attrs.get("coordinate_transformation_mode", b"half_pixel").decode()
@@ -59,7 +63,7 @@ def convert_resize(bb, inputs, attrs):
             raise UnsupportedError(f"{where}: scale {scale} of the run-time dim {dim}: only integer scales of run-time dims are "
                                    "supported (a fractional one samples differently for sizes it does not divide); export the "
                                    "model with sizes instead")  # fmt: skip
-    if all(isinstance(d, tirx.IntImm) for d in dims):
+    if all(isinstance(d, tirx.IntImm) for d in dims) and not static:
         return None  # (every product an integer: TVM's converter is right)
     roi = inputs[1] if len(inputs) > 1 else None
     if roi is not None and not (isinstance(roi, GenericConst) and roi.value.numpy().size == 0):
@@ -74,3 +78,21 @@ def convert_resize(bb, inputs, attrs):
         cubic_alpha=attrs.get("cubic_coeff_a", -0.75), cubic_exclude=attrs.get("exclude_outside", 0),
         extrapolation_value=attrs.get("extrapolation_value", 0.0),
     )  # fmt: skip
+
+
+def convert_upsample(bb, inputs, attrs):
+    """``Upsample`` (opsets 7 to 9; YOLOv3-era models), which TVM's importer fails on ("object of
+    type 'NoneType' has no len()"): ``Resize`` by its constant scales with asymmetric coordinates,
+    rounding down for ``nearest`` (what the operator is defined as); None when the scales are not
+    constant (TVM's converter)."""
+    import numpy as np
+    from tvm import relax
+
+    scales = inputs[1] if len(inputs) > 1 else None
+    if scales is None and "scales" in attrs:  # (opset 7: an attribute)
+        scales = relax.const(np.asarray(attrs["scales"], np.float32))
+    mode = attrs.get("mode", b"nearest")
+    mode = mode if isinstance(mode, bytes) else str(mode).encode()
+    as_resize = {"mode": mode, "coordinate_transformation_mode": b"asymmetric", "nearest_mode": b"floor",
+                 "tvm_custom": attrs.get("tvm_custom", {})}  # fmt: skip
+    return convert_resize(bb, [inputs[0], None, scales], as_resize, op="Upsample", static=True)

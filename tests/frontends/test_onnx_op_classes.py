@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import relax_vk  # noqa: E402
 
-from relax_vk.frontends import from_onnx  # noqa: E402
+from relax_vk.frontends import ModelLoadError, from_onnx  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 
 from helpers_build import BACKENDS, build_for  # noqa: E402
@@ -316,3 +316,21 @@ def test_local_response_norms_of_any_size_stay_in_textures(backend, device):
                                                  opset_imports=model.opset_import), {"x": x})  # fmt: skip
     np.testing.assert_allclose(odd, want_odd, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(even, _lrn_reference(odd, 4, 0.5, 0.6, 1.5), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.one_api("backend")
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_upsample_of_older_opsets(backend, device):
+    """Upsample (opsets 7 to 9: YOLOv3-era models), which TVM's importer fails on: nearest and
+    linear by scales as an input (opset 9) and as an attribute (opset 7), against onnxruntime; a
+    scale that gives a fractional size refused by name."""
+    x = RNG.randn(1, 4, 5, 7).astype("float32")
+    nodes = [helper.make_node("Upsample", ["x", "s2"], ["near"], mode="nearest"),
+             helper.make_node("Upsample", ["x", "s23"], ["lin"], mode="linear")]  # fmt: skip
+    model = _model(nodes, {"x": x.shape}, {"near": (1, 4, 10, 14), "lin": (1, 4, 10, 21)}, [_array("s2", [1, 1, 2, 2]), _array("s23", [1, 1, 2, 3])], opset=9)
+    _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
+    seven = _model([helper.make_node("Upsample", ["x"], ["y"], mode="nearest", scales=[1.0, 1.0, 3.0, 2.0])], {"x": x.shape}, {"y": (1, 4, 15, 14)}, opset=7)
+    _assert_outputs(_run(seven, {"x": x}, backend, device), _onnxruntime(seven, {"x": x}))
+    half = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], {"x": x.shape}, {"y": (1, 4, 7, 14)}, [_array("s", [1, 1, 1.5, 2])], opset=9)
+    with pytest.raises(ModelLoadError, match=r"Upsample.*scale 1.5 of axis 2 \(5\) gives 7.5 rows"):
+        from_onnx(half)
