@@ -359,11 +359,13 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
 
 def converters() -> dict:
     """relax_vk's converters of the ops TVM's importer lacks, by op type: com.microsoft
-    ``MatMulNBits`` (:mod:`.onnx_quant`), ``LSTM``, ``GRU`` and ``RNN`` (:mod:`.recurrent`)."""
+    ``MatMulNBits`` (:mod:`.onnx_quant`), ``LSTM``, ``GRU`` and ``RNN`` (:mod:`.recurrent`),
+    ``LpNormalization`` and ``Celu`` (:mod:`.onnx_compositions`)."""
+    from .onnx_compositions import CONVERTERS as COMPOSITIONS
     from .onnx_quant import CONVERTERS
     from .recurrent import ONNX_CONVERTERS
 
-    return {**CONVERTERS, **ONNX_CONVERTERS}
+    return {**CONVERTERS, **ONNX_CONVERTERS, **COMPOSITIONS}
 
 
 def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[int, int, int]]) -> None:

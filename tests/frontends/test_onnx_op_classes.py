@@ -334,3 +334,17 @@ def test_upsample_of_older_opsets(backend, device):
     half = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], {"x": x.shape}, {"y": (1, 4, 7, 14)}, [_array("s", [1, 1, 1.5, 2])], opset=9)
     with pytest.raises(ModelLoadError, match=r"Upsample.*scale 1.5 of axis 2 \(5\) gives 7.5 rows"):
         from_onnx(half)
+
+
+@pytest.mark.one_api("backend")
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_lp_normalization_and_celu(backend, device):
+    """LpNormalization (p 1 and 2; a zero vector gives 0, as onnxruntime's) and Celu, which TVM's
+    importer has no converter for (relax_vk.frontends.onnx_compositions), against onnxruntime."""
+    x = RNG.randn(1, 8, 5, 6).astype("float32")
+    x[0, :, 2, 3] = 0.0
+    nodes = [helper.make_node("LpNormalization", ["x"], ["l2"], axis=1, p=2),
+             helper.make_node("LpNormalization", ["x"], ["l1"], axis=-1, p=1),
+             helper.make_node("Celu", ["x"], ["celu"], alpha=0.7)]  # fmt: skip
+    model = _model(nodes, {"x": x.shape}, {"l2": x.shape, "l1": x.shape, "celu": x.shape}, opset=13)
+    _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
