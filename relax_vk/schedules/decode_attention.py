@@ -205,8 +205,32 @@ def _part_macros(spec: Attention) -> dict:
                 mp[0] = st[0]
         T.tvm_storage_sync("shared")
 
+    @T.macro
+    def stage_query_serial(s, h, Q, qs):  # (the CPU forms) qs = q * 1/sqrt(D), zero past D
+        for i in range(L * C):
+            qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
+
+    @T.macro
+    def score_part_serial(s, h, p, Tn, S, g, past_k, new_k, bias, qs, kreg, acc, sc, ex, st):
+        # (the CPU forms) part p's scores into sc, its largest score m into st[0], ex = exp(score -
+        # m) (0 past T), their sum l into st[1]
+        for r in range(ROWS):
+            sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)]
+            for lane in range(L):
+                load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
+                dot(lane * C, qs, kreg, acc)
+                sc[r] = sc[r] + acc[0]
+        st[0] = T.float32(LOWEST)
+        for r in range(ROWS):
+            if p * ROWS + r < Tn:
+                st[0] = T.max(st[0], sc[r])
+        st[1] = T.float32(0)
+        for r in range(ROWS):
+            ex[r] = T.if_then_else(p * ROWS + r < Tn, T.exp(sc[r] - st[0]), T.float32(0))
+            st[1] = st[1] + ex[r]
+
     return dict(load_key=load_key, load_values=load_values, dot=dot, weigh=weigh, load_part=load_part, stage_query=stage_query,
-                dot_part=dot_part, weigh_part=weigh_part)
+                dot_part=dot_part, weigh_part=weigh_part, stage_query_serial=stage_query_serial, score_part_serial=score_part_serial)
 
 
 def attention_parts_kernel(spec: Attention, cpu: bool = False):
@@ -221,12 +245,12 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
     H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
     g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
     VK = -(-D // W)  # value columns of a thread
-    scale = 1.0 / float(D) ** 0.5
     attrs = hand_scheduled_attrs("decode_attention", cpu)
 
     body = _part_macros(spec)
-    load_key, load_values, dot, weigh = body["load_key"], body["load_values"], body["dot"], body["weigh"]
+    load_values, weigh = body["load_values"], body["weigh"]
     load_part, stage_query, dot_part, weigh_part = body["load_part"], body["stage_query"], body["dot_part"], body["weigh_part"]
+    stage_query_serial, score_part_serial = body["stage_query_serial"], body["score_part_serial"]
 
     @T.prim_func(private=True)
     def attention_parts(q_h: T.handle, past_k_h: T.handle, new_k_h: T.handle, past_v_h: T.handle,
@@ -253,22 +277,8 @@ def attention_parts_kernel(spec: Attention, cpu: bool = False):
             acc = T.alloc_buffer((1,), "float32")
             st = T.alloc_buffer((2,), "float32")
             for s, h, p in T.grid(S, H, P):
-                for i in range(L * C):
-                    qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
-                for r in range(ROWS):
-                    sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)]
-                    for lane in range(L):
-                        load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
-                        dot(lane * C, qs, kreg, acc)
-                        sc[r] = sc[r] + acc[0]
-                st[0] = T.float32(LOWEST)
-                for r in range(ROWS):
-                    if p * ROWS + r < Tn:
-                        st[0] = T.max(st[0], sc[r])
-                st[1] = T.float32(0)
-                for r in range(ROWS):
-                    ex[r] = T.if_then_else(p * ROWS + r < Tn, T.exp(sc[r] - st[0]), T.float32(0))
-                    st[1] = st[1] + ex[r]
+                stage_query_serial(s, h, Q, qs)
+                score_part_serial(s, h, p, Tn, S, g, past_k, new_k, bias, qs, kreg, acc, sc, ex, st)
                 for d in range(D):
                     load_values(p, Tn, Tn - S, h // g, d, past_v, new_v, vreg, 0)
                     weigh(ex, vreg, 0, acc)
@@ -327,11 +337,11 @@ def attention_one_pass_kernel(spec: Attention, cpu: bool = False):
     H, KV, D, dt, MAX = spec.heads, spec.kv_heads, spec.head_dim, spec.dtype, spec.max_len
     g, L, W, C = H // KV, spec.lanes, spec.threads, spec.columns
     VK = -(-D // W)
-    scale = 1.0 / float(D) ** 0.5
     attrs = hand_scheduled_attrs("decode_attention", cpu)
     body = _part_macros(spec)
-    load_key, load_values, dot, weigh = body["load_key"], body["load_values"], body["dot"], body["weigh"]
+    load_key, load_values, weigh = body["load_key"], body["load_values"], body["weigh"]
     load_part, stage_query, dot_part, weigh_part = body["load_part"], body["stage_query"], body["dot_part"], body["weigh_part"]
+    stage_query_serial, score_part_serial = body["stage_query_serial"], body["score_part_serial"]
 
     @T.macro
     def fold(mp, lp, op, run, o, k):  # the running (m, l, o[k]) with a part's (m_p, l_p, o_p[k])
@@ -366,27 +376,13 @@ def attention_one_pass_kernel(spec: Attention, cpu: bool = False):
             o = T.alloc_buffer((D,), "float32")
             run = T.alloc_buffer((5,), "float32")
             for s, h in T.grid(S, H):
-                for i in range(L * C):
-                    qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
+                stage_query_serial(s, h, Q, qs)
                 run[0] = T.float32(LOWEST)
                 run[1] = T.float32(0)
                 for d in range(D):
                     o[d] = T.float32(0)
                 for p in range((Tn + ROWS - 1) // ROWS):
-                    for r in range(ROWS):
-                        sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)]
-                        for lane in range(L):
-                            load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
-                            dot(lane * C, qs, kreg, acc)
-                            sc[r] = sc[r] + acc[0]
-                    st[0] = T.float32(LOWEST)
-                    for r in range(ROWS):
-                        if p * ROWS + r < Tn:
-                            st[0] = T.max(st[0], sc[r])
-                    st[1] = T.float32(0)
-                    for r in range(ROWS):
-                        ex[r] = T.if_then_else(p * ROWS + r < Tn, T.exp(sc[r] - st[0]), T.float32(0))
-                        st[1] = st[1] + ex[r]
+                    score_part_serial(s, h, p, Tn, S, g, past_k, new_k, bias, qs, kreg, acc, sc, ex, st)
                     for d in range(D):
                         load_values(p, Tn, Tn - S, h // g, d, past_v, new_v, vreg, 0)
                         weigh(ex, vreg, 0, acc)
