@@ -57,6 +57,21 @@ def _reference(model, tokens):
         return model(torch.tensor([tokens])).logits[0].numpy()
 
 
+def _assert_greedy_as_transformers(model, result, steps):
+    """``result`` (``generate(PROMPT, steps, keep_logits=True)``): the greedy tokens of transformers'
+    ``model``, and every step's logits within 1e-3 of its largest; returns transformers' logits
+    over the prompt and the tokens."""
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+                                  max_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
+    assert result.tokens == expected
+    reference = _reference(model, PROMPT + result.tokens)
+    for step, logits in enumerate(result.logits):
+        ref = reference[len(PROMPT) - 1 + step]
+        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+    return reference
+
+
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.one_api("target")
 def test_prefill_and_decode_equal_transformers_at_every_step(decoder, target, device, request):
@@ -68,17 +83,7 @@ def test_prefill_and_decode_equal_transformers_at_every_step(decoder, target, de
     # tied embeddings (Qwen3 here) are one table on the device, not two
     assert sum(1 for c in artifact.constants.values() if c.size == table) == (1 if model.config.tie_word_embeddings else 2)
     generator = Generator(Session(artifact, device=device))
-    steps = 32
-    result = generator.generate(PROMPT, steps, keep_logits=True)
-    with torch.no_grad():
-        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-                                  max_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
-    assert result.tokens == expected
-    tokens = PROMPT + result.tokens
-    reference = _reference(model, tokens)
-    for step, logits in enumerate(result.logits):
-        ref = reference[len(PROMPT) - 1 + step]
-        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+    reference = _assert_greedy_as_transformers(model, generator.generate(PROMPT, 32, keep_logits=True), 32)
     # a second sequence after reset reads nothing of the first
     generator.reset()
     np.testing.assert_allclose(generator.forward(PROMPT[:3]), _reference(model, PROMPT[:3]), rtol=1e-4, atol=1e-4 * np.abs(reference).max())
@@ -149,22 +154,14 @@ def test_int4_weights_are_decoded_in_the_kernels_and_equal_transformers_on_the_s
     assert sum(c.nbytes for c in artifact.constants.values()) < float_bytes / 5
     assert all(k["schedule"] == "linear" for k in artifact.program["kernels"] if "matmul_int4" in k["name"])
     result = Generator(Session(artifact, device=device)).generate(PROMPT, 32, keep_logits=True)
-    twin = _dequantized(model)
-    with torch.no_grad():
-        expected = twin.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-                                 max_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
-    assert result.tokens == expected
-    reference = _reference(twin, PROMPT + result.tokens)
-    for step, logits in enumerate(result.logits):
-        ref = reference[len(PROMPT) - 1 + step]
-        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+    _assert_greedy_as_transformers(_dequantized(model), result, 32)  # (result.tokens: transformers' greedy tokens)
     # from the command line: build --quantize int4 on a checkpoint (int8 is ONNX's), generate --int4
     path = str(tmp_path / "int4.rvk")
     assert main(["build", folder, "--target", target, "--dim", "T=1:16", "--dim", "S=1:4", "--quantize", "int8", "-o", path]) == 2
     assert "a decoder checkpoint takes --quantize int4" in capsys.readouterr().err
     assert main(["generate", folder, "--target", target, "--device", device, "--dim", "T=1:16", "--dim", "S=1:4", "--int4",
                  "--prompt-ids", ",".join(map(str, PROMPT)), "--new-tokens", "4", "--json"]) == 0  # fmt: skip
-    assert json.loads(capsys.readouterr().out)["tokens"] == expected[:4]
+    assert json.loads(capsys.readouterr().out)["tokens"] == result.tokens[:4]
 
 
 @ONE_ARCH("qwen3")
@@ -252,15 +249,7 @@ def test_prompts_whose_partial_sums_pass_a_binding_take_the_one_pass_attention(d
     mod, _ = load_model(folder, dims={"T": (1, 48), "S": (1, 4)})
     artifact = relax_vk.build(mod, target).artifact()
     assert {k["name"] for k in artifact.program["kernels"] if "attention" in k["name"]} == {"attention_one_pass_kernel"}
-    result = Generator(Session(artifact, device=device)).generate(PROMPT, 16, keep_logits=True)
-    with torch.no_grad():
-        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-                                  max_new_tokens=16, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
-    assert result.tokens == expected
-    reference = _reference(model, PROMPT + result.tokens)
-    for step, logits in enumerate(result.logits):
-        ref = reference[len(PROMPT) - 1 + step]
-        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+    _assert_greedy_as_transformers(model, Generator(Session(artifact, device=device)).generate(PROMPT, 16, keep_logits=True), 16)
 
 
 @ONE_ARCH("llama")
