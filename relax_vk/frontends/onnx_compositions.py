@@ -9,11 +9,7 @@ layout and scope passes already know.
 from __future__ import annotations
 
 from ..core.errors import UnsupportedError
-
-
-def _where(attrs, op: str) -> str:
-    name = attrs.get("tvm_custom", {}).get("name", "")
-    return f"{op} node {name}" if name else op
+from .errors import onnx_node
 
 
 def convert_lp_normalization(bb, inputs, attrs):
@@ -22,7 +18,7 @@ def convert_lp_normalization(bb, inputs, attrs):
     x = inputs[0]
     p, axis = int(attrs.get("p", 2)), int(attrs.get("axis", -1))
     if p not in (1, 2):
-        raise UnsupportedError(f"{_where(attrs, 'LpNormalization')}: p={p}: the operator defines 1 and 2")
+        raise UnsupportedError(f"{onnx_node(attrs, 'LpNormalization')}: p={p}: the operator defines 1 and 2")
     dtype = str(x.ty.dtype)
     R = relax.op
     if p == 2:

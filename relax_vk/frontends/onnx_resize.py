@@ -21,6 +21,7 @@ coordinates (:func:`convert_upsample`), static dims included.
 from __future__ import annotations
 
 from ..core.errors import UnsupportedError
+from .errors import onnx_node
 
 _MODES = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 
@@ -39,8 +40,7 @@ def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     if sizes is not None or not isinstance(scales, GenericConst) or shape is None or len(shape.values) != 4:
         return None
     dims = list(shape.values)
-    name = attrs.get("tvm_custom", {}).get("name", "")
-    where = f"{op} node {name}" if name else op
+    where = onnx_node(attrs, op)
     values = [float(s) for s in scales.value.numpy().reshape(-1)]
     if len(values) != 4 or values[0] != 1.0 or values[1] != 1.0:
         if all(isinstance(d, tirx.IntImm) for d in dims) and not static:

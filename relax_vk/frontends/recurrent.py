@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core.errors import UnsupportedError
 from ..schedules.recurrence import ACTIVATIONS, ALL_STEPS, DEFAULT_ACTIVATIONS, Cell, recurrence_kernel
+from .errors import onnx_node
 
 
 def _const(expr, what: str, where: str) -> np.ndarray:
@@ -100,8 +101,7 @@ def onnx_converter(kind: str):
     def convert(bb, inputs, attrs):
         from tvm import relax
 
-        name = attrs.get("tvm_custom", {}).get("name", "")
-        where = f"{kind.upper()} node {name}" if name else kind.upper()
+        where = onnx_node(attrs, kind.upper())
         inputs = list(inputs) + [None] * (8 - len(inputs))
         x, w, r, b, seq_lens, h0 = inputs[:6]
         c0, p = (inputs[6], inputs[7]) if kind == "lstm" else (None, None)
