@@ -62,12 +62,10 @@ def with_random_weights(path: str, seed: int = 0):
             shape = [int(d) for d in inits[n.input[0]]]
             out = n.output[0]
             use = uses.get(out, [("", -1)])[0]
-            if use in (("BatchNormalization", 4),):  # a variance: positive
-                value = rng.uniform(0.5, 1.5, shape)
-            elif use in (("BatchNormalization", 1),):  # a scale: about one
+            if use in (("BatchNormalization", 1), ("BatchNormalization", 4)):  # a scale or a variance: positive, about one
                 value = rng.uniform(0.5, 1.5, shape)
             elif len(shape) >= 2:  # a conv or Gemm weight
-                fan_in = int(np.prod(shape[1:])) if use[0] == "Conv" else int(shape[-1] if use[0] == "Gemm" else np.prod(shape[1:]))
+                fan_in = int(shape[-1]) if use[0] == "Gemm" else int(np.prod(shape[1:]))
                 value = rng.standard_normal(shape) / np.sqrt(max(1, fan_in))
             else:  # a bias, a shift, a mean
                 value = rng.standard_normal(shape) * 0.1

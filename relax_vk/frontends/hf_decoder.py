@@ -378,7 +378,8 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             attend = e(R.logical_and(causal, e(R.not_equal(mask, relax.const(0, "int64")))))  # [S, T]
             bias = e(R.where(attend, relax.const(0.0, "float32"), relax.const(MASKED, "float32")))  # [S, T]: added to the scores
             attention = Attention(c.heads, kv, hd, max_len, dtype)
-            if one_pass(attention, max_prompt):
+            in_one_pass = one_pass(attention, max_prompt)  # (a long prompt bound: the parts folded in sequence, no partial sums)
+            if in_one_pass:
                 attention_one = bb.add_func(attention_one_pass_kernel(attention), "attention_one_pass")
             else:
                 attention_parts = bb.add_func(attention_parts_kernel(attention), "attention_parts")
@@ -411,7 +412,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # the keys, folded in sequence by one kernel or found side by side and then combined
                 # (relax_vk.schedules.decode_attention)
                 operands = [q, pasts[2 * i], new_k, pasts[2 * i + 1], v, bias]
-                if one_pass(attention, max_prompt):  # (a long prompt: the parts folded in sequence, no partial sums)
+                if in_one_pass:
                     attn = e(relax.call_tir(attention_one, operands, out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]
                 else:
                     found = e(relax.call_tir(attention_parts, operands, out_ty=[relax.TensorType((S, c.heads, P, hd), "float32"),
