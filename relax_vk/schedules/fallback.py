@@ -121,8 +121,8 @@ def _schedule_spatial(sch: s_tir.Schedule, block, threads: int):
     order = spatial + ([lane] if lane is not None else []) + inner
     if len(order) > 1:
         sch.reorder(*order)
-    if not spatial:
-        spatial = [sch.add_unit_loop(block)] if lane is None else [sch.add_unit_loop(lane)]
+    if not spatial:  # (a unit loop above all the others: a whole reduction to one value stays inside the thread)
+        spatial = [sch.add_unit_loop(sch.get_loops(block)[0])]
     tx = _bind(sch, spatial, threads)
     if lane is not None:
         sch.vectorize(lane)
@@ -192,7 +192,8 @@ def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool) -> tirx.P
                 continue
             try:
                 sch.compute_at(producer, tx)
-                sch.set_scope(producer, 0, "local")
+                for i in range(len(sch.get(producer).writes)):  # (every output of a tuple reduction: argmax's index and value)
+                    sch.set_scope(producer, i, "local")
             except Exception:  # not placeable under this thread (e.g. reads another layout): own launch
                 continue
             placed.add(pname)
