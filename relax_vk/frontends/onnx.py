@@ -51,6 +51,7 @@ from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
 from .errors import ModelLoadError
 from .onnx_quant import rewrite_quantized
+from .shape_entries import fold_static_shape_entries
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
 InputShapes = Mapping[str, Sequence["int | str"]]
@@ -348,7 +349,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by))
+    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(fold_static_shape_entries(mod))), made_by))
     _check_windows(mod, where)
     if not used:
         return mod
@@ -420,17 +421,18 @@ def _check_windows(mod: tvm.IRModule, where: str) -> None:
 
 def _importer_class():
     """TVM's ONNX importer, consulting :func:`converters` first, for ``Resize`` by scales of
-    run-time dims and ``Upsample`` :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, and for ``Sum``, ``Mean``,
-    ``Max`` and ``Min`` :mod:`.onnx_variadic`."""
+    run-time dims and ``Upsample`` :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, for ``Sum``, ``Mean``,
+    ``Max`` and ``Min`` :mod:`.onnx_variadic`, and for ``Expand`` of run-time dims :mod:`.onnx_expand`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
+    from .onnx_expand import convert_expand
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
     from .onnx_variadic import VARIADIC
 
     CONVERTERS = converters()
-    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, **VARIADIC}  # (None: TVM's converter handles the node)
+    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, **VARIADIC}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

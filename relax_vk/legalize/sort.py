@@ -6,7 +6,9 @@ emit this Relax operator directly"). Here they are two reductions along the axis
 dependent control flow: each element's rank (how many elements come before it in the order:
 larger ones first for a descending order, equal ones by index, so the order is stable), then
 output ``j`` gathers the element of rank ``j`` (``n`` times the work of a sorting network along
-an axis of ``n`` elements; the axes these ops see in models are short).
+an axis of ``n`` elements; the axes these ops see in models are short). An axis of run-time length
+is taken as it is: ``sort`` and ``argsort`` give that many outputs, ``topk`` its ``k`` (ONNX and
+PyTorch require ``k`` to be at most the axis's length; outputs past a shorter axis would read 0).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def _rank(x: te.Tensor, axis: int, descending: bool) -> te.Tensor:
     return te.compute(x.shape, value, name="rank")
 
 
-def sorted_compute(x: te.Tensor, axis: int, k: int, descending: bool, index_dtype: str) -> List[te.Tensor]:
+def sorted_compute(x: te.Tensor, axis: int, k, descending: bool, index_dtype: str) -> List[te.Tensor]:
     """``[values, indices]`` of the first ``k`` elements of ``x`` along ``axis`` in the order
     (descending or ascending; equal elements by index)."""
     ndim = len(x.shape)
@@ -55,11 +57,16 @@ def sorted_compute(x: te.Tensor, axis: int, k: int, descending: bool, index_dtyp
     return [values, indices]
 
 
+def _axis_length(call: relax.Call, axis: int):
+    """The length of ``call``'s input along ``axis``: an int, or the run-time dim's expression."""
+    n = call.args[0].ty.shape.values[int(axis) % call.args[0].ty.ndim]
+    return int(n) if isinstance(n, tirx.IntImm) else n
+
+
 def legalize_topk(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     a = call.attrs
-    ndim = call.args[0].ty.ndim
-    n = int(call.args[0].ty.shape.values[int(a.axis) % ndim])
-    k = n if int(a.k) < 1 else min(int(a.k), n)
+    n = _axis_length(call, a.axis)
+    k = n if int(a.k) < 1 else (min(int(a.k), n) if isinstance(n, int) else int(a.k))
     both = bb.call_te(sorted_compute, call.args[0], int(a.axis), k, bool(a.largest), str(a.dtype), primfunc_name_hint="topk")
     ret = str(a.ret_type)
     if ret == "values":
@@ -71,13 +78,11 @@ def legalize_topk(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
 
 def legalize_sort(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     a = call.attrs
-    n = int(call.args[0].ty.shape.values[int(a.axis) % call.args[0].ty.ndim])
-    both = bb.call_te(sorted_compute, call.args[0], int(a.axis), n, bool(a.descending), "int32", primfunc_name_hint="sort")
+    both = bb.call_te(sorted_compute, call.args[0], int(a.axis), _axis_length(call, a.axis), bool(a.descending), "int32", primfunc_name_hint="sort")
     return relax.TupleGetItem(both, 0)
 
 
 def legalize_argsort(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     a = call.attrs
-    n = int(call.args[0].ty.shape.values[int(a.axis) % call.args[0].ty.ndim])
-    both = bb.call_te(sorted_compute, call.args[0], int(a.axis), n, bool(a.descending), str(a.dtype), primfunc_name_hint="argsort")
+    both = bb.call_te(sorted_compute, call.args[0], int(a.axis), _axis_length(call, a.axis), bool(a.descending), str(a.dtype), primfunc_name_hint="argsort")
     return relax.TupleGetItem(both, 1)

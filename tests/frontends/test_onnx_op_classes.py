@@ -348,3 +348,37 @@ def test_lp_normalization_and_celu(backend, device):
              helper.make_node("Celu", ["x"], ["celu"], alpha=0.7)]  # fmt: skip
     model = _model(nodes, {"x": x.shape}, {"l2": x.shape, "l1": x.shape, "celu": x.shape}, opset=13)
     _assert_outputs(_run(model, {"x": x}, backend, device), _onnxruntime(model, {"x": x}))
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_index_and_shape_ops_at_run_time_sizes(backend, device):
+    """Ops whose import reads a shape, over a map of run-time height and width, in one model:
+    a Gather at constant channels (its negative-index wrap read the channel count as an int64
+    kernel, which no WGSL shader binds), an Expand to a constant shape (TVM's converter read the
+    run-time dims as numbers), a TopK over the flattened map (the axis of run-time length), and
+    a ReduceProd of the map's own size on OpenCL (a whole reduction to one value: its loop
+    enclosed the thread bindings of the safe schedule; on Vulkan its int64 result between kernels
+    is refused by name, WGSL having no 64-bit buffers)."""
+    C = 4
+    nodes = [
+        helper.make_node("Gather", ["x", "idx"], ["g"], axis=1),
+        helper.make_node("Slice", ["x", "zero", "one", "one"], ["first"]),
+        helper.make_node("Expand", ["first", "shape"], ["e"]),
+        helper.make_node("Add", ["e", "x"], ["expanded"]),
+        helper.make_node("Flatten", ["x"], ["flat"], axis=1),
+        helper.make_node("TopK", ["flat", "k"], ["top", "top_i"], axis=1),
+    ]
+    if backend == "opencl":
+        nodes += [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "hw"], ["sizes"], axis=0),
+                  helper.make_node("ReduceProd", ["sizes"], ["count"], keepdims=0), helper.make_node("Cast", ["count"], ["count_f"], to=F),
+                  helper.make_node("Mul", ["x", "count_f"], ["scaled"])]  # fmt: skip
+    inits = [_array("idx", [3, 1, -4], "int64"), _array("zero", [0], "int64"), _array("one", [1], "int64"),
+             _array("shape", [1, C, 1, 1], "int64"), _array("k", [3], "int64"), _array("hw", [2, 3], "int64")]  # fmt: skip
+    outputs = {"g": (1, 3, "H", "W"), "expanded": (1, C, "H", "W"), "top": (1, 3), **({"scaled": (1, C, "H", "W")} if backend == "opencl" else {})}
+    graph = helper.make_graph(nodes, "g", [_value("x", [1, C, "H", "W"])], [_value(n, list(s)) for n, s in outputs.items()], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    compiled = build_for(from_onnx(model, {"x": (1, C, "H", "W")}, dims={"H": (2, 24), "W": (2, 24)}), backend)
+    session = load(compiled.artifact(), device=device)
+    for h, w in ((5, 7), (24, 3)):
+        x = RNG.randn(1, C, h, w).astype("float32")
+        _assert_outputs(session.run([x]), _onnxruntime(model, {"x": x}))
