@@ -9,6 +9,11 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``upsample_nearest2d``: PyTorch's nearest mode is ``src = floor(dst * in / out)``
   (``asymmetric`` + ``floor``); TVM maps it to ``half_pixel`` + ``round``, which picks other rows
   whenever the ratio is not an integer (wrong numbers, no error);
+* ``upsample_bilinear2d`` / ``upsample_bicubic2d`` by scale factors: PyTorch samples at the
+  given scale (``src = (dst + 0.5) / scale - 0.5``) and TVM's resize at the ratio of the sizes,
+  which differ where ``in * scale`` is not an integer (7 rows x 1.5: 10 rows, sampled at 1/1.5
+  against 7/10; wrong numbers, no error), so such a scale is refused by name; TVM's converter also
+  failed on a run-time size, which takes integer scales here;
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, relax_vk's
   adaptive pool otherwise (at a run-time size, over the largest windows the export's range allows).
   Its indices output is not computed (zeros), as TVM does for ``max_pool2d_with_indices``;
@@ -18,6 +23,8 @@ Converters relax_vk adds (each found by the differential fuzzer):
   these modules over the example's length, so :func:`from_torch` exports each as one
   ``relax_vk::recurrent`` op (:func:`~relax_vk.frontends.recurrent.exportable_recurrent_layers`)
   and the sequence length can be a ``Dim``;
+* ``amax`` / ``amin`` (TVM has no converter; PyTorch keeps them at run-time sizes): ``max`` /
+  ``min`` reductions;
 * ``max.dim`` / ``min.dim`` (``x.max(dim)``, values and indices): TVM converts them to
   ``relax.op.topk``, which no relax_vk (or TVM GPU) pipeline lowers (an internal error at VM
   code generation); here they are a ``max``/``min`` reduction and an ``argmax``/``argmin`` (dropped
@@ -47,6 +54,7 @@ from .torch_quant import CONVERTERS as QUANTIZED
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
 KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten.upsample_nearest2d.default", "aten.upsample_nearest2d.vec",
+        "aten.upsample_bilinear2d.default", "aten.upsample_bilinear2d.vec", "aten.upsample_bicubic2d.default", "aten.upsample_bicubic2d.vec",
         "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input")  # fmt: skip
 
 
@@ -85,6 +93,56 @@ def _upsample_nearest(node, importer) -> relax.Var:
             coordinate_transformation_mode="asymmetric", rounding_method="floor",
         )
     )  # fmt: skip
+
+
+def _upsample_sampled(op: str, method: str):
+    """``upsample_bilinear2d`` / ``upsample_bicubic2d`` (module docstring): the output size given,
+    or ``floor(in * scale)`` where that is what PyTorch samples at."""
+
+    def convert(node, importer) -> relax.Var:
+        from tvm import tirx
+
+        x = importer.env[node.args[0]]
+        size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size", node.kwargs.get("size"))
+        align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
+        if size:
+            size = [int(s) for s in size]
+        else:
+            scales = node.args[3] if len(node.args) > 3 else node.kwargs.get("scale_factors", node.kwargs.get("scale_factor"))
+            if len(node.args) > 4 or "scales_h" in node.kwargs:  # (the .default overload: scales_h, scales_w)
+                scales = [node.args[3] if len(node.args) > 3 else node.kwargs.get("scales_h"), node.args[4] if len(node.args) > 4 else node.kwargs.get("scales_w")]
+            if isinstance(scales, (int, float)):
+                scales = [scales, scales]
+            size = []
+            for d, scale in zip(x.ty.shape.values[2:], scales):
+                exact = float(scale) * int(d) if isinstance(d, tirx.IntImm) else None
+                if isinstance(d, tirx.IntImm) and (align_corners or float(exact).is_integer()):
+                    size.append(int(exact))
+                elif not isinstance(d, tirx.IntImm) and float(scale).is_integer():
+                    size.append(d * int(scale))
+                else:
+                    what = f"{int(d)} x {float(scale)} = {exact}" if exact is not None else f"the run-time size {d}"
+                    raise UnsupportedError(f"{op} (node {node.name}): scale {scale} of {what}: PyTorch samples at the scale, relax_vk's resize at "
+                                           "the ratio of the sizes; give the output size, or recompute_scale_factor=True")  # fmt: skip
+        return importer.block_builder.emit(
+            relax.op.image.resize2d(x, size, layout="NCHW", method=method, coordinate_transformation_mode="align_corners" if align_corners else "half_pixel")
+        )
+
+    return convert
+
+
+def _extreme(largest: bool):
+    """``amax`` / ``amin``: the ``max`` / ``min`` reduction over the dims (all when none are given)."""
+
+    def convert(node, importer) -> relax.Var:
+        x = importer.env[node.args[0]]
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", [])
+        keep = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
+        axes = [int(d) for d in dims] if dims else None
+        reduce = relax.op.max if largest else relax.op.min
+        return importer.block_builder.emit(reduce(x, axes, keep))
+
+    return convert
 
 
 def _largest_size(arg, axis: int):
@@ -183,6 +241,12 @@ CONVERTERS = {
     "reflection_pad2d.default": _pad_converter("reflect"),
     "upsample_nearest2d.vec": _upsample_nearest,
     "upsample_nearest2d.default": _upsample_nearest,
+    "upsample_bilinear2d.vec": _upsample_sampled("upsample_bilinear2d", "linear"),
+    "upsample_bilinear2d.default": _upsample_sampled("upsample_bilinear2d", "linear"),
+    "upsample_bicubic2d.vec": _upsample_sampled("upsample_bicubic2d", "cubic"),
+    "upsample_bicubic2d.default": _upsample_sampled("upsample_bicubic2d", "cubic"),
+    "amax.default": _extreme(largest=True),
+    "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
     "max.dim": _reduce_dim(largest=True),
     "min.dim": _reduce_dim(largest=False),

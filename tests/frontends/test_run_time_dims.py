@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 
 import relax_vk  # noqa: E402
 from relax_vk.core.dims import LOWER_ATTR, UPPER_ATTR  # noqa: E402
+from relax_vk.core.errors import UnsupportedError  # noqa: E402
 from relax_vk.frontends.torch import from_torch  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 
@@ -56,3 +57,52 @@ def test_adaptive_pools_of_a_run_time_size_reduce_over_the_bounds_windows():
         for w in (8, 21, 37, 64):
             x = torch.randn(1, 2, 10, w)
             np.testing.assert_allclose(session.run([x.numpy()])[0], pool(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _Head(torch.nn.Module):
+    """What segmentation and detection heads do over a map of run-time size: a bilinear 2x
+    upsample (TVM's converter read the size as an integer), the channel-wise largest value
+    (``amax``: no TVM converter), and the arg-max over channels (its value and index in registers;
+    before, the value was a buffer of the run-time size, which TVM could not allocate)."""
+
+    def __init__(self, align_corners: bool):
+        super().__init__()
+        self.align_corners = align_corners
+
+    def forward(self, x):
+        up = torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear", align_corners=self.align_corners)
+        return up * up.amax(dim=1, keepdim=True), x.argmax(dim=1)  # (of the input: no near-ties of computed values)
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("target")
+def test_upsampling_heads_at_run_time_sizes(target, device, request):
+    request.getfixturevalue(device)
+    torch.manual_seed(1)
+    for align_corners in (False, True):
+        model = _Head(align_corners).eval()
+        dims = {"x": {2: torch.export.Dim("H", min=4, max=32), 3: torch.export.Dim("W", min=4, max=32)}}
+        session = load(relax_vk.build(from_torch(model, (torch.randn(1, 5, 8, 6),), dynamic_shapes=dims), target).artifact(), device=device)
+        for h, w in ((8, 6), (5, 17), (32, 32)):
+            x = torch.randn(1, 5, h, w)
+            got, index = session.run([x.numpy()])
+            with torch.no_grad():
+                want, want_index = model(x)
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(index, want_index.numpy())
+
+
+def test_a_scale_pytorch_samples_at_but_no_size_ratio_gives_is_refused_by_name():
+    """PyTorch samples a bilinear upsample by 1.5 of 7 rows at 1/1.5 and gives 10 rows; a resize to
+    10 rows samples at 7/10 (wrong numbers before: 0.84 off). Refused, naming the node; the
+    sizes where the two agree run (8 rows x 1.5 = 12)."""
+
+    class Up(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, scale_factor=1.5, mode="bilinear")
+
+    with pytest.raises(UnsupportedError, match=r"upsample_bilinear2d \(node .*\): scale 1\.5 of 7 x 1\.5 = 10\.5"):
+        from_torch(Up(), (torch.randn(1, 2, 7, 8),))
+    x = torch.randn(1, 2, 8, 10)
+    got = load(relax_vk.build(from_torch(Up(), (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])[0]
+    np.testing.assert_allclose(got, Up()(x).numpy(), rtol=1e-5, atol=1e-6)
