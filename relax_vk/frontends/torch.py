@@ -14,6 +14,12 @@ Converters relax_vk adds (each found by the differential fuzzer):
   which differ where ``in * scale`` is not an integer (7 rows x 1.5: 10 rows, sampled at 1/1.5
   against 7/10; wrong numbers, no error), so such a scale is refused by name; TVM's converter also
   failed on a run-time size, which takes integer scales here;
+* ``_upsample_bilinear2d_aa`` (``antialias=True``): TVM's converter drops the antialiasing, which
+  changes a downsample (a 2x shrink came out 0.71 off); an upsample, where it changes nothing,
+  converts, a downsample is refused by name;
+* ``grid_sampler_2d``: TVM's ``grid_sample`` takes the grid as ``[N, 2, H, W]`` and PyTorch gives
+  ``[N, H, W, 2]``; TVM's converter passed it as it is (an output of the wrong shape); here it is
+  permuted first;
 * ``adaptive_max_pool2d`` (TVM has no converter): a max pool when the input divides evenly, relax_vk's
   adaptive pool otherwise (at a run-time size, over the largest windows the export's range allows).
   Its indices output is not computed (zeros), as TVM does for ``max_pool2d_with_indices``;
@@ -131,6 +137,33 @@ def _upsample_sampled(op: str, method: str):
     return convert
 
 
+def _upsample_antialiased(node, importer) -> relax.Var:
+    """``_upsample_bilinear2d_aa``: bilinear where it upsamples (module docstring)."""
+    from tvm import tirx
+
+    x = importer.env[node.args[0]]
+    size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+    given = [int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values[2:]]
+    if not size or None in given or any(int(s) < d for s, d in zip(size, given)):
+        raise UnsupportedError(f"_upsample_bilinear2d_aa (node {node.name}): antialiased resize of {given} to {list(size) if size else None}: "
+                               "relax_vk's resize has no antialiasing filter, which only a downsample reads; use antialias=False")  # fmt: skip
+    align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
+    return importer.block_builder.emit(
+        relax.op.image.resize2d(x, [int(s) for s in size], layout="NCHW", method="linear",
+                                coordinate_transformation_mode="align_corners" if align_corners else "half_pixel")
+    )  # fmt: skip
+
+
+def _grid_sampler(node, importer) -> relax.Var:
+    """``grid_sampler_2d`` with PyTorch's ``[N, H, W, 2]`` grid as TVM's ``[N, 2, H, W]``."""
+    bb = importer.block_builder
+    x, grid = importer.env[node.args[0]], importer.env[node.args[1]]
+    interp, pad, align_corners = (list(node.args[2:5]) + [0, 0, False][len(node.args[2:5]) :])[:3]
+    methods, pads = {0: "bilinear", 1: "nearest", 2: "bicubic"}, {0: "zeros", 1: "border", 2: "reflection"}
+    return bb.emit(relax.op.image.grid_sample(x, bb.emit(relax.op.permute_dims(grid, [0, 3, 1, 2])), method=methods[int(interp)], layout="NCHW",
+                                              padding_mode=pads[int(pad)], align_corners=bool(align_corners)))  # fmt: skip
+
+
 def _extreme(largest: bool):
     """``amax`` / ``amin``: the ``max`` / ``min`` reduction over the dims (all when none are given)."""
 
@@ -245,6 +278,8 @@ CONVERTERS = {
     "upsample_bilinear2d.default": _upsample_sampled("upsample_bilinear2d", "linear"),
     "upsample_bicubic2d.vec": _upsample_sampled("upsample_bicubic2d", "cubic"),
     "upsample_bicubic2d.default": _upsample_sampled("upsample_bicubic2d", "cubic"),
+    "_upsample_bilinear2d_aa.default": _upsample_antialiased,
+    "grid_sampler_2d.default": _grid_sampler,
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,

@@ -1,0 +1,67 @@
+"""relax_vk's own PyTorch converters where TVM's give wrong numbers or fail (relax_vk.frontends.torch):
+each against PyTorch eager, on pocl and lavapipe."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import relax_vk  # noqa: E402
+from relax_vk.core.errors import UnsupportedError  # noqa: E402
+from relax_vk.frontends.torch import from_torch  # noqa: E402
+from relax_vk.runtime import load  # noqa: E402
+
+F = torch.nn.functional
+
+
+class _Sampled(torch.nn.Module):
+    """``grid_sample`` in two modes and paddings over one grid that reaches past the borders."""
+
+    def forward(self, x, grid):
+        return (F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False),
+                F.grid_sample(x, grid, mode="nearest", padding_mode="reflection", align_corners=True))  # fmt: skip
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_grid_sample_reads_pytorchs_grid_layout(target, device, request):
+    """PyTorch's grid is ``[N, H, W, 2]``, TVM's ``[N, 2, H, W]``: passed as it was, the output had
+    the wrong shape ``[1, 3, 7, 2]`` for ``[1, 3, 5, 7]``."""
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    x, grid = torch.randn(1, 3, 8, 10), torch.rand(1, 5, 7, 2) * 2.4 - 1.2
+    got = load(relax_vk.build(from_torch(_Sampled(), (x, grid)), target).artifact(), device=device).run([x.numpy(), grid.numpy()])
+    for g, want in zip(got, _Sampled()(x, grid)):
+        assert g.shape == tuple(want.shape)
+        np.testing.assert_allclose(g, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_antialiased_upsampling_converts_and_downsampling_is_refused():
+    """``antialias=True`` changes only a downsample, which TVM's converter ran without the filter
+    (0.71 off); an upsample is the plain bilinear one."""
+
+    class Resize(torch.nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.size = size
+
+        def forward(self, x):
+            return F.interpolate(x, size=self.size, mode="bilinear", antialias=True)
+
+    x = torch.randn(1, 3, 8, 10)
+    with pytest.raises(UnsupportedError, match=r"_upsample_bilinear2d_aa \(node .*\): antialiased resize of \[8, 10\] to \[4, 5\]"):
+        from_torch(Resize((4, 5)), (x,))
+    up = Resize((16, 20))
+    got = load(relax_vk.build(from_torch(up, (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])[0]
+    np.testing.assert_allclose(got, up(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_amax_and_amin_reduce():
+    class Extremes(torch.nn.Module):
+        def forward(self, x):
+            return x.amax(dim=1, keepdim=True) - x.amin(dim=(2, 3)).unsqueeze(-1).unsqueeze(-1), x.amax()
+
+    x = torch.randn(1, 4, 6, 5)
+    got = load(relax_vk.build(from_torch(Extremes(), (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])
+    for g, want in zip(got, Extremes()(x)):
+        np.testing.assert_allclose(g, want.numpy(), rtol=1e-6, atol=1e-6)
