@@ -46,10 +46,10 @@ import tvm
 
 from .quantized_matmuls import fuse_quantized_matmuls
 from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_ranges
-from ..core.errors import UnsupportedError
+from ..core.errors import RelaxVKError, UnsupportedError
 from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
-from .errors import ModelLoadError
+from .errors import ModelLoadError, onnx_node
 from .onnx_quant import rewrite_quantized
 from .shape_entries import fold_static_shape_entries
 from .raise_prebuilt_binary import RaisePrebuiltBinary
@@ -348,6 +348,8 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         if missing:
             listed = "; ".join(f"{op} (node {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})" for op, nodes in sorted(missing.items()))
             raise UnsupportedError(f"{where}: TVM's ONNX frontend cannot convert {listed}") from None
+        if isinstance(err, RelaxVKError):  # (a converter's own error names its node)
+            raise type(err)(f"{where}: {err}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(fold_static_shape_entries(mod))), made_by))
     _check_windows(mod, where)
@@ -442,13 +444,19 @@ def _importer_class():
                 raise tvm.error.OpNotImplemented("The following operators are not supported for frontend ONNX: " + ", ".join(sorted(missing)))
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
-            if op_name in CONVERTERS:
-                return self.bb.normalize(CONVERTERS[op_name](self.bb, inputs, attrs))
-            if op_name in OVERRIDES:
-                converted = OVERRIDES[op_name](self.bb, inputs, attrs)
-                if converted is not None:
-                    return self.bb.normalize(converted)
-            return super()._convert_operator(op_name, inputs, attrs, opset)
+            try:
+                if op_name in CONVERTERS:
+                    return self.bb.normalize(CONVERTERS[op_name](self.bb, inputs, attrs))
+                if op_name in OVERRIDES:
+                    converted = OVERRIDES[op_name](self.bb, inputs, attrs)
+                    if converted is not None:
+                        return self.bb.normalize(converted)
+                return super()._convert_operator(op_name, inputs, attrs, opset)
+            except RelaxVKError:
+                raise
+            except Exception as err:  # (TVM's converter failed: which node it was converting)
+                first = str(err).strip().splitlines()[-1] if str(err).strip() else ""
+                raise ModelLoadError(f"TVM's ONNX frontend failed at {onnx_node(attrs, op_name)}: {type(err).__name__}: {first}") from None
 
     return Importer
 

@@ -13,7 +13,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import relax_vk  # noqa: E402
 
-from relax_vk.frontends import ModelLoadError, from_onnx  # noqa: E402
+from relax_vk.core.errors import UnsupportedError  # noqa: E402
+from relax_vk.frontends import from_onnx  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 
 from helpers_build import BACKENDS, build_for  # noqa: E402
@@ -332,7 +333,7 @@ def test_upsample_of_older_opsets(backend, device):
     seven = _model([helper.make_node("Upsample", ["x"], ["y"], mode="nearest", scales=[1.0, 1.0, 3.0, 2.0])], {"x": x.shape}, {"y": (1, 4, 15, 14)}, opset=7)
     _assert_outputs(_run(seven, {"x": x}, backend, device), _onnxruntime(seven, {"x": x}))
     half = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], {"x": x.shape}, {"y": (1, 4, 7, 14)}, [_array("s", [1, 1, 1.5, 2])], opset=9)
-    with pytest.raises(ModelLoadError, match=r"Upsample.*scale 1.5 of axis 2 \(5\) gives 7.5 rows"):
+    with pytest.raises(UnsupportedError, match=r"Upsample.*scale 1.5 of axis 2 \(5\) gives 7.5 rows"):
         from_onnx(half)
 
 
