@@ -4,8 +4,8 @@ With ``coordinate_transformation_mode="align_corners"``, TOPI scales source coor
 ``(in - 1) / (out - 1)``, which is a division by zero when an output spatial extent is 1 (the
 build fails with "Divide by zero"); PyTorch and ONNX define that axis' only sample as source index
 0. This legalizer computes those resizes itself (nearest and linear, the methods exporters emit
-with ``align_corners``), for NCHW and packed NCHW4c data alike (H and W are axes 2 and 3), and
-hands every other resize to TVM's legalizer.
+with ``align_corners``), for NCHW and packed NCHW4c data alike (H and W are axes 2 and 3), of an
+input of static or run-time size, and hands every other resize to TVM's legalizer.
 
 It also computes nearest resizes with ``asymmetric`` coordinates and ``floor`` rounding
 (``torch.nn.functional.interpolate``'s ``nearest``) of an input with run-time spatial dims to a
@@ -64,7 +64,7 @@ def legalize_resize2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         return nearest
     a = call.attrs
     data = call.args[0]
-    shape = _static(data.ty.shape.values) if isinstance(data.ty, relax.TensorType) and data.ty.shape is not None else None
+    shape = list(data.ty.shape.values) if isinstance(data.ty, relax.TensorType) and data.ty.shape is not None else None
     out_shape = _static(call.ty.shape.values) if isinstance(call.ty, relax.TensorType) and call.ty.shape is not None else None
     degenerate = (
         str(a.coordinate_transformation_mode) == "align_corners"
@@ -76,16 +76,19 @@ def legalize_resize2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     )
     if not degenerate:
         return _upstream(bb, call)
-    in_h, in_w = shape[2], shape[3]
     out_h, out_w = out_shape[2], out_shape[3]
     method, rounding = str(a.method), str(a.rounding_method) or "round"
 
     def source(index, n_in, n_out):
         if n_out == 1:
             return tirx.const(0.0, "float32")
+        if not isinstance(n_in, int):  # (as TOPI scales a run-time size: in float32)
+            return tirx.Cast("float32", index) * (tirx.Cast("float32", n_in - 1) / tirx.const(float(n_out - 1), "float32"))
         return tirx.Cast("float32", index) * tirx.const((n_in - 1) / (n_out - 1), "float32")
 
     def compute(x):
+        in_h, in_w = (int(d) if isinstance(d, tirx.IntImm) else d for d in x.shape[2:4])  # (a run-time size: its expression)
+
         def sample(*idx):
             y, xx = source(idx[2], in_h, out_h), source(idx[3], in_w, out_w)
             rest = list(idx[4:])

@@ -60,3 +60,22 @@ def test_a_static_scale_that_divides_stays_with_tvm():
     x = np.random.default_rng(0).standard_normal((1, 2, 14, 6)).astype(np.float32)
     for g, e in zip(session.run([x]), ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("backend")
+def test_align_corners_to_a_size_of_one_at_run_time_dims(backend, device, request):
+    """``align_corners`` to an output axis of 1 (a pooled column: PyTorch and ONNX take source 0)
+    over an input of run-time size: TOPI divided by ``out - 1`` (a crash, "Divide by zero", that the
+    fuzzer found: seed 944643)."""
+    request.getfixturevalue(device)
+    sizes = numpy_helper.from_array(np.array([1, 2, 3, 1], np.int64), "sizes")
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")
+    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 1])], [sizes])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    session = load(relax_vk.build(from_onnx(model, {"x": (1, 2, "H", "W")}, dims={"H": (2, 20), "W": (2, 20)}), backend).artifact(), device=device)
+    reference = ort.InferenceSession(model.SerializeToString())
+    for h, w in ((6, 7), (2, 19), (20, 2)):
+        x = np.random.default_rng(h + w).standard_normal((1, 2, h, w)).astype(np.float32)
+        np.testing.assert_allclose(session.run([x])[0], reference.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
