@@ -21,6 +21,7 @@ from typing import Optional
 
 from tvm import s_tir, tirx
 
+from ..core.dims import kernel_ranges
 from ..core.ir_utils import run_time_size
 from .analysis import _loop_kinds, _realize
 from .unchecked import new_schedule
@@ -78,17 +79,68 @@ def _bind(sch: s_tir.Schedule, loops: list, threads: int):
     return tx
 
 
-def _schedule_block(sch: s_tir.Schedule, block, threads: int) -> None:
+class _NotSplittable(Exception):
+    """The loops cannot be bound without fusing two run-time extents (:func:`_bind_apart`)."""
+
+
+class _Apart:
+    """How :func:`_bind_apart` binds a kernel's launches: the run-time dims' ``ranges`` (``{name:
+    (min, max)}``) and the grid ranks its launches took (one rank a kernel: TVM's split of host and
+    device code fails on launches of different ranks in one kernel)."""
+
+    def __init__(self, ranges: dict):
+        self.ranges, self.ranks = ranges, set()
+
+
+def _bind_apart(sch: s_tir.Schedule, loops: list, threads: int, apart: _Apart):
+    """Bind ``loops`` without fusing two run-time extents: the innermost loops, up to and including
+    the first of run-time extent, fused over blockIdx.x/threadIdx.x, and each loop outside them on
+    blockIdx.y and blockIdx.z. A thread's indices are then each one loop's (TVM cannot bound a
+    register buffer's region through the division of a fused index by a product of run-time
+    extents: a LayerNorm over channels of a ``[2, H + 3, W + 4, C]`` map); returns the thread
+    loop. Raises :class:`_NotSplittable` when more than two loops would be left outside, or a grid
+    axis could pass :data:`MAX_GROUPS` within the dims' ranges."""
+    from ..core.dims import largest_value
+
+    extents = [sch.get(loop).extent for loop in loops]
+    start = len(loops)
+    for i in reversed(range(len(loops))):
+        start = i
+        if not isinstance(extents[i], tirx.IntImm):
+            break
+    inner, outer = loops[start:], loops[:start]
+    if len(outer) > 2:
+        raise _NotSplittable()
+    for loop in outer:
+        top = largest_value(sch.get(loop).extent, apart.ranges)
+        if top is None or top > MAX_GROUPS:
+            raise _NotSplittable()
+    fused = sch.fuse(*inner) if len(inner) > 1 else inner[0]
+    top = largest_value(sch.get(fused).extent, apart.ranges)
+    if top is None or -(-top // threads) > MAX_GROUPS:
+        raise _NotSplittable()
+    bx, tx = sch.split(fused, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    for loop, axis in zip(reversed(outer), ("blockIdx.y", "blockIdx.z")):
+        sch.bind(loop, axis)
+    apart.ranks.add(len(outer))
+    return tx
+
+
+def _schedule_block(sch: s_tir.Schedule, block, threads: int, apart: Optional[_Apart] = None) -> None:
     lane = _lane_loop(sch, block)
     reduction = not _is_spatial(sch, block)
     if lane is not None and reduction:
+        if apart is not None:
+            raise _NotSplittable()
         # accumulate in registers, write whole texels: the write-back block owns the threads
         write_back = sch.cache_write(block, 0, "local")
         tx = _schedule_spatial(sch, write_back, threads)
         sch.compute_at(block, tx)
         _lanes_innermost(sch, block)
         return tx
-    return _schedule_spatial(sch, block, threads)
+    return _schedule_spatial(sch, block, threads, apart)
 
 
 def _lanes_innermost(sch: s_tir.Schedule, block) -> None:
@@ -109,7 +161,7 @@ def _lanes_innermost(sch: s_tir.Schedule, block) -> None:
         return
 
 
-def _schedule_spatial(sch: s_tir.Schedule, block, threads: int):
+def _schedule_spatial(sch: s_tir.Schedule, block, threads: int, apart: Optional[_Apart] = None):
     loops = sch.get_loops(block)
     if not loops:
         loops = [sch.add_unit_loop(block)]
@@ -123,6 +175,10 @@ def _schedule_spatial(sch: s_tir.Schedule, block, threads: int):
         sch.reorder(*order)
     if not spatial:  # (a unit loop above all the others: a whole reduction to one value stays inside the thread)
         spatial = [sch.add_unit_loop(sch.get_loops(block)[0])]
+    if apart is not None:
+        if lane is not None:
+            raise _NotSplittable()
+        return _bind_apart(sch, spatial, threads, apart)
     tx = _bind(sch, spatial, threads)
     if lane is not None:
         sch.vectorize(lane)
@@ -133,12 +189,21 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
     """``func`` scheduled by the safe schedule (module docstring). Top-level blocks with nested
     blocks (adaptive pools with uneven windows) get their outer spatial loops bound; what is nested
     runs inside the thread as it is. A reduction placed in registers whose per-thread region TVM
-    cannot bound (fused run-time extents: its buffer compaction fails) runs as its own launch
-    instead; a kernel TVM cannot compact either way is refused here (the driver then names it),
-    not left to fail inside TVM's lowering."""
+    cannot bound (fused run-time extents: its buffer compaction fails) is placed again with the
+    loops bound apart (:func:`_bind_apart`), and failing that runs as its own launch; a kernel TVM
+    cannot compact any way is refused here (the driver then names it), not left to fail inside
+    TVM's lowering."""
     scheduled = _schedule_safe(func, threads, registers=True)
     if not run_time_size(func) or _compacts(scheduled):
         return scheduled
+    ranges = kernel_ranges(func)
+    if ranges:  # (the loops bound apart: each index one loop's)
+        try:
+            scheduled = _schedule_safe(func, threads, registers=True, apart=_Apart(ranges))
+            if _compacts(scheduled):
+                return scheduled
+        except _NotSplittable:
+            pass
     scheduled = _schedule_safe(func, threads, registers=False)
     if not _compacts(scheduled):
         from ..core.errors import UnsupportedError
@@ -160,7 +225,7 @@ def _compacts(func: tirx.PrimFunc) -> bool:
     return True
 
 
-def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool) -> tirx.PrimFunc:
+def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool, apart: Optional[_Apart] = None) -> tirx.PrimFunc:
     sch = new_schedule(func)
     root = sch.get_sblock("root")
     outputs = list(func.params)  # blocks write parameters only when they are the kernel's outputs
@@ -181,7 +246,7 @@ def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool) -> tirx.P
         name = sch.get(block).name_hint
         if name in placed:
             continue
-        tx = _schedule_block(sch, block, threads)
+        tx = _schedule_block(sch, block, threads, apart)
         placed.add(name)
         # a reduction read only by this block computes per thread, in registers (no workspace)
         for producer in sch.get_producers(block):
@@ -197,4 +262,6 @@ def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool) -> tirx.P
             except Exception:  # not placeable under this thread (e.g. reads another layout): own launch
                 continue
             placed.add(pname)
+    if apart is not None and len(apart.ranks) > 1:
+        raise _NotSplittable()
     return sch.mod["main"].with_attrs(func.attrs) if func.attrs is not None else sch.mod["main"]
