@@ -17,12 +17,15 @@ from tvm import relax, tirx
 from tvm.ir import GenericConst
 
 
-def _static_entries(shape_values, indices) -> "np.ndarray | None":
-    """The entries of ``shape_values`` at the int array ``indices`` (negative ones wrapped, as
-    ``take(mode="wrap")`` and ONNX read them), or None when one is not a constant."""
+def _static_entries(shape_values, indices, wrap: bool) -> "np.ndarray | None":
+    """The entries of ``shape_values`` at the int array ``indices`` (negative ones wrapped where
+    ``wrap``, as ``take(mode="wrap")`` and ONNX read them), or None when one is not a constant or
+    an index lies outside without ``wrap``."""
     n = len(shape_values)
     picked = []
     for i in np.asarray(indices).reshape(-1):
+        if not wrap and not 0 <= int(i) < n:
+            return None
         value = shape_values[int(i) % n]
         if not isinstance(value, tirx.IntImm):
             return None
@@ -54,7 +57,7 @@ def fold_static_shape_entries(mod: tvm.IRModule) -> tvm.IRModule:
                 values = self.shapes.get(data) if isinstance(data, relax.Var) else None
                 axis = value.attrs.axis
                 if values is not None and (axis is None or int(axis) == 0):
-                    entries = _static_entries(values, value.args[1].value.numpy())
+                    entries = _static_entries(values, value.args[1].value.numpy(), str(value.attrs.mode) == "wrap")
                     if entries is not None:
                         self.folded += 1
                         self.builder_.emit_normalized(relax.VarBinding(binding.var, relax.const(entries, "int64")))
