@@ -146,7 +146,7 @@ class RunTimeDims:
             raise UnsupportedError(f"{what}: {e} is not a run-time dim of the model's inputs")
         if isinstance(e, tirx.Cast) and "int" in str(e.ty.dtype):
             return self._write(e.value, what)
-        branch = _taken_branch(e)
+        branch = _taken_branch(e, self.analyzer)
         if branch is not None:
             return self._write(self.analyzer.simplify(branch), what)
         op = OPS.get(type(e).__name__)
@@ -200,12 +200,13 @@ def match_shapes(pairs: Sequence[Tuple[str, Sequence, Sequence]], bound: Optiona
     return out
 
 
-def _taken_branch(e):
-    """The branch a ``Select`` on a constant condition takes (a size simplified from ``abs`` or
-    ``max`` can be one), else None."""
+def _taken_branch(e, analyzer: Optional[Analyzer] = None):
+    """The branch a ``Select`` takes whose condition is constant, or provable over the dims'
+    ranges ``analyzer`` knows (a size simplified from ``abs`` or ``max`` can be one: ``0 <= 6 * H *
+    W``), else None."""
     if not isinstance(e, tirx.Select):
         return None
-    cond = Analyzer().simplify(e.condition)
+    cond = (analyzer or Analyzer()).simplify(e.condition)
     return (e.true_value if cond.value else e.false_value) if isinstance(cond, tirx.IntImm) else None
 
 
@@ -220,9 +221,15 @@ def substitute(e, values: Mapping):
     if isinstance(e, tirx.Cast):
         return tirx.Cast(e.ty.dtype, substitute(e.value, values))
     name = type(e).__name__
-    if name in OPS:
+    if name in OPS or name in _CONDITIONS:
         return type(e)(substitute(e.a, values), substitute(e.b, values))
-    branch = _taken_branch(e)
-    if branch is not None:
-        return substitute(branch, values)
+    if isinstance(e, tirx.Select):  # (its branch decided here if it can be, else by the dims' ranges when written)
+        branch = _taken_branch(e)
+        if branch is not None:
+            return substitute(branch, values)
+        return tirx.Select(substitute(e.condition, values), substitute(e.true_value, values), substitute(e.false_value, values))
     raise UnsupportedError(f"the size {e} ({name}) cannot be computed by the runtime")
+
+
+#: the comparisons a size's ``Select`` may test (:func:`substitute` carries them through)
+_CONDITIONS = ("LE", "LT", "GE", "GT", "EQ", "NE", "And", "Or")
