@@ -9,11 +9,13 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``upsample_nearest2d``: PyTorch's nearest mode is ``src = floor(dst * in / out)``
   (``asymmetric`` + ``floor``); TVM maps it to ``half_pixel`` + ``round``, which picks other rows
   whenever the ratio is not an integer (wrong numbers, no error);
-* ``upsample_bilinear2d`` / ``upsample_bicubic2d`` by scale factors: PyTorch samples at the
-  given scale (``src = (dst + 0.5) / scale - 0.5``) and TVM's resize at the ratio of the sizes,
+* ``upsample_bilinear2d`` / ``upsample_bicubic2d`` by scale factors: TVM's converter also failed on
+  a run-time size, which takes integer scales here;
+* every upsample by scale factors (nearest too): PyTorch samples at the given scale (``src = (dst +
+  0.5) / scale - 0.5``, nearest ``floor(dst / scale)``) and TVM's resize at the ratio of the sizes,
   which differ where ``in * scale`` is not an integer (7 rows x 1.5: 10 rows, sampled at 1/1.5
-  against 7/10; wrong numbers, no error), so such a scale is refused by name; TVM's converter also
-  failed on a run-time size, which takes integer scales here;
+  against 7/10; 11 columns x 1.3, nearest: one column picked one off; wrong numbers, no error), so
+  such a scale is refused by name (:func:`_output_size`);
 * ``_upsample_bilinear2d_aa`` (``antialias=True``): TVM's converter drops the antialiasing, which
   changes a downsample (a 2x shrink came out 0.71 off); an upsample, where it changes nothing,
   converts, a downsample is refused by name;
@@ -74,25 +76,56 @@ def _pad_converter(mode: str):
     return convert
 
 
-def _upsample_nearest(node, importer) -> relax.Var:
+def _nearest_rows_agree(size: int, scale: float) -> bool:
+    """Whether nearest resizing of ``size`` rows by ``scale`` picks the same rows at PyTorch's
+    ``floor(dst * (1 / scale))`` as at relax_vk's ``floor(dst * in / out)``, both in float32 as the
+    two compute them."""
+    import numpy as np
+
+    out = int(size * float(scale))
+    dst = np.arange(out, dtype=np.float32)
+    pytorch = np.minimum(np.floor(dst * np.float32(1.0 / float(scale))), size - 1)
+    ours = np.minimum(np.floor(dst * (np.float32(size) / np.float32(out))), size - 1)
+    return bool(np.array_equal(pytorch, ours))
+
+
+def _output_size(node, x, scales_at: int, op: str, align_corners: bool = False, nearest: bool = False) -> list:
+    """The output size of PyTorch's upsample ``node`` of ``x``: its ``output_size``, else ``floor(in
+    * scale)`` where relax_vk's resize then samples where PyTorch does (module docstring): a static
+    size whose product is an integer (any product with ``align_corners``, which reads only the
+    sizes; for ``nearest``, any whose rows agree, :func:`_nearest_rows_agree`), a run-time size
+    times an integer. The scales are at ``node.args[scales_at]`` (``.vec``: a list) or there and
+    after (``.default``: ``scales_h``, ``scales_w``)."""
     from tvm import tirx
 
-    x = importer.env[node.args[0]]
     size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size", node.kwargs.get("size"))
     if size:
-        size = [int(s) for s in size]
-    else:  # PyTorch's size: floor(in * scale); of a run-time dim, integer scales only
-        scales = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
-        if isinstance(scales, (int, float)):
-            scales = [scales, scales]
-        size = []
-        for d, scale in zip(x.ty.shape.values[2:], scales):
-            if isinstance(d, tirx.IntImm):
-                size.append(int(int(d) * float(scale)))
-            elif float(scale).is_integer():
-                size.append(d * int(scale))
-            else:
-                raise UnsupportedError(f"upsample_nearest2d (node {node.name}): scale {scale} of the run-time size {d}: integer scales only")
+        return [int(s) for s in size]
+    if len(node.args) > scales_at + 1 or "scales_h" in node.kwargs:  # (the .default overload)
+        scales = [node.args[i] if len(node.args) > i else node.kwargs.get(k) for i, k in ((scales_at, "scales_h"), (scales_at + 1, "scales_w"))]
+    else:
+        scales = node.args[scales_at] if len(node.args) > scales_at else node.kwargs.get("scale_factors", node.kwargs.get("scale_factor"))
+    if isinstance(scales, (int, float)):
+        scales = [scales, scales]
+    out = []
+    for d, scale in zip(x.ty.shape.values[2:], scales):
+        if isinstance(d, tirx.IntImm):
+            exact = float(scale) * int(d)
+            if not (align_corners or exact.is_integer() or (nearest and _nearest_rows_agree(int(d), float(scale)))):
+                raise UnsupportedError(f"{op} (node {node.name}): scale {scale} of {int(d)} x {float(scale)} = {exact}: PyTorch samples at the scale, "
+                                       "relax_vk's resize at the ratio of the sizes; give the output size, or recompute_scale_factor=True")  # fmt: skip
+            out.append(int(exact))
+        elif float(scale).is_integer():
+            out.append(d * int(scale))
+        else:
+            raise UnsupportedError(f"{op} (node {node.name}): scale {scale} of the run-time size {d}: integer scales only (PyTorch samples at the "
+                                   "scale, relax_vk's resize at the ratio of the sizes, which differ for sizes the scale does not divide)")  # fmt: skip
+    return out
+
+
+def _upsample_nearest(node, importer) -> relax.Var:
+    x = importer.env[node.args[0]]
+    size = _output_size(node, x, 2, "upsample_nearest2d", nearest=True)
     return importer.block_builder.emit(
         relax.op.image.resize2d(
             x, size, layout="NCHW", method="nearest_neighbor",
@@ -101,38 +134,20 @@ def _upsample_nearest(node, importer) -> relax.Var:
     )  # fmt: skip
 
 
+def _resize(importer, x, size, method: str, align_corners: bool) -> relax.Var:
+    """PyTorch's ``linear`` / ``cubic`` resize of ``x`` to ``size``: TVM's with ``align_corners`` or
+    ``half_pixel`` coordinates."""
+    mode = "align_corners" if align_corners else "half_pixel"
+    return importer.block_builder.emit(relax.op.image.resize2d(x, size, layout="NCHW", method=method, coordinate_transformation_mode=mode))
+
+
 def _upsample_sampled(op: str, method: str):
-    """``upsample_bilinear2d`` / ``upsample_bicubic2d`` (module docstring): the output size given,
-    or ``floor(in * scale)`` where that is what PyTorch samples at."""
+    """``upsample_bilinear2d`` / ``upsample_bicubic2d`` (module docstring), to :func:`_output_size`."""
 
     def convert(node, importer) -> relax.Var:
-        from tvm import tirx
-
         x = importer.env[node.args[0]]
-        size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size", node.kwargs.get("size"))
         align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
-        if size:
-            size = [int(s) for s in size]
-        else:
-            scales = node.args[3] if len(node.args) > 3 else node.kwargs.get("scale_factors", node.kwargs.get("scale_factor"))
-            if len(node.args) > 4 or "scales_h" in node.kwargs:  # (the .default overload: scales_h, scales_w)
-                scales = [node.args[3] if len(node.args) > 3 else node.kwargs.get("scales_h"), node.args[4] if len(node.args) > 4 else node.kwargs.get("scales_w")]
-            if isinstance(scales, (int, float)):
-                scales = [scales, scales]
-            size = []
-            for d, scale in zip(x.ty.shape.values[2:], scales):
-                exact = float(scale) * int(d) if isinstance(d, tirx.IntImm) else None
-                if isinstance(d, tirx.IntImm) and (align_corners or float(exact).is_integer()):
-                    size.append(int(exact))
-                elif not isinstance(d, tirx.IntImm) and float(scale).is_integer():
-                    size.append(d * int(scale))
-                else:
-                    what = f"{int(d)} x {float(scale)} = {exact}" if exact is not None else f"the run-time size {d}"
-                    raise UnsupportedError(f"{op} (node {node.name}): scale {scale} of {what}: PyTorch samples at the scale, relax_vk's resize at "
-                                           "the ratio of the sizes; give the output size, or recompute_scale_factor=True")  # fmt: skip
-        return importer.block_builder.emit(
-            relax.op.image.resize2d(x, size, layout="NCHW", method=method, coordinate_transformation_mode="align_corners" if align_corners else "half_pixel")
-        )
+        return _resize(importer, x, _output_size(node, x, 3, op, align_corners), method, align_corners)
 
     return convert
 
@@ -148,10 +163,7 @@ def _upsample_antialiased(node, importer) -> relax.Var:
         raise UnsupportedError(f"_upsample_bilinear2d_aa (node {node.name}): antialiased resize of {given} to {list(size) if size else None}: "
                                "relax_vk's resize has no antialiasing filter, which only a downsample reads; use antialias=False")  # fmt: skip
     align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
-    return importer.block_builder.emit(
-        relax.op.image.resize2d(x, [int(s) for s in size], layout="NCHW", method="linear",
-                                coordinate_transformation_mode="align_corners" if align_corners else "half_pixel")
-    )  # fmt: skip
+    return _resize(importer, x, [int(s) for s in size], "linear", align_corners)
 
 
 def _grid_sampler(node, importer) -> relax.Var:

@@ -65,3 +65,23 @@ def test_amax_and_amin_reduce():
     got = load(relax_vk.build(from_torch(Extremes(), (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])
     for g, want in zip(got, Extremes()(x)):
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_nearest_by_a_scale_runs_where_its_rows_agree_and_is_refused_where_they_do_not():
+    """PyTorch's nearest by a scale picks ``floor(dst / scale)``, the resize ``floor(dst * in / out)``:
+    for 11 columns x 1.3 (14) one column came out picked one off (wrong numbers, no error); it is
+    refused by name. 7 x 9 by 1.5, where every pick agrees, runs right."""
+
+    class Nearest(torch.nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            return F.interpolate(x, scale_factor=self.scale, mode="nearest")
+
+    with pytest.raises(UnsupportedError, match=r"upsample_nearest2d \(node .*\): scale 1\.3 of 11 x 1\.3 = 14\.3"):
+        from_torch(Nearest(1.3), (torch.randn(1, 2, 7, 11),))
+    x = torch.randn(1, 2, 7, 9)
+    got = load(relax_vk.build(from_torch(Nearest(1.5), (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])[0]
+    np.testing.assert_array_equal(got, Nearest(1.5)(x).numpy())
