@@ -51,7 +51,6 @@ from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
 from .errors import ModelLoadError, onnx_node
 from .onnx_quant import rewrite_quantized
-from .shape_entries import fold_static_shape_entries
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
 InputShapes = Mapping[str, Sequence["int | str"]]
@@ -351,7 +350,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         if isinstance(err, RelaxVKError):  # (a converter's own error names its node)
             raise type(err)(f"{where}: {err}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(fold_static_shape_entries(mod))), made_by))
+    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by))
     _check_windows(mod, where)
     if not used:
         return mod

@@ -3,8 +3,9 @@
 Requires: nothing. Guarantees: every dataflow binding whose value is one of the ops below with
 only tensor-constant (and attribute) arguments, an ``arange`` with constant bounds, a ``full``
 or ``broadcast_to`` of a constant to a static shape of at most ``MAX_CREATED`` elements, or a
-``shape_to_tensor`` of a static shape, is replaced by the constant it computes; nothing else
-changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
+``shape_to_tensor`` of a static shape, is replaced by the constant it computes, and so is a ``take``
+at constant indices of a ``shape_to_tensor`` whose shape is static at the entries taken (a channel
+count beside run-time H and W); nothing else changes. This is what ``DecomposeOpsForInference`` leaves around batch norms
 (``expand_dims`` of the statistics, ``sqrt(var + eps)``), what packing a constant weight needs,
 and constant index arithmetic (``torch.roll``'s ``arange``, add, mod; ONNX's ``Shape`` of a tensor
 of static shape, ``Gather`` from it and the negative-index ``where``: int64 tensors that Vulkan
@@ -170,6 +171,23 @@ def _dequantize_wide(call: relax.Call) -> Optional[np.ndarray]:
     return (dq.data - along(dq.zero_point).astype(np.int32)).astype(np.float32) * along(dq.scale)
 
 
+def _shape_entries(call: relax.Call, shapes: Dict[relax.Var, list]) -> Optional[np.ndarray]:
+    """A ``take`` at constant indices of a ``shape_to_tensor`` of ``shapes`` (variable -> the
+    shape's values) whose entries taken are all static: those entries, read as ``take`` reads them
+    (wrapped or clipped indices); else None. At run-time dims ONNX's ``Gather`` reads a channel
+    count so to wrap its negative indices: an int64 kernel otherwise."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst)):
+        return None
+    values = shapes.get(call.args[0]) if isinstance(call.args[0], relax.Var) else None
+    if values is None or (call.attrs.axis is not None and int(call.attrs.axis) != 0):
+        return None
+    mode = "wrap" if str(call.attrs.mode) == "wrap" else "clip"
+    at = np.take(np.arange(len(values)), call.args[1].value.numpy(), mode=mode)
+    if not all(isinstance(values[int(i)], tirx.IntImm) for i in at.reshape(-1)):
+        return None
+    return np.array([int(values[int(i)].value) for i in at.reshape(-1)], np.int64).reshape(at.shape)
+
+
 def _fold(call: relax.Call) -> Optional[np.ndarray]:
     if not isinstance(call.op, tvm.ir.Op):
         return None
@@ -238,6 +256,7 @@ class _Folder(relax.PyExprMutator):
         super().__init__(mod)
         self.folded: Dict[relax.Var, relax.Expr] = {}
         self.sizes: Dict[tirx.Var, int] = {}  # symbolic sizes a match_cast of a folded constant fixes
+        self.shapes: Dict[relax.Var, list] = {}  # shape_to_tensor's of shapes not all static: their values
 
     def visit_match_cast_(self, binding):
         """``match_cast(<foldable call>, Tensor((1, n)))`` (what an importer wraps around a
@@ -286,10 +305,17 @@ class _Folder(relax.PyExprMutator):
             if isinstance(value, GenericConst):  # a variable bound to a constant: the constant where read
                 self.folded[binding.var] = value
                 return
-            folded = _fold(value) if isinstance(value, relax.Call) else None
+            folded = None
+            if isinstance(value, relax.Call):
+                folded = _fold(value)
+                folded = _shape_entries(value, self.shapes) if folded is None else folded
             if folded is not None:
                 self.folded[binding.var] = relax.const(folded, str(folded.dtype))
                 return
+            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.shape_to_tensor":
+                values = getattr(value.args[0].ty, "values", None)
+                if values is not None:
+                    self.shapes[binding.var] = list(values)
         else:
             value = self.visit_expr(binding.value)
             folded = _fold(value) if isinstance(value, relax.Call) else None
