@@ -58,10 +58,16 @@ def pytest_configure(config):
         "one_api(argname): a matrix of cases by API whose cases each run on one API, the APIs alternating "
         f"over the cases in order (every case on both with ${FULL_ENV}=1)",
     )
+    config.addinivalue_line(
+        "markers",
+        f"full_only(why): a case `make test` leaves to `make test-full` (${FULL_ENV}=1): a real model's "
+        "build and driver compile whose property a smaller case of the suite also checks; `why` names that case",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Keep one API a case for the tests marked ``one_api(argname)``: the items of one test
+    """Leave the cases marked ``full_only`` to ``make test-full``, and keep one API a case for the
+    tests marked ``one_api(argname)``: the items of one test
     function are grouped by their parameters other than ``argname`` (the API: ``opencl`` or
     ``vulkan``) and ``device``; the groups, in collection order, take the APIs by the parity of
     their index's bits (the Thue-Morse sequence: a parameter that alternates with the groups,
@@ -73,6 +79,10 @@ def pytest_collection_modifyitems(config, items):
 
     if FULL:
         return
+    full_only = [item for item in items if item.get_closest_marker("full_only") is not None]
+    if full_only:
+        config.hook.pytest_deselected(items=full_only)
+        items[:] = [item for item in items if item.get_closest_marker("full_only") is None]
     groups: dict = {}
     for item in items:
         marker = item.get_closest_marker("one_api")

@@ -12,8 +12,10 @@ from relax_vk.runtime import load  # noqa: E402
 from relax_vk.zoo import build_zoo_model  # noqa: E402
 
 
-# (MobileNetV2: ONNX's Clip with min/max inputs and depthwise convs; ``python benchmarks/conformance.py
-# --front-door onnx`` runs every zoo model)
+# (MobileNetV2: ONNX's Clip with min/max inputs and depthwise convs, with ``make test-full``: the
+# fuzzer's ONNX front door and tests/frontends/test_onnx_op_classes.py export from PyTorch too;
+# ``python benchmarks/conformance.py --front-door onnx`` runs every zoo model)
+@pytest.mark.full_only("the fuzzer's ONNX front door")
 @pytest.mark.parametrize("name", ["mobilenet_v2"])
 def test_onnx_export_runs_and_matches_pytorch(name, tmp_path):
     model, example = build_zoo_model(name)

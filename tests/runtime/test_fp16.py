@@ -35,9 +35,11 @@ def test_precision_is_checked():
         ScopeOptions(precision="int8")
 
 
-# (one model an API: ``python benchmarks/fp16_accuracy.py`` measures the zoo on both)
+# (one model an API: ``python benchmarks/fp16_accuracy.py`` measures the zoo on both; OpenCL's
+# with ``make test-full``, where tests/passes/lower/test_half_arithmetic.py checks its half kernels)
 @pytest.mark.parametrize("name, api, device", [pytest.param("resnet18", *BACKENDS[1].values, id="vulkan-resnet18"),
-                                               pytest.param("mobilenet_v2", *BACKENDS[0].values, id="opencl-mobilenet_v2")])  # fmt: skip
+                                               pytest.param("mobilenet_v2", *BACKENDS[0].values, id="opencl-mobilenet_v2",
+                                                            marks=pytest.mark.full_only("test_half_arithmetic.py"))])  # fmt: skip
 def test_classifiers_agree_with_float32_within_the_fp16_bound(zoo, name, api, device, request):
     request.getfixturevalue(device)
     mod, x, reference = zoo[name]

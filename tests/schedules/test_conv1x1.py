@@ -159,6 +159,7 @@ def test_gemm_policy_leaves_split_reductions_alone(monkeypatch):
     assert conv["config"].endswith("_split") and conv["config_source"] == "default"
 
 
+@pytest.mark.full_only("test_gemm_numbers")
 def test_mobilenet_v2_with_every_1x1_conv_a_gemm():
     """On pocl with textures (image coordinates from flattened pixels); the WGSL and buffer kernels
     are covered shape by shape above (a whole-model build takes a minute or more here)."""

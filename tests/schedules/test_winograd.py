@@ -219,6 +219,7 @@ def test_configurations():
         ScopeOptions(winograd="f63")
 
 
+@pytest.mark.full_only("test_winograd_numbers, test_residual_add_is_fused")
 def test_resnet18_end_to_end(pocl):
     """ResNet-18 (the zoo's small input) with every 3x3 stride-1 conv forced to F(2,3) in
     textures on pocl: the same answer as PyTorch within 1e-4 of the largest logit (measured:

@@ -131,6 +131,7 @@ def test_a_measurement_split_by_a_time_budget_resumes_to_the_same_records(tmp_pa
     assert {r.workload for r in db.records.values()} == {c["workload"] for c in index["cases"]}
 
 
+@pytest.mark.full_only("tests/runtime/test_without_tvm.py::test_tune_measure_runs_without_tvm")
 def test_winograd_candidates_compete_for_the_conv_record(tmp_path, pocl, db_dir):
     """A 3x3 stride-1 conv gets one more case per Winograd tile size, under the conv's workload
     key; every candidate is checked against the reference (weights are program inputs: the

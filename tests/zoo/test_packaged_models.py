@@ -22,12 +22,17 @@ from helpers_build import BACKENDS  # noqa: E402
 TARGETS = {"ppocr_det": (0.89, 0), "ppocr_cls": (0.999, 0), "ppocr_rec": (0.95, 0)}
 
 
-# (the recognizer and the detector on Vulkan: tests/examples/test_ocr.py runs both on OpenCL, with
-# run-time dims; ``python benchmarks/conformance.py`` runs each model on both APIs)
+# (the recognizer and the detector on Vulkan, with ``make test-full``: tests/examples/test_ocr.py
+# runs both on OpenCL, with run-time dims; ``python benchmarks/conformance.py`` runs each model on
+# both APIs)
 ON_API = {"ppocr_cls": BACKENDS[0], "ppocr_det": BACKENDS[1], "ppocr_rec": BACKENDS[1]}
+FULL_ONLY = {"ppocr_det", "ppocr_rec"}
 
 
-@pytest.mark.parametrize("name, backend, device", [pytest.param(n, *ON_API[n].values, id=f"{n}-{ON_API[n].id}") for n in sorted(PACKAGED)])
+@pytest.mark.parametrize("name, backend, device", [
+    pytest.param(n, *ON_API[n].values, id=f"{n}-{ON_API[n].id}",
+                 marks=[pytest.mark.full_only("tests/examples/test_ocr.py")] if n in FULL_ONLY else [])
+    for n in sorted(PACKAGED)])  # fmt: skip
 def test_packaged_model_runs_and_matches_onnxruntime(name, backend, device):
     if not __import__("importlib").util.find_spec(PACKAGED[name].package):
         pytest.skip(f"{PACKAGED[name].requirement} is not installed")

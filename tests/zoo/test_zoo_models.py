@@ -77,9 +77,16 @@ def _imported(name):
 #: zoo models whose ops the suite's other models and tests cover, run by ``make test-full`` and the
 #: conformance table: EfficientNet's SiLU squeeze-excite (MobileNetV3's hard-swish one, PP-OCR's
 #: SiLU), Inception's branch concatenations (DenseNet's), ResNeXt's grouped convs (ShuffleNetV2's
-#: and the conv schedule tests), DeiT's attention (ViT's), the GRU (tests/frontends/test_recurrent.py).
-#: Each was a full model's build and driver compile, 7-23 s of a cold suite.
-FULL_ONLY = {"efficientnet", "inception", "resnext", "deit_tiny", "crnn_gru"}
+#: and the conv schedule tests), DeiT's attention (ViT's), the GRU (tests/frontends/test_recurrent.py);
+#: MobileNetV3's hard-sigmoid squeeze-excite (tests/passes/lower/test_isolate_broadcast_reductions.py,
+#: the fuzzer's "se" nodes), MobileViT's unfold/fold and ConvNeXt's NHWC token tensors (Swin's
+#: windows, tests/passes/layout/test_token_layout.py), DenseNet's concatenations (SqueezeNet's fire
+#: modules, the fuzzer's concats), ShuffleNetV2's channel shuffle (the ShuffleNet unit of
+#: tests/frontends/test_onnx_op_classes.py), DeepLab's dilated convs and bilinear upsampling (the
+#: fuzzer's graphs, PP-OCR's detector). Each was a full model's build and driver compile, 10-31 s of
+#: a cold suite.
+FULL_ONLY = {"efficientnet", "inception", "resnext", "deit_tiny", "crnn_gru", "mobilenet_v3", "mobilevit", "convnext", "densenet",
+             "shufflenet_v2", "deeplab_aspp"}  # fmt: skip
 SUITE = sorted(ZOO) if FULL else sorted(set(ZOO) - FULL_ONLY)
 
 
@@ -110,9 +117,10 @@ def test_every_zoo_model_has_a_target():
 # representative models under cut-down device limits (256-texel images of 64 layers, 1 MiB buffer
 # bindings, 256 workgroups per grid axis): weights split, grids folded, textures that do not fit
 # fall back to buffers; benchmarks/conformance.py --limits cut runs the whole zoo
-# (ResNet-18: weights split, grids folded; UNet: maps past the cut images fall back to buffers;
-# with RELAX_VK_TEST_FULL=1 also MobileNetV2 and ShuffleNetV2)
-CUT = ["resnet18", "unet_small"] + (["mobilenet_v2", "shufflenet_v2"] if FULL else [])
+# (UNet: maps past the cut images fall back to buffers; with RELAX_VK_TEST_FULL=1 also ResNet-18,
+# whose weights split and grids fold, as tests/passes/layout/test_split_large_weights.py and
+# tests/codegen/test_launch_grid.py check on small models, MobileNetV2 and ShuffleNetV2)
+CUT = ["unet_small"] + (["resnet18", "mobilenet_v2", "shufflenet_v2"] if FULL else [])
 
 
 @pytest.mark.one_api("backend")

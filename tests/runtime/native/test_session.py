@@ -18,7 +18,9 @@ from ...runtime_helpers import assert_each_run_takes_its_inputs, copy_program, t
 
 #: the zoo models held to PyTorch here: a CNN with fire modules and ceil-mode pools (the
 #: Android-shaped example runs it too) and a ViT in the packed token layout, on OpenCL; the CNN on Vulkan
-ZOO = [("squeezenet", "opencl"), ("vit_small", "opencl"), ("squeezenet", "vulkan")]
+# (SqueezeNet on OpenCL with ``make test-full``: tests/zoo/test_zoo_models.py runs it through the same library)
+ZOO = [pytest.param("squeezenet", "opencl", marks=pytest.mark.full_only("tests/zoo/test_zoo_models.py")), ("vit_small", "opencl"),
+       ("squeezenet", "vulkan")]  # fmt: skip
 
 #: (target, device) of each backend: pocl through the ICD loader, lavapipe through wgpu-native
 BACKENDS = [("opencl", "pocl"), ("vulkan", "lavapipe")]
