@@ -50,6 +50,20 @@ def _no_program_binaries():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_pocl_warm_up():
+    """No warm-up runs when the suite's sessions load on pocl ($RVK_POCL_WARM_UP=0). A session of a
+    run-time-dims program on pocl otherwise runs once at each extreme of its dims, so that a user's
+    first run at a new size compiles nothing (tests/runtime/native/test_pocl_warm_up.py checks that,
+    with the variable unset, in processes of its own). In the suite those runs were work no test
+    looks at: PP-OCR's detector run at 960x960 and its recognizer at width 1280 when the OCR
+    example loads them (11 of its 48 s of CPU, caches warm), and pocl's compiles of the wide grids'
+    work-group functions with empty caches."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RVK_POCL_WARM_UP", "0")
+        yield
+
+
 def pytest_configure(config):
     from helpers_build import FULL_ENV
 
