@@ -93,10 +93,10 @@ def pytest_collection_modifyitems(config, items):
 
     if FULL:
         return
-    full_only = [item for item in items if item.get_closest_marker("full_only") is not None]
+    full_only = {id(item) for item in items if item.get_closest_marker("full_only") is not None}
     if full_only:
-        config.hook.pytest_deselected(items=full_only)
-        items[:] = [item for item in items if item.get_closest_marker("full_only") is None]
+        config.hook.pytest_deselected(items=[item for item in items if id(item) in full_only])
+        items[:] = [item for item in items if id(item) not in full_only]
     groups: dict = {}
     for item in items:
         marker = item.get_closest_marker("one_api")

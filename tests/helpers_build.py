@@ -31,6 +31,12 @@ FULL_ENV = "RELAX_VK_TEST_FULL"
 FULL = os.environ.get(FULL_ENV) == "1"
 
 
+def marked_full_only(values, full_only, why: str) -> list:
+    """``values`` as parameters, those in ``full_only`` marked ``full_only(why)`` (run by
+    ``make test-full`` only: tests/conftest.py)."""
+    return [pytest.param(v, marks=pytest.mark.full_only(why)) if v in full_only else v for v in values]
+
+
 def build_for(mod, backend: str):
     """``relax_vk.build`` for a backend; OpenCL builds are also compiled by pocl
     (:func:`build_and_compile`), Vulkan shaders are created by the driver when a session loads."""

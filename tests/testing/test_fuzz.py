@@ -164,13 +164,9 @@ def test_shrunk_regressions_run_right(case):
 
 
 # (one worker process a slice but one: each imports TVM and PyTorch, 25 s of the suite's CPU for a
-# second worker each; the cut-limits slice keeps two, for the campaign's several-worker path. A
-# slice's time is mostly its worker's start and first compiles: slices of 5, 3 and 2 seeds took
-# 84 s of a cold suite against 89 s for these)
-SLICES = [(None, range(1000, 1008), 1), ("cut", range(2000, 2006), 2), ("dims", range(500000, 500003), 1)]
-
-
-@pytest.mark.parametrize("limits, seeds, jobs", SLICES, ids=["default-limits", "cut-limits", "run-time-dims"])
+# second worker each; the cut-limits slice keeps two, for the campaign's several-worker path)
+@pytest.mark.parametrize("limits, seeds, jobs", [(None, range(1000, 1008), 1), ("cut", range(2000, 2006), 2), ("dims", range(500000, 500003), 1)],
+                         ids=["default-limits", "cut-limits", "run-time-dims"])  # fmt: skip
 def test_a_fixed_slice_of_seeds_has_no_miscompile_or_crash(limits, seeds, jobs):
     from relax_vk.testing.fuzz.runner import CUT_LIMITS
 

@@ -13,7 +13,7 @@ import relax_vk  # noqa: E402
 from relax_vk.frontends import load_model  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 from relax_vk.zoo.packaged import PACKAGED, example_input, packaged_model_path  # noqa: E402
-from helpers_build import BACKENDS  # noqa: E402
+from helpers_build import BACKENDS, marked_full_only  # noqa: E402
 
 # minimum activation texture share and maximum copies of each model's compiled plan. The detector's
 # buffers are its input, its output and the transposed convs of its head (no packed form); since
@@ -29,11 +29,9 @@ ON_API = {"ppocr_cls": BACKENDS[0], "ppocr_det": BACKENDS[1], "ppocr_rec": BACKE
 FULL_ONLY = {"ppocr_det", "ppocr_rec"}
 
 
-@pytest.mark.parametrize("name, backend, device", [
-    pytest.param(n, *ON_API[n].values, id=f"{n}-{ON_API[n].id}",
-                 marks=[pytest.mark.full_only("tests/examples/test_ocr.py")] if n in FULL_ONLY else [])
-    for n in sorted(PACKAGED)])  # fmt: skip
-def test_packaged_model_runs_and_matches_onnxruntime(name, backend, device):
+@pytest.mark.parametrize("name", marked_full_only(sorted(PACKAGED), FULL_ONLY, "tests/examples/test_ocr.py"))
+def test_packaged_model_runs_and_matches_onnxruntime(name):
+    backend, device = ON_API[name].values
     if not __import__("importlib").util.find_spec(PACKAGED[name].package):
         pytest.skip(f"{PACKAGED[name].requirement} is not installed")
     mod, source = load_model(name)

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the zoo needs the torch extra")
 
-from helpers_build import BACKENDS, FULL  # noqa: E402
+from helpers_build import BACKENDS, marked_full_only  # noqa: E402
 
 import relax_vk  # noqa: E402
 from relax_vk.frontends import from_torch  # noqa: E402
@@ -87,12 +87,11 @@ def _imported(name):
 #: a cold suite.
 FULL_ONLY = {"efficientnet", "inception", "resnext", "deit_tiny", "crnn_gru", "mobilenet_v3", "mobilevit", "convnext", "densenet",
              "shufflenet_v2", "deeplab_aspp"}  # fmt: skip
-SUITE = sorted(ZOO) if FULL else sorted(set(ZOO) - FULL_ONLY)
 
 
 @pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
-@pytest.mark.parametrize("name", SUITE)
+@pytest.mark.parametrize("name", marked_full_only(sorted(ZOO), FULL_ONLY, "the smaller cases named above"))
 def test_zoo_model_runs_and_matches_pytorch(name, backend, device):
     model, example, mod, expected = _imported(name)
     compiled = relax_vk.build(mod, target=backend)
@@ -120,12 +119,12 @@ def test_every_zoo_model_has_a_target():
 # (UNet: maps past the cut images fall back to buffers; with RELAX_VK_TEST_FULL=1 also ResNet-18,
 # whose weights split and grids fold, as tests/passes/layout/test_split_large_weights.py and
 # tests/codegen/test_launch_grid.py check on small models, MobileNetV2 and ShuffleNetV2)
-CUT = ["unet_small"] + (["resnet18", "mobilenet_v2", "shufflenet_v2"] if FULL else [])
+CUT = ["unet_small", "resnet18", "mobilenet_v2", "shufflenet_v2"]
 
 
 @pytest.mark.one_api("backend")
 @pytest.mark.parametrize("backend, device", BACKENDS)
-@pytest.mark.parametrize("name", CUT)
+@pytest.mark.parametrize("name", marked_full_only(CUT, CUT[1:], "unet_small; the split and launch-grid tests"))
 def test_zoo_model_under_cut_down_limits(name, backend, device):
     from relax_vk.testing.fuzz.runner import CUT_LIMITS, make_target
 
