@@ -547,6 +547,30 @@ std::string storage_problem(const Json& program) {
             live.push_back(t);
         }
     }
+    // a texture a step writes (the tensors it touches first, not inputs or constants) shares no image
+    // with another tensor the step binds: partners_of in storage/lifetimes.py
+    std::set<int64_t> inputs;
+    for (const Json& o : program.get("inputs")->items()) inputs.insert(o.as_int());
+    std::map<int64_t, const Json*> by_id;
+    for (const Json& t : tensors) by_id[t.get("id")->as_int()] = &t;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        std::vector<int64_t> ids;
+        if (steps[i].get("op")->as_string() == "launch") ids = int_list(*steps[i].get("args"));
+        else ids = {steps[i].get("src")->as_int(), steps[i].get("dst")->as_int()};
+        for (int64_t w : ids) {
+            auto wt = by_id.find(w);
+            if (wt == by_id.end() || span[w].first != static_cast<int64_t>(i) || inputs.count(w) || !truthy(wt->second->get("image")) ||
+                wt->second->get("kind")->as_string() == "constant")
+                continue;
+            int64_t k = wt->second->get("storage")->as_int();
+            for (int64_t u : ids) {
+                auto ut = by_id.find(u);
+                if (u != w && ut != by_id.end() && truthy(ut->second->get("image")) && ut->second->get("storage")->as_int() == k)
+                    return "step " + std::to_string(i) + " writes " + wt->second->get("name")->as_string() + " and binds " +
+                           ut->second->get("name")->as_string() + " in one image (allocation " + std::to_string(k) + ")";
+            }
+        }
+    }
     return "";
 }
 

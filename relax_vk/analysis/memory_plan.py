@@ -218,7 +218,7 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit
     address them (:mod:`relax_vk.codegen.texture_origins`: at most ``max_origins`` a step)."""
     alias: dict = {}
     span: dict = {}
-    groups: list = []  # the tensors each step binds
+    groups: list = []  # (the tensors each step binds, those it writes)
     fixed: set = set()
     entry_at = {i: e for pairs in entries_of.values() for i, e in pairs}
 
@@ -255,9 +255,10 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit
             if isinstance(value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                 alias[binding.var] = used
                 continue
-            bound = [i for var in used for i in resolve(var)] + [i for i, _ in entries_of.get(binding.var, [])]
+            written = [i for i, _ in entries_of.get(binding.var, [])]
+            bound = [i for var in used for i in resolve(var)] + written
             touch(bound, step)
-            groups.append(bound)
+            groups.append((bound, set(written)))
             textures = sorted({i for i in bound if folded(i) is not None}, key=lambda i: -entry_at[i].bytes)
             fixed.update(textures[max_origins:])
             step += 1

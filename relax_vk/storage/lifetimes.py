@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Lifetime:
     image: Optional[Tuple[int, int, int]] = None
     dtype: str = "float32"
     placed: bool = False  # a texture its kernels address at an origin (storage.rectangles may place it)
-    partners: frozenset = frozenset()  # the tensors some step binds with it (never in one image with it)
+    partners: frozenset = frozenset()  # the tensors some step binds with it, one of the two written (never in one image with it)
 
     def __post_init__(self) -> None:
         if self.first > self.last:
@@ -117,14 +117,33 @@ def touched_steps(program: dict) -> Dict[int, Tuple[int, int]]:
     return span
 
 
-def partners_of(groups: Iterable[Sequence[int]]) -> Dict[int, FrozenSet[int]]:
-    """``tensor id -> the other tensors bound with it`` by any of ``groups`` (the tensors one step
-    binds): two such tensors never share an image (a kernel cannot read and write one image)."""
+def partners_of(steps: Iterable[Tuple[Sequence[int], Collection[int]]]) -> Dict[int, FrozenSet[int]]:
+    """``tensor id -> the tensors it never shares an image with``, from ``steps``: ``(the tensors a
+    step binds, those of them it writes)``. Two tensors one step binds are partners when the step
+    writes either: a kernel cannot read and write one image (OpenCL leaves it undefined, WebGPU
+    refuses a texture bound for storage and for reading in one dispatch). Two tensors a step only
+    reads may share an image: OpenCL lets one image be several ``read_only`` arguments, WebGPU one
+    texture be several sampled bindings (a projection conv's input and the residual it adds)."""
     partners: Dict[int, set] = {}
-    for bound in groups:
+    for bound, written in steps:
         for tid in bound:
-            partners.setdefault(tid, set()).update(u for u in bound if u != tid)
+            mine = partners.setdefault(tid, set())
+            mine.update(u for u in bound if u != tid and (tid in written or u in written))
     return {tid: frozenset(others) for tid, others in partners.items()}
+
+
+def step_writes(program: dict) -> List[Tuple[List[int], Set[int]]]:
+    """``(the tensors a step binds, those it writes)`` per step of ``program``: a step writes the
+    tensors it touches first that are not model inputs or constants (every intermediate, workspace
+    and output is written by the first step that touches it, its producer)."""
+    span = touched_steps(program)
+    kinds = {t["id"]: t["kind"] for t in program["tensors"]}
+    inputs = set(program["inputs"])
+    out = []
+    for i, step in enumerate(program["steps"]):
+        bound = step_tensors(step)
+        out.append((bound, {t for t in bound if span[t][0] == i and t not in inputs and kinds.get(t) != "constant"}))
+    return out
 
 
 def program_lifetimes(program: dict) -> List[Lifetime]:
@@ -137,7 +156,7 @@ def program_lifetimes(program: dict) -> List[Lifetime]:
         if step["op"] == "launch":
             given = {sc["origin"] for sc in step.get("scalars", []) if "origin" in sc}
             fixed.update(tid for tid in step["args"] if tid not in given)
-    partners = partners_of(step_tensors(step) for step in program["steps"])
+    partners = partners_of(step_writes(program))
     out = []
     for t in program["tensors"]:
         if t["kind"] not in SHAREABLE_KINDS or t["id"] in outputs or t["id"] not in span:

@@ -15,8 +15,9 @@ Model inputs, outputs and constants get an allocation of their own (the host wri
 them; they never alias an intermediate). A program without ``"storage"`` (written before storage
 planning, or with reuse off) allocates every tensor separately: :func:`allocations` gives the
 writer one view of both. :func:`storage_problem` states the invariant every assignment keeps: right
-kind, format and size, aligned offsets (texture origins) inside the allocation, and no two tensors
-whose bytes (or texels) overlap in one allocation live at the same step (the planner's tests hold it; the native
+kind, format and size, aligned offsets (texture origins) inside the allocation, no two tensors
+whose bytes (or texels) overlap in one allocation live at the same step, and no texture a step
+writes in one image with another tensor the step binds (the planner's tests hold it; the native
 library checks the same at every load, the one validator of what a file holds).
 Standard library only.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import copy
 from typing import List, Optional, Sequence, Tuple
 
-from .lifetimes import SHAREABLE_KINDS, TEXEL_ITEMSIZE, image_bytes, program_lifetimes, stored_bytes, texel_dtype, touched_steps
+from .lifetimes import SHAREABLE_KINDS, TEXEL_ITEMSIZE, image_bytes, program_lifetimes, step_writes, stored_bytes, texel_dtype, touched_steps
 from .offsets import ALIGNMENT
 from .planner import StoragePlan, plan_storage
 
@@ -162,4 +163,11 @@ def storage_problem(program: dict) -> Optional[str]:
                 if _images_overlap(t, u) if t.get("image") else (u_lo < hi and lo < u_lo + int(u["bytes"])):
                     return f"tensors {u['name']} and {t['name']} share allocation {k} but are both live at step {first}"
             live.append(t)
+    by_id = {t["id"]: t for t in tensors}
+    for i, (bound, written) in enumerate(step_writes(program)):
+        for w in written:
+            for u in bound:
+                tw, tu = by_id.get(w), by_id.get(u)
+                if u != w and tw and tu and tw.get("image") and tu.get("image") and tw["storage"] == tu["storage"]:
+                    return f"step {i} writes {tw['name']} and binds {tu['name']} in one image (allocation {tw['storage']})"
     return None

@@ -3,9 +3,10 @@
 A *placed* texture (:mod:`relax_vk.codegen.texture_origins`: its kernels address it at an origin
 ``(x0, y0)``) is a ``w x h`` rectangle of texels in one layer of an image. Tensors whose lifetimes
 overlap may share an image as long as their rectangles do not; tensors that are never live together
-may overlap freely. Two tensors one step binds (a kernel's input and output) never share an image:
-WebGPU refuses a texture bound for reading and for storage in one dispatch, and OpenCL leaves an
-image read and written by one kernel undefined. This is the offset arena of :mod:`relax_vk.storage.offsets` in two dimensions:
+may overlap freely. A tensor a step writes never shares an image with another tensor that step
+binds: WebGPU refuses a texture bound for reading and for storage in one dispatch, and OpenCL
+leaves an image read and written by one kernel undefined. Tensors a step only reads may share one
+(:func:`relax_vk.storage.lifetimes.partners_of`). This is the offset arena of :mod:`relax_vk.storage.offsets` in two dimensions:
 each image grows right and down as tensors are placed, and the cost is its area.
 
 :func:`pack` tries each placement order of :mod:`relax_vk.storage.lifetimes` (largest first, the
@@ -45,7 +46,7 @@ class Sheet:
         w, h = rect(lt)
         live = [(q, qx, qy) for q, qx, qy in self.placed if q.overlaps(lt)]
         if any(q.tensor in lt.partners for q, _, _ in live):
-            return None  # a kernel binds both: one image may not be read and written in one dispatch
+            return None  # a kernel binds both and writes one: one image may not be read and written in one dispatch
         xs = sorted({0} | {qx + rect(q)[0] for q, qx, _ in live})
         ys = sorted({0} | {qy + rect(q)[1] for q, _, qy in live})
         best = None

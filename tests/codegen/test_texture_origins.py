@@ -1,6 +1,6 @@
 """Activation textures at origins of shared images (relax_vk.codegen.texture_origins with
 relax_vk.storage.rectangles): a downsampling residual CNN runs right on both APIs with tensors that
-are live together side by side in one image, in less memory than whole images took; a file whose
+are live together side by side in one image (two a kernel reads among them), in less memory than whole images took; a file whose
 origins would make two live tensors overlap, or whose kernel would read a texture at an origin it
 is not given, is refused at load."""
 
@@ -89,6 +89,10 @@ def test_a_residual_cnn_runs_right_with_its_textures_at_origins(model, api, devi
         assert len(given) <= MAX_ORIGINS[api]
         assert set(given) <= set(step["args"])
     assert program["memory"]["with_reuse_bytes"] < program["memory"]["without_reuse_bytes"]
+    # a residual conv reads its input and the skip it adds side by side in one image (it only reads both)
+    tensors = program["tensors"]
+    images = [[tensors[a]["storage"] for a in s["args"] if tensors[a].get("image") and tensors[a]["kind"] == "intermediate"] for s in program["steps"]]
+    assert any(len(set(used)) < len(used) for used in images)
     shifted = _shifted(artifact)
     assert storage_problem(shifted.program) is None
     got = load(artifact, device=device).run([x])[0]

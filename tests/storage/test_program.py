@@ -94,3 +94,50 @@ def test_a_texture_cannot_use_a_smaller_image_or_another_format():
     half = copy.deepcopy(program)
     half["storage"][k].update(dtype="float16", bytes=4 * 4 * 8)
     assert "does not fit" in storage_problem(half)
+
+
+def _residual_textures():
+    """A residual block on textures: ``t1 = k(x)``, ``t2 = k(t1)``, ``t3 = k(t2)``, ``t4 = k(t3, t1)``
+    (the conv that adds its skip ``t1``), ``t5 = k(t4)``, ``t6 = k(t5)``."""
+    program = _chain(7, image=True)
+    program["steps"] = [{"op": "launch", "kernel": "k", "args": args} for args in ([0, 1], [1, 2], [2, 3], [3, 1, 4], [4, 5], [5, 6])]
+    return program
+
+
+def test_tensors_a_step_only_reads_may_share_an_image_but_never_one_it_writes():
+    from relax_vk.storage.lifetimes import partners_of, program_lifetimes, step_writes
+
+    program = _residual_textures()
+    assert step_writes(program)[3] == ([3, 1, 4], {4})
+    partners = {lt.tensor: lt.partners for lt in program_lifetimes(program)}
+    assert 1 not in partners[3] and 3 not in partners[1]  # only read together (by step 3)
+    assert {1, 3} <= partners[4] and 4 in partners[1]  # what step 3 writes conflicts with what it reads
+    assert partners_of([([7, 8, 9], {9})]) == {7: frozenset({9}), 8: frozenset({9}), 9: frozenset({7, 8})}
+    # a plan may put the two read ones in one image; never the written one with either
+    same = copy.deepcopy(assign_storage(program)[0])
+    for t in same["tensors"]:
+        t.pop("origin", None)
+    same["tensors"][3]["storage"] = same["tensors"][1]["storage"]  # live together: in one whole image they overlap
+    assert "both live" in storage_problem(same)
+
+
+def test_a_texture_a_step_writes_in_the_image_of_one_it_reads_is_refused_at_load():
+    """Two textures side by side in one image, one read and one written by a step: refused by
+    storage_problem and by the library at load, though their rectangles never overlap."""
+    program = _residual_textures()
+    for t in program["tensors"][1:6]:
+        t["origin"] = [0, 0]
+    for step in program["steps"]:  # (every launch passes the origins of the placed textures it binds)
+        step["scalars"] = [{"index": 10 + i, "dtype": "int32", "origin": tid} for i, tid in enumerate(step["args"]) if 1 <= tid <= 5]
+    program, _ = assign_storage(program)
+    assert storage_problem(program) is None
+    bad = copy.deepcopy(program)
+    wide = {"id": len(bad["storage"]), "bytes": 8 * 4 * 16, "image": [8, 4, 1], "dtype": "float32"}
+    bad["storage"].append(wide)
+    bad["tensors"][1].update(storage=wide["id"], origin=[0, 0])
+    bad["tensors"][2].update(storage=wide["id"], origin=[4, 0])  # step 1 reads t1 and writes t2
+    assert storage_problem(bad) == f"step 1 writes t2 and binds t1 in one image (allocation {wide['id']})"
+    from relax_vk.runtime import validate
+
+    with pytest.raises(ArtifactError, match=r"storage assignment: step 1 writes t2 and binds t1 in one image"):
+        validate(Artifact(bad, "__kernel void k(void) {}").to_bytes())

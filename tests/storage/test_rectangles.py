@@ -1,5 +1,5 @@
 """Placed textures side by side (relax_vk.storage.rectangles): tensors live together share an image
-at disjoint rectangles, tensors one step binds never share one, and the assignment keeps the
+at disjoint rectangles, a tensor a step writes never shares one with another it binds, and the assignment keeps the
 invariant that storage_problem (and the native library at load) checks."""
 
 import copy
