@@ -1,0 +1,75 @@
+"""ONNX ``Reshape`` of a size computed at run time (relax_vk.frontends.onnx_shape_values): a text
+encoder exported by ``torch.onnx``'s dynamo exporter with a run-time batch *and* sequence length
+(its attention's ``view``s reshape ``B * heads`` to one element) runs right from one artifact at
+three sizes, against onnxruntime."""
+
+import numpy as np
+import pytest
+
+from helpers_build import BACKENDS
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter")
+
+import relax_vk  # noqa: E402
+from relax_vk.frontends import load_model  # noqa: E402
+from relax_vk.frontends.onnx_shape_values import convert_reshape  # noqa: E402
+from relax_vk.runtime import load  # noqa: E402
+
+
+class _TextEncoder(torch.nn.Module):
+    """Token ids and a padding mask, ``[B, T]`` each: embedding, one encoder layer, a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 32)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(32, 5)
+
+    def forward(self, ids, mask):
+        return self.head(self.encoder(self.embed(ids), src_key_padding_mask=mask == 0))
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    torch.manual_seed(0)
+    path = str(tmp_path_factory.mktemp("encoder") / "encoder.onnx")
+    B, T = torch.export.Dim("B", min=1, max=4), torch.export.Dim("T", min=2, max=48)
+    example = (torch.randint(0, 50, (2, 7)), torch.ones(2, 7, dtype=torch.int64))
+    torch.onnx.export(_TextEncoder().eval(), example, path, input_names=["ids", "mask"], output_names=["logits"],
+                      dynamic_shapes={"ids": {0: B, 1: T}, "mask": {0: B, 1: T}}, dynamo=True)  # fmt: skip
+    mod, _ = load_model(path, dims={"B": (1, 4), "T": (2, 48)})
+    return mod, ort.InferenceSession(path)
+
+
+@pytest.mark.one_api("api")
+@pytest.mark.parametrize("api, device", BACKENDS)
+def test_an_encoder_with_run_time_batch_and_sequence_runs_right_at_every_size(encoder, api, device, request):
+    request.getfixturevalue(device)
+    mod, reference = encoder
+    session = load(relax_vk.build(mod, api).artifact(), device=device)
+    for b, t in ((1, 2), (3, 17), (4, 48)):
+        rng = np.random.default_rng(b * t)
+        ids = rng.integers(0, 50, (b, t)).astype(np.int64)
+        mask = np.ones((b, t), np.int64)
+        mask[0, t // 2 + 1 :] = 0  # (a padded row)
+        (got,) = session.run([ids, mask])
+        (want,) = reference.run(None, {"ids": ids, "mask": mask})
+        assert got.shape == want.shape == (b, t, 5)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_size_reshaped_to_one_element_stays_a_shape_value():
+    from tvm import relax, tirx
+
+    n = tirx.Var("B", "int64") * 4
+    for target, want in (([1], relax.ShapeExpr), ([-1], relax.ShapeExpr)):
+        out = convert_reshape(None, [n, relax.const(np.array(target, np.int64))], {})
+        assert isinstance(out, want) and out.values[0].same_as(n)
+    assert convert_reshape(None, [n, relax.const(np.zeros(0, np.int64))], {}).same_as(n)
+    # anything else stays with TVM's converter
+    assert convert_reshape(None, [n, relax.const(np.array([1, 1], np.int64))], {}) is None
+    tensor = relax.Var("x", relax.TensorType((2, 3), "float32"))
+    assert convert_reshape(None, [tensor, relax.const(np.array([-1], np.int64))], {}) is None
