@@ -48,6 +48,7 @@ from .passes import (
     EdgeDtypes,
     FoldScopeCopies,
     FoldSmallConstants,
+    RecordIndexRanges,
     NarrowInt64Constants,
     CheckStaticShapes,
     HoistImageStorage,
@@ -106,6 +107,7 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
         # the tuple an inference batch norm leaves ((y, mean, var), then [0]) read through
         relax.transform.CanonicalizeBindings(),
         FoldSmallConstants(),
+        RecordIndexRanges(),
         *int64_constants,
         *split,
         ConvertToPackedLayout(),

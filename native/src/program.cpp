@@ -214,6 +214,11 @@ void check_tensor(const Json& t, size_t index, const std::map<std::string, int>&
         }
     }
     if (t.has("host_dtype")) dtype_of(t.get("host_dtype"));
+    if (const Json* r = t.get("index_range"); r && !r->is_null()) {  // (passes/layout/index_ranges.py)
+        bool ok = r->is_array() && r->items().size() == 2 && strict_int(&r->items()[0]) && strict_int(&r->items()[1]) &&
+                  r->items()[0].as_int() <= r->items()[1].as_int() && t.get("kind")->as_string() == "input" && dtype_is_integer(dtype);
+        require(ok, where + ": index_range " + r->repr() + " is not [lo, hi] (lo <= hi) of an integer input");
+    }
     if (t.has("texel")) {
         const Json* texel = t.get("texel");
         std::string name = texel->is_string() ? texel->as_string() : "";
@@ -755,6 +760,10 @@ Program to_program(const Json& j, const std::string& source) {
             t.image = {folded[0].as_int(), folded[1].as_int(), 1};
         }
         if (tj.has("texel") && truthy(tj.get("texel"))) t.texel = tj.get("texel")->as_string();
+        if (const Json* r = tj.get("index_range"); r && r->is_array()) {  // (check_tensor validated it)
+            t.has_index_range = true;
+            t.index_range = {r->items()[0].as_int(), r->items()[1].as_int()};
+        }
         if (const Json* s = tj.get("storage"); s && s->is_int()) t.storage = static_cast<int>(s->as_int());
         if (const Json* o = tj.get("offset"); o && o->is_int()) t.offset = o->as_int();
         p.tensors.push_back(t);

@@ -46,6 +46,10 @@ struct Tensor {
     // a folded texture (codegen/texture_origins.py): its kernels address it at `origin` of its
     // allocation's image, and `image` is its folded extents (w, h * layers, 1); else (0, 0)
     std::array<int64_t, 2> origin{};
+    // an integer input whose values index a table (passes/layout/index_ranges.py): each value
+    // must lie in [lo, hi] (inclusive), which the session checks before it uploads the input
+    bool has_index_range = false;
+    std::array<int64_t, 2> index_range{};
 
     int64_t elements() const;
     const char* texel_dtype() const;  // storage.lifetimes.texel_dtype

@@ -243,8 +243,45 @@ void Session::set_input(int index, const void* data, size_t size, const char* dt
     if (!convert(given, data, t.dtype, buffer.data(), static_cast<size_t>(elements)))
         throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": " + dtype_name(t.host_dtype) + " values outside the " + dtype_name(t.dtype) +
                                             " range the device holds them in");
+    if (t.has_index_range) check_index_values(t, buffer.data(), given_shape);
     input_shapes_[static_cast<size_t>(index)] = given_shape;
     input_set_[static_cast<size_t>(index)] = true;
+}
+
+// An input whose values index a table (Tensor::index_range): the first value outside the range is
+// refused by name and position, before anything runs (the kernel would read past the table).
+void Session::check_index_values(const Tensor& t, const uint8_t* data, const std::vector<int64_t>& shape) const {
+    int64_t n = 1;
+    for (int64_t v : shape) n *= v;
+    const int64_t lo = t.index_range[0], hi = t.index_range[1];
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t v = 0;
+        switch (t.dtype) {
+            case DType::I8: v = reinterpret_cast<const int8_t*>(data)[i]; break;
+            case DType::I16: v = reinterpret_cast<const int16_t*>(data)[i]; break;
+            case DType::I32: v = reinterpret_cast<const int32_t*>(data)[i]; break;
+            case DType::I64: v = reinterpret_cast<const int64_t*>(data)[i]; break;
+            case DType::U8: v = reinterpret_cast<const uint8_t*>(data)[i]; break;
+            case DType::U16: v = reinterpret_cast<const uint16_t*>(data)[i]; break;
+            case DType::U32: v = reinterpret_cast<const uint32_t*>(data)[i]; break;
+            case DType::U64: {
+                uint64_t u = reinterpret_cast<const uint64_t*>(data)[i];
+                v = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+                break;
+            }
+            default: return;  // (check_tensor: an integer input)
+        }
+        if (v >= lo && v <= hi) continue;
+        std::vector<int64_t> at(shape.size());
+        int64_t rest = i;
+        for (size_t a = shape.size(); a-- > 0;) {
+            at[a] = shape[a] ? rest % shape[a] : 0;
+            rest = shape[a] ? rest / shape[a] : 0;
+        }
+        throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": value " + std::to_string(v) + " at " + list_repr(at) + " is outside " +
+                                            std::to_string(lo) + ".." + std::to_string(hi) + ", the indices of the table it selects from (" +
+                                            std::to_string(hi + 1) + " rows)");
+    }
 }
 
 // The run-time dims' values from the inputs set (each in its range: set_input checked), every

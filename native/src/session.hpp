@@ -168,6 +168,8 @@ private:
     std::vector<bool> input_set_;
     std::vector<std::vector<int64_t>> input_shapes_;  // the shape of each input as set
     std::vector<int64_t> bind_dims() const;
+    // Refuses an input that indexes a table (Tensor::index_range) holding a value outside its range.
+    void check_index_values(const Tensor& t, const uint8_t* data, const std::vector<int64_t>& shape) const;
     // Every input unset: a fixed input's buffer sized, a run-time-dims one empty (as at load)
     void clear_inputs();
     // The warm-ups' runs: one on zero inputs at each of `sizes`, then nothing set, output or

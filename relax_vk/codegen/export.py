@@ -34,6 +34,7 @@ from ..core.scope import PLACED_SCOPE_NAMES
 from ..core.states import states_of
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
+from ..passes.layout.index_ranges import INDEX_RANGE_ATTR
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..serialization.artifact import Artifact
 from ..storage import allocated_bytes, assign_storage
@@ -528,6 +529,10 @@ def export_program(
     for p, tid in zip(main.params, inputs):  # dtypes converted at the edges (passes.layout.edge_dtypes)
         if p.name in edges:
             builder.tensors[tid]["host_dtype"] = str(edges[p.name])
+    ranges = main.attrs[INDEX_RANGE_ATTR] if main.attrs is not None and INDEX_RANGE_ATTR in main.attrs else {}
+    for p, tid in zip(main.params, inputs):  # the values an input that indexes a table may hold (passes.layout.index_ranges)
+        if p.name in ranges:
+            builder.tensors[tid]["index_range"] = [int(v) for v in ranges[p.name]]
     for i, tid in enumerate(outputs):
         if f"<output {i}>" in edges:
             builder.tensors[tid]["host_dtype"] = str(edges[f"<output {i}>"])

@@ -6,8 +6,9 @@ from .convert_layout import ConvertToPackedLayout
 from .derive_identifiers import DeriveIdentifiers
 from .edge_dtypes import EdgeDtypes
 from .fold_small_constants import FoldSmallConstants
+from .index_ranges import RecordIndexRanges
 from .int64_constants import NarrowInt64Constants
 from .split_large_weights import SplitLargeWeights
 from .static_shapes import CheckStaticShapes
 
-__all__ = ["DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "FoldSmallConstants", "NarrowInt64Constants", "CheckStaticShapes", "ConvertToPackedLayout"]
+__all__ = ["DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "FoldSmallConstants", "RecordIndexRanges", "NarrowInt64Constants", "CheckStaticShapes", "ConvertToPackedLayout"]
