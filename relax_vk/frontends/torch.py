@@ -33,6 +33,9 @@ Converters relax_vk adds (each found by the differential fuzzer):
   and the sequence length can be a ``Dim``;
 * ``amax`` / ``amin`` (TVM has no converter; PyTorch keeps them at run-time sizes): ``max`` /
   ``min`` reductions;
+* ``var`` / ``std`` / ``var_mean`` with a correction (``var_mean``: TVM has no converter; its
+  ``var`` and ``std`` need the reduced sizes static): the population variance scaled by ``n / (n -
+  correction)`` in a kernel, so ``n`` may be a run-time size (:func:`_variance`);
 * ``max.dim`` / ``min.dim`` (``x.max(dim)``, values and indices): TVM converts them to
   ``relax.op.topk``, which no relax_vk (or TVM GPU) pipeline lowers (an internal error at VM
   code generation); here they are a ``max``/``min`` reduction and an ``argmax``/``argmin`` (dropped
@@ -47,6 +50,7 @@ An op TVM cannot convert (a ``torch.library`` custom op, an unsupported ATen op)
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Sequence
 
@@ -238,6 +242,49 @@ def _reduce_dim(largest: bool):
     return convert
 
 
+def _variance(kind: str):
+    """``var.correction``, ``std.correction`` and ``var_mean.correction`` (``(var, mean)``; TVM has
+    no converter): the population variance times ``n / (n - correction)``, ``n`` the elements
+    reduced. TVM's own ``var`` / ``std`` need ``n`` static; here a run-time ``n`` (a mean over a
+    map of run-time height and width) scales inside a kernel. ``n <= correction`` gives NaN, as
+    PyTorch does."""
+    from tvm import te
+
+    def convert(node, importer):
+        bb = importer.block_builder
+        x = importer.env[node.args[0]]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = bool(node.kwargs.get("keepdim", False))
+        correction = node.kwargs.get("correction")
+        correction = 1 if correction is None else correction
+        ndim = x.ty.ndim
+        axes = sorted({int(d) % ndim for d in dim}) if dim else list(range(ndim))
+        var = bb.emit(relax.op.variance(x, axes, keepdims=keep))
+        if correction:
+            dtype = str(x.ty.dtype)
+
+            def scale(v, data):  # (data: whose shape names the sizes; the kernel does not read it)
+                sizes = [data.shape[a] for a in axes]
+                if all(isinstance(d, tirx.IntImm) for d in sizes):
+                    n = math.prod(int(d) for d in sizes)
+                    ratio = tirx.const(n / (n - correction) if n > correction else float("nan"), dtype)
+                else:
+                    n = tirx.const(1, "int64")
+                    for d in sizes:
+                        n = n * tirx.Cast("int64", d)
+                    ratio = tirx.Select(n > correction, tirx.Cast(dtype, n) / tirx.Cast(dtype, n - correction), tirx.const(float("nan"), dtype))
+                return te.compute(v.shape, lambda *i: v(*i) * ratio, name="var_correction")
+
+            var = bb.emit_te(scale, var, x, primfunc_name_hint="var_correction")
+        if kind == "std":
+            return bb.emit(relax.op.sqrt(var))
+        if kind == "var_mean":
+            return (var, bb.emit(relax.op.mean(x, axes, keepdims=keep)))
+        return var
+
+    return convert
+
+
 def _placeholder_values(exported) -> dict:
     """Placeholder name -> the tensor it stands for (parameters, buffers, constants) of ``exported``:
     converters that rearrange weights at import read them here (TVM's importer binds them as
@@ -295,6 +342,9 @@ CONVERTERS = {
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
+    "var.correction": _variance("var"),
+    "std.correction": _variance("std"),
+    "var_mean.correction": _variance("var_mean"),
     "max.dim": _reduce_dim(largest=True),
     "min.dim": _reduce_dim(largest=False),
 }

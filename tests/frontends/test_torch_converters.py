@@ -85,3 +85,31 @@ def test_nearest_by_a_scale_runs_where_its_rows_agree_and_is_refused_where_they_
     x = torch.randn(1, 2, 7, 9)
     got = load(relax_vk.build(from_torch(Nearest(1.5), (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])[0]
     np.testing.assert_array_equal(got, Nearest(1.5)(x).numpy())
+
+
+class _Statistics(torch.nn.Module):
+    """``var_mean`` over the map (TVM had no converter), ``std`` with Bessel's correction and
+    ``var`` with and without, each reducing sizes that are run-time dims."""
+
+    def forward(self, x):
+        var, mean = torch.var_mean(x, dim=(2, 3), keepdim=True)
+        rows = x.var(dim=-2, keepdim=True, correction=0) + x.var(dim=-2, keepdim=True)  # (one row: NaN, as PyTorch)
+        return (x - mean) / torch.sqrt(var + 1e-5) + torch.std(x, dim=-1, keepdim=True) + rows
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_variances_with_a_correction_reduce_run_time_sizes(target, device, request):
+    """The correction's ``n / (n - correction)`` computed from the run's sizes, in a kernel; one
+    row (``n == correction``) gives NaN, as PyTorch does."""
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    h, w = torch.export.Dim("h", min=1, max=24), torch.export.Dim("w", min=2, max=24)
+    mod = from_torch(_Statistics(), (torch.randn(1, 3, 6, 5),), dynamic_shapes={"x": {2: h, 3: w}})
+    session = load(relax_vk.build(mod, target).artifact(), device=device)
+    for size in ((6, 5), (17, 9), (1, 4)):
+        x = torch.randn(1, 3, *size)
+        (got,) = session.run([x.numpy()])
+        want = _Statistics()(x).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(want), rtol=1e-4, atol=1e-5)
