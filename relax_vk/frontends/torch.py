@@ -33,6 +33,9 @@ Converters relax_vk adds (each found by the differential fuzzer):
   and the sequence length can be a ``Dim``;
 * ``amax`` / ``amin`` (TVM has no converter; PyTorch keeps them at run-time sizes): ``max`` /
   ``min`` reductions;
+* ``im2col`` / ``col2im`` (``F.unfold`` / ``F.fold``; PyTorch decomposes them into ``arange``
+  index gathers that TVM's ``index_tensor`` cannot broadcast): one gather kernel after a pad, and a
+  sum over the windows covering each output pixel (:func:`_im2col`, :func:`_col2im`);
 * ``var`` / ``std`` / ``var_mean`` with a correction (``var_mean``: TVM has no converter; its
   ``var`` and ``std`` need the reduced sizes static): the population variance scaled by ``n / (n -
   correction)`` in a kernel, so ``n`` may be a run-time size (:func:`_variance`);
@@ -67,7 +70,7 @@ from .torch_quant import CONVERTERS as QUANTIZED
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
 KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten.upsample_nearest2d.default", "aten.upsample_nearest2d.vec",
         "aten.upsample_bilinear2d.default", "aten.upsample_bilinear2d.vec", "aten.upsample_bicubic2d.default", "aten.upsample_bicubic2d.vec",
-        "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input")  # fmt: skip
+        "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input", "aten.im2col.default", "aten.col2im.default")  # fmt: skip
 
 
 def _pad_converter(mode: str):
@@ -285,6 +288,92 @@ def _variance(kind: str):
     return convert
 
 
+def _pairs(node, first: int, names: Sequence[str], defaults: Sequence) -> list:
+    """``node``'s int-pair arguments from position ``first`` on (or its keywords), each as ``(a, b)``."""
+    out = []
+    for k, (name, default) in enumerate(zip(names, defaults)):
+        v = node.args[first + k] if len(node.args) > first + k else node.kwargs.get(name, default)
+        v = [int(t) for t in (v if isinstance(v, (list, tuple)) else [v, v])]
+        out.append((v[0], v[-1]))
+    return out
+
+
+def _im2col(node, importer) -> relax.Var:
+    """``im2col`` (``F.unfold``, ``nn.Unfold``: PyTorch decomposes it into ``arange`` index
+    gathers TVM's ``index_tensor`` cannot broadcast): ``[N, C, H, W]`` -> ``[N, C * kh * kw, L]``,
+    row ``c * kh * kw + i * kw + j`` holding the input at ``(i * dh + oy * sh - ph, j * dw + ox * sw
+    - pw)`` (zero in the padding) for ``l = oy * ow + ox``: one gather kernel. Sizes may be static
+    or run-time dims; a run-time size that is a multiple of a dim (``4 * s``) is refused by name."""
+    from tvm import te
+    from tvm.sym import Analyzer
+
+    bb = importer.block_builder
+    x = importer.env[node.args[0]]
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _pairs(node, 1, ("kernel_size", "dilation", "padding", "stride"), (None, 1, 0, 1))
+    if x.ty.ndim != 4:
+        raise UnsupportedError(f"im2col (node {node.name}): a [N, C, H, W] input, not rank {x.ty.ndim}")
+    h, w = x.ty.shape.values[2:]
+    if not all(isinstance(d, (tirx.IntImm, tirx.Var)) for d in (h, w)):
+        raise UnsupportedError(f"im2col (node {node.name}): an input of run-time size {[h, w]}: unfold takes static sizes or plain "
+                               "run-time dims, not multiples of one (declare the dim itself, without a multiple)")  # fmt: skip
+    simplify = Analyzer().simplify
+    oh = simplify(tirx.floordiv(h + 2 * ph - (dh * (kh - 1) + 1), sh) + 1)
+    ow = simplify(tirx.floordiv(w + 2 * pw - (dw * (kw - 1) + 1), sw) + 1)
+    taps = kh * kw
+
+    def gather(v):
+        H, W = v.shape[2], v.shape[3]
+
+        def value(b, r, l):
+            ch, t = tirx.floordiv(r, taps), tirx.floormod(r, taps)
+            y = tirx.floordiv(t, kw) * dh + tirx.floordiv(l, ow) * sh - ph
+            x_ = tirx.floormod(t, kw) * dw + tirx.floormod(l, ow) * sw - pw
+            if not (ph or pw):
+                return v[b, ch, y, x_]
+            inside = tirx.all(y >= 0, y < H, x_ >= 0, x_ < W)
+            got = v[b, ch, tirx.max(tirx.min(y, H - 1), 0), tirx.max(tirx.min(x_, W - 1), 0)]
+            return tirx.Select(inside, got, tirx.const(0, v.dtype))
+
+        return te.compute((v.shape[0], v.shape[1] * taps, oh * ow), value, name="im2col")
+
+    return bb.emit_te(gather, x, primfunc_name_hint="im2col")
+
+
+def _col2im(node, importer) -> relax.Var:
+    """``col2im`` (``F.fold``, ``nn.Fold``): each output pixel sums the columns whose windows
+    cover it, ``kh * kw`` terms at most (the inverse placement of :func:`_im2col`, overlapping
+    windows added), then the padding is cropped."""
+    from tvm import te
+
+    bb = importer.block_builder
+    cols = importer.env[node.args[0]]
+    size = node.args[1] if len(node.args) > 1 else node.kwargs["output_size"]
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _pairs(node, 2, ("kernel_size", "dilation", "padding", "stride"), (None, 1, 0, 1))
+    if cols.ty.ndim != 3 or not all(isinstance(v, int) for v in size):
+        raise UnsupportedError(f"col2im (node {node.name}): columns [N, C * kh * kw, L] folded to a constant size, not {list(size)} of rank {cols.ty.ndim}")
+    H, W = (int(v) for v in size)
+    oh, ow = (H + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1, (W + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
+    n, rows, L = cols.ty.shape.values
+    if not (isinstance(rows, tirx.IntImm) and int(rows) % (kh * kw) == 0) or (isinstance(L, tirx.IntImm) and int(L) != oh * ow):
+        raise UnsupportedError(f"col2im (node {node.name}): columns {list(cols.ty.shape.values)} are not C * {kh * kw} rows of {oh * ow} windows")
+    channels = int(rows) // (kh * kw)
+
+    def place(c):
+        i, j = te.reduce_axis((0, kh), name="i"), te.reduce_axis((0, kw), name="j")
+
+        def value(b, ch, y, x):
+            yy, xx = y + ph - i * dh, x + pw - j * dw
+            oy, ox = tirx.floordiv(yy, sh), tirx.floordiv(xx, sw)
+            hit = tirx.all(yy >= 0, xx >= 0, tirx.floormod(yy, sh) == 0, tirx.floormod(xx, sw) == 0, oy < oh, ox < ow)
+            safe_y, safe_x = tirx.max(tirx.min(oy, oh - 1), 0), tirx.max(tirx.min(ox, ow - 1), 0)
+            term = c[b, ch * (kh * kw) + i * kw + j, safe_y * ow + safe_x]
+            return te.sum(tirx.Select(hit, term, tirx.const(0, c.dtype)), axis=[i, j])
+
+        return te.compute((c.shape[0], channels, H, W), value, name="col2im")
+
+    return bb.emit_te(place, cols, primfunc_name_hint="col2im")
+
+
 def _placeholder_values(exported) -> dict:
     """Placeholder name -> the tensor it stands for (parameters, buffers, constants) of ``exported``:
     converters that rearrange weights at import read them here (TVM's importer binds them as
@@ -342,6 +431,8 @@ CONVERTERS = {
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
+    "im2col.default": _im2col,
+    "col2im.default": _col2im,
     "var.correction": _variance("var"),
     "std.correction": _variance("std"),
     "var_mean.correction": _variance("var_mean"),

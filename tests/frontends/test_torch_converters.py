@@ -113,3 +113,45 @@ def test_variances_with_a_correction_reduce_run_time_sizes(target, device, reque
         want = _Statistics()(x).numpy()
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(want), rtol=1e-4, atol=1e-5)
+
+
+class _Folds(torch.nn.Module):
+    """``F.unfold`` with a rectangular, dilated, padded and strided window, and ``F.fold`` of
+    strided and of overlapping windows (overlaps add up)."""
+
+    def forward(self, x):
+        a = F.unfold(x, kernel_size=(3, 2), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
+        b = F.fold(F.unfold(x, kernel_size=3, padding=1, stride=2) * 1.5, output_size=(9, 8), kernel_size=3, padding=1, stride=2)
+        c = F.fold(F.unfold(x, kernel_size=2), output_size=(9, 8), kernel_size=2)
+        return a, b, c
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_unfold_and_fold_are_one_kernel_each(target, device, request):
+    """PyTorch decomposes them into ``arange`` index gathers TVM's ``index_tensor`` could not
+    broadcast (an import error); here each is one gather (unfold) or windowed sum (fold) kernel."""
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 9, 8)
+    got = load(relax_vk.build(from_torch(_Folds(), (x,)), target).artifact(), device=device).run([x.numpy()])
+    for g, want in zip(got, _Folds()(x)):
+        assert g.shape == tuple(want.shape)
+        np.testing.assert_allclose(g, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+class _Unfolded(torch.nn.Module):
+    def forward(self, x):
+        return F.unfold(x, kernel_size=3, padding=1).transpose(1, 2) * 2
+
+
+def test_unfold_takes_run_time_sizes_and_refuses_multiples_of_a_dim(pocl):
+    h, w = torch.export.Dim("h", min=4, max=40), torch.export.Dim("w", min=4, max=40)
+    mod = from_torch(_Unfolded(), (torch.randn(1, 2, 8, 6),), dynamic_shapes={"x": {2: h, 3: w}})
+    session = load(relax_vk.build(mod, "opencl").artifact(), device=pocl)
+    for size in ((8, 6), (5, 33)):
+        x = torch.randn(1, 2, *size)
+        np.testing.assert_allclose(session.run([x.numpy()])[0], _Unfolded()(x).numpy(), rtol=1e-6, atol=1e-6)
+    h = torch.export.Dim("h", min=1, max=10)
+    with pytest.raises(UnsupportedError, match=r"im2col .*not multiples of one"):
+        from_torch(_Unfolded(), (torch.randn(1, 2, 8, 6),), dynamic_shapes={"x": {2: 4 * h}})
