@@ -18,7 +18,8 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
    every output to carry a shape (exports with symbolic outputs fail) and is a compiled extension,
    onnxslim is pure Python on onnx alone. A model the optimizer cannot process is imported as is;
    then ``Resize`` nodes with an empty ``scales`` beside ``sizes`` (what exporters write) lose the
-   empty input, which TVM refuses ("Only one of scales and sizes");
+   empty input, which TVM refuses ("Only one of scales and sizes"), and a ``TopK`` whose ``K`` is
+   its axis's run-time size (an exported sort) becomes relax_vk's sort (:mod:`.onnx_topk`);
 2a. rewrites quantized models, before the folding (:func:`~relax_vk.frontends.onnx_quant.rewrite_quantized`): the
    three forms ``onnxruntime.quantization`` writes, QDQ (per tensor or per channel, int8 or
    uint8), QOperator (``QLinearConv``, ``QLinearMatMul``, com.microsoft ``QGemm``, ``QLinearAdd``,
@@ -51,6 +52,7 @@ from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
 from .errors import ModelLoadError, onnx_node
 from .onnx_quant import rewrite_quantized
+from .onnx_topk import rewrite_full_topk
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
 InputShapes = Mapping[str, Sequence["int | str"]]
@@ -337,6 +339,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     rewrite_quantized(model)
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)
+    rewrite_full_topk(model)
     from onnx import helper
 
     dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in graph_inputs(model)}
@@ -362,12 +365,14 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
 def converters() -> dict:
     """relax_vk's converters of the ops TVM's importer lacks, by op type: com.microsoft
     ``MatMulNBits`` (:mod:`.onnx_quant`), ``LSTM``, ``GRU`` and ``RNN`` (:mod:`.recurrent`),
-    ``LpNormalization`` and ``Celu`` (:mod:`.onnx_compositions`)."""
+    ``LpNormalization`` and ``Celu`` (:mod:`.onnx_compositions`), and relax_vk's ``SortAlongAxis``
+    (:mod:`.onnx_topk`: a ``TopK`` of a whole axis of run-time size)."""
     from .onnx_compositions import CONVERTERS as COMPOSITIONS
     from .onnx_quant import CONVERTERS
+    from .onnx_topk import CONVERTERS as SORTS
     from .recurrent import ONNX_CONVERTERS
 
-    return {**CONVERTERS, **ONNX_CONVERTERS, **COMPOSITIONS}
+    return {**CONVERTERS, **ONNX_CONVERTERS, **COMPOSITIONS, **SORTS}
 
 
 def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[int, int, int]]) -> None:
