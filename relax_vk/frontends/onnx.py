@@ -429,18 +429,18 @@ def _importer_class():
     """TVM's ONNX importer, consulting :func:`converters` first, for ``Resize`` by scales of
     run-time dims and ``Upsample`` :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, for ``Sum``, ``Mean``,
     ``Max`` and ``Min`` :mod:`.onnx_variadic`, for ``Expand`` of run-time dims :mod:`.onnx_expand`, and for
-    ``Reshape`` of a size computed at run time :mod:`.onnx_shape_values`."""
+    ``Reshape`` of a size computed at run time and ``Range`` up to one :mod:`.onnx_shape_values`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
     from .onnx_expand import convert_expand
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
-    from .onnx_shape_values import convert_reshape
+    from .onnx_shape_values import convert_range, convert_reshape
     from .onnx_variadic import VARIADIC
 
     CONVERTERS = converters()
-    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, **VARIADIC}  # (None: TVM's converter handles the node)
+    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range, **VARIADIC}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

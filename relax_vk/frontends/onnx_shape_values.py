@@ -1,4 +1,5 @@
-"""ONNX ``Reshape`` of a shape value: a size computed from ``Shape`` reshaped to one element.
+"""ONNX ops over shape values: a size computed from ``Shape`` reshaped to one element, and a
+``Range`` up to such a size.
 
 TVM's ONNX importer carries sizes computed at run time (``Shape -> Gather -> Mul``) as shape
 values: a scalar is a ``PrimExpr`` (``B * 4``), a list a ``ShapeExpr``. Its ``Unsqueeze`` turns a
@@ -10,6 +11,12 @@ times the heads. Here such a reshape gives the one-element ``ShapeExpr`` ``Unsqu
 reshape to ``[]`` the scalar itself), so the size keeps its expression and the ``Concat`` and
 ``Reshape`` that consume it keep the tensor's shape. Any other reshape of a shape value stays with
 TVM's converter.
+
+``Range(start, limit, delta)`` with integer constants ``start`` and ``delta > 0`` and ``limit`` a
+size (``torch.arange(x.shape[1])``: positions of a run-time sequence length): TVM's converter gives
+its length a fresh variable, so adding the positions' embedding to the tokens' cannot be proven
+the same shape (an import error). Here it is ``arange`` with the length ``ceil((limit - start) /
+delta)`` as an expression of the size (``T`` for ``arange(T)``).
 """
 
 from __future__ import annotations
@@ -29,3 +36,35 @@ def convert_reshape(bb, inputs, attrs):
     if not target and shape.value.numpy().ndim == 1:  # (a shape of no dims: the scalar as it is)
         return data
     return None
+
+
+def _prim(value):
+    """The ``PrimExpr`` of a scalar shape value (TVM 0.27 carries one as the expression itself), else None."""
+    import tvm
+
+    return value if tvm.ir.is_prim_expr(value) else None
+
+
+def convert_range(bb, inputs, attrs):
+    from tvm import relax, tirx
+    from tvm.ir import GenericConst
+    from tvm.sym import Analyzer
+
+    start, limit, delta = inputs[:3]
+    if not (isinstance(start, GenericConst) and isinstance(delta, GenericConst)) or isinstance(limit, GenericConst):
+        return None
+    s, d = start.value.numpy(), delta.value.numpy()
+    if s.size != 1 or d.size != 1 or s.dtype.kind not in "iu" or d.dtype.kind not in "iu" or int(d.reshape(-1)[0]) <= 0:
+        return None
+    end = _prim(limit)
+    if end is None:
+        return None
+    s, d = int(s.reshape(-1)[0]), int(d.reshape(-1)[0])
+    end = tirx.Cast("int64", end) if str(end.ty) != "int64" else end
+    count = tirx.floordiv(end - s + (d - 1), d)  # (a size is never negative: from start <= 0, no clamp at 0)
+    count = Analyzer().simplify(count if s <= 0 else tirx.max(count, 0))
+    dtype = str(start.value.numpy().dtype)
+    positions = bb.normalize(relax.op.arange(0, count, 1, "int64"))
+    if (s, d) != (0, 1):
+        positions = bb.normalize(relax.op.add(relax.op.multiply(positions, relax.const(d, "int64")), relax.const(s, "int64")))
+    return positions if dtype == "int64" else relax.op.astype(positions, dtype)

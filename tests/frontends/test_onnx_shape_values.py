@@ -1,10 +1,12 @@
-"""ONNX ``Reshape`` of a size computed at run time (relax_vk.frontends.onnx_shape_values): a text
-encoder exported by ``torch.onnx``'s dynamo exporter with a run-time batch *and* sequence length
-(its attention's ``view``s reshape ``B * heads`` to one element) runs right from one artifact at
-three sizes, against onnxruntime."""
+"""ONNX ``Reshape`` of a size computed at run time and ``Range`` up to one
+(relax_vk.frontends.onnx_shape_values): a text encoder exported by ``torch.onnx``'s dynamo exporter
+with a run-time batch *and* sequence length (its attention's ``view``s reshape ``B * heads`` to one
+element; its positions are ``arange(T)``) runs right from one artifact at three sizes, against
+onnxruntime."""
 
 import numpy as np
 import pytest
+import tvm.sym
 
 from helpers_build import BACKENDS
 
@@ -14,22 +16,24 @@ pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter")
 
 import relax_vk  # noqa: E402
 from relax_vk.frontends import load_model  # noqa: E402
-from relax_vk.frontends.onnx_shape_values import convert_reshape  # noqa: E402
+from relax_vk.frontends.onnx_shape_values import convert_range, convert_reshape  # noqa: E402
 from relax_vk.runtime import load  # noqa: E402
 
 
 class _TextEncoder(torch.nn.Module):
-    """Token ids and a padding mask, ``[B, T]`` each: embedding, one encoder layer, a head."""
+    """Token ids and a padding mask, ``[B, T]`` each: token and position embeddings, one encoder
+    layer, a head."""
 
     def __init__(self):
         super().__init__()
-        self.embed = torch.nn.Embedding(50, 32)
+        self.embed, self.position = torch.nn.Embedding(50, 32), torch.nn.Embedding(48, 32)
         layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
         self.encoder = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
         self.head = torch.nn.Linear(32, 5)
 
     def forward(self, ids, mask):
-        return self.head(self.encoder(self.embed(ids), src_key_padding_mask=mask == 0))
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        return self.head(self.encoder(self.embed(ids) + self.position(positions), src_key_padding_mask=mask == 0))
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +77,19 @@ def test_a_size_reshaped_to_one_element_stays_a_shape_value():
     assert convert_reshape(None, [n, relax.const(np.array([1, 1], np.int64))], {}) is None
     tensor = relax.Var("x", relax.TensorType((2, 3), "float32"))
     assert convert_reshape(None, [tensor, relax.const(np.array([-1], np.int64))], {}) is None
+
+
+def test_a_range_up_to_a_size_has_that_length():
+    from tvm import relax, tirx
+
+    bb = relax.BlockBuilder()
+    T = tirx.Var("T", "int64")
+    with bb.function("f", []):
+        for start, step, want in ((0, 1, T), (0, 2, tirx.floordiv(T + 1, 2))):
+            out = bb.normalize(convert_range(bb, [relax.const(start, "int64"), relax.prim_value(T), relax.const(step, "int64")], {}))
+            (length,) = out.ty.shape.values
+            assert tvm.sym.Analyzer().can_prove_equal(length, want), (length, want)
+        bb.emit_func_output(relax.const(0))
+    # a constant limit, or a negative step, stays with TVM's converter
+    assert convert_range(bb, [relax.const(0, "int64"), relax.const(5, "int64"), relax.const(1, "int64")], {}) is None
+    assert convert_range(bb, [relax.const(0, "int64"), relax.prim_value(T), relax.const(-1, "int64")], {}) is None
