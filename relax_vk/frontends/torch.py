@@ -33,6 +33,9 @@ Converters relax_vk adds (each found by the differential fuzzer):
   and the sequence length can be a ``Dim``;
 * ``amax`` / ``amin`` (TVM has no converter; PyTorch keeps them at run-time sizes): ``max`` /
   ``min`` reductions;
+* ``add`` / ``sub`` / ``mul`` / ``div`` of a tensor and a run-time size (``x.sum(1) / x.shape[1]``;
+  TVM's binary ops refused the int64 size against the tensor): one elementwise kernel taking the
+  size's dims as scalar arguments (:func:`_with_sizes`); any other call is TVM's converter's;
 * ``im2col`` / ``col2im`` (``F.unfold`` / ``F.fold``; PyTorch decomposes them into ``arange``
   index gathers that TVM's ``index_tensor`` cannot broadcast): one gather kernel after a pad, and a
   sum over the windows covering each output pixel (:func:`_im2col`, :func:`_col2im`);
@@ -374,6 +377,48 @@ def _col2im(node, importer) -> relax.Var:
     return bb.emit_te(place, cols, primfunc_name_hint="col2im")
 
 
+def _is_size(value) -> bool:
+    """Whether ``value`` is a run-time size (a symbolic integer expression, not a constant)."""
+    import tvm
+
+    return tvm.ir.is_prim_expr(value) and not isinstance(value, (tirx.IntImm, tirx.FloatImm)) and not isinstance(value.ty, relax.TensorType)
+
+
+def _with_sizes(name: str, combine, true_division: bool = False):
+    """``add`` / ``sub`` / ``mul`` / ``div.Tensor`` where one operand is a run-time size
+    (``x.sum(1) / x.shape[1]``): TVM's converter gives the size as an int64 scalar against the
+    tensor, which its binary ops refuse. Here it is one elementwise kernel, ``combine(tensor,
+    size)`` with the size computed from the dims it takes as scalar arguments (float32 for a true
+    division of an integer tensor, as PyTorch). Any other call is TVM's converter's."""
+    from tvm import te
+
+    def convert(node, importer):
+        args = importer.retrieve_args(node)
+        lhs, rhs = args[0], args[1]
+        alpha = node.kwargs.get("alpha", 1)
+        sized = [_is_size(v) for v in (lhs, rhs)]
+        tensors = [isinstance(getattr(v, "ty", None), relax.TensorType) for v in (lhs, rhs)]
+        if sum(sized) != 1 or sum(tensors) != 1 or alpha != 1:
+            if not hasattr(importer, "_relax_vk_tvm_map"):
+                importer._relax_vk_tvm_map = importer.create_convert_map()
+            return importer._relax_vk_tvm_map[name](node)
+        bb = importer.block_builder
+        tensor, size = (lhs, rhs) if tensors[0] else (rhs, lhs)
+        dtype = str(tensor.ty.dtype)
+        if true_division and not dtype.startswith(("float", "bfloat")):
+            tensor, dtype = bb.emit(relax.op.astype(tensor, "float32")), "float32"
+        shape = list(tensor.ty.shape.values)
+        data = te.placeholder(shape, dtype, name="x")
+        named = {v.name for d in shape for v in tirx.analysis.undefined_vars(d)}
+        dims = [v for v in tirx.analysis.undefined_vars(size) if v.name not in named]  # (the rest: scalar arguments)
+        value = tirx.Cast(dtype, size)
+        out = te.compute(shape, lambda *i: combine(data(*i), value) if tensors[0] else combine(value, data(*i)), name="with_size")
+        kernel = bb.add_func(te.create_prim_func([data, *dims, out]), "with_size")
+        return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
+
+    return convert
+
+
 def _placeholder_values(exported) -> dict:
     """Placeholder name -> the tensor it stands for (parameters, buffers, constants) of ``exported``:
     converters that rearrange weights at import read them here (TVM's importer binds them as
@@ -431,6 +476,10 @@ CONVERTERS = {
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
+    "add.Tensor": _with_sizes("add.Tensor", lambda a, b: a + b),
+    "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
+    "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
+    "div.Tensor": _with_sizes("div.Tensor", lambda a, b: a / b, true_division=True),
     "im2col.default": _im2col,
     "col2im.default": _col2im,
     "var.correction": _variance("var"),

@@ -155,3 +155,22 @@ def test_unfold_takes_run_time_sizes_and_refuses_multiples_of_a_dim(pocl):
     h = torch.export.Dim("h", min=1, max=10)
     with pytest.raises(UnsupportedError, match=r"im2col .*not multiples of one"):
         from_torch(_Unfolded(), (torch.randn(1, 2, 8, 6),), dynamic_shapes={"x": {2: 4 * h}})
+
+
+class _Sized(torch.nn.Module):
+    """Arithmetic between tensors and the run-time size ``T`` (a mean written out by hand)."""
+
+    def forward(self, x):
+        return x.sum(1) / x.shape[1] + x.shape[1] * x.mean(1) - (x.shape[1] - x.amax(1)) + (x.shape[1] + 1) / (x.amin(1).abs() + 1)
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_tensors_combine_with_run_time_sizes(target, device, request):
+    """TVM's binary ops refused the int64 size against a float32 tensor (an import error)."""
+    request.getfixturevalue(device)
+    mod = from_torch(_Sized(), (torch.randn(2, 7, 4),), dynamic_shapes={"x": {1: torch.export.Dim("T", min=2, max=40)}})
+    session = load(relax_vk.build(mod, target).artifact(), device=device)
+    for t in (2, 31):
+        x = torch.randn(2, t, 4)
+        np.testing.assert_allclose(session.run([x.numpy()])[0], _Sized()(x).numpy(), rtol=1e-5, atol=1e-5)
