@@ -17,7 +17,7 @@ def _seeds(text: str) -> range:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m relax_vk.testing.fuzz", description="relax_vk's differential fuzzer")
     p.add_argument("--seeds", default="0:100", help="START:END (a range, END excluded) or one seed")
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--jobs", type=int, default=2, help="worker processes (0: run the seeds in this process, no isolation, no timeout)")
     p.add_argument("--front-door", choices=("torch", "onnx", "both"), default="both")
     p.add_argument("--backend", choices=("opencl", "vulkan", "both"), default="both")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per seed before it counts as a crash")

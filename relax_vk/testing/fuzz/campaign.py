@@ -104,9 +104,14 @@ def campaign(
 ) -> Dict[str, int]:
     """Run ``seeds``; returns the count per status (every status present, zero or not).
     ``run_time_dims``: each graph's height and width run-time dims, one artifact run at several
-    sizes (:func:`~relax_vk.testing.fuzz.runner.run_spec`)."""
-    ctx = mp.get_context("spawn")
+    sizes (:func:`~relax_vk.testing.fuzz.runner.run_spec`). ``jobs``: worker processes, each seed
+    isolated in one (a crash or a timeout is that seed's record); ``jobs=0`` runs the seeds in this
+    process, one after another, with no isolation and no timeout (a slice in a process that has
+    TVM and PyTorch imported already: the suite's)."""
     seeds = list(seeds)
+    if jobs == 0:
+        return _in_process(seeds, tuple(front_doors), tuple(backends), do_shrink, out, log, limits, run_time_dims)
+    ctx = mp.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue()
     for s in seeds:
         tasks.put(s)
@@ -188,6 +193,23 @@ def campaign(
         p.join(timeout=10)
         if p.is_alive():
             p.kill()
+    return dict(counts)
+
+
+def _in_process(seeds, front_doors, backends, do_shrink, out, log, limits, run_time_dims) -> Dict[str, int]:
+    """:func:`campaign` with ``jobs=0``."""
+    counts = Counter({s: 0 for s in STATUSES})
+    for seed in seeds:
+        try:
+            rec = run_seed(seed, front_doors, backends, do_shrink, limits=limits, run_time_dims=run_time_dims)
+        except Exception as err:  # (the harness itself, as a worker records it)
+            rec = {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
+        counts[rec["status"]] += 1
+        if out is not None:
+            out.write(json.dumps(rec, sort_keys=True) + "\n")
+            out.flush()
+        if log is not None and rec["status"] in FAILURES:
+            print(f"seed {rec['seed']}: {rec['status']} {rec.get('detail', '')}", file=log, flush=True)
     return dict(counts)
 
 
