@@ -9,7 +9,13 @@ bytes its intermediates take when every tensor has its own allocation (what rela
 storage planning), with storage planning (:mod:`relax_vk.storage`), the lower bound (the most
 bytes live at one step), the ratio of the two, the reduction, the allocations, and which
 strategy won each pool. ``--check DEVICE`` also runs both artifacts (shared and unshared) on that
-device and requires identical outputs.
+device and requires identical outputs. For a machine without TVM, in two steps::
+
+    python benchmarks/memory_planning.py squeezenet --api opencl vulkan --plans texture --bundle .gpu/share
+    python3 benchmarks/memory_planning.py --run .gpu/share --device gpu      # the GPU machine
+
+(the shared and unshared artifacts of each row and one seeded input; ``--run`` needs the runtime and
+numpy only, runs both on the device and requires identical outputs).
 """
 
 from __future__ import annotations
@@ -33,12 +39,25 @@ def _module(name: str):
     return from_torch(model, (x,))
 
 
-def measure(name: str, api: str, prefer: str, check=None) -> dict:
+def _input(artifact) -> list:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(artifact.program["tensors"][i]["shape"]).astype(artifact.program["tensors"][i]["dtype"]) for i in artifact.program["inputs"]]
+
+
+def measure(name: str, api: str, prefer: str, check=None, bundle=None) -> dict:
     import relax_vk
     from relax_vk.core.options import ScopeOptions
 
     compiled = relax_vk.build(_module(name), api, options=ScopeOptions(prefer=prefer))
     shared = compiled.artifact()
+    if bundle:
+        import os
+
+        os.makedirs(bundle, exist_ok=True)
+        stem = os.path.join(bundle, f"{name}-{prefer}-{api}")
+        shared.write(stem + "-shared.rvk")
+        compiled.artifact(reuse=False).write(stem + "-alone.rvk")
+        np.savez(stem + "-input.npz", *_input(shared))
     memory = shared.program["memory"]
     row = {
         "model": name,
@@ -58,11 +77,31 @@ def measure(name: str, api: str, prefer: str, check=None) -> dict:
 
         alone = compiled.artifact(reuse=False)
         a, b = load(shared, device=check), load(alone, device=check)
-        rng = np.random.default_rng(0)
-        inputs = [rng.standard_normal(a.tensors[i]["shape"]).astype(a.tensors[i]["dtype"]) for i in shared.program["inputs"]]
+        inputs = _input(shared)
         same = all(np.array_equal(x, y) for x, y in zip(a.run(inputs), b.run(inputs)))
         row.update(identical=same, device_mib_shared=a.device_bytes / MIB, device_mib_alone=b.device_bytes / MIB)
     return row
+
+
+def run_bundle(folder: str, device: str) -> int:
+    """``--run``: each row's shared and unshared artifacts on ``device``, their outputs compared."""
+    import glob
+    import os
+
+    from relax_vk.runtime import load
+
+    ok = True
+    for path in sorted(glob.glob(os.path.join(folder, "*-shared.rvk"))):
+        stem = path[: -len("-shared.rvk")]
+        with np.load(stem + "-input.npz") as z:
+            inputs = [z[k] for k in sorted(z.files, key=lambda k: int(k.split("_")[1]))]
+        a, b = load(path, device=device), load(stem + "-alone.rvk", device=device)
+        got, want = a.run(inputs), b.run(inputs)
+        same = all(np.array_equal(x, y) for x, y in zip(got, want))
+        ok &= same
+        print(f"{os.path.basename(stem):<36} {a.device_bytes / MIB:8.2f} MiB shared, {b.device_bytes / MIB:8.2f} MiB unshared, "
+              f"outputs {'identical' if same else 'DIFFER'} on {a.device_name}", flush=True)
+    return 0 if ok else 1
 
 
 def table(rows) -> str:
@@ -79,21 +118,27 @@ def table(rows) -> str:
 
 
 def main(argv=None) -> int:
-    from relax_vk.zoo import ZOO
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", help="zoo names, NAME@SIZE for a square input (default: the zoo + " + ", ".join(EXTRA) + ")")
-    p.add_argument("--api", default="opencl", choices=("opencl", "vulkan"))
+    p.add_argument("--api", nargs="+", default=["opencl"], choices=("opencl", "vulkan"))
     p.add_argument("--plans", nargs="+", default=["texture", "buffer"], choices=("texture", "buffer"))
     p.add_argument("--check", metavar="DEVICE", help="run shared and unshared artifacts on DEVICE; outputs must be identical")
     p.add_argument("--json", help="write the rows here")
+    p.add_argument("--bundle", metavar="DIR", help="write each row's shared and unshared artifacts and an input here, for --run")
+    p.add_argument("--run", metavar="DIR", help="run a bundle on --device (no TVM needed)")
+    p.add_argument("--device", default="gpu", help="with --run: the device")
     args = p.parse_args(argv)
+    if args.run:
+        return run_bundle(args.run, args.device)
+    from relax_vk.zoo import ZOO
+
     names = args.models or sorted(ZOO) + EXTRA
     rows = []
     for name in names:
         for prefer in args.plans:
-            rows.append(measure(name, args.api, prefer, args.check))
-            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+            for api in args.api:
+                rows.append(measure(name, api, prefer, args.check, args.bundle))
+                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(table(rows))
     for prefer in args.plans:
         mine = [r for r in rows if r["plan"] == prefer]
