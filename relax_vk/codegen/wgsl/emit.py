@@ -22,7 +22,12 @@ group 0, binding ``i`` = parameter ``i``:
   extracts its byte (``(word >> 8*(i%4)) & 0xff``, sign-extended for int8), a store clears and sets
   its byte with ``atomicAnd`` / ``atomicOr`` (the array is then ``array<atomic<u32>>``). So int8
   weights stay one byte an element on Vulkan. 8- and 16-bit integer values compute in ``i32`` /
-  ``u32``; a cast to them wraps to their width. int16/uint16 buffers are refused;
+  ``u32``; a cast to them wraps to their width. int16/uint16 buffers are refused. An int64 or
+  uint64 buffer (a tensor between kernels: a cumsum of a mask, positions from it) is
+  ``array<vec2<i32>>`` (``vec2<u32>``), eight bytes an element as the artifact lays it out: a load
+  reads the low word, a store writes the value and its sign (zero) extension. Its values are held in
+  32 bits, as the kernels compute them (below), and the host never reads one (the edges convert
+  64-bit inputs and outputs);
 * an integer scalar: ``var<uniform> NAME_u: vec4<i32>`` (``"uniform"``, 16 bytes), its value in
   ``.x`` as an ``i32`` (int64 too: see below), read once into a ``let`` at the top of ``main``. The
   runtime writes it when the run's sizes change (a launch step's ``"scalars"``).
@@ -243,6 +248,7 @@ class _Emitter:
         self.pending: List[str] = []
         self.stored: set = NodeSet()  # parameters (and allocations) the kernel writes
         self.byte_buffers: set = NodeSet()  # bool, int8 and uint8 parameters: bytes packed four to a u32 word
+        self.wide_buffers: set = NodeSet()  # int64 and uint64 parameters: two 32-bit words an element, the low one used
         self.byte_dtype: Dict[object, str] = NodeDict()  # byte buffer -> "bool" | "int8" | "uint8"
         self.texture_dtype: Dict[object, str] = NodeDict()  # texture parameter -> "float32" | "float16"
         self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
@@ -332,9 +338,10 @@ class _Emitter:
             elif scope == "global":
                 dtype = str(ty.element_type.dtype)
                 elem = wgsl_type(dtype, f"kernel {self.kernel}: buffer {param.name}")
-                if elem == "bool" or dtype.startswith(("int64", "uint64", "int16", "uint16")):
-                    # (int64 *indices* are computed in i32; int64 *data* would be read as halves)
-                    raise self.fail(f"buffer {param.name} holds {dtype}; WGSL storage buffers hold 16/32-bit values only")
+                if dtype in ("int64", "uint64"):
+                    self.wide_buffers.add(param)
+                elif elem == "bool" or dtype.startswith(("int64", "uint64", "int16", "uint16")):
+                    raise self.fail(f"buffer {param.name} holds {dtype}; WGSL storage buffers hold 32-bit values (and 8-bit ones as bytes of words) only")
                 self.buffers[param] = self.names[param]
             else:
                 raise self.fail(f"parameter {param.name} has memory scope {scope!r}; kernels take global buffers and textures")
@@ -365,6 +372,8 @@ class _Emitter:
                 decls.append(f"@group(0) @binding({index}) {decl} {name}: array<{elem}>;")
             else:
                 elem = wgsl_type(str(param.ty.element_type.dtype))
+                if param in self.wide_buffers:  # (eight bytes an element: module docstring)
+                    elem = f"vec2<{elem}>"
                 # a buffer the kernel never writes is bound read-only: the driver may then read it
                 # through its read-only (texture/constant) cache
                 kind, access = ("buffer", "read_write") if param in self.stored else ("buffer_read", "read")
@@ -594,6 +603,12 @@ class _Emitter:
             if int(self.dtype(index).lanes) != 1:
                 raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
             return f"{name}[{self.expr(index)}]"
+        if facts.root in self.wide_buffers:  # the low word of each element
+            lanes = [self.expr(index)] if int(self.dtype(index).lanes) == 1 else self._lane_indices(index)
+            if lanes is None:
+                raise self.fail(f"vector load from the 64-bit buffer {buffer.name} at a vector index it cannot split")
+            values = [f"{name}[{i}].x" for i in lanes]
+            return values[0] if len(values) == 1 else f"{wgsl_type(self.dtype(e), self.where)}({', '.join(values)})"
         lanes = self._lane_indices(index)
         if lanes is None:
             return f"{name}[{self.expr(index)}]"
@@ -898,6 +913,20 @@ class _Emitter:
             return
         if facts.lanes != 1 and int(self.dtype(index).lanes) != 1:
             raise self.fail(f"vector index into the vector-typed buffer {buffer.name} ({buffer.dtype})")
+        if facts.root in self.wide_buffers:  # the value and its extension to 64 bits
+            lane_indices = [self.expr(index)] if value_lanes == 1 else self._lane_indices(index)
+            if lane_indices is None:
+                raise self.fail(f"vector store into the 64-bit buffer {buffer.name} at a vector index it cannot split")
+            signed = str(buffer.dtype).startswith("int")
+            value = self.fresh(f"{name}_v")
+            self.emit(depth, "{")
+            self.emit(depth + 1, f"let {value} = {self.expr(value_expr)};")
+            for k, at in enumerate(lane_indices):
+                lane = value if value_lanes == 1 else f"{value}[{k}]"
+                high = f"({lane} >> 31u)" if signed else "0u"
+                self.emit(depth + 1, f"{name}[{at}] = vec2<{'i32' if signed else 'u32'}>({lane}, {high});")
+            self.emit(depth, "}")
+            return
         if value_lanes > 4:  # no WGSL vector that wide: every lane read, then stored
             temps = [self.fresh(f"{name}_l{k}") for k in range(value_lanes)]
             self.emit(depth, "{")

@@ -14,7 +14,7 @@ name -> original dtype); the artifact carries it and the runtime converts at the
 before upload, outputs after download). Values survive exactly: every integer and bool input fits
 int32 when it is an index or a flag, and float16 values are exact in float32. float64 inputs lose
 precision beyond float32's (documented, not silent: the plan's dtype column shows it). Inside the
-function, a bool tensor cast to an integer dtype the API cannot hold is cast to int32 instead
+function, a bool tensor cast to an integer dtype narrower than 32 bits is cast to int32 instead
 (0 and 1 either way: PyTorch's attention decomposition reduces such int8 flags), and ``argmax`` /
 ``argmin`` compute int32 indices (:mod:`relax_vk.legalize.arg_reduce`) cast up to the op's int64,
 a cast the output edge folds away (a result that is a cast of a device-dtype tensor returns that
@@ -205,9 +205,11 @@ def _check_compute(func: relax.Function, api: str) -> None:
 
 @relax.expr_functor.mutator
 class _WidenFlagCasts(relax.PyExprMutator):
-    """``astype(flags, int8)`` (a bool tensor cast to an integer the API cannot hold, as PyTorch's
+    """``astype(flags, int8)`` (a bool tensor cast to an integer narrower than 32 bits, as PyTorch's
     attention decomposition does before reducing it) becomes ``astype(flags, int32)``: the values
-    are 0 and 1 either way, and what reads the cast re-infers its dtype."""
+    are 0 and 1 either way, a sum of them no longer wraps at 8 bits, and what reads the cast
+    re-infers its dtype. A cast to int64 stays: its readers may combine it with other int64
+    tensors, and Vulkan holds int64 tensors between kernels (``codegen.wgsl.emit``)."""
 
     def __init__(self, mod, api: str):
         super().__init__(mod)
@@ -217,7 +219,7 @@ class _WidenFlagCasts(relax.PyExprMutator):
         call = super().visit_call_(call)
         if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.astype":
             target, source = str(call.attrs.dtype), call.args[0].ty
-            if (device_dtype(target, self.api) == "int32" and target.startswith(("int", "uint"))
+            if (device_dtype(target, self.api) == "int32" and target in ("int8", "uint8", "int16", "uint16")
                     and isinstance(source, relax.TensorType) and str(source.dtype) == "bool"):  # fmt: skip
                 return relax.op.astype(call.args[0], "int32")
         return call

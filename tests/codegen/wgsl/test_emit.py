@@ -94,8 +94,8 @@ def _wide_vector_kernel(a_ptr: T.handle("float16", "global")):
 
 
 @T.prim_func(s_tir=True)
-def _int64_buffer_kernel(a_ptr: T.handle("int64", "global")):
-    a = T.decl_buffer((4,), "int64", data=a_ptr)
+def _int16_buffer_kernel(a_ptr: T.handle("int16", "global")):
+    a = T.decl_buffer((4,), "int16", data=a_ptr)
     a[0] = a[1]
 
 
@@ -118,7 +118,7 @@ def _read_write_texture_kernel(t_ptr: T.handle("float32", "global.texture")):
         (_float64_kernel, "dtype float64 has no WGSL type"),
         (_scalar_param_kernel, "parameter n is a float32 scalar"),
         (_extern_call_kernel, "math function my_special_fn has no WGSL translation"),
-        (_int64_buffer_kernel, "buffer a_ptr holds int64; WGSL storage buffers hold 16/32-bit values only"),
+        (_int16_buffer_kernel, "buffer a_ptr holds int16; WGSL storage buffers hold 32-bit values"),
         (_read_write_texture_kernel, "texture t_ptr is read and written by one kernel"),
     ],
 )
@@ -349,3 +349,33 @@ def test_four_aligned_int8_lanes_are_one_word_at_constant_shifts(lavapipe_device
     got = np.frombuffer(device.queue.read_buffer(buffers[1]), np.int32)
     np.testing.assert_array_equal(got[:16], q[:16].astype(np.int32))
     np.testing.assert_array_equal(got[25:29], q[25:29].astype(np.int32))
+
+
+def _positions_module():
+    """RoBERTa's position ids: ``cumsum(mask) * mask + 1`` of int64 flags, a tensor between two
+    kernels (the scan and the elementwise kernel that reads it), then a gather of a table."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((3, 37), "float32"))
+    table = np.arange(40 * 2, dtype="float32").reshape(40, 2)
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            mask = bb.emit(relax.op.astype(relax.op.greater(x, relax.const(0.0, "float32")), "int64"))
+            scan = bb.emit(relax.op.cumsum(mask, axis=1, dtype="int64"))
+            positions = bb.emit(relax.op.add(relax.op.multiply(scan, mask), relax.const(1, "int64")))
+            out = bb.emit_output(relax.op.take(relax.const(table), positions, axis=0))
+        bb.emit_func_output(out)
+    return bb.get(), table
+
+
+def test_int64_tensors_between_kernels_hold_eight_bytes_an_element_on_vulkan(lavapipe):
+    """WGSL has no 64-bit integers: an int64 buffer is ``array<vec2<i32>>``, the value in the low
+    word and its sign in the high one, as the artifact lays out an int64 tensor."""
+    mod, table = _positions_module()
+    compiled = relax_vk.build(mod, "vulkan")
+    artifact = compiled.artifact()
+    assert any(t["dtype"] == "int64" and t["kind"] == "intermediate" for t in artifact.program["tensors"])
+    assert "array<vec2<i32>>" in compiled.source
+    x = np.random.default_rng(0).standard_normal((3, 37)).astype("float32")
+    mask = (x > 0).astype("int64")
+    want = table[np.cumsum(mask, axis=1) * mask + 1]
+    np.testing.assert_array_equal(load(artifact, device=lavapipe).run([x])[0], want)
