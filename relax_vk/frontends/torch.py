@@ -16,9 +16,9 @@ Converters relax_vk adds (each found by the differential fuzzer):
   which differ where ``in * scale`` is not an integer (7 rows x 1.5: 10 rows, sampled at 1/1.5
   against 7/10; 11 columns x 1.3, nearest: one column picked one off; wrong numbers, no error), so
   such a scale is refused by name (:func:`_output_size`);
-* ``_upsample_bilinear2d_aa`` (``antialias=True``): TVM's converter drops the antialiasing, which
-  changes a downsample (a 2x shrink came out 0.71 off); an upsample, where it changes nothing,
-  converts, a downsample is refused by name;
+* ``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa`` (``antialias=True``): TVM's converter
+  dropped the antialiasing, which changes a downsample (a 2x shrink came out 0.71 off), and had
+  none for bicubic; here PyTorch's own weights are two constant matrices (:func:`_upsample_antialiased`);
 * ``grid_sampler_2d``: TVM's ``grid_sample`` takes the grid as ``[N, 2, H, W]`` and PyTorch gives
   ``[N, H, W, 2]``; TVM's converter passed it as it is (an output of the wrong shape); here it is
   permuted first;
@@ -162,18 +162,70 @@ def _upsample_sampled(op: str, method: str):
     return convert
 
 
-def _upsample_antialiased(node, importer) -> relax.Var:
-    """``_upsample_bilinear2d_aa``: bilinear where it upsamples (module docstring)."""
-    from tvm import tirx
+def _antialiased_weights(n_in: int, n_out: int, taps: int, scale: float):
+    """PyTorch's antialiased interpolation weights from ``n_in`` samples to ``n_out``, ``[n_out,
+    n_in]`` (``_compute_indices_weights_aa``, half-pixel centres): a filter of ``taps`` taps
+    (bilinear 2, bicubic 4 with ``a = -0.5``) stretched by the scale where it downsamples, each
+    row's weights normalized to sum to one."""
+    import numpy as np
 
-    x = importer.env[node.args[0]]
-    size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
-    given = [int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values[2:]]
-    if not size or None in given or any(int(s) < d for s, d in zip(size, given)):
-        raise UnsupportedError(f"_upsample_bilinear2d_aa (node {node.name}): antialiased resize of {given} to {list(size) if size else None}: "
-                               "relax_vk's resize has no antialiasing filter, which only a downsample reads; use antialias=False")  # fmt: skip
-    align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
-    return _resize(importer, x, [int(s) for s in size], "linear", align_corners)
+    def bilinear(x):
+        return max(0.0, 1.0 - abs(x))
+
+    def bicubic(x, a=-0.5):
+        x = abs(x)
+        if x < 1.0:
+            return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+        if x < 2.0:
+            return (((x - 5.0) * x + 8.0) * x - 4.0) * a
+        return 0.0
+
+    kernel = bilinear if taps == 2 else bicubic
+    support = taps * 0.5 * scale if scale >= 1.0 else taps * 0.5
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    weights = np.zeros((n_out, n_in), np.float64)
+    for i in range(n_out):
+        center = scale * (i + 0.5)
+        lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), n_in)
+        row = np.array([kernel((j - center + 0.5) * invscale) for j in range(lo, hi)])
+        total = row.sum()
+        weights[i, lo:hi] = row / total if total != 0.0 else row
+    return weights.astype(np.float32)
+
+
+def _upsample_antialiased(op: str, taps: int):
+    """``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa`` (``antialias=True``; TVM's converter
+    dropped the filter, and had none for bicubic): PyTorch's weights (:func:`_antialiased_weights`)
+    as two constant matrices, ``Wh @ x @ Ww^T``. Static sizes and ``align_corners=False``."""
+
+    def convert(node, importer) -> relax.Var:
+        from tvm import tirx
+
+        bb = importer.block_builder
+        x = importer.env[node.args[0]]
+        given = [int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values[2:]]
+        align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
+        if None in given or align_corners:
+            raise UnsupportedError(f"{op} (node {node.name}): antialiased resize of {given}"
+                                   f"{' with align_corners' if align_corners else ''}: static sizes and align_corners=False only")  # fmt: skip
+        size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+        if len(node.args) > 4 or "scales_h" in node.kwargs:  # (.default: scales_h, scales_w)
+            scales = [node.args[i] if len(node.args) > i else node.kwargs.get(k) for i, k in ((3, "scales_h"), (4, "scales_w"))]
+        else:  # (.vec: scale_factors)
+            scales = node.args[3] if len(node.args) > 3 else node.kwargs.get("scale_factors")
+            scales = list(scales) if scales else [None, None]
+        if not size:
+            size = [int(n * float(f)) for n, f in zip(given, scales)]
+        out = [int(v) for v in size]
+        # PyTorch's scale: the given factor's inverse, else the ratio of the sizes
+        ratios = [1.0 / float(f) if f else n / o for n, o, f in zip(given, out, scales)]
+        (h, w), (oh, ow) = given, out
+        rows = relax.const(_antialiased_weights(h, oh, taps, ratios[0]))  # [oh, h]
+        cols = relax.const(_antialiased_weights(w, ow, taps, ratios[1]).T.copy())  # [w, ow]
+        y = bb.emit(relax.op.matmul(x, cols))  # [n, c, h, ow]
+        return bb.emit(relax.op.matmul(rows, y))  # [n, c, oh, ow]
+
+    return convert
 
 
 def _grid_sampler(node, importer) -> relax.Var:
@@ -471,7 +523,10 @@ CONVERTERS = {
     "upsample_bilinear2d.default": _upsample_sampled("upsample_bilinear2d", "linear"),
     "upsample_bicubic2d.vec": _upsample_sampled("upsample_bicubic2d", "cubic"),
     "upsample_bicubic2d.default": _upsample_sampled("upsample_bicubic2d", "cubic"),
-    "_upsample_bilinear2d_aa.default": _upsample_antialiased,
+    "_upsample_bilinear2d_aa.default": _upsample_antialiased("_upsample_bilinear2d_aa", 2),
+    "_upsample_bilinear2d_aa.vec": _upsample_antialiased("_upsample_bilinear2d_aa", 2),
+    "_upsample_bicubic2d_aa.default": _upsample_antialiased("_upsample_bicubic2d_aa", 4),
+    "_upsample_bicubic2d_aa.vec": _upsample_antialiased("_upsample_bicubic2d_aa", 4),
     "grid_sampler_2d.default": _grid_sampler,
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),

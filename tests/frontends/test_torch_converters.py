@@ -36,24 +36,34 @@ def test_grid_sample_reads_pytorchs_grid_layout(target, device, request):
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_antialiased_upsampling_converts_and_downsampling_is_refused():
-    """``antialias=True`` changes only a downsample, which TVM's converter ran without the filter
-    (0.71 off); an upsample is the plain bilinear one."""
+class _Antialiased(torch.nn.Module):
+    """``antialias=True`` resizes: bicubic down to a size and up, bilinear down by a factor and up."""
 
+    def forward(self, x):
+        return (F.interpolate(x, size=(7, 9), mode="bicubic", antialias=True), F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
+                F.interpolate(x, size=(30, 13), mode="bicubic", antialias=True), F.interpolate(x, size=(20, 40), mode="bilinear", antialias=True))  # fmt: skip
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_antialiased_resizes_are_pytorchs(target, device, request):
+    """TVM's converter ran a bilinear downsample without the filter (0.71 off) and had none for
+    bicubic; PyTorch's own weights, as two constant matrices, match it down and up."""
+    request.getfixturevalue(device)
+    x = torch.randn(1, 3, 16, 22)
+    got = load(relax_vk.build(from_torch(_Antialiased(), (x,)), target).artifact(), device=device).run([x.numpy()])
+    for g, want in zip(got, _Antialiased()(x)):
+        assert g.shape == tuple(want.shape)
+        np.testing.assert_allclose(g, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_an_antialiased_resize_with_align_corners_is_refused_by_name():
     class Resize(torch.nn.Module):
-        def __init__(self, size):
-            super().__init__()
-            self.size = size
-
         def forward(self, x):
-            return F.interpolate(x, size=self.size, mode="bilinear", antialias=True)
+            return F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True, align_corners=True)
 
-    x = torch.randn(1, 3, 8, 10)
-    with pytest.raises(UnsupportedError, match=r"_upsample_bilinear2d_aa \(node .*\): antialiased resize of \[8, 10\] to \[4, 5\]"):
-        from_torch(Resize((4, 5)), (x,))
-    up = Resize((16, 20))
-    got = load(relax_vk.build(from_torch(up, (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])[0]
-    np.testing.assert_allclose(got, up(x).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(UnsupportedError, match=r"_upsample_bilinear2d_aa \(node .*\): antialiased resize of \[8, 10\] with align_corners"):
+        from_torch(Resize(), (torch.randn(1, 3, 8, 10),))
 
 
 def test_amax_and_amin_reduce():
