@@ -50,7 +50,7 @@ from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_
 from ..core.errors import RelaxVKError, UnsupportedError
 from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
-from .errors import ModelLoadError, onnx_node
+from .errors import ModelLoadError, first_lost_shape, onnx_node
 from .onnx_quant import rewrite_quantized
 from .onnx_topk import rewrite_full_topk
 from .raise_prebuilt_binary import RaisePrebuiltBinary
@@ -380,19 +380,12 @@ def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[i
     op whose inputs' sizes it cannot prove equal (an FPN adding a 2x upsampled map to the map it
     came from: equal only at multiples) gets a tensor of unknown shape, which no later stage can
     build."""
-    from tvm import relax
-
-    main = mod["main"]
-    names = model_op_names(main)
-    for block in main.body.blocks:
-        for b in block.bindings:
-            ty = b.var.ty
-            if isinstance(ty, relax.TensorType) and ty.shape is None:
-                node = names.get(b.var.name, b.var.name)
-                plain = ", ".join(f"{n}={lo}:{hi}" for n, (lo, hi, step) in sorted(ranges.items()) if step == 1)
-                hint = f"; if its sizes must be multiples of some step, declare it: --dim NAME=MIN:MAX:STEP (now {plain})" if plain else ""
-                raise UnsupportedError(f"{where}: node {node}: TVM's importer cannot tell the shape of its output at run-time dims "
-                                       f"(its inputs' sizes are not provably equal for every size in the ranges){hint}")  # fmt: skip
+    node = first_lost_shape(mod)
+    if node is not None:
+        plain = ", ".join(f"{n}={lo}:{hi}" for n, (lo, hi, step) in sorted(ranges.items()) if step == 1)
+        hint = f"; if its sizes must be multiples of some step, declare it: --dim NAME=MIN:MAX:STEP (now {plain})" if plain else ""
+        raise UnsupportedError(f"{where}: node {node}: TVM's importer cannot tell the shape of its output at run-time dims "
+                               f"(its inputs' sizes are not provably equal for every size in the ranges){hint}")  # fmt: skip
 
 
 #: the ops whose output size is a window's slide over their padded input

@@ -42,6 +42,9 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``var`` / ``std`` / ``var_mean`` with a correction (``var_mean``: TVM has no converter; its
   ``var`` and ``std`` need the reduced sizes static): the population variance scaled by ``n / (n -
   correction)`` in a kernel, so ``n`` may be a run-time size (:func:`_variance`);
+* ``slice.Tensor`` of a run-time size within the smallest size the export allows (``x[:, :1]``):
+  in bounds, so of exact length (:func:`_slice`); a model whose run-time shapes TVM's importer
+  still loses is refused naming the op (:func:`~relax_vk.frontends.errors.first_lost_shape`);
 * ``max.dim`` / ``min.dim`` (``x.max(dim)``, values and indices): TVM converts them to
   ``relax.op.topk``, which no relax_vk (or TVM GPU) pipeline lowers (an internal error at VM
   code generation); here they are a ``max``/``min`` reduction and an ``argmax``/``argmin`` (dropped
@@ -67,7 +70,7 @@ from ..core.dims import bind_multiples
 from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
-from .errors import ModelLoadError
+from .errors import ModelLoadError, first_lost_shape
 from .torch_quant import CONVERTERS as QUANTIZED
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
@@ -471,6 +474,47 @@ def _with_sizes(name: str, combine, true_division: bool = False):
     return convert
 
 
+def _smallest_size(arg, axis: int):
+    """The smallest value the export allows for ``arg``'s size along ``axis`` (None: unknown)."""
+    value = getattr(arg, "meta", {}).get("val")
+    if value is None:
+        return None
+    size = value.shape[axis]
+    if isinstance(size, int):
+        return size
+    lower = size.node.shape_env.bound_sympy(size.node.expr).lower
+    return int(lower) if lower.is_finite else None
+
+
+#: what ``torch.export`` writes for a slice's open end (``x[:, 1:]``)
+_OPEN_END = (1 << 63) - 1
+
+
+def _slice(node, importer):
+    """``slice.Tensor`` of a run-time size whose bounds lie within the smallest size the export
+    allows (``x[:, :1]``, ``x[:, 2:]``): in bounds for every size, so its length is exact (``1``,
+    ``T - 2``). TVM's converter clamps the bounds to the size (``min(1, T)``), a length that its
+    binary ops cannot prove broadcastable against ``T`` (the product of ``x[:, :1]`` and ``x`` lost
+    its shape). Any other slice is TVM's converter's."""
+    x = importer.env[node.args[0]]
+    args = list(node.args) + [None] * (5 - len(node.args))
+    dim, start, end, step = (args[1] if args[1] is not None else 0), args[2], args[3], (args[4] if args[4] is not None else 1)
+    shape = x.ty.shape.values if isinstance(x.ty, relax.TensorType) and x.ty.shape is not None else None
+    if shape is not None:
+        dim = int(dim) % len(shape)
+    least = _smallest_size(node.args[0], dim) if shape is not None else None
+    start = 0 if start is None else start
+    end = _OPEN_END if end is None else end
+    plain = all(isinstance(v, int) for v in (start, end, step))
+    if (shape is None or isinstance(shape[dim], tirx.IntImm) or least is None or not plain or step < 1 or not 0 <= start <= least
+            or not (end >= _OPEN_END or 0 <= end <= least)):  # fmt: skip
+        if not hasattr(importer, "_relax_vk_tvm_map"):
+            importer._relax_vk_tvm_map = importer.create_convert_map()
+        return importer._relax_vk_tvm_map["slice.Tensor"](node)
+    stop = shape[dim] if end >= _OPEN_END else end
+    return importer.block_builder.emit(relax.op.strided_slice(x, [dim], [start], [stop], [step], assume_inbound=True))
+
+
 def _placeholder_values(exported) -> dict:
     """Placeholder name -> the tensor it stands for (parameters, buffers, constants) of ``exported``:
     converters that rearrange weights at import read them here (TVM's importer binds them as
@@ -531,6 +575,7 @@ CONVERTERS = {
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
+    "slice.Tensor": _slice,
     "add.Tensor": _with_sizes("add.Tensor", lambda a, b: a + b),
     "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
@@ -608,6 +653,10 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
+    lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
+    if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
+        raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "
+                               "(its inputs' sizes are not provably compatible for every size the export allows)")  # fmt: skip
     try:
         return bind_multiples(mod)  # (torch.export's 32 * Dim("h") axes)
     except ValueError as err:

@@ -184,3 +184,46 @@ def test_tensors_combine_with_run_time_sizes(target, device, request):
     for t in (2, 31):
         x = torch.randn(2, t, 4)
         np.testing.assert_allclose(session.run([x.numpy()])[0], _Sized()(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+class _FirstRow(torch.nn.Module):
+    """Each row's cosine similarity to the first (``x[:, :1]`` against ``x``)."""
+
+    def forward(self, x):
+        return F.cosine_similarity(x[:, :1], x, dim=-1)
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_slices_within_the_smallest_run_time_size_keep_exact_lengths(target, device, request):
+    """TVM's converter gave ``x[:, :1]`` the length ``min(1, T)``, which its multiply could not
+    broadcast against ``T``: the product lost its shape and the model ran wrong (1.4 off)."""
+    request.getfixturevalue(device)
+    mod = from_torch(_FirstRow(), (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: torch.export.Dim("T", min=2, max=32)}})
+    session = load(relax_vk.build(mod, target).artifact(), device=device)
+    for t in (2, 6, 29):
+        x = torch.randn(2, t, 8)
+        np.testing.assert_allclose(session.run([x.numpy()])[0], _FirstRow()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _TimesFirst(torch.nn.Module):
+    def forward(self, x):
+        return (x[:, :1] * x).sum(-1)
+
+
+def test_without_the_exact_slice_a_lost_shape_is_refused_and_a_broadcast_still_right(monkeypatch, pocl):
+    """TVM's own slice gives ``x[:, :1]`` the length ``min(1, T)``. Multiplied with ``x``, the
+    product's shape is lost: refused at import naming the op, never built. Broadcast explicitly
+    (cosine similarity's ``expand``), it is read at ``min(i, 0)`` (relax_vk.legalize.broadcast):
+    right, where TOPI's broadcast read past the one row (1.4 off)."""
+    import relax_vk.frontends.torch as front
+
+    monkeypatch.setattr(front, "CONVERTERS", {k: v for k, v in front.CONVERTERS.items() if k != "slice.Tensor"})
+    T = torch.export.Dim("T", min=2, max=32)
+    with pytest.raises(UnsupportedError, match=r"op .*: TVM's importer cannot tell the shape of its output at run-time sizes"):
+        from_torch(_TimesFirst(), (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: T}})
+    mod = from_torch(_FirstRow(), (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: T}})
+    session = load(relax_vk.build(mod, "opencl").artifact(), device=pocl)
+    for t in (2, 17):
+        x = torch.randn(2, t, 8)
+        np.testing.assert_allclose(session.run([x.numpy()])[0], _FirstRow()(x).numpy(), rtol=1e-5, atol=1e-6)
