@@ -653,6 +653,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
+    mod = _without_assertions(mod, where)
     lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
     if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
         raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "
@@ -661,6 +662,36 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         return bind_multiples(mod)  # (torch.export's 32 * Dim("h") axes)
     except ValueError as err:
         raise UnsupportedError(f"{where}: {err}") from None
+
+
+def _without_assertions(mod: tvm.IRModule, where: str) -> tvm.IRModule:
+    """``mod`` without the run-time assertions ``torch.export`` writes on values (``one_hot``'s
+    "Class values must be non-negative", ``_assert_async``): evaluating one needs the tensor back
+    on the host between kernels. Each one dropped is named in a warning; the computation runs as
+    written (``one_hot`` of a class past its range gives a row of zeros where PyTorch raises)."""
+    import warnings
+
+    main = mod["main"]
+    body = main.body
+    dropped, blocks = [], []
+    for block in body.blocks:
+        kept = []
+        for b in block.bindings:
+            value = b.value
+            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.assert_op":
+                texts = [a.value for a in value.args[1:] if isinstance(a, tvm.ir.StringImm)]
+                texts += [v.value for v in (value.args[1].fields if isinstance(value.args[1], relax.Tuple) else []) if isinstance(v, tvm.ir.StringImm)]
+                dropped.append(next((t for t in texts if t != "{}"), str(b.var.name)))
+                continue
+            kept.append(b)
+        blocks.append(relax.DataflowBlock(kept) if isinstance(block, relax.DataflowBlock) else relax.BindingBlock(kept))
+    if not dropped:
+        return mod
+    warnings.warn(f"{where}: the model's run-time assertions on values are not checked on the device: {'; '.join(sorted(set(dropped)))}",
+                  stacklevel=3)  # fmt: skip
+    out = mod.clone()
+    out["main"] = relax.Function(main.params, relax.SeqExpr(blocks, body.body), main.ret_ty, main.is_pure, main.attrs)
+    return out
 
 
 class _quiet_logger:

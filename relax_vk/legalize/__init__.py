@@ -2,13 +2,15 @@
 itself (NCHW4c conv2d for any ``groups``, ``ewise_fma``), the layout transform whose upstream
 legalization is wrong for textures, the degenerate resizes upstream divides by zero on, RMS
 norms over every axis (upstream mis-indexes them), reshapes of run-time dims (upstream's cannot
-fuse), broadcasts of a run-time size that is 1 only at run time (upstream's read past it), cumulative sums and products, top-k and sorts, ``full``/``ones``/``zeros`` of run-time size (upstream's crash), and adaptive average pools of a run-time size refused by name
+fuse), broadcasts of a run-time size that is 1 only at run time (upstream's read past it),
+integer clips with an open bound (upstream's cast of the infinity crashes), cumulative sums and products, top-k and sorts, ``full``/``ones``/``zeros`` of run-time size (upstream's crash), and adaptive average pools of a run-time size refused by name
 (upstream lowers them only outside the pipeline), and the scatters (upstream's serial
 kernels fit no GPU schedule). The pass that applies them while keeping every decided scope is
 :class:`relax_vk.passes.LegalizeWithScopes`."""
 
 from .adaptive_pool import legalize_adaptive_avg_pool2d
 from .broadcast import legalize_broadcast_to
+from .clip import legalize_clip
 from .conv2d import conv2d_nchw4c_compute, legalize_conv2d_nchw4c
 from .create import CREATE_LEGALIZERS
 from .elementwise import MISSING_LEGALIZERS
@@ -31,6 +33,7 @@ LEGALIZE_MAP = {
     "relax.nn.adaptive_avg_pool2d": legalize_adaptive_avg_pool2d,
     "relax.reshape": legalize_reshape,
     "relax.broadcast_to": legalize_broadcast_to,
+    "relax.clip": legalize_clip,
     "relax.cumsum": legalize_cumsum,
     "relax.cumprod": legalize_cumprod,
     "relax.topk": legalize_topk,

@@ -227,3 +227,21 @@ def test_without_the_exact_slice_a_lost_shape_is_refused_and_a_broadcast_still_r
     for t in (2, 17):
         x = torch.randn(2, t, 8)
         np.testing.assert_allclose(session.run([x.numpy()])[0], _FirstRow()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _OneHot(torch.nn.Module):
+    """Classes from values, clamped from above only (an integer clip with an open bound), one-hot."""
+
+    def forward(self, x):
+        return F.one_hot((x.abs() * 3).long().clamp(max=4), 5).float()
+
+
+def test_one_hot_of_clamped_classes_runs_its_assertions_named(pocl):
+    """TVM's integer clip cast the open bound's infinity (a crash at build); ``torch.export``'s
+    run-time assertions on values (``one_hot``'s) had no runtime step. The clip clamps to the
+    dtype's limit, and the assertions are dropped with a warning naming them."""
+    with pytest.warns(UserWarning, match=r"run-time assertions on values are not checked on the device: one_hot: Class values must be non-negative"):
+        mod = from_torch(_OneHot(), (torch.randn(2, 6),))
+    session = load(relax_vk.build(mod, "opencl").artifact(), device=pocl)
+    x = torch.randn(2, 6)
+    np.testing.assert_array_equal(session.run([x.numpy()])[0], _OneHot()(x).numpy())
