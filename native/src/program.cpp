@@ -503,11 +503,12 @@ std::string storage_problem(const Json& program) {
         if (!users.count(k)) order.push_back(k);
         users[k].push_back(&t);
     }
-    // touched_steps
+    // step_tensors and touched_steps
     std::map<int64_t, std::pair<int64_t, int64_t>> span;
     const std::vector<Json>& steps = program.get("steps")->items();
+    std::vector<std::vector<int64_t>> bound(steps.size());
     for (size_t i = 0; i < steps.size(); ++i) {
-        std::vector<int64_t> ids;
+        std::vector<int64_t>& ids = bound[i];
         if (steps[i].get("op")->as_string() == "launch") ids = int_list(*steps[i].get("args"));
         else ids = {steps[i].get("src")->as_int(), steps[i].get("dst")->as_int()};
         for (int64_t tid : ids) {
@@ -559,9 +560,7 @@ std::string storage_problem(const Json& program) {
     std::map<int64_t, const Json*> by_id;
     for (const Json& t : tensors) by_id[t.get("id")->as_int()] = &t;
     for (size_t i = 0; i < steps.size(); ++i) {
-        std::vector<int64_t> ids;
-        if (steps[i].get("op")->as_string() == "launch") ids = int_list(*steps[i].get("args"));
-        else ids = {steps[i].get("src")->as_int(), steps[i].get("dst")->as_int()};
+        const std::vector<int64_t>& ids = bound[i];
         for (int64_t w : ids) {
             auto wt = by_id.find(w);
             if (wt == by_id.end() || span[w].first != static_cast<int64_t>(i) || inputs.count(w) || !truthy(wt->second->get("image")) ||

@@ -38,14 +38,8 @@ def convert_reshape(bb, inputs, attrs):
     return None
 
 
-def _prim(value):
-    """The ``PrimExpr`` of a scalar shape value (TVM 0.27 carries one as the expression itself), else None."""
-    import tvm
-
-    return value if tvm.ir.is_prim_expr(value) else None
-
-
 def convert_range(bb, inputs, attrs):
+    import tvm
     from tvm import relax, tirx
     from tvm.ir import GenericConst
     from tvm.sym import Analyzer
@@ -56,9 +50,9 @@ def convert_range(bb, inputs, attrs):
     s, d = start.value.numpy(), delta.value.numpy()
     if s.size != 1 or d.size != 1 or s.dtype.kind not in "iu" or d.dtype.kind not in "iu" or int(d.reshape(-1)[0]) <= 0:
         return None
-    end = _prim(limit)
-    if end is None:
+    if not tvm.ir.is_prim_expr(limit):  # (TVM 0.27 carries a scalar shape value as the expression itself)
         return None
+    end = limit
     s, d = int(s.reshape(-1)[0]), int(d.reshape(-1)[0])
     end = tirx.Cast("int64", end) if str(end.ty) != "int64" else end
     count = tirx.floordiv(end - s + (d - 1), d)  # (a size is never negative: from start <= 0, no clamp at 0)

@@ -255,16 +255,26 @@ def _extreme(largest: bool):
     return convert
 
 
-def _largest_size(arg, axis: int):
-    """The largest value the export allows for ``arg``'s size along ``axis`` (None: unbounded)."""
+def _size_bound(arg, axis: int, largest: bool = True):
+    """The largest (or smallest) value the export allows for ``arg``'s size along ``axis`` (None:
+    unbounded, or unknown)."""
     value = getattr(arg, "meta", {}).get("val")
     if value is None:
         return None
     size = value.shape[axis]
     if isinstance(size, int):
         return size
-    upper = size.node.shape_env.bound_sympy(size.node.expr).upper
-    return int(upper) if upper.is_finite else None
+    bounds = size.node.shape_env.bound_sympy(size.node.expr)
+    bound = bounds.upper if largest else bounds.lower
+    return int(bound) if bound.is_finite else None
+
+
+def _tvm_converter(importer, name: str, node):
+    """TVM's own converter of ``name`` run on ``node`` (for calls a relax_vk converter of the same
+    op leaves to it; the importer's table holds relax_vk's in its place)."""
+    if not hasattr(importer, "_relax_vk_tvm_map"):
+        importer._relax_vk_tvm_map = importer.create_convert_map()
+    return importer._relax_vk_tvm_map[name](node)
 
 
 def _adaptive_max_pool(node, importer) -> relax.Var:
@@ -275,7 +285,7 @@ def _adaptive_max_pool(node, importer) -> relax.Var:
     _, _, h, w = (int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values)
     bb = importer.block_builder
     if h is None or w is None:  # a run-time size: the largest windows its export range allows
-        bounds = [_largest_size(node.args[0], axis) for axis in (2, 3)]
+        bounds = [_size_bound(node.args[0], axis) for axis in (2, 3)]
         if None in bounds:
             raise UnsupportedError(f"adaptive_max_pool2d (node {node.name}): an input of run-time size {list(x.ty.shape.values)} "
                                    "with no upper bound")  # fmt: skip
@@ -454,9 +464,7 @@ def _with_sizes(name: str, combine, true_division: bool = False):
         sized = [_is_size(v) for v in (lhs, rhs)]
         tensors = [isinstance(getattr(v, "ty", None), relax.TensorType) for v in (lhs, rhs)]
         if sum(sized) != 1 or sum(tensors) != 1 or alpha != 1:
-            if not hasattr(importer, "_relax_vk_tvm_map"):
-                importer._relax_vk_tvm_map = importer.create_convert_map()
-            return importer._relax_vk_tvm_map[name](node)
+            return _tvm_converter(importer, name, node)
         bb = importer.block_builder
         tensor, size = (lhs, rhs) if tensors[0] else (rhs, lhs)
         dtype = str(tensor.ty.dtype)
@@ -472,18 +480,6 @@ def _with_sizes(name: str, combine, true_division: bool = False):
         return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
 
     return convert
-
-
-def _smallest_size(arg, axis: int):
-    """The smallest value the export allows for ``arg``'s size along ``axis`` (None: unknown)."""
-    value = getattr(arg, "meta", {}).get("val")
-    if value is None:
-        return None
-    size = value.shape[axis]
-    if isinstance(size, int):
-        return size
-    lower = size.node.shape_env.bound_sympy(size.node.expr).lower
-    return int(lower) if lower.is_finite else None
 
 
 #: what ``torch.export`` writes for a slice's open end (``x[:, 1:]``)
@@ -502,15 +498,13 @@ def _slice(node, importer):
     shape = x.ty.shape.values if isinstance(x.ty, relax.TensorType) and x.ty.shape is not None else None
     if shape is not None:
         dim = int(dim) % len(shape)
-    least = _smallest_size(node.args[0], dim) if shape is not None else None
+    least = _size_bound(node.args[0], dim, largest=False) if shape is not None else None
     start = 0 if start is None else start
     end = _OPEN_END if end is None else end
     plain = all(isinstance(v, int) for v in (start, end, step))
     if (shape is None or isinstance(shape[dim], tirx.IntImm) or least is None or not plain or step < 1 or not 0 <= start <= least
             or not (end >= _OPEN_END or 0 <= end <= least)):  # fmt: skip
-        if not hasattr(importer, "_relax_vk_tvm_map"):
-            importer._relax_vk_tvm_map = importer.create_convert_map()
-        return importer._relax_vk_tvm_map["slice.Tensor"](node)
+        return _tvm_converter(importer, "slice.Tensor", node)
     stop = shape[dim] if end >= _OPEN_END else end
     return importer.block_builder.emit(relax.op.strided_slice(x, [dim], [start], [stop], [step], assume_inbound=True))
 

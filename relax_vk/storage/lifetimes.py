@@ -132,11 +132,12 @@ def partners_of(steps: Iterable[Tuple[Sequence[int], Collection[int]]]) -> Dict[
     return {tid: frozenset(others) for tid, others in partners.items()}
 
 
-def step_writes(program: dict) -> List[Tuple[List[int], Set[int]]]:
+def step_writes(program: dict, span: Optional[Dict[int, Tuple[int, int]]] = None) -> List[Tuple[List[int], Set[int]]]:
     """``(the tensors a step binds, those it writes)`` per step of ``program``: a step writes the
     tensors it touches first that are not model inputs or constants (every intermediate, workspace
-    and output is written by the first step that touches it, its producer)."""
-    span = touched_steps(program)
+    and output is written by the first step that touches it, its producer). ``span``: the
+    program's :func:`touched_steps`, when the caller has it."""
+    span = touched_steps(program) if span is None else span
     kinds = {t["id"]: t["kind"] for t in program["tensors"]}
     inputs = set(program["inputs"])
     out = []
@@ -156,7 +157,7 @@ def program_lifetimes(program: dict) -> List[Lifetime]:
         if step["op"] == "launch":
             given = {sc["origin"] for sc in step.get("scalars", []) if "origin" in sc}
             fixed.update(tid for tid in step["args"] if tid not in given)
-    partners = partners_of(step_writes(program))
+    partners = partners_of(step_writes(program, span))
     out = []
     for t in program["tensors"]:
         if t["kind"] not in SHAREABLE_KINDS or t["id"] in outputs or t["id"] not in span:

@@ -164,7 +164,7 @@ def storage_problem(program: dict) -> Optional[str]:
                     return f"tensors {u['name']} and {t['name']} share allocation {k} but are both live at step {first}"
             live.append(t)
     by_id = {t["id"]: t for t in tensors}
-    for i, (bound, written) in enumerate(step_writes(program)):
+    for i, (bound, written) in enumerate(step_writes(program, span)):
         for w in written:
             for u in bound:
                 tw, tu = by_id.get(w), by_id.get(u)

@@ -66,45 +66,40 @@ class _Sources:
             expr = self.values[expr]
         return expr
 
-    def param(self, expr) -> Optional[relax.Var]:
-        """The parameter whose values ``expr`` holds unchanged (moved or cast to an integer dtype)."""
+    def moved(self, expr):
+        """What ``expr`` holds the values of: through bindings, the ops of ``_MOVES`` and casts to
+        an integer dtype (None past a chain that long)."""
         for _ in range(64):
             expr = self.resolve(expr)
-            if isinstance(expr, relax.Var):
-                return expr if expr in self.params else None
             op = _op(expr)
             if op in _MOVES or (op == "relax.astype" and str(expr.attrs.dtype).startswith(("int", "uint"))):
                 expr = expr.args[0]
                 continue
-            return None
+            return expr
         return None
+
+    def param(self, expr) -> Optional[relax.Var]:
+        """The parameter whose values ``expr`` holds unchanged (moved or cast to an integer dtype)."""
+        expr = self.moved(expr)
+        return expr if isinstance(expr, relax.Var) and expr in self.params else None
 
     def indices(self, expr) -> Optional[Tuple[relax.Var, Optional[int]]]:
         """``(parameter, wrap)``: ``expr`` holds the parameter's values (``wrap`` None), or ONNX's
         ``where(x < 0, x + wrap, x)`` of them; else None."""
-        for _ in range(64):
-            found = self.param(expr)
-            if found is not None:
-                return found, None
-            expr = self.resolve(expr)
-            op = _op(expr)
-            if op in _MOVES or op == "relax.astype":
-                if op == "relax.astype" and not str(expr.attrs.dtype).startswith(("int", "uint")):
-                    return None
-                expr = expr.args[0]
-                continue
-            if op != "relax.where":
-                return None
-            cond, shifted, kept = (self.resolve(a) for a in expr.args)
-            x = self.param(kept)
-            if x is None or _op(cond) != "relax.less" or _op(shifted) != "relax.add":
-                return None
-            if not _same(self.param(cond.args[0]), x) or _scalar(self.resolve(cond.args[1])) != 0:
-                return None
-            a, b = shifted.args
-            wrap = _scalar(self.resolve(b)) if _same(self.param(a), x) else _scalar(self.resolve(a)) if _same(self.param(b), x) else None
-            return (x, wrap) if wrap is not None else None
-        return None
+        expr = self.moved(expr)
+        if isinstance(expr, relax.Var):
+            return (expr, None) if expr in self.params else None
+        if _op(expr) != "relax.where":
+            return None
+        cond, shifted, kept = (self.resolve(a) for a in expr.args)
+        x = self.param(kept)
+        if x is None or _op(cond) != "relax.less" or _op(shifted) != "relax.add":
+            return None
+        if not _same(self.param(cond.args[0]), x) or _scalar(self.resolve(cond.args[1])) != 0:
+            return None
+        a, b = shifted.args
+        wrap = _scalar(self.resolve(b)) if _same(self.param(a), x) else _scalar(self.resolve(a)) if _same(self.param(b), x) else None
+        return (x, wrap) if wrap is not None else None
 
 
 def index_ranges(func: relax.Function) -> Dict[str, List[int]]:

@@ -83,11 +83,29 @@ def _worker(tasks, results, front_doors, backends, do_shrink, limits, run_time_d
         if seed is None:
             return
         results.put(("start", seed, None))
-        try:
-            record = run_seed(seed, front_doors, backends, do_shrink, limits=limits, run_time_dims=run_time_dims)
-        except Exception as err:  # the harness itself must not halt the campaign
-            record = {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
-        results.put(("done", seed, record))
+        results.put(("done", seed, _guarded(seed, front_doors, backends, do_shrink, limits, run_time_dims)))
+
+
+def _guarded(seed, front_doors, backends, do_shrink, limits, run_time_dims) -> dict:
+    """The seed's record; a failure of the harness itself is the seed's crash (it must not halt
+    the campaign)."""
+    try:
+        return run_seed(seed, front_doors, backends, do_shrink, limits=limits, run_time_dims=run_time_dims)
+    except Exception as err:
+        return {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
+
+
+def _tally(rec: dict, counts: Counter, out, log) -> None:
+    """Count a seed's record, write it to ``out`` and log it when it is a failure."""
+    counts[rec["status"]] += 1
+    if out is not None:
+        out.write(json.dumps(rec, sort_keys=True) + "\n")
+        out.flush()
+    if log is not None and rec["status"] in FAILURES:
+        run = next((r for r in rec.get("runs", []) if r["status"] == rec["status"]), {})
+        where = f" in {run['origin']}" if run.get("origin") else ""
+        print(f"seed {rec['seed']}: {rec['status']} [{run.get('front_door')}/{run.get('backend')} {run.get('stage')}{where}] "
+              f"{run.get('detail', rec.get('detail', ''))}", file=log, flush=True)  # fmt: skip
 
 
 def campaign(
@@ -131,15 +149,7 @@ def campaign(
     def record(rec):
         nonlocal done
         done += 1
-        counts[rec["status"]] += 1
-        if out is not None:
-            out.write(json.dumps(rec, sort_keys=True) + "\n")
-            out.flush()
-        if log is not None and rec["status"] in FAILURES:
-            run = next((r for r in rec.get("runs", []) if r["status"] == rec["status"]), {})
-            where = f" in {run['origin']}" if run.get("origin") else ""
-            print(f"seed {rec['seed']}: {rec['status']} [{run.get('front_door')}/{run.get('backend')} {run.get('stage')}{where}] "
-                  f"{run.get('detail', rec.get('detail', ''))}", file=log, flush=True)  # fmt: skip
+        _tally(rec, counts, out, log)
 
     while done < len(seeds):
         try:
@@ -200,16 +210,7 @@ def _in_process(seeds, front_doors, backends, do_shrink, out, log, limits, run_t
     """:func:`campaign` with ``jobs=0``."""
     counts = Counter({s: 0 for s in STATUSES})
     for seed in seeds:
-        try:
-            rec = run_seed(seed, front_doors, backends, do_shrink, limits=limits, run_time_dims=run_time_dims)
-        except Exception as err:  # (the harness itself, as a worker records it)
-            rec = {"seed": seed, "status": "crash", "runs": [], "detail": f"harness: {type(err).__name__}: {err}"}
-        counts[rec["status"]] += 1
-        if out is not None:
-            out.write(json.dumps(rec, sort_keys=True) + "\n")
-            out.flush()
-        if log is not None and rec["status"] in FAILURES:
-            print(f"seed {rec['seed']}: {rec['status']} {rec.get('detail', '')}", file=log, flush=True)
+        _tally(_guarded(seed, front_doors, backends, do_shrink, limits, run_time_dims), counts, out, log)
     return dict(counts)
 
 
