@@ -19,11 +19,11 @@ The program (``main``)::
   crosses to the host, and the cache is held once.
 * Attention reads rows ``0..T-S-1`` of the cache and this call's keys, causally masked.
 
-The math follows ``transformers``' ``LlamaForCausalLM`` and ``Qwen3ForCausalLM`` (RMSNorm, RoPE with
-the default scaling, grouped-query attention, SwiGLU, Qwen3's per-head q/k RMSNorm, tied or separate
-output embeddings, optional attention and MLP biases; Qwen2 too). Weights are read from safetensors (float32, float16 or
+The math follows ``transformers``' ``LlamaForCausalLM`` and ``Qwen3ForCausalLM`` (RMSNorm, RoPE
+default or scaled as ``rope_scaling`` says (:mod:`relax_vk.frontends.rope_scaling`), grouped-query attention, SwiGLU, Qwen3's per-head q/k RMSNorm, tied or separate
+output embeddings, optional attention and MLP biases; Qwen2 and Mistral too). Weights are read from safetensors (float32, float16 or
 bfloat16) without ``transformers`` or ``torch``. What the converter does not know (another
-architecture, RoPE scaling, sliding windows) is an :class:`~relax_vk.core.errors.UnsupportedError`
+architecture, LongRoPE, a cache bound past a sliding window) is an :class:`~relax_vk.core.errors.UnsupportedError`
 naming the field.
 """
 
@@ -48,6 +48,8 @@ from ..schedules.decode_attention import parts as key_parts
 from ..schedules.rotary import Rotary, rotary_kernel
 from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
 from .errors import ModelLoadError
+from .rope_scaling import check as check_rope
+from .rope_scaling import rotary_frequencies
 
 #: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
 #: masked keys only (a padded query) must then softmax to a uniform row, which needs the max
@@ -65,7 +67,14 @@ MIN_BINDING_BYTES = 1 << 27
 #: 155 MB, is held in parts that the gather and the head read)
 INT4_PART_BYTES = MIN_BINDING_BYTES
 
-_ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
+#: Mistral is Llama's architecture without biases (its sliding window: ``DecoderConfig.sliding_window``)
+_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}
+
+
+def _hashable(value):
+    """A config value as a frozen dataclass field can hold it (lists as tuples)."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,14 @@ class DecoderConfig:
     attention_bias: bool  # q/k/v projections (and Llama's o_proj) carry biases
     mlp_bias: bool
     max_positions: int
+    #: ``rope_scaling`` as sorted (key, value) pairs (:mod:`relax_vk.frontends.rope_scaling`); () for none
+    rope_scaling: tuple = ()
+    #: the attention window (Mistral's ``sliding_window``, Qwen's with ``use_sliding_window``); None: none
+    sliding_window: Optional[int] = None
+
+    def rotary_frequencies(self):
+        """``(inv_freq [head_dim / 2] float32, attention factor)`` of this config's RoPE."""
+        return rotary_frequencies(self.head_dim, self.rope_theta, dict(self.rope_scaling) or None, self.max_positions)
 
     @property
     def output_bias(self) -> bool:
@@ -101,15 +118,17 @@ class DecoderConfig:
     def from_dict(cls, c: dict, where: str = "config.json") -> "DecoderConfig":
         arch = next((_ARCHITECTURES[a] for a in c.get("architectures") or [] if a in _ARCHITECTURES), None)
         if arch is None:
-            arch = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}.get(c.get("model_type", ""))
+            arch = _MODEL_TYPES.get(c.get("model_type", ""))
         if arch is None:
             raise UnsupportedError(f"{where}: architectures {c.get('architectures')} / model_type {c.get('model_type')!r}; "
                                    f"relax_vk runs {', '.join(sorted(_ARCHITECTURES))}")  # fmt: skip
-        scaling = c.get("rope_scaling")
-        if scaling and (scaling.get("rope_type") or scaling.get("type")) not in (None, "default"):
-            raise UnsupportedError(f"{where}: rope_scaling {scaling} is not supported (the default RoPE is)")
-        if c.get("use_sliding_window") or (arch == "llama" and c.get("sliding_window")):
-            raise UnsupportedError(f"{where}: sliding-window attention is not supported")
+        scaling = c.get("rope_scaling") or None
+        if scaling is not None and not isinstance(scaling, dict):
+            raise UnsupportedError(f"{where}: rope_scaling {scaling!r} is not a mapping")
+        check_rope(scaling, float(c.get("partial_rotary_factor") or 1.0), where)
+        # a window attends to the last `sliding_window` tokens: the same attention as a full one for
+        # every cache bound up to the window (build_decoder refuses a longer bound)
+        window = c.get("sliding_window") if (c.get("use_sliding_window") or (arch == "llama" and "use_sliding_window" not in c)) else None
         if c.get("hidden_act", "silu") != "silu":
             raise UnsupportedError(f"{where}: hidden_act {c.get('hidden_act')!r} (SwiGLU with silu is supported)")
         heads = int(c["num_attention_heads"])
@@ -123,7 +142,9 @@ class DecoderConfig:
         return cls(arch, int(c["hidden_size"]), int(c["intermediate_size"]), int(c["num_hidden_layers"]), heads, kv_heads, head_dim,
                    int(c["vocab_size"]), float(c.get("rms_norm_eps", 1e-6)), float(c.get("rope_theta", 10000.0)),
                    bool(c.get("tie_word_embeddings", False)), bias, bool(c.get("mlp_bias", False)),
-                   int(c.get("max_position_embeddings", 2048)))  # fmt: skip
+                   int(c.get("max_position_embeddings", 2048)),
+                   tuple(sorted((str(k), _hashable(v)) for k, v in (scaling or {}).items())),
+                   int(window) if window else None)  # fmt: skip
 
     @classmethod
     def from_dir(cls, path: str) -> "DecoderConfig":
@@ -267,6 +288,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
         raise ValueError(f"max_prompt {max_prompt} must lie in 1..max_len ({max_len})")
     if max_len > config.max_positions:
         raise ValueError(f"max_len {max_len} is past the model's max_position_embeddings ({config.max_positions})")
+    if config.sliding_window is not None and max_len > config.sliding_window:
+        raise UnsupportedError(f"{where}: max_len {max_len} is past the model's sliding_window ({config.sliding_window}); "
+                               "sliding-window attention runs with a cache bound up to the window")  # fmt: skip
     c, w = config, _Weights(weights, where)
     S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
     kv, hd, g = c.kv_heads, c.head_dim, c.heads // c.kv_heads
@@ -368,10 +392,14 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             pos = e(R.strided_slice(rows, axes=[0], begin=[T - S], end=[T], assume_inbound=True))  # [S]: T-S .. T-1
             first = e(R.strided_slice(pos, axes=[0], begin=[0], end=[1], assume_inbound=True))  # [1]: T-S
             last = e(R.strided_slice(tokens, axes=[0], begin=[S - 1], end=[S], assume_inbound=True))  # [1]: S-1
-            inv_freq = 1.0 / (c.rope_theta ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
+            inv_freq, attention_factor = c.rotary_frequencies()  # (scaled RoPE: its frequencies; YaRN: a factor on cos and sin)
             freqs = e(R.multiply(e(R.reshape(e(R.astype(pos, "float32")), (S, 1))), relax.const(inv_freq.reshape(1, hd // 2).astype(np.float32))))
             angles = e(R.concat([freqs, freqs], axis=1))  # [S, D]
-            cos, sin = e(R.reshape(cast(e(R.cos(angles)), dtype), (S, 1, hd))), e(R.reshape(cast(e(R.sin(angles)), dtype), (S, 1, hd)))
+            cos, sin = e(R.cos(angles)), e(R.sin(angles))
+            if attention_factor != 1.0:
+                factor = relax.const(np.float32(attention_factor), "float32")
+                cos, sin = e(R.multiply(cos, factor)), e(R.multiply(sin, factor))
+            cos, sin = e(R.reshape(cast(cos, dtype), (S, 1, hd))), e(R.reshape(cast(sin, dtype), (S, 1, hd)))
             # cache row j holds position j; this call's token s sits at row T-S+s: rel = j - (T-S)
             rel = e(R.subtract(rows, first))  # [T]
             causal = e(R.less_equal(e(R.reshape(rel, (1, T))), e(R.reshape(tokens, (S, 1)))))

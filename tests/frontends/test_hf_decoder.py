@@ -62,17 +62,17 @@ def _reference(model, tokens):
         return model(torch.tensor([tokens])).logits[0].numpy()
 
 
-def _assert_greedy_as_transformers(model, result, steps):
-    """``result`` (``generate(PROMPT, steps, keep_logits=True)``): the greedy tokens of transformers'
+def _assert_greedy_as_transformers(model, result, steps, prompt=PROMPT):
+    """``result`` (``generate(prompt, steps, keep_logits=True)``): the greedy tokens of transformers'
     ``model``, and every step's logits within 1e-3 of its largest; returns transformers' logits
     over the prompt and the tokens."""
     with torch.no_grad():
-        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-                                  max_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
+        expected = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                  max_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
     assert result.tokens == expected
-    reference = _reference(model, PROMPT + result.tokens)
+    reference = _reference(model, prompt + result.tokens)
     for step, logits in enumerate(result.logits):
-        ref = reference[len(PROMPT) - 1 + step]
+        ref = reference[len(prompt) - 1 + step]
         assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
     return reference
 
@@ -287,7 +287,10 @@ def test_bfloat16_checkpoints_are_read_exactly(tmp_path):
 @pytest.mark.parametrize(
     "change, error, message",
     [
-        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, UnsupportedError, "rope_scaling .* is not supported"),
+        ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}}, UnsupportedError,
+         "rope_scaling .* is not supported .*rope_type one of default, linear, llama3, yarn, dynamic"),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, UnsupportedError, "of type 'llama3' lacks low_freq_factor, high_freq_factor"),
+        ({"partial_rotary_factor": 0.5}, UnsupportedError, "partial_rotary_factor 0.5"),
         ({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}, UnsupportedError, "relax_vk runs LlamaForCausalLM"),
         ({"num_key_value_heads": 3}, UnsupportedError, "4 attention heads are not a multiple of 3"),
         ({"hidden_act": "gelu"}, UnsupportedError, "hidden_act 'gelu'"),
@@ -301,6 +304,45 @@ def test_what_the_converter_does_not_know_is_named(tmp_path, change, error, mess
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(error, match=message):
         DecoderConfig.from_dir(str(tmp_path))
+
+
+#: checkpoints whose attention differs from the default: scaled RoPE of each kind a config names
+#: (llama3: Llama 3.1/3.2; yarn: a factor on cos and sin too; linear under its older key ``type``)
+#: and Mistral's sliding window, bounds and frequencies chosen so that the scaling changes the
+#: angles inside the cache bound of 48 tokens
+SCALED = {
+    "llama3": lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, rope_theta=500000.0, tie_word_embeddings=True, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 16})),
+    "yarn": lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**SMALL, head_dim=32, rope_scaling={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})),
+    "linear": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SMALL, rope_scaling={"type": "linear", "factor": 3.0})),
+    "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**SMALL, sliding_window=64, head_dim=16)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(SCALED))
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("target")
+def test_scaled_rope_and_sliding_windows_equal_transformers(kind, target, device, request, tmp_path):
+    """Every step's logits and 12 greedy tokens equal transformers' for each kind of ``rope_scaling``
+    and for Mistral (a sliding window no shorter than the cache bound attends to every token; a
+    longer bound is refused by name). The scaled models differ from their unscaled selves, so a
+    converter that ignored the scaling would fail."""
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    model = SCALED[kind]().eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    if kind != "mistral":
+        plain = type(model)(type(model.config)(**{**model.config.to_dict(), "rope_scaling": None})).eval()
+        plain.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            assert not torch.allclose(plain(torch.tensor([PROMPT * 5])).logits, model(torch.tensor([PROMPT * 5])).logits, atol=1e-4)
+    mod, _ = load_model(str(tmp_path), dims={"T": (1, 48), "S": (1, 4)})
+    generator = Generator(Session(relax_vk.build(mod, target).artifact(), device=device))
+    _assert_greedy_as_transformers(model, generator.generate(PROMPT * 3, 12, keep_logits=True), 12, prompt=PROMPT * 3)
+    if kind == "mistral":
+        with pytest.raises(UnsupportedError, match="max_len 65 is past the model's sliding_window \\(64\\)"):
+            load_model(str(tmp_path), dims={"T": (1, 65)})
 
 
 @ONE_ARCH("llama")
