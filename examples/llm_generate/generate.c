@@ -2,7 +2,7 @@
  * C ABI alone: what an app does to run a language model with relax_vk. The Python twin is
  * relax_vk.runtime.generate.Generator, and this prints the same tokens.
  *
- *   llm_generate model.rvk --prompt-ids 3,17,5 --new-tokens 16 [--device D] [--json]
+ *   llm_generate model.rvk --prompt-ids 3,17,5 --new-tokens 16 [--stop-ids 2] [--device D] [--json]
  *
  * The artifact takes input_ids [1, S] and attention_mask [1, T] (S and T run-time dims: the tokens of
  * this call, and all the tokens the cache holds after it) and returns logits [1, S, V] (or [1, 1, V]
@@ -117,22 +117,31 @@ static int parse_ids(const char* text, int64_t** out, int64_t* n) {
     return *out && *n > 0;
 }
 
+static int is_stop(int64_t token, const int64_t* stops, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        if (stops[i] == token) return 1;
+    return 0;
+}
+
 int main(int argc, char** argv) {
-    const char *path = NULL, *device = NULL, *prompt_text = NULL;
+    const char *path = NULL, *device = NULL, *prompt_text = NULL, *stop_text = NULL;
     long new_tokens = 16;
     int json = 0;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
         else if (strcmp(argv[i], "--prompt-ids") == 0 && i + 1 < argc) prompt_text = argv[++i];
         else if (strcmp(argv[i], "--new-tokens") == 0 && i + 1 < argc) new_tokens = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--stop-ids") == 0 && i + 1 < argc) stop_text = argv[++i];
         else if (strcmp(argv[i], "--json") == 0) json = 1;
         else path = argv[i];
     }
-    int64_t* prompt = NULL;
-    int64_t prompt_n = 0;
-    if (!path || !prompt_text || new_tokens < 1 || !parse_ids(prompt_text, &prompt, &prompt_n)) {
-        fprintf(stderr, "usage: llm_generate model.rvk --prompt-ids 1,2,3 [--new-tokens N (>= 1)] [--device D] [--json]\n");
+    int64_t *prompt = NULL, *stops = NULL;
+    int64_t prompt_n = 0, stops_n = 0;
+    if (!path || !prompt_text || new_tokens < 1 || !parse_ids(prompt_text, &prompt, &prompt_n) ||
+        (stop_text && !parse_ids(stop_text, &stops, &stops_n))) {
+        fprintf(stderr, "usage: llm_generate model.rvk --prompt-ids 1,2,3 [--new-tokens N (>= 1)] [--stop-ids 2,3] [--device D] [--json]\n");
         free(prompt);
+        free(stops);
         return 2;
     }
     rvk_artifact* artifact = NULL;
@@ -183,7 +192,13 @@ int main(int argc, char** argv) {
     double t0 = now();
     int bad = forward(&d, prompt, prompt_n, &tokens[0]);
     double t1 = now();
-    for (long k = 1; !bad && k < new_tokens; ++k) bad = forward(&d, &tokens[k - 1], 1, &tokens[k]);
+    long made = 1;  /* tokens made: new_tokens, or fewer when a stop token comes (it ends the tokens) */
+    int stopped = is_stop(tokens[0], stops, stops_n);
+    for (; !bad && !stopped && made < new_tokens; ++made) {
+        bad = forward(&d, &tokens[made - 1], 1, &tokens[made]);
+        stopped = !bad && is_stop(tokens[made], stops, stops_n);
+    }
+    new_tokens = made;
     double t2 = now();
     if (!bad) {
         double prefill = t1 - t0, decode = t2 - t1;
@@ -194,7 +209,8 @@ int main(int argc, char** argv) {
             printf("], \"prompt_tokens\": %lld, \"prefill_tokens_per_s\": %.6g, \"decode_tokens_per_s\": ", (long long)prompt_n, prefill > 0 ? prompt_n / prefill : 0.0);
             if (new_tokens > 1 && decode > 0) printf("%.6g", (new_tokens - 1) / decode);
             else printf("null");
-            printf(", \"prefill_seconds\": %.6g, \"decode_seconds\": %.6g}\n", prefill, decode);
+            printf(", \"prefill_seconds\": %.6g, \"decode_seconds\": %.6g, \"finish_reason\": \"%s\"}\n", prefill, decode,
+                   stopped ? "stop" : "length");
         } else {
             printf("\nprefill: %lld tokens in %.3f ms", (long long)prompt_n, 1e3 * prefill);
             if (new_tokens > 1) printf("; decode: %.1f tokens/s", (new_tokens - 1) / decode);
@@ -205,6 +221,7 @@ int main(int argc, char** argv) {
     free(tokens);
 done:
     free(prompt);
+    free(stops);
     free(d.ids);
     free(d.mask);
     free(d.logits);

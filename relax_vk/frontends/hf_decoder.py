@@ -72,6 +72,22 @@ _ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Q
 _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}
 
 
+def eos_token_ids(path: str) -> List[int]:
+    """The end-of-sequence ids a checkpoint directory names: ``generation_config.json``'s
+    ``eos_token_id`` (what transformers' ``generate`` stops at), else ``config.json``'s; an int or a
+    list in either; [] when neither names one."""
+    for name in ("generation_config.json", "config.json"):
+        try:
+            with open(os.path.join(path, name)) as f:
+                value = json.load(f).get("eos_token_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if value is not None:
+            values = value if isinstance(value, list) else [value]
+            return sorted({int(v) for v in values if v is not None})
+    return []
+
+
 def _hashable(value):
     """A config value as a frozen dataclass field can hold it (lists as tuples)."""
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value

@@ -89,7 +89,7 @@ DECODER_DIMS = {"T": (1, 512), "S": (1, 128)}
 def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Optional[str] = None, logits: str = "all") -> Tuple[tvm.IRModule, dict]:
     """A Hugging Face decoder checkpoint (:mod:`~relax_vk.frontends.hf_decoder`): ``dims`` may bound
     ``T`` (the cache's tokens) and ``S`` (one call's tokens), each ``(1, max)``."""
-    from .hf_decoder import DecoderConfig, build_decoder, read_weights
+    from .hf_decoder import DecoderConfig, build_decoder, eos_token_ids, read_weights
 
     if input_shapes:
         raise UnsupportedError(f"{path}: a decoder's input shapes are its dims T and S (--dim T=1:512 --dim S=1:128), not --input-shape")
@@ -106,6 +106,7 @@ def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Option
         ranges["S"] = (1, min(ranges["S"][1], ranges["T"][1]))
     program = build_decoder(config, read_weights(path), ranges["T"][1], ranges["S"][1], where=path, dtype=dtype, quantize=quantize,
                             logits=logits)  # (config.json read once)
-    source = {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}, "dtype": dtype}
+    source = {"hf_decoder": os.path.abspath(path), "dims": {k: list(v) for k, v in ranges.items()}, "dtype": dtype,
+              "eos_token_ids": eos_token_ids(path)}  # (what `relax-vk generate --stop-at-eos` stops at)
     source.update({k: v for k, v in (("quantize", quantize), ("logits", logits)) if v not in (None, "all")})
     return program.module, source

@@ -30,6 +30,8 @@ class Generation:
     decode_seconds: float
     decode_runs: int
     logits: List[np.ndarray] = field(default_factory=list)
+    #: "length" (``new_tokens`` made) or "stop" (the last token is one of the stop tokens)
+    finish_reason: str = "length"
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -43,7 +45,7 @@ class Generation:
         """The stable ``--json`` record of ``relax-vk generate``."""
         return {"tokens": list(self.tokens), "prompt_tokens": self.prompt_tokens, "prefill_tokens_per_s": _number(self.prefill_tokens_per_s),
                 "decode_tokens_per_s": _number(self.decode_tokens_per_s), "prefill_seconds": self.prefill_seconds,
-                "decode_seconds": self.decode_seconds}  # fmt: skip
+                "decode_seconds": self.decode_seconds, "finish_reason": self.finish_reason}  # fmt: skip
 
 
 def _number(v: float) -> Optional[float]:
@@ -87,8 +89,10 @@ class Generator:
             out.append(logits[0])
         return np.concatenate(out) if out else np.zeros((0, self.vocab), np.float32)
 
-    def generate(self, prompt: Sequence[int], new_tokens: int, keep_logits: bool = False) -> Generation:
-        """Greedy decoding: ``new_tokens`` tokens after ``prompt``, from a fresh cache."""
+    def generate(self, prompt: Sequence[int], new_tokens: int, keep_logits: bool = False, stop_tokens: Sequence[int] = ()) -> Generation:
+        """Greedy decoding: ``new_tokens`` tokens after ``prompt``, from a fresh cache; with
+        ``stop_tokens``, fewer when one of them is made (it ends ``tokens``, as transformers'
+        ``generate`` keeps its end-of-sequence token)."""
         if not prompt:
             raise ValueError("the prompt has no tokens")
         if new_tokens < 1:
@@ -102,11 +106,12 @@ class Generator:
         prefill = time.perf_counter() - start
         kept = [last] if keep_logits else []
         tokens = [int(np.argmax(last))]
+        stops = {int(t) for t in stop_tokens}
         start = time.perf_counter()
-        for _ in range(new_tokens - 1):
+        while len(tokens) < new_tokens and tokens[-1] not in stops:
             last = self.forward(tokens[-1:])[-1]
             if keep_logits:
                 kept.append(last)
             tokens.append(int(np.argmax(last)))
         decode = time.perf_counter() - start
-        return Generation(tokens, len(prompt), prefill, decode, new_tokens - 1, kept)
+        return Generation(tokens, len(prompt), prefill, decode, len(tokens) - 1, kept, "stop" if tokens[-1] in stops else "length")

@@ -611,9 +611,18 @@ def cmd_generate(args) -> int:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
     except ValueError:
         raise ValueError(f"--prompt-ids {args.prompt_ids!r} is not a comma-separated list of token ids") from None
+    try:
+        stops = [int(t) for t in (args.stop_ids or "").split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--stop-ids {args.stop_ids!r} is not a comma-separated list of token ids") from None
     artifact, _ = _read_or_build(args, announce=not args.json)
+    if args.stop_at_eos:
+        eos = artifact.program.get("model", {}).get("eos_token_ids")
+        if not eos:
+            raise UnsupportedError(f"--stop-at-eos: {args.model} names no end-of-sequence token (eos_token_id in its config); give --stop-ids")
+        stops += eos
     generator = Generator(load(artifact, device=args.run_device))
-    result = generator.generate(prompt, args.new_tokens)
+    result = generator.generate(prompt, args.new_tokens, stop_tokens=stops)
     record = {"backend": args.target, "device": generator.session.device_name, **result.to_json()}
     if args.json:
         print(json.dumps(record, indent=2))
@@ -864,7 +873,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="greedy decoding with a Hugging Face decoder checkpoint (Llama, Qwen3) or its .rvk")
     _add_model_args(p)
     p.add_argument("--prompt-ids", required=True, metavar="ID,ID,...", help="the prompt's token ids")
-    p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32)")
+    p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32): all of them, unless a stop token comes first")
+    p.add_argument("--stop-ids", default=None, metavar="ID,ID,...", help="stop after making one of these tokens (it ends the tokens)")
+    p.add_argument("--stop-at-eos", action="store_true",
+                   help="stop at the checkpoint's end-of-sequence tokens too (eos_token_id of its generation_config.json or config.json)")
     p.add_argument("--int4", action="store_true", help="(building from a checkpoint) 4-bit weights in blocks of 32, decoded in the kernels")
     p.add_argument("--logits", choices=("all", "last"), default=None,
                    help="(building from a checkpoint) the logits of every token of a call or of its last only (default: what generation reads)")

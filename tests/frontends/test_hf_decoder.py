@@ -372,6 +372,26 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
                                   do_sample=False, pad_token_id=0)[0, 3:].tolist()  # fmt: skip
     assert record["tokens"] == expected and record["backend"] == "opencl"
     assert record["prompt_tokens"] == 3 and record["prefill_tokens_per_s"] > 0 and record["decode_tokens_per_s"] > 0
+    assert record["finish_reason"] == "length"
+    # stop tokens end the tokens where transformers' generate stops at its end-of-sequence ids: given
+    # (--stop-ids), or the checkpoint's own (--stop-at-eos: generation_config.json, read at build)
+    stop = expected[2]
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,17,5", "--new-tokens", "5", "--stop-ids", str(stop), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["tokens"] == expected[: expected.index(stop) + 1] and record["finish_reason"] == "stop"
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--stop-at-eos"]) == 2
+    assert "names no end-of-sequence token" in capsys.readouterr().err
+    import shutil
+
+    shutil.copytree(folder, tmp_path / "eos")
+    (tmp_path / "eos" / "generation_config.json").write_text(json.dumps({"eos_token_id": [expected[1], 9999]}))
+    assert main(["build", str(tmp_path / "eos"), "--dim", "T=1:16", "--dim", "S=1:8", "-o", str(tmp_path / "eos.rvk")]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "eos.rvk"), "--device", "pocl", "--prompt-ids", "3,17,5", "--new-tokens", "5", "--stop-at-eos", "--json"]) == 0
+    with torch.no_grad():
+        stopped = model.generate(torch.tensor([[3, 17, 5]]), attention_mask=torch.ones(1, 3, dtype=torch.long), max_new_tokens=5,
+                                 do_sample=False, pad_token_id=0, eos_token_id=[expected[1], 9999])[0, 3:].tolist()  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["tokens"] == stopped == expected[: expected.index(expected[1]) + 1]
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,x"]) == 2
     assert "--prompt-ids '3,x' is not a comma-separated list" in capsys.readouterr().err
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--int4"]) == 2

@@ -147,6 +147,14 @@ def test_the_c_generation_example_prints_the_tokens_of_transformers(native_build
     record = __import__("json").loads(done.stdout)
     assert record["tokens"] == expected and record["prompt_tokens"] == len(PROMPT)
     assert sorted(record) == sorted(generation.to_json()) and record["decode_tokens_per_s"] > 0
+    assert record["finish_reason"] == "length"
+    # a stop token ends the tokens, as the Python generator's stop_tokens do
+    stop = expected[4]
+    done = run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "12", "--stop-ids", f"9999,{stop}", "--json"])
+    record = __import__("json").loads(done.stdout)
+    stopped = Generator(Session(artifact, device="pocl")).generate(PROMPT, 12, stop_tokens=[9999, stop])
+    assert record["tokens"] == stopped.tokens == expected[: expected.index(stop) + 1]
+    assert record["finish_reason"] == stopped.finish_reason == "stop"
     done = run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "2"])
     assert done.returncode == 0 and done.stdout.split()[:3] == ["tokens:", *map(str, expected[:2])], done.stdout
     # what the Python generator refuses, the example refuses by name, before running
