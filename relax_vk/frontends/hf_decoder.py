@@ -1,4 +1,4 @@
-"""Hugging Face decoder front door: a Llama- or Qwen3-style checkpoint directory (``config.json`` and
+"""Hugging Face decoder front door: a Llama-, Qwen3- or Gemma-3-style checkpoint directory (``config.json`` and
 safetensors) as one Relax program that serves prefill and token-by-token decode, its key/value cache
 kept on the device between runs.
 
@@ -19,12 +19,15 @@ The program (``main``)::
   crosses to the host, and the cache is held once.
 * Attention reads rows ``0..T-S-1`` of the cache and this call's keys, causally masked.
 
-The math follows ``transformers``' ``LlamaForCausalLM`` and ``Qwen3ForCausalLM`` (RMSNorm, RoPE
-default or scaled as ``rope_scaling`` says (:mod:`relax_vk.frontends.rope_scaling`), grouped-query attention, SwiGLU, Qwen3's per-head q/k RMSNorm, tied or separate
-output embeddings, optional attention and MLP biases; Qwen2 and Mistral too). Weights are read from safetensors (float32, float16 or
-bfloat16) without ``transformers`` or ``torch``. What the converter does not know (another
-architecture, LongRoPE, a cache bound past a sliding window) is an :class:`~relax_vk.core.errors.UnsupportedError`
-naming the field.
+The math follows ``transformers``' ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` and
+``Gemma3ForCausalLM`` (RMSNorm, RoPE default or scaled as ``rope_scaling`` says
+(:mod:`relax_vk.frontends.rope_scaling`), grouped-query attention, SwiGLU or Gemma's tanh-GELU gate,
+Qwen3's and Gemma's per-head q/k RMSNorm, tied or separate output embeddings, optional attention and
+MLP biases; Qwen2 and Mistral too). Sliding-window layers mask the cache to their window (the cache
+is held at its bound either way). Weights are read from safetensors (float32, float16 or bfloat16)
+without ``transformers`` or ``torch``. What the converter does not know (another architecture,
+LongRoPE, logit soft-capping, a checkpoint weight the program would not read) is an
+:class:`~relax_vk.core.errors.UnsupportedError` naming the field or the weight.
 """
 
 from __future__ import annotations
@@ -67,9 +70,14 @@ MIN_BINDING_BYTES = 1 << 27
 #: 155 MB, is held in parts that the gather and the head read)
 INT4_PART_BYTES = MIN_BINDING_BYTES
 
-#: Mistral is Llama's architecture without biases (its sliding window: ``DecoderConfig.sliding_window``)
-_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2"}
-_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}
+#: Mistral is Llama's architecture without biases (its sliding window: ``DecoderConfig.sliding_window``);
+#: Gemma 3 adds one to its norms' weights, scales its embeddings, normalizes each sublayer's output
+#: too and gates its MLP with tanh-GELU
+_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2",
+                  "Gemma3ForCausalLM": "gemma3"}  # fmt: skip
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "gemma3_text": "gemma3"}
+#: what each architecture's o_proj and MLP take of ``attention_bias`` / ``mlp_bias`` (transformers 4.57)
+_OUTPUT_BIAS = {"llama", "qwen3", "gemma3"}
 
 
 def eos_token_ids(path: str) -> List[int]:
@@ -88,6 +96,31 @@ def eos_token_ids(path: str) -> List[int]:
     return []
 
 
+def _sliding_layers(c: dict, arch: str, layers: int, where: str) -> Tuple[Optional[int], tuple]:
+    """``(window, the layers that attend through it)`` as transformers 4.57 reads a config: its
+    ``layer_types`` where written, else Mistral's window on every layer, Qwen's on the layers from
+    ``max_window_layers`` on (with ``use_sliding_window``) and Gemma 3's on all but every
+    ``sliding_window_pattern``-th."""
+    window = c.get("sliding_window")
+    if "layer_types" in c and c["layer_types"] is not None:
+        types = list(c["layer_types"])
+        if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
+            raise UnsupportedError(f"{where}: layer_types {types} (one of sliding_attention or full_attention a layer)")
+        sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    elif arch == "llama":
+        sliding = tuple(range(layers))
+    elif arch == "gemma3":
+        pattern = int(c.get("sliding_window_pattern") or c.get("_sliding_window_pattern") or 6)
+        sliding = tuple(i for i in range(layers) if (i + 1) % pattern)
+    else:
+        sliding = tuple(range(int(c.get("max_window_layers", layers)), layers)) if c.get("use_sliding_window") else ()
+    if window is None or not sliding:
+        return None, ()
+    if int(window) < 1:
+        raise UnsupportedError(f"{where}: sliding_window {window} (at least 1)")
+    return int(window), sliding
+
+
 def _hashable(value):
     """A config value as a frozen dataclass field can hold it (lists as tuples)."""
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -97,7 +130,7 @@ def _hashable(value):
 class DecoderConfig:
     """What the program needs of a checkpoint's ``config.json``."""
 
-    architecture: str  # "llama", "qwen2" or "qwen3"
+    architecture: str  # "llama", "qwen2", "qwen3" or "gemma3"
     hidden: int
     intermediate: int
     layers: int
@@ -113,22 +146,37 @@ class DecoderConfig:
     max_positions: int
     #: ``rope_scaling`` as sorted (key, value) pairs (:mod:`relax_vk.frontends.rope_scaling`); () for none
     rope_scaling: tuple = ()
-    #: the attention window (Mistral's ``sliding_window``, Qwen's with ``use_sliding_window``); None: none
+    #: the attention window of the layers in ``sliding_layers`` (each query attends to the last
+    #: ``sliding_window`` positions, its own included); None: none
     sliding_window: Optional[int] = None
+    sliding_layers: tuple = ()
+    #: "silu" (SwiGLU) or "gelu_tanh" (Gemma's GeGLU, transformers' ``gelu_pytorch_tanh``)
+    activation: str = "silu"
+    #: Gemma: norms multiply by ``1 + weight``, embeddings by ``sqrt(hidden)``, each sublayer's output
+    #: is normalized before the residual add, the scores scale by ``query_pre_attn_scalar ** -0.5``
+    #: (``query_scale``: that over ``head_dim ** -0.5``) and sliding layers rotate by their own theta
+    norm_offset: float = 0.0
+    embed_scale: float = 1.0
+    sandwich_norms: bool = False
+    query_scale: float = 1.0
+    local_rope_theta: Optional[float] = None
 
-    def rotary_frequencies(self):
-        """``(inv_freq [head_dim / 2] float32, attention factor)`` of this config's RoPE."""
+    def rotary_frequencies(self, local: bool = False):
+        """``(inv_freq [head_dim / 2] float32, attention factor)`` of this config's RoPE (``local``:
+        of its sliding layers, where they have a theta of their own, unscaled as transformers does)."""
+        if local and self.local_rope_theta is not None:
+            return rotary_frequencies(self.head_dim, self.local_rope_theta, None, self.max_positions)
         return rotary_frequencies(self.head_dim, self.rope_theta, dict(self.rope_scaling) or None, self.max_positions)
 
     @property
     def output_bias(self) -> bool:
-        """Llama's ``attention_bias`` covers o_proj too; Qwen2's covers q/k/v only."""
-        return self.attention_bias and self.architecture == "llama"
+        """Llama's, Qwen3's and Gemma's ``attention_bias`` cover o_proj too; Qwen2's covers q/k/v only."""
+        return self.attention_bias and self.architecture in _OUTPUT_BIAS
 
     @property
     def qk_norm(self) -> bool:
-        """Qwen3's RMSNorm over each head of q and k."""
-        return self.architecture == "qwen3"
+        """Qwen3's and Gemma 3's RMSNorm over each head of q and k."""
+        return self.architecture in ("qwen3", "gemma3")
 
     @classmethod
     def from_dict(cls, c: dict, where: str = "config.json") -> "DecoderConfig":
@@ -142,11 +190,17 @@ class DecoderConfig:
         if scaling is not None and not isinstance(scaling, dict):
             raise UnsupportedError(f"{where}: rope_scaling {scaling!r} is not a mapping")
         check_rope(scaling, float(c.get("partial_rotary_factor") or 1.0), where)
-        # a window attends to the last `sliding_window` tokens: the same attention as a full one for
-        # every cache bound up to the window (build_decoder refuses a longer bound)
-        window = c.get("sliding_window") if (c.get("use_sliding_window") or (arch == "llama" and "use_sliding_window" not in c)) else None
-        if c.get("hidden_act", "silu") != "silu":
-            raise UnsupportedError(f"{where}: hidden_act {c.get('hidden_act')!r} (SwiGLU with silu is supported)")
+        layers = int(c["num_hidden_layers"])
+        window, sliding = _sliding_layers(c, arch, layers, where)
+        gemma = arch == "gemma3"
+        act = c.get("hidden_activation", "gelu_pytorch_tanh") if gemma else c.get("hidden_act", "silu")
+        if act not in ("silu", "gelu_pytorch_tanh"):
+            raise UnsupportedError(f"{where}: hidden_act {act!r} (gated MLPs with silu or gelu_pytorch_tanh are supported)")
+        for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if c.get(key) is not None:
+                raise UnsupportedError(f"{where}: {key} {c[key]} is not supported")
+        if c.get("use_bidirectional_attention"):
+            raise UnsupportedError(f"{where}: use_bidirectional_attention is not supported (a causal decoder is)")
         heads = int(c["num_attention_heads"])
         kv_heads = int(c.get("num_key_value_heads") or heads)
         if heads % kv_heads:
@@ -155,12 +209,18 @@ class DecoderConfig:
         if head_dim % 2:
             raise UnsupportedError(f"{where}: head_dim {head_dim} is odd (RoPE rotates pairs)")
         bias = bool(c.get("attention_bias", arch == "qwen2"))
-        return cls(arch, int(c["hidden_size"]), int(c["intermediate_size"]), int(c["num_hidden_layers"]), heads, kv_heads, head_dim,
+        hidden = int(c["hidden_size"])
+        gemma_fields = dict(activation="gelu_tanh", norm_offset=1.0, embed_scale=hidden**0.5, sandwich_norms=True,
+                            query_scale=(head_dim / float(c.get("query_pre_attn_scalar", 256))) ** 0.5,
+                            local_rope_theta=float(c.get("rope_local_base_freq", 10000.0))) if gemma else dict(activation="silu")  # fmt: skip
+        if gemma and act != "gelu_pytorch_tanh":
+            gemma_fields["activation"] = "silu"
+        return cls(arch, hidden, int(c["intermediate_size"]), layers, heads, kv_heads, head_dim,
                    int(c["vocab_size"]), float(c.get("rms_norm_eps", 1e-6)), float(c.get("rope_theta", 10000.0)),
-                   bool(c.get("tie_word_embeddings", False)), bias, bool(c.get("mlp_bias", False)),
+                   bool(c.get("tie_word_embeddings", gemma)), bias, bool(c.get("mlp_bias", False)) and arch == "llama",
                    int(c.get("max_position_embeddings", 2048)),
                    tuple(sorted((str(k), _hashable(v)) for k, v in (scaling or {}).items())),
-                   int(window) if window else None)  # fmt: skip
+                   window, sliding, **gemma_fields)  # fmt: skip
 
     @classmethod
     def from_dir(cls, path: str) -> "DecoderConfig":
@@ -232,6 +292,7 @@ class DecoderProgram:
 class _Weights:
     def __init__(self, weights: Dict[str, np.ndarray], where: str):
         self.weights, self.where, self.used = dict(weights), where, set()  # (a copy: join adds to it)
+        self.checkpoint = frozenset(weights)
         self._packed: Dict[Tuple[str, str], tuple] = {}
 
     def array(self, name: str, shape: Tuple[int, ...]) -> np.ndarray:
@@ -243,6 +304,15 @@ class _Weights:
             raise ModelLoadError(f"{self.where}: weight {name} is {list(w.shape)}, the config gives {list(shape)}")
         self.used.add(name)
         return w
+
+    def check_all_used(self) -> None:
+        """A checkpoint weight the program does not read is a layer this converter does not know (a
+        bias the architecture has, say): refused by name, never dropped (RoPE's saved frequencies,
+        which the program computes, excepted)."""
+        unused = sorted(n for n in self.checkpoint if n not in self.used and not n.endswith("rotary_emb.inv_freq"))
+        if unused:
+            more = f" and {len(unused) - 3} more" if len(unused) > 3 else ""
+            raise UnsupportedError(f"{self.where}: the checkpoint has weights this architecture does not read: {', '.join(unused[:3])}{more}")
 
     def join(self, names: List[str], joined: str, shapes: List[Tuple[int, ...]]) -> None:
         """``joined`` (a name of no checkpoint) for the checkpoint's ``names`` side by side along their
@@ -304,9 +374,6 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
         raise ValueError(f"max_prompt {max_prompt} must lie in 1..max_len ({max_len})")
     if max_len > config.max_positions:
         raise ValueError(f"max_len {max_len} is past the model's max_position_embeddings ({config.max_positions})")
-    if config.sliding_window is not None and max_len > config.sliding_window:
-        raise UnsupportedError(f"{where}: max_len {max_len} is past the model's sliding_window ({config.sliding_window}); "
-                               "sliding-window attention runs with a cache bound up to the window")  # fmt: skip
     c, w = config, _Weights(weights, where)
     S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
     kv, hd, g = c.kv_heads, c.head_dim, c.heads // c.kv_heads
@@ -333,16 +400,20 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             def cast(x, to):
                 return x if x.ty.dtype == to else e(R.astype(x, to))
 
+            def norm_weight(name, size, scale=1.0, to="float32"):  # (Gemma's norms multiply by 1 + weight)
+                weight = w.array(name, (size,)).astype(np.float32)
+                return relax.const(((weight + np.float32(c.norm_offset)) * np.float32(scale)).astype(to), to)
+
             def rms_norm(x, name, size):
                 op[0] = name.rsplit(".weight", 1)[0]
                 if dtype == "float32":
-                    return e(R.nn.rms_norm(x, w(name, (size,)), axes=[-1], epsilon=c.rms_eps))
+                    return e(R.nn.rms_norm(x, norm_weight(name, size), axes=[-1], epsilon=c.rms_eps))
                 # transformers: normalized in float32, rounded, then times the float16 weight. TOPI's
                 # rms_norm of a float16 x computes in float32 and rounds once (its weight of ones
                 # changes nothing), so the norm reads x as it is. A cast of x to float32 would be a
                 # kernel of its own: FuseOps fuses no producer into a reduction with a tail
                 unit = relax.const(np.ones(size, np.float16))
-                return e(R.multiply(e(R.nn.rms_norm(x, unit, axes=[-1], epsilon=c.rms_eps)), w(name, (size,), dtype=dtype)))
+                return e(R.multiply(e(R.nn.rms_norm(x, unit, axes=[-1], epsilon=c.rms_eps)), norm_weight(name, size, to=dtype)))
 
             def packed_matmul(x, name, n_in, n_out, out_dtype):  # x @ W.T with W 4-bit, summed in float32
                 outs = [e(bb.call_te(lambda X, Bq, Sq, f=fmt: f.matmul(X, Bq, Sq, out_dtype=out_dtype), x, B, scales, primfunc_name_hint="matmul_int4"))
@@ -373,7 +444,8 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 if quantize:
                     packed = [w.packed(f"{name}.{which}_proj.weight", (n_out, n_in), dtype) for which in ("gate", "up")]
                     if any(len(parts) != 1 for parts in packed):  # (a layer past one buffer binding: two products)
-                        gate = e(R.nn.silu(linear(x, f"{name}.gate_proj", n_in, n_out, bias)))
+                        activation = R.nn.silu if c.activation == "silu" else R.nn.gelu_tanh
+                        gate = e(activation(linear(x, f"{name}.gate_proj", n_in, n_out, bias)))
                         return e(R.multiply(gate, linear(x, f"{name}.up_proj", n_in, n_out, bias)))
                     formats = [parts[0][0] for parts in packed]
                     weights = [t for parts in packed for t in parts[0][2:]]
@@ -382,7 +454,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                     weights = [w(f"{name}.{which}_proj.weight", (n_out, n_in), dtype=dtype) for which in ("gate", "up")]
                 if bias:
                     weights += [w(f"{name}.{which}_proj.bias", (n_out,)) for which in ("gate", "up")]
-                out = e(bb.call_te(_gate_up(n_in, n_out, dtype, formats, bias), x, *weights, primfunc_name_hint="gate_up"))
+                out = e(bb.call_te(_gate_up(n_in, n_out, dtype, formats, bias, c.activation), x, *weights, primfunc_name_hint="gate_up"))
                 op[0] = f"{name}.act"
                 return out
 
@@ -400,6 +472,8 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 x = e(R.permute_dims(e(R.take(head, e(R.reshape(ids, (S,))), axis=1, mode="clip")), [1, 0]))  # [S, H]
             else:
                 x = e(R.take(w(table, (c.vocab, c.hidden), dtype=dtype), e(R.reshape(ids, (S,))), axis=0, mode="clip"))
+            if c.embed_scale != 1.0:  # (Gemma: the rows times sqrt(hidden), the factor rounded to the weights' dtype first)
+                x = e(R.multiply(x, relax.const(np.array(c.embed_scale, np.float32).astype(dtype), dtype)))
             # positions T-S .. T-1 and cache rows 0 .. T-1, from tensors alone (TVM's FuseTIR cannot fuse an
             # arange whose bounds are scalar arguments): every size comes from a buffer's shape
             op[0] = "model.positions"  # (RoPE's angles, the cache rows, the causal mask)
@@ -408,19 +482,33 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             pos = e(R.strided_slice(rows, axes=[0], begin=[T - S], end=[T], assume_inbound=True))  # [S]: T-S .. T-1
             first = e(R.strided_slice(pos, axes=[0], begin=[0], end=[1], assume_inbound=True))  # [1]: T-S
             last = e(R.strided_slice(tokens, axes=[0], begin=[S - 1], end=[S], assume_inbound=True))  # [1]: S-1
-            inv_freq, attention_factor = c.rotary_frequencies()  # (scaled RoPE: its frequencies; YaRN: a factor on cos and sin)
-            freqs = e(R.multiply(e(R.reshape(e(R.astype(pos, "float32")), (S, 1))), relax.const(inv_freq.reshape(1, hd // 2).astype(np.float32))))
-            angles = e(R.concat([freqs, freqs], axis=1))  # [S, D]
-            cos, sin = e(R.cos(angles)), e(R.sin(angles))
-            if attention_factor != 1.0:
-                factor = relax.const(np.float32(attention_factor), "float32")
-                cos, sin = e(R.multiply(cos, factor)), e(R.multiply(sin, factor))
-            cos, sin = e(R.reshape(cast(cos, dtype), (S, 1, hd))), e(R.reshape(cast(sin, dtype), (S, 1, hd)))
+            position = e(R.reshape(e(R.astype(pos, "float32")), (S, 1)))
+
+            def rotation(local):  # (cos, sin) [S, 1, D] of the layers' RoPE
+                inv_freq, attention_factor = c.rotary_frequencies(local)  # (scaled RoPE: its frequencies; YaRN: a factor on cos and sin)
+                freqs = e(R.multiply(position, relax.const(inv_freq.reshape(1, hd // 2).astype(np.float32))))
+                angles = e(R.concat([freqs, freqs], axis=1))  # [S, D]
+                cos, sin = e(R.cos(angles)), e(R.sin(angles))
+                if attention_factor != 1.0:
+                    factor = relax.const(np.float32(attention_factor), "float32")
+                    cos, sin = e(R.multiply(cos, factor)), e(R.multiply(sin, factor))
+                return e(R.reshape(cast(cos, dtype), (S, 1, hd))), e(R.reshape(cast(sin, dtype), (S, 1, hd)))
+
+            rotations = {False: rotation(False)}
+            if c.sliding_layers and c.local_rope_theta is not None:
+                rotations[True] = rotation(True)
             # cache row j holds position j; this call's token s sits at row T-S+s: rel = j - (T-S)
-            rel = e(R.subtract(rows, first))  # [T]
-            causal = e(R.less_equal(e(R.reshape(rel, (1, T))), e(R.reshape(tokens, (S, 1)))))
+            rel = e(R.reshape(e(R.subtract(rows, first)), (1, T)))  # [1, T]
+            query = e(R.reshape(tokens, (S, 1)))  # [S, 1]
+            causal = e(R.less_equal(rel, query))
             attend = e(R.logical_and(causal, e(R.not_equal(mask, relax.const(0, "int64")))))  # [S, T]
             bias = e(R.where(attend, relax.const(0.0, "float32"), relax.const(MASKED, "float32")))  # [S, T]: added to the scores
+            biases = {False: bias}
+            if c.sliding_layers and c.sliding_window < max_len:  # (a window no shorter than the cache masks nothing more)
+                # a sliding layer's query at position p attends to positions p - window + 1 .. p:
+                # rel > s - window, transformers' sliding_window_overlay
+                near = e(R.greater(rel, e(R.subtract(query, relax.const(c.sliding_window, "int32")))))
+                biases[True] = e(R.where(e(R.logical_and(attend, near)), relax.const(0.0, "float32"), relax.const(MASKED, "float32")))
             attention = Attention(c.heads, kv, hd, max_len, dtype)
             in_one_pass = one_pass(attention, max_prompt)  # (a long prompt bound: the parts folded in sequence, no partial sums)
             if in_one_pass:
@@ -433,6 +521,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             outputs = []
             for i in range(c.layers):
                 p = f"model.layers.{i}"
+                sliding = i in c.sliding_layers
+                cos, sin = rotations[sliding and True in rotations]
+                layer_bias = biases[sliding and True in biases]
                 h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
                 # q, k and v in one product, [S, (H + 2 KV)*D]: q's columns, then k's, then v's
                 sizes = {"q": c.heads * hd, "k": kv * hd, "v": kv * hd}
@@ -443,7 +534,10 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # (Qwen3's per-head q/k norms and) RoPE, q's heads and k's, and v handed on as a
                 # tensor of its own: one kernel (relax_vk.schedules.rotary)
                 op[0] = f"{p}.self_attn.rotary"
-                norms = [w(f"{p}.self_attn.{which}_norm.weight", (hd,), dtype=dtype) for which in "qk"] if c.qk_norm else []
+                # (Gemma's score scale, query_pre_attn_scalar ** -0.5 where the kernel takes head_dim ** -0.5,
+                # rides on q's norm: RoPE is linear, so it commutes)
+                norms = [norm_weight(f"{p}.self_attn.{which}_norm.weight", hd, c.query_scale if which == "q" else 1.0, dtype)
+                         for which in "qk"] if c.qk_norm else []  # fmt: skip
                 rotated = e(relax.call_tir(rotary, [qkv, cos, sin] + norms,
                                            out_ty=[relax.TensorType((S, c.heads * hd), dtype)] + [relax.TensorType((S, kv * hd), dtype)] * 2))  # fmt: skip
                 q = e(relax.TupleGetItem(rotated, 0))
@@ -455,7 +549,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # call's, read where they lie (no [T, KV*D] copy of the keys or values), in parts of
                 # the keys, folded in sequence by one kernel or found side by side and then combined
                 # (relax_vk.schedules.decode_attention)
-                operands = [q, pasts[2 * i], new_k, pasts[2 * i + 1], v, bias]
+                operands = [q, pasts[2 * i], new_k, pasts[2 * i + 1], v, layer_bias]
                 if in_one_pass:
                     attn = e(relax.call_tir(attention_one, operands, out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]
                 else:
@@ -465,11 +559,15 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                     attn = e(relax.call_tir(attention_combine, [e(relax.TupleGetItem(found, j)) for j in range(3)],
                                             out_ty=relax.TensorType((S, c.heads * hd), dtype)))  # [S, H*D]  # fmt: skip
                 out = linear(attn, f"{p}.self_attn.o_proj", c.heads * hd, c.hidden, c.output_bias)
+                if c.sandwich_norms:  # (Gemma: each sublayer's output normalized before the residual add)
+                    out = rms_norm(out, f"{p}.post_attention_layernorm.weight", c.hidden)
                 op[0] = f"{p}.residual_attn"
                 x = e(R.add(x, out))
-                h = rms_norm(x, f"{p}.post_attention_layernorm.weight", c.hidden)
-                act = gated_mlp(h, f"{p}.mlp", c.hidden, c.intermediate, c.mlp_bias)  # silu(gate) * up
+                h = rms_norm(x, f"{p}.{'pre_feedforward' if c.sandwich_norms else 'post_attention'}_layernorm.weight", c.hidden)
+                act = gated_mlp(h, f"{p}.mlp", c.hidden, c.intermediate, c.mlp_bias)  # act(gate) * up
                 down = linear(act, f"{p}.mlp.down_proj", c.intermediate, c.hidden, c.mlp_bias)
+                if c.sandwich_norms:
+                    down = rms_norm(down, f"{p}.post_feedforward_layernorm.weight", c.hidden)
                 op[0] = f"{p}.residual_mlp"
                 x = e(R.add(x, down))
             if logits == "last":  # (the head, the largest matmul, on one row)
@@ -486,13 +584,15 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             result = bb.emit_output(relax.Tuple([scores] + outputs))
         bb.emit_func_output(result)
     mod = bb.get()
+    w.check_all_used()
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
     mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
 
 
-def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]], bias: bool):
-    """The TE of a gated MLP's first half, ``silu(x @ G + bg) * (x @ U + bu)`` (``x`` ``[S, K]``;
+def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]], bias: bool, activation: str = "silu"):
+    """The TE of a gated MLP's first half, ``act(x @ G + bg) * (x @ U + bu)`` (``act``: silu, or
+    ``gelu_tanh``, transformers' ``gelu_pytorch_tanh``; ``x`` ``[S, K]``;
     ``G``, ``U`` float ``[N, K]`` (the checkpoint's layout), or 4-bit blocks of ``formats``; the
     biases when ``bias``): the two sums are one pair reduction, so that one kernel reads ``x`` once
     for both and its epilogue holds a gate and its up side by side. Each product rounds to
@@ -520,6 +620,9 @@ def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]
             if bias:
                 g, u = g + biases[0][n].astype("float32"), u + biases[1][n].astype("float32")
             g, u = g.astype(dtype), u.astype(dtype)
+            if activation == "gelu_tanh":  # 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3)))
+                inner = tirx.const(0.7978845608028654, dtype) * (g + tirx.const(0.044715, dtype) * g * g * g)
+                return tirx.const(0.5, dtype) * g * (tirx.const(1.0, dtype) + tirx.tanh(inner)) * u
             return g * tirx.sigmoid(g) * u
 
         return te.compute((S, tirx.const(N, index)), swiglu, name="swiglu")
