@@ -326,7 +326,13 @@ SCALED = {
 PLAIN = {"mistral": {"sliding_window": 4096}, "gemma3": {"sliding_window": 4096}}
 
 
-@pytest.mark.parametrize("kind", sorted(SCALED))
+#: `make test` runs YaRN (scaled frequencies and a factor on cos and sin) and Gemma 3 (sliding layers
+#: beside full ones) end to end; the other kinds differ from them in constants, which
+#: tests/frontends/test_rope_scaling.py checks against transformers' own
+SCALED_IN_FULL = {"llama3", "linear", "mistral"}
+
+
+@pytest.mark.parametrize("kind", marked_full_only(sorted(SCALED), SCALED_IN_FULL, "their frequencies and layers: test_rope_scaling.py"))
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
 @pytest.mark.one_api("target")
 def test_scaled_rope_sliding_windows_and_gemma_equal_transformers(kind, target, device, request, tmp_path):

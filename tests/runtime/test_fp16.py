@@ -21,11 +21,15 @@ def zoo():
     from relax_vk.frontends import from_torch
     from relax_vk.zoo import build_zoo_model
 
-    out = {}
-    for name in ("resnet18", "mobilenet_v2"):
-        model, x = build_zoo_model(name)
-        out[name] = (from_torch(model, (x,)), x.numpy(), model(x).detach().numpy())
-    return out
+    made = {}
+
+    def get(name):  # (each imported at its first use: `make test` runs one of the two)
+        if name not in made:
+            model, x = build_zoo_model(name)
+            made[name] = (from_torch(model, (x,)), x.numpy(), model(x).detach().numpy())
+        return made[name]
+
+    return get
 
 
 def test_precision_is_checked():
@@ -42,7 +46,7 @@ def test_precision_is_checked():
                                                             marks=pytest.mark.full_only("test_half_arithmetic.py"))])  # fmt: skip
 def test_classifiers_agree_with_float32_within_the_fp16_bound(zoo, name, api, device, request):
     request.getfixturevalue(device)
-    mod, x, reference = zoo[name]
+    mod, x, reference = zoo(name)
     half = relax_vk.build(mod, api, options=ScopeOptions(precision="fp16")).artifact()
     textures = [t for t in half.program["tensors"] if t["image"]]
     assert textures and all(t["texel"] == "float16" and t["dtype"] == "float32" for t in textures)
