@@ -1,4 +1,4 @@
-"""Hugging Face decoder front door: a Llama-, Qwen3- or Gemma-3-style checkpoint directory (``config.json`` and
+"""Hugging Face decoder front door: a Llama-, Qwen3-, Gemma-3- or Phi-3-style checkpoint directory (``config.json`` and
 safetensors) as one Relax program that serves prefill and token-by-token decode, its key/value cache
 kept on the device between runs.
 
@@ -19,11 +19,12 @@ The program (``main``)::
   crosses to the host, and the cache is held once.
 * Attention reads rows ``0..T-S-1`` of the cache and this call's keys, causally masked.
 
-The math follows ``transformers``' ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` and
-``Gemma3ForCausalLM`` (RMSNorm, RoPE default or scaled as ``rope_scaling`` says
-(:mod:`relax_vk.frontends.rope_scaling`), grouped-query attention, SwiGLU or Gemma's tanh-GELU gate,
+The math follows ``transformers``' ``LlamaForCausalLM``, ``Qwen3ForCausalLM``,
+``Gemma3ForCausalLM`` and ``Phi3ForCausalLM`` (RMSNorm, RoPE default or scaled as ``rope_scaling``
+says (:mod:`relax_vk.frontends.rope_scaling`), over whole heads or Phi's first
+``partial_rotary_factor`` of them, grouped-query attention, SwiGLU or Gemma's tanh-GELU gate,
 Qwen3's and Gemma's per-head q/k RMSNorm, tied or separate output embeddings, optional attention and
-MLP biases; Qwen2 and Mistral too). Sliding-window layers mask the cache to their window (the cache
+MLP biases, Phi's fused q/k/v and gate/up weights; Qwen2 and Mistral too). Sliding-window layers mask the cache to their window (the cache
 is held at its bound either way). Weights are read from safetensors (float32, float16 or bfloat16)
 without ``transformers`` or ``torch``. What the converter does not know (another architecture,
 LongRoPE, logit soft-capping, a checkpoint weight the program would not read) is an
@@ -73,9 +74,12 @@ INT4_PART_BYTES = MIN_BINDING_BYTES
 #: Mistral is Llama's architecture without biases (its sliding window: ``DecoderConfig.sliding_window``);
 #: Gemma 3 adds one to its norms' weights, scales its embeddings, normalizes each sublayer's output
 #: too and gates its MLP with tanh-GELU
+#: Phi-3 is Llama's math with q, k and v in one weight and gate and up in another (``_unfused``)
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2",
-                  "Gemma3ForCausalLM": "gemma3"}  # fmt: skip
-_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "gemma3_text": "gemma3"}
+                  "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3"}  # fmt: skip
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "gemma3_text": "gemma3", "phi3": "phi3"}
+#: the architectures whose attention honours ``partial_rotary_factor`` (transformers 4.57)
+_PARTIAL_ROTARY = {"phi3"}
 #: what each architecture's o_proj and MLP take of ``attention_bias`` / ``mlp_bias`` (transformers 4.57)
 _OUTPUT_BIAS = {"llama", "qwen3", "gemma3"}
 
@@ -107,7 +111,7 @@ def _sliding_layers(c: dict, arch: str, layers: int, where: str) -> Tuple[Option
         if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
             raise UnsupportedError(f"{where}: layer_types {types} (one of sliding_attention or full_attention a layer)")
         sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
-    elif arch == "llama":
+    elif arch in ("llama", "phi3"):
         sliding = tuple(range(layers))
     elif arch == "gemma3":
         pattern = int(c.get("sliding_window_pattern") or c.get("_sliding_window_pattern") or 6)
@@ -130,7 +134,7 @@ def _hashable(value):
 class DecoderConfig:
     """What the program needs of a checkpoint's ``config.json``."""
 
-    architecture: str  # "llama", "qwen2", "qwen3" or "gemma3"
+    architecture: str  # "llama", "qwen2", "qwen3", "gemma3" or "phi3"
     hidden: int
     intermediate: int
     layers: int
@@ -160,13 +164,32 @@ class DecoderConfig:
     sandwich_norms: bool = False
     query_scale: float = 1.0
     local_rope_theta: Optional[float] = None
+    #: the values of a head RoPE rotates, the first ones (``partial_rotary_factor`` times
+    #: ``head_dim``); None: all of them
+    rotary_dim: Optional[int] = None
+    #: ``original_max_position_embeddings`` (Phi-3's; longrope's short factors hold up to it)
+    original_max_positions: Optional[int] = None
+
+    @property
+    def rotary(self) -> int:
+        """The values of each head that RoPE rotates."""
+        return self.head_dim if self.rotary_dim is None else self.rotary_dim
+
+    @property
+    def position_bound(self) -> int:
+        """The most positions a cache may hold: ``max_position_embeddings``, and for longrope with
+        an ``original_max_position_embeddings`` that (past it transformers rotates new tokens by
+        the long factors and keeps the cached ones: a history this program does not follow)."""
+        if dict(self.rope_scaling).get("rope_type", dict(self.rope_scaling).get("type")) == "longrope" and self.original_max_positions:
+            return min(self.max_positions, self.original_max_positions)
+        return self.max_positions
 
     def rotary_frequencies(self, local: bool = False):
-        """``(inv_freq [head_dim / 2] float32, attention factor)`` of this config's RoPE (``local``:
+        """``(inv_freq [rotary / 2] float32, attention factor)`` of this config's RoPE (``local``:
         of its sliding layers, where they have a theta of their own, unscaled as transformers does)."""
         if local and self.local_rope_theta is not None:
-            return rotary_frequencies(self.head_dim, self.local_rope_theta, None, self.max_positions)
-        return rotary_frequencies(self.head_dim, self.rope_theta, dict(self.rope_scaling) or None, self.max_positions)
+            return rotary_frequencies(self.rotary, self.local_rope_theta, None, self.max_positions)
+        return rotary_frequencies(self.rotary, self.rope_theta, dict(self.rope_scaling) or None, self.max_positions, self.original_max_positions)
 
     @property
     def output_bias(self) -> bool:
@@ -189,7 +212,6 @@ class DecoderConfig:
         scaling = c.get("rope_scaling") or None
         if scaling is not None and not isinstance(scaling, dict):
             raise UnsupportedError(f"{where}: rope_scaling {scaling!r} is not a mapping")
-        check_rope(scaling, float(c.get("partial_rotary_factor") or 1.0), where)
         layers = int(c["num_hidden_layers"])
         window, sliding = _sliding_layers(c, arch, layers, where)
         gemma = arch == "gemma3"
@@ -208,6 +230,15 @@ class DecoderConfig:
         head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
         if head_dim % 2:
             raise UnsupportedError(f"{where}: head_dim {head_dim} is odd (RoPE rotates pairs)")
+        partial = float(c.get("partial_rotary_factor") or 1.0)
+        rotary = int(head_dim * partial)  # (transformers' rotary_ndims)
+        if partial != 1.0 and arch not in _PARTIAL_ROTARY:
+            raise UnsupportedError(f"{where}: partial_rotary_factor {partial}: transformers' {arch} rotates whole heads "
+                                   f"(partial RoPE is {', '.join(sorted(_PARTIAL_ROTARY))}'s)")  # fmt: skip
+        if not 0.0 < partial <= 1.0 or rotary < 2 or rotary % 2:
+            raise UnsupportedError(f"{where}: partial_rotary_factor {partial} rotates {rotary} of a head's {head_dim} values "
+                                   "(an even number, at least 2, is supported)")  # fmt: skip
+        check_rope(scaling, rotary, where)
         bias = bool(c.get("attention_bias", arch == "qwen2"))
         hidden = int(c["hidden_size"])
         gemma_fields = dict(activation="gelu_tanh", norm_offset=1.0, embed_scale=hidden**0.5, sandwich_norms=True,
@@ -220,7 +251,8 @@ class DecoderConfig:
                    bool(c.get("tie_word_embeddings", gemma)), bias, bool(c.get("mlp_bias", False)) and arch == "llama",
                    int(c.get("max_position_embeddings", 2048)),
                    tuple(sorted((str(k), _hashable(v)) for k, v in (scaling or {}).items())),
-                   window, sliding, **gemma_fields)  # fmt: skip
+                   window, sliding, **gemma_fields, rotary_dim=rotary if rotary != head_dim else None,
+                   original_max_positions=int(c["original_max_position_embeddings"]) if c.get("original_max_position_embeddings") else None)  # fmt: skip
 
     @classmethod
     def from_dir(cls, path: str) -> "DecoderConfig":
@@ -374,7 +406,10 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
         raise ValueError(f"max_prompt {max_prompt} must lie in 1..max_len ({max_len})")
     if max_len > config.max_positions:
         raise ValueError(f"max_len {max_len} is past the model's max_position_embeddings ({config.max_positions})")
-    c, w = config, _Weights(weights, where)
+    if max_len > config.position_bound:
+        raise UnsupportedError(f"{where}: max_len {max_len} is past original_max_position_embeddings ({config.position_bound}), where "
+                               "longrope's long factors take over for new tokens only; a cache bound up to it is supported")  # fmt: skip
+    c, w = config, _Weights(_unfused(config, weights), where)
     S, T = tirx.Var("S", "int64"), tirx.Var("T", "int64")
     kv, hd, g = c.kv_heads, c.head_dim, c.heads // c.kv_heads
     R = relax.op
@@ -486,11 +521,15 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
 
             def rotation(local):  # (cos, sin) [S, 1, D] of the layers' RoPE
                 inv_freq, attention_factor = c.rotary_frequencies(local)  # (scaled RoPE: its frequencies; YaRN: a factor on cos and sin)
+                # (partial RoPE: the kernel's pairs (i, i + D/2) past the rotary ones turn by angle 0,
+                # cos 1 and sin 0, and the weights put the values that pass unrotated there: _unfused)
+                inv_freq = np.concatenate([inv_freq, np.zeros(hd // 2 - len(inv_freq), np.float32)])
                 freqs = e(R.multiply(position, relax.const(inv_freq.reshape(1, hd // 2).astype(np.float32))))
                 angles = e(R.concat([freqs, freqs], axis=1))  # [S, D]
                 cos, sin = e(R.cos(angles)), e(R.sin(angles))
-                if attention_factor != 1.0:
-                    factor = relax.const(np.float32(attention_factor), "float32")
+                if attention_factor != 1.0:  # (on the rotary values only)
+                    factor = np.where(np.tile(np.arange(hd // 2) < c.rotary // 2, 2), np.float32(attention_factor), np.float32(1.0))
+                    factor = relax.const(factor.reshape(1, hd).astype(np.float32))
                     cos, sin = e(R.multiply(cos, factor)), e(R.multiply(sin, factor))
                 return e(R.reshape(cast(cos, dtype), (S, 1, hd))), e(R.reshape(cast(sin, dtype), (S, 1, hd)))
 
@@ -588,6 +627,50 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
     states = [{"input": f"past_{kind}{i}", "output": 1 + 2 * i + j, "offset": T - S} for i in range(c.layers) for j, kind in enumerate("kv")]
     mod = with_dim_ranges(with_states(record_model_ops(mod, made), states), {"S": (1, max_prompt), "T": (1, max_len)})
     return DecoderProgram(mod, config, max_len, max_prompt)
+
+
+def rotary_order(head_dim: int, rotary: int) -> np.ndarray:
+    """The order of a head's values that puts partial RoPE's pairs where the rotary kernel pairs
+    values, ``(i, i + head_dim / 2)``: transformers rotates pairs ``(i, i + rotary / 2)`` of the
+    first ``rotary`` values and passes the rest; in this order the rotary pairs come first in each
+    half and the passed values after them (new head ``= old head[order]``)."""
+    half, r = head_dim // 2, rotary // 2
+    rest = (head_dim - rotary) // 2
+    return np.concatenate([np.arange(r), rotary + np.arange(rest), r + np.arange(r), rotary + rest + np.arange(rest)])
+
+
+def _unfused(c: DecoderConfig, weights: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """The checkpoint's weights under the names and in the order the program reads: Phi-3's
+    ``qkv_proj`` and ``gate_up_proj`` cut into the q/k/v and gate/up projections (row views, no
+    copy), and with partial RoPE each q and k head's rows (biases, q/k norm weights) in
+    :func:`rotary_order`. Scores are sums over a head's values, so both in one order change
+    nothing; the cache holds the keys in that order."""
+    out = dict(weights)
+    sizes = {"q": c.heads * c.head_dim, "k": c.kv_heads * c.head_dim, "v": c.kv_heads * c.head_dim}
+    for i in range(c.layers):
+        p = f"model.layers.{i}"
+        fused = out.pop(f"{p}.self_attn.qkv_proj.weight", None)
+        if fused is not None:
+            if fused.shape[0] != sum(sizes.values()):
+                raise UnsupportedError(f"{p}.self_attn.qkv_proj.weight is {list(fused.shape)}; the config makes {sum(sizes.values())} rows")
+            for (which, n), start in zip(sizes.items(), np.cumsum([0, sizes["q"], sizes["k"]])):
+                out[f"{p}.self_attn.{which}_proj.weight"] = fused[start : start + n]
+        fused = out.pop(f"{p}.mlp.gate_up_proj.weight", None)
+        if fused is not None:
+            if fused.shape[0] != 2 * c.intermediate:
+                raise UnsupportedError(f"{p}.mlp.gate_up_proj.weight is {list(fused.shape)}; the config makes {2 * c.intermediate} rows")
+            out[f"{p}.mlp.gate_proj.weight"], out[f"{p}.mlp.up_proj.weight"] = fused[: c.intermediate], fused[c.intermediate :]
+        if c.rotary != c.head_dim:
+            order = rotary_order(c.head_dim, c.rotary)
+            for which, heads in (("q", c.heads), ("k", c.kv_heads)):
+                rows = (np.arange(heads)[:, None] * c.head_dim + order[None, :]).reshape(-1)
+                for name in (f"{p}.self_attn.{which}_proj.weight", f"{p}.self_attn.{which}_proj.bias"):
+                    if name in out and out[name].shape[0] == heads * c.head_dim:
+                        out[name] = out[name][rows]
+                norm = f"{p}.self_attn.{which}_norm.weight"
+                if norm in out and out[norm].shape == (c.head_dim,):
+                    out[norm] = out[norm][order]
+    return out
 
 
 def _gate_up(K: int, N: int, dtype: str, formats: Optional[List[BlockwiseFormat]], bias: bool, activation: str = "silu"):

@@ -95,7 +95,7 @@ def _from_checkpoint(path: str, input_shapes, dims, dtype: str, quantize: Option
         raise UnsupportedError(f"{path}: a decoder's input shapes are its dims T and S (--dim T=1:512 --dim S=1:128), not --input-shape")
     ranges = dict(DECODER_DIMS)
     config = DecoderConfig.from_dir(path)
-    ranges["T"] = (1, min(ranges["T"][1], config.max_positions))
+    ranges["T"] = (1, min(ranges["T"][1], config.position_bound))
     for name, bounds in (dims or {}).items():
         lo, hi = bounds[0], bounds[1]
         if name not in ranges or int(lo) != 1 or len(bounds) > 2 and int(bounds[2]) != 1:

@@ -13,10 +13,15 @@ transformers' ``modeling_rope_utils`` (float32, as its ``torch`` code computes i
   factor;
 * ``dynamic`` (dynamic NTK): transformers changes the frequencies only once a sequence passes
   ``max_position_embeddings``; the cache bound never does (``build_decoder`` refuses a longer
-  one), so within it the frequencies are the default ones.
+  one), so within it the frequencies are the default ones;
+* ``longrope`` (Phi-3.5, Phi-4-mini): each frequency divided by its ``short_factor``, and the
+  attention factor. transformers switches to ``long_factor`` once a sequence passes
+  ``original_max_position_embeddings``, for the new tokens only (the cached keys keep their
+  rotation); ``DecoderConfig.position_bound`` holds the cache bound within the short factors.
 
-Anything else (``longrope``, a ``partial_rotary_factor`` below 1) is refused by name:
-:class:`relax_vk.core.errors.UnsupportedError`.
+Every kind rotates the first ``dim`` values of a head (``partial_rotary_factor`` times
+``head_dim``: transformers' ``rotary_ndims``), as transformers computes them. Anything else is
+refused by name: :class:`relax_vk.core.errors.UnsupportedError`.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 from ..core.errors import UnsupportedError
 
 #: the ``rope_type`` values :func:`rotary_frequencies` computes
-SUPPORTED = ("default", "linear", "llama3", "yarn", "dynamic")
+SUPPORTED = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 
 
 def rope_type(scaling: Optional[Mapping]) -> str:
@@ -39,35 +44,60 @@ def rope_type(scaling: Optional[Mapping]) -> str:
     return str(scaling.get("rope_type") or scaling.get("type") or "default")
 
 
-def check(scaling: Optional[Mapping], partial_rotary_factor: float, where: str) -> None:
-    """Refuse, naming the field, what :func:`rotary_frequencies` cannot compute."""
+def check(scaling: Optional[Mapping], dim: int, where: str) -> None:
+    """Refuse, naming the field, what :func:`rotary_frequencies` cannot compute for RoPE over
+    ``dim`` values of a head."""
     kind = rope_type(scaling)
     if kind not in SUPPORTED:
         raise UnsupportedError(f"{where}: rope_scaling {dict(scaling)} is not supported (rope_type one of {', '.join(SUPPORTED)})")
-    if partial_rotary_factor != 1.0:
-        raise UnsupportedError(f"{where}: partial_rotary_factor {partial_rotary_factor} is not supported (RoPE over the whole head)")
     needs = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
-             "yarn": ("factor",), "dynamic": ("factor",)}.get(kind, ())  # fmt: skip
+             "yarn": ("factor",), "dynamic": ("factor",), "longrope": ("short_factor", "long_factor")}.get(kind, ())  # fmt: skip
     missing = [key for key in needs if scaling.get(key) is None]
     if missing:
         raise UnsupportedError(f"{where}: rope_scaling of type {kind!r} lacks {', '.join(missing)}")
+    if kind == "longrope":
+        for key in ("short_factor", "long_factor"):
+            if not isinstance(scaling[key], (list, tuple)) or len(scaling[key]) != dim // 2:
+                raise UnsupportedError(f"{where}: rope_scaling {key} has {len(scaling[key]) if isinstance(scaling[key], (list, tuple)) else 'no'} "
+                                       f"values; the rotary dims ({dim}) take {dim // 2}")  # fmt: skip
     if kind == "llama3" and float(scaling["high_freq_factor"]) == float(scaling["low_freq_factor"]):
         raise UnsupportedError(f"{where}: rope_scaling llama3 with high_freq_factor equal to low_freq_factor divides by zero")
 
 
-def rotary_frequencies(head_dim: int, theta: float, scaling: Optional[Mapping], max_positions: int) -> Tuple[np.ndarray, float]:
-    """``(inv_freq [head_dim / 2] float32, attention factor)`` for a checked ``scaling``
-    (:func:`check`); ``max_positions`` is the config's ``max_position_embeddings``."""
-    inv_freq = (1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim))).astype(np.float32)
+def rotary_frequencies(dim: int, theta: float, scaling: Optional[Mapping], max_positions: int,
+                       original_max_positions: Optional[int] = None) -> Tuple[np.ndarray, float]:
+    """``(inv_freq [dim / 2] float32, attention factor)`` for a checked ``scaling`` (:func:`check`)
+    over ``dim`` rotary values; ``max_positions`` is the config's ``max_position_embeddings`` and
+    ``original_max_positions`` its ``original_max_position_embeddings`` (Phi-3's, longrope's)."""
+    exponents = (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)).astype(np.float32)
+    inv_freq = (1.0 / (theta**exponents)).astype(np.float32)
     kind = rope_type(scaling)
     if kind in ("default", "dynamic"):
         return inv_freq, 1.0
+    if kind == "longrope":
+        return _longrope(exponents, float(theta), scaling, max_positions, original_max_positions)
     factor = float(scaling["factor"])
     if kind == "linear":
         return (inv_freq / np.float32(factor)).astype(np.float32), 1.0
     if kind == "llama3":
         return _llama3(inv_freq, factor, scaling), 1.0
-    return _yarn(head_dim, float(theta), factor, scaling, max_positions)
+    return _yarn(dim, float(theta), factor, scaling, max_positions)
+
+
+def _longrope(exponents: np.ndarray, base: float, scaling: Mapping, max_positions: int, original: Optional[int]) -> Tuple[np.ndarray, float]:
+    """The short factors' frequencies (a sequence within ``original_max_position_embeddings``) and
+    the attention factor, as transformers' ``_compute_longrope_parameters``."""
+    factor = scaling.get("factor")
+    if original:  # (Phi-3: the factor is the ratio of the two lengths)
+        factor = max_positions / original
+    else:
+        original = max_positions
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor is None or float(factor) <= 1.0 else math.sqrt(1 + math.log(float(factor)) / math.log(original))
+    short = np.asarray(scaling["short_factor"], np.float32)
+    pos_freqs = (np.float32(base) ** exponents).astype(np.float32)
+    return (np.float32(1.0) / (short * pos_freqs)).astype(np.float32), float(attention)
 
 
 def _llama3(inv_freq: np.ndarray, factor: float, scaling: Mapping) -> np.ndarray:

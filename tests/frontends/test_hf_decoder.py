@@ -287,10 +287,12 @@ def test_bfloat16_checkpoints_are_read_exactly(tmp_path):
 @pytest.mark.parametrize(
     "change, error, message",
     [
-        ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}}, UnsupportedError,
-         "rope_scaling .* is not supported .*rope_type one of default, linear, llama3, yarn, dynamic"),
+        ({"rope_scaling": {"rope_type": "mrope", "mrope_section": [2, 3, 3]}}, UnsupportedError,
+         "rope_scaling .* is not supported .*rope_type one of default, linear, llama3, yarn, dynamic, longrope"),
+        ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 6, "long_factor": [2.0] * 8}}, UnsupportedError,
+         "rope_scaling short_factor has 6 values; the rotary dims \\(16\\) take 8"),
         ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, UnsupportedError, "of type 'llama3' lacks low_freq_factor, high_freq_factor"),
-        ({"partial_rotary_factor": 0.5}, UnsupportedError, "partial_rotary_factor 0.5"),
+        ({"partial_rotary_factor": 0.5}, UnsupportedError, "partial_rotary_factor 0.5: transformers' llama rotates whole heads"),
         ({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}, UnsupportedError, "relax_vk runs Gemma3ForCausalLM, LlamaForCausalLM, MistralForCausalLM"),
         ({"num_key_value_heads": 3}, UnsupportedError, "4 attention heads are not a multiple of 3"),
         ({"hidden_act": "gelu"}, UnsupportedError, "hidden_act 'gelu'"),
@@ -319,6 +321,11 @@ SCALED = {
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})),
     "linear": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SMALL, rope_scaling={"type": "linear", "factor": 3.0})),
     "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**SMALL, sliding_window=8, head_dim=16)),
+    # Phi-4-mini's attention: q, k and v in one weight, gate and up in another, RoPE over three
+    # quarters of each head, LongRoPE's short factors and its attention factor (8x the original 64)
+    "phi3": lambda: transformers.Phi3ForCausalLM(transformers.Phi3Config(**{**SMALL, "max_position_embeddings": 512}, pad_token_id=0,
+        partial_rotary_factor=0.75, original_max_position_embeddings=64, rope_scaling={
+            "type": "longrope", "short_factor": [1.0 + 0.3 * i for i in range(6)], "long_factor": [2.0 + i for i in range(6)]})),
     "gemma3": lambda: transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**{**SMALL, "num_hidden_layers": 3}, head_dim=32,
         sliding_window=8, query_pre_attn_scalar=24, layer_types=["sliding_attention", "full_attention", "sliding_attention"])),
 }  # fmt: skip
@@ -354,6 +361,9 @@ def test_scaled_rope_sliding_windows_and_gemma_equal_transformers(kind, target, 
     mod, _ = load_model(str(tmp_path), dims={"T": (1, 48), "S": (1, 4)})
     generator = Generator(Session(relax_vk.build(mod, target).artifact(), device=device))
     _assert_greedy_as_transformers(model, generator.generate(PROMPT * 3, 12, keep_logits=True), 12, prompt=PROMPT * 3)
+    if kind == "phi3":  # past original_max_position_embeddings transformers turns new tokens by the long factors
+        with pytest.raises(UnsupportedError, match="max_len 65 is past original_max_position_embeddings \\(64\\)"):
+            load_model(str(tmp_path), dims={"T": (1, 65)})
 
 
 @pytest.mark.full_only("float16's kernels are checked on Llama and Qwen3 in make test")

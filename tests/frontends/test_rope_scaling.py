@@ -23,6 +23,11 @@ CONFIGS = {
         "rope_type": "yarn", "factor": 8.0, "beta_fast": 16.0, "beta_slow": 2.0, "mscale": 0.8, "mscale_all_dim": 0.5,
         "original_max_position_embeddings": 64})),
     "dynamic": (transformers.LlamaConfig, dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0})),
+    # Phi-4-mini's kind: LongRoPE's short factors over the rotary three quarters of a head
+    "longrope, partial": (transformers.Phi3Config, dict(partial_rotary_factor=0.75, original_max_position_embeddings=64, rope_scaling={
+        "type": "longrope", "short_factor": [1.0 + 0.3 * i for i in range(6)], "long_factor": [2.0 + i for i in range(6)]})),
+    "longrope, its attention factor": (transformers.LlamaConfig, dict(rope_scaling={
+        "rope_type": "longrope", "short_factor": [1.1] * 8, "long_factor": [3.0] * 8, "attention_factor": 1.3, "factor": 2.0})),
 }  # fmt: skip
 
 
@@ -34,6 +39,7 @@ def test_frequencies_equal_transformers(kind):
     config = cls(**BASE, **extra)
     ours = DecoderConfig.from_dict(config.to_dict())
     inv_freq, factor = ours.rotary_frequencies()
+    assert ours.rotary == int(ours.head_dim * getattr(config, "partial_rotary_factor", 1.0))
     scaling = config.rope_scaling or {}
     want, want_factor = ROPE_INIT_FUNCTIONS[scaling.get("rope_type", scaling.get("type", "default"))](config, "cpu")
     assert inv_freq.dtype == np.float32 and inv_freq.shape == want.shape
@@ -41,7 +47,7 @@ def test_frequencies_equal_transformers(kind):
     np.testing.assert_array_max_ulp(inv_freq, want.numpy().astype(np.float32), maxulp=2)
     assert factor == pytest.approx(float(want_factor), rel=1e-6)
     if kind != "default" and kind != "dynamic":  # (the scaling is not a no-op here)
-        assert not np.allclose(inv_freq, rotary_frequencies(ours.head_dim, ours.rope_theta, None, ours.max_positions)[0])
+        assert not np.allclose(inv_freq, rotary_frequencies(ours.rotary, ours.rope_theta, None, ours.max_positions)[0])
 
 
 @pytest.mark.parametrize("arch, extra, window, sliding", [
