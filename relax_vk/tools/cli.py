@@ -607,10 +607,22 @@ def cmd_generate(args) -> int:
         raise UnsupportedError(f"--int4, --fp16 and --logits apply when building from a checkpoint; {args.model} is built already")
     if args.logits is None:  # (generation reads each call's last token only: the head on one row)
         args.logits = "last"
-    try:
-        prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
-    except ValueError:
-        raise ValueError(f"--prompt-ids {args.prompt_ids!r} is not a comma-separated list of token ids") from None
+    tokenizer = None
+    if args.prompt is not None or args.tokenizer:  # (text: the checkpoint's own tokenizer, relax_vk.tools.tokenizer)
+        from .tokenizer import encode, load_tokenizer
+
+        if not args.tokenizer and args.model.endswith(".rvk"):
+            raise UnsupportedError(f"--prompt: {args.model} holds no tokenizer; give --tokenizer DIR (the checkpoint's directory) or --prompt-ids")
+        tokenizer = load_tokenizer(args.tokenizer or args.model)
+    if args.prompt is not None:
+        prompt = encode(tokenizer, args.prompt, chat=args.chat)
+    else:
+        if args.chat:
+            raise UnsupportedError("--chat applies to a text --prompt")
+        try:
+            prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
+        except ValueError:
+            raise ValueError(f"--prompt-ids {args.prompt_ids!r} is not a comma-separated list of token ids") from None
     try:
         stops = [int(t) for t in (args.stop_ids or "").split(",") if t.strip()]
     except ValueError:
@@ -624,11 +636,17 @@ def cmd_generate(args) -> int:
     generator = Generator(load(artifact, device=args.run_device))
     result = generator.generate(prompt, args.new_tokens, stop_tokens=stops)
     record = {"backend": args.target, "device": generator.session.device_name, **result.to_json()}
+    if tokenizer is not None:  # (the prompt's ids and the new tokens as text)
+        from .tokenizer import decode
+
+        record["prompt_ids"], record["text"] = prompt, decode(tokenizer, result.tokens)
     if args.json:
         print(json.dumps(record, indent=2))
     else:
         print(f"device: {record['device']}")
         print(f"tokens: {','.join(map(str, result.tokens))}")
+        if "text" in record:
+            print(f"text: {record['text']}")
         print(f"prefill: {result.prompt_tokens} tokens, {result.prefill_tokens_per_s:.1f} tokens/s; "
               f"decode: {result.decode_runs} tokens, {result.decode_tokens_per_s:.1f} tokens/s")  # fmt: skip
     return 0
@@ -870,9 +888,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Vulkan: wgpu's runtime checks in the shaders (default bounds; none: 5-7%% faster on the H100, "
                         "needs a driver with robust image access)")  # fmt: skip
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("generate", help="greedy decoding with a Hugging Face decoder checkpoint (Llama, Qwen3) or its .rvk")
+    p = sub.add_parser("generate", help="greedy decoding with a Hugging Face decoder checkpoint (Llama, Mistral, Qwen2/3, Gemma 3, Phi-3) or its .rvk")
     _add_model_args(p)
-    p.add_argument("--prompt-ids", required=True, metavar="ID,ID,...", help="the prompt's token ids")
+    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt-ids", metavar="ID,ID,...", help="the prompt's token ids")
+    prompt.add_argument("--prompt", metavar="TEXT", help="the prompt as text, encoded by the checkpoint's tokenizer (transformers); "
+                        "the new tokens are decoded too (text in --json)")
+    p.add_argument("--tokenizer", metavar="DIR", help="the tokenizer's directory (default: the checkpoint's; needed with an .rvk)")
+    p.add_argument("--chat", action="store_true", help="with --prompt: the text as one user turn of the checkpoint's chat template")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32): all of them, unless a stop token comes first")
     p.add_argument("--stop-ids", default=None, metavar="ID,ID,...", help="stop after making one of these tokens (it ends the tokens)")
     p.add_argument("--stop-at-eos", action="store_true",

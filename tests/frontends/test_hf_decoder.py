@@ -449,6 +449,45 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert "--prompt-ids '3,x' is not a comma-separated list" in capsys.readouterr().err
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--int4"]) == 2
     assert "--int4, --fp16 and --logits apply when building from a checkpoint" in capsys.readouterr().err
+    # a text prompt through the checkpoint's own tokenizer, the new tokens decoded (relax_vk.tools.tokenizer)
+    words = _tokenizer(tmp_path / "tokenizer")
+    assert main(["generate", path, "--device", "pocl", "--prompt", "a b c", "--new-tokens", "5", "--json"]) == 2
+    assert "holds no tokenizer; give --tokenizer DIR" in capsys.readouterr().err
+    assert main(["generate", path, "--device", "pocl", "--tokenizer", str(tmp_path / "tokenizer"), "--prompt", "w3 w17 w5",
+                 "--new-tokens", "5", "--json"]) == 0  # fmt: skip
+    record = json.loads(capsys.readouterr().out)
+    assert record["prompt_ids"] == [1, 3, 17, 5] and record["tokens"] == _greedy(model, [1, 3, 17, 5], 5)
+    assert record["text"] == " ".join(words[t] for t in record["tokens"] if t > 1)  # (ids 0 and 1: pad and bos, skipped)
+    assert main(["generate", path, "--device", "pocl", "--tokenizer", str(tmp_path / "tokenizer"), "--prompt", "w3", "--chat",
+                 "--new-tokens", "2", "--json"]) == 0  # fmt: skip
+    record = json.loads(capsys.readouterr().out)
+    assert record["prompt_ids"] == [1, 7, 3, 8] and record["tokens"] == _greedy(model, [1, 7, 3, 8], 2)  # (the template: bos user w3 assistant)
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--chat"]) == 2
+    assert "--chat applies to a text --prompt" in capsys.readouterr().err
+
+
+def _greedy(model, prompt, steps):
+    with torch.no_grad():
+        return model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), max_new_tokens=steps,
+                              do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
+
+
+def _tokenizer(folder):
+    """A word-level tokenizer of the 160 ids (``w<i>``; 0 pad, 1 bos; 7 and 8 the chat template's
+    user and assistant marks) saved as transformers saves one; returns the words by id."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    words = ["<pad>", "<s>"] + [f"w{i}" for i in range(2, SMALL["vocab_size"])]
+    words[7], words[8] = "<user>", "<assistant>"
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", pad_token="<pad>",
+                                                additional_special_tokens=["<user>", "<assistant>"],
+                                                chat_template="{{ bos_token }}{% for m in messages %}<user> {{ m['content'] }} {% endfor %}"
+                                                              "{% if add_generation_prompt %}<assistant>{% endif %}")  # fmt: skip
+    fast.save_pretrained(folder)
+    return words
 
 
 @ONE_ARCH("qwen3")
