@@ -1,4 +1,4 @@
-"""Greedy text generation with a decoder artifact (:mod:`relax_vk.frontends.hf_decoder`): prefill
+"""Text generation (greedy, or sampled: :mod:`relax_vk.runtime.sampling`) with a decoder artifact (:mod:`relax_vk.frontends.hf_decoder`): prefill
 the prompt, then one token per run, the key/value cache kept on the device as the model's states.
 
 Needs numpy and the native library only (no TVM). A prompt longer than the artifact's ``S`` bound is
@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from .sampling import Sampler
 from .session import Session
 
 
@@ -89,10 +90,12 @@ class Generator:
             out.append(logits[0])
         return np.concatenate(out) if out else np.zeros((0, self.vocab), np.float32)
 
-    def generate(self, prompt: Sequence[int], new_tokens: int, keep_logits: bool = False, stop_tokens: Sequence[int] = ()) -> Generation:
-        """Greedy decoding: ``new_tokens`` tokens after ``prompt``, from a fresh cache; with
-        ``stop_tokens``, fewer when one of them is made (it ends ``tokens``, as transformers'
-        ``generate`` keeps its end-of-sequence token)."""
+    def generate(self, prompt: Sequence[int], new_tokens: int, keep_logits: bool = False, stop_tokens: Sequence[int] = (),
+                 sampler: Optional[Sampler] = None) -> Generation:  # fmt: skip
+        """``new_tokens`` tokens after ``prompt``, from a fresh cache, each the arg-max of its
+        logits or ``sampler``'s pick; with ``stop_tokens``, fewer when one of them is made (it ends
+        ``tokens``, as transformers' ``generate`` keeps its end-of-sequence token)."""
+        pick = sampler.pick if sampler is not None else (lambda logits: int(np.argmax(logits)))
         if not prompt:
             raise ValueError("the prompt has no tokens")
         if new_tokens < 1:
@@ -105,13 +108,13 @@ class Generator:
         last = self.forward(prompt)[-1]
         prefill = time.perf_counter() - start
         kept = [last] if keep_logits else []
-        tokens = [int(np.argmax(last))]
+        tokens = [pick(last)]
         stops = {int(t) for t in stop_tokens}
         start = time.perf_counter()
         while len(tokens) < new_tokens and tokens[-1] not in stops:
             last = self.forward(tokens[-1:])[-1]
             if keep_logits:
                 kept.append(last)
-            tokens.append(int(np.argmax(last)))
+            tokens.append(pick(last))
         decode = time.perf_counter() - start
         return Generation(tokens, len(prompt), prefill, decode, len(tokens) - 1, kept, "stop" if tokens[-1] in stops else "length")

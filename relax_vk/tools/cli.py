@@ -633,9 +633,18 @@ def cmd_generate(args) -> int:
         if not eos:
             raise UnsupportedError(f"--stop-at-eos: {args.model} names no end-of-sequence token (eos_token_id in its config); give --stop-ids")
         stops += eos
+    sampler = None
+    if args.temperature:  # (0: greedy, whatever --top-k, --top-p and --seed say)
+        from ..runtime.sampling import Sampler
+
+        sampler = Sampler(args.temperature, args.top_k, args.top_p, args.seed)
+    elif args.top_k is not None or args.top_p is not None:
+        raise UnsupportedError("--top-k and --top-p sample: give --temperature above 0 too (0 is greedy)")
     generator = Generator(load(artifact, device=args.run_device))
-    result = generator.generate(prompt, args.new_tokens, stop_tokens=stops)
+    result = generator.generate(prompt, args.new_tokens, stop_tokens=stops, sampler=sampler)
     record = {"backend": args.target, "device": generator.session.device_name, **result.to_json()}
+    if sampler is not None:
+        record["sampling"] = sampler.to_json()
     if tokenizer is not None:  # (the prompt's ids and the new tokens as text)
         from .tokenizer import decode
 
@@ -896,6 +905,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "the new tokens are decoded too (text in --json)")
     p.add_argument("--tokenizer", metavar="DIR", help="the tokenizer's directory (default: the checkpoint's; needed with an .rvk)")
     p.add_argument("--chat", action="store_true", help="with --prompt: the text as one user turn of the checkpoint's chat template")
+    p.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (default 0: greedy, the arg-max)")
+    p.add_argument("--top-k", type=int, default=None, help="sample among the K most likely tokens")
+    p.add_argument("--top-p", type=float, default=None, help="sample among the most likely tokens whose probabilities sum past P")
+    p.add_argument("--seed", type=int, default=None, help="the sampler's seed: the same seed, the same tokens")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32): all of them, unless a stop token comes first")
     p.add_argument("--stop-ids", default=None, metavar="ID,ID,...", help="stop after making one of these tokens (it ends the tokens)")
     p.add_argument("--stop-at-eos", action="store_true",

@@ -464,6 +464,19 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert record["prompt_ids"] == [1, 7, 3, 8] and record["tokens"] == _greedy(model, [1, 7, 3, 8], 2)  # (the template: bos user w3 assistant)
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--chat"]) == 2
     assert "--chat applies to a text --prompt" in capsys.readouterr().err
+    # sampled (relax_vk.runtime.sampling): a seed repeats its tokens, each among the 3 most likely of
+    # transformers' logits after the tokens before it
+    sample = ["generate", path, "--device", "pocl", "--prompt-ids", "3,17,5", "--new-tokens", "6", "--temperature", "1.5", "--top-k", "3",
+              "--seed", "11", "--json"]  # fmt: skip
+    assert main(sample) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["sampling"] == {"temperature": 1.5, "top_k": 3, "top_p": None, "seed": 11}
+    logits = _reference(model, [3, 17, 5] + record["tokens"])
+    for step, token in enumerate(record["tokens"]):
+        assert token in np.argsort(logits[2 + step])[-3:], step
+    assert main(sample) == 0 and json.loads(capsys.readouterr().out)["tokens"] == record["tokens"]
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--top-k", "3"]) == 2
+    assert "give --temperature above 0 too" in capsys.readouterr().err
 
 
 def _greedy(model, prompt, steps):
