@@ -176,15 +176,20 @@ def _converts(kind: str) -> bool:
 
 def _uses(entries: List[tuple], see_through) -> Dict[int, set]:
     """Var id -> the kinds of the bindings that read it, through bindings ``see_through`` accepts."""
-    chain: Dict[int, set] = {}
+    chain: Dict[int, set] = {}  # a value seen through -> itself and what it stands for (any other: itself)
     uses: Dict[int, set] = {}
     for var, kind, _, _, _, ins in entries:
-        through = see_through(kind)
-        chain[var] = {var} | (chain.get(ins[0], {ins[0]}) if through and ins else set())
-        if not through:
-            for v in ins:
-                for u in chain.get(v, {v}):
-                    uses.setdefault(u, set()).add(kind)
+        if see_through(kind):
+            chain[var] = {var} | chain.get(ins[0], {ins[0]}) if ins else {var}
+            continue
+        chain.pop(var, None)  # (a name bound again, by a binding not seen through)
+        for v in ins:
+            for u in chain.get(v, (v,)):
+                found = uses.get(u)
+                if found is None:
+                    uses[u] = {kind}
+                else:
+                    found.add(kind)
     return uses
 
 
