@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -91,10 +91,11 @@ class Generator:
         return np.concatenate(out) if out else np.zeros((0, self.vocab), np.float32)
 
     def generate(self, prompt: Sequence[int], new_tokens: int, keep_logits: bool = False, stop_tokens: Sequence[int] = (),
-                 sampler: Optional[Sampler] = None) -> Generation:  # fmt: skip
+                 sampler: Optional[Sampler] = None, on_token: Optional[Callable[[int], None]] = None) -> Generation:  # fmt: skip
         """``new_tokens`` tokens after ``prompt``, from a fresh cache, each the arg-max of its
         logits or ``sampler``'s pick; with ``stop_tokens``, fewer when one of them is made (it ends
-        ``tokens``, as transformers' ``generate`` keeps its end-of-sequence token)."""
+        ``tokens``, as transformers' ``generate`` keeps its end-of-sequence token). ``on_token`` is
+        called with each token as it is made (streaming; its time counts in the decode's)."""
         pick = sampler.pick if sampler is not None else (lambda logits: int(np.argmax(logits)))
         if not prompt:
             raise ValueError("the prompt has no tokens")
@@ -109,6 +110,8 @@ class Generator:
         prefill = time.perf_counter() - start
         kept = [last] if keep_logits else []
         tokens = [pick(last)]
+        if on_token is not None:
+            on_token(tokens[-1])
         stops = {int(t) for t in stop_tokens}
         start = time.perf_counter()
         while len(tokens) < new_tokens and tokens[-1] not in stops:
@@ -116,5 +119,7 @@ class Generator:
             if keep_logits:
                 kept.append(last)
             tokens.append(pick(last))
+            if on_token is not None:
+                on_token(tokens[-1])
         decode = time.perf_counter() - start
         return Generation(tokens, len(prompt), prefill, decode, len(tokens) - 1, kept, "stop" if tokens[-1] in stops else "length")

@@ -598,6 +598,27 @@ def cmd_run(args) -> int:
     return 0 if result["ok"] in (None, True) else 1
 
 
+def _streamer(tokenizer):
+    """A callback printing each new token as it is made: the new part of the text decoded so far
+    (a character may take several tokens), or the id."""
+    made: List[int] = []
+    shown = [""]
+
+    def on_token(token: int) -> None:
+        made.append(token)
+        if tokenizer is None:
+            print(("," if len(made) > 1 else "") + str(token), end="", flush=True)
+            return
+        from .tokenizer import decode
+
+        text = decode(tokenizer, made)
+        if not text.endswith("\ufffd") and text.startswith(shown[0]):  # (a partial character waits for its next token)
+            print(text[len(shown[0]) :], end="", flush=True)
+            shown[0] = text
+
+    return on_token
+
+
 def cmd_generate(args) -> int:
     """Greedy decoding with a decoder (a checkpoint directory, built here, or its .rvk)."""
     from ..runtime import load
@@ -640,8 +661,15 @@ def cmd_generate(args) -> int:
         sampler = Sampler(args.temperature, args.top_k, args.top_p, args.seed)
     elif args.top_k is not None or args.top_p is not None:
         raise UnsupportedError("--top-k and --top-p sample: give --temperature above 0 too (0 is greedy)")
+    on_token = None
+    if args.stream:  # (each token as it is made: its text where a tokenizer decodes, else its id)
+        if args.json:
+            raise UnsupportedError("--stream prints the tokens as they come; --json prints one record at the end")
+        on_token = _streamer(tokenizer)
     generator = Generator(load(artifact, device=args.run_device))
-    result = generator.generate(prompt, args.new_tokens, stop_tokens=stops, sampler=sampler)
+    result = generator.generate(prompt, args.new_tokens, stop_tokens=stops, sampler=sampler, on_token=on_token)
+    if args.stream:
+        print(flush=True)
     record = {"backend": args.target, "device": generator.session.device_name, **result.to_json()}
     if sampler is not None:
         record["sampling"] = sampler.to_json()
@@ -909,6 +937,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=None, help="sample among the K most likely tokens")
     p.add_argument("--top-p", type=float, default=None, help="sample among the most likely tokens whose probabilities sum past P")
     p.add_argument("--seed", type=int, default=None, help="the sampler's seed: the same seed, the same tokens")
+    p.add_argument("--stream", action="store_true", help="print each token as it is made (its text with a tokenizer, else its id)")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (default 32): all of them, unless a stop token comes first")
     p.add_argument("--stop-ids", default=None, metavar="ID,ID,...", help="stop after making one of these tokens (it ends the tokens)")
     p.add_argument("--stop-at-eos", action="store_true",

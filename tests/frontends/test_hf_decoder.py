@@ -477,6 +477,16 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert main(sample) == 0 and json.loads(capsys.readouterr().out)["tokens"] == record["tokens"]
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--top-k", "3"]) == 2
     assert "give --temperature above 0 too" in capsys.readouterr().err
+    # streamed: each token printed as it is made, its text through the tokenizer (else its id), then the record
+    assert main(["generate", path, "--device", "pocl", "--tokenizer", str(tmp_path / "tokenizer"), "--prompt", "w3 w17 w5",
+                 "--new-tokens", "5", "--stream"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    greedy = _greedy(model, [1, 3, 17, 5], 5)
+    assert out[0] == " ".join(words[t] for t in greedy if t > 1) and out[1].startswith("device:")
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,17,5", "--new-tokens", "5", "--stream"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == ",".join(map(str, expected))
+    assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--stream", "--json"]) == 2
+    assert "--stream prints the tokens as they come" in capsys.readouterr().err
 
 
 def _greedy(model, prompt, steps):
