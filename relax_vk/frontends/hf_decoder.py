@@ -53,7 +53,7 @@ from ..schedules.rotary import Rotary, rotary_kernel
 from .blockwise import BlockwiseFormat, as_words, gather_parts, pack_symmetric
 from .errors import ModelLoadError
 from .rope_scaling import check as check_rope
-from .rope_scaling import rotary_frequencies
+from .rope_scaling import rope_type, rotary_frequencies
 
 #: the score of a key a query may not attend to. transformers uses float32's lowest value; a row of
 #: masked keys only (a padded query) must then softmax to a uniform row, which needs the max
@@ -180,7 +180,7 @@ class DecoderConfig:
         """The most positions a cache may hold: ``max_position_embeddings``, and for longrope with
         an ``original_max_position_embeddings`` that (past it transformers rotates new tokens by
         the long factors and keeps the cached ones: a history this program does not follow)."""
-        if dict(self.rope_scaling).get("rope_type", dict(self.rope_scaling).get("type")) == "longrope" and self.original_max_positions:
+        if rope_type(dict(self.rope_scaling)) == "longrope" and self.original_max_positions:
             return min(self.max_positions, self.original_max_positions)
         return self.max_positions
 
@@ -190,6 +190,11 @@ class DecoderConfig:
         if local and self.local_rope_theta is not None:
             return rotary_frequencies(self.rotary, self.local_rope_theta, None, self.max_positions)
         return rotary_frequencies(self.rotary, self.rope_theta, dict(self.rope_scaling) or None, self.max_positions, self.original_max_positions)
+
+    @property
+    def qkv_rows(self) -> Dict[str, int]:
+        """The rows of the q, k and v projections, in the order one product holds them."""
+        return {"q": self.heads * self.head_dim, "k": self.kv_heads * self.head_dim, "v": self.kv_heads * self.head_dim}
 
     @property
     def output_bias(self) -> bool:
@@ -565,7 +570,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 layer_bias = biases[sliding and True in biases]
                 h = rms_norm(x, f"{p}.input_layernorm.weight", c.hidden)
                 # q, k and v in one product, [S, (H + 2 KV)*D]: q's columns, then k's, then v's
-                sizes = {"q": c.heads * hd, "k": kv * hd, "v": kv * hd}
+                sizes = c.qkv_rows
                 for part in ("weight", "bias") if c.attention_bias else ("weight",):
                     w.join([f"{p}.self_attn.{n}_proj.{part}" for n in sizes], f"{p}.self_attn.qkv_proj.{part}",
                            [(n, c.hidden) if part == "weight" else (n,) for n in sizes.values()])  # fmt: skip
@@ -634,8 +639,7 @@ def rotary_order(head_dim: int, rotary: int) -> np.ndarray:
     values, ``(i, i + head_dim / 2)``: transformers rotates pairs ``(i, i + rotary / 2)`` of the
     first ``rotary`` values and passes the rest; in this order the rotary pairs come first in each
     half and the passed values after them (new head ``= old head[order]``)."""
-    half, r = head_dim // 2, rotary // 2
-    rest = (head_dim - rotary) // 2
+    r, rest = rotary // 2, (head_dim - rotary) // 2
     return np.concatenate([np.arange(r), rotary + np.arange(rest), r + np.arange(r), rotary + rest + np.arange(rest)])
 
 
@@ -646,7 +650,7 @@ def _unfused(c: DecoderConfig, weights: Dict[str, np.ndarray]) -> Dict[str, np.n
     :func:`rotary_order`. Scores are sums over a head's values, so both in one order change
     nothing; the cache holds the keys in that order."""
     out = dict(weights)
-    sizes = {"q": c.heads * c.head_dim, "k": c.kv_heads * c.head_dim, "v": c.kv_heads * c.head_dim}
+    sizes = c.qkv_rows
     for i in range(c.layers):
         p = f"model.layers.{i}"
         fused = out.pop(f"{p}.self_attn.qkv_proj.weight", None)

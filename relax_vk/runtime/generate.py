@@ -96,7 +96,13 @@ class Generator:
         logits or ``sampler``'s pick; with ``stop_tokens``, fewer when one of them is made (it ends
         ``tokens``, as transformers' ``generate`` keeps its end-of-sequence token). ``on_token`` is
         called with each token as it is made (streaming; its time counts in the decode's)."""
-        pick = sampler.pick if sampler is not None else (lambda logits: int(np.argmax(logits)))
+        pick = (sampler or Sampler()).pick  # (the default sampler is greedy)
+
+        def take(logits: np.ndarray) -> None:
+            tokens.append(pick(logits))
+            if on_token is not None:
+                on_token(tokens[-1])
+
         if not prompt:
             raise ValueError("the prompt has no tokens")
         if new_tokens < 1:
@@ -109,17 +115,14 @@ class Generator:
         last = self.forward(prompt)[-1]
         prefill = time.perf_counter() - start
         kept = [last] if keep_logits else []
-        tokens = [pick(last)]
-        if on_token is not None:
-            on_token(tokens[-1])
+        tokens: List[int] = []
+        take(last)
         stops = {int(t) for t in stop_tokens}
         start = time.perf_counter()
         while len(tokens) < new_tokens and tokens[-1] not in stops:
             last = self.forward(tokens[-1:])[-1]
             if keep_logits:
                 kept.append(last)
-            tokens.append(pick(last))
-            if on_token is not None:
-                on_token(tokens[-1])
+            take(last)
         decode = time.perf_counter() - start
         return Generation(tokens, len(prompt), prefill, decode, len(tokens) - 1, kept, "stop" if tokens[-1] in stops else "length")

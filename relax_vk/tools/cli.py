@@ -620,7 +620,7 @@ def _streamer(tokenizer):
 
 
 def cmd_generate(args) -> int:
-    """Greedy decoding with a decoder (a checkpoint directory, built here, or its .rvk)."""
+    """Generation, greedy or sampled, with a decoder (a checkpoint directory, built here, or its .rvk)."""
     from ..runtime import load
     from ..runtime.generate import Generator
 
@@ -648,12 +648,6 @@ def cmd_generate(args) -> int:
         stops = [int(t) for t in (args.stop_ids or "").split(",") if t.strip()]
     except ValueError:
         raise ValueError(f"--stop-ids {args.stop_ids!r} is not a comma-separated list of token ids") from None
-    artifact, _ = _read_or_build(args, announce=not args.json)
-    if args.stop_at_eos:
-        eos = artifact.program.get("model", {}).get("eos_token_ids")
-        if not eos:
-            raise UnsupportedError(f"--stop-at-eos: {args.model} names no end-of-sequence token (eos_token_id in its config); give --stop-ids")
-        stops += eos
     sampler = None
     if args.temperature:  # (0: greedy, whatever --top-k, --top-p and --seed say)
         from ..runtime.sampling import Sampler
@@ -666,6 +660,12 @@ def cmd_generate(args) -> int:
         if args.json:
             raise UnsupportedError("--stream prints the tokens as they come; --json prints one record at the end")
         on_token = _streamer(tokenizer)
+    artifact, _ = _read_or_build(args, announce=not args.json)  # (after the arguments are checked: a build takes a while)
+    if args.stop_at_eos:
+        eos = artifact.program.get("model", {}).get("eos_token_ids")
+        if not eos:
+            raise UnsupportedError(f"--stop-at-eos: {args.model} names no end-of-sequence token (eos_token_id in its config); give --stop-ids")
+        stops += eos
     generator = Generator(load(artifact, device=args.run_device))
     result = generator.generate(prompt, args.new_tokens, stop_tokens=stops, sampler=sampler, on_token=on_token)
     if args.stream:
@@ -925,7 +925,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Vulkan: wgpu's runtime checks in the shaders (default bounds; none: 5-7%% faster on the H100, "
                         "needs a driver with robust image access)")  # fmt: skip
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("generate", help="greedy decoding with a Hugging Face decoder checkpoint (Llama, Mistral, Qwen2/3, Gemma 3, Phi-3) or its .rvk")
+    p = sub.add_parser("generate", help="text generation (greedy, or sampled) with a Hugging Face decoder checkpoint (Llama, Mistral, Qwen2/3, Gemma 3, Phi-3) or its .rvk")
     _add_model_args(p)
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt-ids", metavar="ID,ID,...", help="the prompt's token ids")

@@ -66,15 +66,25 @@ def _assert_greedy_as_transformers(model, result, steps, prompt=PROMPT):
     """``result`` (``generate(prompt, steps, keep_logits=True)``): the greedy tokens of transformers'
     ``model``, and every step's logits within 1e-3 of its largest; returns transformers' logits
     over the prompt and the tokens."""
-    with torch.no_grad():
-        expected = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                  max_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
-    assert result.tokens == expected
+    assert result.tokens == _greedy(model, prompt, steps)
+    return _assert_each_step_within(model, result, 1e-3, prompt)
+
+
+def _assert_each_step_within(model, result, bound, prompt=PROMPT):
+    """Every step's logits of ``result`` within ``bound`` of the largest of transformers' ``model``;
+    returns transformers' logits over the prompt and the tokens."""
     reference = _reference(model, prompt + result.tokens)
     for step, logits in enumerate(result.logits):
         ref = reference[len(prompt) - 1 + step]
-        assert np.abs(logits - ref).max() <= 1e-3 * np.abs(ref).max(), f"step {step}"
+        assert np.abs(logits - ref).max() <= bound * np.abs(ref).max(), f"step {step}"
     return reference
+
+
+def _greedy(model, prompt, steps):
+    """transformers' greedy tokens after ``prompt``."""
+    with torch.no_grad():
+        return model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), max_new_tokens=steps,
+                              do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
 
 
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
@@ -114,11 +124,7 @@ def test_float16_stays_within_its_bound_of_transformers(decoder, lavapipe, pocl)
     assert source["dtype"] == "float16"
     artifact = relax_vk.build(mod, "vulkan").artifact()
     assert {t["dtype"] for t in artifact.program["tensors"] if t["name"].startswith("past_")} == {"float16"}
-    result = Generator(Session(artifact, device="lavapipe")).generate(PROMPT, 16, keep_logits=True)
-    reference = _reference(model, PROMPT + result.tokens)
-    for step, logits in enumerate(result.logits):
-        ref = reference[len(PROMPT) - 1 + step]
-        assert np.abs(logits - ref).max() <= 5e-3 * np.abs(ref).max(), f"step {step}"
+    _assert_each_step_within(model, Generator(Session(artifact, device="lavapipe")).generate(PROMPT, 16, keep_logits=True), 5e-3)
     with pytest.raises(relax_vk.runtime.DeviceLimitError, match="is float16 in a buffer.* lacks cl_khr_fp16"):
         Session(relax_vk.build(mod, "opencl").artifact(), device="pocl")
 
@@ -232,10 +238,7 @@ def test_last_token_logits_only(decoder, pocl):
     assert chunks.shape == (2, SMALL["vocab_size"])
     reference = _reference(model, PROMPT)
     np.testing.assert_allclose(chunks, reference[[3, 6]], rtol=1e-4, atol=1e-4 * np.abs(reference).max())
-    with torch.no_grad():
-        expected = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-                                  max_new_tokens=8, do_sample=False, pad_token_id=0)[0, len(PROMPT):].tolist()  # fmt: skip
-    assert generator.generate(PROMPT, 8).tokens == expected
+    assert generator.generate(PROMPT, 8).tokens == _greedy(model, PROMPT, 8)
     with pytest.raises(UnsupportedError, match="apply to decoder checkpoints"):
         load_model("mobilenet_v2", logits="last")
 
@@ -333,6 +336,18 @@ SCALED = {
 PLAIN = {"mistral": {"sliding_window": 4096}, "gemma3": {"sliding_window": 4096}}
 
 
+def _scaled_model(kind):
+    """``SCALED[kind]`` from seed 0, its norm weights random (Gemma's zeros, as 1 + weight, would
+    hide a missing offset)."""
+    torch.manual_seed(0)
+    model = SCALED[kind]().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(0.5 + torch.rand_like(p))
+    return model
+
+
 #: `make test` runs YaRN (scaled frequencies and a factor on cos and sin) and Gemma 3 (sliding layers
 #: beside full ones) end to end; the other kinds differ from them in constants, which
 #: tests/frontends/test_rope_scaling.py checks against transformers' own
@@ -347,12 +362,7 @@ def test_scaled_rope_sliding_windows_and_gemma_equal_transformers(kind, target, 
     for Mistral's sliding window and for Gemma 3, past the windows. Each model differs from itself
     without the feature, so a converter that ignored it would fail."""
     request.getfixturevalue(device)
-    torch.manual_seed(0)
-    model = SCALED[kind]().eval()
-    with torch.no_grad():  # (random norm weights: Gemma's zeros, as 1 + weight, would hide a missing offset)
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(0.5 + torch.rand_like(p))
+    model = _scaled_model(kind)
     model.save_pretrained(tmp_path, safe_serialization=True)
     plain = type(model)(type(model.config)(**{**model.config.to_dict(), **PLAIN.get(kind, {"rope_scaling": None})})).eval()
     plain.load_state_dict(model.state_dict())
@@ -371,19 +381,11 @@ def test_gemma_float16_stays_within_its_bound_of_transformers(lavapipe, tmp_path
     """Gemma 3 in float16 on lavapipe: every step within 2e-2 of the largest logit of transformers'
     float32 model (measured 1.7e-2; transformers' own float16 model is 1.2e-2 away, and rounding the
     weights alone moves it 5e-3: its ``1 + weight`` norms make it more sensitive than Qwen3)."""
-    torch.manual_seed(0)
-    model = SCALED["gemma3"]().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(0.5 + torch.rand_like(p))
+    model = _scaled_model("gemma3")
     model.save_pretrained(tmp_path, safe_serialization=True)
     mod, _ = load_model(str(tmp_path), dims={"T": (1, 40), "S": (1, 8)}, dtype="float16")
     result = Generator(Session(relax_vk.build(mod, "vulkan").artifact(), device="lavapipe")).generate(PROMPT, 16, keep_logits=True)
-    reference = _reference(model, PROMPT + result.tokens)
-    for step, logits in enumerate(result.logits):
-        ref = reference[len(PROMPT) - 1 + step]
-        assert np.abs(logits - ref).max() <= 2e-2 * np.abs(ref).max(), f"step {step}"
+    _assert_each_step_within(model, result, 2e-2)
 
 
 def test_checkpoint_weights_the_architecture_does_not_read_are_refused_by_name(tmp_path):
@@ -420,9 +422,7 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     capsys.readouterr()
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3,17,5", "--new-tokens", "5", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    with torch.no_grad():
-        expected = model.generate(torch.tensor([[3, 17, 5]]), attention_mask=torch.ones(1, 3, dtype=torch.long), max_new_tokens=5,
-                                  do_sample=False, pad_token_id=0)[0, 3:].tolist()  # fmt: skip
+    expected = _greedy(model, [3, 17, 5], 5)
     assert record["tokens"] == expected and record["backend"] == "opencl"
     assert record["prompt_tokens"] == 3 and record["prefill_tokens_per_s"] > 0 and record["decode_tokens_per_s"] > 0
     assert record["finish_reason"] == "length"
@@ -487,12 +487,6 @@ def test_the_command_line_builds_a_checkpoint_and_generates_from_the_artifact(de
     assert capsys.readouterr().out.splitlines()[0] == ",".join(map(str, expected))
     assert main(["generate", path, "--device", "pocl", "--prompt-ids", "3", "--stream", "--json"]) == 2
     assert "--stream prints the tokens as they come" in capsys.readouterr().err
-
-
-def _greedy(model, prompt, steps):
-    with torch.no_grad():
-        return model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), max_new_tokens=steps,
-                              do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
 
 
 def _tokenizer(folder):
