@@ -20,14 +20,15 @@ The program (``main``)::
 * Attention reads rows ``0..T-S-1`` of the cache and this call's keys, causally masked.
 
 The math follows ``transformers``' ``LlamaForCausalLM``, ``Qwen3ForCausalLM``,
-``Gemma3ForCausalLM`` and ``Phi3ForCausalLM`` (RMSNorm, RoPE default or scaled as ``rope_scaling``
+``Gemma2ForCausalLM``, ``Gemma3ForCausalLM`` and ``Phi3ForCausalLM`` (RMSNorm, RoPE default or scaled as ``rope_scaling``
 says (:mod:`relax_vk.frontends.rope_scaling`), over whole heads or Phi's first
 ``partial_rotary_factor`` of them, grouped-query attention, SwiGLU or Gemma's tanh-GELU gate,
-Qwen3's and Gemma's per-head q/k RMSNorm, tied or separate output embeddings, optional attention and
-MLP biases, Phi's fused q/k/v and gate/up weights; Qwen2 and Mistral too). Sliding-window layers mask the cache to their window (the cache
+Qwen3's and Gemma 3's per-head q/k RMSNorm, Gemma's soft-capped scores and logits, tied or separate
+output embeddings, optional attention and MLP biases, Phi's fused q/k/v and gate/up weights; Qwen2 and
+Mistral too). Sliding-window layers mask the cache to their window (the cache
 is held at its bound either way). Weights are read from safetensors (float32, float16 or bfloat16)
 without ``transformers`` or ``torch``. What the converter does not know (another architecture,
-LongRoPE, logit soft-capping, a checkpoint weight the program would not read) is an
+LongRoPE past its original length, a checkpoint weight the program would not read) is an
 :class:`~relax_vk.core.errors.UnsupportedError` naming the field or the weight.
 """
 
@@ -72,16 +73,20 @@ MIN_BINDING_BYTES = 1 << 27
 INT4_PART_BYTES = MIN_BINDING_BYTES
 
 #: Mistral is Llama's architecture without biases (its sliding window: ``DecoderConfig.sliding_window``);
-#: Gemma 3 adds one to its norms' weights, scales its embeddings, normalizes each sublayer's output
-#: too and gates its MLP with tanh-GELU
+#: Gemma 2 and 3 add one to their norms' weights, scale their embeddings, normalize each sublayer's
+#: output too, gate their MLPs with tanh-GELU and scale scores by ``query_pre_attn_scalar ** -0.5``;
+#: Gemma 2 soft-caps its scores and logits and has no q/k norms
 #: Phi-3 is Llama's math with q, k and v in one weight and gate and up in another (``_unfused``)
 _ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2",
-                  "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3"}  # fmt: skip
-_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "gemma3_text": "gemma3", "phi3": "phi3"}
+                  "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3"}  # fmt: skip
+_MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "gemma2": "gemma2", "gemma3_text": "gemma3",
+                "phi3": "phi3"}  # fmt: skip
+#: the architectures transformers runs with soft-capped scores and logits where the config asks
+_SOFTCAPS = {"gemma2", "gemma3"}
 #: the architectures whose attention honours ``partial_rotary_factor`` (transformers 4.57)
 _PARTIAL_ROTARY = {"phi3"}
 #: what each architecture's o_proj and MLP take of ``attention_bias`` / ``mlp_bias`` (transformers 4.57)
-_OUTPUT_BIAS = {"llama", "qwen3", "gemma3"}
+_OUTPUT_BIAS = {"llama", "qwen3", "gemma2", "gemma3"}
 
 
 def eos_token_ids(path: str) -> List[int]:
@@ -103,8 +108,8 @@ def eos_token_ids(path: str) -> List[int]:
 def _sliding_layers(c: dict, arch: str, layers: int, where: str) -> Tuple[Optional[int], tuple]:
     """``(window, the layers that attend through it)`` as transformers 4.57 reads a config: its
     ``layer_types`` where written, else Mistral's window on every layer, Qwen's on the layers from
-    ``max_window_layers`` on (with ``use_sliding_window``) and Gemma 3's on all but every
-    ``sliding_window_pattern``-th."""
+    ``max_window_layers`` on (with ``use_sliding_window``), Gemma 2's on every other layer from the
+    first and Gemma 3's on all but every ``sliding_window_pattern``-th."""
     window = c.get("sliding_window")
     if "layer_types" in c and c["layer_types"] is not None:
         types = list(c["layer_types"])
@@ -113,6 +118,8 @@ def _sliding_layers(c: dict, arch: str, layers: int, where: str) -> Tuple[Option
         sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
     elif arch in ("llama", "phi3"):
         sliding = tuple(range(layers))
+    elif arch == "gemma2":
+        sliding = tuple(range(0, layers, 2))
     elif arch == "gemma3":
         pattern = int(c.get("sliding_window_pattern") or c.get("_sliding_window_pattern") or 6)
         sliding = tuple(i for i in range(layers) if (i + 1) % pattern)
@@ -134,7 +141,7 @@ def _hashable(value):
 class DecoderConfig:
     """What the program needs of a checkpoint's ``config.json``."""
 
-    architecture: str  # "llama", "qwen2", "qwen3", "gemma3" or "phi3"
+    architecture: str  # "llama", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3"
     hidden: int
     intermediate: int
     layers: int
@@ -158,12 +165,16 @@ class DecoderConfig:
     activation: str = "silu"
     #: Gemma: norms multiply by ``1 + weight``, embeddings by ``sqrt(hidden)``, each sublayer's output
     #: is normalized before the residual add, the scores scale by ``query_pre_attn_scalar ** -0.5``
-    #: (``query_scale``: that over ``head_dim ** -0.5``) and sliding layers rotate by their own theta
+    #: (``score_scale``; None: ``head_dim ** -0.5``) and Gemma 3's sliding layers rotate by their own theta
     norm_offset: float = 0.0
     embed_scale: float = 1.0
     sandwich_norms: bool = False
-    query_scale: float = 1.0
+    score_scale: Optional[float] = None
     local_rope_theta: Optional[float] = None
+    #: Gemma's soft caps: scores become ``cap * tanh(score / cap)`` before the mask
+    #: (``attn_logit_softcapping``), logits the same (``final_logit_softcapping``); None: none
+    attention_softcap: Optional[float] = None
+    logit_softcap: Optional[float] = None
     #: the values of a head RoPE rotates, the first ones (``partial_rotary_factor`` times
     #: ``head_dim``); None: all of them
     rotary_dim: Optional[int] = None
@@ -219,13 +230,20 @@ class DecoderConfig:
             raise UnsupportedError(f"{where}: rope_scaling {scaling!r} is not a mapping")
         layers = int(c["num_hidden_layers"])
         window, sliding = _sliding_layers(c, arch, layers, where)
-        gemma = arch == "gemma3"
+        gemma = arch in ("gemma2", "gemma3")
         act = c.get("hidden_activation", "gelu_pytorch_tanh") if gemma else c.get("hidden_act", "silu")
         if act not in ("silu", "gelu_pytorch_tanh"):
             raise UnsupportedError(f"{where}: hidden_act {act!r} (gated MLPs with silu or gelu_pytorch_tanh are supported)")
-        for key in ("final_logit_softcapping", "attn_logit_softcapping"):
-            if c.get(key) is not None:
-                raise UnsupportedError(f"{where}: {key} {c[key]} is not supported")
+        caps = {}
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            value = c.get(key)
+            if value is None:
+                continue
+            if arch not in _SOFTCAPS:  # (transformers' other architectures do not read it)
+                raise UnsupportedError(f"{where}: {key} {value}: soft-capping is {', '.join(sorted(_SOFTCAPS))}'s, not {arch}'s")
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise UnsupportedError(f"{where}: {key} {value!r} (a positive number, or null for none)")
+            caps["attention_softcap" if key.startswith("attn") else "logit_softcap"] = float(value)
         if c.get("use_bidirectional_attention"):
             raise UnsupportedError(f"{where}: use_bidirectional_attention is not supported (a causal decoder is)")
         heads = int(c["num_attention_heads"])
@@ -247,8 +265,9 @@ class DecoderConfig:
         bias = bool(c.get("attention_bias", arch == "qwen2"))
         hidden = int(c["hidden_size"])
         gemma_fields = dict(activation="gelu_tanh", norm_offset=1.0, embed_scale=hidden**0.5, sandwich_norms=True,
-                            query_scale=(head_dim / float(c.get("query_pre_attn_scalar", 256))) ** 0.5,
-                            local_rope_theta=float(c.get("rope_local_base_freq", 10000.0))) if gemma else dict(activation="silu")  # fmt: skip
+                            score_scale=float(c.get("query_pre_attn_scalar", 256)) ** -0.5) if gemma else dict(activation="silu")  # fmt: skip
+        if arch == "gemma3":
+            gemma_fields["local_rope_theta"] = float(c.get("rope_local_base_freq", 10000.0))
         if gemma and act != "gelu_pytorch_tanh":
             gemma_fields["activation"] = "silu"
         return cls(arch, hidden, int(c["intermediate_size"]), layers, heads, kv_heads, head_dim,
@@ -256,7 +275,7 @@ class DecoderConfig:
                    bool(c.get("tie_word_embeddings", gemma)), bias, bool(c.get("mlp_bias", False)) and arch == "llama",
                    int(c.get("max_position_embeddings", 2048)),
                    tuple(sorted((str(k), _hashable(v)) for k, v in (scaling or {}).items())),
-                   window, sliding, **gemma_fields, rotary_dim=rotary if rotary != head_dim else None,
+                   window, sliding, **gemma_fields, **caps, rotary_dim=rotary if rotary != head_dim else None,
                    original_max_positions=int(c["original_max_position_embeddings"]) if c.get("original_max_position_embeddings") else None)  # fmt: skip
 
     @classmethod
@@ -440,9 +459,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
             def cast(x, to):
                 return x if x.ty.dtype == to else e(R.astype(x, to))
 
-            def norm_weight(name, size, scale=1.0, to="float32"):  # (Gemma's norms multiply by 1 + weight)
+            def norm_weight(name, size, to="float32"):  # (Gemma's norms multiply by 1 + weight)
                 weight = w.array(name, (size,)).astype(np.float32)
-                return relax.const(((weight + np.float32(c.norm_offset)) * np.float32(scale)).astype(to), to)
+                return relax.const((weight + np.float32(c.norm_offset)).astype(to), to)
 
             def rms_norm(x, name, size):
                 op[0] = name.rsplit(".weight", 1)[0]
@@ -553,7 +572,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # rel > s - window, transformers' sliding_window_overlay
                 near = e(R.greater(rel, e(R.subtract(query, relax.const(c.sliding_window, "int32")))))
                 biases[True] = e(R.where(e(R.logical_and(attend, near)), relax.const(0.0, "float32"), relax.const(MASKED, "float32")))
-            attention = Attention(c.heads, kv, hd, max_len, dtype)
+            attention = Attention(c.heads, kv, hd, max_len, dtype, scale=c.score_scale, softcap=c.attention_softcap or 0.0)
             in_one_pass = one_pass(attention, max_prompt)  # (a long prompt bound: the parts folded in sequence, no partial sums)
             if in_one_pass:
                 attention_one = bb.add_func(attention_one_pass_kernel(attention), "attention_one_pass")
@@ -578,10 +597,7 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 # (Qwen3's per-head q/k norms and) RoPE, q's heads and k's, and v handed on as a
                 # tensor of its own: one kernel (relax_vk.schedules.rotary)
                 op[0] = f"{p}.self_attn.rotary"
-                # (Gemma's score scale, query_pre_attn_scalar ** -0.5 where the kernel takes head_dim ** -0.5,
-                # rides on q's norm: RoPE is linear, so it commutes)
-                norms = [norm_weight(f"{p}.self_attn.{which}_norm.weight", hd, c.query_scale if which == "q" else 1.0, dtype)
-                         for which in "qk"] if c.qk_norm else []  # fmt: skip
+                norms = [norm_weight(f"{p}.self_attn.{which}_norm.weight", hd, to=dtype) for which in "qk"] if c.qk_norm else []
                 rotated = e(relax.call_tir(rotary, [qkv, cos, sin] + norms,
                                            out_ty=[relax.TensorType((S, c.heads * hd), dtype)] + [relax.TensorType((S, kv * hd), dtype)] * 2))  # fmt: skip
                 q = e(relax.TupleGetItem(rotated, 0))
@@ -624,6 +640,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 head_logits = dense(x, "lm_head.weight", c.hidden, c.vocab)
             else:  # (the table both ends read, [H, V])
                 head_logits = e(R.matmul(x, head, out_dtype="float32"))
+            if c.logit_softcap:  # (Gemma 2: cap * tanh(logits / cap), in float32)
+                cap = relax.const(np.float32(c.logit_softcap))
+                head_logits = e(R.multiply(e(R.tanh(e(R.divide(cast(head_logits, "float32"), cap)))), cap))
             scores = emit(R.reshape(head_logits, (1, S if logits == "all" else 1, c.vocab)), name_hint="logits")
             result = bb.emit_output(relax.Tuple([scores] + outputs))
         bb.emit_func_output(result)

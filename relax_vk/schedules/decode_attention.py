@@ -17,7 +17,9 @@ instead of side by side, and no partial sums in memory (:func:`one_pass` says wh
 the pair, unless its partial sums would not fit one buffer binding).
 
 That is ``softmax(q . k / sqrt(D) + bias) . v`` exactly as the four kernels computed it (scores,
-softmax, value parts, the parts' sum), up to float32 rounding: a masked key's score is its bias,
+softmax, value parts, the parts' sum), up to float32 rounding (a model's own score scale in place of
+``1 / sqrt(D)``: :attr:`Attention.scale`; Gemma's soft-capped scores, ``cap * tanh(q . k scale / cap)``
+before the bias: :attr:`Attention.softcap`): a masked key's score is its bias,
 ``hf_decoder.MASKED``, so a query whose keys are all masked (a padded query) averages them, as
 transformers does. (A float16 model's weights stay float32 here, where transformers rounds its
 probabilities to float16 before the values: within the float16 bound the decoders' tests hold.)
@@ -32,7 +34,7 @@ each thread ``C = ceil(D / L)`` consecutive columns of a row):
 
 * every load of the thread is issued first, into registers: its ``C`` key values (a row's ``L``
   threads are adjacent: their reads are one contiguous row), its value column's ``ROWS`` values,
-  its row's bias, and ``q * 1/sqrt(D)`` into workgroup memory; the kernel then waits for memory
+  its row's bias, and ``q * scale`` into workgroup memory; the kernel then waits for memory
   once (a decode step is latency-bound: each wait costs about as much as the arithmetic);
 * each thread's partial dot product; the ``L`` partials summed by the row's first thread, the bias
   added;
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Optional
 
 #: key rows of one part
 ROWS = 32
@@ -74,13 +77,17 @@ class Attention:
     """The attention of one model: ``heads`` query heads over ``kv_heads`` key/value heads of
     ``head_dim`` values, a cache of ``max_len`` rows (``T`` and ``S`` are at most that: the grids
     are then known to fit the workgroup limit and are never folded), inputs and output in ``dtype``
-    (float32 or float16). Checked on construction (ValueError)."""
+    (float32 or float16); the scores ``q . k`` times ``scale`` (None: ``head_dim ** -0.5``), and,
+    where ``softcap`` is not 0, soft-capped as transformers' Gemma models do: ``softcap *
+    tanh(score / softcap)``, before the mask's bias is added. Checked on construction (ValueError)."""
 
     heads: int
     kv_heads: int
     head_dim: int
     max_len: int
     dtype: str = "float32"
+    scale: Optional[float] = None
+    softcap: float = 0.0
 
     def __post_init__(self):
         if self.heads < 1 or self.kv_heads < 1 or self.heads % self.kv_heads:
@@ -89,6 +96,15 @@ class Attention:
             raise ValueError(f"head_dim {self.head_dim}, max_len {self.max_len}: positive")
         if self.dtype not in ("float32", "float16"):
             raise ValueError(f"dtype {self.dtype!r}: float32 or float16")
+        if self.scale is not None and not self.scale > 0:
+            raise ValueError(f"scale {self.scale}: positive")
+        if not self.softcap >= 0:
+            raise ValueError(f"softcap {self.softcap}: 0 (none) or positive")
+
+    @property
+    def score_scale(self) -> float:
+        """What ``q . k`` is multiplied by."""
+        return self.head_dim**-0.5 if self.scale is None else self.scale
 
     @property
     def lanes(self) -> int:
@@ -132,7 +148,12 @@ def _part_macros(spec: Attention) -> dict:
     D = spec.head_dim
     L, W, C = spec.lanes, spec.threads, spec.columns
     VK = -(-D // W)  # value columns of a thread
-    scale = 1.0 / float(D) ** 0.5
+    scale = spec.score_scale
+    cap = float(spec.softcap)
+    capping = cap > 0  # (TVMScript's conditions: a bool)
+
+    def capped(score):  # a score (before its bias) as the model takes it: soft-capped where it is (Attention.softcap)
+        return T.float32(cap) * T.tanh(score * T.float32(1.0 / cap)) if capping else score
 
     @T.macro
     def load_key(t, first, c0, kvh, past_k, new_k, kreg):  # kreg[c] = key row t, column c0 + c (the row's last past D)
@@ -173,7 +194,7 @@ def _part_macros(spec: Attention) -> dict:
         st[2] = bias[s, T.min(p * ROWS + tx % ROWS, Tn - 1)]
 
     @T.macro
-    def stage_query(s, h, tx, Q, qs):  # qs = q * 1/sqrt(D), zero past D
+    def stage_query(s, h, tx, Q, qs):  # qs = q * scale, zero past D
         for k in range((L * C + W - 1) // W):
             if tx + k * W < L * C:
                 qs[tx + k * W] = T.if_then_else(tx + k * W < D, T.Cast("float32", Q[s, h * D + T.min(tx + k * W, D - 1)]) * T.float32(scale), T.float32(0))
@@ -190,10 +211,10 @@ def _part_macros(spec: Attention) -> dict:
         # past T); ends at a barrier
         T.tvm_storage_sync("shared")
         if tx < ROWS:
-            st[1] = st[2]
+            st[1] = T.float32(0) if capping else st[2]  # (uncapped: the bias first, then the partials)
             for lane in range(L):
                 st[1] = st[1] + partial[tx * L + lane]
-            sc[tx] = st[1]
+            sc[tx] = st[2] + capped(st[1]) if capping else st[1]
         T.tvm_storage_sync("shared")
         if tx < ROWS:  # (each of the first ROWS threads finds m itself: ROWS reads, no more barriers)
             st[0] = T.float32(LOWEST)
@@ -206,7 +227,7 @@ def _part_macros(spec: Attention) -> dict:
         T.tvm_storage_sync("shared")
 
     @T.macro
-    def stage_query_serial(s, h, Q, qs):  # (the CPU forms) qs = q * 1/sqrt(D), zero past D
+    def stage_query_serial(s, h, Q, qs):  # (the CPU forms) qs = q * scale, zero past D
         for i in range(L * C):
             qs[i] = T.if_then_else(i < D, T.Cast("float32", Q[s, h * D + T.min(i, D - 1)]) * T.float32(scale), T.float32(0))
 
@@ -215,11 +236,13 @@ def _part_macros(spec: Attention) -> dict:
         # (the CPU forms) part p's scores into sc, its largest score m into st[0], ex = exp(score -
         # m) (0 past T), their sum l into st[1]
         for r in range(ROWS):
-            sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)]
+            sc[r] = T.float32(0) if capping else bias[s, T.min(p * ROWS + r, Tn - 1)]
             for lane in range(L):
                 load_key(T.min(p * ROWS + r, Tn - 1), Tn - S, lane * C, h // g, past_k, new_k, kreg)
                 dot(lane * C, qs, kreg, acc)
                 sc[r] = sc[r] + acc[0]
+            if capping:
+                sc[r] = bias[s, T.min(p * ROWS + r, Tn - 1)] + capped(sc[r])
         st[0] = T.float32(LOWEST)
         for r in range(ROWS):
             if p * ROWS + r < Tn:

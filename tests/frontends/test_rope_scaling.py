@@ -57,11 +57,13 @@ def test_frequencies_equal_transformers(kind):
     ("qwen2", dict(sliding_window=8, use_sliding_window=False), None, ()),
     ("gemma3", dict(sliding_window=8, sliding_window_pattern=2), 8, (0, 2)),  # Gemma 3: all but every pattern-th
     ("gemma3", dict(sliding_window=8, layer_types=["full_attention", "sliding_attention", "full_attention"]), 8, (1,)),
+    ("gemma2", dict(sliding_window=8), 8, (0, 2)),  # Gemma 2: every other layer from the first
 ])  # fmt: skip
 def test_the_sliding_layers_are_transformers(arch, extra, window, sliding):
     """Which layers attend through the window, and the window, as transformers reads the config
     (its ``layer_types``, which each config class derives from the older fields)."""
-    cls = {"mistral": transformers.MistralConfig, "qwen2": transformers.Qwen2Config, "gemma3": transformers.Gemma3TextConfig}[arch]
+    cls = {"mistral": transformers.MistralConfig, "qwen2": transformers.Qwen2Config, "gemma2": transformers.Gemma2Config,
+           "gemma3": transformers.Gemma3TextConfig}[arch]  # fmt: skip
     config = cls(**{**BASE, "num_hidden_layers": 3}, **extra)
     ours = DecoderConfig.from_dict(config.to_dict())
     assert (ours.sliding_window, ours.sliding_layers) == (window, sliding)

@@ -53,7 +53,7 @@ def _inputs(spec: Attention, S: int, T: int, rng):
 
 
 def _reference(spec: Attention, q, past_k, new_k, past_v, new_v, bias):
-    """softmax(q . k / sqrt(D) + bias) . v in float64, key row t from the cache below T - S."""
+    """softmax(q . k scale (soft-capped) + bias) . v in float64, key row t from the cache below T - S."""
     S, T = bias.shape
     H, KV, D = spec.heads, spec.kv_heads, spec.head_dim
     keys = np.concatenate([past_k[: T - S], new_k]).astype(np.float64).reshape(T, KV, D)
@@ -61,7 +61,10 @@ def _reference(spec: Attention, q, past_k, new_k, past_v, new_v, bias):
     queries = q.astype(np.float64).reshape(S, H, D)
     out = np.zeros((S, H, D))
     for h in range(H):
-        scores = queries[:, h] @ keys[:, h * KV // H].T / np.sqrt(D) + bias
+        scores = queries[:, h] @ keys[:, h * KV // H].T * (D**-0.5 if spec.scale is None else spec.scale)
+        if spec.softcap:
+            scores = spec.softcap * np.tanh(scores / spec.softcap)
+        scores = scores + bias
         weights = np.exp(scores - scores.max(-1, keepdims=True))
         out[:, h] = (weights / weights.sum(-1, keepdims=True)) @ values[:, h * KV // H]
     return out.reshape(S, H * D)
@@ -114,10 +117,29 @@ def test_float16_inputs_round_once_at_the_output(one_pass, lavapipe):
         np.testing.assert_allclose(got.astype(np.float64), _reference(spec, *args), rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("one_pass", [False, True], ids=["pair", "one-pass"])
+def test_a_model_scale_and_soft_capped_scores(one_pass, target, device, request):
+    """Gemma's scores: ``q . k`` times ``query_pre_attn_scalar ** -0.5`` (here not ``head_dim ** -0.5``),
+    then ``cap * tanh(score / cap)``, before the mask. The cap (2) is below most scores of these
+    inputs, so a kernel that skipped it, or capped after the bias, would be far off."""
+    request.getfixturevalue(device)
+    spec = Attention(4, 2, 64, MAX, scale=0.3, softcap=2.0)
+    session = Session(relax_vk.build(_module(spec, one_pass=one_pass), target).artifact(), device=device)
+    rng = np.random.default_rng(4)
+    uncapped = 0.0
+    for S, T in SIZES:
+        args = _inputs(spec, S, T, rng)
+        expected = _reference(spec, *args)
+        uncapped = max(uncapped, np.abs(_reference(Attention(4, 2, 64, MAX, scale=0.3), *args) - expected).max())
+        np.testing.assert_allclose(session.run(args)[0], expected, rtol=1e-5, atol=2e-6, err_msg=f"S={S} T={T}")
+    assert uncapped > 0.05  # (the cap changes the result)
+
+
 def test_the_cpu_forms_compute_the_same():
-    spec = Attention(6, 2, 80, MAX)
     rng = np.random.default_rng(2)
-    for one_pass in (False, True):
+    for spec, one_pass in [(Attention(6, 2, 80, MAX), False), (Attention(6, 2, 80, MAX), True), (Attention(6, 2, 80, MAX, scale=0.2, softcap=3.0), False)]:
         mod = _module(spec, one_pass=one_pass)
         for S, T in [(1, ROWS + 1), (3, 70)]:
             args = _inputs(spec, S, T, rng)
@@ -140,6 +162,10 @@ def test_the_configuration_is_checked():
         Attention(4, 2, 64, 0)
     with pytest.raises(ValueError, match="float32 or float16"):
         Attention(4, 2, 64, MAX, "bfloat16")
+    with pytest.raises(ValueError, match="softcap -1"):
+        Attention(4, 2, 64, MAX, softcap=-1.0)
+    with pytest.raises(ValueError, match="scale 0"):
+        Attention(4, 2, 64, MAX, scale=0.0)
     wide = Attention(4, 2, 128, MAX)
     assert (wide.lanes, wide.threads, wide.columns) == (4, 128, 32)
     assert (Attention(4, 2, 300, MAX).lanes, Attention(4, 2, 300, MAX).columns) == (8, 38)
