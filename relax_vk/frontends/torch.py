@@ -647,7 +647,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
-    mod = _without_assertions(mod, where)
+    mod = _wrapped_constant_indices(_without_assertions(mod, where))
     lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
     if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
         raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "
@@ -656,6 +656,41 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         return bind_multiples(mod)  # (torch.export's 32 * Dim("h") axes)
     except ValueError as err:
         raise UnsupportedError(f"{where}: {err}") from None
+
+
+def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every ``take`` at constant indices that counts some from the end (``x[:, -1]``:
+    ``aten.select``, ``aten.index`` with a constant index) reading the entries PyTorch reads. TVM's
+    importer writes such a ``take`` in its ``"fast"`` mode, which leaves a negative index
+    undefined: ``x[:, -1]`` read memory before ``x``. Over a static axis the indices are wrapped
+    here (``-1`` becomes ``n - 1``); over a run-time one the ``take`` wraps them itself (mode
+    ``"wrap"``: an index in ``-n .. n - 1`` reads what PyTorch reads)."""
+    import numpy as np
+    from tvm.ir.expr import GenericConst
+
+    @relax.expr_functor.mutator
+    class _Wrap(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst)):
+                return call
+            if str(call.attrs.mode) != "fast":
+                return call
+            indices = call.args[1].value.numpy()
+            if not indices.size or indices.min() >= 0:
+                return call
+            data = call.args[0].ty
+            axis = 0 if call.attrs.axis is None else int(call.attrs.axis) % data.ndim
+            extent = data.shape.values[axis] if call.attrs.axis is not None else None
+            if isinstance(extent, tirx.IntImm):
+                wrapped = np.where(indices < 0, indices + int(extent.value), indices).astype(indices.dtype)
+                return relax.op.take(call.args[0], relax.const(wrapped, str(indices.dtype)), axis=call.attrs.axis, mode="fast")
+            return relax.op.take(call.args[0], call.args[1], axis=call.attrs.axis, mode="wrap")
+
+    out = mod.clone()
+    mutator = _Wrap(out)
+    out["main"] = mutator.visit_expr(out["main"])
+    return out
 
 
 def _without_assertions(mod: tvm.IRModule, where: str) -> tvm.IRModule:

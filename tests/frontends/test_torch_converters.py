@@ -206,6 +206,37 @@ def test_slices_within_the_smallest_run_time_size_keep_exact_lengths(target, dev
         np.testing.assert_allclose(session.run([x.numpy()])[0], _FirstRow()(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
+class _FromTheEnd(torch.nn.Module):
+    """Entries counted from the end: ``x[:, -1]`` and ``x[:, -2]`` (``aten.select``), a constant
+    index list with negative entries (``aten.index``), and a linear layer over the last step."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x[:, -1]), x[:, -2] * 2, x[:, [-1, 0, -2]]
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("dims", [False, True], ids=["static", "run-time"])
+def test_indices_from_the_end_read_what_pytorch_reads(dims, target, device, request):
+    """TVM's importer writes ``x[:, -1]`` as a ``take`` of index -1 in its "fast" mode, which reads
+    before the tensor: 7.8e34 off on pocl, 0.8 on lavapipe, static or not. Over a static axis the
+    index is wrapped at import, over a run-time one the ``take`` wraps it."""
+    request.getfixturevalue(device)
+    dynamic = {"x": {1: torch.export.Dim("T", min=3, max=40)}} if dims else None
+    torch.manual_seed(0)
+    model = _FromTheEnd()
+    mod = from_torch(model, (torch.randn(2, 9, 4),), dynamic_shapes=dynamic)
+    session = load(relax_vk.build(mod, target).artifact(), device=device)
+    for t in (3, 9, 40) if dims else (9,):
+        x = torch.randn(2, t, 4)
+        for got, want in zip(session.run([x.numpy()]), model(x)):
+            np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 class _TimesFirst(torch.nn.Module):
     def forward(self, x):
         return (x[:, :1] * x).sum(-1)
