@@ -38,7 +38,7 @@ from .codegen.texture_origins import mark as mark_texture_origins
 from .codegen.tir_pipeline import NAME as TIR_PIPELINE
 from .core import provenance
 from .core import target as _target
-from .core.dims import refuse_conditional_sizes, with_kernel_ranges
+from .core.dims import bind_single_valued_dims, refuse_conditional_sizes, with_kernel_ranges
 from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
@@ -197,7 +197,7 @@ def build(
         tgt = _target.resolve(target)
     except ValueError as err:
         raise UnsupportedTargetError(f"relax_vk.build: {err}") from None
-    mod = ceil_mode_pools_as_padding(mod)
+    mod = ceil_mode_pools_as_padding(bind_single_valued_dims(mod))
     refuse_conditional_sizes(mod)
     seconds: Dict[str, float] = {}
     with provenance.tracking() as tracker:  # the model's ops, followed to the kernels

@@ -119,6 +119,36 @@ def with_dim_ranges(mod: tvm.IRModule, dims: Mapping[str, DimRange]) -> tvm.IRMo
     return out
 
 
+def bind_single_valued_dims(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each run-time dim whose range holds one value (``--dim B=2:2``, what
+    ``torch.export`` derives for a ``Dim.AUTO`` it specializes) replaced by that value in ``main``
+    and its range dropped: a fixed size, as if declared so. (Left symbolic, TVM's analysis folded
+    it to the constant in some places and not others, and the artifact was refused at load: "dim B
+    is no input's axis".) ``mod`` itself when no such dim exists."""
+    from tvm import tirx
+
+    main = mod["main"]
+    ranges = dim_ranges(main)
+    fixed = {name: lo for name, (lo, hi) in ranges.items() if lo == hi}
+    if not fixed:
+        return mod
+    found: Dict[str, tirx.Var] = {}
+    for p in main.params:
+        for axis in getattr(getattr(p.ty, "shape", None), "values", None) or ():
+            for var in tirx.analysis.undefined_vars(axis):
+                found.setdefault(str(var.name), var)
+    binding = {found[name]: tirx.const(value, found[name].ty.dtype) for name, value in fixed.items() if name in found}
+    main = main.bind_symbolic_vars(binding) if binding else main
+    attrs = main.attrs
+    for key in (UPPER_ATTR, LOWER_ATTR, STEP_ATTR):
+        if attrs is not None and key in attrs:
+            kept = {str(k): int(v) for k, v in attrs[key].items() if str(k) not in fixed}
+            main = main.with_attr(key, kept) if kept else main.without_attr(key)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs, global_infos=mod.global_infos)
+    out["main"] = main
+    return out
+
+
 def bind_stepped_dims(mod: tvm.IRModule, steps: Mapping[str, int], quotient_names: Optional[Mapping[str, str]] = None) -> tvm.IRModule:
     """``mod`` imported over the quotients of the stepped dims ``{name: step}`` (an input axis
     ``step * name_divSTEP``), with ``main`` taking the plain axis ``name`` again and deriving

@@ -106,3 +106,20 @@ def test_a_scale_pytorch_samples_at_but_no_size_ratio_gives_is_refused_by_name()
     x = torch.randn(1, 2, 8, 10)
     got = load(relax_vk.build(from_torch(Up(), (x,)), "opencl").artifact(), device="pocl").run([x.numpy()])[0]
     np.testing.assert_allclose(got, Up()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_dim_of_one_value_is_a_fixed_size(lavapipe):
+    """A range of one value (what ``torch.export`` derives for a ``Dim.AUTO`` batch of 2 it
+    specializes, or ``--dim B=2:2``) is that size fixed, beside a run-time width: the artifact was
+    refused at load ("dim s77 is no input's axis")."""
+    torch.manual_seed(0)
+    model = _ConvThenLinear().eval()
+    auto = torch.export.Dim.AUTO
+    mod = from_torch(model, (torch.randn(2, 3, 16, 32),), dynamic_shapes={"x": {0: auto(min=1, max=2), 3: auto(min=8, max=64)}})
+    assert sorted(int(v) for v in mod["main"].attrs[UPPER_ATTR].values()) == [2, 64]  # (the batch's range is 2..2)
+    session = load(relax_vk.build(mod, "vulkan").artifact(), device="lavapipe")
+    assert list(session.dims.values()) == [(8, 64)]
+    for w in (8, 37):
+        x = torch.randn(2, 3, 16, w)
+        with torch.no_grad():
+            np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).numpy(), rtol=1e-4, atol=1e-5)
