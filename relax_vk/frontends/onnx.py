@@ -51,6 +51,7 @@ from ..core.errors import RelaxVKError, UnsupportedError
 from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
 from .errors import ModelLoadError, first_lost_shape, onnx_node
+from .open_slices import exact_open_slices
 from .onnx_quant import rewrite_quantized
 from .onnx_topk import rewrite_full_topk
 from .raise_prebuilt_binary import RaisePrebuiltBinary
@@ -169,12 +170,51 @@ def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str, dim
 
 
 def fold_shape_subgraphs(model):
-    """``model`` with its shape computations folded into constants (onnxslim)."""
+    """``model`` with its shape computations folded into constants (onnxslim), the ``Shape`` of a
+    tensor past a ``MatMulNBits`` included (:func:`_shapes_past_matmul_nbits`)."""
     onnxslim = require("onnxslim", "onnx")
     try:
-        return onnxslim.slim(model)
+        return onnxslim.slim(_shapes_past_matmul_nbits(model))
     except Exception:  # an optimizer failure must not halt an import TVM may still manage
         return model
+
+
+def _shapes_past_matmul_nbits(model):
+    """``model`` with each ``Shape`` of a tensor whose static shape follows from a ``MatMulNBits``
+    output (``[..., K] -> [..., N]``) replaced by that shape, a constant. ONNX's shape inference
+    knows no com.microsoft op, so onnxslim left such a ``Shape -> Gather -> Div -> Slice`` chain
+    (``linear(x).chunk(3, -1)`` exported by torch.onnx) to TVM's importer, whose slice of computed
+    bounds no build could lower. ``model`` itself when it has no ``MatMulNBits``."""
+    from onnx import helper, numpy_helper, shape_inference
+
+    nbits = [n for n in model.graph.node if n.op_type == "MatMulNBits"]
+    if not nbits:
+        return model
+    model = shape_inference.infer_shapes(model)
+    for _ in range(len(nbits)):  # (a chain of them: each typed once the one before is)
+        known = {v.name: v.type.tensor_type for v in list(model.graph.value_info) + list(model.graph.input)}
+        typed = False
+        for n in nbits:
+            if n.output[0] in known or n.input[0] not in known or not known[n.input[0]].HasField("shape"):
+                continue
+            width = next((a.i for a in n.attribute if a.name == "N"), None)
+            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in known[n.input[0]].shape.dim]
+            if width is None or not dims:
+                continue
+            model.graph.value_info.append(helper.make_tensor_value_info(n.output[0], known[n.input[0]].elem_type, dims[:-1] + [width]))
+            typed = True
+        if not typed:
+            break
+        model = shape_inference.infer_shapes(model)
+    known = {v.name: v.type.tensor_type for v in model.graph.value_info}
+    for i, n in enumerate(list(model.graph.node)):
+        t = known.get(n.input[0]) if n.op_type == "Shape" and n.input else None
+        if t is None or not t.HasField("shape") or not all(d.HasField("dim_value") for d in t.shape.dim) or n.attribute:
+            continue
+        value = np.array([d.dim_value for d in t.shape.dim], np.int64)
+        model.graph.node.remove(n)
+        model.graph.node.insert(i, helper.make_node("Constant", [], list(n.output), name=n.name, value=numpy_helper.from_array(value)))
+    return model
 
 
 def drop_empty_resize_scales(model) -> None:
@@ -359,7 +399,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         return mod
     _check_known_shapes(mod, where, {name: ranges[name] for name in used})
     quotients = {quotient_name(n, step): (ranges[n][0] // step, ranges[n][1] // step) for n, step in steps.items()}
-    return with_dim_ranges(bind_stepped_dims(mod, steps), {**{name: ranges[name] for name in sorted(used)}, **quotients})
+    return exact_open_slices(with_dim_ranges(bind_stepped_dims(mod, steps), {**{name: ranges[name] for name in sorted(used)}, **quotients}))
 
 
 def converters() -> dict:

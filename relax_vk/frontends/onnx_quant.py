@@ -228,8 +228,9 @@ def _expand_qoperator(rw: _Rewriter, node) -> None:
         trans_b = int(attrs.get("transB", 0))
         per_channel = _size(rw, bs) > 1
         inputs = [dq(a, as_, az), dq(b, bs, bz, (0 if trans_b else 1) if per_channel else None)]
-        if c:
-            inputs.append(dq(c, _product_scale(rw, as_, bs, hint), "", 0 if per_channel else None))
+        if c:  # (C is quantized at alpha * a_scale * b_scale: onnxruntime computes alpha * (A'B' + C'), C' at a_scale * b_scale)
+            alpha = float(attrs.get("alpha", 1.0))
+            inputs.append(dq(c, _product_scale(rw, as_, bs, hint, alpha), "", 0 if per_channel else None))
         gemm = {k: v for k, v in attrs.items() if k in ("alpha", "transA", "transB")}
         y = rw.add("Gemm", inputs, hint, **gemm)
         if ys:
@@ -280,13 +281,15 @@ def _is_scalar(rw: _Rewriter, name: str) -> bool:
     return value is not None and value.size == 1
 
 
-def _product_scale(rw: _Rewriter, a: str, b: str, hint: str) -> str:
-    """A bias's scale ``a * b`` (one value per channel when ``b`` has one), 1-D or scalar."""
+def _product_scale(rw: _Rewriter, a: str, b: str, hint: str, factor: float = 1.0) -> str:
+    """A bias's scale ``a * b`` (one value per channel when ``b`` has one), 1-D or scalar, times
+    ``factor`` (QGemm's ``alpha``)."""
     va, vb = rw.array(a), rw.array(b)
     if va is not None and vb is not None:
-        prod = (va.astype("float32") * vb.astype("float32")).astype("float32")
+        prod = (va.astype("float32") * vb.astype("float32") * np.float32(factor)).astype("float32")
         return rw.const(f"{hint}_bias_scale", prod.reshape(-1) if prod.size > 1 else prod.reshape(()))
-    return rw.add("Mul", [a, b], hint)
+    prod = rw.add("Mul", [a, b], hint)
+    return prod if factor == 1.0 else rw.add("Mul", [prod, rw.const(f"{hint}_alpha", np.float32(factor))], hint)
 
 
 # ---------------------------------------------------------------- dynamic

@@ -71,6 +71,7 @@ from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .errors import ModelLoadError, first_lost_shape
+from .open_slices import exact_open_slices
 from .torch_quant import CONVERTERS as QUANTIZED
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
@@ -647,7 +648,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
-    mod = _wrapped_constant_indices(_without_assertions(mod, where))
+    mod = exact_open_slices(_wrapped_constant_indices(_without_assertions(mod, where)))
     lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
     if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
         raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "

@@ -30,7 +30,9 @@ def _cnn(full: bool) -> "onnx.ModelProto":
     QLinearConv, int8 MaxPool, QLinearLeakyRelu, QLinearAdd, QLinearConcat, QLinearSigmoid,
     QLinearMul, QLinearGlobalAveragePool, QLinearMatMul and QGemm. Else conv 3x3 -> relu -> global
     average pool -> Gemm (fewer kernels to build: the forms that differ only in their scales, zero
-    points and signedness)."""
+    points and signedness). The Gemm's alpha and beta are not 1: QOperator's QGemm holds its bias
+    at ``alpha * a_scale * b_scale`` (read at ``a_scale * b_scale``, the output was 5-11% of its
+    range off)."""
     rng = np.random.RandomState(0)
     w = lambda name, *shape: numpy_helper.from_array((rng.randn(*shape) * 0.3).astype("float32"), name)  # noqa: E731
     inits = [w("w1", 8, 3, 3, 3), w("b1", 8), w("w2", 8, 8, 1, 1), w("b2", 8), w("m", 16, 12), w("mb", 12), w("g", 10, 12), w("gb", 10)]
@@ -43,7 +45,7 @@ def _cnn(full: bool) -> "onnx.ModelProto":
         n("Sigmoid", ["cat"], ["sg"]), n("Mul", ["cat", "sg"], ["sw"]),
         n("GlobalAveragePool", ["sw"], ["gap"]), n("Flatten", ["gap"], ["f"]),
         n("MatMul", ["f", "m"], ["mm"]), n("Add", ["mm", "mb"], ["h"]),
-        n("Gemm", ["h", "g", "gb"], ["y"], transB=1),
+        n("Gemm", ["h", "g", "gb"], ["y"], transB=1, alpha=0.7, beta=0.5),  # (QGemm's bias scale carries alpha)
     ]  # fmt: skip
     if not full:
         inits[-2] = w("g", 10, 8)
@@ -281,6 +283,35 @@ def test_int4_weights_only_on_vulkan(float_models, tmp_path, lavapipe):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "MatMulNBits" in _ops(quantized) and "MatMul" not in _ops(quantized)
     _against_onnxruntime(quantized, out, "lavapipe", (1, 8, 64))
+
+
+def test_4bit_products_whose_output_shape_feeds_a_split(tmp_path, lavapipe):
+    """``linear(x).chunk(3, -1)`` as torch.onnx writes it: ``Shape -> Gather -> Div -> Slice`` of the
+    product's output. ONNX's shape inference knows no ``MatMulNBits``, so the chain was left
+    unfolded and the build failed ("relax.tensor_to_shape has no runtime step")."""
+    torch = pytest.importorskip("torch")
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    class Chunks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(32, 96)
+
+        def forward(self, x):
+            q, k, v = self.linear(x).chunk(3, -1)
+            return q * k + v
+
+    torch.manual_seed(0)
+    path = str(tmp_path / "chunks.onnx")
+    torch.onnx.export(Chunks(), (torch.randn(1, 8, 32),), path, input_names=["x"], dynamo=False)
+    quantizer = MatMulNBitsQuantizer(onnx.load(path), bits=4, block_size=32, is_symmetric=True)
+    quantizer.process()
+    assert {"MatMulNBits", "Shape", "Slice"} <= {n.op_type for n in quantizer.model.model.graph.node}
+    onnx.save(quantizer.model.model, path)
+    x = np.random.RandomState(0).randn(1, 8, 32).astype("float32")
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = load(relax_vk.build(from_onnx(path, {"x": (1, 8, 32)}), "vulkan").artifact(), device="lavapipe").run([x])[0]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.ptp(want))
 
 
 def test_calibration_that_does_not_fit_is_a_clear_error(float_models, tmp_path):

@@ -123,3 +123,33 @@ def test_a_dim_of_one_value_is_a_fixed_size(lavapipe):
         x = torch.randn(2, 3, 16, w)
         with torch.no_grad():
             np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+class _SecondHalf(torch.nn.Module):
+    """The rows from half the height on, ``x[:, :, x.shape[2] // 2:]``: a slice whose start is
+    computed from a run-time size and whose end is open."""
+
+    def forward(self, x):
+        return x[:, :, x.shape[2] // 2 :] * 2
+
+
+@pytest.mark.parametrize("front_door", ["torch", "onnx"])
+def test_a_slice_from_a_computed_start_to_the_end_is_exact(front_door, pocl, tmp_path):
+    """Its length is ``H - H // 2`` over the declared range: TVM's ONNX converter gave it ``INT64_MAX
+    - H // 2`` (a build error past int64), its PyTorch converter ``min(INT64_MAX, H) - min(H // 2,
+    H)``, an ``if_then_else`` no pass could type."""
+    x = torch.randn(1, 4, 10, 12)
+    if front_door == "torch":
+        mod = from_torch(_SecondHalf(), (x,), dynamic_shapes={"x": {2: torch.export.Dim.AUTO(min=2, max=40)}})
+    else:
+        from relax_vk.frontends import from_onnx
+
+        path = str(tmp_path / "half.onnx")
+        torch.onnx.export(_SecondHalf(), (x,), path, input_names=["x"], dynamic_axes={"x": {2: "H"}}, dynamo=False)
+        mod = from_onnx(path, {"x": (1, 4, "H", 12)}, dims={"H": (2, 40)})
+    session = load(relax_vk.build(mod, "opencl").artifact(), device="pocl")
+    for h in (2, 9, 40):
+        x = torch.randn(1, 4, h, 12)
+        (out,) = session.run([x.numpy()])
+        assert out.shape == (1, 4, h - h // 2, 12)
+        np.testing.assert_array_equal(out, _SecondHalf()(x).numpy())

@@ -242,22 +242,22 @@ class _TimesFirst(torch.nn.Module):
         return (x[:, :1] * x).sum(-1)
 
 
-def test_without_the_exact_slice_a_lost_shape_is_refused_and_a_broadcast_still_right(monkeypatch, pocl):
-    """TVM's own slice gives ``x[:, :1]`` the length ``min(1, T)``. Multiplied with ``x``, the
-    product's shape is lost: refused at import naming the op, never built. Broadcast explicitly
-    (cosine similarity's ``expand``), it is read at ``min(i, 0)`` (relax_vk.legalize.broadcast):
-    right, where TOPI's broadcast read past the one row (1.4 off)."""
+def test_without_the_exact_slice_the_slices_are_made_exact_after_import(monkeypatch, pocl):
+    """TVM's own slice gives ``x[:, :1]`` the length ``min(1, T)``; multiplied with ``x``, the
+    product's shape was lost (an import refused by name). The slice is now made exact after import
+    (``relax_vk.frontends.open_slices``: ``1 <= T`` over the declared range), so the product has
+    its shape. Broadcast explicitly (cosine similarity's ``expand``) it runs right as well, where
+    TOPI's broadcast of ``min(1, T)`` rows read past the one row (1.4 off)."""
     import relax_vk.frontends.torch as front
 
     monkeypatch.setattr(front, "CONVERTERS", {k: v for k, v in front.CONVERTERS.items() if k != "slice.Tensor"})
     T = torch.export.Dim("T", min=2, max=32)
-    with pytest.raises(UnsupportedError, match=r"op .*: TVM's importer cannot tell the shape of its output at run-time sizes"):
-        from_torch(_TimesFirst(), (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: T}})
-    mod = from_torch(_FirstRow(), (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: T}})
-    session = load(relax_vk.build(mod, "opencl").artifact(), device=pocl)
-    for t in (2, 17):
-        x = torch.randn(2, t, 8)
-        np.testing.assert_allclose(session.run([x.numpy()])[0], _FirstRow()(x).numpy(), rtol=1e-5, atol=1e-6)
+    for model in (_TimesFirst(), _FirstRow()):
+        mod = from_torch(model, (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: T}})
+        session = load(relax_vk.build(mod, "opencl").artifact(), device=pocl)
+        for t in (2, 17):
+            x = torch.randn(2, t, 8)
+            np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).numpy(), rtol=1e-5, atol=1e-5)
 
 
 class _OneHot(torch.nn.Module):

@@ -1,0 +1,119 @@
+"""Slices of a run-time axis that run to its end, given their exact length.
+
+``x[:, :, x.shape[2] // 2:]`` (PyTorch), ONNX ``Slice`` with a start computed from ``Shape`` and an
+open end (``INT64_MAX``): the importers keep the open end as it is written. TVM's ONNX converter
+then declares the slice in bounds (``assume_inbound``), and its length is ``INT64_MAX - H // 2``:
+a kernel whose extent passes int64 ("Literal value 36893488147419103228 exceeds range of int64").
+TVM's PyTorch converter clamps instead, to ``min(INT64_MAX, s) - min(s // 2, s)``, whose
+``if_then_else`` no later pass can type. Over the dims' declared ranges both are ``H - H // 2``.
+
+:func:`exact_open_slices` rewrites every ``strided_slice`` of ``main`` whose axes it can prove in
+bounds at every size the ranges allow (stride 1, ``0 <= begin <= end``, an end past every size
+of the axis taken as the axis's size) into the same slice with those bounds, ``assume_inbound``.
+A slice it cannot prove so is left as the importer wrote it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Dict
+
+import tvm
+from tvm import relax, tirx
+from tvm.sym import Analyzer
+
+from ..codegen.run_time_shapes import substitute
+from ..core.dims import dim_ranges
+
+#: the most sizes (over every dim a bound reads) tried where TVM's analyzer proves nothing
+MAX_CASES = 4096
+
+
+def _bounded_analyzer(main: relax.Function, ranges: Dict[str, tuple]):
+    """An analyzer that knows each run-time dim of ``main``'s inputs lies in its declared range."""
+    analyzer = Analyzer()
+    for p in main.params:
+        for axis in getattr(getattr(p.ty, "shape", None), "values", None) or ():
+            for var in tirx.analysis.undefined_vars(axis):
+                if str(var.name) in ranges:
+                    lo, hi = ranges[str(var.name)]
+                    analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
+    return analyzer
+
+
+def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with the open-ended slices of run-time axes given their exact bounds (module
+    docstring); ``mod`` itself when ``main`` has no run-time dims."""
+    main = mod["main"]
+    ranges = dim_ranges(main)
+    if not ranges:
+        return mod
+    analyzer = _bounded_analyzer(main, ranges)
+
+    def holds(condition) -> bool:
+        """``condition`` proved by the analyzer, or true at every size of the dims it reads (TVM's
+        analyzer cannot prove ``H // 2 <= H``; at most :data:`MAX_CASES` sizes are tried)."""
+        if analyzer.can_prove(condition):
+            return True
+        names = {str(v.name): v for v in tirx.analysis.undefined_vars(condition)}
+        if not names or any(n not in ranges for n in names):
+            return False
+        spans = [range(ranges[n][0], ranges[n][1] + 1) for n in names]
+        if math.prod(len(r) for r in spans) > MAX_CASES:
+            return False
+        plain = Analyzer()
+        for values in itertools.product(*spans):
+            value = plain.simplify(substitute(condition, {names[n]: tirx.const(v, names[n].ty.dtype) for n, v in zip(names, values)}))
+            if not (isinstance(value, tirx.IntImm) and int(value)):
+                return False
+        return True
+
+    def exact(call: relax.Call):
+        """The slice's ``(begin, end)`` lists, proved in bounds; None when a bound is not provable."""
+        shape = getattr(call.args[0].ty, "shape", None)
+        values = getattr(shape, "values", None)
+        if values is None:
+            return None
+        if not all(isinstance(a, relax.Tuple) for a in call.args[1:]):
+            return None
+        axes, begins, ends = (list(call.args[i].fields) for i in range(1, 4))
+        strides = list(call.args[4].fields) if len(call.args) > 4 else [tirx.IntImm("int64", 1)] * len(axes)
+        if not all(isinstance(s, tirx.IntImm) and int(s) == 1 for s in strides):
+            return None
+        out_begin, out_end, changed = [], [], False
+        for axis, begin, end in zip(axes, begins, ends):
+            extent = values[int(axis) % len(values)]
+            if isinstance(extent, tirx.IntImm):  # (a static axis: the importer's bounds are exact there)
+                out_begin.append(begin)
+                out_end.append(end)
+                continue
+            dtype = str(extent.ty.dtype)
+            begin = begin if str(begin.ty.dtype) == dtype else tirx.Cast(dtype, begin)
+            if isinstance(end, tirx.IntImm) and int(end) >= (1 << 31):  # (open: past every size of the axis)
+                end, changed = extent, True
+            elif str(end.ty.dtype) != dtype:
+                end = tirx.Cast(dtype, end)
+            if not all(holds(c) for c in (0 <= begin, begin <= end, end <= extent)):
+                return None
+            out_begin.append(analyzer.simplify(begin))
+            out_end.append(analyzer.simplify(end))
+        return (out_begin, out_end) if changed or not bool(call.attrs.assume_inbound) else None
+
+    @relax.expr_functor.mutator
+    class _Exact(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.strided_slice"):
+                return call
+            bounds = exact(call)
+            if bounds is None:
+                return call
+            axes = list(call.args[1].fields)
+            return relax.op.strided_slice(call.args[0], axes, bounds[0], bounds[1], [1] * len(axes), assume_inbound=True)
+
+    out = mod.clone()
+    func = _Exact(out).visit_expr(main)
+    # (the declared result type follows the body's: an output's length is the slice's new one)
+    out["main"] = relax.Function(func.params, func.body, None, func.is_pure, func.attrs, func.span)
+    return relax.transform.Normalize()(out)
