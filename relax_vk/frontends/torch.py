@@ -468,19 +468,57 @@ def _with_sizes(name: str, combine, true_division: bool = False):
             return _tvm_converter(importer, name, node)
         bb = importer.block_builder
         tensor, size = (lhs, rhs) if tensors[0] else (rhs, lhs)
-        dtype = str(tensor.ty.dtype)
-        if true_division and not dtype.startswith(("float", "bfloat")):
-            tensor, dtype = bb.emit(relax.op.astype(tensor, "float32")), "float32"
-        shape = list(tensor.ty.shape.values)
-        data = te.placeholder(shape, dtype, name="x")
-        named = {v.name for d in shape for v in tirx.analysis.undefined_vars(d)}
-        dims = [v for v in tirx.analysis.undefined_vars(size) if v.name not in named]  # (the rest: scalar arguments)
-        value = tirx.Cast(dtype, size)
-        out = te.compute(shape, lambda *i: combine(data(*i), value) if tensors[0] else combine(value, data(*i)), name="with_size")
-        kernel = bb.add_func(te.create_prim_func([data, *dims, out]), "with_size")
-        return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
+        if true_division and not str(tensor.ty.dtype).startswith(("float", "bfloat")):
+            tensor = bb.emit(relax.op.astype(tensor, "float32"))
+        return _sized_elementwise(bb, tensor, [size], lambda x, value: combine(x, value) if tensors[0] else combine(value, x))
 
     return convert
+
+
+def _sized_elementwise(bb, tensor, sizes, compute):
+    """One elementwise kernel ``compute(x, *sizes)`` over ``tensor``, the run-time ``sizes`` cast to
+    its dtype and computed from the dims it takes as scalar arguments."""
+    from tvm import te
+
+    dtype = str(tensor.ty.dtype)
+    shape = list(tensor.ty.shape.values)
+    data = te.placeholder(shape, dtype, name="x")
+    # (a dim that is an axis of its own the kernel reads off the tensor; the rest, s in an axis
+    # s + 3 included, are scalar arguments: TVM binds a variable from a buffer's shape only there)
+    named = {d.name for d in shape if isinstance(d, tirx.Var)}
+    dims = []
+    for size in sizes:
+        dims += [v for v in tirx.analysis.undefined_vars(size) if v.name not in named and all(v.name != d.name for d in dims)]
+    values = [tirx.Cast(dtype, size) if str(size.ty.dtype) != dtype else size for size in sizes]
+    out = te.compute(shape, lambda *i: compute(data(*i), *values), name="with_size")
+    kernel = bb.add_func(te.create_prim_func([data, *dims, out]), "with_size")
+    return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
+
+
+def _clamp(node, importer):
+    """``clamp`` with a run-time size as a bound (``x.clamp(0, x.shape[2] - 1)``: PyTorch's
+    decomposition of a replicate pad): one kernel, the sizes computed from the dims it takes as
+    scalar arguments. TVM's converter broadcast the size as if it were a tensor (an import error).
+    Any other clamp is TVM's converter's."""
+    args = importer.retrieve_args(node)
+    x, low, high = (list(args) + [None, None])[:3]
+    low, high = node.kwargs.get("min", low), node.kwargs.get("max", high)
+    bounds = [b for b in (low, high) if b is not None]
+    if not isinstance(getattr(x, "ty", None), relax.TensorType) or not any(_is_size(b) for b in bounds):
+        return _tvm_converter(importer, "clamp.default", node)
+    if not all(_is_size(b) or isinstance(b, (int, float)) for b in bounds):
+        return _tvm_converter(importer, "clamp.default", node)
+    dtype = str(x.ty.dtype)
+    sizes = [b if _is_size(b) else tirx.const(b, dtype) for b in bounds]
+
+    def compute(value, *limits):
+        if low is not None:
+            value = tirx.max(value, limits[0])
+        if high is not None:
+            value = tirx.min(value, limits[-1])
+        return value
+
+    return _sized_elementwise(importer.block_builder, x, sizes, compute)
 
 
 #: what ``torch.export`` writes for a slice's open end (``x[:, 1:]``)
@@ -574,6 +612,7 @@ CONVERTERS = {
     "add.Tensor": _with_sizes("add.Tensor", lambda a, b: a + b),
     "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
+    "clamp.default": _clamp,
     "div.Tensor": _with_sizes("div.Tensor", lambda a, b: a / b, true_division=True),
     "im2col.default": _im2col,
     "col2im.default": _col2im,

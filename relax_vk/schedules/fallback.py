@@ -190,12 +190,19 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
     blocks (adaptive pools with uneven windows) get their outer spatial loops bound; what is nested
     runs inside the thread as it is. A reduction placed in registers whose per-thread region TVM
     cannot bound (fused run-time extents: its buffer compaction fails) is placed again with the
-    loops bound apart (:func:`_bind_apart`), and failing that runs as its own launch; a kernel TVM
-    cannot compact any way is refused here (the driver then names it), not left to fail inside
+    loops bound apart (:func:`_bind_apart`), and failing that runs as its own launch; so is a
+    kernel of run-time extents whose fused loops TVM's index analysis cannot split (a pad then a
+    transpose over a run-time batch and length). A kernel TVM cannot compact any way is refused here (the driver then names it), not left to fail inside
     TVM's lowering."""
-    scheduled = _schedule_safe(func, threads, registers=True)
-    if not run_time_size(func) or _compacts(scheduled):
-        return scheduled
+    import tvm
+
+    try:
+        scheduled = _schedule_safe(func, threads, registers=True)
+        if not run_time_size(func) or _compacts(scheduled):
+            return scheduled
+    except tvm.error.InternalError:  # (fused run-time extents TVM's index analysis cannot divide: B * (T + 3) * 8 by (T + 3) * 8)
+        if not run_time_size(func):
+            raise
     ranges = kernel_ranges(func)
     if ranges:  # (the loops bound apart: each index one loop's)
         try:

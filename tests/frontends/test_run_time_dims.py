@@ -153,3 +153,34 @@ def test_a_slice_from_a_computed_start_to_the_end_is_exact(front_door, pocl, tmp
         (out,) = session.run([x.numpy()])
         assert out.shape == (1, 4, h - h // 2, 12)
         np.testing.assert_array_equal(out, _SecondHalf()(x).numpy())
+
+
+class _PadThenTranspose(torch.nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, y):
+        return torch.nn.functional.pad(y, (2, 1), mode=self.mode).transpose(1, 2)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_pads_of_a_run_time_length_then_a_transpose_over_a_run_time_batch(mode, pocl, lavapipe, tmp_path):
+    """A run-time batch and length, padded then transposed, from both front doors. The safe
+    schedule fused the batch with the padded length, ``B * (T + 3) * 8``, which TVM's index
+    analysis could not split (a build error): it now binds them apart. From PyTorch the reflect
+    pad's index arithmetic took ``T`` from an axis ``T + 3`` (an unbound variable in its kernel) and
+    the replicate pad's ``clamp`` to ``T - 1`` failed to import."""
+    from relax_vk.frontends import from_onnx
+
+    model = _PadThenTranspose(mode)
+    dims = {"y": {0: torch.export.Dim("B", min=1, max=2), 2: torch.export.Dim("T", min=4, max=64)}}
+    from_pytorch = from_torch(model, (torch.randn(2, 8, 20),), dynamic_shapes=dims)
+    path = str(tmp_path / f"{mode}.onnx")
+    torch.onnx.export(model, (torch.randn(2, 8, 20),), path, input_names=["y"], dynamic_axes={"y": {0: "B", 2: "T"}}, dynamo=False)
+    from_file = from_onnx(path, {"y": ("B", 8, "T")}, dims={"B": (1, 2), "T": (4, 64)})
+    for mod, target, device in ((from_pytorch, "opencl", "pocl"), (from_file, "vulkan", "lavapipe")):
+        session = load(relax_vk.build(mod, target).artifact(), device=device)
+        for b, t in ((2, 64), (1, 5), (2, 33)):
+            y = torch.randn(b, 8, t)
+            np.testing.assert_array_equal(session.run([y.numpy()])[0], model(y).numpy())
