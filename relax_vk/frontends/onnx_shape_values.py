@@ -13,7 +13,9 @@ reshape to ``[]`` the scalar itself), so the size keeps its expression and the `
 TVM's converter.
 
 ``Range(start, limit, delta)`` with integer constants ``start`` and ``delta > 0`` and ``limit`` a
-size (``torch.arange(x.shape[1])``: positions of a run-time sequence length): TVM's converter gives
+size (``torch.arange(x.shape[1])``: positions of a run-time sequence length), or whole-number
+float constants and the size cast to float (``torch.arange(T, dtype=torch.float32)``, a sinusoidal
+position encoding's positions: float positions of the integer range): TVM's converter gives
 its length a fresh variable, so adding the positions' embedding to the tokens' cannot be proven
 the same shape (an import error). Here it is ``arange`` with the length ``ceil((limit - start) /
 delta)`` as an expression of the size (``T`` for ``arange(T)``).
@@ -48,11 +50,16 @@ def convert_range(bb, inputs, attrs):
     if not (isinstance(start, GenericConst) and isinstance(delta, GenericConst)) or isinstance(limit, GenericConst):
         return None
     s, d = start.value.numpy(), delta.value.numpy()
-    if s.size != 1 or d.size != 1 or s.dtype.kind not in "iu" or d.dtype.kind not in "iu" or int(d.reshape(-1)[0]) <= 0:
+    if s.size != 1 or d.size != 1 or s.dtype.kind not in "iuf" or d.dtype.kind not in "iuf" or float(d.reshape(-1)[0]) <= 0:
         return None
     if not tvm.ir.is_prim_expr(limit):  # (TVM 0.27 carries a scalar shape value as the expression itself)
         return None
     end = limit
+    if s.dtype.kind == "f" or d.dtype.kind == "f":  # (torch.arange(T, dtype=float32): whole-number start and step, the end a size cast)
+        whole = all(float(v.reshape(-1)[0]).is_integer() for v in (s, d))
+        if not (whole and isinstance(end, tirx.Cast) and str(end.value.ty.dtype).startswith(("int", "uint"))):
+            return None
+        end = end.value
     s, d = int(s.reshape(-1)[0]), int(d.reshape(-1)[0])
     end = tirx.Cast("int64", end) if str(end.ty) != "int64" else end
     count = tirx.floordiv(end - s + (d - 1), d)  # (a size is never negative: from start <= 0, no clamp at 0)

@@ -90,6 +90,12 @@ def test_a_range_up_to_a_size_has_that_length():
             (length,) = out.ty.shape.values
             assert tvm.sym.Analyzer().can_prove_equal(length, want), (length, want)
         bb.emit_func_output(relax.const(0))
-    # a constant limit, or a negative step, stays with TVM's converter
+    # a float range up to a size (torch.arange(T, dtype=float32)): the same length, float32 positions
+    with bb.function("g", []):
+        out = bb.normalize(convert_range(bb, [relax.const(0.0, "float32"), relax.prim_value(tirx.Cast("float32", T)), relax.const(1.0, "float32")], {}))
+        assert out.ty.dtype == "float32" and tvm.sym.Analyzer().can_prove_equal(out.ty.shape.values[0], T)
+        bb.emit_func_output(relax.const(0))
+    # a constant limit, a negative step, or a fractional float start stays with TVM's converter
     assert convert_range(bb, [relax.const(0, "int64"), relax.const(5, "int64"), relax.const(1, "int64")], {}) is None
     assert convert_range(bb, [relax.const(0, "int64"), relax.prim_value(T), relax.const(-1, "int64")], {}) is None
+    assert convert_range(bb, [relax.const(0.5, "float32"), relax.prim_value(tirx.Cast("float32", T)), relax.const(1.0, "float32")], {}) is None
