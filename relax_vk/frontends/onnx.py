@@ -52,6 +52,7 @@ from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops
 from .errors import ModelLoadError, first_lost_shape, onnx_node
 from .open_slices import exact_open_slices
+from .resize_picks import check_nearest_picks
 from .onnx_quant import rewrite_quantized
 from .onnx_topk import rewrite_full_topk
 from .raise_prebuilt_binary import RaisePrebuiltBinary
@@ -399,7 +400,9 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         return mod
     _check_known_shapes(mod, where, {name: ranges[name] for name in used})
     quotients = {quotient_name(n, step): (ranges[n][0] // step, ranges[n][1] // step) for n, step in steps.items()}
-    return exact_open_slices(with_dim_ranges(bind_stepped_dims(mod, steps), {**{name: ranges[name] for name in sorted(used)}, **quotients}))
+    mod = exact_open_slices(with_dim_ranges(bind_stepped_dims(mod, steps), {**{name: ranges[name] for name in sorted(used)}, **quotients}))
+    check_nearest_picks(mod, where, "onnx")
+    return mod
 
 
 def converters() -> dict:

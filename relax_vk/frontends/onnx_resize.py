@@ -37,6 +37,8 @@ def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     scales = inputs[2] if len(inputs) > 2 else None
     sizes = inputs[3] if len(inputs) > 3 else None
     shape = getattr(getattr(x, "ty", None), "shape", None)
+    if isinstance(sizes, relax.ShapeExpr) and shape is not None and len(shape.values) == 4:
+        return _resize_to_sizes(x, list(shape.values), list(sizes.values), inputs, attrs, op)
     if sizes is not None or not isinstance(scales, GenericConst) or shape is None or len(shape.values) != 4:
         return None
     dims = list(shape.values)
@@ -68,7 +70,36 @@ def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     roi = inputs[1] if len(inputs) > 1 else None
     if roi is not None and not (isinstance(roi, GenericConst) and roi.value.numpy().size == 0):
         raise UnsupportedError(f"{where}: a region of interest with run-time dims is not supported")
+    return _resize2d(x, out, attrs, where)
+
+
+def _resize_to_sizes(x, dims, sizes, inputs, attrs, op: str):
+    """``Resize`` to ``sizes`` that hold run-time dims (``F.interpolate(y, size=x.shape[2:])``: an
+    FPN's upsample to its skip's size), or of an input of run-time size; None (TVM's converter) when
+    every size is static. The batch and channels must stay as they are. Nearest sampling is checked
+    later, at every size of the dims' ranges (:func:`check_nearest_picks`)."""
+    from tvm import relax, tirx
+    from tvm.ir import GenericConst
+    from tvm.sym import Analyzer
+
+    if all(isinstance(v, tirx.IntImm) for v in dims + sizes):
+        return None
+    where = onnx_node(attrs, op)
+    analyzer = Analyzer()
+    if len(sizes) != 4 or not all(analyzer.can_prove_equal(a, b) for a, b in zip(sizes[:2], dims[:2])):
+        raise UnsupportedError(f"{where}: sizes {list(sizes)} of an input {list(dims)}: only the two spatial axes of an NCHW input may be resized")
+    roi = inputs[1] if len(inputs) > 1 else None
+    if roi is not None and not (isinstance(roi, GenericConst) and roi.value.numpy().size == 0):
+        raise UnsupportedError(f"{where}: a region of interest with run-time dims is not supported")
+    return _resize2d(x, sizes[2:], attrs, where)
+
+
+def _resize2d(x, out, attrs, where: str):
+    """``resize2d`` of ``x`` to the spatial sizes ``out`` as the ``Resize`` node's attributes say."""
+    from tvm import relax
+
     mode = attrs.get("mode", b"nearest").decode()
+    coordinates = attrs.get("coordinate_transformation_mode", b"half_pixel").decode()
     if mode not in _MODES:
         raise UnsupportedError(f"{where}: mode {mode!r}")
     return relax.op.image.resize2d(
@@ -96,3 +127,4 @@ def convert_upsample(bb, inputs, attrs):
     as_resize = {"mode": mode, "coordinate_transformation_mode": b"asymmetric", "nearest_mode": b"floor",
                  "tvm_custom": attrs.get("tvm_custom", {})}  # fmt: skip
     return convert_resize(bb, [inputs[0], None, scales], as_resize, op="Upsample", static=True)
+

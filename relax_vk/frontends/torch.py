@@ -72,6 +72,7 @@ from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .errors import ModelLoadError, first_lost_shape
 from .open_slices import exact_open_slices
+from .resize_picks import check_nearest_picks
 from .torch_quant import CONVERTERS as QUANTIZED
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
@@ -103,18 +104,20 @@ def _nearest_rows_agree(size: int, scale: float) -> bool:
     return bool(np.array_equal(pytorch, ours))
 
 
-def _output_size(node, x, scales_at: int, op: str, align_corners: bool = False, nearest: bool = False) -> list:
+def _output_size(node, x, scales_at: int, op: str, align_corners: bool = False, nearest: bool = False, importer=None) -> list:
     """The output size of PyTorch's upsample ``node`` of ``x``: its ``output_size``, else ``floor(in
     * scale)`` where relax_vk's resize then samples where PyTorch does (module docstring): a static
     size whose product is an integer (any product with ``align_corners``, which reads only the
     sizes; for ``nearest``, any whose rows agree, :func:`_nearest_rows_agree`), a run-time size
     times an integer. The scales are at ``node.args[scales_at]`` (``.vec``: a list) or there and
-    after (``.default``: ``scales_h``, ``scales_w``)."""
+    after (``.default``: ``scales_h``, ``scales_w``). An ``output_size`` of run-time sizes
+    (``F.interpolate(y, size=x.shape[2:])``) is those sizes' expressions (a nearest one is checked
+    at every size of the dims' ranges after import: :mod:`relax_vk.frontends.resize_picks`)."""
     from tvm import tirx
 
     size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size", node.kwargs.get("size"))
     if size:
-        return [int(s) for s in size]
+        return [int(s) if isinstance(s, int) else importer.env[s] for s in size]
     if len(node.args) > scales_at + 1 or "scales_h" in node.kwargs:  # (the .default overload)
         scales = [node.args[i] if len(node.args) > i else node.kwargs.get(k) for i, k in ((scales_at, "scales_h"), (scales_at + 1, "scales_w"))]
     else:
@@ -139,7 +142,7 @@ def _output_size(node, x, scales_at: int, op: str, align_corners: bool = False, 
 
 def _upsample_nearest(node, importer) -> relax.Var:
     x = importer.env[node.args[0]]
-    size = _output_size(node, x, 2, "upsample_nearest2d", nearest=True)
+    size = _output_size(node, x, 2, "upsample_nearest2d", nearest=True, importer=importer)
     return importer.block_builder.emit(
         relax.op.image.resize2d(
             x, size, layout="NCHW", method="nearest_neighbor",
@@ -161,7 +164,7 @@ def _upsample_sampled(op: str, method: str):
     def convert(node, importer) -> relax.Var:
         x = importer.env[node.args[0]]
         align_corners = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("align_corners", False))
-        return _resize(importer, x, _output_size(node, x, 3, op, align_corners), method, align_corners)
+        return _resize(importer, x, _output_size(node, x, 3, op, align_corners, importer=importer), method, align_corners)
 
     return convert
 
@@ -688,6 +691,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
     mod = exact_open_slices(_wrapped_constant_indices(_without_assertions(mod, where)))
+    check_nearest_picks(mod, where, "torch")
     lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
     if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
         raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "

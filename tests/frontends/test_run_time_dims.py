@@ -184,3 +184,54 @@ def test_pads_of_a_run_time_length_then_a_transpose_over_a_run_time_batch(mode, 
         for b, t in ((2, 64), (1, 5), (2, 33)):
             y = torch.randn(b, 8, t)
             np.testing.assert_array_equal(session.run([y.numpy()])[0], model(y).numpy())
+
+
+class _UpToTheSkip(torch.nn.Module):
+    """An FPN's top-down step: a half-size map resized to its skip's run-time size and added."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(torch.nn.functional.max_pool2d(x, 2), size=x.shape[2:], mode=self.mode) + x
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_a_resize_to_a_run_time_size_from_both_front_doors(mode, pocl, lavapipe, tmp_path):
+    """``F.interpolate(y, size=x.shape[2:])`` over run-time H, W, odd sizes included: TVM's ONNX
+    converter failed on ``sizes`` of run-time dims, relax_vk's PyTorch one read the sizes as ints.
+    Nearest picks are checked at every size of the ranges against the framework's own rounding."""
+    from relax_vk.frontends import from_onnx
+
+    model = _UpToTheSkip(mode)
+    auto = torch.export.Dim.AUTO
+    from_pytorch = from_torch(model, (torch.randn(1, 3, 32, 40),), dynamic_shapes={"x": {2: auto(min=16, max=64), 3: auto(min=16, max=64)}})
+    path = str(tmp_path / f"{mode}.onnx")
+    torch.onnx.export(model, (torch.randn(1, 3, 32, 40),), path, input_names=["x"], dynamic_axes={"x": {2: "H", 3: "W"}}, dynamo=False)
+    from_file = from_onnx(path, {"x": (1, 3, "H", "W")}, dims={"H": (16, 64), "W": (16, 64)})
+    import onnxruntime as ort
+
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for mod, target, device in ((from_pytorch, "opencl", "pocl"), (from_file, "vulkan", "lavapipe")):
+        session = load(relax_vk.build(mod, target).artifact(), device=device)
+        for h, w in ((64, 64), (16, 17), (33, 37)):
+            x = torch.randn(1, 3, h, w)
+            want = model(x).numpy() if target == "opencl" else reference.run(None, {"x": x.numpy()})[0]
+            np.testing.assert_allclose(session.run([x.numpy()])[0], want, rtol=1e-5, atol=1e-5)
+
+
+class _DownBySeven(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, size=(x.shape[2] // 7, x.shape[3] // 7), mode="nearest")
+
+
+def test_a_nearest_resize_whose_picks_would_differ_is_refused_by_node(tmp_path):
+    """14 rows to 2 (asymmetric, floor): TVM's float32 sampling reads row 7 where onnxruntime reads
+    row 6; the import names the node, the sizes and the rows, never builds a model a pixel off."""
+    from relax_vk.frontends import from_onnx
+
+    path = str(tmp_path / "down.onnx")
+    torch.onnx.export(_DownBySeven(), (torch.randn(1, 3, 21, 21),), path, input_names=["x"], dynamic_axes={"x": {2: "H", 3: "W"}}, dynamo=False)
+    with pytest.raises(UnsupportedError, match=r"node /Resize: a nearest resize of axis 2 from 14 to 2 \(H=14\) reads input 7 for output 1 where onnx reads 6"):
+        from_onnx(path, {"x": (1, 3, "H", "W")}, dims={"H": (14, 28), "W": (14, 28)})
