@@ -54,6 +54,7 @@ from .errors import ModelLoadError, first_lost_shape, onnx_node
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
 from .onnx_quant import rewrite_quantized
+from .onnx_slice import importing_ranges
 from .onnx_topk import rewrite_full_topk
 from .raise_prebuilt_binary import RaisePrebuiltBinary
 
@@ -385,7 +386,10 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
 
     dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in graph_inputs(model)}
     try:
-        mod, made_by = _import(model, shapes, dtypes, steps)
+        known = {name: (lo, hi) for name, (lo, hi, _) in ranges.items() if name in used}
+        known.update({quotient_name(n, step): (ranges[n][0] // step, ranges[n][1] // step) for n, step in steps.items()})
+        with importing_ranges(known):  # (what the Slice converter proves its bounds over)
+            mod, made_by = _import(model, shapes, dtypes, steps)
     except Exception as err:
         missing = _unsupported_ops(model)
         if missing:
@@ -465,7 +469,8 @@ def _importer_class():
     """TVM's ONNX importer, consulting :func:`converters` first, for ``Resize`` by scales of
     run-time dims and ``Upsample`` :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, for ``Sum``, ``Mean``,
     ``Max`` and ``Min`` :mod:`.onnx_variadic`, for ``Expand`` of run-time dims :mod:`.onnx_expand`, and for
-    ``Reshape`` of a size computed at run time and ``Range`` up to one :mod:`.onnx_shape_values`."""
+    ``Reshape`` of a size computed at run time and ``Range`` up to one :mod:`.onnx_shape_values`, and
+    for ``Slice`` of a run-time axis :mod:`.onnx_slice`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
@@ -473,10 +478,12 @@ def _importer_class():
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
     from .onnx_shape_values import convert_range, convert_reshape
+    from .onnx_slice import convert_slice
     from .onnx_variadic import VARIADIC
 
     CONVERTERS = converters()
-    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range, **VARIADIC}  # (None: TVM's converter handles the node)
+    OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range,
+                 "Slice": convert_slice, **VARIADIC}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

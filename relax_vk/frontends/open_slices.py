@@ -8,9 +8,12 @@ TVM's PyTorch converter clamps instead, to ``min(INT64_MAX, s) - min(s // 2, s)`
 ``if_then_else`` no later pass can type. Over the dims' declared ranges both are ``H - H // 2``.
 
 :func:`exact_open_slices` rewrites every ``strided_slice`` of ``main`` whose axes it can prove in
-bounds at every size the ranges allow (stride 1, ``0 <= begin <= end``, an end past every size
-of the axis taken as the axis's size) into the same slice with those bounds, ``assume_inbound``.
-A slice it cannot prove so is left as the importer wrote it.
+bounds at every size the ranges allow (stride 1, ``0 <= begin <= end``, an end at or past every
+size of the axis taken as the axis's size) into the same slice with those bounds,
+``assume_inbound``, and simplifies the sizes of shapes over the ranges (a reshape of such a slice,
+``Flatten`` after ``x[:, :, 1:]``: ``(min(2^30, H) * 4 - min(1, H) * 4) * W // 4`` is ``(H - 1) *
+W``, which TVM could not bound in the fused kernel). A slice it cannot prove so is left as the
+importer wrote it.
 """
 
 from __future__ import annotations
@@ -90,10 +93,10 @@ def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
                 continue
             dtype = str(extent.ty.dtype)
             begin = begin if str(begin.ty.dtype) == dtype else tirx.Cast(dtype, begin)
-            if isinstance(end, tirx.IntImm) and int(end) >= (1 << 31):  # (open: past every size of the axis)
-                end, changed = extent, True
-            elif str(end.ty.dtype) != dtype:
+            if str(end.ty.dtype) != dtype:
                 end = tirx.Cast(dtype, end)
+            if not end.same_as(extent) and analyzer.can_prove(end >= extent):  # (open: at or past every size of the axis)
+                end, changed = extent, True
             if not all(holds(c) for c in (0 <= begin, begin <= end, end <= extent)):
                 return None
             out_begin.append(analyzer.simplify(begin))
@@ -102,6 +105,10 @@ def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
 
     @relax.expr_functor.mutator
     class _Exact(relax.PyExprMutator):
+        def visit_shape_expr_(self, shape):  # (a reshape to the importer's sizes of such a slice: the same sizes, simplified)
+            values = [analyzer.simplify(v) for v in shape.values]
+            return shape if all(a.same_as(b) for a, b in zip(values, shape.values)) else relax.ShapeExpr(values)
+
         def visit_call_(self, call):
             call = super().visit_call_(call)
             if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.strided_slice"):

@@ -235,3 +235,31 @@ def test_a_nearest_resize_whose_picks_would_differ_is_refused_by_node(tmp_path):
     torch.onnx.export(_DownBySeven(), (torch.randn(1, 3, 21, 21),), path, input_names=["x"], dynamic_axes={"x": {2: "H", 3: "W"}}, dynamo=False)
     with pytest.raises(UnsupportedError, match=r"node /Resize: a nearest resize of axis 2 from 14 to 2 \(H=14\) reads input 7 for output 1 where onnx reads 6"):
         from_onnx(path, {"x": (1, 3, "H", "W")}, dims={"H": (14, 28), "W": (14, 28)})
+
+
+class _RollAndDropFirst(torch.nn.Module):
+    """``torch.roll`` along a run-time axis added to its input, and the rows after the first
+    flattened: torch.onnx writes both as ``Slice`` with constant bounds over the run-time axis."""
+
+    def forward(self, x):
+        return torch.roll(x, 1, 2) + x, x[:, :, 1:].flatten(2)
+
+
+def test_onnx_slices_of_a_run_time_axis_have_exact_lengths(lavapipe, tmp_path):
+    """TVM's Slice converter clamps ``x[:, :, 1:]`` to ``min(2^30, H) - min(1, H)`` rows, which it
+    cannot prove to be ``H - 1`` while it imports: the roll's ``Add`` lost its shape (a refusal
+    suggesting a step) and the ``Flatten`` failed in TVM's converter. With the dims' ranges the
+    slice is ``H - 1`` rows exactly (relax_vk.frontends.onnx_slice)."""
+    import onnxruntime as ort
+
+    from relax_vk.frontends import from_onnx
+
+    path = str(tmp_path / "roll.onnx")
+    torch.onnx.export(_RollAndDropFirst(), (torch.randn(1, 4, 12, 10),), path, input_names=["x"], dynamic_axes={"x": {2: "H", 3: "W"}}, dynamo=False)
+    session = load(relax_vk.build(from_onnx(path, {"x": (1, 4, "H", "W")}, dims={"H": (2, 40), "W": (3, 48)}), "vulkan").artifact(), device="lavapipe")
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for h, w in ((40, 48), (2, 3), (17, 9)):
+        x = np.random.RandomState(h).randn(1, 4, h, w).astype("float32")
+        for got, want in zip(session.run([x]), reference.run(None, {"x": x})):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
