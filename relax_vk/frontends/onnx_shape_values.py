@@ -69,3 +69,21 @@ def convert_range(bb, inputs, attrs):
     if (s, d) != (0, 1):
         positions = bb.normalize(relax.op.add(relax.op.multiply(positions, relax.const(d, "int64")), relax.const(s, "int64")))
     return positions if dtype == "int64" else relax.op.astype(positions, dtype)
+
+
+def convert_gather(bb, inputs, attrs):
+    """``Gather`` of a tensor at one index computed from a run-time size (``Shape(e)[1] - 1``,
+    torch.onnx's ``e.select(1, e.shape[1] - 1)``): a take at a size tensor
+    (:mod:`relax_vk.frontends.size_tensors`); TVM's converter failed on a size as the index.
+    None (TVM's converter) for any other gather."""
+    import tvm
+    from tvm import relax
+
+    from .size_tensors import take_at_size
+
+    data, index = inputs[0], inputs[1]
+    size = tvm.ir.is_prim_expr(index) and not isinstance(index, tvm.tirx.IntImm) and not isinstance(getattr(index, "ty", None), relax.TensorType)
+    if not size or not isinstance(getattr(data, "ty", None), relax.TensorType):
+        return None
+    axis = int(attrs.get("axis", 0)) % data.ty.ndim
+    return take_at_size(bb, data, index, axis)

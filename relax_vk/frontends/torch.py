@@ -498,6 +498,18 @@ def _sized_elementwise(bb, tensor, sizes, compute):
     return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
 
 
+def _select(node, importer):
+    """``select.int`` at an index computed from a run-time size (``e.select(1, e.shape[1] - 1)``):
+    a take at a size tensor (:mod:`relax_vk.frontends.size_tensors`); at a constant index TVM's
+    converter (whose negative indices :func:`_wrapped_constant_indices` wraps)."""
+    from .size_tensors import take_at_size
+
+    x, dim, index = importer.env[node.args[0]], int(node.args[1]), node.args[2]
+    if isinstance(index, int):
+        return _tvm_converter(importer, "select.int", node)
+    return importer.block_builder.emit(take_at_size(importer.block_builder, x, importer.env[index], dim % x.ty.ndim))
+
+
 def _clamp(node, importer):
     """``clamp`` with a run-time size as a bound (``x.clamp(0, x.shape[2] - 1)``: PyTorch's
     decomposition of a replicate pad): one kernel, the sizes computed from the dims it takes as
@@ -616,6 +628,7 @@ CONVERTERS = {
     "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
     "clamp.default": _clamp,
+    "select.int": _select,
     "div.Tensor": _with_sizes("div.Tensor", lambda a, b: a / b, true_division=True),
     "im2col.default": _im2col,
     "col2im.default": _col2im,

@@ -263,3 +263,30 @@ def test_onnx_slices_of_a_run_time_axis_have_exact_lengths(lavapipe, tmp_path):
         for got, want in zip(session.run([x]), reference.run(None, {"x": x})):
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+class _LastBySize(torch.nn.Module):
+    def forward(self, e):
+        return e.select(1, e.shape[1] - 1) * 2
+
+
+def test_an_index_computed_from_a_run_time_size_from_both_front_doors(pocl, lavapipe, tmp_path):
+    """``e.select(1, e.shape[1] - 1)``: the index a size's expression. TVM's PyTorch converter
+    wanted a constant ("value has to be scalar or Tensor") and its ONNX Gather converter a tensor;
+    the index is now a 0-d tensor a kernel computes from the dims."""
+    import onnxruntime as ort
+
+    from relax_vk.frontends import from_onnx
+
+    model = _LastBySize()
+    dims = {"e": {0: torch.export.Dim("B", min=1, max=2), 1: torch.export.Dim("T", min=8, max=64)}}
+    path = str(tmp_path / "last.onnx")
+    torch.onnx.export(model, (torch.randn(2, 20, 16),), path, input_names=["e"], dynamic_axes={"e": {0: "B", 1: "T"}}, dynamo=False)
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    builds = ((from_torch(model, (torch.randn(2, 20, 16),), dynamic_shapes=dims), "opencl", "pocl"),
+              (from_onnx(path, {"e": ("B", "T", 16)}, dims={"B": (1, 2), "T": (8, 64)}), "vulkan", "lavapipe"))  # fmt: skip
+    for mod, target, device in builds:
+        session = load(relax_vk.build(mod, target).artifact(), device=device)
+        for b, t in ((2, 64), (1, 9)):
+            e = np.random.RandomState(t).randn(b, t, 16).astype("float32")
+            np.testing.assert_array_equal(session.run([e])[0], reference.run(None, {"e": e})[0])
