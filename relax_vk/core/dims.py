@@ -238,6 +238,7 @@ def refuse_conditional_sizes(mod: tvm.IRModule) -> None:
     from tvm import relax
 
     from .errors import UnsupportedError
+    from .provenance import model_op_names
 
     def conditional(e) -> bool:
         if isinstance(e, tvm.ir.Call):  # (if_then_else; TVM 0.27's PrimExpr calls are ir.Call)
@@ -247,6 +248,7 @@ def refuse_conditional_sizes(mod: tvm.IRModule) -> None:
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function):
             continue
+        names = model_op_names(func)
         for block in getattr(func.body, "blocks", []):
             for b in block.bindings:
                 ty = b.var.ty
@@ -255,5 +257,6 @@ def refuse_conditional_sizes(mod: tvm.IRModule) -> None:
                     values = getattr(getattr(t, "shape", None), "values", None) or []
                     if any(conditional(v) for v in values):
                         op = getattr(getattr(b.value, "op", None), "name", type(b.value).__name__)
-                        raise UnsupportedError(f"{gvar.name_hint}: {op} ({b.var.name}) gives a size that is a condition on the run-time dims "
+                        model_op = f", model op {names[b.var.name]}" if b.var.name in names else ""
+                        raise UnsupportedError(f"{gvar.name_hint}: {op} ({b.var.name}{model_op}) gives a size that is a condition on the run-time dims "
                                                f"{list(values)} (a ceil-mode pool over a run-time size, say): not supported")  # fmt: skip
