@@ -87,9 +87,13 @@ def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
         out_begin, out_end, changed = [], [], False
         for axis, begin, end in zip(axes, begins, ends):
             extent = values[int(axis) % len(values)]
-            if isinstance(extent, tirx.IntImm):  # (a static axis: the importer's bounds are exact there)
-                out_begin.append(begin)
-                out_end.append(end)
+            if isinstance(extent, tirx.IntImm):  # (a static axis: its bounds clamped as the slice would, numpy's rule)
+                if not (isinstance(begin, tirx.IntImm) and isinstance(end, tirx.IntImm)):
+                    return None
+                n = int(extent)
+                b, e = (min(max(int(v) + n if int(v) < 0 else int(v), 0), n) for v in (begin, end))
+                out_begin.append(tirx.const(b, "int64"))
+                out_end.append(tirx.const(max(b, e), "int64"))
                 continue
             dtype = str(extent.ty.dtype)
             begin = begin if str(begin.ty.dtype) == dtype else tirx.Cast(dtype, begin)
