@@ -295,36 +295,58 @@ def align_legacy_broadcasts(model) -> int:
     return aligned
 
 
-def _shape_as_tensor(expr):
-    """The int64 tensor constant of a static shape or a scalar value, else ``expr`` itself."""
+def _shape_as_tensor(expr, bb=None, rank: Optional[int] = None):
+    """The int64 tensor of a shape or a scalar value (a float one float32), else ``expr`` itself:
+    a constant where every size is static; where some hold run-time dims (``x.new_zeros(1) + H *
+    W``), tensors a kernel computes from the dims (:func:`~relax_vk.frontends.size_tensors.size_tensor`)
+    emitted by ``bb``. A scalar value takes the output's declared ``rank`` (ONNX's ``[1]``)."""
     from tvm import relax, tirx
 
-    if isinstance(expr, relax.ShapeExpr) and all(isinstance(v, tirx.IntImm) for v in expr.values):
-        return relax.const(np.array([int(v.value) for v in expr.values], "int64"), "int64")
+    from .size_tensors import size_tensor
+
+    def shaped(tensor, scalar: bool):
+        if not scalar or not rank:
+            return tensor
+        return bb.emit(relax.op.reshape(tensor, [1] * rank)) if bb is not None else relax.op.reshape(tensor, [1] * rank)
+
+    if isinstance(expr, relax.ShapeExpr):
+        if all(isinstance(v, tirx.IntImm) for v in expr.values):
+            return relax.const(np.array([int(v.value) for v in expr.values], "int64"), "int64")
+        if bb is None or not expr.values:
+            return expr
+        parts = [bb.emit(relax.op.reshape(size_tensor(bb, v), [1])) for v in expr.values]
+        return bb.emit(relax.op.concat(parts, axis=0)) if len(parts) > 1 else parts[0]
     if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):  # a Relax prim value
         dtype = "int64" if isinstance(expr, tirx.IntImm) else "float32"
-        return relax.const(np.array(expr.value, dtype), dtype)
+        value = np.array(expr.value, dtype)
+        return relax.const(value.reshape([1] * rank) if rank else value, dtype)
+    if bb is not None and tvm.ir.is_prim_expr(expr) and not isinstance(getattr(expr, "ty", None), relax.TensorType):
+        dtype = "int64" if str(expr.ty.dtype).startswith(("int", "uint")) else "float32"
+        return shaped(size_tensor(bb, expr, dtype), True)
     return expr
 
 
-def tensor_outputs(mod: tvm.IRModule) -> tvm.IRModule:
+def tensor_outputs(mod: tvm.IRModule, ranks: Optional[List[Optional[int]]] = None) -> tvm.IRModule:
     """``mod`` with every output of ``main`` that TVM's importer left as a shape or a scalar value
-    (ONNX ``Shape`` / ``Size`` of a static tensor feeding a graph output) turned into the int64
-    tensor constant ONNX defines: in the result itself and in the output bindings (non-dataflow
-    variables) that hold it or a tuple of it."""
+    (ONNX ``Shape`` / ``Size`` of a tensor feeding a graph output, a size computed from run-time
+    dims) turned into the tensor ONNX defines, of the output's declared rank (``ranks``, by output):
+    in the result itself and in the output bindings (non-dataflow variables) that hold it or a tuple
+    of it. Static values are constants; sizes of run-time dims, kernels' results."""
     from tvm import relax
 
-    def convert(expr):
+    ranks = list(ranks or [])
+
+    def convert(expr, bb=None):
         if isinstance(expr, relax.Tuple):
-            fields = [convert(f) for f in expr.fields]
+            fields = [_shape_as_tensor(f, bb, ranks[i] if i < len(ranks) else None) for i, f in enumerate(expr.fields)]
             return expr if all(a is b for a, b in zip(fields, expr.fields)) else relax.Tuple(fields)
-        return _shape_as_tensor(expr)
+        return _shape_as_tensor(expr, bb, ranks[0] if ranks else None)
 
     @relax.expr_functor.mutator
     class _Outputs(relax.PyExprMutator):
         def visit_var_binding_(self, binding):
             value = self.visit_expr(binding.value)
-            converted = convert(value) if not isinstance(binding.var, relax.DataflowVar) else value
+            converted = convert(value, self.builder_) if not isinstance(binding.var, relax.DataflowVar) else value
             if converted is value:
                 return super().visit_var_binding_(binding)
             var = relax.Var(binding.var.name, self.builder_.normalize(converted).ty)
@@ -337,11 +359,13 @@ def tensor_outputs(mod: tvm.IRModule) -> tvm.IRModule:
             return out if result is out.body else relax.SeqExpr(out.blocks, result)
 
     main = mod["main"]
-    body = _Outputs(mod).visit_expr(main.body)
+    mutator = _Outputs(mod)
+    body = mutator.visit_expr(main.body)
     if body.same_as(main.body):
         return mod
     func = relax.Function(main.params, body, None, main.is_pure, main.attrs, main.span)
-    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    built = mutator.builder_.get()  # (with the kernels the sizes' tensors added)
+    out = tvm.IRModule(dict(built.functions_items()), attrs=mod.attrs)
     out["main"] = func
     return relax.transform.Normalize()(out)
 
@@ -398,7 +422,8 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         if isinstance(err, RelaxVKError):  # (a converter's own error names its node)
             raise type(err)(f"{where}: {err}") from None
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod)), made_by))
+    declared = [len(o.type.tensor_type.shape.dim) if o.type.tensor_type.HasField("shape") else None for o in model.graph.output]
+    mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod), declared), made_by))
     _check_windows(mod, where)
     if not used:
         return mod

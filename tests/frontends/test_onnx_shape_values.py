@@ -99,3 +99,36 @@ def test_a_range_up_to_a_size_has_that_length():
     assert convert_range(bb, [relax.const(0, "int64"), relax.const(5, "int64"), relax.const(1, "int64")], {}) is None
     assert convert_range(bb, [relax.const(0, "int64"), relax.prim_value(T), relax.const(-1, "int64")], {}) is None
     assert convert_range(bb, [relax.const(0.5, "float32"), relax.prim_value(tirx.Cast("float32", T)), relax.const(1.0, "float32")], {}) is None
+
+
+def test_sizes_of_run_time_dims_as_graph_outputs(pocl, tmp_path):
+    """A model that outputs sizes: ``Shape(x)`` (int64 ``[4]``), ``Size(x)`` (a scalar) and
+    ``x.new_zeros(1) + H * W`` as torch.onnx writes it (float32 ``[1]``). TVM imports them as a
+    shape and scalar values, which no runtime step computed (the export failed: "not a tensor the
+    program knows"); each is a tensor of the output's declared shape now."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from relax_vk.frontends import from_onnx
+
+    n = helper.make_node
+    nodes = [n("Relu", ["x"], ["y"]), n("Shape", ["x"], ["s"]), n("Size", ["x"], ["count"]),
+             n("Gather", ["s", "two"], ["h"], axis=0), n("Gather", ["s", "three"], ["w"], axis=0), n("Mul", ["h", "w"], ["hw"]),
+             n("Cast", ["hw"], ["hwf"], to=TensorProto.FLOAT), n("Add", ["zero", "hwf"], ["area"])]  # fmt: skip
+    inits = [helper.make_tensor("two", TensorProto.INT64, [], [2]), helper.make_tensor("three", TensorProto.INT64, [], [3]),
+             helper.make_tensor("zero", TensorProto.FLOAT, [1], [0.0])]  # fmt: skip
+    graph = helper.make_graph(nodes, "sizes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, "H", "W"]),
+                               helper.make_tensor_value_info("s", TensorProto.INT64, [4]),
+                               helper.make_tensor_value_info("count", TensorProto.INT64, []),
+                               helper.make_tensor_value_info("area", TensorProto.FLOAT, [1])], inits)  # fmt: skip
+    path = str(tmp_path / "sizes.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    session = load(relax_vk.build(from_onnx(path, dims={"H": (4, 32), "W": (5, 40)}), "opencl").artifact(), device="pocl")
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for h, w in ((4, 5), (31, 17)):
+        x = np.random.RandomState(h).randn(1, 3, h, w).astype("float32")
+        for got, want in zip(session.run([x]), reference.run(None, {"x": x})):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
