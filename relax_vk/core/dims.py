@@ -87,20 +87,30 @@ def with_kernel_ranges(mod: tvm.IRModule) -> tvm.IRModule:
     return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)  # (the VDevices live in global_infos)
 
 
+def bounded_analyzer(variables, ranges: Mapping[str, Tuple[int, int]]):
+    """A TVM analyzer that knows each of ``variables`` (``tirx.Var`` run-time dims) lies in its
+    range of ``ranges`` (``{name: (min, max)}``, by name); a variable without a range is left free."""
+    from tvm import tirx
+    from tvm.sym import Analyzer
+
+    analyzer = Analyzer()
+    for var in variables:
+        if str(var.name) in ranges:
+            lo, hi = ranges[str(var.name)]
+            analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
+    return analyzer
+
+
 def largest_value(value, ranges: Mapping[str, Tuple[int, int]]) -> Optional[int]:
     """The largest value of the integer expression ``value`` of run-time dims over their
     ``ranges`` (``{name: (min, max)}``, as :func:`dim_ranges` gives); None when a dim of it has no
     range or the bound is not finite."""
     from tvm import tirx
-    from tvm.sym import Analyzer
 
-    analyzer = Analyzer()
-    for var in tirx.analysis.undefined_vars(value):
-        if str(var.name) not in ranges:
-            return None
-        lo, hi = ranges[str(var.name)]
-        analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
-    top = analyzer.const_int_bound(value).max_value
+    variables = tirx.analysis.undefined_vars(value)
+    if any(str(var.name) not in ranges for var in variables):
+        return None
+    top = bounded_analyzer(variables, ranges).const_int_bound(value).max_value
     return int(top) if top < (1 << 62) else None
 
 

@@ -37,7 +37,8 @@ def convert_slice(bb, inputs, attrs):
     import tvm
     from tvm import relax, tirx
     from tvm.ir import GenericConst
-    from tvm.sym import Analyzer
+
+    from ..core.dims import bounded_analyzer
 
     def entries(value):  # a constant's values, or a size's (a shape value, or one size: ``Shape -> Gather -> Div``)
         if isinstance(value, GenericConst):
@@ -65,12 +66,10 @@ def convert_slice(bb, inputs, attrs):
     axes = [int(a) % rank for a in axes]
     if all(isinstance(values[a], tirx.IntImm) for a in axes):
         return None  # (static axes: TVM's converter is exact)
-    analyzer = Analyzer()
-    for v in {v for a in axes for v in tirx.analysis.undefined_vars(values[a])}:
-        if str(v.name) not in ranges:
-            return None
-        lo, hi = ranges[str(v.name)]
-        analyzer.bind(v, tvm.ir.Range.from_min_extent(tirx.const(int(lo), v.ty.dtype), tirx.const(int(hi) - int(lo) + 1, v.ty.dtype)))
+    variables = {v for a in axes for v in tirx.analysis.undefined_vars(values[a])}
+    if any(str(v.name) not in ranges for v in variables):
+        return None
+    analyzer = bounded_analyzer(variables, ranges)
     begins, stops = [], []
     for axis, start, end in zip(axes, starts, ends):
         extent = values[axis]

@@ -20,29 +20,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Dict
 
 import tvm
 from tvm import relax, tirx
 from tvm.sym import Analyzer
 
 from ..codegen.run_time_shapes import substitute
-from ..core.dims import dim_ranges
+from ..core.dims import bounded_analyzer, dim_ranges
 
 #: the most sizes (over every dim a bound reads) tried where TVM's analyzer proves nothing
 MAX_CASES = 4096
-
-
-def _bounded_analyzer(main: relax.Function, ranges: Dict[str, tuple]):
-    """An analyzer that knows each run-time dim of ``main``'s inputs lies in its declared range."""
-    analyzer = Analyzer()
-    for p in main.params:
-        for axis in getattr(getattr(p.ty, "shape", None), "values", None) or ():
-            for var in tirx.analysis.undefined_vars(axis):
-                if str(var.name) in ranges:
-                    lo, hi = ranges[str(var.name)]
-                    analyzer.bind(var, tvm.ir.Range.from_min_extent(tirx.const(int(lo), var.ty.dtype), tirx.const(int(hi) - int(lo) + 1, var.ty.dtype)))
-    return analyzer
 
 
 def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
@@ -52,7 +39,8 @@ def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
     ranges = dim_ranges(main)
     if not ranges:
         return mod
-    analyzer = _bounded_analyzer(main, ranges)
+    analyzer = bounded_analyzer([v for p in main.params for axis in getattr(getattr(p.ty, "shape", None), "values", None) or ()
+                                 for v in tirx.analysis.undefined_vars(axis)], ranges)  # fmt: skip
 
     def holds(condition) -> bool:
         """``condition`` proved by the analyzer, or true at every size of the dims it reads (TVM's
