@@ -121,7 +121,8 @@ def test_the_android_shaped_example_prints_the_python_top5(native_build, zoo_art
 
 def test_the_c_generation_example_prints_the_tokens_of_transformers(native_build, tmp_path):
     """examples/llm_generate: greedy decoding of a decoder artifact through the C ABI alone (states,
-    run-time dims, chunked prompts) gives transformers' tokens and the Python generator's record."""
+    run-time dims, chunked prompts) gives transformers' tokens and the Python generator's record;
+    sampled, it keeps to top-k and reproduces its tokens from a seed."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from relax_vk.frontends import load_model
@@ -164,6 +165,19 @@ def test_the_c_generation_example_prints_the_tokens_of_transformers(native_build
     assert done.returncode == 1 and "token id 160 is outside the vocabulary (0..159)" in done.stderr
     done = run([exe, path, "--prompt-ids", "3,x"])
     assert done.returncode == 2 and "usage:" in done.stderr
+    # sampled: top-k of 1 is the arg-max whatever the temperature; top-k of 2 picks one of each
+    # step's two largest logits; the same seed gives the same tokens; bad values are refused
+    sampled = lambda *flags: __import__("json").loads(run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "12", "--json", *flags]).stdout)  # noqa: E731
+    record = sampled("--temperature", "1.7", "--top-k", "1", "--seed", "3")
+    assert record["tokens"] == expected and record["sampling"] == {"temperature": 1.7, "top_k": 1, "top_p": None, "seed": 3}
+    first, again = (sampled("--temperature", "2", "--top-k", "2", "--top-p", "0.95", "--seed", "11") for _ in range(2))
+    assert first["tokens"] == again["tokens"] != expected and first["sampling"]["top_p"] == 0.95  # (drawn, not the arg-max)
+    logits = Generator(Session(artifact, device="pocl")).forward(PROMPT + first["tokens"][:-1])
+    for step, token in enumerate(first["tokens"]):
+        assert token in np.argsort(logits[len(PROMPT) - 1 + step])[-2:], step
+    for flags in (["--top-p", "0"], ["--top-k", "0"], ["--temperature", "-1"], ["--seed", "x"]):
+        done = run([exe, path, "--prompt-ids", prompt, *flags])
+        assert done.returncode == 2 and "--top-p P (in (0, 1])" in done.stderr, flags
 
 
 def test_the_jni_glue_from_java(native_build, zoo_artifact, tmp_path):
