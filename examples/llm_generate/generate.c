@@ -111,6 +111,7 @@ static int64_t choose(decoder* d, const float* last) {
             if (s[v] < kth) s[v] = -INFINITY;
     }
     double top = s[d->order[d->vocab - 1]], sum = 0.0;
+    if (!isfinite(top)) return best; /* (a temperature so small that the largest logit overflows: greedy) */
     if (d->top_p < 1.0) {
         for (int64_t v = 0; v < d->vocab; ++v) sum += exp(s[v] - top);
         double cumulative = 0.0;

@@ -66,9 +66,10 @@ class Sampler:
 
     def pick(self, logits: np.ndarray) -> int:
         """The next token of one step's ``logits`` [V]."""
-        if self.greedy:
+        scores = None if self.greedy else self.scores(logits)
+        if scores is None or not np.isfinite(scores.max()):  # (greedy, or a temperature so small the largest logit overflows)
             return int(np.argmax(logits))
-        probs = _softmax(self.scores(logits))
+        probs = _softmax(scores)
         return int(self._rng.choice(probs.size, p=probs))
 
 

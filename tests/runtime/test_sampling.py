@@ -12,6 +12,9 @@ def test_temperature_zero_is_the_arg_max_whatever_else_is_set():
     logits = np.random.default_rng(0).standard_normal(300).astype(np.float32)
     assert Sampler(0.0, top_k=5, top_p=0.5, seed=3).pick(logits) == int(np.argmax(logits))
     assert Sampler(0.7, top_k=1, seed=3).pick(logits) == int(np.argmax(logits))
+    # a temperature so small that the largest logits overflow to inf: the arg-max, not NaN probabilities
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert Sampler(1e-38, seed=3).pick(logits) == int(np.argmax(logits))
 
 
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.7, None, None), (1.3, 20, None), (0.9, None, 0.8), (0.6, 40, 0.5), (1.0, 1000, 0.95)])

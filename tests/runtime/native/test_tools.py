@@ -170,6 +170,7 @@ def test_the_c_generation_example_prints_the_tokens_of_transformers(native_build
     sampled = lambda *flags: __import__("json").loads(run([exe, path, "--device", "pocl", "--prompt-ids", prompt, "--new-tokens", "12", "--json", *flags]).stdout)  # noqa: E731
     record = sampled("--temperature", "1.7", "--top-k", "1", "--seed", "3")
     assert record["tokens"] == expected and record["sampling"] == {"temperature": 1.7, "top_k": 1, "top_p": None, "seed": 3}
+    assert sampled("--temperature", "1e-38", "--top-p", "0.5")["tokens"] == expected  # (the largest logits overflow: greedy)
     first, again = (sampled("--temperature", "2", "--top-k", "2", "--top-p", "0.95", "--seed", "11") for _ in range(2))
     assert first["tokens"] == again["tokens"] != expected and first["sampling"]["top_p"] == 0.95  # (drawn, not the arg-max)
     logits = Generator(Session(artifact, device="pocl")).forward(PROMPT + first["tokens"][:-1])
