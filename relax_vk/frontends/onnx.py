@@ -494,8 +494,8 @@ def _importer_class():
     """TVM's ONNX importer, consulting :func:`converters` first, for ``Resize`` by scales of
     run-time dims and ``Upsample`` :mod:`.onnx_resize`, for ``LRN`` :mod:`.onnx_lrn`, for ``Sum``, ``Mean``,
     ``Max`` and ``Min`` :mod:`.onnx_variadic`, for ``Expand`` of run-time dims :mod:`.onnx_expand`, and for
-    ``Reshape`` of a size computed at run time, ``Range`` up to one and ``Gather`` at one
-    :mod:`.onnx_shape_values`, and
+    ``Reshape`` of a size computed at run time, ``Range`` up to one, ``Gather`` at one and
+    ``Div`` of one :mod:`.onnx_shape_values`, and
     for ``Slice`` of a run-time axis :mod:`.onnx_slice`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
@@ -503,13 +503,13 @@ def _importer_class():
     from .onnx_expand import convert_expand
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
-    from .onnx_shape_values import convert_gather, convert_range, convert_reshape
+    from .onnx_shape_values import convert_div, convert_gather, convert_range, convert_reshape
     from .onnx_slice import convert_slice
     from .onnx_variadic import VARIADIC
 
     CONVERTERS = converters()
     OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range,
-                 "Slice": convert_slice, "Gather": convert_gather, **VARIADIC}  # (None: TVM's converter handles the node)
+                 "Slice": convert_slice, "Gather": convert_gather, "Div": convert_div, **VARIADIC}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

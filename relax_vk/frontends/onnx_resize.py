@@ -37,6 +37,10 @@ def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     scales = inputs[2] if len(inputs) > 2 else None
     sizes = inputs[3] if len(inputs) > 3 else None
     shape = getattr(getattr(x, "ty", None), "shape", None)
+    if isinstance(getattr(x, "ty", None), relax.TensorType) and shape is None:  # (TVM's converter fails on it with a TypeError)
+        raise UnsupportedError(f"{onnx_node(attrs, op)}: its input's shape is lost at run-time dims (an op before it adds or "
+                               "concatenates tensors whose sizes TVM cannot prove equal for every size in the ranges); if the "
+                               "model's sizes must be multiples of some step, declare it: --dim NAME=MIN:MAX:STEP")  # fmt: skip
     if isinstance(sizes, relax.ShapeExpr) and shape is not None and len(shape.values) == 4:
         return _resize_to_sizes(x, list(shape.values), list(sizes.values), inputs, attrs, op)
     if sizes is not None or not isinstance(scales, GenericConst) or shape is None or len(shape.values) != 4:

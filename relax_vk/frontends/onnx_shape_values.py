@@ -87,3 +87,34 @@ def convert_gather(bb, inputs, attrs):
         return None
     axis = int(attrs.get("axis", 0)) % data.ty.ndim
     return take_at_size(bb, data, index, axis)
+
+
+def convert_div(bb, inputs, attrs):
+    """``Div`` of a size by a positive integer constant (``Shape(x)[2] - 1`` by 2: the dynamo exporter
+    computes a strided conv's output size so), as floor division where the size is never negative
+    over the dims' ranges: ONNX's integer ``Div`` truncates, and TVM imports it as ``truncdiv``,
+    which it cannot prove equal to the conv's own ``floordiv`` size (an ``Add`` of the two lost its
+    shape). The two agree on non-negative sizes. None (TVM's converter) otherwise."""
+    import tvm
+    from tvm import relax, tirx
+    from tvm.ir import GenericConst
+
+    from ..core.dims import bounded_analyzer
+    from .onnx_slice import current_ranges
+
+    a, b = inputs[0], inputs[1]
+    if not tvm.ir.is_prim_expr(a) or isinstance(a, tirx.IntImm) or isinstance(getattr(a, "ty", None), relax.TensorType):
+        return None
+    if isinstance(b, GenericConst) and b.value.numpy().size == 1:
+        b = int(b.value.numpy().reshape(-1)[0]) if b.value.numpy().dtype.kind in "iu" else None
+    elif isinstance(b, tirx.IntImm):
+        b = int(b)
+    else:
+        b = None
+    if b is None or b < 1 or not str(a.ty.dtype).startswith("int"):
+        return None
+    ranges = current_ranges()
+    variables = tirx.analysis.undefined_vars(a)
+    if any(str(v.name) not in ranges for v in variables) or not bounded_analyzer(variables, ranges).can_prove(a >= 0):
+        return None
+    return tirx.floordiv(a, tirx.const(b, str(a.ty.dtype)))

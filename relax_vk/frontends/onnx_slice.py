@@ -32,6 +32,11 @@ def importing_ranges(ranges: Dict[str, Tuple[int, int]]) -> Iterator[None]:
         _RANGES.reset(token)
 
 
+def current_ranges() -> Dict[str, Tuple[int, int]]:
+    """The run-time dims' ranges of the import in progress (empty outside one)."""
+    return _RANGES.get()
+
+
 def convert_slice(bb, inputs, attrs):
     """``Slice`` with constant bounds over run-time axes (module docstring); None for TVM's converter."""
     import tvm

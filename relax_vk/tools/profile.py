@@ -226,14 +226,18 @@ def _device(target: str, device):
 
 def seeded_inputs(session, seed: int = 0) -> List[np.ndarray]:
     """Seeded random inputs of a session's program (the first standard normal, the others scaled
-    by 1/sqrt(fan-in), as ``relax-vk run`` makes them)."""
+    by 1/sqrt(fan-in), as ``relax-vk run`` makes them; a bool input true where its draw is
+    positive, half of it: cast as it was, every entry was true, a key padding mask that masks
+    every key)."""
     rng = np.random.default_rng(seed)
     arrays = []
     states = {s["tensor"] for s in session.program.get("states", [])}  # (the session holds those)
     for i, tid in enumerate(t for t in session.program["inputs"] if t not in states):
         t = session.tensors[tid]
         fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
-        arrays.append((rng.standard_normal(t["shape"]) / np.sqrt(fan_in)).astype(t.get("host_dtype", t["dtype"])))
+        draw = rng.standard_normal(t["shape"]) / np.sqrt(fan_in)
+        dtype = t.get("host_dtype", t["dtype"])
+        arrays.append(draw > 0 if dtype == "bool" else draw.astype(dtype))
     return arrays
 
 

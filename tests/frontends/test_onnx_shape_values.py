@@ -132,3 +132,33 @@ def test_sizes_of_run_time_dims_as_graph_outputs(pocl, tmp_path):
         for got, want in zip(session.run([x]), reference.run(None, {"x": x})):
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_size_divided_floors_where_it_is_never_negative():
+    """ONNX's integer ``Div`` truncates; a size divided by a positive constant is floor division
+    where the ranges prove it non-negative (the dynamo exporter's ``(H - 1) / 2 + 1`` for a strided
+    conv's output then equals the conv's own ``(H - 1) // 2 + 1``: an FPN's add kept its shape)."""
+    from tvm import relax, tirx
+
+    from relax_vk.frontends.onnx_shape_values import convert_div
+    from relax_vk.frontends.onnx_slice import importing_ranges
+
+    H = tirx.Var("H", "int64")
+    two = relax.const(2, "int64")
+    with importing_ranges({"H": (32, 96)}):
+        out = convert_div(None, [H - 1, two], {})
+        assert tvm.sym.Analyzer().can_prove_equal(out, tirx.floordiv(H - 1, 2))
+        assert convert_div(None, [H - 100, two], {}) is None  # (negative at some sizes: TVM's truncation)
+        assert convert_div(None, [H - 1, relax.const(0, "int64")], {}) is None
+    assert convert_div(None, [H - 1, two], {}) is None  # (outside an import: no ranges)
+
+
+def test_a_resize_of_a_tensor_whose_shape_was_lost_is_refused_with_the_step_hint():
+    from tvm import relax
+
+    from relax_vk.core.errors import UnsupportedError
+    from relax_vk.frontends.onnx_resize import convert_resize
+
+    lost = relax.Var("x", relax.TensorType(ndim=4, dtype="float32"))
+    with pytest.raises(UnsupportedError, match="input's shape is lost at run-time dims .* declare it: --dim NAME=MIN:MAX:STEP"):
+        convert_resize(None, [lost, None, relax.const(np.array([1, 1, 2, 2], np.float32))], {})

@@ -264,3 +264,26 @@ def test_the_memory_line_states_each_kind_held_against_its_bound():
     assert line.endswith("(by kind: buffer 1.00 MiB held, bound 1.00 MiB (1.00x); texture:float32 3.00 MiB held, bound 2.00 MiB (1.50x))"), line
     del pools["buffer"]  # (one kind: the totals say it all)
     assert "by kind" not in _memory_line({"memory": memory})
+
+
+def test_the_check_takes_nan_where_the_reference_has_nan_and_seeds_bool_inputs_half_true():
+    """``relax-vk run --check``: a NaN where the reference has one too agrees (a fully masked
+    attention row is NaN on both sides), a NaN on one side is an infinite error; seeded bool inputs
+    are half true (cast from a normal draw they were all true: a key padding mask masking every key,
+    and the check then reported MISMATCH on right outputs)."""
+    import numpy as np
+
+    from relax_vk.tools.cli import _compare
+    from relax_vk.tools.profile import seeded_inputs
+
+    ref = np.array([1.0, np.nan, 3.0], np.float32)
+    assert _compare([ref.copy()], [ref], 1e-4, 1e-4) == (True, 0.0, 0.0)
+    ok, abs_err, _ = _compare([np.array([1.0, 2.0, 3.0], np.float32)], [ref], 1e-4, 1e-4)
+    assert not ok and abs_err == float("inf")
+
+    class _Session:
+        program = {"inputs": [0, 1]}
+        tensors = [{"shape": [2, 3], "dtype": "float32"}, {"shape": [4, 64], "dtype": "bool"}]
+
+    x, mask = seeded_inputs(_Session())
+    assert x.dtype == np.float32 and mask.dtype == bool and 0.3 < mask.mean() < 0.7
