@@ -132,3 +132,31 @@ def test_torch_fractional_upsampling_of_a_run_time_dim_is_refused():
 
     with pytest.raises(UnsupportedError, match=r"upsample_nearest2d \(node \w+\): scale 1.5 of the run-time size .*integer scales only"):
         from_torch(Up(), (torch.randn(1, 2, 8, 8),), dynamic_shapes={"x": {3: Dim("w", min=2, max=64)}})
+
+
+def test_a_token_slice_beside_stepped_dims(pocl, tmp_path):
+    """A patch embedding over H, W multiples of 8, a class token prepended and dropped again
+    (``t[:, 1:]``): the slice's bounds are made exact after the import, where ``main`` derives the
+    quotients from the plain dims. Bounded over the quotients at import (the first version of the
+    ONNX Slice converter), the build failed in TVM's VM codegen."""
+    torch = pytest.importorskip("torch")
+    import onnxruntime as ort
+
+    class Tokens(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Conv2d(3, 16, 8, 8)
+            self.cls = torch.nn.Parameter(torch.randn(1, 1, 16))
+
+        def forward(self, x):
+            t = self.embed(x).flatten(2).transpose(1, 2)
+            return torch.cat([self.cls.expand(t.shape[0], -1, -1), t], 1)[:, 1:].mean(1)
+
+    torch.manual_seed(0)
+    path = str(tmp_path / "tokens.onnx")
+    torch.onnx.export(Tokens().eval(), (torch.randn(1, 3, 32, 40),), path, input_names=["x"], dynamic_axes={"x": {2: "H", 3: "W"}}, dynamo=False)
+    session = load(relax_vk.build(from_onnx(path, {"x": (1, 3, "H", "W")}, dims={"H": (32, 64, 8), "W": (32, 64, 8)}), "opencl").artifact(), device="pocl")
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for h, w in ((32, 32), (40, 56), (64, 48)):
+        x = np.random.RandomState(h + w).randn(1, 3, h, w).astype("float32")
+        np.testing.assert_allclose(session.run([x])[0], reference.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
