@@ -101,6 +101,35 @@ def bounded_analyzer(variables, ranges: Mapping[str, Tuple[int, int]]):
     return analyzer
 
 
+#: the most sizes (over every dim an expression reads) a front door tries one by one where TVM's
+#: analyzer proves nothing (:func:`size_cases`)
+MOST_SIZE_CASES = 4096
+
+
+def size_cases(expressions, ranges: Mapping[str, Tuple[int, int]], most: int = MOST_SIZE_CASES):
+    """``(count, cases)``: how many sizes the run-time dims that ``expressions`` read take over
+    their ``ranges`` (None when one has no range), and each as ``{tirx.Var: tirx.IntImm}`` (None
+    when there are more than ``most``, or a dim has no range)."""
+    import itertools
+
+    from tvm import tirx
+
+    variables: Dict[str, "tirx.Var"] = {}
+    for e in expressions:
+        for v in tirx.analysis.undefined_vars(e):
+            variables.setdefault(str(v.name), v)
+    if any(n not in ranges for n in variables):
+        return None, None
+    spans = [range(ranges[n][0], ranges[n][1] + 1) for n in variables]
+    count = 1
+    for span in spans:
+        count *= len(span)
+    if count > most:
+        return count, None
+    dims = list(variables.values())
+    return count, [{v: tirx.const(x, v.ty.dtype) for v, x in zip(dims, values)} for values in itertools.product(*spans)]
+
+
 def largest_value(value, ranges: Mapping[str, Tuple[int, int]]) -> Optional[int]:
     """The largest value of the integer expression ``value`` of run-time dims over their
     ``ranges`` (``{name: (min, max)}``, as :func:`dim_ranges` gives); None when a dim of it has no

@@ -304,11 +304,6 @@ def _shape_as_tensor(expr, bb=None, rank: Optional[int] = None):
 
     from .size_tensors import size_tensor
 
-    def shaped(tensor, scalar: bool):
-        if not scalar or not rank:
-            return tensor
-        return bb.emit(relax.op.reshape(tensor, [1] * rank)) if bb is not None else relax.op.reshape(tensor, [1] * rank)
-
     if isinstance(expr, relax.ShapeExpr):
         if all(isinstance(v, tirx.IntImm) for v in expr.values):
             return relax.const(np.array([int(v.value) for v in expr.values], "int64"), "int64")
@@ -322,7 +317,8 @@ def _shape_as_tensor(expr, bb=None, rank: Optional[int] = None):
         return relax.const(value.reshape([1] * rank) if rank else value, dtype)
     if bb is not None and tvm.ir.is_prim_expr(expr) and not isinstance(getattr(expr, "ty", None), relax.TensorType):
         dtype = "int64" if str(expr.ty.dtype).startswith(("int", "uint")) else "float32"
-        return shaped(size_tensor(bb, expr, dtype), True)
+        tensor = size_tensor(bb, expr, dtype)
+        return bb.emit(relax.op.reshape(tensor, [1] * rank)) if rank else tensor
     return expr
 
 

@@ -71,10 +71,7 @@ def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
                                    "model with sizes instead")  # fmt: skip
     if all(isinstance(d, tirx.IntImm) for d in dims) and not static:
         return None  # (every product an integer: TVM's converter is right)
-    roi = inputs[1] if len(inputs) > 1 else None
-    if roi is not None and not (isinstance(roi, GenericConst) and roi.value.numpy().size == 0):
-        raise UnsupportedError(f"{where}: a region of interest with run-time dims is not supported")
-    return _resize2d(x, out, attrs, where)
+    return _resize2d(x, out, inputs, attrs, where)
 
 
 def _resize_to_sizes(x, dims, sizes, inputs, attrs, op: str):
@@ -82,8 +79,7 @@ def _resize_to_sizes(x, dims, sizes, inputs, attrs, op: str):
     FPN's upsample to its skip's size), or of an input of run-time size; None (TVM's converter) when
     every size is static. The batch and channels must stay as they are. Nearest sampling is checked
     later, at every size of the dims' ranges (:func:`check_nearest_picks`)."""
-    from tvm import relax, tirx
-    from tvm.ir import GenericConst
+    from tvm import tirx
     from tvm.sym import Analyzer
 
     if all(isinstance(v, tirx.IntImm) for v in dims + sizes):
@@ -92,16 +88,18 @@ def _resize_to_sizes(x, dims, sizes, inputs, attrs, op: str):
     analyzer = Analyzer()
     if len(sizes) != 4 or not all(analyzer.can_prove_equal(a, b) for a, b in zip(sizes[:2], dims[:2])):
         raise UnsupportedError(f"{where}: sizes {list(sizes)} of an input {list(dims)}: only the two spatial axes of an NCHW input may be resized")
+    return _resize2d(x, sizes[2:], inputs, attrs, where)
+
+
+def _resize2d(x, out, inputs, attrs, where: str):
+    """``resize2d`` of ``x`` to the spatial sizes ``out`` as the ``Resize`` node's attributes say
+    (a region of interest is refused: the resizes here are of run-time dims)."""
+    from tvm import relax
+    from tvm.ir import GenericConst
+
     roi = inputs[1] if len(inputs) > 1 else None
     if roi is not None and not (isinstance(roi, GenericConst) and roi.value.numpy().size == 0):
         raise UnsupportedError(f"{where}: a region of interest with run-time dims is not supported")
-    return _resize2d(x, sizes[2:], attrs, where)
-
-
-def _resize2d(x, out, attrs, where: str):
-    """``resize2d`` of ``x`` to the spatial sizes ``out`` as the ``Resize`` node's attributes say."""
-    from tvm import relax
-
     mode = attrs.get("mode", b"nearest").decode()
     coordinates = attrs.get("coordinate_transformation_mode", b"half_pixel").decode()
     if mode not in _MODES:

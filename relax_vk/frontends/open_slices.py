@@ -18,18 +18,12 @@ importer wrote it.
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import tvm
 from tvm import relax, tirx
 from tvm.sym import Analyzer
 
 from ..codegen.run_time_shapes import substitute
-from ..core.dims import bounded_analyzer, dim_ranges
-
-#: the most sizes (over every dim a bound reads) tried where TVM's analyzer proves nothing
-MAX_CASES = 4096
+from ..core.dims import bounded_analyzer, dim_ranges, size_cases
 
 
 def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
@@ -44,18 +38,15 @@ def exact_open_slices(mod: tvm.IRModule) -> tvm.IRModule:
 
     def holds(condition) -> bool:
         """``condition`` proved by the analyzer, or true at every size of the dims it reads (TVM's
-        analyzer cannot prove ``H // 2 <= H``; at most :data:`MAX_CASES` sizes are tried)."""
+        analyzer cannot prove ``H // 2 <= H``; at most ``core.dims.MOST_SIZE_CASES`` sizes are tried)."""
         if analyzer.can_prove(condition):
             return True
-        names = {str(v.name): v for v in tirx.analysis.undefined_vars(condition)}
-        if not names or any(n not in ranges for n in names):
-            return False
-        spans = [range(ranges[n][0], ranges[n][1] + 1) for n in names]
-        if math.prod(len(r) for r in spans) > MAX_CASES:
+        _, cases = size_cases([condition], ranges)
+        if not cases or not tirx.analysis.undefined_vars(condition):
             return False
         plain = Analyzer()
-        for values in itertools.product(*spans):
-            value = plain.simplify(substitute(condition, {names[n]: tirx.const(v, names[n].ty.dtype) for n, v in zip(names, values)}))
+        for case in cases:
+            value = plain.simplify(substitute(condition, case))
             if not (isinstance(value, tirx.IntImm) and int(value)):
                 return False
         return True

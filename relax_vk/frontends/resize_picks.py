@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from ..core.errors import UnsupportedError
 
-#: the most sizes (over every dim an axis's sizes read) :func:`check_nearest_picks` tries
-MAX_CASES = 4096
-
 
 def _picks(n_in: int, n_out: int, coordinates: str, rounding: str, reference: str):
     """The input index each of ``n_out`` outputs of a nearest resize reads, in float32: as
@@ -60,15 +57,13 @@ def check_nearest_picks(mod, where: str, reference: str) -> None:
     onnxruntime; ``"torch"``: PyTorch) at some size of the dims' ranges. TVM samples at ``x * (in /
     out)`` and nudges its floor by 1e-5, ONNX at ``x / (out / in)``, PyTorch at ``floor(x * (in /
     out))``: their float32 roundings differ where the exact coordinate is a whole number, a pixel
-    off with no error. Every size of the ranges is tried (at most :data:`MAX_CASES` an axis; past
-    that the resize is refused as unchecked)."""
-    import itertools
-
+    off with no error. Every size of the ranges is tried (at most ``core.dims.MOST_SIZE_CASES`` an
+    axis; past that the resize is refused as unchecked)."""
     from tvm import relax, tirx
     from tvm.sym import Analyzer
 
     from ..codegen.run_time_shapes import substitute
-    from ..core.dims import dim_ranges
+    from ..core.dims import dim_ranges, size_cases
     from ..core.provenance import model_op_names
 
     main = mod["main"]
@@ -86,19 +81,15 @@ def check_nearest_picks(mod, where: str, reference: str) -> None:
             coordinates, rounding = str(call.attrs.coordinate_transformation_mode), str(call.attrs.rounding_method)
             node = names.get(b.var.name, b.var.name)
             for axis, (n_in, n_out) in enumerate(zip(dims, sizes), start=2):
-                variables = {str(v.name): v for e in (n_in, n_out) for v in tirx.analysis.undefined_vars(e)}
-                if not variables:
+                if not tirx.analysis.undefined_vars(n_in) and not tirx.analysis.undefined_vars(n_out):
                     continue
-                spans = [range(ranges[n][0], ranges[n][1] + 1) for n in variables if n in ranges]
-                count = 1
-                for span in spans:
-                    count *= len(span)
-                if len(spans) != len(variables) or count > MAX_CASES:
-                    raise UnsupportedError(f"{where}: node {node}: a nearest resize of axis {axis} from {n_in} to {n_out} at run-time dims "
-                                           f"too many sizes to check ({count}) that TVM's sampling reads what {reference} does; use "
+                count, cases = size_cases([n_in, n_out], ranges)
+                if cases is None:
+                    raise UnsupportedError(f"{where}: node {node}: a nearest resize of axis {axis} from {n_in} to {n_out} at run-time dims: "
+                                           f"{f'too many sizes ({count})' if count else 'a dim without a declared range'} to check that TVM's "
+                                           f"sampling reads what {reference} does; use "
                                            "a linear mode, integer scales, or narrower --dim ranges")  # fmt: skip
-                for values in itertools.product(*spans):
-                    bound = {variables[n]: tirx.const(v, variables[n].ty.dtype) for n, v in zip(variables, values)}
+                for bound in cases:
                     a, o = (int(analyzer.simplify(substitute(e, bound))) for e in (n_in, n_out))
                     ours, theirs = _picks(a, o, coordinates, rounding, "tvm"), _picks(a, o, coordinates, rounding, reference)
                     if ours is None or theirs is None:
@@ -106,7 +97,7 @@ def check_nearest_picks(mod, where: str, reference: str) -> None:
                                                f"{coordinates!r} and nearest_mode {rounding!r} at run-time dims is not supported")  # fmt: skip
                     if (ours != theirs).any():
                         at = int((ours != theirs).argmax())
-                        sizes_at = ", ".join(f"{n}={v}" for n, v in zip(variables, values))
+                        sizes_at = ", ".join(f"{v.name}={int(x)}" for v, x in bound.items())
                         raise UnsupportedError(f"{where}: node {node}: a nearest resize of axis {axis} from {a} to {o} ({sizes_at}) reads "
                                                f"input {ours[at]} for output {at} where {reference} reads {theirs[at]}"
                                                " (TVM's float32 sampling rounds otherwise); use a linear mode, integer scales, or --dim "

@@ -73,6 +73,7 @@ from ..core.provenance import record_model_ops
 from .errors import ModelLoadError, first_lost_shape
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
+from .size_tensors import sized_elementwise, take_at_size
 from .torch_quant import CONVERTERS as QUANTIZED
 
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
@@ -459,7 +460,6 @@ def _with_sizes(name: str, combine, true_division: bool = False):
     tensor, which its binary ops refuse. Here it is one elementwise kernel, ``combine(tensor,
     size)`` with the size computed from the dims it takes as scalar arguments (float32 for a true
     division of an integer tensor, as PyTorch). Any other call is TVM's converter's."""
-    from tvm import te
 
     def convert(node, importer):
         args = importer.retrieve_args(node)
@@ -473,37 +473,15 @@ def _with_sizes(name: str, combine, true_division: bool = False):
         tensor, size = (lhs, rhs) if tensors[0] else (rhs, lhs)
         if true_division and not str(tensor.ty.dtype).startswith(("float", "bfloat")):
             tensor = bb.emit(relax.op.astype(tensor, "float32"))
-        return _sized_elementwise(bb, tensor, [size], lambda x, value: combine(x, value) if tensors[0] else combine(value, x))
+        return sized_elementwise(bb, tensor, [size], lambda x, value: combine(x, value) if tensors[0] else combine(value, x))
 
     return convert
-
-
-def _sized_elementwise(bb, tensor, sizes, compute):
-    """One elementwise kernel ``compute(x, *sizes)`` over ``tensor``, the run-time ``sizes`` cast to
-    its dtype and computed from the dims it takes as scalar arguments."""
-    from tvm import te
-
-    dtype = str(tensor.ty.dtype)
-    shape = list(tensor.ty.shape.values)
-    data = te.placeholder(shape, dtype, name="x")
-    # (a dim that is an axis of its own the kernel reads off the tensor; the rest, s in an axis
-    # s + 3 included, are scalar arguments: TVM binds a variable from a buffer's shape only there)
-    named = {d.name for d in shape if isinstance(d, tirx.Var)}
-    dims = []
-    for size in sizes:
-        dims += [v for v in tirx.analysis.undefined_vars(size) if v.name not in named and all(v.name != d.name for d in dims)]
-    values = [tirx.Cast(dtype, size) if str(size.ty.dtype) != dtype else size for size in sizes]
-    out = te.compute(shape, lambda *i: compute(data(*i), *values), name="with_size")
-    kernel = bb.add_func(te.create_prim_func([data, *dims, out]), "with_size")
-    return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
 
 
 def _select(node, importer):
     """``select.int`` at an index computed from a run-time size (``e.select(1, e.shape[1] - 1)``):
     a take at a size tensor (:mod:`relax_vk.frontends.size_tensors`); at a constant index TVM's
     converter (whose negative indices :func:`_wrapped_constant_indices` wraps)."""
-    from .size_tensors import take_at_size
-
     x, dim, index = importer.env[node.args[0]], int(node.args[1]), node.args[2]
     if isinstance(index, int):
         return _tvm_converter(importer, "select.int", node)
@@ -533,7 +511,7 @@ def _clamp(node, importer):
             value = tirx.min(value, limits[-1])
         return value
 
-    return _sized_elementwise(importer.block_builder, x, sizes, compute)
+    return sized_elementwise(importer.block_builder, x, sizes, compute)
 
 
 #: what ``torch.export`` writes for a slice's open end (``x[:, 1:]``)
