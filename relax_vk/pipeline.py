@@ -53,6 +53,7 @@ from .passes import (
     CheckStaticShapes,
     HoistImageStorage,
     IsolateBroadcastReductions,
+    SplitWideKernels,
     LegalizeWithScopes,
     NameKernelsForApi,
     PartialLegalize,
@@ -152,6 +153,7 @@ STAGES: Tuple[Stage, ...] = (
         FuseGathers(),
         IsolateBroadcastReductions(),
         relax.transform.FuseOps(),
+        *([SplitWideKernels()] if c.target.kind.name == "vulkan" else []),
         relax.transform.FuseTIR(),
         relax.transform.DeadCodeElimination(),
     ]),  # fmt: skip

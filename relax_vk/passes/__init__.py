@@ -26,6 +26,7 @@ from .lower import (
     RewriteBufferReshapes,
     ShortenKernelNames,
     SpecializeKernelScopes,
+    SplitWideKernels,
 )
 from .scope import (
     ChooseConvAlgorithm,
@@ -63,6 +64,7 @@ __all__ = [
     "FuseGathers",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
+    "SplitWideKernels",
     "ShortenKernelNames",
     "NameKernelsForApi",
     "RetargetVDevices",

@@ -13,7 +13,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -179,9 +179,11 @@ class Session:
         """Device memory objects the session has created since it was loaded (all at load: runs add none)."""
         return int(self._lib.rvk_session_device_objects(self._handle))
 
-    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Run once: numpy in (checked and converted by the library), numpy out."""
+    def run(self, inputs: Union[Sequence[np.ndarray], Mapping[str, np.ndarray]]) -> List[np.ndarray]:
+        """Run once: numpy in (checked and converted by the library), numpy out. ``inputs`` in the
+        model's input order, or by name (``{"x": array}``, as onnxruntime takes them)."""
         lib, handle, target = self._lib, self._handle, self.target
+        inputs = self._ordered(inputs)
         if len(inputs) != len(self.inputs):
             raise ValueError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
         set_input = lib.rvk_session_set_input
@@ -209,6 +211,22 @@ class Session:
         if self._profiling:
             self._read_profile()
         return outputs
+
+    def _ordered(self, inputs) -> Sequence:
+        """``inputs`` as a sequence in the model's order: a mapping is read by input name (every
+        input named once, no other name), a lone array or a string is refused with what was meant."""
+        if isinstance(inputs, Mapping):
+            names = [i["name"] for i in self.inputs]
+            unknown = [k for k in inputs if k not in names]
+            missing = [n for n in names if n not in inputs]
+            if unknown or missing:
+                raise ValueError(f"the model's inputs are {names}; " + "; ".join(
+                    ([f"unknown {unknown}"] if unknown else []) + ([f"missing {missing}"] if missing else [])))
+            return [inputs[n] for n in names]
+        if isinstance(inputs, (np.ndarray, str, bytes)):
+            raise TypeError(f"inputs are a list of arrays in the model's order or a dict by name "
+                            f"({[i['name'] for i in self.inputs]}), not a {type(inputs).__name__}")
+        return inputs
 
     @staticmethod
     def _input_arg(shape: tuple, dtype: np.dtype) -> tuple:
@@ -261,7 +279,7 @@ class Session:
         self.last_profile = profile
         self.last_device_ms = float(lib.rvk_session_device_ms(handle)) if profile else math.nan
 
-    def time(self, inputs: Sequence[np.ndarray], repeat: int = 10) -> Dict[str, float]:
+    def time(self, inputs: Union[Sequence[np.ndarray], Mapping[str, np.ndarray]], repeat: int = 10) -> Dict[str, float]:
         """Wall-clock milliseconds of ``run`` over ``repeat`` unprofiled runs after one warm-up run
         (``median``, ``min``, ``max``); the last profiled run's times stay as they were."""
         profiling, self.profiling = self.profiling, False

@@ -1,5 +1,5 @@
 """Stage 5 (lowering a scoped module): legalization that keeps every decided VDevice, a fusion
-guard for broadcast reductions, gathers on buffers fused as injective ops, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
+guard for broadcast reductions, fused Vulkan kernels cut to the tensors a shader may bind, gathers on buffers fused as injective ops, copy folding, per-call-site kernel specialization, bounded kernel names, the Vulkan retargeting of VDevices and
 Vulkan kernel names, the reshape rewrite that only views buffers, the image storages of texture
 tensors under TVM's VM (allocated once per VM through a function of their own), byte storages on a
 ``"global"`` VDevice and in whole pages (reused by TVM's pooled allocator), and the VDevice table an executable carries."""
@@ -18,6 +18,7 @@ from .retarget_vdevices import RetargetVDevices
 from .shorten_kernel_names import ShortenKernelNames
 from .rewrite_buffer_reshapes import RewriteBufferReshapes
 from .specialize_kernel_scopes import SpecializeKernelScopes
+from .split_wide_kernels import SplitWideKernels
 
 __all__ = [
     "LegalizeWithScopes",
@@ -26,6 +27,7 @@ __all__ = [
     "FuseGathers",
     "FoldScopeCopies",
     "SpecializeKernelScopes",
+    "SplitWideKernels",
     "ShortenKernelNames",
     "NameKernelsForApi",
     "RetargetVDevices",

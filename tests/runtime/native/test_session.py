@@ -177,6 +177,12 @@ def test_bad_inputs_are_named(native_build):
                          ([x.astype("float64"), w], f"input {names[0]}: dtype float64"), ([x.astype("complex64"), w], f"input {names[0]}: dtype complex64")):  # fmt: skip
         with pytest.raises(ValueError, match=message):
             session.run(bad)
+    # by name, as onnxruntime takes them: the same outputs; a wrong or missing name, or one array, is refused
+    np.testing.assert_array_equal(session.run({names[1]: w, names[0]: x})[0], session.run([x, w])[0])
+    with pytest.raises(ValueError, match=rf"unknown \['y'\]; missing \['{names[1]}'\]"):
+        session.run({names[0]: x, "y": w})
+    with pytest.raises(TypeError, match="a list of arrays in the model's order or a dict by name"):
+        session.run(x)
 
 
 @pytest.mark.parametrize("target, device", BACKENDS)
