@@ -68,6 +68,7 @@ from .passes import (
     ShortenKernelNames,
     SpecializeKernelScopes,
     SplitLargeWeights,
+    SplitWideConcats,
 )
 
 
@@ -100,6 +101,8 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
     # after the folding: the weights importers wrap (Gemm's transB, Linear's permute_dims, an
     # astype) are constants by then, which is what the split needs
     split = [SplitLargeWeights(_target.target_limits(tgt).max_buffer_bytes)] if tgt is not None else []
+    # (a Vulkan shader binds few tensors: a concat of dozens of them becomes one of concats)
+    split += [SplitWideConcats()] if tgt is not None and tgt.kind.name == "vulkan" else []
     return [
         DeriveIdentifiers(),
         *edges,

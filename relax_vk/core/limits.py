@@ -98,6 +98,12 @@ VULKAN_DEFAULT = DEFAULT.with_overrides(
     "storage binding)",
 )
 
+#: tensors one Vulkan kernel binds at most, in and out (passes.lower.split_wide_kernels,
+#: passes.layout.split_wide_concats): under lavapipe's 32 storage buffers a shader stage with room to
+#: spare, and above what any conv, matmul or norm kernel with its fused elementwise tail binds (at
+#: most a dozen)
+VULKAN_KERNEL_TENSORS = 24
+
 #: Limits of the GPUs relax_vk serves. Each entry names its sources; where the vendor driver and
 #: Mesa differ, the smaller (portable) value is used; what no source gave is marked "assumed".
 PRESETS: Dict[str, DeviceLimits] = {

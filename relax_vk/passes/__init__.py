@@ -10,7 +10,7 @@
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights
+from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
 from .lower import (
     FoldScopeCopies,
     HoistImageStorage,
@@ -44,6 +44,7 @@ __all__ = [
     "DeriveIdentifiers",
     "EdgeDtypes",
     "SplitLargeWeights",
+    "SplitWideConcats",
     "FoldSmallConstants",
     "RecordIndexRanges",
     "NarrowInt64Constants",

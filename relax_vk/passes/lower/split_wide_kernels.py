@@ -26,10 +26,8 @@ from typing import Dict, List, Sequence, Set
 import tvm
 from tvm import relax, tirx
 
-#: tensors a fused Vulkan kernel binds at most, in and out: under lavapipe's 32 storage buffers per
-#: stage with room to spare, and above what any conv, matmul or norm kernel with its fused
-#: elementwise tail binds (at most a dozen)
-VULKAN_KERNEL_TENSORS = 24
+from ...core.limits import VULKAN_KERNEL_TENSORS
+
 
 
 def _tensor(var: relax.Var) -> bool:

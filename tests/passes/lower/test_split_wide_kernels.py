@@ -9,7 +9,8 @@ from tvm import relax, tirx
 
 import relax_vk
 from relax_vk.core.dims import with_dim_ranges
-from relax_vk.passes.lower.split_wide_kernels import VULKAN_KERNEL_TENSORS, SplitWideKernels, _parts
+from relax_vk.core.limits import VULKAN_KERNEL_TENSORS
+from relax_vk.passes.lower.split_wide_kernels import SplitWideKernels, _parts
 from relax_vk.runtime import load
 
 N = 60  # weights: two fused kernels of 33 tensors or more unsplit
