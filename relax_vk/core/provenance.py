@@ -302,11 +302,24 @@ def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax
     for j in sorted(inserted, reverse=True):
         if j + 1 < len(after) and after[j][1] not in MOVEMENT:
             flat_ops[j] = flat_ops[j + 1]
-    # fold fused calls back: a call stands for the union of its inner bindings
+    # fold fused calls back: a call stands for the union of its inner bindings, which keep their own
+    # ops too (a pass that cuts a fused group in parts keeps the inner variables: each part's ops)
     outer: Dict[int, List[Ops]] = {}
     for entry, ops in zip(after, flat_ops):
         outer.setdefault(entry[2], []).append(ops)
-    return {var: _union(outer.get(i, [])) for i, (var, _value) in enumerate(_bindings(new))}
+    result: Dict[relax.Var, Ops] = {}
+    functions = {gv: f for gv, f in new_mod.functions_items() if isinstance(f, relax.Function)}
+    j = 0  # (after's entries: each binding, or a fused call's inner bindings in its place, in order)
+    for i, (var, value) in enumerate(_bindings(new)):
+        callee = _callee(functions, value)
+        if callee is not None:
+            for inner, _inner_value in _bindings(callee):
+                result[inner] = flat_ops[j]
+                j += 1
+        else:
+            j += 1
+        result[var] = _union(outer.get(i, []))
+    return result
 
 
 def _main(mod: tvm.IRModule) -> Optional[relax.Function]:

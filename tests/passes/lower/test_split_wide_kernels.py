@@ -69,6 +69,27 @@ def test_a_wide_fused_chain_runs_in_parts(target, device):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_each_part_names_its_own_model_ops():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends.onnx import from_onnx
+
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(N):
+        inits.append(numpy_helper.from_array(rng.standard_normal((1, 6)).astype("float32"), f"w{i}"))
+        nodes += [helper.make_node("Mul", ["x", f"w{i}"], [f"m{i}"], name=f"mul{i}"), helper.make_node("Add", [prev, f"m{i}"], [f"a{i}"], name=f"add{i}")]
+        prev = f"a{i}"
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 6))],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, (3, 6))], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = relax_vk.build(from_onnx(model), "vulkan").artifact().program
+    ops = [step["ops"] for step in program["steps"] if step["op"] == "launch"]
+    # every model op in exactly one part, in order: the profile and bisect name what each part runs
+    assert len(ops) >= 2 and sum(ops, []) == [n for i in range(N) for n in (f"mul{i}", f"add{i}")]
+
+
 def test_narrow_groups_are_left_as_they_are():
     mod, _ = _module()
     fused = relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(relax.transform.LegalizeOps()(mod)))
