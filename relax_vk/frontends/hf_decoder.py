@@ -83,6 +83,12 @@ _MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "qwen2":
                 "phi3": "phi3"}  # fmt: skip
 #: the architectures transformers runs with soft-capped scores and logits where the config asks
 _SOFTCAPS = {"gemma2", "gemma3"}
+#: of those, the ones whose attention does not read ``attn_logit_softcapping`` (transformers 4.57
+#: and 5.0: Gemma 3's eager and SDPA attention never cap scores; only its logits)
+_SCORES_NOT_CAPPED = {"gemma3"}
+#: ``hidden_act`` -> the gated MLP's activation: transformers' ``silu``, and its tanh GELUs
+#: (``gelu_pytorch_tanh`` and ``gelu_new`` compute the same formula)
+_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
 #: the architectures whose attention honours ``partial_rotary_factor`` (transformers 4.57)
 _PARTIAL_ROTARY = {"phi3"}
 #: what each architecture's o_proj and MLP take of ``attention_bias`` / ``mlp_bias`` (transformers 4.57)
@@ -135,6 +141,44 @@ def _sliding_layers(c: dict, arch: str, layers: int, where: str) -> Tuple[Option
 def _hashable(value):
     """A config value as a frozen dataclass field can hold it (lists as tuples)."""
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+_LAYER_TYPES = {"full_attention", "sliding_attention"}
+
+
+def _rope_as_v4(c: dict, where: str) -> dict:
+    """``c`` with transformers 5's ``rope_parameters`` read into the keys transformers 4 writes
+    (``rope_theta``, ``rope_scaling``, ``partial_rotary_factor``,
+    ``original_max_position_embeddings``, Gemma 3's ``rope_local_base_freq``), which the rest of
+    :meth:`DecoderConfig.from_dict` reads. transformers 5 keeps RoPE in one dict of those settings, or
+    one per layer type (Gemma 3: ``full_attention``, ``sliding_attention``); a config without it is
+    returned as it is."""
+    params = c.get("rope_parameters")
+    if not params:
+        return c
+    if not isinstance(params, dict):
+        raise UnsupportedError(f"{where}: rope_parameters {params!r} is not a mapping")
+    local = None
+    if set(params) <= _LAYER_TYPES and all(isinstance(v, dict) for v in params.values()):
+        local, params = params.get("sliding_attention"), params.get("full_attention", {})
+    out = dict(c)
+    rope = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if "rope_theta" in params:
+        out["rope_theta"] = params["rope_theta"]
+    if params.get("partial_rotary_factor") is not None and c.get("partial_rotary_factor") is None:
+        out["partial_rotary_factor"] = params["partial_rotary_factor"]
+    if kind == "longrope" and rope.get("original_max_position_embeddings") and not c.get("original_max_position_embeddings"):
+        out["original_max_position_embeddings"] = rope["original_max_position_embeddings"]  # (Phi-3 reads it there)
+    out["rope_scaling"] = None if kind == "default" else rope
+    if local is not None:
+        local_kind = local.get("rope_type", local.get("type", "default"))
+        if local_kind != "default":
+            raise UnsupportedError(f"{where}: rope_parameters.sliding_attention rope_type {local_kind!r} (the sliding layers' "
+                                   "RoPE is the default one with its own rope_theta)")  # fmt: skip
+        if "rope_theta" in local:
+            out["rope_local_base_freq"] = local["rope_theta"]
+    return out
 
 
 @dataclass(frozen=True)
@@ -219,6 +263,7 @@ class DecoderConfig:
 
     @classmethod
     def from_dict(cls, c: dict, where: str = "config.json") -> "DecoderConfig":
+        c = _rope_as_v4(c, where)
         arch = next((_ARCHITECTURES[a] for a in c.get("architectures") or [] if a in _ARCHITECTURES), None)
         if arch is None:
             arch = _MODEL_TYPES.get(c.get("model_type", ""))
@@ -232,13 +277,15 @@ class DecoderConfig:
         window, sliding = _sliding_layers(c, arch, layers, where)
         gemma = arch in ("gemma2", "gemma3")
         act = c.get("hidden_activation", "gelu_pytorch_tanh") if gemma else c.get("hidden_act", "silu")
-        if act not in ("silu", "gelu_pytorch_tanh"):
-            raise UnsupportedError(f"{where}: hidden_act {act!r} (gated MLPs with silu or gelu_pytorch_tanh are supported)")
+        if act not in _ACTIVATIONS:
+            raise UnsupportedError(f"{where}: hidden_act {act!r} (gated MLPs with {', '.join(sorted(_ACTIVATIONS))} are supported)")
         caps = {}
         for key in ("attn_logit_softcapping", "final_logit_softcapping"):
             value = c.get(key)
             if value is None:
                 continue
+            if key.startswith("attn") and arch in _SCORES_NOT_CAPPED:
+                continue  # (its config carries the setting; its attention never reads it)
             if arch not in _SOFTCAPS:  # (transformers' other architectures do not read it)
                 raise UnsupportedError(f"{where}: {key} {value}: soft-capping is {', '.join(sorted(_SOFTCAPS))}'s, not {arch}'s")
             if not isinstance(value, (int, float)) or not value > 0:
@@ -264,12 +311,11 @@ class DecoderConfig:
         check_rope(scaling, rotary, where)
         bias = bool(c.get("attention_bias", arch == "qwen2"))
         hidden = int(c["hidden_size"])
-        gemma_fields = dict(activation="gelu_tanh", norm_offset=1.0, embed_scale=hidden**0.5, sandwich_norms=True,
-                            score_scale=float(c.get("query_pre_attn_scalar", 256)) ** -0.5) if gemma else dict(activation="silu")  # fmt: skip
+        gemma_fields = dict(norm_offset=1.0, embed_scale=hidden**0.5, sandwich_norms=True,
+                            score_scale=float(c.get("query_pre_attn_scalar", 256)) ** -0.5) if gemma else {}  # fmt: skip
         if arch == "gemma3":
             gemma_fields["local_rope_theta"] = float(c.get("rope_local_base_freq", 10000.0))
-        if gemma and act != "gelu_pytorch_tanh":
-            gemma_fields["activation"] = "silu"
+        gemma_fields["activation"] = _ACTIVATIONS[act]  # (any architecture: transformers' ACT2FN[hidden_act])
         return cls(arch, hidden, int(c["intermediate_size"]), layers, heads, kv_heads, head_dim,
                    int(c["vocab_size"]), float(c.get("rms_norm_eps", 1e-6)), float(c.get("rope_theta", 10000.0)),
                    bool(c.get("tie_word_embeddings", gemma)), bias, bool(c.get("mlp_bias", False)) and arch == "llama",
@@ -518,7 +564,9 @@ def build_decoder(config: DecoderConfig, weights: Dict[str, np.ndarray], max_len
                 return out
 
             # (an id outside the vocabulary reads its nearest row, never outside the table: relax_vk.runtime.generate refuses it)
-            tied = c.tie_embeddings and "lm_head.weight" not in weights
+            tied = c.tie_embeddings
+            if tied and "lm_head.weight" in w.checkpoint:  # transformers ties whatever the file holds: its head is not read
+                w.used.add("lm_head.weight")
             table = "model.embed_tokens.weight"
             if quantize:  # rows decoded from the 4-bit table as they are gathered
                 parts = w.packed(table, (c.vocab, c.hidden), dtype)

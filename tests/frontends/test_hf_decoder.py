@@ -529,3 +529,55 @@ def test_bisect_compares_every_op_of_a_decoder_with_its_states_as_zeros(decoder,
     assert {"model.layers.0.self_attn.attention", "model.layers.1.residual_mlp", "lm_head"} <= {r["op"] for r in result.compared}
     nothing = Bisection(model="m", backend="opencl", device="d", tolerance=1e-4)
     assert not nothing.ok and "no op output could be compared" in nothing.table()
+
+
+def test_configs_as_transformers_reads_them(tmp_path, pocl):
+    """What transformers makes of a config, relax_vk makes of it too, with every step's logits and the
+    greedy tokens equal on pocl, for a checkpoint that meets three of transformers' rules at once:
+    a config as transformers 5 writes it (RoPE in ``rope_parameters``, llama3 scaling here), a
+    tanh-GELU ``hidden_act`` on Llama (not only Gemma's), and tied embeddings with a stale
+    ``lm_head.weight`` in the file (transformers ties and never reads it)."""
+    from safetensors.torch import load_file, save_file
+
+    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**SMALL, hidden_act="gelu_pytorch_tanh", tie_word_embeddings=True, rope_theta=100.0, rope_scaling=rope)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # (peaky attention, so that the positions' rotation matters)
+        for name, p in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(6.0)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    save_file({**weights, "lm_head.weight": torch.randn(SMALL["vocab_size"], SMALL["hidden_size"])}, str(tmp_path / "model.safetensors"),
+              metadata={"format": "pt"})  # fmt: skip
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for key in ("rope_theta", "rope_scaling"):
+        saved.pop(key, None)
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "rope_parameters": {"rope_theta": 100.0, **rope}}))
+    read = DecoderConfig.from_dir(str(tmp_path))
+    assert read.rope_theta == 100.0 and dict(read.rope_scaling)["rope_type"] == "llama3" and read.activation == "gelu_tanh" and read.tie_embeddings
+    mod, _ = load_model(str(tmp_path), dims={"T": (1, 40), "S": (1, 8)})
+    generator = Generator(Session(relax_vk.build(mod, "opencl").artifact(), device="pocl"))
+    _assert_greedy_as_transformers(model, generator.generate(PROMPT * 3, 8, keep_logits=True), 8, prompt=PROMPT * 3)
+
+
+def test_transformers_5_rope_parameters_and_gemma_3_caps_are_read_as_transformers_reads_them():
+    """Gemma 3 as transformers 5 writes it (RoPE per layer type: the full layers' scaling and theta,
+    the sliding layers' own theta) reads as the transformers 4 keys do; Phi-3's partial rotation may
+    sit in ``rope_parameters`` too; Gemma 3's attention does not cap scores whatever
+    ``attn_logit_softcapping`` says (transformers' never reads it), its logits are capped."""
+    base = dict(SMALL, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", head_dim=16, sliding_window=8)
+    v4 = DecoderConfig.from_dict({**base, "rope_theta": 1e6, "rope_local_base_freq": 1e4, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                                  "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0})  # fmt: skip
+    v5 = DecoderConfig.from_dict({**base, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+                                  "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0})  # fmt: skip
+    assert v4 == v5 and v5.local_rope_theta == 1e4 and v5.rope_theta == 1e6 and v5.attention_softcap is None and v5.logit_softcap == 30.0
+    with pytest.raises(UnsupportedError, match="sliding_attention rope_type 'linear'"):
+        DecoderConfig.from_dict({**base, "rope_parameters": {"full_attention": {"rope_type": "default"}, "sliding_attention": {"rope_type": "linear", "factor": 2.0}}})
+    phi = dict(SMALL, architectures=["Phi3ForCausalLM"], model_type="phi3")
+    assert (DecoderConfig.from_dict({**phi, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}})
+            == DecoderConfig.from_dict({**phi, "rope_theta": 1e4, "partial_rotary_factor": 0.5}))  # fmt: skip
+    with pytest.raises(UnsupportedError, match="hidden_act 'relu'"):
+        DecoderConfig.from_dict({**SMALL, "architectures": ["LlamaForCausalLM"], "hidden_act": "relu"})
