@@ -495,10 +495,13 @@ def _importer_class():
     ``Max`` and ``Min`` :mod:`.onnx_variadic`, for ``Expand`` of run-time dims :mod:`.onnx_expand`, and for
     ``Reshape`` of a size computed at run time, ``Range`` up to one, ``Gather`` at one and
     ``Div`` of one :mod:`.onnx_shape_values`, and
-    for ``Slice`` of a run-time axis :mod:`.onnx_slice`."""
+    for ``Slice`` of a run-time axis :mod:`.onnx_slice`; the attributes TVM's converters ignore
+    (``ConvTranspose``'s ``output_shape``, ``Resize``'s ``antialias``, ``axes`` and
+    ``keep_aspect_ratio_policy``) and ``Pow`` by an integer exponent, :mod:`.onnx_attributes`."""
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
+    from .onnx_attributes import antialiased_resize, conv_transpose_attrs, convert_pow, resize_inputs
     from .onnx_expand import convert_expand
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
@@ -508,7 +511,7 @@ def _importer_class():
 
     CONVERTERS = converters()
     OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range,
-                 "Slice": convert_slice, "Gather": convert_gather, "Div": convert_div, **VARIADIC}  # (None: TVM's converter handles the node)
+                 "Slice": convert_slice, "Gather": convert_gather, "Div": convert_div, "Pow": convert_pow, **VARIADIC}  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):
@@ -519,6 +522,14 @@ def _importer_class():
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
             try:
+                # (attributes TVM's converters ignore: read here, or refused by node)
+                if op_name == "ConvTranspose":
+                    attrs = conv_transpose_attrs(inputs, attrs)
+                elif op_name == "Resize":
+                    inputs, attrs = resize_inputs(self.bb, inputs, attrs), {k: v for k, v in attrs.items() if k != "axes"}
+                    filtered = antialiased_resize(self.bb, inputs, attrs)
+                    if filtered is not None:
+                        return self.bb.normalize(filtered)
                 if op_name in CONVERTERS:
                     return self.bb.normalize(CONVERTERS[op_name](self.bb, inputs, attrs))
                 if op_name in OVERRIDES:

@@ -70,6 +70,7 @@ from ..core.dims import bind_multiples
 from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
+from .antialias import antialiased_weights
 from .errors import ModelLoadError, first_lost_shape
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
@@ -170,40 +171,9 @@ def _upsample_sampled(op: str, method: str):
     return convert
 
 
-def _antialiased_weights(n_in: int, n_out: int, taps: int, scale: float):
-    """PyTorch's antialiased interpolation weights from ``n_in`` samples to ``n_out``, ``[n_out,
-    n_in]`` (``_compute_indices_weights_aa``, half-pixel centres): a filter of ``taps`` taps
-    (bilinear 2, bicubic 4 with ``a = -0.5``) stretched by the scale where it downsamples, each
-    row's weights normalized to sum to one."""
-    import numpy as np
-
-    def bilinear(x):
-        return max(0.0, 1.0 - abs(x))
-
-    def bicubic(x, a=-0.5):
-        x = abs(x)
-        if x < 1.0:
-            return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-        if x < 2.0:
-            return (((x - 5.0) * x + 8.0) * x - 4.0) * a
-        return 0.0
-
-    kernel = bilinear if taps == 2 else bicubic
-    support = taps * 0.5 * scale if scale >= 1.0 else taps * 0.5
-    invscale = 1.0 / scale if scale >= 1.0 else 1.0
-    weights = np.zeros((n_out, n_in), np.float64)
-    for i in range(n_out):
-        center = scale * (i + 0.5)
-        lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), n_in)
-        row = np.array([kernel((j - center + 0.5) * invscale) for j in range(lo, hi)])
-        total = row.sum()
-        weights[i, lo:hi] = row / total if total != 0.0 else row
-    return weights.astype(np.float32)
-
-
 def _upsample_antialiased(op: str, taps: int):
     """``_upsample_bilinear2d_aa`` / ``_upsample_bicubic2d_aa`` (``antialias=True``; TVM's converter
-    dropped the filter, and had none for bicubic): PyTorch's weights (:func:`_antialiased_weights`)
+    dropped the filter, and had none for bicubic): PyTorch's weights (:func:`.antialias.antialiased_weights`)
     as two constant matrices, ``Wh @ x @ Ww^T``. Static sizes and ``align_corners=False``."""
 
     def convert(node, importer) -> relax.Var:
@@ -228,8 +198,8 @@ def _upsample_antialiased(op: str, taps: int):
         # PyTorch's scale: the given factor's inverse, else the ratio of the sizes
         ratios = [1.0 / float(f) if f else n / o for n, o, f in zip(given, out, scales)]
         (h, w), (oh, ow) = given, out
-        rows = relax.const(_antialiased_weights(h, oh, taps, ratios[0]))  # [oh, h]
-        cols = relax.const(_antialiased_weights(w, ow, taps, ratios[1]).T.copy())  # [w, ow]
+        rows = relax.const(antialiased_weights(h, oh, taps, ratios[0]))  # [oh, h]
+        cols = relax.const(antialiased_weights(w, ow, taps, ratios[1]).T.copy())  # [w, ow]
         y = bb.emit(relax.op.matmul(x, cols))  # [n, c, h, ow]
         return bb.emit(relax.op.matmul(rows, y))  # [n, c, oh, ow]
 
