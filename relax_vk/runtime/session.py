@@ -188,7 +188,7 @@ class Session:
             raise ValueError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
         set_input = lib.rvk_session_set_input
         for i, array in enumerate(inputs):
-            array = np.ascontiguousarray(array)
+            array = np.asarray(array, order="C")  # (not ascontiguousarray: it makes a 0-d scalar 1-d)
             args = self._input_args[i]
             if (array.shape, array.dtype) != args[0]:  # another shape or dtype: the library says whether it takes it
                 args = self._input_arg(array.shape, array.dtype)

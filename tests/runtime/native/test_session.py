@@ -414,3 +414,23 @@ def test_no_device_spec_selects_the_device_a_session_opens(native_build, api, mo
     assert select_device(api) == chosen
     # the rule is the library's: the C ABI's "default" spec names the same device
     assert [row["index"] for row in real(api, "default")] == [chosen.index]
+
+
+def test_a_scalar_input_takes_a_0_d_array(native_build):
+    """A rank-0 model input (an ONNX scalar) takes a 0-d array (numpy's ascontiguousarray made it 1-d,
+    which the library then refused); a 1-element array stays refused by its shape."""
+    from onnx import TensorProto, helper
+
+    from relax_vk.frontends.onnx import from_onnx
+
+    graph = helper.make_graph([helper.make_node("Mul", ["a", "s"], ["y"])], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4]), helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    session = load(relax_vk.build(from_onnx(model)).artifact(), device="pocl")
+    a = np.arange(12, dtype="float32").reshape(3, 4)
+    assert session.inputs[1]["shape"] == []
+    np.testing.assert_array_equal(session.run({"a": a, "s": np.array(2.5, "float32")})[0], a * 2.5)
+    with pytest.raises(ValueError, match=r"input s: shape \[1\], expected \[\]"):
+        session.run([a, np.array([2.5], "float32")])
