@@ -524,6 +524,16 @@ def export_program(
         builder.ops = ops.pop(0) if ops else []
         builder.binding(b.var, b.value)
     outputs = builder.result_tensors(body.body)
+    # an output that is an input (Identity; a cast the edges fold into the upload) is a tensor of its
+    # own, copied from the input on the device: it has the output's dtype at the edge, not the input's
+    for i, tid in enumerate(outputs):
+        if tid in inputs:
+            copy = {k: v for k, v in builder.tensors[tid].items() if k not in ("host_dtype", "index_range")}
+            copy.update(id=len(builder.tensors), name=f"output{i}", kind="intermediate")
+            builder.tensors.append(copy)
+            builder.shape_of[copy["id"]] = builder.shape_of[tid]
+            builder.steps.append({"op": "copy", "src": tid, "dst": copy["id"]})
+            outputs[i] = copy["id"]
     builder.fold_textures()
     edges = dict(main.attrs[EDGE_ATTR]) if main.attrs is not None and EDGE_ATTR in main.attrs else {}
     for p, tid in zip(main.params, inputs):  # dtypes converted at the edges (passes.layout.edge_dtypes)

@@ -434,3 +434,25 @@ def test_a_scalar_input_takes_a_0_d_array(native_build):
     np.testing.assert_array_equal(session.run({"a": a, "s": np.array(2.5, "float32")})[0], a * 2.5)
     with pytest.raises(ValueError, match=r"input s: shape \[1\], expected \[\]"):
         session.run([a, np.array([2.5], "float32")])
+
+
+@pytest.mark.parametrize("target, device", BACKENDS)
+def test_an_output_that_is_an_input_has_the_outputs_dtype(native_build, target, device):
+    """An output that is the model's input itself (Identity), or becomes it when the edges fold a
+    cast into the upload (a float16 input cast to float32 on OpenCL, an int64 one cast to int32 on
+    Vulkan), is copied to a tensor of its own: it comes back in the output's dtype, not the input's."""
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    from relax_vk.frontends.onnx import from_onnx
+
+    for in_dtype, out_dtype, node in ((T.FLOAT, T.FLOAT, helper.make_node("Identity", ["x"], ["y"])),
+                                      (T.FLOAT16, T.FLOAT, helper.make_node("Cast", ["x"], ["y"], to=T.FLOAT)),
+                                      (T.INT64, T.INT32, helper.make_node("Cast", ["x"], ["y"], to=T.INT32))):  # fmt: skip
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", in_dtype, [2, 3])], [helper.make_tensor_value_info("y", out_dtype, [2, 3])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 8
+        x = np.arange(6).reshape(2, 3).astype(helper.tensor_dtype_to_np_dtype(in_dtype))
+        got = load(relax_vk.build(from_onnx(model), target).artifact(), device=device).run([x])[0]
+        assert got.dtype == helper.tensor_dtype_to_np_dtype(out_dtype)
+        np.testing.assert_array_equal(got, x.astype(got.dtype))
