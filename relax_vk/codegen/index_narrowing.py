@@ -94,6 +94,28 @@ def _on_kernels(select, rewrite, name: str, keep_on: tuple = (), mark: bool = Fa
     return tvm.transform.module_pass(transform, opt_level=0, name=name)
 
 
+def _int32_extreme(imm):
+    """int64's lowest and highest values (a max or min reduction's start, an argmax's) as int32's."""
+    if str(imm.ty.dtype) == "int64" and int(imm.value) in (-(2**63), 2**63 - 1):
+        return tirx.const(-(2**31) if int(imm.value) < 0 else 2**31 - 1, "int64")
+    return imm
+
+
+def Int64ExtremesAsInt32() -> tvm.transform.Pass:
+    """int64's lowest and highest constants in a Vulkan kernel become int32's (still typed int64):
+    a Vulkan kernel holds int64 values in 32 bits (inputs outside int32 are refused at the edge), so
+    a max, min, argmax or argmin that starts from int64's extreme computes the same from int32's.
+    Without it NarrowIndices refused those constants and the WGSL emitter could not print them (an
+    int64 ReduceMax failed to build on Vulkan). Other kernels are left as they are."""
+    import tvm_ffi
+    from tvm.ir.prim import expr as E
+
+    def transform(func: tirx.PrimFunc, _mod, _ctx) -> tirx.PrimFunc:
+        return tvm_ffi.structural_map(func, [(E.IntImm, _int32_extreme)]) if _for_vulkan(func) else func
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="relax_vk.Int64ExtremesAsInt32")
+
+
 def NarrowIndices() -> tvm.transform.Pass:
     """The pass (module docstring). A kernel TVM's narrowing refuses (its check of an index
     constant past int32: ``InternalError``) is left as it is."""

@@ -27,7 +27,7 @@ from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics 
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
 from .float_bindings import InlineFloatBindings
-from .index_narrowing import NameNarrowedSubexpressions, NarrowIndices
+from .index_narrowing import Int64ExtremesAsInt32, NameNarrowedSubexpressions, NarrowIndices
 from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
 from .texture_origins import PlaceTextures
@@ -46,7 +46,7 @@ def _finalize_device_passes():
     exactly (:mod:`relax_vk.codegen.exact_floats`)."""
     # (TVM's finalize_device_passes, LowerWarpMemory, StmtSimplify and LowerIntrin, with narrowed
     # kernels' repeated subexpressions named again before LowerIntrin expands them)
-    return tvm.transform.Sequential([RepairTextureStores(), NarrowIndices(), ExactFloatConstants(), tirx.transform.LowerWarpMemory(),
+    return tvm.transform.Sequential([RepairTextureStores(), Int64ExtremesAsInt32(), NarrowIndices(), ExactFloatConstants(), tirx.transform.LowerWarpMemory(),
                                      tirx.transform.StmtSimplify(), NameNarrowedSubexpressions(), tirx.transform.LowerIntrin()])  # fmt: skip
 
 

@@ -123,3 +123,27 @@ def test_a_run_time_size_past_32_bit_indices_is_refused_on_opencl():
 
     with pytest.raises(ExportError, match=r"tensor x has 2147483648 elements; OpenCL kernels of a run-time size index with 32-bit integers"):
         relax_vk.build(exp_rows_module(2**23), relax_vk.target.opencl(max_buffer_bytes=2**40, max_alloc_bytes=2**40)).artifact()
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ArgMax", "ArgMin"])
+def test_int64_extremes_start_vulkan_reductions(op, lavapipe):
+    """An int64 max, min, argmax or argmin starts from int64's extreme value, which NarrowIndices
+    refused and WGSL cannot print (the build failed); a Vulkan kernel holds int64 values in 32 bits,
+    so int32's extreme starts it: the results equal onnxruntime's on lavapipe."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends.onnx import from_onnx
+    from relax_vk.runtime import load
+
+    x = np.random.default_rng(0).integers(-100, 100, (2, 3, 5)).astype("int64")
+    if op.startswith("Arg"):
+        node, inits = helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0), []
+    else:
+        node, inits = helper.make_node(op, ["x", "axes"], ["y"], keepdims=0), [numpy_helper.from_array(np.array([1], "int64"), "axes")]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 5])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(load(relax_vk.build(from_onnx(model), "vulkan").artifact(), device="lavapipe").run([x])[0], want)
