@@ -92,11 +92,38 @@ def build_on_cpu(mod: tvm.IRModule):
     return tvm.compile(mod, target="llvm")
 
 
+def _at_input_sizes(mod: tvm.IRModule, inputs: Sequence[np.ndarray], func: str) -> tvm.IRModule:
+    """``mod`` with ``mod[func]``'s run-time dims bound to the inputs' sizes where a dim has a step
+    (an input axis ``8 * H_div8``, or ``H`` matched to ``H_div8``): TVM's VM derives a symbolic
+    variable from an input's shape only where the axis is the variable itself (its shape lowering
+    failed: ``slot_map_``). Other modules are returned as they are."""
+    from tvm import tirx
+
+    from ..core.dims import dim_steps
+
+    f = mod[func]
+    values, stepped = {}, bool(dim_steps(f))  # (an import's stepped dims)
+    for p, x in zip(f.params, inputs):
+        shape = getattr(getattr(p, "ty", None), "shape", None)
+        for d, n in zip(getattr(shape, "values", ()), np.shape(x)):
+            if isinstance(d, tirx.Var):
+                values[d] = int(n)
+            elif isinstance(d, tirx.Mul):
+                var, c = (d.a, d.b) if isinstance(d.a, tirx.Var) else (d.b, d.a)
+                if isinstance(var, tirx.Var) and isinstance(c, tirx.IntImm) and int(c.value):
+                    values[var], stepped = int(n) // int(c.value), True
+    if not stepped:
+        return mod
+    out = mod.clone()
+    out[func] = f.bind_symbolic_vars(values)
+    return out
+
+
 def run_on_cpu(mod: tvm.IRModule, inputs: Sequence[np.ndarray], func: str = "main") -> List[np.ndarray]:
     """Run ``mod[func]`` on the CPU and return its outputs as numpy arrays (a tuple result is flattened)."""
-    exe = build_on_cpu(mod)
+    exe = build_on_cpu(_at_input_sizes(mod, inputs, func))
     vm = relax.VirtualMachine(exe, tvm.cpu())
-    result = vm[func](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs])
+    result = vm[func](*[tvm.runtime.tensor(np.asarray(x, order="C")) for x in inputs])  # (a 0-d input stays 0-d)
     return _flatten(result)
 
 
