@@ -380,6 +380,14 @@ void check_limits(const Program& program, cl_device_id device) {
     std::vector<const Tensor*> textures;
     for (const Tensor& t : program.tensors)
         if (t.is_image) textures.push_back(&t);
+    // a launch's work items along an axis: kernels index them in 32 bits (and pocl aborts on a grid
+    // past what its scheduler divides)
+    static const char* const axes = "xyz";
+    for (const Kernel& k : program.kernels)
+        for (size_t a = 0; a < 3; ++a)
+            if (k.global[a] > std::numeric_limits<int32_t>::max())
+                throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + ": " + std::to_string(k.global[a]) + " work items along " + axes[a] +
+                                                 " > 2147483647, what kernels index in 32 bits");
     bool images = device_info<cl_bool>(device, CL_DEVICE_IMAGE_SUPPORT);
     if (!textures.empty() && !images)
         throw Error(RVK_ERROR_LIMIT, describe(device) + " has no image support; the plan keeps " + textures[0]->name + " in a texture");

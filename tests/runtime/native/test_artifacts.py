@@ -159,6 +159,18 @@ def test_huge_shapes_do_not_overflow(native_build, artifact):
     assert "too large" in native_error(damaged_bytes(artifact, change))
 
 
+def test_a_grid_past_32_bit_indices_is_refused(native_build, artifact):
+    """A CRC-valid program whose kernel launches 2**40 work items along x (pocl aborted in its
+    scheduler) is refused by name on OpenCL, as on Vulkan."""
+    from relax_vk.runtime import DeviceLimitError
+
+    def change(p):
+        p["kernels"][0]["global"][0] = 2**40
+
+    with pytest.raises(DeviceLimitError, match=r"kernel \S+: 1099511627776 work items along x > 2147483647"):
+        load(damaged_bytes(artifact, change), device="pocl")
+
+
 def test_a_valid_artifact_loads(native_build, artifact):
     session = load(artifact, device="pocl")
     assert [i["name"] for i in session.inputs] == [artifact.program["tensors"][t]["name"] for t in artifact.program["inputs"]]
