@@ -782,6 +782,7 @@ Program to_program(const Json& j, const std::string& source) {
             k.shader_end = code_point_offset(source, int_value(span->get("offset")) + int_value(span->get("length")));
             for (const Json& b : kj.get("bindings")->items()) k.bindings.push_back(b.is_string() ? b.as_string() : b.repr());
             if (const Json* w = kj.get("workgroup_bytes"); w && w->is_int()) k.workgroup_bytes = w->as_int();
+            if (const Json* n = kj.get("loop_iterations"); n && n->is_int()) k.loop_iterations = n->as_int();
         }
         p.kernel_index[k.name] = p.kernels.size();
         p.kernels.push_back(k);

@@ -68,6 +68,7 @@ struct Kernel {
     size_t shader_begin = 0, shader_end = 0;
     std::vector<std::string> bindings;
     int64_t workgroup_bytes = 0;
+    int64_t loop_iterations = 0;  // "loop_iterations": one invocation's loop iterations, all loops, where past llvmpipe's cap
     bool half_arithmetic = false;  // "arithmetic": "float16" (ScopeOptions(arithmetic="fp16"))
 };
 

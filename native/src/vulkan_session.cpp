@@ -352,7 +352,16 @@ void check_limits(const Program& program, const Limits& l, const std::string& de
                                              "'s max storage buffer binding size " + std::to_string(l.binding_size));
     }
     static const char* const axes = "xyz";
+    // llvmpipe (lavapipe) ends a shader invocation's loops after 65535 iterations of all of them
+    // together (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS) and returns what they had computed by then
+    constexpr int64_t kLlvmpipeLoopIterations = 65535;
+    bool llvmpipe = device.find("llvmpipe") != std::string::npos;
     for (const Kernel& k : program.kernels) {
+        if (llvmpipe && k.loop_iterations > kLlvmpipeLoopIterations)
+            throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " runs " + std::to_string(k.loop_iterations) + " loop iterations in one invocation; " + device +
+                                             " ends every invocation's loops after " + std::to_string(kLlvmpipeLoopIterations) +
+                                             " in all (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS) and would return wrong numbers: run it on another "
+                                             "Vulkan device, or on OpenCL");
         if (k.workgroup_bytes > l.workgroup_storage)
             throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " needs " + std::to_string(k.workgroup_bytes) + " bytes of workgroup memory; " + device +
                                              " allows " + std::to_string(l.workgroup_storage));

@@ -43,6 +43,7 @@ from .run_time_shapes import RunTimeDims, match_shapes, substitute
 from .shared_kernels import share_opencl_functions
 from .texture_origins import FOLDED_ATTR
 from .texture_origins import MARKER as ORIGIN_MARKER
+from .wgsl.emit import LLVMPIPE_LOOP_ITERATIONS
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -434,6 +435,8 @@ def _attach_shaders(program: dict, shaders: dict, same: Dict[str, str]) -> str:
             raise ExportError(f"kernel {name}: shader workgroup {list(shader.workgroup)} differs from its launch {kernel['local']}")
         kernel["bindings"] = list(shader.bindings)
         kernel["workgroup_bytes"] = int(shader.workgroup_bytes)
+        if shader.loop_iterations is not None and shader.loop_iterations > LLVMPIPE_LOOP_ITERATIONS:  # (what lavapipe cannot run)
+            kernel["loop_iterations"] = int(shader.loop_iterations)
         first = placed.get(same.get(name, name))
         if first is not None and first["bindings"] == kernel["bindings"] and first["local"] == kernel["local"]:
             kernel["shader"] = dict(first["shader"])

@@ -123,6 +123,9 @@ class Shader:
     workgroup: Tuple[int, int, int]
     bindings: Tuple[str, ...]
     workgroup_bytes: int = 0
+    #: the iterations one invocation runs of all its loops together, at most (None: a loop's trip
+    #: count is a run-time size): what llvmpipe (lavapipe) caps, :func:`loop_iterations`
+    loop_iterations: Optional[int] = 0
 
 
 def _dtype(expr_or_dtype):
@@ -208,6 +211,38 @@ def _is_ramp_lanes(expr, base: int, lanes: int) -> bool:
         and int(expr.stride.value) == 1
         and int(expr.lanes) == lanes
     )
+
+
+#: the loop iterations llvmpipe runs per shader invocation, all loops together, before it ends them
+#: (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS, "shared between every loop"): past it, lavapipe silently
+#: returns what the loops had computed by then
+LLVMPIPE_LOOP_ITERATIONS = 65535
+
+
+def loop_iterations(stmt, unrolled=lambda s: False) -> Optional[int]:
+    """An upper bound on the iterations one invocation runs of the loops in ``stmt``, all together
+    (both branches of an ``if`` counted; a loop the emitter unrolls, ``unrolled``, runs its body's
+    loops once per copy); None where a trip count is not a constant."""
+    kind = type(stmt).__name__
+    if kind == "For":
+        if not isinstance(stmt.extent, tirx.IntImm):
+            return None
+        trips, inner = int(stmt.extent.value), loop_iterations(stmt.body, unrolled)
+        if inner is None:
+            return None
+        return trips * inner if unrolled(stmt) else trips + trips * inner
+    if kind == "While":
+        return None
+    parts = list(stmt.seq) if kind == "SeqStmt" else [getattr(stmt, a) for a in ("then_case", "else_case", "body") if getattr(stmt, a, None) is not None]
+    total = 0
+    for part in parts:
+        if not isinstance(part, tirx.Stmt):
+            continue
+        n = loop_iterations(part, unrolled)
+        if n is None:
+            return None
+        total += n
+    return total
 
 
 def _has_loop(stmt) -> bool:
@@ -1035,7 +1070,7 @@ class _Emitter:
         if ("f16" in text or _HALF_SUFFIX.search(text)) and _USES_F16.search(text):  # (a quick test first)
             text = "enable f16;\n" + text
         source = header[0] + "\n" + text
-        return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes)
+        return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes, loop_iterations(self.func.body, self._unrolls))
 
 
 _WORD_MARK = "__rvk_word__"
