@@ -901,7 +901,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("build", help="compile a model to OpenCL texture kernels or Vulkan (WGSL) shaders")
     _add_model_args(p)
-    p.add_argument("-o", "--output", required=True, help="output folder (replaced if it exists), FILE.rvk, or (--runtime tvm) FILE.so")
+    p.add_argument("-o", "--output", required=True, help="output folder (an earlier output there is replaced; a folder of other files is refused), FILE.rvk, or (--runtime tvm) FILE.so")
     p.add_argument("--no-reuse", action="store_true", help="give every tensor its own allocation (no storage planning)")
     p.add_argument("--runtime", choices=("relax_vk", "tvm"), default="relax_vk",
                    help="relax_vk: kernels and .rvk for relax_vk's runtime (default); tvm: a library for TVM's Relax VM (OpenCL)")
