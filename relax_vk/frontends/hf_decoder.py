@@ -295,6 +295,8 @@ class DecoderConfig:
             raise UnsupportedError(f"{where}: use_bidirectional_attention is not supported (a causal decoder is)")
         heads = int(c["num_attention_heads"])
         kv_heads = int(c.get("num_key_value_heads") or heads)
+        if heads < 1 or kv_heads < 1:
+            raise UnsupportedError(f"{where}: {heads} attention heads, {kv_heads} key/value heads (at least 1 each)")
         if heads % kv_heads:
             raise UnsupportedError(f"{where}: {heads} attention heads are not a multiple of {kv_heads} key/value heads")
         head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
@@ -329,10 +331,15 @@ class DecoderConfig:
         config = os.path.join(path, "config.json")
         try:
             with open(config) as f:
-                return cls.from_dict(json.load(f), config)
+                loaded = json.load(f)
+            if not isinstance(loaded, dict):
+                raise ModelLoadError(f"{config}: a JSON {type(loaded).__name__}, not an object of settings")
+            return cls.from_dict(loaded, config)
         except (OSError, ValueError, KeyError, TypeError) as err:
-            if isinstance(err, UnsupportedError):
+            if isinstance(err, (UnsupportedError, ModelLoadError)):
                 raise
+            if isinstance(err, KeyError):
+                raise ModelLoadError(f"{config}: no {err.args[0]!r}, which a {cls.__name__.replace('Config', '').lower()} config needs") from None
             raise ModelLoadError(f"{config}: {type(err).__name__}: {err}") from None
 
 

@@ -136,7 +136,7 @@ def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str, dim
         given = input_shapes.get(inp.name)
         if given is not None:
             if dims_of and len(dims_of) != len(given):
-                raise UnsupportedError(f"{where}: input {inp.name!r} has rank {len(dims)}; --input-shape gives {len(given)} dimensions {list(given)}")
+                raise UnsupportedError(f"{where}: input {inp.name!r} has rank {len(dims_of)}; --input-shape gives {len(given)} dimensions {list(given)}")
             for i, (d, g) in enumerate(zip(dims_of, given)):
                 if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != g:
                     raise UnsupportedError(f"{where}: input {inp.name!r} dimension {i} is {d.dim_value} in the model; --input-shape gives {g}")

@@ -282,6 +282,8 @@ class Session:
     def time(self, inputs: Union[Sequence[np.ndarray], Mapping[str, np.ndarray]], repeat: int = 10) -> Dict[str, float]:
         """Wall-clock milliseconds of ``run`` over ``repeat`` unprofiled runs after one warm-up run
         (``median``, ``min``, ``max``); the last profiled run's times stay as they were."""
+        if repeat < 1:
+            raise ValueError(f"repeat {repeat}: at least 1 run is timed")
         profiling, self.profiling = self.profiling, False
         try:
             self.run(inputs)

@@ -745,7 +745,7 @@ def cmd_bisect(args) -> int:
 def _add_profile_commands(sub) -> None:
     p = sub.add_parser("profile", help="time per op of the model on a device (fused kernels mapped back to the model's ops)")
     _add_model_args(p)
-    p.add_argument("--repeat", type=int, default=10, help="warm runs; the run of median device time is reported")
+    p.add_argument("--repeat", type=_positive_int, default=10, help="warm runs; the run of median device time is reported")
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the top ops and the timeline (the notebook extra)")
     p.add_argument("--top", type=int, default=None, help="print only the N slowest rows")
     p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
@@ -922,7 +922,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a model or .rvk artifact on an OpenCL device or Vulkan adapter")
     _add_model_args(p)
     p.add_argument("--check", action="store_true", help="compare with TVM's llvm target on the CPU")
-    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--repeat", type=_positive_int, default=10)
     p.add_argument("--inputs", nargs="*", help=".npy files, one per model input (default: seeded random)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rtol", type=float, default=None, help="default 1e-4 (fp16 textures: 1e-2)")
@@ -983,7 +983,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="with --measure -o RESULTS: keep the cases RESULTS already holds and measure the rest")
     p.add_argument("--device", default=None, help="the device to measure on (OpenCL: pocl, gpu, PLATFORM:DEVICE; Vulkan: lavapipe, gpu, N)")
-    p.add_argument("--repeat", type=int, default=20, help="profiled runs per candidate (median)")
+    p.add_argument("--repeat", type=_positive_int, default=20, help="profiled runs per candidate (median)")
     p.add_argument("-o", "--output", help="write the measured results (JSON) here")
     p.add_argument("--db", help="database folder (default: the package's relax_vk/schedules/tuning_db)")
     p.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...", help="fix a symbolic ONNX input dimension")
@@ -1004,6 +1004,17 @@ def _quiet_third_party_warnings() -> None:
 
     warnings.filterwarnings("ignore")
     warnings.filterwarnings("default", module=r"relax_vk(\.|$)")
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a run or repeat count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1")
+    return value
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -301,12 +301,19 @@ def test_bfloat16_checkpoints_are_read_exactly(tmp_path):
         ({"num_key_value_heads": 3}, UnsupportedError, "4 attention heads are not a multiple of 3"),
         ({"hidden_act": "gelu"}, UnsupportedError, "hidden_act 'gelu'"),
         ({"hidden_size": None}, ModelLoadError, "config.json"),
+        ({"num_attention_heads": 0}, UnsupportedError, "0 attention heads, 0 key/value heads \\(at least 1 each\\)"),
+        ({"num_hidden_layers": "drop"}, ModelLoadError, "config.json: no 'num_hidden_layers', which a decoder config needs"),
+        ("a list", ModelLoadError, "config.json: a JSON list, not an object of settings"),
     ],
 )
 def test_what_the_converter_does_not_know_is_named(tmp_path, change, error, message):
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
               "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 32}  # fmt: skip
-    config.update(change)
+    if change == "a list":
+        config = [config]
+    else:
+        config.update(change)
+        config = {k: v for k, v in config.items() if v != "drop"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(error, match=message):
         DecoderConfig.from_dir(str(tmp_path))

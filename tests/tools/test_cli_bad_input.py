@@ -41,6 +41,10 @@ def test_truncated_onnx_names_the_file(tmp_path):
     cut = tmp_path / "cut.onnx"
     cut.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
     _assert_clear(_cli("plan", str(cut)), "cut.onnx")
+    # (the model's rank, not 0; a repeat count of at least 1)
+    _assert_clear(_cli("plan", str(good), "--input-shape", "input=1,3,8"), "has rank 4; --input-shape gives 3 dimensions")
+    usage = _cli("run", "conv20", "--repeat", "0")
+    assert usage.returncode == 2 and "argument --repeat: 0: at least 1" in usage.stderr
 
 
 def test_custom_and_unsupported_ops_are_named(tmp_path):
