@@ -29,7 +29,7 @@ from tvm.tirx.buffer import BufferType
 
 from ..core.errors import LimitError, RelaxVKError, UnsupportedError
 from ..core.ir_utils import tensor_scope
-from ..core.provenance import provenance
+from ..core.provenance import output_names, provenance
 from ..core.scope import PLACED_SCOPE_NAMES
 from ..core.states import states_of
 from ..passes.layout.derive_identifiers import source_name
@@ -537,6 +537,12 @@ def export_program(
             builder.shape_of[copy["id"]] = builder.shape_of[tid]
             builder.steps.append({"op": "copy", "src": tid, "dst": copy["id"]})
             outputs[i] = copy["id"]
+    # the model's own names of its outputs (ONNX's), where the tensor is the output's alone
+    named = {t["name"] for i, t in enumerate(builder.tensors) if i not in outputs}
+    for tid, name in zip(outputs, output_names(main) if len(output_names(main)) == len(outputs) else []):
+        if builder.tensors[tid]["kind"] == "intermediate" and name not in named and outputs.count(tid) == 1:
+            builder.tensors[tid]["name"] = name
+            named.add(name)
     builder.fold_textures()
     edges = dict(main.attrs[EDGE_ATTR]) if main.attrs is not None and EDGE_ATTR in main.attrs else {}
     for p, tid in zip(main.params, inputs):  # dtypes converted at the edges (passes.layout.edge_dtypes)

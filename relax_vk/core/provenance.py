@@ -41,6 +41,7 @@ from .ir_utils import node_id
 
 MODEL_OPS_ATTR = "relax_vk.model_ops"  # imported main: variable name -> the model op that made it
 PROVENANCE_ATTR = "relax_vk.provenance"  # lowered main: per binding, in order, its model ops (in model order)
+OUTPUT_NAMES_ATTR = "relax_vk.output_names"  # imported main: the model's names of its outputs, in order
 
 Ops = Tuple[str, ...]
 
@@ -77,6 +78,23 @@ def record_model_ops(mod: tvm.IRModule, made_by: Sequence[Tuple[str, str]]) -> t
     out = mod.clone()
     out["main"] = main.with_attr(MODEL_OPS_ATTR, names)
     return out
+
+
+def record_output_names(mod: tvm.IRModule, names: Sequence[str]) -> tvm.IRModule:
+    """``mod`` with :data:`OUTPUT_NAMES_ATTR` on its ``main``: the model's own names of its outputs,
+    in order (ONNX's graph outputs), which the artifact gives its output tensors."""
+    if not names or any(not n for n in names):
+        return mod
+    out = mod.clone()
+    out["main"] = mod["main"].with_attr(OUTPUT_NAMES_ATTR, [str(n) for n in names])
+    return out
+
+
+def output_names(func: relax.Function) -> List[str]:
+    """:data:`OUTPUT_NAMES_ATTR` of ``func`` (empty when the model named none)."""
+    if func is None or func.attrs is None or OUTPUT_NAMES_ATTR not in func.attrs:
+        return []
+    return [str(n) for n in func.attrs[OUTPUT_NAMES_ATTR]]
 
 
 def _bindings(func: relax.Function) -> Iterator[Tuple[relax.Var, relax.Expr]]:

@@ -49,7 +49,7 @@ from .quantized_matmuls import fuse_quantized_matmuls
 from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_ranges
 from ..core.errors import RelaxVKError, UnsupportedError
 from ..core.extras import require
-from ..core.provenance import model_op_names, record_model_ops
+from ..core.provenance import model_op_names, record_model_ops, record_output_names
 from .errors import ModelLoadError, first_lost_shape, onnx_node
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
@@ -423,6 +423,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         raise ModelLoadError(f"{where}: TVM's ONNX frontend failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     declared = [len(o.type.tensor_type.shape.dim) if o.type.tensor_type.HasField("shape") else None for o in model.graph.output]
     mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod), declared), made_by))
+    mod = record_output_names(mod, [o.name for o in model.graph.output])
     _check_windows(mod, where)
     if not used:
         return mod

@@ -453,6 +453,7 @@ def test_an_output_that_is_an_input_has_the_outputs_dtype(native_build, target, 
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
         model.ir_version = 8
         x = np.arange(6).reshape(2, 3).astype(helper.tensor_dtype_to_np_dtype(in_dtype))
-        got = load(relax_vk.build(from_onnx(model), target).artifact(), device=device).run([x])[0]
-        assert got.dtype == helper.tensor_dtype_to_np_dtype(out_dtype)
+        session = load(relax_vk.build(from_onnx(model), target).artifact(), device=device)
+        got = session.run([x])[0]
+        assert got.dtype == helper.tensor_dtype_to_np_dtype(out_dtype) and session.outputs[0]["name"] == "y"  # (the model's name)
         np.testing.assert_array_equal(got, x.astype(got.dtype))
