@@ -373,6 +373,21 @@ std::vector<std::string> texture_limit_problems(const Extents& image, int64_t ma
     return problems;
 }
 
+// A kernel whose code computes in half (a float16 model's ops between float32 edges: TVM enables
+// cl_khr_fp16 for it) on a device without half arithmetic: refused by the kernel's name, before
+// the driver's compiler fails on it
+void half_kernel_problem(const std::string& source, cl_device_id device) {
+    std::string extensions = " " + device_string(device, CL_DEVICE_EXTENSIONS) + " ";
+    if (extensions.find(" cl_khr_fp16 ") != std::string::npos || extensions.find(" cl_amd_fp16 ") != std::string::npos) return;
+    size_t at = source.find("#pragma OPENCL EXTENSION cl_khr_fp16 : enable");
+    if (at == std::string::npos) return;
+    const std::string mark = "// Function: ";
+    size_t named = source.rfind(mark, at);
+    std::string kernel = named == std::string::npos ? "a kernel" : "kernel " + source.substr(named + mark.size(), source.find('\n', named) - named - mark.size());
+    throw Error(RVK_ERROR_LIMIT, kernel + " computes in float16 and " + describe(device) +
+                                     " lacks cl_khr_fp16: build the model in float32 for this device (cast it to float32 before export)");
+}
+
 // opencl.session.check_limits
 void check_limits(const Program& program, cl_device_id device) {
     std::string extensions = " " + device_string(device, CL_DEVICE_EXTENSIONS) + " ";
@@ -457,6 +472,7 @@ public:
             }
         }
         check_limits(program_, device);  // (what is allocated: after the fallback)
+        half_kernel_problem(rewritten.empty() ? artifact_->source : rewritten, device);
         queue_ = clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
         check(err, "clCreateCommandQueue");
         if (profile) {

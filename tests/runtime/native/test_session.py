@@ -457,3 +457,18 @@ def test_an_output_that_is_an_input_has_the_outputs_dtype(native_build, target, 
         got = session.run([x])[0]
         assert got.dtype == helper.tensor_dtype_to_np_dtype(out_dtype) and session.outputs[0]["name"] == "y"  # (the model's name)
         np.testing.assert_array_equal(got, x.astype(got.dtype))
+
+
+def test_a_float16_models_kernels_on_opencl_without_half_are_refused_by_name(native_build):
+    """A float16 model's ops compute in half inside kernels whose edges are float32 (pocl lacks
+    cl_khr_fp16): refused by the kernel's name at load, not by the driver's compiler."""
+    from onnx import TensorProto, helper
+
+    from relax_vk.frontends.onnx import from_onnx
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 3])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    with pytest.raises(DeviceLimitError, match=r"kernel \w+ computes in float16 and .* lacks cl_khr_fp16"):
+        load(relax_vk.build(from_onnx(model), "opencl").artifact(), device="pocl")
