@@ -404,6 +404,10 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     rewrite_full_topk(model)
     from onnx import helper
 
+    for node in model.graph.node:  # (TVM's converter produces one output: an AssertionError inside its importer)
+        if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
+            raise UnsupportedError(f"{where}: {onnx_node({'tvm_custom': {'name': node.name}}, 'MaxPool')}: "
+                                   "its Indices output is not supported (export the pool without return_indices)")  # fmt: skip
     dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in graph_inputs(model)}
     try:
         # (what the Slice and Div converters prove their bounds over: the plain dims only. A stepped

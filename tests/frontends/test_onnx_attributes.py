@@ -64,6 +64,9 @@ def test_what_is_not_read_is_refused_by_node():
     policy = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="fit", mode="linear", keep_aspect_ratio_policy="not_smaller")
     with pytest.raises(UnsupportedError, match="Resize node fit: keep_aspect_ratio_policy 'not_smaller' is not supported"):
         from_onnx(_model(policy, X.shape, [sizes]))
+    pool = helper.make_node("MaxPool", ["x"], ["y", "indices"], name="pool", kernel_shape=[2, 2])  # (TVM's importer: an AssertionError)
+    with pytest.raises(UnsupportedError, match="MaxPool node pool: its Indices output is not supported"):
+        from_onnx(_model(pool, X.shape))
 
 
 @pytest.mark.parametrize("target, device", BACKENDS)
