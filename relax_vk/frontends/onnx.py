@@ -53,7 +53,7 @@ from ..core.provenance import model_op_names, record_model_ops, record_output_na
 from .errors import ModelLoadError, first_lost_shape, onnx_node
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
-from .onnx_quant import rewrite_quantized
+from .onnx_quant import rewrite_quantized, widen_int4_weights
 from .onnx_slice import importing_ranges
 from .onnx_topk import rewrite_full_topk
 from .raise_prebuilt_binary import RaisePrebuiltBinary
@@ -398,6 +398,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         raise UnsupportedError(f"{where}: --dim {', '.join(unused)}: no input has such a dim (inputs: "
                                f"{', '.join(f'{k}={list(v)}' for k, v in shapes.items())})")  # fmt: skip
     align_legacy_broadcasts(model)
+    widen_int4_weights(model, where)
     rewrite_quantized(model)
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)

@@ -459,6 +459,30 @@ def has_quantized_ops(model) -> bool:
     return any(n.op_type in names for n in model.graph.node)
 
 
+def widen_int4_weights(model, where: str = "ONNX model") -> int:
+    """INT4 / UINT4 initializers that only ``DequantizeLinear`` reads (QDQ 4-bit weights and their
+    zero points, as ``quantize_static(weight_type=QuantType.QInt4)`` writes them) rewritten in place
+    as INT8 / UINT8 of the same values: the dequantized weights are exactly the same, and the model
+    takes the 8-bit QDQ path (a byte a weight). TVM's importer failed on them ("TensorCopyFromBytes:
+    size mismatch"). An int4 tensor another op reads (a QuantizeLinear to int4 activations, which
+    saturate at int4's range) is refused by node. Returns how many were widened."""
+    from onnx import TensorProto, numpy_helper
+
+    narrow = {TensorProto.INT4: np.int8, TensorProto.UINT4: np.uint8}
+    inits = {t.name: t for t in model.graph.initializer if t.data_type in narrow}
+    if not inits:
+        return 0
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            if name in inits and node.op_type != "DequantizeLinear":
+                raise UnsupportedError(f"{where}: node {node.name or node.output[0]!r} ({node.op_type}) reads the 4-bit tensor {name!r}: "
+                                       "4-bit weights through DequantizeLinear are supported, 4-bit activations are not")  # fmt: skip
+    for name, t in inits.items():
+        values = numpy_helper.to_array(t).astype(narrow[t.data_type])
+        t.CopyFrom(numpy_helper.from_array(values, name))
+    return len(inits)
+
+
 def rewrite_quantized(model) -> int:
     """Rewrite ``model``'s quantized forms in place (module docstring); returns how many nodes were
     rewritten (0: no quantized op, the model is unchanged)."""

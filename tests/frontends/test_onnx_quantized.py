@@ -232,6 +232,31 @@ def test_blocked_qdq_and_quantized_attention_are_refused_by_node():
         rewrite_quantized(model)
 
 
+def test_4bit_qdq_weights_take_the_8bit_path_exactly(pocl):
+    """An INT4 weight and zero point under DequantizeLinear (quantize_static(weight_type=QInt4), opset
+    21) are the same values as INT8 (TVM's importer failed on the packed tensor): equal to
+    onnxruntime's unoptimized run on pocl. A 4-bit tensor another op reads is refused by node."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    q = rng.integers(-8, 8, size=(16, 12))
+    nodes = [helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_z"], ["w"], name="w_dq", axis=1), helper.make_node("MatMul", ["x", "w"], ["y"])]
+    inits = [helper.make_tensor("w_q", TensorProto.INT4, [16, 12], q.flatten().tolist()), numpy_helper.from_array(np.full(12, 0.05, np.float32), "w_s"),
+             helper.make_tensor("w_z", TensorProto.INT4, [12], rng.integers(-2, 3, size=12).tolist())]  # fmt: skip
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 12])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = load(relax_vk.build(from_onnx(model), "opencl").artifact(), device="pocl").run([x])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    model.graph.node.insert(0, helper.make_node("Identity", ["w_q"], ["w_copy"], name="reads_int4"))
+    with pytest.raises(UnsupportedError, match="node 'reads_int4' \\(Identity\\) reads the 4-bit tensor 'w_q'"):
+        from_onnx(model)
+
+
 # --------------------------------------------------------------------------- relax-vk build --quantize
 # A float ONNX model quantized by onnxruntime's own tools (relax_vk.frontends.quantize), then built,
 # run and compared with onnxruntime's CPU run of the very model the build wrote.
