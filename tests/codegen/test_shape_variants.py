@@ -159,3 +159,31 @@ def test_tvms_runtime_refuses_shape_variants_by_name(tmp_path):
     args = ["build", str(onnx_path), "--input-shape", "x=1,2,H,W", "--dim", "H=4:64:4", "--dim", "W=8:96:8", "--specialize", "H=32,W=48"]
     assert main([*args, "--runtime", "tvm", "-o", str(tmp_path / "fpn.so")]) == 2
     assert not (tmp_path / "fpn.so").exists()
+
+
+def test_a_quantized_matmuls_kernel_is_specialized_with_main(pocl):
+    """A 4-bit MatMulNBits model over a run-time T (its matmul a kernel the import made over T
+    itself): specialized at T=8 beside the generic program, right against onnxruntime at 8 and at
+    sizes of the generic one (FuseTIR failed, its argument fixed and its buffer not)."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends.onnx import from_onnx
+
+    rng = np.random.default_rng(0)
+    packed = rng.integers(0, 256, size=(32, 2, 16), dtype=np.uint8)  # N=32, K=64 in blocks of 32: 16 bytes a block
+    node = helper.make_node("MatMulNBits", ["x", "b", "scales"], ["y"], domain="com.microsoft", K=64, N=32, bits=4, block_size=32)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "T", 32])],
+                              [numpy_helper.from_array(packed, "b"), numpy_helper.from_array((rng.random(64) * 0.1).astype(np.float32), "scales")])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    mod = from_onnx(model, {"x": (1, "T", 64)}, dims={"T": (1, 16)})
+    session = Session(relax_vk.build(mod, "opencl", specialize=[{"T": 8}]).artifact(), device="pocl")
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for t, variant in ((8, {"T": 8}), (5, None)):
+        x = rng.standard_normal((1, t, 64)).astype(np.float32)
+        want = reference.run(None, {"x": x})[0]
+        np.testing.assert_allclose(session.run([x])[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        assert session.variant == variant
