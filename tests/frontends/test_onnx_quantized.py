@@ -257,6 +257,19 @@ def test_4bit_qdq_weights_take_the_8bit_path_exactly(pocl):
         from_onnx(model)
 
 
+def test_16bit_integers_are_refused_for_vulkan_by_model_op():
+    """16-bit QDQ (QUInt16 weights) builds for OpenCL; for Vulkan, whose kernels hold no 16-bit
+    integers, it is refused by the model op (the WGSL emitter refused it by a kernel's name)."""
+    nodes = [helper.make_node("DequantizeLinear", ["w_q", "w_s"], ["w"], name="w_dq"), helper.make_node("MatMul", ["x", "w"], ["y"])]
+    inits = [numpy_helper.from_array(np.arange(24, dtype=np.uint16).reshape(4, 6), "w_q"), numpy_helper.from_array(np.float32(0.1), "w_s")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    relax_vk.build(from_onnx(model), "opencl")
+    with pytest.raises(UnsupportedError, match="w_dq: a uint16 tensor; Vulkan kernels hold 32-bit values and 8-bit ones"):
+        relax_vk.build(from_onnx(model), "vulkan")
+
+
 # --------------------------------------------------------------------------- relax-vk build --quantize
 # A float ONNX model quantized by onnxruntime's own tools (relax_vk.frontends.quantize), then built,
 # run and compared with onnxruntime's CPU run of the very model the build wrote.

@@ -34,6 +34,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import GenericConst
 
+from ...core.errors import UnsupportedError
 from ...legalize.arg_reduce import MAX_EXTENT, arg_reduce
 from .fold_small_constants import INDEX_OPS as FOLDED_INDEX_OPS
 from .fold_small_constants import fits_int32
@@ -352,6 +353,29 @@ def _retype(func: relax.Function, mod: tvm.IRModule, api: str) -> relax.Function
     return retype_abi(func, mod, inputs, outputs).with_attr(EDGE_ATTR, record)
 
 
+def _refuse_16_bit_integers(func: relax.Function) -> None:
+    """A 16-bit integer tensor inside a Vulkan model (16-bit QDQ: ``quantize_static`` with
+    ``QInt16`` activations or ``QUInt16`` weights) refused by the model op that makes or reads it:
+    WGSL storage buffers hold 32-bit values and 8-bit ones as bytes, and the WGSL emitter refused it
+    later by a kernel's name. (Inputs and outputs of those dtypes are converted at the edges.)"""
+    from ...core.provenance import model_op_names
+
+    names = model_op_names(func)
+    params = set(func.params)
+
+    def check(var, value):
+        for e in [var] + ([value] if isinstance(value, GenericConst) else []) + (list(value.args) if isinstance(value, relax.Call) else []):
+            ty = getattr(e, "ty", None)
+            if isinstance(ty, relax.TensorType) and str(ty.dtype) in ("int16", "uint16") and e not in params:
+                op = names.get(var.name, var.name)
+                raise UnsupportedError(f"{op}: a {ty.dtype} tensor; Vulkan kernels hold 32-bit values and 8-bit ones, not 16-bit "
+                                       "integers (16-bit quantization runs on OpenCL; quantize to 8 bits for Vulkan)")  # fmt: skip
+
+    for block in func.body.blocks:
+        for b in block.bindings:
+            check(b.var, b.value)
+
+
 def EdgeDtypes(api: str) -> tvm.transform.Pass:
     """Convert ``main``'s inputs/outputs of dtypes ``api`` cannot hold at the edges (module docstring)."""
 
@@ -359,6 +383,8 @@ def EdgeDtypes(api: str) -> tvm.transform.Pass:
         out = mod
         for gvar, func in mod.functions_items():
             if isinstance(func, relax.Function) and gvar.name_hint == "main":
+                if api == "vulkan":
+                    _refuse_16_bit_integers(func)
                 new, kernels = _edges(func, mod, api)
                 if not new.same_as(func):
                     out = out.clone() if out is mod else out
