@@ -45,6 +45,11 @@ Converters relax_vk adds (each found by the differential fuzzer):
 * ``slice.Tensor`` of a run-time size within the smallest size the export allows (``x[:, :1]``):
   in bounds, so of exact length (:func:`_slice`); a model whose run-time shapes TVM's importer
   still loses is refused naming the op (:func:`~relax_vk.frontends.errors.first_lost_shape`);
+* ``elu`` with its ``scale`` and ``input_scale`` (``nn.SELU``, ``nn.CELU``), ``avg_pool2d`` with
+  ``divisor_override``, ``add`` / ``sub`` / ``mul`` / ``div`` whose result PyTorch promotes from an
+  integer tensor to float (``i * 0.5``, ``i / 3``): TVM's converters dropped the scale and the
+  override and computed in the integer dtype, with no error; ``max_pool2d_with_indices`` whose
+  indices the model reads is refused (TVM gives them as zeros);
 * ``max.dim`` / ``min.dim`` (``x.max(dim)``, values and indices): TVM converts them to
   ``relax.op.topk``, which no relax_vk (or TVM GPU) pipeline lowers (an internal error at VM
   code generation); here they are a ``max``/``min`` reduction and an ``argmax``/``argmin`` (dropped
@@ -424,6 +429,83 @@ def _is_size(value) -> bool:
     return tvm.ir.is_prim_expr(value) and not isinstance(value, (tirx.IntImm, tirx.FloatImm)) and not isinstance(value.ty, relax.TensorType)
 
 
+def _elu(node, importer):
+    """``elu`` with its ``scale`` and ``input_scale`` (``nn.SELU`` is ``elu(x, 1.6733, 1.0507)``):
+    ``scale * (x > 0 ? x : alpha * (exp(input_scale * x) - 1))``. TVM's converter dropped both
+    scales (SELU's outputs came out 0.95 of PyTorch's)."""
+    args = importer.retrieve_args(node)
+    x = args[0]
+    alpha, scale, input_scale = (list(args[1:]) + [1.0, 1.0, 1.0][len(args) - 1 :])[:3]
+    alpha, scale = node.kwargs.get("alpha", alpha), node.kwargs.get("scale", scale)
+    input_scale = node.kwargs.get("input_scale", input_scale)
+    bb, R, dtype = importer.block_builder, relax.op, str(x.ty.dtype)
+    c = lambda v: relax.const(float(v), dtype)  # noqa: E731
+    scaled = bb.emit(R.multiply(x, c(input_scale))) if float(input_scale) != 1.0 else x
+    negative = bb.emit(R.multiply(c(alpha), bb.emit(R.subtract(bb.emit(R.exp(scaled)), c(1.0)))))
+    out = bb.emit(R.where(bb.emit(R.greater(x, c(0.0))), x, negative))
+    return bb.emit(R.multiply(out, c(scale))) if float(scale) != 1.0 else out
+
+
+def _max_pool_with_indices(node, importer):
+    """``max_pool2d_with_indices``: its pooled values (TVM's converter); its indices, which TVM's
+    converter gives as zeros, refused by node where the model reads them (``return_indices=True``
+    then ``MaxUnpool2d``, say)."""
+    import operator
+
+    if any(u.target is operator.getitem and len(u.args) > 1 and u.args[1] == 1 for u in node.users):
+        raise UnsupportedError(f"max_pool2d_with_indices (node {node.name}): its indices output (return_indices=True) is not supported")
+    return _tvm_converter(importer, "max_pool2d_with_indices.default", node)
+
+
+def _avg_pool(node, importer):
+    """``avg_pool2d`` with ``divisor_override`` (TVM's converter ignored it: a 2x2 window divided
+    by 4 where the model says 3): the window sums (a mean counting the padding) times the window's
+    size over the divisor; without a ceil-mode window past the input. Any other call is TVM's."""
+    args = list(node.args) + [None] * (7 - len(node.args))
+    divisor = node.kwargs.get("divisor_override", args[6])
+    if divisor is None:
+        return _tvm_converter(importer, "avg_pool2d.default", node)
+    x = importer.env[node.args[0]]
+    kernel = [int(k) for k in args[1]] * (2 // len(args[1]))
+    stride = [int(v) for v in (args[2] or kernel)] * (2 // len(args[2] or kernel))
+    padding = [int(v) for v in (args[3] or [0, 0])] * (2 // len(args[3] or [0, 0]))
+    if bool(node.kwargs.get("ceil_mode", args[4] or False)):
+        raise UnsupportedError(f"avg_pool2d (node {node.name}): divisor_override with ceil_mode is not supported")
+    bb = importer.block_builder
+    mean = bb.emit(relax.op.nn.avg_pool2d(x, kernel, stride, padding, count_include_pad=True))
+    return bb.emit(relax.op.multiply(mean, relax.const(kernel[0] * kernel[1] / float(divisor), str(x.ty.dtype))))
+
+
+_ARITHMETIC = {"add.Tensor": relax.op.add, "sub.Tensor": relax.op.subtract, "mul.Tensor": relax.op.multiply, "div.Tensor": relax.op.divide}
+
+
+def _promoted(node, importer, lhs, rhs, alpha, name: str):
+    """``add``/``sub``/``mul``/``div`` whose result PyTorch promotes to a float dtype from an integer
+    or bool tensor (``i * 0.5``, ``i + 0.25``, ``i / 3``, ``i / j``): the operands in the result's
+    dtype first. TVM's converter cast the float scalar to the tensor's integer dtype (``i * 0.5``
+    became ``i * 0``) and divided integers by truncation. None where no operand needs it."""
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    out = str(getattr(val, "dtype", "")).replace("torch.", "")
+    if not out.startswith(("float", "bfloat")) or name not in _ARITHMETIC:
+        return None
+    operands = [lhs, rhs]
+    integral = [isinstance(getattr(v, "ty", None), relax.TensorType) and not str(v.ty.dtype).startswith(("float", "bfloat")) for v in operands]
+    if not any(integral) or any(_is_size(v) for v in operands):
+        return None
+    bb = importer.block_builder
+    cast = []
+    for v in operands:
+        if isinstance(getattr(v, "ty", None), relax.TensorType):
+            cast.append(v if str(v.ty.dtype) == out else bb.emit(relax.op.astype(v, out)))
+        elif isinstance(v, (bool, int, float)):
+            cast.append(relax.const(float(v), out))
+        else:
+            return None
+    if alpha != 1:
+        cast[1] = bb.emit(relax.op.multiply(cast[1], relax.const(float(alpha), out)))
+    return bb.emit(_ARITHMETIC[name](cast[0], cast[1]))
+
+
 def _with_sizes(name: str, combine, true_division: bool = False):
     """``add`` / ``sub`` / ``mul`` / ``div.Tensor`` where one operand is a run-time size
     (``x.sum(1) / x.shape[1]``): TVM's converter gives the size as an int64 scalar against the
@@ -435,6 +517,9 @@ def _with_sizes(name: str, combine, true_division: bool = False):
         args = importer.retrieve_args(node)
         lhs, rhs = args[0], args[1]
         alpha = node.kwargs.get("alpha", 1)
+        promoted = _promoted(node, importer, lhs, rhs, alpha, name)
+        if promoted is not None:
+            return promoted
         sized = [_is_size(v) for v in (lhs, rhs)]
         tensors = [isinstance(getattr(v, "ty", None), relax.TensorType) for v in (lhs, rhs)]
         if sum(sized) != 1 or sum(tensors) != 1 or alpha != 1:
@@ -576,6 +661,9 @@ CONVERTERS = {
     "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
     "clamp.default": _clamp,
+    "elu.default": _elu,
+    "max_pool2d_with_indices.default": _max_pool_with_indices,
+    "avg_pool2d.default": _avg_pool,
     "select.int": _select,
     "div.Tensor": _with_sizes("div.Tensor", lambda a, b: a / b, true_division=True),
     "im2col.default": _im2col,
@@ -669,7 +757,8 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
     importer writes such a ``take`` in its ``"fast"`` mode, which leaves a negative index
     undefined: ``x[:, -1]`` read memory before ``x``. Over a static axis the indices are wrapped
     here (``-1`` becomes ``n - 1``); over a run-time one the ``take`` wraps them itself (mode
-    ``"wrap"``: an index in ``-n .. n - 1`` reads what PyTorch reads)."""
+    ``"wrap"``: an index in ``-n .. n - 1`` reads what PyTorch reads). An ``index_tensor`` (``x[i,
+    j]`` with index tensors) wraps each run-time index of a static axis the same way."""
     import numpy as np
     from tvm.ir.expr import GenericConst
 
@@ -677,6 +766,8 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
     class _Wrap(relax.PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
+            if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.index_tensor":
+                return self.wrapped_index_tensor(call)
             if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst)):
                 return call
             if str(call.attrs.mode) != "fast":
@@ -691,6 +782,26 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
                 wrapped = np.where(indices < 0, indices + int(extent.value), indices).astype(indices.dtype)
                 return relax.op.take(call.args[0], relax.const(wrapped, str(indices.dtype)), axis=call.attrs.axis, mode="fast")
             return relax.op.take(call.args[0], call.args[1], axis=call.attrs.axis, mode="wrap")
+
+        def wrapped_index_tensor(self, call):
+            # x[i, j] with index tensors: an entry counted from the end (-2) read past the axis;
+            # each run-time index tensor of a static axis wraps as PyTorch does
+            data, indices = call.args[0], call.args[1]
+            fields = list(indices.fields) if isinstance(indices, relax.Tuple) else None
+            if fields is None:
+                return call
+            wrapped = []
+            for axis, index in enumerate(fields):
+                extent = data.ty.shape.values[axis] if data.ty.shape is not None else None
+                known_safe = isinstance(index, GenericConst) and (index.value.numpy().size == 0 or index.value.numpy().min() >= 0)
+                if known_safe or not isinstance(extent, tirx.IntImm) or not isinstance(getattr(index, "ty", None), relax.TensorType):
+                    wrapped.append(index)
+                    continue
+                dtype = str(index.ty.dtype)
+                negative = self.builder_.emit(relax.op.less(index, relax.const(0, dtype)))
+                shifted = self.builder_.emit(relax.op.add(index, relax.const(int(extent.value), dtype)))
+                wrapped.append(self.builder_.emit(relax.op.where(negative, shifted, index)))
+            return relax.op.index_tensor(data, relax.Tuple(wrapped))
 
     out = mod.clone()
     mutator = _Wrap(out)

@@ -276,3 +276,39 @@ def test_one_hot_of_clamped_classes_runs_its_assertions_named(pocl):
     session = load(relax_vk.build(mod, "opencl").artifact(), device=pocl)
     x = torch.randn(2, 6)
     np.testing.assert_array_equal(session.run([x.numpy()])[0], _OneHot()(x).numpy())
+
+
+class _AsPyTorchComputes(torch.nn.Module):
+    """Ops TVM's importer converted to other numbers: SELU's scale, an integer tensor promoted to
+    float by a float scalar or a true division, a pool's divisor override, and ``x[i, j]`` with an
+    index counted from the end."""
+
+    def __init__(self):
+        super().__init__()
+        self.selu, self.pool = torch.nn.SELU(), torch.nn.AvgPool2d(2, divisor_override=3)
+
+    def forward(self, x, i, j):
+        return self.selu(x), i * 0.5, i + 0.25, i / 3, i / (j.abs() + 1), self.pool(x), x[0][i.abs() % 2, j]
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("target")
+def test_ops_tvms_importer_converted_to_other_numbers(target, device, request):
+    """Each was off with no error: SELU 0.95 of PyTorch's (``elu``'s scale dropped), ``i * 0.5``
+    computed as ``i * 0`` in int64 and ``i / 3`` truncated, the pool divided by 4, ``x[i, j]`` with
+    j = -2 read past the axis; a max pool's indices, given as zeros, are refused by node."""
+    request.getfixturevalue(device)
+    model = _AsPyTorchComputes().eval()
+    x = torch.randn(2, 4, 4, 4)
+    i, j = torch.tensor([0, -1, 1, 1]), torch.tensor([3, -2, 0, -1])
+    session = load(relax_vk.build(from_torch(model, (x, i, j)), target).artifact(), device=device)
+    for got, want in zip(session.run([x.numpy(), i.numpy(), j.numpy()]), model(x, i, j)):
+        assert got.dtype == want.numpy().dtype
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+    class Indices(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+
+    with pytest.raises(UnsupportedError, match="its indices output \\(return_indices=True\\) is not supported"):
+        from_torch(Indices(), (x,))
