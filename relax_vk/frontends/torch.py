@@ -476,6 +476,22 @@ def _avg_pool(node, importer):
     return bb.emit(relax.op.multiply(mean, relax.const(kernel[0] * kernel[1] / float(divisor), str(x.ty.dtype))))
 
 
+def _group_norm(node, importer):
+    """``native_group_norm`` of ``nn.GroupNorm(affine=False)``: its missing weight and bias as ones
+    and zeros (TVM's converter passed None on and failed inside TVM: "Found null pointer node")."""
+    args = list(node.args)
+    x = importer.env[args[0]]
+    if args[1] is not None and args[2] is not None:
+        return _tvm_converter(importer, "native_group_norm.default", node)
+    import numpy as np
+
+    channels, dtype = int(args[4]), str(x.ty.dtype)
+    gamma = importer.env[args[1]] if args[1] is not None else relax.const(np.ones(channels, dtype))
+    beta = importer.env[args[2]] if args[2] is not None else relax.const(np.zeros(channels, dtype))
+    return importer.block_builder.emit(relax.op.nn.group_norm(x, gamma, beta, num_groups=int(args[6]), channel_axis=1,
+                                                              axes=list(range(2, x.ty.ndim)), epsilon=float(args[7])))  # fmt: skip
+
+
 _ARITHMETIC = {"add.Tensor": relax.op.add, "sub.Tensor": relax.op.subtract, "mul.Tensor": relax.op.multiply, "div.Tensor": relax.op.divide}
 
 
@@ -662,6 +678,7 @@ CONVERTERS = {
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
     "clamp.default": _clamp,
     "elu.default": _elu,
+    "native_group_norm.default": _group_norm,
     "max_pool2d_with_indices.default": _max_pool_with_indices,
     "avg_pool2d.default": _avg_pool,
     "select.int": _select,
