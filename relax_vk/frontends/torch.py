@@ -492,6 +492,31 @@ def _group_norm(node, importer):
                                                               axes=list(range(2, x.ty.ndim)), epsilon=float(args[7])))  # fmt: skip
 
 
+def _div_rounded(node, importer):
+    """``div.Tensor_mode`` of integer tensors (``i // 3``, ``torch.div(i, 3, rounding_mode="trunc")``):
+    a scalar divisor in the tensor's dtype (TVM's converter made it int32 beside an int64 tensor,
+    and its binary op refused the pair); ``floor`` is a floor division, ``trunc`` one corrected
+    toward zero where the remainder is not zero and the signs differ. Float tensors: TVM's."""
+    args = importer.retrieve_args(node)
+    a, b = args[0], args[1]
+    mode = node.kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+    tensors = [v for v in (a, b) if isinstance(getattr(v, "ty", None), relax.TensorType)]
+    dtype = str(tensors[0].ty.dtype) if tensors else ""
+    if mode not in ("floor", "trunc") or not dtype.startswith(("int", "uint")) or any(str(t.ty.dtype) != dtype for t in tensors):
+        return _tvm_converter(importer, "div.Tensor_mode", node)
+    if not all(isinstance(getattr(v, "ty", None), relax.TensorType) or isinstance(v, int) for v in (a, b)):
+        return _tvm_converter(importer, "div.Tensor_mode", node)
+    bb, R = importer.block_builder, relax.op
+    a, b = [v if isinstance(getattr(v, "ty", None), relax.TensorType) else relax.const(int(v), dtype) for v in (a, b)]
+    quotient = bb.emit(R.floor_divide(a, b))
+    if mode == "floor":
+        return quotient
+    zero = relax.const(0, dtype)
+    remainder = bb.emit(R.subtract(a, bb.emit(R.multiply(quotient, b))))
+    toward_zero = bb.emit(R.logical_and(bb.emit(R.not_equal(remainder, zero)), bb.emit(R.not_equal(bb.emit(R.less(a, zero)), bb.emit(R.less(b, zero))))))
+    return bb.emit(R.where(toward_zero, bb.emit(R.add(quotient, relax.const(1, dtype))), quotient))
+
+
 _ARITHMETIC = {"add.Tensor": relax.op.add, "sub.Tensor": relax.op.subtract, "mul.Tensor": relax.op.multiply, "div.Tensor": relax.op.divide}
 
 
@@ -678,6 +703,7 @@ CONVERTERS = {
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),
     "clamp.default": _clamp,
     "elu.default": _elu,
+    "div.Tensor_mode": _div_rounded,
     "native_group_norm.default": _group_norm,
     "max_pool2d_with_indices.default": _max_pool_with_indices,
     "avg_pool2d.default": _avg_pool,

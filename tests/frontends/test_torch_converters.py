@@ -289,7 +289,8 @@ class _AsPyTorchComputes(torch.nn.Module):
         self.norm = torch.nn.GroupNorm(2, 4, affine=False)  # (no weight: TVM's converter failed inside TVM)
 
     def forward(self, x, i, j):
-        return self.selu(x), i * 0.5, i + 0.25, i / 3, i / (j.abs() + 1), self.pool(x), x[0][i.abs() % 2, j], self.norm(x)
+        return (self.selu(x), i * 0.5, i + 0.25, i / 3, i / (j.abs() + 1), self.pool(x), x[0][i.abs() % 2, j], self.norm(x),
+                (j - 2) // 3, torch.div(j - 2, 3, rounding_mode="trunc"), x // 0.7)  # fmt: skip
 
 
 @pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
