@@ -517,6 +517,23 @@ def _div_rounded(node, importer):
     return bb.emit(R.where(toward_zero, bb.emit(R.add(quotient, relax.const(1, dtype))), quotient))
 
 
+def _layer_norm(node, importer):
+    """``native_layer_norm`` over run-time sizes (``F.layer_norm(x, x.shape[1:])``) or without a
+    weight or bias: the normalized axes are the last ``len(normalized_shape)``, the missing weight
+    and bias ones and zeros of the input's own trailing dims (TVM's converter took ``int()`` of a
+    run-time size: a TypeError). A static call with both is TVM's converter's."""
+    args = list(importer.retrieve_args(node)) + [None] * 5
+    x, shape, weight, bias, eps = args[0], list(args[1]), args[2], args[3], args[4]
+    if all(isinstance(d, int) for d in shape) and weight is not None and bias is not None:
+        return _tvm_converter(importer, "native_layer_norm.default", node)
+    bb, dtype, ndim = importer.block_builder, str(x.ty.dtype), x.ty.ndim
+    trailing = list(x.ty.shape.values[ndim - len(shape) :])
+    gamma = weight if weight is not None else bb.emit(relax.op.ones(relax.ShapeExpr(trailing), dtype))
+    beta = bias if bias is not None else bb.emit(relax.op.zeros(relax.ShapeExpr(trailing), dtype))
+    axes = list(range(ndim - len(shape), ndim))
+    return bb.emit(relax.op.nn.layer_norm(x, gamma, beta, axes, 1e-5 if eps is None else float(eps)))
+
+
 _ARITHMETIC = {"add.Tensor": relax.op.add, "sub.Tensor": relax.op.subtract, "mul.Tensor": relax.op.multiply, "div.Tensor": relax.op.divide}
 
 
@@ -705,6 +722,7 @@ CONVERTERS = {
     "elu.default": _elu,
     "div.Tensor_mode": _div_rounded,
     "native_group_norm.default": _group_norm,
+    "native_layer_norm.default": _layer_norm,
     "max_pool2d_with_indices.default": _max_pool_with_indices,
     "avg_pool2d.default": _avg_pool,
     "select.int": _select,

@@ -314,3 +314,27 @@ def test_ops_tvms_importer_converted_to_other_numbers(target, device, request):
 
     with pytest.raises(UnsupportedError, match="its indices output \\(return_indices=True\\) is not supported"):
         from_torch(Indices(), (x,))
+
+
+class _NormOverSizes(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.plain = torch.nn.LayerNorm(8, elementwise_affine=False)
+
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x, x.shape[1:]), self.plain(x)
+
+
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.one_api("target")
+def test_layer_norm_over_run_time_sizes(target, device, request):
+    """``F.layer_norm(x, x.shape[1:])`` over a run-time length (TVM's converter took int() of the
+    size: a TypeError) and a LayerNorm without weight, right at three lengths from one artifact."""
+    request.getfixturevalue(device)
+    model = _NormOverSizes()
+    mod = from_torch(model, (torch.randn(2, 6, 8),), dynamic_shapes={"x": {1: torch.export.Dim("T", min=2, max=20)}})
+    session = load(relax_vk.build(mod, target).artifact(), device=device)
+    for t in (2, 7, 20):
+        x = torch.randn(2, t, 8)
+        for got, want in zip(session.run([x.numpy()]), model(x)):
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
