@@ -95,7 +95,8 @@ int npy_read(const char* path, npy_array* out, char* err, size_t errlen) {
         }
     }
     if (!found) {
-        snprintf(err, errlen, "%s: dtype %.8s is not supported (little-endian float16/32/64, int8-64, uint8-64, bool)", path, descr);
+        int shown = (int)strcspn(descr + 1, "'");  /* (the descr string between its quotes: '|O') */
+        snprintf(err, errlen, "%s: dtype '%.*s' is not supported (little-endian float16/32/64, int8-64, uint8-64, bool)", path, shown, descr + 1);
         goto done;
     }
     const char* p = shape + 1;

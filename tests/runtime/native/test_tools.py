@@ -95,6 +95,9 @@ def test_rvk_run_errors(native_build, model, backend, tmp_path):
     np.save(tmp_path / "x64.npy", np.load(inputs[0]).astype("float64"))
     done = run([native_build / "rvk-run", path, "--device", backend[1], "--input", tmp_path / "x64.npy", "--input", inputs[1]])
     assert done.returncode == 1 and "RVK_ERROR_ARGUMENT: input x: dtype float64, expected float32" in done.stderr
+    np.save(tmp_path / "objects.npy", np.array([None, 1], dtype=object), allow_pickle=True)  # (its descr is '|O')
+    done = run([native_build / "rvk-run", path, "--device", backend[1], "--input", tmp_path / "objects.npy", "--input", inputs[1]])
+    assert done.returncode != 0 and "objects.npy: dtype '|O' is not supported" in done.stderr
     (tmp_path / "bad.rvk").write_bytes(path.read_bytes()[:100])
     done = run([native_build / "rvk-run", tmp_path / "bad.rvk"])
     assert done.returncode == 1 and "RVK_ERROR_ARTIFACT" in done.stderr and "truncated?" in done.stderr
