@@ -376,9 +376,8 @@ std::vector<std::string> texture_limit_problems(const Extents& image, int64_t ma
 // A kernel whose code computes in half (a float16 model's ops between float32 edges: TVM enables
 // cl_khr_fp16 for it) on a device without half arithmetic: refused by the kernel's name, before
 // the driver's compiler fails on it
-void half_kernel_problem(const std::string& source, cl_device_id device) {
-    std::string extensions = " " + device_string(device, CL_DEVICE_EXTENSIONS) + " ";
-    if (extensions.find(" cl_khr_fp16 ") != std::string::npos || extensions.find(" cl_amd_fp16 ") != std::string::npos) return;
+void half_kernel_problem(const std::string& source, bool has_half, cl_device_id device) {
+    if (has_half) return;
     size_t at = source.find("#pragma OPENCL EXTENSION cl_khr_fp16 : enable");
     if (at == std::string::npos) return;
     const std::string mark = "// Function: ";
@@ -388,10 +387,12 @@ void half_kernel_problem(const std::string& source, cl_device_id device) {
                                      " lacks cl_khr_fp16: build the model in float32 for this device (cast it to float32 before export)");
 }
 
-// opencl.session.check_limits
-void check_limits(const Program& program, cl_device_id device) {
+// opencl.session.check_limits (``source``: the OpenCL C the session builds)
+void check_limits(const Program& program, const std::string& source, cl_device_id device) {
     std::string extensions = " " + device_string(device, CL_DEVICE_EXTENSIONS) + " ";
-    half_arithmetic_problem(program, extensions.find(" cl_khr_fp16 ") != std::string::npos, describe(device), "cl_khr_fp16");
+    bool khr_fp16 = extensions.find(" cl_khr_fp16 ") != std::string::npos;
+    half_arithmetic_problem(program, khr_fp16, describe(device), "cl_khr_fp16");
+    half_kernel_problem(source, khr_fp16 || extensions.find(" cl_amd_fp16 ") != std::string::npos, device);
     std::vector<const Tensor*> textures;
     for (const Tensor& t : program.tensors)
         if (t.is_image) textures.push_back(&t);
@@ -471,8 +472,7 @@ public:
                 program_ = with_float_texels(program_, "snorm8");
             }
         }
-        check_limits(program_, device);  // (what is allocated: after the fallback)
-        half_kernel_problem(rewritten.empty() ? artifact_->source : rewritten, device);
+        check_limits(program_, rewritten.empty() ? artifact_->source : rewritten, device);  // (what is allocated: after the fallback)
         queue_ = clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
         check(err, "clCreateCommandQueue");
         if (profile) {

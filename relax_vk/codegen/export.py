@@ -539,7 +539,8 @@ def export_program(
             outputs[i] = copy["id"]
     # the model's own names of its outputs (ONNX's), where the tensor is the output's alone
     named = {t["name"] for i, t in enumerate(builder.tensors) if i not in outputs}
-    for tid, name in zip(outputs, output_names(main) if len(output_names(main)) == len(outputs) else []):
+    names = output_names(main)
+    for tid, name in zip(outputs, names if len(names) == len(outputs) else []):
         if builder.tensors[tid]["kind"] == "intermediate" and name not in named and outputs.count(tid) == 1:
             builder.tensors[tid]["name"] = name
             named.add(name)

@@ -83,25 +83,20 @@ def specialize(mod: tvm.IRModule, values: Mapping[str, int]) -> tvm.IRModule:
     # buffers fixed too, or FuseTIR maps one argument to buffers of two shapes
     values = {var.name: value for var, value in binding.items()}
     for gvar, func in list(result.functions_items()):
-        if isinstance(func, tirx.PrimFunc) and _uses_dims(func, values):
-            result[gvar] = _fixed_kernel(func, values)
+        axes = _dim_axes(func, values) if isinstance(func, tirx.PrimFunc) else None
+        if axes:
+            result[gvar] = _fixed_kernel(func, axes, values)
     return relax.transform.Normalize()(result)
 
 
-def _uses_dims(func: tirx.PrimFunc, values: Mapping[str, int]) -> bool:
-    """Whether a parameter buffer of ``func`` has an axis that is a variable named like a dim."""
-    return bool(_dim_axes(func, values))
-
-
 def _dim_axes(func: tirx.PrimFunc, values: Mapping[str, int]) -> set:
+    """The variables named like a dim that are axes of ``func``'s parameter buffers."""
     return {d for p in func.params for d in getattr(p.ty, "shape", None) or () if isinstance(d, tirx.Var) and d.name in values}
 
 
-def _fixed_kernel(func: tirx.PrimFunc, values: Mapping[str, int]) -> tirx.PrimFunc:
-    """``func`` with each variable named like a dim (a buffer axis) replaced by its value."""
+def _fixed_kernel(func: tirx.PrimFunc, axes: set, values: Mapping[str, int]) -> tirx.PrimFunc:
+    """``func`` with each of ``axes`` (:func:`_dim_axes`) replaced by its value."""
     import tvm_ffi
-
-    axes = _dim_axes(func, values)
 
     def fix(var):
         return tirx.const(values[var.name], var.ty.dtype) if var in axes else var

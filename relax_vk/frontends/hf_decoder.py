@@ -339,7 +339,7 @@ class DecoderConfig:
             if isinstance(err, (UnsupportedError, ModelLoadError)):
                 raise
             if isinstance(err, KeyError):
-                raise ModelLoadError(f"{config}: no {err.args[0]!r}, which a {cls.__name__.replace('Config', '').lower()} config needs") from None
+                raise ModelLoadError(f"{config}: no {err.args[0]!r}, which a decoder config needs") from None
             raise ModelLoadError(f"{config}: {type(err).__name__}: {err}") from None
 
 

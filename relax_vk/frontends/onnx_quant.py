@@ -473,7 +473,7 @@ def widen_int4_weights(model, where: str = "ONNX model") -> int:
     if not inits:
         return 0
     for node in model.graph.node:
-        for i, name in enumerate(node.input):
+        for name in node.input:
             if name in inits and node.op_type != "DequantizeLinear":
                 raise UnsupportedError(f"{where}: node {node.name or node.output[0]!r} ({node.op_type}) reads the 4-bit tensor {name!r}: "
                                        "4-bit weights through DequantizeLinear are supported, 4-bit activations are not")  # fmt: skip

@@ -435,7 +435,7 @@ def _elu(node, importer):
     scales (SELU's outputs came out 0.95 of PyTorch's)."""
     args = importer.retrieve_args(node)
     x = args[0]
-    alpha, scale, input_scale = (list(args[1:]) + [1.0, 1.0, 1.0][len(args) - 1 :])[:3]
+    alpha, scale, input_scale = (list(args[1:]) + [1.0] * 3)[:3]
     alpha, scale = node.kwargs.get("alpha", alpha), node.kwargs.get("scale", scale)
     input_scale = node.kwargs.get("input_scale", input_scale)
     bb, R, dtype = importer.block_builder, relax.op, str(x.ty.dtype)
@@ -476,20 +476,31 @@ def _avg_pool(node, importer):
     return bb.emit(relax.op.multiply(mean, relax.const(kernel[0] * kernel[1] / float(divisor), str(x.ty.dtype))))
 
 
+def _unit_affine(bb, weight, bias, shape, dtype: str):
+    """A norm's ``(weight, bias)``, a missing one as ones / zeros of ``shape`` (constants where the
+    shape is static, else computed at the run's sizes)."""
+    import numpy as np
+
+    def filled(value, fill):
+        if value is not None:
+            return value
+        if all(isinstance(d, (int, tirx.IntImm)) for d in shape):
+            return relax.const(np.full([int(d) for d in shape], fill, dtype))
+        return bb.emit((relax.op.ones if fill else relax.op.zeros)(relax.ShapeExpr(shape), dtype))
+
+    return filled(weight, 1), filled(bias, 0)
+
+
 def _group_norm(node, importer):
     """``native_group_norm`` of ``nn.GroupNorm(affine=False)``: its missing weight and bias as ones
     and zeros (TVM's converter passed None on and failed inside TVM: "Found null pointer node")."""
-    args = list(node.args)
-    x = importer.env[args[0]]
+    args = importer.retrieve_args(node)
     if args[1] is not None and args[2] is not None:
         return _tvm_converter(importer, "native_group_norm.default", node)
-    import numpy as np
-
-    channels, dtype = int(args[4]), str(x.ty.dtype)
-    gamma = importer.env[args[1]] if args[1] is not None else relax.const(np.ones(channels, dtype))
-    beta = importer.env[args[2]] if args[2] is not None else relax.const(np.zeros(channels, dtype))
-    return importer.block_builder.emit(relax.op.nn.group_norm(x, gamma, beta, num_groups=int(args[6]), channel_axis=1,
-                                                              axes=list(range(2, x.ty.ndim)), epsilon=float(args[7])))  # fmt: skip
+    x, bb = args[0], importer.block_builder
+    gamma, beta = _unit_affine(bb, args[1], args[2], [int(args[4])], str(x.ty.dtype))
+    return bb.emit(relax.op.nn.group_norm(x, gamma, beta, num_groups=int(args[6]), channel_axis=1, axes=list(range(2, x.ty.ndim)),
+                                          epsilon=float(args[7])))  # fmt: skip
 
 
 def _div_rounded(node, importer):
@@ -526,10 +537,8 @@ def _layer_norm(node, importer):
     x, shape, weight, bias, eps = args[0], list(args[1]), args[2], args[3], args[4]
     if all(isinstance(d, int) for d in shape) and weight is not None and bias is not None:
         return _tvm_converter(importer, "native_layer_norm.default", node)
-    bb, dtype, ndim = importer.block_builder, str(x.ty.dtype), x.ty.ndim
-    trailing = list(x.ty.shape.values[ndim - len(shape) :])
-    gamma = weight if weight is not None else bb.emit(relax.op.ones(relax.ShapeExpr(trailing), dtype))
-    beta = bias if bias is not None else bb.emit(relax.op.zeros(relax.ShapeExpr(trailing), dtype))
+    bb, ndim = importer.block_builder, x.ty.ndim
+    gamma, beta = _unit_affine(bb, weight, bias, list(x.ty.shape.values[ndim - len(shape) :]), str(x.ty.dtype))
     axes = list(range(ndim - len(shape), ndim))
     return bb.emit(relax.op.nn.layer_norm(x, gamma, beta, axes, 1e-5 if eps is None else float(eps)))
 

@@ -29,7 +29,6 @@ from tvm import relax, tirx
 from ...core.limits import VULKAN_KERNEL_TENSORS
 
 
-
 def _tensor(var: relax.Var) -> bool:
     return isinstance(var.ty, relax.TensorType)
 
@@ -121,14 +120,18 @@ def _split_function(func: relax.Function, budget: int):
     if len(parts) < 2:
         return None
     functions, signatures = [], []
+    available = set(func.params)  # (a parameter, or a binding of a part before the one at hand)
     for i, part in enumerate(parts):
         defined = [b.var for b in part]
         later = {v for p in parts[i + 1 :] for b in p for v in _uses(b.value)} | returned
+        # what it reads of the function's parameters and earlier parts' bindings (not a run-time dim's
+        # variable, which _uses finds too: TVM's Relax and TIR variables are one kind)
         inputs: List[relax.Var] = []
         for b in part:
             for v in _uses(b.value):
-                if v not in defined and v not in inputs and (v in func.params or any(v in {x.var for x in p} for p in parts[:i])):
+                if v in available and v not in inputs:
                     inputs.append(v)
+        available.update(defined)
         outs = [v for v in defined if v in later]
         # its parameters, and its outputs (they leave its dataflow block): variables of the function, not of a block
         params = [relax.Var(v.name, v.ty) for v in inputs]
