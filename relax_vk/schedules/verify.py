@@ -17,6 +17,11 @@
   what it writes (a ``threadIdx`` axis no enclosing loop binds, or one none of its iter values
   use): every such thread adds into the same elements at once, a race a CPU driver that runs a
   workgroup's threads one after another never shows (pocl), but a GPU does.
+* a workgroup or thread buffer (``shared``, ``local``) whose size is still a run-time value once
+  TVM has compacted it to the region the kernel touches (a kernel of run-time size whose staged
+  region depends on the dims: TVM's OpenCL codegen stops at "Can only handle constant size stack
+  allocation"). At schedule time a staged buffer's shape is the whole tensor's, so it is checked
+  after :data:`COMPACTING`, the lowering passes that size it.
 
 An empty list means the kernel is fit for codegen. The scheduling driver
 (:mod:`relax_vk.schedules.apply`) uses it to reject a rule's result and fall back.
@@ -26,8 +31,10 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+import tvm
 from tvm import s_tir, tirx
 from tvm.tirx import stmt as S
+from tvm.tirx.buffer import is_buffer_var
 
 from ..core.ir_utils import tir_uses_any
 
@@ -101,7 +108,56 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     both = [b.name for b in written & read]
     if both:
         problems.append(f"texture {', '.join(sorted(both))} is written and read by the same kernel")
+    problems += _run_time_scratch(func)
     return list(dict.fromkeys(problems))
+
+
+# the passes of relax_vk's TIR pipeline (:mod:`relax_vk.codegen.tir_pipeline`) up to the one that
+# sizes each staged buffer to the region its kernel touches
+COMPACTING = (
+    s_tir.transform.CanonicalizeLoop,
+    s_tir.transform.LowerCrossThreadReduction,
+    s_tir.transform.LowerInitBlock,
+    s_tir.transform.PlanAndUpdateBufferAllocationLocation,
+    s_tir.transform.ConvertBlocksToOpaque,
+    s_tir.transform.LiftThreadBinding,
+    s_tir.transform.ManifestSharedMemoryLocalStage,
+    s_tir.transform.CompactBufferAllocation,
+)
+
+
+def _run_time_scratch(func: tirx.PrimFunc) -> List[str]:
+    """The workgroup and thread buffers of ``func`` whose compacted size is not a constant (none
+    for a kernel of static shape, which is not lowered here)."""
+    if not _has_run_time_size(func):
+        return []
+    try:
+        lowered = tvm.transform.Sequential([make() for make in COMPACTING])(tvm.IRModule({"main": func}))["main"]
+    except Exception:  # (a kernel these passes cannot take fails them again in the build, with TVM's message)
+        return []
+    found: List[str] = []
+
+    def visit(node) -> None:
+        if isinstance(node, s_tir.SBlock):
+            for buf in node.alloc_buffers:
+                if str(buf.scope()) != "global" and any(not isinstance(d, tirx.IntImm) for d in buf.shape):
+                    found.append(f"{buf.scope()} buffer {buf.name} has a run-time size ({', '.join(str(d) for d in buf.shape)})")
+        for child in _children(node):
+            visit(child)
+
+    visit(lowered.body)
+    return found
+
+
+def _has_run_time_size(func: tirx.PrimFunc) -> bool:
+    """Whether a buffer of ``func`` has a run-time dim, or ``func`` takes a size as a scalar."""
+    for param in func.params:  # (buffers, and scalars)
+        if is_buffer_var(param):
+            if any(not isinstance(d, tirx.IntImm) for d in param.shape):
+                return True
+        elif str(getattr(param.ty, "dtype", "")).startswith(("int", "uint")):
+            return True
+    return False
 
 
 def _wide_thread_tag(node) -> Optional[str]:

@@ -292,3 +292,32 @@ def test_an_index_computed_from_a_run_time_size_from_both_front_doors(pocl, lava
         for b, t in ((2, 64), (1, 9)):
             e = np.random.RandomState(t).randn(b, t, 16).astype("float32")
             np.testing.assert_array_equal(session.run([e])[0], reference.run(None, {"e": e})[0])
+
+
+class _ResidualGroupNorm(torch.nn.Module):
+    """A stride-2 conv and a strided 1x1 projection added, then a GroupNorm: its statistics are
+    staged per group in workgroup memory, a region that TVM's generic reduction rule left sized by
+    the run-time dims (OpenCL's codegen stopped at "Can only handle constant size stack
+    allocation"); the scheduler now rejects such a kernel before codegen and takes the next rule."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 8, 3, 2, 1)
+        self.project = torch.nn.Conv2d(4, 8, 1, 2)
+        self.norm = torch.nn.GroupNorm(2, 8)
+
+    def forward(self, x):
+        return self.norm(self.conv(x) + self.project(x))
+
+
+def test_a_group_norm_at_run_time_sizes_stages_a_region_of_constant_size():
+    torch.manual_seed(0)
+    model = _ResidualGroupNorm().eval()
+    dims = {2: torch.export.Dim("H", min=8, max=64), 3: torch.export.Dim("W", min=8, max=64)}
+    mod = from_torch(model, (torch.randn(1, 4, 20, 24),), dynamic_shapes={"x": dims})
+    session = load(relax_vk.build(mod, "opencl").artifact(), device="pocl")
+    for h, w in ((20, 24), (9, 17), (64, 64)):
+        x = torch.randn(1, 4, h, w)
+        with torch.no_grad():
+            expected = model(x).numpy()
+        np.testing.assert_allclose(session.run([x.numpy()])[0], expected, rtol=1e-4, atol=1e-5)

@@ -165,3 +165,45 @@ def test_conv_with_hardswish_epilogue_builds_and_runs():
     out = load(compiled.artifact(), device="pocl").run([x.numpy()])[0]
     with torch.no_grad():
         np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_verify_names_staged_buffers_of_run_time_size():
+    """A kernel of run-time size whose staged buffer is sized by the dims once compacted: OpenCL's
+    codegen cannot allocate it, so the verifier names it (a staged buffer the compaction sizes to a
+    constant passes, as does a kernel of static shape, which is not lowered)."""
+
+    @T.prim_func(s_tir=True)
+    def staged_row(a: T.handle, b: T.handle):
+        n = T.int32()
+        A = T.match_buffer(a, (4, n), "float32")
+        B = T.match_buffer(b, (4, n), "float32")
+        S = T.sblock_alloc_buffer((4, n), "float32", scope="shared")
+        for i in T.thread_binding(4, thread="blockIdx.x"):
+            for j in range(n):
+                with T.sblock("stage"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    S[vi, vj] = A[vi, vj]
+            for j in range(n):
+                with T.sblock("out"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = S[vi, vj] * T.float32(2)
+
+    @T.prim_func(s_tir=True)
+    def staged_texel(a: T.handle, b: T.handle):
+        n = T.int32()
+        A = T.match_buffer(a, (n, 4), "float32")
+        B = T.match_buffer(b, (n, 4), "float32")
+        S = T.sblock_alloc_buffer((n, 4), "float32", scope="shared")
+        for i in T.thread_binding(n, thread="blockIdx.x"):
+            for j in range(4):
+                with T.sblock("stage"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    S[vi, vj] = A[vi, vj]
+            for j in range(4):
+                with T.sblock("out"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = S[vi, vj] * T.float32(2)
+
+    problems = kernel_problems(staged_row)
+    assert len(problems) == 1 and "shared buffer S has a run-time size" in problems[0], problems
+    assert kernel_problems(staged_texel) == []
