@@ -69,6 +69,7 @@ import os
 from typing import Sequence
 
 import tvm
+import tvm_ffi
 from tvm import relax, tirx
 
 from ..core.dims import bind_multiples
@@ -663,6 +664,23 @@ def _slice(node, importer):
     return importer.block_builder.emit(relax.op.strided_slice(x, [dim], [start], [stop], [step], assume_inbound=True))
 
 
+def _split_with_sizes(node, importer):
+    """``split_with_sizes`` whose sizes are run-time sizes (``x.chunk(n, dim)`` along a run-time
+    dim, which ``torch.export`` allows only where ``n`` divides it: ``n`` sizes ``(T + n - 1) //
+    n``, equal): Relax's split into ``n`` equal sections. TVM's converter adds the sizes as Python
+    numbers. Unequal run-time sizes are refused by name; constant sizes are TVM's converter's."""
+    x = importer.env[node.args[0]]
+    sizes = [importer.env[s] if hasattr(s, "op") else s for s in node.args[1]]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    if all(isinstance(v, int) for v in sizes):
+        return _tvm_converter(importer, "split_with_sizes.default", node)
+    dim = int(dim) % x.ty.ndim
+    if not all(tvm_ffi.structural_equal(v, sizes[0]) for v in sizes[1:]):
+        raise UnsupportedError(f"{node.name}: split of axis {dim} into parts of different run-time sizes ({', '.join(str(v) for v in sizes)}) "
+                               "is not supported; equal parts (chunk) are")  # fmt: skip
+    return importer.block_builder.emit(relax.op.split(x, len(sizes), dim))
+
+
 def _placeholder_values(exported) -> dict:
     """Placeholder name -> the tensor it stands for (parameters, buffers, constants) of ``exported``:
     converters that rearrange weights at import read them here (TVM's importer binds them as
@@ -724,6 +742,7 @@ CONVERTERS = {
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
     "slice.Tensor": _slice,
+    "split_with_sizes.default": _split_with_sizes,
     "add.Tensor": _with_sizes("add.Tensor", lambda a, b: a + b),
     "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
     "mul.Tensor": _with_sizes("mul.Tensor", lambda a, b: a * b),

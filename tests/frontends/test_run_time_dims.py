@@ -321,3 +321,24 @@ def test_a_group_norm_at_run_time_sizes_stages_a_region_of_constant_size():
         with torch.no_grad():
             expected = model(x).numpy()
         np.testing.assert_allclose(session.run([x.numpy()])[0], expected, rtol=1e-4, atol=1e-5)
+
+
+class _Chunked(torch.nn.Module):
+    """``chunk`` along a run-time dim (a gated unit over the sequence: ``a * sigmoid(b)``): the
+    parts' sizes are run-time sizes, which TVM's converter added as Python numbers."""
+
+    def forward(self, x):
+        a, b, c = x.chunk(3, dim=2)
+        return a * torch.sigmoid(b) + c
+
+
+def test_chunks_of_a_run_time_dim():
+    model = _Chunked().eval()
+    length = torch.export.Dim("T", min=1, max=40)
+    mod = from_torch(model, (torch.randn(2, 4, 12),), dynamic_shapes={"x": {2: 3 * length}})
+    session = load(relax_vk.build(mod, "opencl").artifact(), device="pocl")
+    for t in (6, 15, 120):  # (torch.export derives 6..120 for 3 * T)
+        x = torch.randn(2, 4, t)
+        (out,) = session.run([x.numpy()])
+        assert out.shape == (2, 4, t // 3)
+        np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-5, atol=1e-6)
