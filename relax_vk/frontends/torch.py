@@ -86,7 +86,8 @@ from .torch_quant import CONVERTERS as QUANTIZED
 #: ATen ops relax_vk converts itself, so PyTorch must not decompose them first
 KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten.upsample_nearest2d.default", "aten.upsample_nearest2d.vec",
         "aten.upsample_bilinear2d.default", "aten.upsample_bilinear2d.vec", "aten.upsample_bicubic2d.default", "aten.upsample_bicubic2d.vec",
-        "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input", "aten.im2col.default", "aten.col2im.default")  # fmt: skip
+        "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input", "aten.im2col.default", "aten.col2im.default",
+        "aten.pad.default")  # fmt: skip
 
 
 def _pad_converter(mode: str):
@@ -97,6 +98,25 @@ def _pad_converter(mode: str):
         return importer.block_builder.emit(relax.op.nn.pad(x, width, mode, 0.0))
 
     return convert
+
+
+def _pad(node, importer) -> relax.Var:
+    """``aten.pad`` (``F.pad``) in any of its modes: Relax's pad, which keeps run-time sizes
+    (PyTorch decomposes a circular pad into slice scatters at offsets computed from the size,
+    which TVM's converter cannot take). The pads run from the last axis back, a pair an axis."""
+    x = importer.env[node.args[0]]
+    pads = [int(p) for p in node.args[1]]
+    mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+    value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value", None)
+    if mode not in ("constant", "reflect", "replicate", "circular") or len(pads) % 2 or len(pads) > 2 * x.ty.ndim:
+        raise UnsupportedError(f"pad (node {node.name}): mode {mode!r} with pads {pads} of a rank-{x.ty.ndim} tensor is not supported")
+    width = [0] * (2 * x.ty.ndim)
+    for i in range(len(pads) // 2):
+        axis = x.ty.ndim - 1 - i
+        width[2 * axis], width[2 * axis + 1] = pads[2 * i], pads[2 * i + 1]
+    if mode != "constant" and any(p < 0 for p in pads):
+        raise UnsupportedError(f"pad (node {node.name}): negative pads {pads} in mode {mode!r} are not supported")
+    return importer.block_builder.emit(relax.op.nn.pad(x, width, mode, 0.0 if value is None else float(value)))
 
 
 def _nearest_rows_agree(size: int, scale: float) -> bool:
@@ -742,6 +762,7 @@ CONVERTERS = {
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
     "slice.Tensor": _slice,
+    "pad.default": _pad,
     "split_with_sizes.default": _split_with_sizes,
     "add.Tensor": _with_sizes("add.Tensor", lambda a, b: a + b),
     "sub.Tensor": _with_sizes("sub.Tensor", lambda a, b: a - b),
