@@ -689,6 +689,7 @@ void validate_program(const Json& program, const std::string& source, const std:
                 require(global->is_array() && global->items().size() == 3, where + ": global " + global->repr() + " is not three expressions");
                 for (const Json& g : global->items()) expr_of(g, dims, where + ": global size");
             }
+            if (const Json* loops = step.get("loop_iterations"); loops && !loops->is_null()) expr_of(*loops, dims, where + ": loop iterations");
         } else {
             const Json& src = ref(step.get("src"), "copy " + at);
             const Json& dst = ref(step.get("dst"), "copy " + at);
@@ -808,6 +809,7 @@ Program to_program(const Json& j, const std::string& source) {
                 }
             if (const Json* global = sj.get("global"); global && global->is_array())
                 for (const Json& g : global->items()) s.global.push_back(ShapeExpr::parse(g, dims));
+            if (const Json* loops = sj.get("loop_iterations"); loops && !loops->is_null()) s.loop_iterations.push_back(ShapeExpr::parse(*loops, dims));
         } else {
             s.op = Step::Copy;
             s.src = static_cast<int>(sj.get("src")->as_int());

@@ -84,6 +84,9 @@ struct Step {
     std::vector<int> args;          // the tensors, in parameter order (scalar parameters left out)
     std::vector<ScalarArg> scalars;  // integer parameters (run-time sizes)
     std::vector<ShapeExpr> global;   // the global size when it depends on run-time dims; else empty (the kernel's)
+    // "loop_iterations": one invocation's loop iterations, all loops, where they depend on the
+    // run-time dims and can pass llvmpipe's cap within their ranges (Vulkan; checked at each run's sizes)
+    std::vector<ShapeExpr> loop_iterations;  // empty, or the one expression
     int src = -1, dst = -1;  // Copy
 };
 

@@ -324,6 +324,18 @@ Limits limits_of(const WGPULimits& l) {
             l.minStorageBufferOffsetAlignment, l.maxUniformBuffersPerShaderStage};
 }
 
+// llvmpipe (lavapipe) ends a shader invocation's loops after 65535 iterations of all of them
+// together (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS) and returns what they had computed by then
+constexpr int64_t kLlvmpipeLoopIterations = 65535;
+
+bool is_llvmpipe(const std::string& device) { return device.find("llvmpipe") != std::string::npos; }
+
+std::string loop_cap_message(const std::string& kernel, int64_t iterations, const std::string& device, const std::string& at) {
+    return "kernel " + kernel + " runs " + std::to_string(iterations) + " loop iterations in one invocation" + at + "; " + device +
+           " ends every invocation's loops after " + std::to_string(kLlvmpipeLoopIterations) +
+           " in all (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS) and would return wrong numbers: run it on another Vulkan device, or on OpenCL";
+}
+
 // vulkan.session.check_limits (the same checks, the same messages)
 void check_limits(const Program& program, const Limits& l, const std::string& device, bool f16) {
     half_arithmetic_problem(program, f16, device, "the shader-f16 feature");
@@ -352,16 +364,10 @@ void check_limits(const Program& program, const Limits& l, const std::string& de
                                              "'s max storage buffer binding size " + std::to_string(l.binding_size));
     }
     static const char* const axes = "xyz";
-    // llvmpipe (lavapipe) ends a shader invocation's loops after 65535 iterations of all of them
-    // together (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS) and returns what they had computed by then
-    constexpr int64_t kLlvmpipeLoopIterations = 65535;
-    bool llvmpipe = device.find("llvmpipe") != std::string::npos;
+    bool llvmpipe = is_llvmpipe(device);
     for (const Kernel& k : program.kernels) {
         if (llvmpipe && k.loop_iterations > kLlvmpipeLoopIterations)
-            throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " runs " + std::to_string(k.loop_iterations) + " loop iterations in one invocation; " + device +
-                                             " ends every invocation's loops after " + std::to_string(kLlvmpipeLoopIterations) +
-                                             " in all (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS) and would return wrong numbers: run it on another "
-                                             "Vulkan device, or on OpenCL");
+            throw Error(RVK_ERROR_LIMIT, loop_cap_message(k.name, k.loop_iterations, device, ""));
         if (k.workgroup_bytes > l.workgroup_storage)
             throw Error(RVK_ERROR_LIMIT, "kernel " + k.name + " needs " + std::to_string(k.workgroup_bytes) + " bytes of workgroup memory; " + device +
                                              " allows " + std::to_string(l.workgroup_storage));
@@ -475,6 +481,7 @@ public:
         limits_ = limits_of(adapter_limits);
         bool f16 = w_.AdapterHasFeature(adapter.adapter, WGPUFeatureName_ShaderF16);
         check_limits(program_, limits_, describe(adapter), f16);
+        llvmpipe_ = is_llvmpipe(describe(adapter));
         int steps = static_cast<int>(program_.steps.size());
         can_profile_ = profile;
         profiling_ = profile;
@@ -600,6 +607,10 @@ protected:
                 continue;
             }
             const Kernel& k = *program_.kernel(step.kernel);
+            if (llvmpipe_ && !step.loop_iterations.empty()) {
+                int64_t loops = step.loop_iterations[0].eval(shapes_.dims);
+                if (loops > kLlvmpipeLoopIterations) throw Error(RVK_ERROR_LIMIT, loop_cap_message(k.name, loops, device_name, at));
+            }
             for (size_t a = 0; a < step.scalars.size(); ++a) {
                 int64_t v = shapes_.scalars[i][a];
                 if (v < INT32_MIN || v > INT32_MAX)  // (WGSL computes sizes in i32: emit.py)
@@ -685,6 +696,7 @@ private:
     bool sizes_changed_ = false;   // the run's sizes changed since the last wait
     std::vector<WGPUCommandBuffer> ahead_;
     Limits limits_{};
+    bool llvmpipe_ = false;  // steps' run-time loop counts checked at each run's sizes (Step::loop_iterations)
     bool timestamps_ = false;
     std::vector<Memory> memory_;     // per tensor
     std::vector<int64_t> offsets_;   // per tensor: its byte offset in its buffer

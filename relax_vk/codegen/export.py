@@ -181,6 +181,7 @@ class _ProgramBuilder:
         self.main = main
         self.lowered = lowered
         self.dims = RunTimeDims(main)
+        self.loop_bounds: Dict[str, tuple] = {}  # kernel -> (its loop iterations over its integer parameters, its parameters)
         self.shape_of: Dict[int, list] = {}  # tensor id -> its shape as expressions over the model's dims
         self.tensors: List[dict] = []
         self.steps: List[dict] = []
@@ -301,6 +302,7 @@ class _ProgramBuilder:
                 if param not in operands:
                     raise ExportError(f"kernel {kernel}: a texture origin of parameter {param}, which is no tensor operand")
                 entry["origin"] = operands[param]
+            loops = self.loop_iterations(kernel, launch["args"], at_call)
             grid = [substitute(g, at_call) for g in launch["grid"]]
             global_exprs = [self.dims.expression(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
             bound = [self.dims.at_max(g * b, f"kernel {kernel}: grid") for g, b in zip(grid, launch["block"])]
@@ -310,9 +312,31 @@ class _ProgramBuilder:
                 step["scalars"] = scalars
             if not all(isinstance(g, int) for g in global_exprs):
                 step["global"] = global_exprs
+            if loops is not None:
+                step["loop_iterations"] = loops
             if self.ops:  # the model ops this kernel computes (relax_vk.core.provenance)
                 step["ops"] = list(self.ops)
             self.steps.append(step)
+
+    def loop_iterations(self, kernel: str, args: list, at_call: dict):
+        """The loop iterations of one invocation of ``kernel`` at this launch where they are a
+        run-time size (:data:`loop_bounds`) that can pass llvmpipe's cap within the dims' ranges:
+        the expression (the artifact's form) lavapipe's runtime checks at each run's sizes. None
+        where they cannot pass it, or are not known (the kernel then runs unchecked, as before).
+        A count that is a constant is the shader's own, checked at load."""
+        if kernel not in self.loop_bounds:
+            return None
+        expr, params = self.loop_bounds[kernel]
+        values = {params[pos]: substitute(value, at_call) for pos, (kind, value) in enumerate(args)
+                  if kind == "scalar" and pos < len(params) and _origin_marker(value) is None}  # fmt: skip
+        what = f"kernel {kernel}: loop iterations"
+        try:
+            count = substitute(expr, values)
+            if self.dims.bound(count, what) <= LLVMPIPE_LOOP_ITERATIONS:
+                return None
+            return self.dims.expression(count, what)
+        except UnsupportedError:
+            return None
 
     def call_values(self, name: str, host: tirx.PrimFunc, operands: List[int], tir_vars: list) -> dict:
         """The host function's variables at this call, as expressions over the model's dims: its
@@ -516,6 +540,9 @@ def export_program(
     its device code declares them (:func:`kernel_params`): integer arguments are passed as those."""
     main = lowered["main"]
     builder = _ProgramBuilder(host_tir, main, lowered, kernel_params)
+    for name, shader in (shaders or {}).items():
+        if shader.loop_bound is not None:
+            builder.loop_bounds[name] = (shader.loop_bound, list(shader.loop_params))
     inputs = []
     for p in main.params:
         tid = builder.add_tensor(p.name, p.ty, "input")

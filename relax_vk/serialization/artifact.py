@@ -13,7 +13,9 @@ launch geometry; on OpenCL an optional ``"entry"``, the function of the source t
 kernels share one: :mod:`relax_vk.codegen.shared_kernels`), the ordered steps (kernel launches, scope copies, aliases; a launch may name the
 model ops it computes, ``"ops"``: :mod:`relax_vk.core.provenance`) and the inputs and outputs;
 with run-time dims, ``"dims"`` (name, min, max), each such tensor's ``"shape_expr"`` and the
-launches' ``"scalars"`` and ``"global"`` as integer expressions (:mod:`relax_vk.codegen.run_time_shapes`);
+launches' ``"scalars"`` and ``"global"`` as integer expressions (:mod:`relax_vk.codegen.run_time_shapes`), and a
+Vulkan launch's ``"loop_iterations"``, one invocation's loop count where it depends on the dims and may pass
+llvmpipe's cap (its kernel's, ``"loop_iterations"``, where that is a constant past it);
 with states, ``"states"``: ``{"tensor": input, "update": output, "offset": rows}`` each
 (:mod:`relax_vk.core.states`). A folded activation texture (:mod:`relax_vk.codegen.texture_origins`)
 has ``"origin": [x0, y0]`` in its allocation's image and its folded ``"image"`` ``[W, w h layers /

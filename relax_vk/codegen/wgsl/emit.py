@@ -54,8 +54,9 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ...core.errors import RelaxVKError
+from ...core.errors import RelaxVKError, UnsupportedError
 from ...core.ir_utils import NodeDict, NodeSet
+from ..run_time_shapes import substitute
 from .helpers import HELPERS, MATH_FUNCTIONS, helper_closure
 
 TEXTURE_PREFIX = "global.texture"
@@ -126,6 +127,11 @@ class Shader:
     #: the iterations one invocation runs of all its loops together, at most (None: a loop's trip
     #: count is a run-time size): what llvmpipe (lavapipe) caps, :func:`loop_iterations`
     loop_iterations: Optional[int] = 0
+    #: where that count is a run-time size: it as an expression of the kernel's integer parameters
+    #: (``loop_params``, the kernel's parameters in order), which the export bounds over the dims'
+    #: ranges at each launch; None where it is not known
+    loop_bound: Optional[object] = None
+    loop_params: Tuple[object, ...] = ()
 
 
 def _dtype(expr_or_dtype):
@@ -243,6 +249,47 @@ def loop_iterations(stmt, unrolled=lambda s: False) -> Optional[int]:
             return None
         total += n
     return total
+
+
+def symbolic_loop_iterations(func: tirx.PrimFunc, unrolled=lambda s: False):
+    """:func:`loop_iterations` of ``func``'s body where trip counts are run-time sizes: an
+    expression of ``func``'s integer parameters (the ``let`` bindings on the way substituted), or
+    None where a count reads anything else (a loaded value, a thread index) or a ``while`` loop."""
+    params = NodeSet()
+    for p in func.params:
+        if not isinstance(getattr(p, "ty", None), tirx.buffer.BufferType):
+            params.add(p)
+
+    def count(stmt, lets: dict):
+        kind = type(stmt).__name__
+        if kind == "For":
+            trips = substitute(stmt.extent, lets)
+            if not all(v in params for v in tirx.analysis.undefined_vars(trips)):
+                return None
+            inner = count(stmt.body, lets)
+            if inner is None:
+                return None
+            trips = tirx.Cast("int64", trips) if trips.ty.dtype != "int64" else trips
+            return trips * inner if unrolled(stmt) else trips + trips * inner
+        if kind == "While":
+            return None
+        if kind == "LetStmt":
+            return count(stmt.body, {**lets, stmt.var: substitute(stmt.value, lets)})
+        parts = list(stmt.seq) if kind == "SeqStmt" else [getattr(stmt, a) for a in ("then_case", "else_case", "body") if getattr(stmt, a, None) is not None]
+        total = tirx.const(0, "int64")
+        for part in parts:
+            if not isinstance(part, tirx.Stmt):
+                continue
+            n = count(part, lets)
+            if n is None:
+                return None
+            total = total + n
+        return total
+
+    try:
+        return count(func.body, {})
+    except UnsupportedError:  # (a let or extent the size arithmetic does not carry: not known)
+        return None
 
 
 def _has_loop(stmt) -> bool:
@@ -1070,7 +1117,9 @@ class _Emitter:
         if ("f16" in text or _HALF_SUFFIX.search(text)) and _USES_F16.search(text):  # (a quick test first)
             text = "enable f16;\n" + text
         source = header[0] + "\n" + text
-        return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes, loop_iterations(self.func.body, self._unrolls))
+        trips = loop_iterations(self.func.body, self._unrolls)
+        bound = symbolic_loop_iterations(self.func, self._unrolls) if trips is None else None
+        return Shader(self.kernel, source, workgroup, tuple(self.bindings), self.workgroup_bytes, trips, bound, tuple(self.func.params) if bound is not None else ())
 
 
 _WORD_MARK = "__rvk_word__"
