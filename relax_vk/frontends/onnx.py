@@ -543,6 +543,11 @@ def _importer_class():
                     if converted is not None:
                         return self.bb.normalize(converted)
                 return super()._convert_operator(op_name, inputs, attrs, opset)
+            except UnsupportedError as err:  # (a relax_vk converter's refusal: which node, where it does not say)
+                name = attrs.get("tvm_custom", {}).get("name", "")
+                if name and name not in str(err):
+                    raise UnsupportedError(f"{onnx_node(attrs, op_name)}: {err}") from None
+                raise
             except RelaxVKError:
                 raise
             except Exception as err:  # (TVM's converter failed: which node it was converting)

@@ -474,6 +474,9 @@ def widen_int4_weights(model, where: str = "ONNX model") -> int:
         return 0
     for node in model.graph.node:
         for name in node.input:
+            if name in inits and node.op_type == "GatherBlockQuantized":
+                raise UnsupportedError(f"{where}: node {node.name or node.output[0]!r} (GatherBlockQuantized): a blockwise-quantized embedding "
+                                       f"table ({name!r}) is not supported; quantize the model's MatMuls only (MatMulNBits)")  # fmt: skip
             if name in inits and node.op_type != "DequantizeLinear":
                 raise UnsupportedError(f"{where}: node {node.name or node.output[0]!r} ({node.op_type}) reads the 4-bit tensor {name!r}: "
                                        "4-bit weights through DequantizeLinear are supported, 4-bit activations are not")  # fmt: skip
@@ -514,6 +517,7 @@ def rewrite_quantized(model) -> int:
         rewritten += 1
         new_nodes.extend(rw.nodes)
     new_nodes = _fake_quantize(rw, new_nodes, outputs)
+    new_nodes = _fold_scalar_dequantizes(rw, new_nodes, outputs)
     for n in new_nodes:  # Cast(int32 -> float) of an integer op's result: its float values as they are
         if n.op_type == "Cast" and n.input and n.input[0] in rw.integral and any(a.name == "to" and a.i == 1 for a in n.attribute):
             n.op_type, n.input[0] = "Identity", rw.integral[n.input[0]]
@@ -523,6 +527,26 @@ def rewrite_quantized(model) -> int:
     model.graph.node.extend(new_nodes)
     _drop_unused_initializers(model)
     return max(rewritten, 1)
+
+
+def _fold_scalar_dequantizes(rw: _Rewriter, nodes: List, outputs: set) -> List:
+    """Each ``DequantizeLinear`` of one constant value (a ``Pad``'s quantized pad value, in the
+    QDQ form and as the QOperator rewrite carries it) as the float constant it computes: TVM's
+    converters read such an operand (``Pad``'s ``constant_value``) as a constant, not a tensor.
+    Larger constants (weights) stay quantized."""
+    kept = []
+    for n in nodes:
+        if n.op_type == "DequantizeLinear" and n.domain in ("", "ai.onnx") and n.output[0] not in outputs:
+            x, scale = rw.array(n.input[0]), rw.array(n.input[1]) if len(n.input) > 1 else None
+            zp = rw.array(n.input[2]) if len(n.input) > 2 and n.input[2] else np.zeros((), np.int64)
+            if x is not None and x.size == 1 and scale is not None and scale.size == 1 and zp is not None and zp.size == 1:
+                value = ((x.astype(np.float64) - zp.astype(np.float64).reshape(())) * scale.astype(np.float64).reshape(())).astype(scale.dtype)
+                tensor = rw.numpy_helper.from_array(value, n.output[0])
+                rw.graph.initializer.append(tensor)
+                rw.inits[n.output[0]] = tensor
+                continue
+        kept.append(n)
+    return kept
 
 
 def _drop_unread(nodes: List, outputs: set) -> List:
@@ -551,7 +575,8 @@ def convert_matmul_nbits(bb, inputs, attrs):
     docstring gives onnxruntime's layout): the artifact and the device keep the packed bytes
     (``bits`` per weight plus a scale per block) and no float copy of the weight exists; a bias and
     what follows fuse after it. ``scales`` may be ``[N * k_blocks]`` or ``[N, k_blocks]``,
-    ``zero_points`` packed uint8 or of the scales' type. ``g_idx`` (act-order) is refused.
+    ``zero_points`` packed uint8 or of the scales' type. ``g_idx`` (act-order) is refused unless it
+    is the blocks in order (``k // block_size``, what its absence means).
     ``accuracy_level`` only lets onnxruntime's CPU kernel quantize ``A`` to int8 on the fly (level
     4); this computes in float32, which is what levels 0-3 mean and within onnxruntime's own
     rounding of level 4.
@@ -569,9 +594,11 @@ def convert_matmul_nbits(bb, inputs, attrs):
     zero_points = inputs[3] if len(inputs) > 3 else None
     g_idx = inputs[4] if len(inputs) > 4 else None
     bias = inputs[5] if len(inputs) > 5 else None
-    if g_idx is not None:
-        raise UnsupportedError("MatMulNBits with g_idx (act-order) is not supported")
     K, N, bits, block = int(attrs["K"]), int(attrs["N"]), int(attrs.get("bits", 4)), int(attrs["block_size"])
+    if g_idx is not None:  # (the blocks in order, k // block_size, are what no g_idx means)
+        in_order = isinstance(g_idx, GenericConst) and np.array_equal(g_idx.value.numpy().reshape(-1), np.arange(K) // block)
+        if not in_order:
+            raise UnsupportedError("MatMulNBits with g_idx (act-order: blocks of reordered rows) is not supported")
     zp_kind = None if zero_points is None else "float" if str(zero_points.ty.dtype).startswith("float") else "packed"
     try:
         fmt = BlockwiseFormat(K, N, bits, block, zp_kind)

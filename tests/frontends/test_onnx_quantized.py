@@ -364,3 +364,63 @@ def test_calibration_that_does_not_fit_is_a_clear_error(float_models, tmp_path):
     assert_clear_error(cli_in_process("build", float_models["cnn"], "--quantize", "int4", "--calibrate", wrong, "-o", out), "no calibration")
     assert_clear_error(cli_in_process("build", "conv20", "--quantize", "int8-dynamic", "-o", out), "ONNX models")
     assert not list(tmp_path.glob("*.onnx")) and not out.exists()  # nothing half-written
+
+
+def _padded_convs(tmp_path, with_value: bool) -> str:
+    """Conv -> Pad (constant mode, a pad value or none) -> Conv, in float, saved to ``tmp_path``."""
+    r = np.random.RandomState(0)
+    pad_inputs = ["c1", "pads"] + (["pv"] if with_value else [])
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Pad", pad_inputs, ["pd"], mode="constant", name="pad"),
+             helper.make_node("Conv", ["pd", "w2"], ["y"])]  # fmt: skip
+    inits = [numpy_helper.from_array((r.randn(4, 3, 3, 3) * 0.3).astype("float32"), "w1"), numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),
+             numpy_helper.from_array((r.randn(4, 4, 3, 3) * 0.3).astype("float32"), "w2")] + ([numpy_helper.from_array(np.float32(0.25), "pv")] if with_value else [])  # fmt: skip
+    graph = helper.make_graph(nodes, "padded", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)  # fmt: skip
+    path = str(tmp_path / f"padded_{with_value}.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("form, with_value", [(QuantFormat.QDQ, True), (QuantFormat.QOperator, True), (QuantFormat.QOperator, False)])
+def test_a_quantized_pad_value_is_a_constant(tmp_path, form, with_value, pocl):
+    """A constant-mode Pad's value reaches TVM's converter as ``DequantizeLinear`` of a quantized
+    scalar (QDQ: the model's; QOperator: the rewrite's, the zero point where the Pad has none),
+    which TVM read as a constant and failed on ("'Call' object has no attribute 'value'"); it is
+    now the float constant it computes: right against onnxruntime's unoptimized run."""
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.samples = iter([{"x": np.random.RandomState(i).randn(1, 3, 8, 8).astype("float32")} for i in range(2)])
+
+        def get_next(self):
+            return next(self.samples, None)
+
+    quantized = str(tmp_path / "q.onnx")
+    quantize_static(_padded_convs(tmp_path, with_value), quantized, Reader(), quant_format=form, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    model = onnx.load(quantized)
+    x = _input(model)
+    want = _onnxruntime(model, x, optimized=False)
+    got = load(relax_vk.build(from_onnx(model), "opencl").artifact(), device="pocl").run([x])[0]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.ptp(want))
+
+
+def _nbits_with_g_idx(g_idx: np.ndarray, K: int = 32, N: int = 16, block: int = 16):
+    r = np.random.RandomState(0)
+    inits = [numpy_helper.from_array(r.randint(0, 256, size=(N, K // block, block // 2)).astype(np.uint8), "B"),
+             numpy_helper.from_array((r.rand(N * K // block) * 0.05).astype(np.float32), "S"), numpy_helper.from_array(g_idx.astype(np.int32), "g")]  # fmt: skip
+    node = helper.make_node("MatMulNBits", ["x", "B", "S", "", "g"], ["y"], domain="com.microsoft", name="nbits", K=K, N=N, bits=4, block_size=block)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, N])], inits)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+
+
+def test_matmul_nbits_g_idx_in_order_runs_and_reordered_is_refused_by_node(pocl):
+    """A ``g_idx`` of the blocks in order (``k // block_size``) is what no ``g_idx`` means: right
+    against onnxruntime. A reordered one (act-order) is refused, naming the node (converter
+    refusals did not say which node)."""
+    model = _nbits_with_g_idx(np.arange(32) // 16)
+    x = np.random.RandomState(1).randn(2, 32).astype(np.float32)
+    want = _onnxruntime(model, x)
+    np.testing.assert_allclose(load(relax_vk.build(from_onnx(model), "opencl").artifact(), device="pocl").run([x])[0], want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(UnsupportedError, match=r"MatMulNBits node nbits: MatMulNBits with g_idx \(act-order"):
+        from_onnx(_nbits_with_g_idx(np.arange(32)[::-1] // 16))
