@@ -118,6 +118,11 @@ def onnx_converter(kind: str):
             raise UnsupportedError(f"{where}: direction {direction!r}")
         wv, rv = _const(w, "W", where), _const(r, "R", where)
         hidden = int(attrs.get("hidden_size", rv.shape[-1]))
+        if rv.ndim != 3 or rv.shape[-1] != hidden or rv.shape[1] % hidden:
+            raise UnsupportedError(f"{where}: R of shape {list(rv.shape)} does not match hidden_size {hidden}")
+        for name, allowed in (("layout", (0, 1)), ("linear_before_reset", (0, 1))):
+            if int(attrs.get(name, 0)) not in allowed:
+                raise UnsupportedError(f"{where}: {name}={int(attrs[name])}; ONNX allows {' or '.join(map(str, allowed))}")
         acts = _names(attrs.get("activations", ()))
         per = len(DEFAULT_ACTIVATIONS[kind])
         if acts and len(acts) != per * len(reverse):
@@ -257,19 +262,23 @@ def _exportable_forward(layer, kind: str, input, hx=None):
 
 @contextmanager
 def exportable_recurrent_layers(module):
-    """While in the ``with`` block, every ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` of ``module`` (exact
-    types) runs as :func:`_recurrent_op`, so ``torch.export`` keeps its sequence length a run-time
-    dim; the modules are restored on exit."""
+    """While in the ``with`` block, every ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` of ``module`` (or
+    subclass that keeps its ``forward``) runs as :func:`_recurrent_op`, so ``torch.export`` keeps
+    its sequence length a run-time dim; the modules are restored on exit."""
     import functools
 
     import torch
 
     kinds = {torch.nn.LSTM: "lstm", torch.nn.GRU: "gru", torch.nn.RNN: "rnn"}
-    patched = [sub for sub in module.modules() if type(sub) in kinds]
-    for sub in patched:
-        sub.forward = functools.partial(_exportable_forward, sub, kinds[type(sub)])
+
+    def kind_of(sub):
+        return next((k for base, k in kinds.items() if isinstance(sub, base) and type(sub).forward is base.forward), None)
+
+    patched = [(sub, kind_of(sub)) for sub in module.modules() if kind_of(sub) is not None]
+    for sub, kind in patched:
+        sub.forward = functools.partial(_exportable_forward, sub, kind)
     try:
         yield
     finally:
-        for sub in patched:
+        for sub, _ in patched:
             del sub.forward

@@ -114,8 +114,8 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     [D, H, G*H]`` (the recurrent weights transposed: a thread's unit is a column, adjacent threads
     read adjacent words), ``AUX [D, A]`` (:attr:`Cell.aux`), ``S0 [S, D, B, H]`` (initial h, c),
     ``LENS`` int32 (each batch row's length, clamped to ``0..n``, as ONNX's ``sequence_lens``: steps
-    past it keep the state and write zeros; one element of :data:`ALL_STEPS` when every row runs
-    every step) ->
+    past it keep the state and write zeros, a row of length 0 ends in zero states, as onnxruntime's;
+    one element of :data:`ALL_STEPS` when every row runs every step) ->
     ``Y [n, D, B, H]`` (a reverse direction writes at the input's time positions), ``SF [S, D, B,
     H]`` (final h, c). ``n`` and ``B`` are the call's. ``cpu``: the serial form for llvm.
     """
@@ -129,7 +129,8 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
     kind, lbr = cell.kind, cell.linear_before_reset
     f = _activation(cell.activations[0], cell.clip)
     g = _activation(cell.activations[1], cell.clip) if len(cell.activations) > 1 else None
-    h_act = _activation(cell.activations[2], cell.clip) if len(cell.activations) > 2 else None
+    # (LSTM's h(C): onnxruntime clips the gates' inputs, not the cell state the output reads)
+    h_act = _activation(cell.activations[2], None) if len(cell.activations) > 2 else None
     rev0, rev1 = cell.reverse[0], cell.reverse[-1]
 
     # each macro is one unit j's part of a phase (the phases are separated by barriers on the GPU),
@@ -189,8 +190,12 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
         hs[j] = hn[j]
 
     @T.macro
-    def finish(j, d, b, SF, hs):
-        SF[0, d, b, j] = hs[j]
+    def finish(j, d, b, SF, hs, ln):  # (a row of no steps ends in zeros, as onnxruntime's)
+        if ln > 0:
+            SF[0, d, b, j] = hs[j]
+        else:
+            for i in range(S):
+                SF[i, d, b, j] = T.float32(0)
 
     @T.macro
     def advance(j, d, b, s, t, ln, XP, RT, AUX, Y, SF, hs, hn, rh, acc, hv):  # step s of unit j
@@ -241,7 +246,7 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
                     for j in range(H):
                         publish(j, hs, hn)
                 for j in range(H):
-                    finish(j, d, b, SF, hs)
+                    finish(j, d, b, SF, hs, length(LENS, L, b, n))
         else:  # a workgroup per (direction, row), its threads own units, barriers between phases
             bx = T.launch_thread("blockIdx.x", D * B)
             tx = T.launch_thread("threadIdx.x", threads)
@@ -274,7 +279,7 @@ def recurrence_kernel(cell: Cell, cpu: bool = False):
                 T.tvm_storage_sync("shared")
             for k in range(U):
                 if tx + k * threads < H:
-                    finish(tx + k * threads, d, b, SF, hs)
+                    finish(tx + k * threads, d, b, SF, hs, length(LENS, L, b, n))
 
     return recurrence if cpu else recurrence.with_attr(CELL_ATTR, cell.to_json())
 
