@@ -1,7 +1,9 @@
 """The error every front door raises for a model it cannot read, how a converter names the
 ONNX node it refuses, and where an importer lost a tensor's shape."""
 
-from typing import Optional
+from typing import Optional, Tuple
+
+import tvm
 
 from ..core.errors import UnsupportedError
 
@@ -32,4 +34,35 @@ def first_lost_shape(mod) -> Optional[str]:
             ty = b.var.ty
             if isinstance(ty, relax.TensorType) and ty.shape is None:
                 return names.get(b.var.name, b.var.name)
+    return None
+
+
+def first_fixed_reshape_of_run_time_size(mod) -> Optional[Tuple[str, str, str]]:
+    """``(model op, input shape, output shape)`` of ``main``'s first reshape of a tensor whose size
+    is a run-time size to a fixed shape: an export that baked its example's length into a
+    ``Reshape`` (``torch.onnx.export`` after a recurrent layer), right at that one size only.
+    Built, it would read or leave unwritten elements at every other size; onnxruntime refuses those
+    runs. None when there is none."""
+    from tvm import relax, tirx
+
+    from ..core.provenance import model_op_names
+
+    main = mod["main"]
+    names = model_op_names(main)
+    reshape = tvm.ir.Op.get("relax.reshape")
+    for block in main.body.blocks:
+        for b in block.bindings:
+            call = b.value
+            if not (isinstance(call, relax.Call) and call.op.same_as(reshape)):
+                continue
+            src, dst = call.args[0].ty, b.var.ty
+            if not (isinstance(src, relax.TensorType) and isinstance(dst, relax.TensorType)) or src.shape is None or dst.shape is None:
+                continue
+            src_dims, dst_dims = list(getattr(src.shape, "values", None) or []), list(getattr(dst.shape, "values", None) or [])
+            if not src_dims or not dst_dims:
+                continue
+            run_time = any(not isinstance(d, tirx.IntImm) for d in src_dims)
+            if run_time and all(isinstance(d, tirx.IntImm) for d in dst_dims):
+                shape = lambda dims: "[" + ", ".join(str(int(d)) if isinstance(d, tirx.IntImm) else str(d) for d in dims) + "]"  # noqa: E731
+                return names.get(b.var.name, b.var.name), shape(src_dims), shape(dst_dims)
     return None

@@ -77,7 +77,7 @@ from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .antialias import antialiased_weights
-from .errors import ModelLoadError, first_lost_shape
+from .errors import ModelLoadError, first_fixed_reshape_of_run_time_size, first_lost_shape
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
 from .size_tensors import sized_elementwise, take_at_size
@@ -851,6 +851,10 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
     mod = exact_open_slices(_wrapped_constant_indices(_without_assertions(mod, where)))
     check_nearest_picks(mod, where, "torch")
+    fixed = first_fixed_reshape_of_run_time_size(mod)
+    if fixed is not None:
+        raise UnsupportedError(f"{where}: op {fixed[0]}: reshapes {fixed[1]}, whose size is a run-time size, to the fixed shape {fixed[2]}: "
+                               "right at one size only")  # fmt: skip
     lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
     if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
         raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "

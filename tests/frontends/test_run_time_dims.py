@@ -342,3 +342,21 @@ def test_chunks_of_a_run_time_dim():
         (out,) = session.run([x.numpy()])
         assert out.shape == (2, 4, t // 3)
         np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_fixed_reshape_of_a_run_time_size_is_refused_by_node():
+    """An export that baked its example's length into a ``Reshape`` (``[T, 2, 1, 10]`` to ``[5, 2,
+    10]``) is right at one length only; built, it read or left unwritten elements at the others
+    with no error (onnxruntime refuses those runs). It is refused at import, naming the node."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relax_vk.frontends.onnx import from_onnx
+
+    shape = numpy_helper.from_array(np.array([5, 2, 10], np.int64), "shape")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["y"], name="baked")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 2, 1, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 2, 10])], [shape])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    with pytest.raises(UnsupportedError, match=r"reshapes \[T\S*, 2, 1, 10\], whose size is a run-time size, to the fixed shape \[5, 2, 10\]"):
+        from_onnx(model, {"x": ("T", 2, 1, 10)}, dims={"T": (1, 40)})
+    from_onnx(model, {"x": (5, 2, 1, 10)})  # (at the one size it holds: imports)
