@@ -270,6 +270,21 @@ def _size_bound(arg, axis: int, largest: bool = True):
     return int(bound) if bound.is_finite else None
 
 
+def _value_bound(value, largest: bool = True):
+    """The largest (or smallest) value the export allows for the run-time size ``value`` (an fx
+    node of a SymInt, or an int); None when unbounded or unknown."""
+    if isinstance(value, int):
+        return value
+    val = getattr(value, "meta", {}).get("val")
+    if isinstance(val, int):
+        return val
+    if val is None or not hasattr(val, "node"):
+        return None
+    bounds = val.node.shape_env.bound_sympy(val.node.expr)
+    bound = bounds.upper if largest else bounds.lower
+    return int(bound) if bound.is_finite else None
+
+
 def _tvm_converter(importer, name: str, node):
     """TVM's own converter of ``name`` run on ``node`` (for calls a relax_vk converter of the same
     op leaves to it; the importer's table holds relax_vk's in its place)."""
@@ -666,13 +681,19 @@ def _slice(node, importer):
     allows (``x[:, :1]``, ``x[:, 2:]``): in bounds for every size, so its length is exact (``1``,
     ``T - 2``). TVM's converter clamps the bounds to the size (``min(1, T)``), a length that its
     binary ops cannot prove broadcastable against ``T`` (the product of ``x[:, :1]`` and ``x`` lost
-    its shape). Any other slice is TVM's converter's."""
+    its shape). Also a fixed size sliced to a run-time length that never passes it (a learned
+    position table, ``pos[:, :x.shape[1]]``: TVM's clamped length was a conditional that no later
+    stage could build). Any other slice is TVM's converter's."""
     x = importer.env[node.args[0]]
     args = list(node.args) + [None] * (5 - len(node.args))
     dim, start, end, step = (args[1] if args[1] is not None else 0), args[2], args[3], (args[4] if args[4] is not None else 1)
     shape = x.ty.shape.values if isinstance(x.ty, relax.TensorType) and x.ty.shape is not None else None
     if shape is not None:
         dim = int(dim) % len(shape)
+    if shape is not None and isinstance(shape[dim], tirx.IntImm) and start in (0, None) and step == 1 and hasattr(end, "op"):
+        stop, most, least = importer.env.get(end), _value_bound(end), _value_bound(end, largest=False)
+        if stop is not None and _is_size(stop) and most is not None and least is not None and 0 <= least and most <= int(shape[dim]):
+            return importer.block_builder.emit(relax.op.strided_slice(x, [dim], [0], [stop], [1], assume_inbound=True))
     least = _size_bound(node.args[0], dim, largest=False) if shape is not None else None
     start = 0 if start is None else start
     end = _OPEN_END if end is None else end

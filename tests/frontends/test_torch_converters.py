@@ -363,3 +363,26 @@ def test_pads_of_every_mode_at_run_time_sizes(target, device, request):
         x = torch.randn(1, 2, 6, w)
         for out, expected in zip(session.run([x.numpy()]), model(x)):
             np.testing.assert_allclose(out, expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+class _LearnedPositions(torch.nn.Module):
+    """A learned position table sliced to the run-time length (``pos[:, :T]``): TVM's converter
+    clamped the length to ``min(T, 128)``, a conditional size the build crashed on
+    ("Cannot find the FInferType attribute registered to op: prim.if_then_else")."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(1, 128, 8))
+
+    def forward(self, x):
+        return x + self.pos[:, : x.shape[1]]
+
+
+def test_a_fixed_table_sliced_to_a_run_time_length(pocl):
+    model = _LearnedPositions().eval()
+    mod = from_torch(model, (torch.randn(2, 10, 8),), dynamic_shapes={"x": {1: torch.export.Dim("T", min=1, max=128)}})
+    session = load(relax_vk.build(mod, "opencl").artifact(), device="pocl")
+    for t in (1, 17, 128):
+        x = torch.randn(2, t, 8)
+        with torch.no_grad():
+            np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).numpy(), rtol=1e-6, atol=1e-6)
