@@ -293,11 +293,32 @@ def _tvm_converter(importer, name: str, node):
     return importer._relax_vk_tvm_map[name](node)
 
 
+def _fixed_output_size(node, op: str) -> list:
+    """An adaptive pool's output size, refused by node where it is a run-time size
+    (``(x.shape[2] // 2, ...)``: TVM's pools take fixed output sizes)."""
+    sizes = list(node.args[1]) if isinstance(node.args[1], (list, tuple)) else [node.args[1]]
+    if not all(isinstance(s, int) for s in sizes):
+        raise UnsupportedError(f"{op} (node {node.name}): an output size computed from run-time sizes is not supported; a fixed output size, "
+                               "or a pool with a fixed window (avg_pool2d / max_pool2d), is")  # fmt: skip
+    return sizes
+
+
+def _adaptive_avg_pool(name: str):
+    """``adaptive_avg_pool2d`` / ``_adaptive_avg_pool2d`` (TVM's converter) with its output size
+    checked fixed."""
+
+    def convert(node, importer) -> relax.Var:
+        _fixed_output_size(node, "adaptive_avg_pool2d")
+        return _tvm_converter(importer, name, node)
+
+    return convert
+
+
 def _adaptive_max_pool(node, importer) -> relax.Var:
     from ..legalize.adaptive_pool import adaptive_pool
 
     x = importer.env[node.args[0]]
-    out_h, out_w = (int(s) for s in node.args[1])
+    out_h, out_w = _fixed_output_size(node, "adaptive_max_pool2d")
     _, _, h, w = (int(d) if isinstance(d, tirx.IntImm) else None for d in x.ty.shape.values)
     bb = importer.block_builder
     if h is None or w is None:  # a run-time size: the largest windows its export range allows
@@ -782,6 +803,8 @@ CONVERTERS = {
     "amax.default": _extreme(largest=True),
     "amin.default": _extreme(largest=False),
     "adaptive_max_pool2d.default": _adaptive_max_pool,
+    "adaptive_avg_pool2d.default": _adaptive_avg_pool("adaptive_avg_pool2d.default"),
+    "_adaptive_avg_pool2d.default": _adaptive_avg_pool("_adaptive_avg_pool2d.default"),
     "slice.Tensor": _slice,
     "pad.default": _pad,
     "split_with_sizes.default": _split_with_sizes,

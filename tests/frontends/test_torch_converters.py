@@ -386,3 +386,20 @@ def test_a_fixed_table_sliced_to_a_run_time_length(pocl):
         x = torch.randn(2, t, 8)
         with torch.no_grad():
             np.testing.assert_allclose(session.run([x.numpy()])[0], model(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+class _HalfPool(torch.nn.Module):
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x):
+        return self.pool(x, (x.shape[2] // 2, x.shape[3] // 2))
+
+
+def test_an_adaptive_pool_to_a_run_time_output_size_is_refused_by_op():
+    """TVM's converter failed with an FFI type error naming nothing (torch.export itself refuses
+    the max pool's)."""
+    dims = {2: torch.export.Dim("H", min=8, max=96), 3: torch.export.Dim("W", min=8, max=96)}
+    with pytest.raises(UnsupportedError, match=r"adaptive_avg_pool2d \(node \w+\): an output size computed from run-time sizes is not supported"):
+        from_torch(_HalfPool(F.adaptive_avg_pool2d).eval(), (torch.randn(1, 3, 32, 32),), dynamic_shapes={"x": dims})
