@@ -73,7 +73,8 @@ def test_a_kernel_past_llvmpipes_loop_cap_is_refused_there(lavapipe, pocl):
 def test_a_run_time_count_past_the_cap_is_refused_at_the_runs_that_pass_it(lavapipe):
     """A cumulative sum along a run-time length up to 100,000: one invocation's loop runs the
     length. lavapipe returned the sum of the first 65,535 terms at 70,000 (4,465 off), silently;
-    now that run is refused by name, and runs within the cap before and after it are right."""
+    now that run is refused by name, and runs within the cap before and after it are right (a run
+    near the cap would take lavapipe seconds: the tests run short ones)."""
     torch = pytest.importorskip("torch")
     from relax_vk.frontends.torch import from_torch
 
@@ -85,7 +86,7 @@ def test_a_run_time_count_past_the_cap_is_refused_at_the_runs_that_pass_it(lavap
     artifact = relax_vk.build(mod, "vulkan").artifact()
     assert [s["loop_iterations"] for s in artifact.program["steps"] if "loop_iterations" in s]
     session = load(artifact, device="lavapipe")
-    for t in (100, 65000, 70000, 300):
+    for t in (100, 70000, 300):
         x = np.ones((2, t), np.float32)
         if t > 65535:
             with pytest.raises(DeviceLimitError, match=rf"runs {t} loop iterations in one invocation at \S+={t}; llvmpipe"):
