@@ -24,6 +24,7 @@ from tvm.s_tir import pipeline as s_tir_pipeline
 from tvm.tirx import compilation_pipeline
 
 from . import intrinsics  # noqa: F401  (OpenCL lowering of the math intrinsics TVM leaves to C names)
+from ..schedules.verify import COMPACTING
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
 from .float_bindings import InlineFloatBindings
@@ -59,14 +60,7 @@ def lowering_passes(config) -> List[tvm.transform.Pass]:
     passes = [
         FoldSizeRatios(),
         s_tir.backend.adreno.transform.TextureFlatten(),
-        s_tir.transform.CanonicalizeLoop(),
-        s_tir.transform.LowerCrossThreadReduction(),
-        s_tir.transform.LowerInitBlock(),
-        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-        s_tir.transform.ConvertBlocksToOpaque(),
-        s_tir.transform.LiftThreadBinding(),
-        s_tir.transform.ManifestSharedMemoryLocalStage(),
-        s_tir.transform.CompactBufferAllocation(),
+        *[make() for make in COMPACTING],  # (what the scheduler's verifier also runs: schedules.verify)
         s_tir.transform.LowerAutoCopy(),
         s_tir.transform.UnifyThreadBinding(),
         s_tir.transform.LowerMatchBuffer(),

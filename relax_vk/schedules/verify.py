@@ -112,8 +112,9 @@ def kernel_problems(func: tirx.PrimFunc) -> List[str]:
     return list(dict.fromkeys(problems))
 
 
-# the passes of relax_vk's TIR pipeline (:mod:`relax_vk.codegen.tir_pipeline`) up to the one that
-# sizes each staged buffer to the region its kernel touches
+#: the lowering passes, in order, that size each staged buffer to the region its kernel touches:
+#: the start of relax_vk's TIR pipeline (:mod:`relax_vk.codegen.tir_pipeline`, after the texture
+#: flattening), which runs these
 COMPACTING = (
     s_tir.transform.CanonicalizeLoop,
     s_tir.transform.LowerCrossThreadReduction,
