@@ -43,6 +43,7 @@ def test_ocr_reads_each_line_at_its_width_as_onnxruntime_does(pocl, tmp_path):
     assert [(box, text) for box, text, _ in read] == [(box, text) for box, text, _ in expected]
     assert [text for _, text, _ in read] == list(LINES)
     assert len(set(widths)) == len(LINES)  # (one recognizer artifact, a width per line)
-    # the detector's one artifact at other multiples of 32, square and not, past its first run
-    for h, w in ((32, 32), (96, 64), (64, 160)):
+    # the detector's one artifact at another multiple of 32, not square, past its first run (pocl
+    # builds each new launch geometry: a size costs seconds here, not on a GPU)
+    for h, w in ((96, 64),):
         det_both(np.random.default_rng(h + w).standard_normal((1, 3, h, w)).astype(np.float32), atol=1e-5)
