@@ -39,6 +39,7 @@ frontend cannot import ("Reshape requires the input new shape to be Shape"). :fu
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -430,6 +431,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod), declared), made_by))
     mod = record_output_names(mod, [o.name for o in model.graph.output])
     _check_windows(mod, where)
+    _refuse_run_time_branches(mod, model, where)
     if not used:
         return mod
     _check_known_shapes(mod, where, {name: ranges[name] for name in used})
@@ -474,6 +476,25 @@ def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[i
 _WINDOWED = {f"relax.nn.{kind}{d}d" for kind in ("max_pool", "avg_pool", "conv") for d in (1, 2, 3)}
 
 
+def _refuse_run_time_branches(mod: tvm.IRModule, model, where: str) -> None:
+    """Refuse, naming the ONNX ``If`` nodes, a model whose branch TVM's importer kept (its
+    condition computed at run time, not folded): the runtime runs a fixed sequence of kernels, and
+    the export stopped at "If has no runtime step"."""
+    from tvm import relax
+
+    found = []
+
+    def visit(e) -> None:
+        if isinstance(e, relax.If):
+            found.append(e)
+
+    relax.analysis.post_order_visit(mod["main"].body, visit)
+    if found:
+        names = [n.name or n.output[0] for n in model.graph.node if n.op_type == "If"]
+        raise UnsupportedError(f"{where}: If node(s) {', '.join(names[:3]) or '(unnamed)'}: a branch on a condition computed at run time is not supported "
+                               "(a condition of constants is folded at import)")  # fmt: skip
+
+
 def _check_windows(mod: tvm.IRModule, where: str) -> None:
     """Refuse, naming the ONNX node, a pool or conv whose window is larger than its padded input:
     TVM's importer gives it an output of size 0, and every later op then reads nothing (a model
@@ -512,7 +533,8 @@ def _importer_class():
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
-    from .onnx_attributes import antialiased_resize, conv_transpose_attrs, convert_pow, resize_inputs
+    from .onnx_attributes import (antialiased_resize, conv_transpose_attrs, convert_cast, convert_dropout, convert_isinf, convert_layer_norm, convert_pow,
+                                  refuse_node, resize_inputs)  # fmt: skip
     from .onnx_expand import convert_expand
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
@@ -522,7 +544,9 @@ def _importer_class():
 
     CONVERTERS = converters()
     OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range,
-                 "Slice": convert_slice, "Gather": convert_gather, "Div": convert_div, "Pow": convert_pow, **VARIADIC}  # (None: TVM's converter handles the node)
+                 "Slice": convert_slice, "Gather": convert_gather, "Div": convert_div, "Pow": convert_pow, "IsInf": convert_isinf, "LayerNormalization": convert_layer_norm,
+                 "Dropout": convert_dropout, "Cast": convert_cast, **{op: functools.partial(refuse_node, op=op) for op in ("BatchNormalization", "RoiAlign", "NonMaxSuppression")},
+                 **VARIADIC}  # fmt: skip  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph):

@@ -16,7 +16,21 @@ numbers or the wrong output shape:
   ``sizes`` for the last two axes of a 4-D input are read as the full four
   (:func:`resize_inputs`); other axes are refused;
 * ``Pow`` of a float by an integer exponent (TVM's converter failed on the mixed dtypes): the
-  exponent is cast to the base's dtype (:func:`convert_pow`).
+  exponent is cast to the base's dtype (:func:`convert_pow`);
+* ``IsInf``'s ``detect_positive`` / ``detect_negative`` (both infinities were reported whatever
+  they said): compared with the infinities they ask for (:func:`convert_isinf`);
+* ``LayerNormalization``'s ``Mean`` and ``InvStdDev`` outputs (TVM's converter gave each as the
+  scalar 0, which a graph reading them computed on): computed over the normalized axes
+  (:func:`convert_layer_norm`);
+* ``Dropout``'s ``mask`` (float32 where ONNX has bool): all true, as inference keeps every value
+  (:func:`convert_dropout`);
+* ``Cast`` of floats to int32 (torch's ``.int()``): TVM wraps the value through int64 modulo
+  2**32, which a Vulkan shader (32-bit integers) cannot hold; the value is truncated directly,
+  non-finite values to 0 as TVM's (:func:`convert_cast`);
+* ``BatchNormalization`` with ``training_mode=1`` (normalized with the running statistics, which
+  it must update instead), ``RoiAlign`` with ``mode="max"`` (onnxruntime's definition of the max
+  is not the samples' max), ``Pow`` of integers (TVM: "power only applies to float") and
+  ``NonMaxSuppression`` (TVM's build stops inside): refused by node (:func:`refuse_node`).
 """
 
 from __future__ import annotations
@@ -157,8 +171,90 @@ def convert_pow(bb, inputs, attrs):
     converter, for matching dtypes)."""
     from tvm import relax
 
+    refuse_node(bb, inputs, attrs, "Pow")
     base, exponent = inputs[0], inputs[1]
     dt = lambda e: str(getattr(getattr(e, "ty", None), "dtype", ""))  # noqa: E731
     if dt(base) == dt(exponent) or not dt(base).startswith(("float", "bfloat")):
         return None
     return relax.op.power(base, bb.normalize(relax.op.astype(exponent, dt(base))))
+
+
+def convert_isinf(bb, inputs, attrs):
+    """``IsInf`` with ``detect_positive`` or ``detect_negative`` 0: equality with the infinities
+    asked for (None: both asked for, TVM's converter)."""
+    from tvm import relax
+
+    positive, negative = int(attrs.get("detect_positive", 1)), int(attrs.get("detect_negative", 1))
+    if positive and negative:
+        return None
+    x = inputs[0]
+    dtype = str(x.ty.dtype)
+    found = relax.op.zeros(x.ty.shape, "bool") if not (positive or negative) else None
+    for sign, wanted in ((1.0, positive), (-1.0, negative)):
+        if wanted:
+            found = bb.normalize(relax.op.equal(x, relax.const(sign * np.inf, dtype)))
+    return found
+
+
+def convert_layer_norm(bb, inputs, attrs):
+    """``LayerNormalization`` whose ``Mean`` / ``InvStdDev`` outputs the graph names: the normalized
+    output as TVM converts it, and the statistics over axes ``axis..rank-1`` (kept as 1s), in
+    float32 as ``stash_type`` 1 asks (None: only ``Y`` named, TVM's converter)."""
+    from tvm import relax
+
+    if int(attrs.get("tvm_custom", {}).get("num_outputs", 1)) < 2:
+        return None
+    x, scale = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    rank = x.ty.ndim
+    axis = int(attrs.get("axis", -1)) % rank
+    axes = list(range(axis, rank))
+    eps = float(attrs.get("epsilon", 1e-5))
+    if bias is None:
+        bias = relax.op.zeros_like(scale)
+    y = bb.normalize(relax.op.nn.layer_norm(x, scale, bias, axes, eps))
+    xf = bb.normalize(relax.op.astype(x, "float32")) if str(x.ty.dtype) != "float32" else x
+    mean = bb.normalize(relax.op.mean(xf, axes, keepdims=True))
+    centred = bb.normalize(relax.op.subtract(xf, mean))
+    variance = bb.normalize(relax.op.mean(relax.op.multiply(centred, centred), axes, keepdims=True))
+    inv_std = bb.normalize(relax.op.rsqrt(relax.op.add(variance, relax.const(eps, "float32"))))
+    return relax.Tuple([y, mean, inv_std])
+
+
+def convert_dropout(bb, inputs, attrs):
+    """``Dropout`` whose ``mask`` the graph names: the data as it is and a mask of trues (None:
+    only the output named, TVM's converter)."""
+    from tvm import relax
+
+    if int(attrs.get("tvm_custom", {}).get("num_outputs", 1)) < 2:
+        return None
+    x = inputs[0]
+    return relax.Tuple([x, relax.op.ones(x.ty.shape, "bool")])
+
+
+def convert_cast(bb, inputs, attrs):
+    """``Cast`` of a float tensor to int32: non-finite values to 0 (as TVM's converter), the others
+    truncated (None: any other cast, TVM's converter)."""
+    from tvm import relax
+
+    x = inputs[0]
+    src = str(getattr(getattr(x, "ty", None), "dtype", ""))
+    to = {6: "int32"}.get(int(attrs.get("to", 0)))  # (uint32: TVM's wrap of negative values, onnxruntime's)
+    if to is None or not isinstance(getattr(x, "ty", None), relax.TensorType) or src not in ("float32", "float16"):
+        return None
+    finite = bb.normalize(relax.op.where(relax.op.isfinite(x), x, relax.const(0.0, src)))
+    return relax.op.astype(finite, to)
+
+
+def refuse_node(bb, inputs, attrs, op: str):
+    """The forms of the module docstring that relax_vk refuses, by node (None: the others)."""
+    where = onnx_node(attrs, op)
+    if op == "BatchNormalization" and int(attrs.get("training_mode", 0)):
+        raise UnsupportedError(f"{where}: training_mode=1 (batch statistics, running statistics updated) is not supported; export the model in eval mode")
+    if op == "RoiAlign" and attrs.get("mode", b"avg") in (b"max", "max"):
+        raise UnsupportedError(f"{where}: mode='max' is not supported (onnxruntime's max is not the samples' max); mode='avg' is")
+    if op == "NonMaxSuppression":
+        raise UnsupportedError(f"{where}: NonMaxSuppression (a data-dependent number of boxes) is not supported; run it on the host after the model")
+    if op == "Pow" and not str(getattr(getattr(inputs[0], "ty", None), "dtype", "float")).startswith(("float", "bfloat")):
+        raise UnsupportedError(f"{where}: Pow of {inputs[0].ty.dtype} values is not supported; of floats it is")
+    return None

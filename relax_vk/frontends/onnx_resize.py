@@ -26,6 +26,10 @@ from .errors import onnx_node
 _MODES = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 
 
+#: the coordinate transformations TVM's resize computes
+COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn", "tf_crop_and_resize")
+
+
 def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     """``Resize`` of a 4-D input with run-time spatial dims and constant ``scales`` (module
     docstring); None (TVM's converter) for everything else. ``static``: static dims are resized
@@ -37,6 +41,11 @@ def convert_resize(bb, inputs, attrs, op: str = "Resize", static: bool = False):
     scales = inputs[2] if len(inputs) > 2 else None
     sizes = inputs[3] if len(inputs) > 3 else None
     shape = getattr(getattr(x, "ty", None), "shape", None)
+    coordinates = attrs.get("coordinate_transformation_mode", b"half_pixel")
+    coordinates = coordinates.decode() if isinstance(coordinates, bytes) else str(coordinates)
+    if coordinates not in COORDINATE_MODES:  # (TVM raised a bare ValueError at build: half_pixel_symmetric, opset 19)
+        raise UnsupportedError(f"{onnx_node(attrs, op)}: coordinate_transformation_mode {coordinates!r} is not supported "
+                               f"({', '.join(COORDINATE_MODES)} are)")  # fmt: skip
     if isinstance(getattr(x, "ty", None), relax.TensorType) and shape is None:  # (TVM's converter fails on it with a TypeError)
         raise UnsupportedError(f"{onnx_node(attrs, op)}: its input's shape is lost at run-time dims (an op before it adds or "
                                "concatenates tensors whose sizes TVM cannot prove equal for every size in the ranges); if the "

@@ -76,3 +76,69 @@ def test_resize_axes_and_pow_of_an_integer_exponent(target, device):
     _assert_as_onnxruntime(_model(node, X.shape, [scales]), {"x": X}, target, device)
     exponent = numpy_helper.from_array(np.array([1, 2, 3], "int64").reshape(1, 3, 1, 1), "e")
     _assert_as_onnxruntime(_model(helper.make_node("Pow", ["x", "e"], ["y"]), X.shape, [exponent]), {"x": X}, target, device)
+
+
+def _graph(nodes, inputs, outputs, inits=(), opset=18):
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)), opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", BACKENDS)
+def test_outputs_and_attributes_tvm_dropped(target, device, request):
+    """LayerNormalization's Mean and InvStdDev (TVM: scalar zeros, which the product read),
+    IsInf's detect_negative=0 (TVM reported both infinities), Dropout's mask (TVM: float32) and a
+    Cast of floats to int32 (TVM's int64 wrap, which a Vulkan shader cannot hold): as onnxruntime."""
+    request.getfixturevalue(device)
+    f, b = TensorProto.FLOAT, TensorProto.BOOL
+    nodes = [helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean", "istd"], axis=-1, name="ln"),
+             helper.make_node("Mul", ["mean", "istd"], ["z"]),
+             helper.make_node("IsInf", ["x"], ["inf"], detect_negative=0),
+             helper.make_node("Dropout", ["x"], ["d", "mask"]),
+             helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT32)]  # fmt: skip
+    outputs = [helper.make_tensor_value_info(n, t, [2, 6, 1 if n == "z" else 8]) for n, t in (("y", f), ("z", f), ("inf", b), ("mask", b), ("i", TensorProto.INT32))]
+    model = _graph(nodes, [helper.make_tensor_value_info("x", f, [2, 6, 8])], outputs, [numpy_helper.from_array(np.linspace(0.5, 2, 8, dtype="float32"), "s")])
+    x = np.random.default_rng(1).standard_normal((2, 6, 8)).astype("float32") * 3
+    x[0, 0, :3] = [np.inf, -np.inf, 2.5]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = load(relax_vk.build(from_onnx(model), target).artifact(), device=device).run([x])
+    for name, a, e in zip(("y", "z", "inf", "mask", "i"), got, want):
+        assert a.shape == e.shape and a.dtype == e.dtype, name
+        if name in ("y", "z"):  # (the row with infinities is NaN in both)
+            np.testing.assert_allclose(a[1], e[1], rtol=1e-5, atol=1e-5, err_msg=name)
+        elif name == "i":  # (an infinity's int32 is undefined: TVM gives 0, onnxruntime INT_MIN)
+            np.testing.assert_array_equal(a[1], e[1], err_msg=name)
+        else:
+            np.testing.assert_array_equal(a, e, err_msg=name)
+
+
+def test_forms_tvm_would_compute_wrong_or_fail_on_are_refused_by_node():
+    f = TensorProto.FLOAT
+    x4 = helper.make_tensor_value_info("x", f, [1, 2, 4, 4])
+    stats = [numpy_helper.from_array(np.ones(2, "float32"), n) for n in ("sc", "bi", "m", "v")]
+    cases = [
+        (helper.make_node("BatchNormalization", ["x", "sc", "bi", "m", "v"], ["y"], name="bn", training_mode=1), [x4], stats,
+         "BatchNormalization node bn: training_mode=1", (f, [1, 2, 4, 4])),
+        (helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], name="roi", mode="max"), [x4],
+         [numpy_helper.from_array(np.array([[0, 0, 2, 2]], "float32"), "rois"), numpy_helper.from_array(np.array([0], "int64"), "idx")],
+         "RoiAlign node roi: mode='max' is not supported", (f, [1, 2, 1, 1])),
+        (helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"], name="nms"),
+         [helper.make_tensor_value_info("boxes", f, [1, 3, 4]), helper.make_tensor_value_info("scores", f, [1, 1, 3])], [],
+         "NonMaxSuppression node nms: NonMaxSuppression", (TensorProto.INT64, [None, 3])),
+        (helper.make_node("Pow", ["a", "a"], ["y"], name="pw"), [helper.make_tensor_value_info("a", TensorProto.INT32, [3])], [],
+         "Pow node pw: Pow of int32 values is not supported", (TensorProto.INT32, [3])),
+        (helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rs", mode="linear", coordinate_transformation_mode="half_pixel_symmetric"), [x4],
+         [numpy_helper.from_array(np.array([1, 1, 2, 2], "float32"), "scales")], "Resize node rs: coordinate_transformation_mode 'half_pixel_symmetric'",
+         (f, [1, 2, 8, 8])),
+    ]  # fmt: skip
+    for node, inputs, inits, message, (dtype, shape) in cases:
+        with pytest.raises(UnsupportedError, match=message):
+            from_onnx(_graph([node], inputs, [helper.make_tensor_value_info("y", dtype, shape)], inits, opset=19))
+    then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [helper.make_tensor_value_info("t", f, [3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", f, [3])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then, else_branch=other)]  # fmt: skip
+    model = _graph(nodes, [helper.make_tensor_value_info("x", f, [3])], [helper.make_tensor_value_info("y", f, [3])], [numpy_helper.from_array(np.array(0, "float32"), "zero")])
+    with pytest.raises(UnsupportedError, match="If node\\(s\\) branch: a branch on a condition computed at run time is not supported"):
+        from_onnx(model)
