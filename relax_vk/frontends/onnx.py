@@ -533,8 +533,8 @@ def _importer_class():
     from tvm.relax.frontend.onnx import onnx_frontend
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
-    from .onnx_attributes import (antialiased_resize, conv_transpose_attrs, convert_cast, convert_dropout, convert_isinf, convert_layer_norm, convert_pow,
-                                  refuse_node, resize_inputs)  # fmt: skip
+    from .onnx_attributes import (antialiased_resize, conv_transpose_attrs, convert_cast, convert_dropout, convert_eye_like, convert_isinf, convert_layer_norm,
+                                  convert_one_hot, convert_pow, refuse_node, resize_inputs)  # fmt: skip
     from .onnx_expand import convert_expand
     from .onnx_lrn import convert_lrn
     from .onnx_resize import convert_resize, convert_upsample
@@ -545,7 +545,7 @@ def _importer_class():
     CONVERTERS = converters()
     OVERRIDES = {"Resize": convert_resize, "Upsample": convert_upsample, "LRN": convert_lrn, "Expand": convert_expand, "Reshape": convert_reshape, "Range": convert_range,
                  "Slice": convert_slice, "Gather": convert_gather, "Div": convert_div, "Pow": convert_pow, "IsInf": convert_isinf, "LayerNormalization": convert_layer_norm,
-                 "Dropout": convert_dropout, "Cast": convert_cast, **{op: functools.partial(refuse_node, op=op) for op in ("BatchNormalization", "RoiAlign", "NonMaxSuppression")},
+                 "Dropout": convert_dropout, "Cast": convert_cast, "EyeLike": convert_eye_like, "OneHot": convert_one_hot, **{op: functools.partial(refuse_node, op=op) for op in ("BatchNormalization", "RoiAlign", "NonMaxSuppression")},
                  **VARIADIC}  # fmt: skip  # (None: TVM's converter handles the node)
 
     class Importer(ONNXGraphImporter):

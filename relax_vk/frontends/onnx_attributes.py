@@ -27,6 +27,10 @@ numbers or the wrong output shape:
 * ``Cast`` of floats to int32 (torch's ``.int()``): TVM wraps the value through int64 modulo
   2**32, which a Vulkan shader (32-bit integers) cannot hold; the value is truncated directly,
   non-finite values to 0 as TVM's (:func:`convert_cast`);
+* ``EyeLike`` with a ``dtype`` other than its input's and ``OneHot`` with its depth as a
+  one-element tensor (both valid ONNX; TVM's converters refused them), and ``OneHot`` of float
+  values (TVM's result was float64): read as ONNX says (:func:`convert_eye_like`,
+  :func:`convert_one_hot`);
 * ``BatchNormalization`` with ``training_mode=1`` (normalized with the running statistics, which
   it must update instead), ``RoiAlign`` with ``mode="max"`` (onnxruntime's definition of the max
   is not the samples' max), ``Pow`` of integers (TVM: "power only applies to float") and
@@ -258,3 +262,32 @@ def refuse_node(bb, inputs, attrs, op: str):
     if op == "Pow" and not str(getattr(getattr(inputs[0], "ty", None), "dtype", "float")).startswith(("float", "bfloat")):
         raise UnsupportedError(f"{where}: Pow of {inputs[0].ty.dtype} values is not supported; of floats it is")
     return None
+
+
+def convert_eye_like(bb, inputs, attrs):
+    """``EyeLike`` in its ``dtype`` attribute's type (None: no attribute, TVM's converter). TVM's
+    legalization of ``eye_like`` makes the input's dtype whatever its attribute says, so the ones
+    and zeros are cast (exact in every dtype)."""
+    from onnx import helper
+    from tvm import relax
+
+    if "dtype" not in attrs:
+        return None
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(int(attrs["dtype"]))).name
+    return relax.op.astype(bb.normalize(relax.op.eye_like(inputs[0], int(attrs.get("k", 0)))), dtype)
+
+
+def convert_one_hot(bb, inputs, attrs):
+    """``OneHot`` of a constant depth, a scalar or a one-element tensor (``[5]``; TVM's converter
+    takes a scalar): TVM's converter on the scalar, its result in the values' dtype (TVM's is
+    float64 for float values); None: any other depth."""
+    from tvm import relax
+    from tvm.ir import GenericConst
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    depth = inputs[1]
+    if not (isinstance(depth, GenericConst) and depth.value.numpy().size == 1 and isinstance(inputs[2], GenericConst)):
+        return None
+    scalar = relax.const(depth.value.numpy().reshape(()))
+    hot = onnx_frontend.OneHot._impl_v11(bb, [inputs[0], scalar, *inputs[2:]], attrs, ({}, {}))  # (graph nodes, params: the values are constants)
+    return relax.op.astype(bb.normalize(hot), str(inputs[2].ty.dtype))  # (TVM's prim values of Python floats are float64)

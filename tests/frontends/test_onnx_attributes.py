@@ -142,3 +142,25 @@ def test_forms_tvm_would_compute_wrong_or_fail_on_are_refused_by_node():
     model = _graph(nodes, [helper.make_tensor_value_info("x", f, [3])], [helper.make_tensor_value_info("y", f, [3])], [numpy_helper.from_array(np.array(0, "float32"), "zero")])
     with pytest.raises(UnsupportedError, match="If node\\(s\\) branch: a branch on a condition computed at run time is not supported"):
         from_onnx(model)
+
+
+def test_valid_forms_tvm_refused(pocl):
+    """EyeLike in another dtype than its input's and OneHot with a one-element depth tensor (TVM:
+    "dtype mismatch", and a type error), and OneHot of float values with a scalar depth (TVM's
+    result was float64): as onnxruntime."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("EyeLike", ["x"], ["eye"], k=1, dtype=TensorProto.INT32),
+             helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=-1),
+             helper.make_node("OneHot", ["ids", "depth0", "values"], ["hot0"], axis=1)]  # fmt: skip
+    inits = [numpy_helper.from_array(np.array([5], "int64"), "depth"), numpy_helper.from_array(np.array([0, 3], "float32"), "values"),
+             numpy_helper.from_array(np.array(6, "int64"), "depth0")]  # fmt: skip
+    inputs = [helper.make_tensor_value_info("x", f, [3, 4]), helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])]
+    outputs = [helper.make_tensor_value_info("eye", TensorProto.INT32, [3, 4]), helper.make_tensor_value_info("hot", f, [2, 3, 5]),
+               helper.make_tensor_value_info("hot0", f, [2, 6, 3])]  # fmt: skip
+    model = _graph(nodes, inputs, outputs, inits, opset=13)
+    feeds = {"x": np.zeros((3, 4), "float32"), "ids": np.array([[0, 4, -1], [2, 1, 3]], "int64")}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = load(relax_vk.build(from_onnx(model), "opencl").artifact(), device="pocl").run(list(feeds.values()))
+    for a, e in zip(got, want):
+        assert a.dtype == e.dtype
+        np.testing.assert_array_equal(a, e)
