@@ -214,8 +214,9 @@ def convert_layer_norm(bb, inputs, attrs):
     axis = int(attrs.get("axis", -1)) % rank
     axes = list(range(axis, rank))
     eps = float(attrs.get("epsilon", 1e-5))
-    if bias is None:
-        bias = relax.op.zeros_like(scale)
+    if bias is None:  # (a constant where it can be, as TVM's converter makes it: a zeros op is a kernel of its own)
+        shape = _static_shape(scale)
+        bias = relax.const(np.zeros(shape, str(scale.ty.dtype))) if shape is not None else relax.op.zeros_like(scale)
     y = bb.normalize(relax.op.nn.layer_norm(x, scale, bias, axes, eps))
     xf = bb.normalize(relax.op.astype(x, "float32")) if str(x.ty.dtype) != "float32" else x
     mean = bb.normalize(relax.op.mean(xf, axes, keepdims=True))
