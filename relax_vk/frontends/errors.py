@@ -37,6 +37,15 @@ def first_lost_shape(mod) -> Optional[str]:
     return None
 
 
+def refuse_fixed_reshapes(mod, where: str, label: str, hint: str = "") -> None:
+    """Raise :class:`UnsupportedError` naming (``label``: "node", "op") the reshape that
+    :func:`first_fixed_reshape_of_run_time_size` finds, if any; ``hint`` ends the message."""
+    fixed = first_fixed_reshape_of_run_time_size(mod)
+    if fixed is not None:
+        raise UnsupportedError(f"{where}: {label} {fixed[0]}: reshapes {fixed[1]}, whose size is a run-time size, to the fixed shape {fixed[2]}: "
+                               f"right at one size only{hint}")  # fmt: skip
+
+
 def first_fixed_reshape_of_run_time_size(mod) -> Optional[Tuple[str, str, str]]:
     """``(model op, input shape, output shape)`` of ``main``'s first reshape of a tensor whose size
     is a run-time size to a fixed shape: an export that baked its example's length into a

@@ -51,7 +51,7 @@ from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_
 from ..core.errors import RelaxVKError, UnsupportedError
 from ..core.extras import require
 from ..core.provenance import model_op_names, record_model_ops, record_output_names
-from .errors import ModelLoadError, first_fixed_reshape_of_run_time_size, first_lost_shape, onnx_node
+from .errors import ModelLoadError, first_lost_shape, onnx_node, refuse_fixed_reshapes
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
 from .onnx_quant import rewrite_quantized, widen_int4_weights
@@ -459,11 +459,8 @@ def _check_known_shapes(mod: tvm.IRModule, where: str, ranges: Dict[str, Tuple[i
     op whose inputs' sizes it cannot prove equal (an FPN adding a 2x upsampled map to the map it
     came from: equal only at multiples) gets a tensor of unknown shape, which no later stage can
     build."""
-    fixed = first_fixed_reshape_of_run_time_size(mod)
-    if fixed is not None:
-        raise UnsupportedError(f"{where}: node {fixed[0]}: reshapes {fixed[1]}, whose size is a run-time size, to the fixed shape {fixed[2]}: "
-                               "right at one size only (an export that baked its example's size into the Reshape); re-export it with "
-                               "the shape computed from the input (Shape -> Concat), or fix the dims")  # fmt: skip
+    refuse_fixed_reshapes(mod, where, "node", " (an export that baked its example's size into the Reshape); re-export it with the shape computed "
+                          "from the input (Shape -> Concat), or fix the dims")  # fmt: skip
     node = first_lost_shape(mod)
     if node is not None:
         plain = ", ".join(f"{n}={lo}:{hi}" for n, (lo, hi, step) in sorted(ranges.items()) if step == 1)

@@ -77,7 +77,7 @@ from ..core.errors import UnsupportedError
 from ..core.extras import require
 from ..core.provenance import record_model_ops
 from .antialias import antialiased_weights
-from .errors import ModelLoadError, first_fixed_reshape_of_run_time_size, first_lost_shape
+from .errors import ModelLoadError, first_lost_shape, refuse_fixed_reshapes
 from .open_slices import exact_open_slices
 from .resize_picks import check_nearest_picks
 from .size_tensors import sized_elementwise, take_at_size
@@ -90,11 +90,20 @@ KEEP = ("aten.replication_pad2d.default", "aten.reflection_pad2d.default", "aten
         "aten.pad.default")  # fmt: skip
 
 
+def _pad_width(pads: Sequence[int], ndim: int) -> list:
+    """Relax's pad width (a before/after pair per axis, first axis first) of PyTorch's ``pads``
+    (pairs from the last axis back)."""
+    width = [0] * (2 * ndim)
+    for i in range(len(pads) // 2):
+        axis = ndim - 1 - i
+        width[2 * axis], width[2 * axis + 1] = pads[2 * i], pads[2 * i + 1]
+    return width
+
+
 def _pad_converter(mode: str):
     def convert(node, importer) -> relax.Var:
         x = importer.env[node.args[0]]
-        left, right, top, bottom = (int(p) for p in node.args[1])
-        width = [0] * (2 * (x.ty.ndim - 2)) + [top, bottom, left, right]
+        width = _pad_width([int(p) for p in node.args[1]], x.ty.ndim)
         return importer.block_builder.emit(relax.op.nn.pad(x, width, mode, 0.0))
 
     return convert
@@ -110,13 +119,9 @@ def _pad(node, importer) -> relax.Var:
     value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value", None)
     if mode not in ("constant", "reflect", "replicate", "circular") or len(pads) % 2 or len(pads) > 2 * x.ty.ndim:
         raise UnsupportedError(f"pad (node {node.name}): mode {mode!r} with pads {pads} of a rank-{x.ty.ndim} tensor is not supported")
-    width = [0] * (2 * x.ty.ndim)
-    for i in range(len(pads) // 2):
-        axis = x.ty.ndim - 1 - i
-        width[2 * axis], width[2 * axis + 1] = pads[2 * i], pads[2 * i + 1]
     if mode != "constant" and any(p < 0 for p in pads):
         raise UnsupportedError(f"pad (node {node.name}): negative pads {pads} in mode {mode!r} are not supported")
-    return importer.block_builder.emit(relax.op.nn.pad(x, width, mode, 0.0 if value is None else float(value)))
+    return importer.block_builder.emit(relax.op.nn.pad(x, _pad_width(pads, x.ty.ndim), mode, 0.0 if value is None else float(value)))
 
 
 def _nearest_rows_agree(size: int, scale: float) -> bool:
@@ -260,27 +265,23 @@ def _size_bound(arg, axis: int, largest: bool = True):
     """The largest (or smallest) value the export allows for ``arg``'s size along ``axis`` (None:
     unbounded, or unknown)."""
     value = getattr(arg, "meta", {}).get("val")
-    if value is None:
-        return None
-    size = value.shape[axis]
-    if isinstance(size, int):
-        return size
-    bounds = size.node.shape_env.bound_sympy(size.node.expr)
-    bound = bounds.upper if largest else bounds.lower
-    return int(bound) if bound.is_finite else None
+    return None if value is None else _sym_bound(value.shape[axis], largest)
 
 
 def _value_bound(value, largest: bool = True):
     """The largest (or smallest) value the export allows for the run-time size ``value`` (an fx
     node of a SymInt, or an int); None when unbounded or unknown."""
-    if isinstance(value, int):
-        return value
-    val = getattr(value, "meta", {}).get("val")
-    if isinstance(val, int):
-        return val
-    if val is None or not hasattr(val, "node"):
+    return value if isinstance(value, int) else _sym_bound(getattr(value, "meta", {}).get("val"), largest)
+
+
+def _sym_bound(size, largest: bool):
+    """The largest (or smallest) value of ``size`` (an int, or a SymInt of the export's shape
+    environment); None when unbounded or unknown."""
+    if isinstance(size, int):
+        return size
+    if size is None or not hasattr(size, "node"):
         return None
-    bounds = val.node.shape_env.bound_sympy(val.node.expr)
+    bounds = size.node.shape_env.bound_sympy(size.node.expr)
     bound = bounds.upper if largest else bounds.lower
     return int(bound) if bound.is_finite else None
 
@@ -895,10 +896,7 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
     mod = exact_open_slices(_wrapped_constant_indices(_without_assertions(mod, where)))
     check_nearest_picks(mod, where, "torch")
-    fixed = first_fixed_reshape_of_run_time_size(mod)
-    if fixed is not None:
-        raise UnsupportedError(f"{where}: op {fixed[0]}: reshapes {fixed[1]}, whose size is a run-time size, to the fixed shape {fixed[2]}: "
-                               "right at one size only")  # fmt: skip
+    refuse_fixed_reshapes(mod, where, "op")
     lost = first_lost_shape(mod) if "tir_var_upper_bound" in (mod["main"].attrs or {}) else None
     if lost is not None:  # (left so, its ops would be built unlegalized or wrong)
         raise UnsupportedError(f"{where}: op {lost}: TVM's importer cannot tell the shape of its output at run-time sizes "

@@ -25,6 +25,7 @@ from ..core.dims import kernel_ranges
 from ..core.ir_utils import run_time_size
 from .analysis import _loop_kinds, _realize
 from .unchecked import new_schedule
+from .verify import compacted
 
 MAX_GROUPS = 65535  # per grid dimension (Vulkan's guaranteed minimum, and OpenCL-safe)
 
@@ -220,16 +221,9 @@ def schedule_safe(func: tirx.PrimFunc, threads: int = 64) -> tirx.PrimFunc:
 
 
 def _compacts(func: tirx.PrimFunc) -> bool:
-    """Whether TVM's lowering up to its buffer compaction accepts ``func``."""
-    import tvm
-
-    passes = [s_tir.transform.LowerCrossThreadReduction(), s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-              s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation()]  # fmt: skip
-    try:
-        tvm.transform.Sequential(passes)(tvm.IRModule({"main": func}))
-    except tvm.error.InternalError:
-        return False
-    return True
+    """Whether TVM's lowering up to its buffer compaction accepts ``func`` (the passes the
+    verifier and the TIR pipeline run: :data:`relax_vk.schedules.verify.COMPACTING`)."""
+    return compacted(func) is not None
 
 
 def _schedule_safe(func: tirx.PrimFunc, threads: int, registers: bool, apart: Optional[_Apart] = None) -> tirx.PrimFunc:

@@ -34,9 +34,8 @@ from typing import List, Optional
 import tvm
 from tvm import s_tir, tirx
 from tvm.tirx import stmt as S
-from tvm.tirx.buffer import is_buffer_var
 
-from ..core.ir_utils import tir_uses_any
+from ..core.ir_utils import run_time_size, tir_uses_any
 
 LANES = 4
 
@@ -127,14 +126,25 @@ COMPACTING = (
 )
 
 
+def compacted(func: tirx.PrimFunc) -> Optional[tirx.PrimFunc]:
+    """``func`` through :data:`COMPACTING`, or None where TVM's lowering refuses it (a region it
+    cannot bound)."""
+    try:
+        return tvm.transform.Sequential([make() for make in COMPACTING])(tvm.IRModule({"main": func}))["main"]
+    except tvm.error.InternalError:
+        return None
+
+
 def _run_time_scratch(func: tirx.PrimFunc) -> List[str]:
     """The workgroup and thread buffers of ``func`` whose compacted size is not a constant (none
     for a kernel of static shape, which is not lowered here)."""
-    if not _has_run_time_size(func):
+    if not run_time_size(func):
         return []
     try:
-        lowered = tvm.transform.Sequential([make() for make in COMPACTING])(tvm.IRModule({"main": func}))["main"]
+        lowered = compacted(func)
     except Exception:  # (a kernel these passes cannot take fails them again in the build, with TVM's message)
+        return []
+    if lowered is None:
         return []
     found: List[str] = []
 
@@ -148,17 +158,6 @@ def _run_time_scratch(func: tirx.PrimFunc) -> List[str]:
 
     visit(lowered.body)
     return found
-
-
-def _has_run_time_size(func: tirx.PrimFunc) -> bool:
-    """Whether a buffer of ``func`` has a run-time dim, or ``func`` takes a size as a scalar."""
-    for param in func.params:  # (buffers, and scalars)
-        if is_buffer_var(param):
-            if any(not isinstance(d, tirx.IntImm) for d in param.shape):
-                return True
-        elif str(getattr(param.ty, "dtype", "")).startswith(("int", "uint")):
-            return True
-    return False
 
 
 def _wide_thread_tag(node) -> Optional[str]:

@@ -225,30 +225,39 @@ def _is_ramp_lanes(expr, base: int, lanes: int) -> bool:
 LLVMPIPE_LOOP_ITERATIONS = 65535
 
 
-def loop_iterations(stmt, unrolled=lambda s: False) -> Optional[int]:
-    """An upper bound on the iterations one invocation runs of the loops in ``stmt``, all together
-    (both branches of an ``if`` counted; a loop the emitter unrolls, ``unrolled``, runs its body's
-    loops once per copy); None where a trip count is not a constant."""
+def _iterations(stmt, unrolled, trips, lets: dict):
+    """The loop iterations of ``stmt`` (:func:`loop_iterations`), each loop's trip count given by
+    ``trips(extent, lets)`` (None: not known), ``lets`` the ``let`` bindings on the way."""
     kind = type(stmt).__name__
     if kind == "For":
-        if not isinstance(stmt.extent, tirx.IntImm):
+        count = trips(stmt.extent, lets)
+        if count is None:
             return None
-        trips, inner = int(stmt.extent.value), loop_iterations(stmt.body, unrolled)
+        inner = _iterations(stmt.body, unrolled, trips, lets)
         if inner is None:
             return None
-        return trips * inner if unrolled(stmt) else trips + trips * inner
+        return count * inner if unrolled(stmt) else count + count * inner
     if kind == "While":
         return None
+    if kind == "LetStmt":
+        lets = {**lets, stmt.var: substitute(stmt.value, lets)} if lets is not None else None
     parts = list(stmt.seq) if kind == "SeqStmt" else [getattr(stmt, a) for a in ("then_case", "else_case", "body") if getattr(stmt, a, None) is not None]
     total = 0
     for part in parts:
         if not isinstance(part, tirx.Stmt):
             continue
-        n = loop_iterations(part, unrolled)
+        n = _iterations(part, unrolled, trips, lets)
         if n is None:
             return None
-        total += n
+        total = total + n
     return total
+
+
+def loop_iterations(stmt, unrolled=lambda s: False) -> Optional[int]:
+    """An upper bound on the iterations one invocation runs of the loops in ``stmt``, all together
+    (both branches of an ``if`` counted; a loop the emitter unrolls, ``unrolled``, runs its body's
+    loops once per copy); None where a trip count is not a constant."""
+    return _iterations(stmt, unrolled, lambda extent, _lets: int(extent.value) if isinstance(extent, tirx.IntImm) else None, None)
 
 
 def symbolic_loop_iterations(func: tirx.PrimFunc, unrolled=lambda s: False):
@@ -260,36 +269,17 @@ def symbolic_loop_iterations(func: tirx.PrimFunc, unrolled=lambda s: False):
         if not isinstance(getattr(p, "ty", None), tirx.buffer.BufferType):
             params.add(p)
 
-    def count(stmt, lets: dict):
-        kind = type(stmt).__name__
-        if kind == "For":
-            trips = substitute(stmt.extent, lets)
-            if not all(v in params for v in tirx.analysis.undefined_vars(trips)):
-                return None
-            inner = count(stmt.body, lets)
-            if inner is None:
-                return None
-            trips = tirx.Cast("int64", trips) if trips.ty.dtype != "int64" else trips
-            return trips * inner if unrolled(stmt) else trips + trips * inner
-        if kind == "While":
+    def trips(extent, lets):
+        extent = substitute(extent, lets)
+        if not all(v in params for v in tirx.analysis.undefined_vars(extent)):
             return None
-        if kind == "LetStmt":
-            return count(stmt.body, {**lets, stmt.var: substitute(stmt.value, lets)})
-        parts = list(stmt.seq) if kind == "SeqStmt" else [getattr(stmt, a) for a in ("then_case", "else_case", "body") if getattr(stmt, a, None) is not None]
-        total = tirx.const(0, "int64")
-        for part in parts:
-            if not isinstance(part, tirx.Stmt):
-                continue
-            n = count(part, lets)
-            if n is None:
-                return None
-            total = total + n
-        return total
+        return tirx.Cast("int64", extent) if extent.ty.dtype != "int64" else extent
 
     try:
-        return count(func.body, {})
+        total = _iterations(func.body, unrolled, trips, {})
     except UnsupportedError:  # (a let or extent the size arithmetic does not carry: not known)
         return None
+    return tirx.const(total, "int64") if isinstance(total, int) else total
 
 
 def _has_loop(stmt) -> bool:
