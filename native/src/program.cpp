@@ -15,7 +15,7 @@ namespace rvk {
 namespace {
 
 const char kMagic[8] = {'R', 'E', 'L', 'A', 'X', 'V', 'K', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // artifact.py VERSION
 constexpr size_t kAlign = 16;
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 3 * 24;
 const char* const kSections[3] = {"program", "source", "constants"};

@@ -13,8 +13,8 @@
 // pass per step with a timestamp pair when profiling; recorded during the last run when it can be),
 // then a command buffer that copies the states' new rows and the outputs (and the timestamps) into
 // mappable buffers, and maps.
-// Run-time dims (run_time_shapes.hpp): a kernel's integer arguments are uniforms (emit.py's
-// "uniform" bindings, slots of one buffer made at load), and a grid that depends on the dims is
+// Run-time dims (run_time_shapes.hpp): a kernel's integer arguments are one uniform block (emit.py's
+// "uniforms" binding, a slot of one buffer made at load), and a grid that depends on the dims is
 // dispatched indirectly from a buffer of workgroup counts; when a run's sizes change,
 // shapes_changed() writes both (queue writes, so steps recorded ahead stay right at any size), and
 // the inputs, outputs and buffer copies move the run's bytes (storage stays at the bound).
@@ -388,7 +388,7 @@ void check_limits(const Program& program, const Limits& l, const std::string& de
             if (b == "buffer" || b == "buffer_read") ++counts[0];
             if (b == "texture") ++counts[1];
             if (b == "storage_texture" || b == "storage_texture_f16") ++counts[2];
-            if (b == "uniform") ++counts[3];
+            if (b == "uniform" || b == "uniforms") ++counts[3];
         }
         const std::pair<const char*, int64_t> kinds[4] = {
             {"buffer", l.buffers}, {"texture", l.textures}, {"storage_texture", l.storage_textures}, {"uniform", l.uniforms}};
@@ -649,9 +649,10 @@ private:
         WGPUComputePipeline pipeline;
         WGPUBindGroup group;
         uint32_t groups[3];
-        std::vector<uint64_t> uniforms;  // its integer arguments' offsets in uniforms_ (Step::scalars order; a run-count copy's count)
+        std::vector<uint64_t> uniforms;  // its integer arguments' byte offsets in uniforms_ (Step::scalars order; a run-count copy's count)
         int64_t copy_groups_x = 0;       // a run-count copy: the row of workgroups its shader indexes with (the bound's)
         int64_t grid = -1;               // a grid that depends on the dims: its counts' byte offset in grids_ (an indirect dispatch)
+        uint64_t block_bytes = kUniformBytes;  // the bytes its uniform binding reads (a launch's block of integers, a copy's count)
     };
     struct Readback {  // an output's mappable copy
         int tid;
@@ -703,10 +704,10 @@ private:
     std::map<std::string, Pipeline> pipelines_;  // by kernel name, (kernel, writable positions) or copy source
     std::vector<Prepared> steps_;
     std::vector<Readback> readbacks_;
-    // The launches' integer arguments (run-time sizes) as uniforms: one buffer, a kUniformStride
-    // slot per distinct argument and per run-count copy (WebGPU's default
-    // minUniformBufferOffsetAlignment, which the device is requested with), its value as i32 in
-    // the slot's first 4 of kUniformBytes. Written by shapes_changed().
+    // The launches' integer arguments (run-time sizes) as uniforms: one buffer, a slot aligned to
+    // kUniformStride (WebGPU's default minUniformBufferOffsetAlignment, which the device is
+    // requested with) per distinct block of arguments, each an i32 word, and per run-count copy (its
+    // count as i32 in the slot's first 4 of kUniformBytes). Written by shapes_changed().
     static constexpr uint64_t kUniformStride = 256, kUniformBytes = 16;
     WGPUBuffer uniforms_ = nullptr;
     std::vector<uint8_t> uniform_staging_;
@@ -1184,9 +1185,12 @@ private:
             e.buffer.type = WGPUBufferBindingType_Storage;
         } else if (kind == "buffer_read") {
             e.buffer.type = WGPUBufferBindingType_ReadOnlyStorage;
-        } else if (kind == "uniform") {  // an integer argument: vec4<i32>, its value in .x
+        } else if (kind == "uniform") {  // a run-count copy's count: vec4<i32>, its value in .x
             e.buffer.type = WGPUBufferBindingType_Uniform;
             e.buffer.minBindingSize = kUniformBytes;
+        } else if (kind == "uniforms") {  // a kernel's integer arguments: array<vec4<i32>, M>, a word each
+            e.buffer.type = WGPUBufferBindingType_Uniform;
+            e.buffer.minBindingSize = 0;  // (M is the step's: wgpu checks the bound block's size at the dispatch)
         } else if (kind == "texture") {
             e.texture.sampleType = WGPUTextureSampleType_UnfilterableFloat;
             e.texture.viewDimension = WGPUTextureViewDimension_2DArray;
@@ -1201,7 +1205,7 @@ private:
 
     static bool known_kind(const std::string& kind) {
         return kind == "buffer" || kind == "buffer_read" || kind == "texture" || kind == "storage_texture" || kind == "storage_texture_f16" ||
-               kind == "uniform";
+               kind == "uniform" || kind == "uniforms";
     }
 
     // session.ShaderError's message
@@ -1354,25 +1358,45 @@ private:
         return !s.is_image && !d.is_image && (!s.shape_expr.empty() || !d.shape_expr.empty());
     }
 
-    // The uniform arena: a slot of kUniformStride bytes per distinct integer argument of the
-    // launches (one expression of the dims: a decoder's 631 arguments are 6 values), first, then
-    // one per run-count copy, written by shapes_changed(). Returns each argument's slot offset (by
-    // its expression) and the first copy's.
+    // A launch's integer arguments in the order of their parameters (the words of the kernel's
+    // uniform block, emit.py "uniforms"): step.scalars' positions, sorted by parameter index
+    static std::vector<size_t> block_order(const Step& step) {
+        std::vector<size_t> order(step.scalars.size());
+        for (size_t a = 0; a < order.size(); ++a) order[a] = a;
+        std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return step.scalars[x].index < step.scalars[y].index; });
+        return order;
+    }
+
+    // The bytes of a block of `count` integer words (array<vec4<i32>, M>: 16 bytes a vec4)
+    static uint64_t block_bytes(size_t count) { return 16 * ((count + 3) / 4); }
+
+    // The uniform arena: a slot per distinct argument block of the launches (the same expressions
+    // of the dims in the same order: a decoder's hundreds of launches pass a few such lists), each
+    // kUniformStride-aligned, first, then one per run-count copy, written by shapes_changed().
+    // Returns each block's slot offset (by its expressions) and the first copy's.
     std::pair<std::map<std::string, uint64_t>, uint64_t> allocate_uniforms() {
-        std::map<std::string, uint64_t> arguments;
-        uint64_t copies = 0;
+        std::map<std::string, uint64_t> blocks;
+        uint64_t next = 0, copies = 0;
         for (const Step& step : program_.steps) {
-            if (step.op == Step::Launch)
-                for (const ScalarArg& a : step.scalars) arguments.emplace(a.value.repr(program_.dims), arguments.size() * kUniformStride);
-            else if (run_count_copy(step))
+            if (step.op == Step::Launch && !step.scalars.empty()) {
+                auto [at, fresh] = blocks.emplace(block_key(step), next);
+                if (fresh) next += (block_bytes(step.scalars.size()) + kUniformStride - 1) / kUniformStride * kUniformStride;
+            } else if (step.op == Step::Copy && run_count_copy(step)) {
                 ++copies;
+            }
         }
-        uint64_t slots = arguments.size() + copies;
-        if (slots) {
-            uniform_staging_.assign(static_cast<size_t>(slots * kUniformStride), 0);
-            uniforms_ = buffer(slots * kUniformStride, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "the kernels' integer arguments");
+        uint64_t bytes = next + copies * kUniformStride;
+        if (bytes) {
+            uniform_staging_.assign(static_cast<size_t>(bytes), 0);
+            uniforms_ = buffer(bytes, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "the kernels' integer arguments");
         }
-        return {arguments, arguments.size() * kUniformStride};
+        return {blocks, next};
+    }
+
+    std::string block_key(const Step& step) const {
+        std::string key;
+        for (size_t a : block_order(step)) key += step.scalars[a].value.repr(program_.dims) + ";";
+        return key;
     }
 
     // session._prepare: a step's pipeline, bind group (made once here) and workgroup counts (a
@@ -1390,31 +1414,32 @@ private:
             if (step.op == Step::Launch) {
                 const Kernel& k = *program_.kernel(step.kernel);
                 std::string at = "step " + std::to_string(index) + " (" + k.name + ")";
-                if (step.args.size() + step.scalars.size() != k.bindings.size())
+                // the tensors take the kernel's bindings in order; its integers, if it has any, the
+                // last one: one uniform block, a word each in the order of their parameters (emit.py)
+                bool block = !k.bindings.empty() && k.bindings.back() == "uniforms";
+                size_t tensors = k.bindings.size() - (block ? 1 : 0);
+                if (step.args.size() != tensors || block == step.scalars.empty())
                     throw Error(RVK_ERROR_ARTIFACT, at + " passes " + std::to_string(step.args.size()) + " tensors and " + std::to_string(step.scalars.size()) +
-                                                        " integers; the kernel binds " + std::to_string(k.bindings.size()));
-                // the integers take their parameters' bindings (uniforms), the tensors the others in order
-                slots.assign(k.bindings.size(), 0);
-                offsets.assign(k.bindings.size(), 0);
-                for (const ScalarArg& a : step.scalars) {
-                    size_t i = static_cast<size_t>(a.index);
-                    if (a.index < 0 || i >= k.bindings.size() || k.bindings[i] != "uniform" || slots[i] == -1)
-                        throw Error(RVK_ERROR_ARTIFACT, at + " passes an integer as parameter " + std::to_string(a.index) +
-                                                            ", which is not a uniform binding of the kernel");
-                    uint64_t slot = argument_slots.at(a.value.repr(program_.dims));
-                    slots[i] = -1;
-                    offsets[i] = slot;
-                    p.uniforms.push_back(slot);
-                }
-                std::vector<int> args;  // the tensors and their bindings
+                                                        " integers; the kernel binds " + std::to_string(tensors) + " tensors and " +
+                                                        (block ? "a block of integers" : "no integers"));
+                std::vector<int> args(step.args.begin(), step.args.end());  // the tensors and their bindings
                 std::vector<size_t> binding_of;
-                for (size_t i = 0, t = 0; i < k.bindings.size(); ++i) {
-                    if (slots[i] == -1) continue;
-                    if (k.bindings[i] == "uniform")
-                        throw Error(RVK_ERROR_ARTIFACT, at + ": binding " + std::to_string(i) + " of the kernel is an integer (uniform); the step passes none");
-                    slots[i] = step.args[t++];
-                    args.push_back(slots[i]);
+                for (size_t i = 0; i < tensors; ++i) {
+                    if (k.bindings[i] == "uniform" || k.bindings[i] == "uniforms")
+                        throw Error(RVK_ERROR_ARTIFACT, at + ": binding " + std::to_string(i) + " of the kernel is " + k.bindings[i] +
+                                                            ", where its tensors' bindings come first and one block of integers last");
+                    slots.push_back(args[i]);
+                    offsets.push_back(0);
                     binding_of.push_back(i);
+                }
+                if (block) {
+                    uint64_t slot = argument_slots.at(block_key(step));
+                    std::vector<size_t> order = block_order(step);
+                    p.uniforms.assign(step.scalars.size(), 0);
+                    for (size_t word = 0; word < order.size(); ++word) p.uniforms[order[word]] = slot + 4 * word;
+                    slots.push_back(-1);
+                    offsets.push_back(slot);
+                    p.block_bytes = block_bytes(step.scalars.size());
                 }
                 std::vector<size_t> writable;
                 for (size_t i : shared_buffers(args))
@@ -1478,7 +1503,7 @@ private:
         std::string described;
         for (size_t i = 0; i < slots.size(); ++i) {
             if (slots[i] < 0) {
-                described += std::string(i ? ", " : "") + "an integer (uniform)";
+                described += std::string(i ? ", " : "") + "the integers (a uniform block)";
                 continue;
             }
             const Tensor& t = program_.tensors[static_cast<size_t>(slots[i])];
@@ -1491,11 +1516,12 @@ private:
         for (size_t i = 0; i < slots.size(); ++i) {
             WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
             e.binding = static_cast<uint32_t>(i);
-            if (slots[i] < 0) {  // an integer argument: its 16 bytes of the uniform arena
-                if (kinds[i] != "uniform" || !uniforms_) throw mismatch("binding " + std::to_string(i) + " is a " + kinds[i] + ", the step passes an integer");
+            if (slots[i] < 0) {  // integer arguments: their block of the uniform arena (a copy's count: 16 bytes)
+                if ((kinds[i] != "uniform" && kinds[i] != "uniforms") || !uniforms_)
+                    throw mismatch("binding " + std::to_string(i) + " is a " + kinds[i] + ", the step passes integers");
                 e.buffer = uniforms_;
                 e.offset = offsets[i];
-                e.size = kUniformBytes;
+                e.size = p.block_bytes;
                 entries.push_back(e);
                 continue;
             }

@@ -202,10 +202,10 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
     return int(math.prod(shape)) * np.dtype(str(dtype)).itemsize
 
 
-#: the most texture origins a kernel takes on each API (relax_vk.codegen.texture_origins: a WGSL
-#: integer argument is a uniform binding, and WebGPU guarantees 12 a shader stage); a folded
-#: texture past it sits at (0, 0) of an image of its own
-MAX_ORIGINS = {"opencl": 64, "vulkan": 8}
+#: the most texture origins a kernel takes on each API (relax_vk.codegen.texture_origins: each is
+#: an integer argument, a word of the kernel's one uniform block on Vulkan); a folded texture past
+#: it sits at (0, 0) of an image of its own
+MAX_ORIGINS = {"opencl": 64, "vulkan": 64}
 
 
 def folded_width(ext: ImageExtents, spatial_limit: int) -> Optional[int]:

@@ -46,7 +46,7 @@ import numpy as np
 from ..core.errors import UnsupportedError
 
 MAGIC = b"RELAXVK\0"
-VERSION = 1
+VERSION = 2  # 2: a Vulkan kernel's integer arguments are one uniform block ("uniforms"), not a binding each
 ALIGN = 16
 _HEADER = struct.Struct("<8sII")
 _SECTION = struct.Struct("<QQII")

@@ -1,5 +1,5 @@
-"""Run-time dims on Vulkan: the WGSL emitter takes a kernel's integer size parameters as uniforms
-(and symbolic ``blockIdx`` extents: the dispatch's workgroup counts), and the native Vulkan session
+"""Run-time dims on Vulkan: the WGSL emitter takes a kernel's integer size parameters as one block
+of uniforms (and symbolic ``blockIdx`` extents: the dispatch's workgroup counts), and the native Vulkan session
 writes them, recomputes each launch's workgroups from the run's global size and moves only the
 run's bytes (inputs, outputs, buffer copies), on lavapipe."""
 
@@ -26,6 +26,17 @@ def _sized_kernel(a_ptr: T.handle("float32", "global"), b_ptr: T.handle("float32
 
 
 @T.prim_func(s_tir=True)
+def _interleaved_kernel(n: T.int32, a_ptr: T.handle("float32", "global"), k: T.int32, b_ptr: T.handle("float32", "global"),
+                        c: T.int32, d: T.int32, e: T.int32):  # fmt: skip
+    a = T.decl_buffer((n,), data=a_ptr)
+    b = T.decl_buffer((n,), data=b_ptr)
+    with T.launch_thread("blockIdx.x", (n + 63) // 64) as bx:
+        with T.launch_thread("threadIdx.x", 64) as tx:
+            if bx * 64 + tx < n:
+                b[bx * 64 + tx] = a[bx * 64 + tx] * T.Cast("float32", k + c + d + e)
+
+
+@T.prim_func(s_tir=True)
 def _symbolic_workgroup_kernel(a_ptr: T.handle("float32", "global"), n: T.int32):
     a = T.decl_buffer((n,), data=a_ptr)
     with T.launch_thread("threadIdx.x", n) as tx:
@@ -38,15 +49,24 @@ def _float_scalar_kernel(a_ptr: T.handle("float32", "global"), s: T.float32):
     a[0] = s
 
 
-def test_integer_parameters_are_uniforms_at_their_parameter_index():
+def test_integer_parameters_are_one_uniform_block_after_the_tensors():
     shader = emit_kernel(_sized_kernel, "sized")
-    assert shader.bindings == ("buffer_read", "buffer", "uniform", "uniform")
-    assert "@group(0) @binding(2) var<uniform> n_u: vec4<i32>;" in shader.source
-    assert "@group(0) @binding(3) var<uniform> m_u: vec4<i32>;" in shader.source  # (int64 sizes compute in i32)
-    assert "let n: i32 = n_u.x;" in shader.source and "let m: i32 = m_u.x;" in shader.source
+    assert shader.bindings == ("buffer_read", "buffer", "uniforms")
+    assert "@group(0) @binding(2) var<uniform> rvk_args: array<vec4<i32>, 1>;" in shader.source
+    assert shader.source.count("var<uniform>") == 1
+    assert "let n: i32 = rvk_args[0].x;" in shader.source and "let m: i32 = rvk_args[0].y;" in shader.source  # (int64 sizes compute in i32)
     # the symbolic grid is the dispatch's; the workgroup size stays a constant
     assert shader.workgroup == (64, 1, 1)
     assert "i32(rvk_wid.x)" in shader.source
+
+
+def test_integers_between_the_tensors_are_words_of_the_block_in_parameter_order():
+    shader = emit_kernel(_interleaved_kernel, "interleaved")
+    assert shader.bindings == ("buffer_read", "buffer", "uniforms")  # (the tensors first, in their order)
+    assert "@group(0) @binding(0) var<storage, read> a_ptr" in shader.source
+    assert "@group(0) @binding(2) var<uniform> rvk_args: array<vec4<i32>, 2>;" in shader.source
+    for name, word in (("n", "[0].x"), ("k", "[0].y"), ("c", "[0].z"), ("d", "[0].w"), ("e", "[1].x")):
+        assert f"let {name}: i32 = rvk_args{word};" in shader.source
 
 
 @pytest.mark.parametrize(
@@ -96,7 +116,7 @@ def test_conv_runs_at_every_width_of_its_range(lavapipe):
     launch = next(s for s in artifact.program["steps"] if s["op"] == "launch")
     assert launch["scalars"] and launch["global"]
     kernel = next(k for k in artifact.program["kernels"] if k["name"] == launch["kernel"])
-    assert "uniform" in kernel["bindings"]
+    assert kernel["bindings"][-1] == "uniforms" and "uniform" not in kernel["bindings"]
     session = Session(artifact, device="lavapipe")
     objects = session.device_objects
     # new widths, the range's ends, repeats (a run recorded ahead at the last width must not be reused)
@@ -142,6 +162,31 @@ def test_reductions_and_matmuls_over_a_run_time_dim(lavapipe):
             assert out.shape == ref.shape
             np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
     assert session.device_objects == objects
+
+
+def test_a_kernel_of_more_integers_than_a_stage_may_bind_uniforms_runs(lavapipe):
+    """A concat of 16 tensors each of its own run-time length is one kernel of 31 integer arguments.
+    As a uniform binding each it was refused at load past lavapipe's 15 uniform buffers a stage
+    (WebGPU's default: 12); as one block of words it runs, right at every mix of lengths."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from relax_vk.frontends import from_onnx
+
+    n = 16
+    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [1, f"C{i}", 4]) for i in range(n)]
+    graph = helper.make_graph([helper.make_node("Concat", [f"x{i}" for i in range(n)], ["c"], axis=1), helper.make_node("Relu", ["c"], ["y"])],
+                              "concat", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, 4])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = relax_vk.build(from_onnx(model, {f"x{i}": (1, f"C{i}", 4) for i in range(n)}, dims={f"C{i}": (1, 8) for i in range(n)}), "vulkan")
+    (shader,) = compiled.shaders.values()
+    assert shader.bindings == ("buffer", *["buffer_read"] * n, "uniforms") and shader.source.count("rvk_args[") > 15
+    session = Session(compiled.artifact(), device="lavapipe")
+    rng = np.random.default_rng(3)
+    for lengths in (rng.integers(1, 9, n), [8] * n, [1] * n):
+        xs = [rng.standard_normal((1, int(c), 4)).astype("float32") for c in lengths]
+        (out,) = session.run(xs)
+        np.testing.assert_array_equal(out, np.maximum(np.concatenate(xs, axis=1), 0))
 
 
 def _run_time_copy_program(rows, bound):

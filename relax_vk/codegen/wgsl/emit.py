@@ -28,9 +28,14 @@ group 0, binding ``i`` = parameter ``i``:
   reads the low word, a store writes the value and its sign (zero) extension. Its values are held in
   32 bits, as the kernels compute them (below), and the host never reads one (the edges convert
   64-bit inputs and outputs);
-* an integer scalar: ``var<uniform> NAME_u: vec4<i32>`` (``"uniform"``, 16 bytes), its value in
-  ``.x`` as an ``i32`` (int64 too: see below), read once into a ``let`` at the top of ``main``. The
-  runtime writes it when the run's sizes change (a launch step's ``"scalars"``).
+* the integer scalars, all of them together: one ``var<uniform> rvk_args: array<vec4<i32>, M>``
+  (``"uniforms"``, the kernel's last binding), the ``k``-th scalar parameter (in parameter order)
+  as an ``i32`` (int64 too: see below) in word ``k`` (``rvk_args[k / 4][k % 4]``), each read once
+  into a ``let`` at the top of ``main``. One binding whatever the count, as ncnn passes a shader's
+  sizes in one push-constant block: a uniform binding each took up to 9 of the 12 uniform buffers
+  a WebGPU stage may bind by default (a conv over three run-time dims). The runtime writes the
+  block when the run's sizes change (a launch step's ``"scalars"``, in the order of their
+  ``index``). The tensors take bindings 0, 1, ... in parameter order.
 
 ``blockIdx.{x,y,z}`` become ``workgroup_id`` and ``threadIdx.{x,y,z}`` ``local_invocation_id``
 (all three axes: TVM's WebGPU codegen refuses ``blockIdx.z``). WGSL has no 64-bit integers:
@@ -116,8 +121,8 @@ class Shader:
     """One kernel as a WGSL module: its source, workgroup size and the kind of each binding
     (``"buffer"``, ``"buffer_read"`` (never written), ``"texture"`` (sampled, read),
     ``"storage_texture"`` / ``"storage_texture_f16"`` (written, rgba32float / rgba16float),
-    ``"uniform"`` (an integer scalar parameter: 16 bytes, its value as ``i32`` in ``.x``)), and
-    its ``var<workgroup>`` bytes."""
+    ``"uniforms"`` (the kernel's integer scalar parameters, one ``i32`` word each in parameter
+    order, the last binding)), and its ``var<workgroup>`` bytes."""
 
     name: str
     source: str
@@ -326,7 +331,8 @@ class _Emitter:
         self.half_storage = False  # written textures hold half texels (ScopeOptions(precision="fp16"))
         self.workgroup_bytes = 0  # var<workgroup> memory (checked against the adapter at load)
         self.bindings: List[str] = []
-        self.scalars: Dict[object, str] = NodeDict()  # integer scalar parameter -> its uniform's identifier
+        self.scalars: Dict[object, int] = NodeDict()  # integer scalar parameter -> its word in the uniform block
+        self.args_block = ""  # the uniform block's identifier (module docstring)
         self.grid: Dict[str, object] = {}  # blockIdx tag -> its extent (an int, or a PrimExpr of the scalars)
         self.where = f"kernel {name}"  # the kernel, as errors from wgsl_type name it
         self.types: Dict[int, Tuple[object, object]] = {}  # address of a PrimType -> (that PrimType, its dtype)
@@ -388,10 +394,10 @@ class _Emitter:
                 dtype = str(getattr(ty, "dtype", ty))
                 if dtype not in ("int32", "int64"):
                     raise self.fail(f"parameter {param.name} is a {dtype} scalar; kernels take buffers, textures and int32/int64 sizes only")
-                # a run-time size: a uniform holding it as i32 (int64 too: module docstring), read
-                # into a let of the parameter's name at the top of main (see run)
-                name = self.bind(param)
-                self.scalars[param] = self.fresh(f"{name}_u")
+                # a run-time size: a word of the uniform block holding it as i32 (int64 too: module
+                # docstring), read into a let of the parameter's name at the top of main (see run)
+                self.bind(param)
+                self.scalars[param] = len(self.scalars)
                 continue
             scope = str(ty.storage_scope) or "global"
             self.bind(param)
@@ -420,12 +426,10 @@ class _Emitter:
 
     def declare_params(self) -> List[str]:
         decls = []
-        for index, param in enumerate(self.func.params):
+        tensors = [p for p in self.func.params if p not in self.scalars]
+        for index, param in enumerate(tensors):
             name = self.names[param]
-            if param in self.scalars:
-                kind = "uniform"
-                decls.append(f"@group(0) @binding({index}) var<uniform> {self.scalars[param]}: vec4<i32>;")
-            elif param in self.textures:
+            if param in self.textures:
                 uses = self.textures[param]
                 if uses == {"load", "store"}:
                     raise self.fail(f"texture {param.name} is read and written by one kernel (write-only storage textures)")
@@ -451,6 +455,10 @@ class _Emitter:
                 kind, access = ("buffer", "read_write") if param in self.stored else ("buffer_read", "read")
                 decls.append(f"@group(0) @binding({index}) var<storage, {access}> {name}: array<{elem}>;")
             self.bindings.append(kind)
+        if self.scalars:
+            words = -(-len(self.scalars) // 4)
+            decls.append(f"@group(0) @binding({len(tensors)}) var<uniform> {self.args_block}: array<vec4<i32>, {words}>;")
+            self.bindings.append("uniforms")
         return decls
 
     # -------------------------------------------------------- expressions
@@ -1086,9 +1094,12 @@ class _Emitter:
     # ------------------------------------------------------------- module
     def run(self) -> Shader:
         self.params()
+        if self.scalars:
+            self.args_block = "rvk_args"  # (names starting rvk_ are the emitter's own: fresh)
         for param in self.func.params:
             if param in self.scalars:
-                self.emit(1, f"let {self.names[param]}: i32 = {self.scalars[param]}.x;")
+                word = self.scalars[param]
+                self.emit(1, f"let {self.names[param]}: i32 = {self.args_block}[{word // 4}].{'xyzw'[word % 4]};")
         self.stmt(self.func.body, 1)
         atomic = {self.names[p] for p in self.byte_buffers & self.stored}
         self.lines = [_resolve_words(line, atomic) for line in self.lines]

@@ -21,8 +21,8 @@ def test_texture_kernels_read_sampled_and_write_storage_textures():
     compiled = relax_vk.build(build_example("rfc-conv2d"), target="vulkan")
     conv = next(s for name, s in compiled.shaders.items() if name.startswith("conv2d_NCHWc_OIHWo"))
     # output texture, input texture, weight texture, in parameter order; then the origins of the
-    # output and input in their shared images (codegen/texture_origins.py), uniforms
-    assert conv.bindings == ("storage_texture", "texture", "texture", "uniform", "uniform")
+    # output and input in their shared images (codegen/texture_origins.py), one uniform block
+    assert conv.bindings == ("storage_texture", "texture", "texture", "uniforms")
     assert "texture_storage_2d_array<rgba32float, write>" in conv.source
     assert conv.source.count("texture_2d_array<f32>") == 2
     assert "textureStore(" in conv.source and "textureLoad(" in conv.source
@@ -31,9 +31,9 @@ def test_texture_kernels_read_sampled_and_write_storage_textures():
     # the packing transform reads a buffer (bound read-only) and writes a texture; the unpacking
     # transform reads a texture and writes a buffer
     pack = compiled.shaders["te_layout_transform_kernel"]
-    assert pack.bindings == ("storage_texture", "buffer_read", "uniform")
+    assert pack.bindings == ("storage_texture", "buffer_read", "uniforms")
     assert "var<storage, read> x_ptr: array<f32>;" in pack.source
-    assert compiled.shaders["te_layout_transform2_kernel"].bindings == ("texture", "buffer", "uniform")
+    assert compiled.shaders["te_layout_transform2_kernel"].bindings == ("texture", "buffer", "uniforms")
 
 
 def _math_module():
