@@ -131,6 +131,10 @@ def _cast_result(body: relax.SeqExpr, dtypes: Dict[int, str]) -> relax.SeqExpr:
             new_fields.append(source)
             changed = True
             continue
+        if isinstance(value, GenericConst) and dtypes[i] == "int32" and not fits_int32(value.value.numpy()):
+            # (the cast would fold into a constant of wrapped values: the host never sees the others)
+            raise UnsupportedError(f"output {i} is an int64 constant holding values outside int32, which the API's kernels compute "
+                                   "int64 values in (WGSL has no 64-bit integers); build for OpenCL")
         var = relax.Var(f"output{i}_{dtypes[i]}", relax.TensorType(field.ty.shape, dtypes[i]))
         bindings.append(relax.VarBinding(var, relax.op.astype(field, dtypes[i])))
         new_fields.append(var)

@@ -201,3 +201,20 @@ def test_int64_arithmetic_results_leave_no_int64_tensor_between_kernels(tmp_path
     for out, ref in zip(outs, ort.InferenceSession(path).run(None, {"a": a, "b": b})):
         assert out.dtype == np.int64
         np.testing.assert_array_equal(out, ref)
+
+
+def test_an_int64_constant_output_past_int32_is_refused_on_vulkan_not_wrapped():
+    """The output's cast to the API's int32 folded into a constant of wrapped values ([1, 2**40] came
+    back [1, 0]); OpenCL holds it as it is."""
+    from tvm import relax as rx
+
+    from relax_vk.core.errors import UnsupportedError
+
+    bb = rx.BlockBuilder()
+    x = rx.Var("x", rx.TensorType((2,), "int64"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(rx.const(np.array([1, 2**40], np.int64), "int64"))
+        bb.emit_func_output(rx.Tuple([x, y]))
+    with pytest.raises(UnsupportedError, match="output 1 is an int64 constant holding values outside int32"):
+        relax_vk.build(bb.get(), "vulkan")
