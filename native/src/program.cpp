@@ -215,9 +215,20 @@ void check_tensor(const Json& t, size_t index, const std::map<std::string, int>&
     }
     if (t.has("host_dtype")) dtype_of(t.get("host_dtype"));
     if (const Json* r = t.get("index_range"); r && !r->is_null()) {  // (passes/layout/index_ranges.py)
-        bool ok = r->is_array() && r->items().size() == 2 && strict_int(&r->items()[0]) && strict_int(&r->items()[1]) &&
-                  r->items()[0].as_int() <= r->items()[1].as_int() && t.get("kind")->as_string() == "input" && dtype_is_integer(dtype);
-        require(ok, where + ": index_range " + r->repr() + " is not [lo, hi] (lo <= hi) of an integer input");
+        auto pair = [](const Json& p) {
+            return p.is_array() && p.items().size() == 2 && strict_int(&p.items()[0]) && strict_int(&p.items()[1]) &&
+                   p.items()[0].as_int() <= p.items()[1].as_int();
+        };
+        bool per_component = r->is_array() && !r->items().empty() && r->items()[0].is_array();
+        bool ok = t.get("kind")->as_string() == "input" && dtype_is_integer(dtype) && r->is_array();
+        if (ok && per_component) {  // [[lo, hi], ...]: one a position of the last axis, whose extent is static
+            for (const Json& p : r->items()) ok = ok && pair(p);
+            ok = ok && !shape.empty() && static_cast<size_t>(shape.back()) == r->items().size() &&
+                 (!t.get("shape_expr") || t.get("shape_expr")->is_null() || t.get("shape_expr")->items().back().is_int());
+        } else {
+            ok = ok && pair(*r);
+        }
+        require(ok, where + ": index_range " + r->repr() + " is not [lo, hi] (lo <= hi), or one such a position of the static last axis, of an integer input");
     }
     if (t.has("texel")) {
         const Json* texel = t.get("texel");
@@ -762,7 +773,10 @@ Program to_program(const Json& j, const std::string& source) {
         if (tj.has("texel") && truthy(tj.get("texel"))) t.texel = tj.get("texel")->as_string();
         if (const Json* r = tj.get("index_range"); r && r->is_array()) {  // (check_tensor validated it)
             t.has_index_range = true;
-            t.index_range = {r->items()[0].as_int(), r->items()[1].as_int()};
+            if (r->items()[0].is_array())
+                for (const Json& p : r->items()) t.index_range.push_back({p.items()[0].as_int(), p.items()[1].as_int()});
+            else
+                t.index_range.push_back({r->items()[0].as_int(), r->items()[1].as_int()});
         }
         if (const Json* s = tj.get("storage"); s && s->is_int()) t.storage = static_cast<int>(s->as_int());
         if (const Json* o = tj.get("offset"); o && o->is_int()) t.offset = o->as_int();

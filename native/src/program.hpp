@@ -47,9 +47,11 @@ struct Tensor {
     // allocation's image, and `image` is its folded extents (w, h * layers, 1); else (0, 0)
     std::array<int64_t, 2> origin{};
     // an integer input whose values index a table (passes/layout/index_ranges.py): each value
-    // must lie in [lo, hi] (inclusive), which the session checks before it uploads the input
+    // must lie in [lo, hi] (inclusive), which the session checks before it uploads the input; with
+    // several ranges, one per position of the last axis (an index tuple's components): element i
+    // against index_range[i % size]
     bool has_index_range = false;
-    std::array<int64_t, 2> index_range{};
+    std::vector<std::array<int64_t, 2>> index_range;
 
     int64_t elements() const;
     const char* texel_dtype() const;  // storage.lifetimes.texel_dtype

@@ -253,8 +253,9 @@ void Session::set_input(int index, const void* data, size_t size, const char* dt
 void Session::check_index_values(const Tensor& t, const uint8_t* data, const std::vector<int64_t>& shape) const {
     int64_t n = 1;
     for (int64_t v : shape) n *= v;
-    const int64_t lo = t.index_range[0], hi = t.index_range[1];
+    const size_t ranges = t.index_range.size();
     for (int64_t i = 0; i < n; ++i) {
+        const int64_t lo = t.index_range[static_cast<size_t>(i) % ranges][0], hi = t.index_range[static_cast<size_t>(i) % ranges][1];
         int64_t v = 0;
         switch (t.dtype) {
             case DType::I8: v = reinterpret_cast<const int8_t*>(data)[i]; break;
@@ -279,8 +280,9 @@ void Session::check_index_values(const Tensor& t, const uint8_t* data, const std
             rest = shape[a] ? rest / shape[a] : 0;
         }
         throw Error(RVK_ERROR_ARGUMENT, "input " + t.name + ": value " + std::to_string(v) + " at " + list_repr(at) + " is outside " +
-                                            std::to_string(lo) + ".." + std::to_string(hi) + ", the indices of the table it selects from (" +
-                                            std::to_string(hi + 1) + " rows)");
+                                            std::to_string(lo) + ".." + std::to_string(hi) + ", the indices of the " +
+                                            (ranges > 1 ? "axis it selects along (" : "table it selects from (") + std::to_string(hi + 1) +
+                                            (ranges > 1 ? " entries)" : " rows)"));
     }
 }
 

@@ -18,6 +18,7 @@ name.
 
 from __future__ import annotations
 
+import collections.abc
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -579,7 +580,8 @@ def export_program(
     ranges = main.attrs[INDEX_RANGE_ATTR] if main.attrs is not None and INDEX_RANGE_ATTR in main.attrs else {}
     for p, tid in zip(main.params, inputs):  # the values an input that indexes a table may hold (passes.layout.index_ranges)
         if p.name in ranges:
-            builder.tensors[tid]["index_range"] = [int(v) for v in ranges[p.name]]
+            r = ranges[p.name]  # [lo, hi], or one such a position of the last axis (an index tuple's)
+            builder.tensors[tid]["index_range"] = [[int(v) for v in q] for q in r] if isinstance(r[0], collections.abc.Sequence) else [int(v) for v in r]
     for i, tid in enumerate(outputs):
         if f"<output {i}>" in edges:
             builder.tensors[tid]["host_dtype"] = str(edges[f"<output {i}>"])

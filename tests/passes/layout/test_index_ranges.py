@@ -75,7 +75,8 @@ def test_a_value_past_the_table_is_refused_before_anything_runs(api, device, req
     np.testing.assert_array_equal(session.run([np.array([[3, 4, 5]])])[0], model(torch.tensor([[3, 4, 5]])).detach().numpy())
 
 
-@pytest.mark.parametrize("bad", [[5, 1], [0], [0, 1.5], "0..4"])
+# (a range per position of the last axis: one for each of its 3 positions, each [lo, hi])
+@pytest.mark.parametrize("bad", [[5, 1], [0], [0, 1.5], "0..4", [[0, 1], [0, 2]], [[0, 1], [2, 1], [0, 1]]])
 def test_a_malformed_index_range_is_refused_at_load(bad):
     artifact = relax_vk.build(from_torch(_Tagger().eval(), (torch.tensor([[1, 2, 3]]),)), "opencl").artifact()
     program = dict(artifact.program)
@@ -84,3 +85,49 @@ def test_a_malformed_index_range_is_refused_at_load(bad):
     tensor["index_range"] = bad
     with pytest.raises(ArtifactError, match="index_range"):
         validate(Artifact(program, artifact.source, dict(artifact.constants)).to_bytes())
+
+
+def _onnx_index_model(op):
+    """An ONNX ``op`` over a [2, 4] table whose indices are the model's input ``ids``."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    node, out, ids_shape, more = {
+        "GatherElements": (helper.make_node("GatherElements", ["x", "ids"], ["g"], axis=1), [2, 2], [2, 2], []),
+        "GatherND": (helper.make_node("GatherND", ["x", "ids"], ["g"]), [2], [2, 2], []),
+        "ScatterElements": (helper.make_node("ScatterElements", ["x", "ids", "u"], ["g"], axis=1), [2, 4], [2, 2], [vi("u", TensorProto.FLOAT, [2, 2])]),
+        "ScatterND": (helper.make_node("ScatterND", ["x", "ids", "u"], ["g"]), [2, 4], [2, 2], [vi("u", TensorProto.FLOAT, [2])]),
+    }[op]  # fmt: skip
+    graph = helper.make_graph([node], "g", [vi("ids", TensorProto.INT64, ids_shape), vi("x", TensorProto.FLOAT, [2, 4]), *more],
+                              [vi("g", TensorProto.FLOAT, out)])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("api, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+@pytest.mark.parametrize("op, good, bad, message", [
+    ("GatherElements", [[0, -4], [1, 3]], [[0, 4], [1, 2]], r"value 4 at \[0, 1\] is outside -4\.\.3"),
+    # an index tuple's components index axes of 2 and 4 entries: a range each
+    ("GatherND", [[1, 3], [-2, -1]], [[0, 3], [2, 0]], r"value 2 at \[1, 0\] is outside -2\.\.1, the indices of the axis it selects along"),
+    ("ScatterElements", [[0, -4], [1, 3]], [[0, 5], [1, 2]], r"value 5 at \[0, 1\] is outside -4\.\.3"),  # (TOPI wraps negatives itself)
+    ("ScatterND", [[1, 3], [0, 1]], [[0, 4], [1, 1]], r"value 4 at \[0, 1\] is outside -4\.\.3"),
+])  # fmt: skip
+@pytest.mark.one_api("api")
+def test_gathers_and_scatters_at_input_indices_refuse_a_value_past_their_axis(api, device, op, good, bad, message, request):
+    """An index past the axis crashed pocl (GatherElements / GatherND at 1e8: SIGSEGV) or read its
+    neighbours' memory; onnxruntime refuses it. The valid ones, negative too, run as onnxruntime does."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from relax_vk.frontends import from_onnx
+
+    request.getfixturevalue(device)
+    model = _onnx_index_model(op)
+    session = load(relax_vk.build(from_onnx(model), api).artifact(), device=device)
+    feeds = {"ids": np.array(good, np.int64), "x": np.arange(8, dtype=np.float32).reshape(2, 4) + 1}
+    if op.startswith("Scatter"):
+        feeds["u"] = np.array([[10, 20], [30, 40]] if op == "ScatterElements" else [10, 20], np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_array_equal(session.run(feeds)[0], want)
+    with pytest.raises(ValueError, match="input ids: " + message):
+        session.run({**feeds, "ids": np.array(bad, np.int64)})
