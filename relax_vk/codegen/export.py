@@ -39,7 +39,7 @@ from ..passes.layout.index_ranges import INDEX_RANGE_ATTR
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..serialization.artifact import Artifact
 from ..storage import allocated_bytes, assign_storage
-from ..storage.lifetimes import half_texels, snorm8_values
+from ..storage.lifetimes import half_texels, past_half, snorm8_values
 from .run_time_shapes import RunTimeDims, match_shapes, substitute
 from .shared_kernels import share_opencl_functions
 from .texture_origins import FOLDED_ATTR
@@ -609,7 +609,9 @@ def export_program(
     float_texels = {tid for name in float_texel_functions(main) for tid in builder.written_by.get(name, [])}
     for t in builder.tensors:
         if t["image"] and half_texels(t["dtype"], texel) and t["id"] not in float_texels:
-            t["texel"] = texel
+            # (a constant past float16's range keeps float32 texels: a conv weight of 2.4e5 read back as inf)
+            if not (t["kind"] == "constant" and past_half(builder.constants[f"t{t['id']}"])):
+                t["texel"] = texel
         snorm = snorm8_values(builder.constants[f"t{t['id']}"]) if t["image"] and t["kind"] == "constant" else None
         if snorm is not None:  # a quantized weight (passes.scope.quantized_weight_texels): one byte a channel
             t["texel"] = "snorm8"

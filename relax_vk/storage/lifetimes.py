@@ -87,6 +87,16 @@ def half_texels(dtype: str, texel: str) -> bool:
     return texel == "float16" and dtype == "float32"
 
 
+def past_half(values: np.ndarray) -> bool:
+    """Whether a float constant holds a finite value that a half texel cannot (past 65504: it
+    would be read back as infinity), so that its texture keeps float32 texels under half storage."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f" or values.size == 0:
+        return False
+    finite = values[np.isfinite(values)]
+    return bool(finite.size) and float(np.abs(finite).max()) > float(np.finfo(np.float16).max)
+
+
 def texel_dtype(t: dict) -> str:
     """What a program tensor's texels are stored as: its ``texel`` (half storage of a float32
     tensor, ``ScopeOptions(precision="fp16")``; ``snorm8`` bytes of a quantized weight) or its dtype."""

@@ -106,3 +106,56 @@ def test_plan_and_wgsl_store_half_texels():
     compiled = relax_vk.build(mod, "vulkan", options=ScopeOptions(precision="fp16"))
     assert "rgba16float" in compiled.source and "rgba32float" not in compiled.source
     assert compiled.plan().to_json()["memory"]["strategies"].keys() >= {"texture:float16"}
+
+
+def _onnx_conv_model(weight, returns_input=False):
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    outputs = [vi("y", TensorProto.FLOAT, [1, 4, 8, 8])]
+    if returns_input:  # (the input itself, as a second output)
+        nodes.append(helper.make_node("Identity", ["x"], ["x_out"]))
+        outputs.append(vi("x_out", TensorProto.FLOAT, [1, 4, 8, 8]))
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [1, 4, 8, 8])], outputs, [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("api, device", BACKENDS)
+@pytest.mark.one_api("api")
+def test_a_weight_past_the_half_range_keeps_float32_texels(api, device, request):
+    """A weight of 2.4e5 (an output of at most ~170) stored as half texels read back as infinity:
+    the output was all zeros. Such a constant keeps float32 texels; the rest stay half."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from relax_vk.frontends import from_onnx
+
+    request.getfixturevalue(device)
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    weight[0, 0, 1, 1] = 2.4e5
+    model = _onnx_conv_model(weight)
+    x = (rng.standard_normal((1, 4, 8, 8)) * 1e-3).astype(np.float32)
+    artifact = relax_vk.build(from_onnx(model), api, options=ScopeOptions(precision="fp16")).artifact()
+    texels = {t["name"]: t.get("texel") for t in artifact.program["tensors"] if t["image"]}
+    assert [v for k, v in texels.items() if k.startswith("const")] == [None] and "float16" in texels.values()  # (None: its dtype's)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = load(artifact, device=device).run([x])[0]
+    assert np.abs(got - want).max() <= BOUND * np.abs(want).max()
+
+
+@pytest.mark.parametrize("api, device", BACKENDS)
+@pytest.mark.one_api("api")
+def test_an_input_returned_as_an_output_keeps_its_float32_values(api, device, request):
+    """The output was the unpacking of the input's packed (half) texture: rounded to half."""
+    pytest.importorskip("onnx")
+    from relax_vk.frontends import from_onnx
+
+    request.getfixturevalue(device)
+    rng = np.random.default_rng(1)
+    model = _onnx_conv_model(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), returns_input=True)
+    x = (rng.standard_normal((1, 4, 8, 8)) * 100 + 0.0123).astype(np.float32)
+    session = load(relax_vk.build(from_onnx(model), api, options=ScopeOptions(precision="fp16")).artifact(), device=device)
+    np.testing.assert_array_equal(session.run([x])[1], x)

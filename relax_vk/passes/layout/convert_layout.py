@@ -118,6 +118,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
         self.packed_tuples: Dict[relax.Var, List[Packed]] = {}
         self.literal_tuples: Dict[relax.Var, relax.Tuple] = {}  # tuple literals holding packed fields
         self.materialized: set = set()
+        self.plain_packed: set = set()  # variables with a plain value of their own, packed too: never unpacked back
         self.pending: List[relax.Var] = []
         self.in_dataflow = False
 
@@ -125,7 +126,7 @@ class _Packer(relax.PyExprMutator, TokenOps):
     def visit_dataflow_block_(self, block):
         self.builder_._begin_dataflow_block()
         self.in_dataflow = True
-        self.packed, self.packed_tuples, self.materialized, self.pending = {}, {}, set(), []
+        self.packed, self.packed_tuples, self.materialized, self.pending, self.plain_packed = {}, {}, set(), [], set()
         self.literal_tuples, self.tokens, self.token_packs = {}, {}, {}
         for binding in block.bindings:
             self.visit_binding(binding)
@@ -174,7 +175,12 @@ class _Packer(relax.PyExprMutator, TokenOps):
             self.pending.append(var)
 
     def _stands_in(self, var) -> bool:
-        """Whether ``var``'s binding was replaced by a packed stand-in (its plain value unbound)."""
+        """Whether ``var``'s binding was replaced by a packed stand-in (its plain value unbound). A
+        variable packed from its plain value (a model input, a tensor an unconverted op computed)
+        keeps that value: its plain uses read it, not an unpacking of the packed copy (which under
+        half texels came back rounded: an input returned as an output lost its float32 bits)."""
+        if var in self.plain_packed:
+            return False
         return var in self.packed or var in self.packed_tuples or var in self.literal_tuples or var in self.tokens
 
     def _plain_use(self, var) -> None:
@@ -250,6 +256,8 @@ class _Packer(relax.PyExprMutator, TokenOps):
         )
         packed = Packed(new, shape[caxis], True, layout)
         if isinstance(expr, relax.Var) and pad_value == 0.0:
+            if not self._stands_in(expr):  # (packed from the plain value it keeps)
+                self.plain_packed.add(expr)
             self.packed[expr] = packed
         return packed
 
