@@ -45,6 +45,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tvm
+from tvm import relax
 
 from .quantized_matmuls import fuse_quantized_matmuls
 from ..core.dims import bind_stepped_dims, check_range, quotient_name, with_dim_ranges
@@ -115,10 +116,36 @@ def _load(path_or_model):
     return model, where
 
 
+def helper_dtype(value_info) -> str:
+    """The numpy dtype name of an ONNX value's element type."""
+    from onnx import helper
+
+    return str(helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type))
+
+
 def graph_inputs(model) -> list:
     """The model's inputs that are not initializers (what a caller feeds)."""
     initializers = {i.name for i in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in initializers]
+
+
+def keep_unused_inputs(mod: tvm.IRModule, names: Sequence[str], shapes: Dict[str, tuple], dtypes: Dict[str, str]) -> tvm.IRModule:
+    """``mod`` whose ``main`` takes every input of the model in its order (``names``), those the
+    graph never reads included: the importers drop them, so a caller feeding the model as
+    onnxruntime lists its inputs (by name, or all of them in order) was refused. Such a parameter
+    is read by nothing; its tensor is checked and ignored at a run."""
+    main = mod["main"]
+    have = {p.name: p for p in main.params}
+    if all(n in have for n in names) or any(not isinstance(d, int) for n in names if n not in have for d in shapes.get(n, (None,))):
+        return mod
+    params = [have[n] if n in have else relax.Var(n, relax.TensorType([int(d) for d in shapes[n]], dtypes[n])) for n in names]
+    params += [p for p in main.params if p.name not in set(names)]
+    func = relax.Function(params, main.body, main.ret_ty, main.is_pure, main.attrs, main.span)
+    if func.attrs is not None and "num_input" in func.attrs:
+        func = func.with_attr("num_input", len(params))
+    out = mod.clone()
+    out["main"] = func
+    return out
 
 
 def fix_input_shapes(model, input_shapes: Optional[InputShapes], where: str, dims: Optional[DimRanges] = None) -> Dict[str, tuple]:
@@ -398,6 +425,8 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     if unused:
         raise UnsupportedError(f"{where}: --dim {', '.join(unused)}: no input has such a dim (inputs: "
                                f"{', '.join(f'{k}={list(v)}' for k, v in shapes.items())})")  # fmt: skip
+    declared_inputs = [i.name for i in graph_inputs(model)]
+    declared_dtypes = {i.name: str(helper_dtype(i)) for i in graph_inputs(model)}
     align_legacy_broadcasts(model)
     widen_int4_weights(model, where)
     rewrite_quantized(model)
@@ -430,6 +459,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     declared = [len(o.type.tensor_type.shape.dim) if o.type.tensor_type.HasField("shape") else None for o in model.graph.output]
     mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod), declared), made_by))
     mod = record_output_names(mod, [o.name for o in model.graph.output])
+    mod = keep_unused_inputs(mod, declared_inputs, shapes, declared_dtypes)
     _check_windows(mod, where)
     _refuse_run_time_branches(mod, model, where)
     if not used:

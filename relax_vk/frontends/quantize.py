@@ -35,6 +35,7 @@ import numpy as np
 
 from ..core.errors import UnsupportedError
 from ..core.extras import require
+from ..core.files import replace_with_file
 from .errors import ModelLoadError
 from .onnx import graph_inputs
 
@@ -148,7 +149,7 @@ def quantize_onnx(model_path: str, output_path: str, mode: str, calibration: Opt
                 quantizer = MatMulNBitsQuantizer(onnx.load(model_path), bits=4, block_size=32, is_symmetric=True)
                 quantizer.process()
                 onnx.save(quantizer.model.model, partial)
-        os.replace(partial, output_path)
+        replace_with_file(partial, output_path)
     except Exception as err:
         if isinstance(err, UnsupportedError):
             raise

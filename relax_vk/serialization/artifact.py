@@ -44,6 +44,7 @@ from typing import Dict, List
 import numpy as np
 
 from ..core.errors import UnsupportedError
+from ..core.files import replace_with_file
 
 MAGIC = b"RELAXVK\0"
 VERSION = 2  # 2: a Vulkan kernel's integer arguments are one uniform block ("uniforms"), not a binding each
@@ -102,7 +103,7 @@ class Artifact:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            os.replace(tmp, path)
+            replace_with_file(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -163,7 +163,11 @@ def profile_session(session, inputs: Sequence[np.ndarray], repeat: int = 10, mod
         t0 = time.perf_counter()
         session.run(inputs)
         wall = (time.perf_counter() - t0) * 1e3
-        runs.append((float(session.last_device_ms), wall, [dict(p) for p in session.last_profile]))
+        steps = [dict(p) for p in session.last_profile]
+        # (a program of no steps, outputs that are constants, spans no device time: 0, not NaN,
+        # which no JSON reader takes)
+        device = float(session.last_device_ms) if steps else 0.0
+        runs.append((device, wall, steps))
     spans = [r[0] for r in runs]
     span, wall, steps = sorted(runs, key=lambda r: r[0])[(len(runs) - 1) // 2]  # the median run (the lower one of an even count)
     program = session.last_program  # (a shape variant's steps where one ran)

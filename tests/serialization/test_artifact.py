@@ -90,6 +90,18 @@ def test_write_is_atomic(artifact, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["m.rvk"]  # and no temporary is left behind
 
 
+def test_a_written_artifact_has_a_new_files_mode(artifact, tmp_path):
+    """0666 less the umask, as any file the user writes (the temporary file's 0600 was kept)."""
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        artifact.write(str(tmp_path / "m.rvk"))
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "m.rvk").stat().st_mode & 0o777 == 0o644
+
+
 def test_read_program_reads_the_program_section_alone(artifact, tmp_path):
     """read_program: the program read() gives, from the header and the program section only; a
     file read() refuses is refused the same way (not a half-read program)."""
