@@ -44,7 +44,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 import numpy as np
 import tvm
 import tvm_ffi
-from tvm import relax, tirx
+from tvm import relax, s_tir, tirx
 from tvm.ir.prim import expr as E
 from tvm.tirx import stmt as S
 
@@ -364,6 +364,17 @@ def float_texel_functions(main: relax.Function) -> Set[str]:
     return {str(k) for k, v in main.attrs[ARITH_ATTR].items() if str(v).startswith(("overflow", "constant"))}
 
 
+def _unlowerable(func: tirx.PrimFunc) -> Optional[str]:
+    """Why TVM's cross-thread reduction lowering refuses ``func`` (the first line), else None: a
+    GroupNorm's reduction over a workgroup's threads, rewritten to float16 partial sums, violated
+    its condition #7 and stopped the build."""
+    try:
+        s_tir.transform.LowerCrossThreadReduction()(tvm.IRModule({"main": func}))
+    except Exception as err:  # noqa: BLE001 (TVM raises ValueError or TVMError; any means the same)
+        return str(err).splitlines()[0][:160] if str(err) else type(err).__name__
+    return None
+
+
 def HalfArithmetic(policy: HalfPolicy) -> tvm.transform.Pass:
     """The pass (module docstring)."""
 
@@ -386,7 +397,12 @@ def HalfArithmetic(policy: HalfPolicy) -> tvm.transform.Pass:
             if gv.name_hint in why:
                 decided[gv.name_hint] = why[gv.name_hint]
                 continue
-            out[gv] = to_half_arithmetic(func, policy.accumulate)
+            half = to_half_arithmetic(func, policy.accumulate)
+            refused = _unlowerable(half)
+            if refused is not None:  # (a norm's cross-thread reduction whose combiner TVM no longer recognises)
+                decided[gv.name_hint] = f"float32: TVM cannot lower its float16 form ({refused})"
+                continue
+            out[gv] = half
             decided[gv.name_hint] = "float16"
         out["main"] = out["main"].with_attr(ARITH_ATTR, decided)
         return out
