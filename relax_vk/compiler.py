@@ -43,7 +43,7 @@ from .core.errors import UnsupportedError
 from .core.options import ScopeOptions
 from .core.registry import OpRegistry
 from .passes.layout.ceil_mode_pools import ceil_mode_pools_as_padding
-from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, float_texel_functions
+from .passes.lower.half_arithmetic import HalfArithmetic, HalfPolicy, HalfTexelOverflow, float_texel_functions
 from .passes.scope.choose_memory_kind import decide as decide_memory_kind
 from .pipeline import _finalize_stage, _lowering_stage, _scope_pipeline
 from .schedules.tuning import private_pools
@@ -212,6 +212,10 @@ def build(
         t0 = time.perf_counter()
         lowered = HalfArithmetic(_half_policy(mod, options, calibration))(lowered)
         seconds["half arithmetic"] = time.perf_counter() - t0
+    elif options is not None and options.precision == "fp16" and calibration is not False:
+        t0 = time.perf_counter()  # (half texels alone: the overflowing kernels' textures keep float32 texels)
+        lowered = HalfTexelOverflow(_half_policy(mod, options, calibration).overflow)(lowered)
+        seconds["half texels"] = time.perf_counter() - t0
     compiled = compile_lowered(tgt, scoped, lowered, seconds, model, (options or ScopeOptions()).texel_dtype)
     compiled.memory_decision = decide_memory_kind(mod, tgt, options)
     return compiled

@@ -42,7 +42,8 @@ from ..passes.layout.derive_identifiers import source_name
 from ..passes.scope.choose_memory_kind import recorded
 from ..passes.scope.scope_graph import scoped_functions
 from ..storage import Lifetime, StoragePlan, plan_storage
-from ..storage.lifetimes import half_texels, image_bytes, partners_of, snorm8_values
+from ..passes.lower.half_arithmetic import float_texel_functions
+from ..storage.lifetimes import half_texels, image_bytes, partners_of, past_half, snorm8_values
 
 
 @dataclass
@@ -279,6 +280,13 @@ def _lifetimes(func: relax.Function, entries_of: dict, outputs: set, image_limit
     return out
 
 
+def _callee(value) -> Optional[str]:
+    """The PrimFunc a ``call_tir`` binding calls, else None."""
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.call_tir":
+        return value.args[0].name_hint
+    return None
+
+
 def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, decision=None, texel: str = "float32") -> MemoryPlan:
     """The memory plan of ``mod`` (scoped by :func:`relax_vk.scope_pipeline` first if it has no
     VDevices). ``decision``: the memory-kind decision to report when the module carries none (a
@@ -308,6 +316,9 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
         constants = _constants(func)
         outputs = _output_vars(func)
         entries_of: dict = {}
+        # (what the export stores in float32 texels under half ones: the textures of kernels kept
+        # for overflow, and constants past float16's range)
+        float_texels = float_texel_functions(func) if texel == "float16" else set()
         body = func.body
         blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
         for block in blocks:
@@ -315,14 +326,16 @@ def plan(mod: tvm.IRModule, target: "tvm.target.Target | str | None" = None, dec
                 if isinstance(binding.value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                     continue  # aliases of tensors listed where they are produced
                 kind = "copy" if _is_copy(binding.value) else "tensor"
-                entries = _entries_for(prefix + source_name(func, binding.var.name), binding.var.ty, kind, limits, binding.var in outputs, texel)
+                written = _callee(binding.value)
+                entries = _entries_for(prefix + source_name(func, binding.var.name), binding.var.ty, kind, limits, binding.var in outputs,
+                                       "float32" if written in float_texels else texel)  # fmt: skip
                 entries_of[binding.var] = [(len(result.tensors) + i, e) for i, e in enumerate(entries)]
                 result.tensors += entries
                 if kind == "copy":
                     result.copies += 1
                     result.copy_bytes += sum(e.bytes for e in entries)
         for i, c in enumerate(constants):
-            entries = _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel=texel)
+            entries = _entries_for(f"{prefix}const{i}", c.ty, "constant", limits, texel="float32" if past_half(c.value.numpy()) else texel)
             if entries and entries[0].image is not None and snorm8_values(c.value.numpy()) is not None:  # a quantized weight's bytes
                 entries = [dataclasses.replace(entries[0], texel="snorm8", bytes=image_bytes(entries[0].image, "snorm8"))]
             result.tensors += entries

@@ -159,3 +159,31 @@ def test_an_input_returned_as_an_output_keeps_its_float32_values(api, device, re
     x = (rng.standard_normal((1, 4, 8, 8)) * 100 + 0.0123).astype(np.float32)
     session = load(relax_vk.build(from_onnx(model), api, options=ScopeOptions(precision="fp16")).artifact(), device=device)
     np.testing.assert_array_equal(session.run([x])[1], x)
+
+
+@pytest.mark.parametrize("api, device", BACKENDS)
+@pytest.mark.one_api("api")
+def test_half_texels_alone_keep_float32_texels_where_calibration_sees_an_overflow(api, device, request):
+    """A conv whose outputs reach ~6e5 in half texels (float32 arithmetic) came back infinite, NaN
+    after the next op on pocl. The calibration run that half arithmetic uses now marks its texture
+    float32; with calibration off it is half, as before."""
+    torch = pytest.importorskip("torch")
+    from relax_vk.frontends import from_torch
+
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1), torch.nn.Sigmoid()).eval()
+    with torch.no_grad():
+        model[0].weight.mul_(1e5)
+        model[1].weight.mul_(1e-5)
+    x = torch.randn(1, 3, 16, 16)
+    mod = from_torch(model, (x,))
+    options = ScopeOptions(precision="fp16")
+    artifact = relax_vk.build(mod, api, options=options).artifact()
+    float32 = [t["name"] for t in artifact.program["tensors"] if t["image"] and t["kind"] != "constant" and t.get("texel") is None]
+    assert float32 and any(t.get("texel") == "float16" for t in artifact.program["tensors"])
+    want = model(x).detach().numpy()
+    got = load(artifact, device=device).run([x.numpy()])[0]
+    assert np.isfinite(got).all() and np.abs(got - want).max() <= BOUND * np.abs(want).max()
+    unchecked = relax_vk.build(mod, api, options=options, calibration=False).artifact()
+    assert not [t for t in unchecked.program["tensors"] if t["image"] and t["kind"] != "constant" and t.get("texel") is None]

@@ -53,6 +53,7 @@ from ...core.provenance import provenance
 HALF_MAX = 65504.0  # the largest finite float16
 HALF_MIN_NORMAL = 2.0**-14  # the smallest normal float16
 ARITH_ATTR = "relax_vk.arithmetic"  # main: kernel (PrimFunc name) -> "float16" | why it stays float32
+FLOAT_TEXELS_ATTR = "relax_vk.float_texels"  # main, half texels with float32 arithmetic: kernel -> why its textures keep float32 texels
 KERNEL_ATTR = "relax_vk.half_arithmetic"  # a rewritten PrimFunc: the accumulator dtype
 ACCUMULATE = ("float32", "float16")
 
@@ -359,9 +360,35 @@ def float_texel_functions(main: relax.Function) -> Set[str]:
     """The PrimFuncs kept in float32 because their values overflow float16 (calibration or a
     constant weight): the textures they write keep float32 texels under half-texel storage too
     (an rgba16float texel would saturate what the float32 arithmetic kept)."""
-    if main.attrs is None or ARITH_ATTR not in main.attrs:
+    if main.attrs is None:
         return set()
-    return {str(k) for k, v in main.attrs[ARITH_ATTR].items() if str(v).startswith(("overflow", "constant"))}
+    kept = {str(k) for k, v in main.attrs[ARITH_ATTR].items() if str(v).startswith(("overflow", "constant"))} if ARITH_ATTR in main.attrs else set()
+    return kept | ({str(k) for k in main.attrs[FLOAT_TEXELS_ATTR]} if FLOAT_TEXELS_ATTR in main.attrs else set())
+
+
+def HalfTexelOverflow(overflow: Mapping[str, float]) -> tvm.transform.Pass:
+    """Half texels with float32 arithmetic (``ScopeOptions(precision="fp16")`` alone): record on
+    ``main`` (:data:`FLOAT_TEXELS_ATTR`) the kernels whose model ops overflow float16 on the
+    calibration run (``overflow``, :func:`relax_vk.analysis.fp16_range.overflowing_ops`), so that
+    the textures they write keep float32 texels, as under half arithmetic: a squeeze-excite
+    block's conv output of 6e5 in a half texel came back infinite (NaN on pocl). Nothing else
+    changes."""
+
+    @tvm.transform.module_pass(opt_level=0, name="relax_vk.HalfTexelOverflow")
+    def _pass(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        policy = HalfPolicy(overflow=overflow)
+        kept: Dict[str, str] = {}
+        for name, var, ops in _call_sites(mod["main"]):
+            reason = policy.keeps([name, f"{name}_kernel", var], ops)
+            if reason is not None:
+                kept.setdefault(name, reason)
+        if not kept:
+            return mod
+        out = mod.clone()
+        out["main"] = out["main"].with_attr(FLOAT_TEXELS_ATTR, kept)
+        return out
+
+    return _pass
 
 
 def _unlowerable(func: tirx.PrimFunc) -> Optional[str]:
