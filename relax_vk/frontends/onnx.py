@@ -129,17 +129,39 @@ def graph_inputs(model) -> list:
     return [i for i in model.graph.input if i.name not in initializers]
 
 
-def keep_unused_inputs(mod: tvm.IRModule, names: Sequence[str], shapes: Dict[str, tuple], dtypes: Dict[str, str]) -> tvm.IRModule:
+def _read_inputs(model) -> set:
+    """The names of ``model``'s graph inputs that a node reads or that are outputs themselves."""
+    read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    return {i.name for i in graph_inputs(model) if i.name in read}
+
+
+def keep_unused_inputs(mod: tvm.IRModule, names: Sequence[str], read: set, shapes: Dict[str, tuple], dtypes: Dict[str, str]) -> tvm.IRModule:
     """``mod`` whose ``main`` takes every input of the model in its order (``names``), those the
-    graph never reads included: the importers drop them, so a caller feeding the model as
-    onnxruntime lists its inputs (by name, or all of them in order) was refused. Such a parameter
-    is read by nothing; its tensor is checked and ignored at a run."""
+    graph never reads (not in ``read``) included: the importers drop them, so a caller feeding the
+    model as onnxruntime lists its inputs (by name, or all of them in order) was refused. Such a
+    parameter is read by nothing; its tensor is checked and ignored at a run. ``main``'s own
+    parameters are the read inputs in order (under TVM's names: ``input.1`` is ``input_1``); a
+    module that does not line up so is left as it is."""
     main = mod["main"]
-    have = {p.name: p for p in main.params}
-    if all(n in have for n in names) or any(not isinstance(d, int) for n in names if n not in have for d in shapes.get(n, (None,))):
+    kept = [n for n in names if n in read]
+    if len(kept) == len(names) or len(main.params) < len(kept):
         return mod
-    params = [have[n] if n in have else relax.Var(n, relax.TensorType([int(d) for d in shapes[n]], dtypes[n])) for n in names]
-    params += [p for p in main.params if p.name not in set(names)]
+    if any(not isinstance(d, int) for n in names if n not in read for d in shapes.get(n, (None,))):
+        return mod
+    taken = {p.name for p in main.params}
+    given = iter(main.params[: len(kept)])
+    params = []
+    for n in names:
+        if n in read:
+            params.append(next(given))
+            continue
+        name = n.replace(".", "_")
+        name = name if name and (name[0].isalpha() or name[0] == "_") else f"input_{name}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        params.append(relax.Var(name, relax.TensorType([int(d) for d in shapes[n]], dtypes[n])))
+    params += list(main.params[len(kept):])  # (anything after the inputs: states)
     func = relax.Function(params, main.body, main.ret_ty, main.is_pure, main.attrs, main.span)
     if func.attrs is not None and "num_input" in func.attrs:
         func = func.with_attr("num_input", len(params))
@@ -433,6 +455,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     model = fold_shape_subgraphs(model)
     drop_empty_resize_scales(model)
     rewrite_full_topk(model)
+    read_inputs = _read_inputs(model)
     from onnx import helper
 
     for node in model.graph.node:  # (TVM's converter produces one output: an AssertionError inside its importer)
@@ -459,7 +482,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     declared = [len(o.type.tensor_type.shape.dim) if o.type.tensor_type.HasField("shape") else None for o in model.graph.output]
     mod = fuse_quantized_matmuls(record_model_ops(tensor_outputs(RaisePrebuiltBinary()(mod), declared), made_by))
     mod = record_output_names(mod, [o.name for o in model.graph.output])
-    mod = keep_unused_inputs(mod, declared_inputs, shapes, declared_dtypes)
+    mod = keep_unused_inputs(mod, declared_inputs, read_inputs, shapes, declared_dtypes)
     _check_windows(mod, where)
     _refuse_run_time_branches(mod, model, where)
     if not used:

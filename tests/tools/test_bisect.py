@@ -92,7 +92,8 @@ def test_a_kernel_made_wrong_is_named(model, target, device, victim):
 @pytest.mark.parametrize("target,device", APIS)
 def test_an_fp16_overflow_is_named(target, device):
     """The first conv's outputs exceed 65504 (stored as half texels: inf); the middle conv scales
-    them back, so on the CPU every later value is ordinary."""
+    them back, so on the CPU every later value is ordinary. A build calibrates by default and keeps
+    that texture float32 (nothing to find); built without calibration, bisect names the overflow."""
     from relax_vk.tools.profile import _device
 
     if target == "opencl":
@@ -103,7 +104,16 @@ def test_an_fp16_overflow_is_named(target, device):
     assert healthy.first_bad is None, healthy.table()
     first = next(r for r in healthy.compared if r["op"] == "first_relu")
     assert first["bound"] / 1e-4 > 65504  # (the bound scales with the largest value: the overflow is real)
-    result = bisect(mod, device=device, target=target, fp16=True)
+    calibrated = bisect(mod, device=device, target=target, fp16=True)
+    assert calibrated.first_bad is None, calibrated.table()
+    import relax_vk
+    from relax_vk.analysis.reference import random_inputs
+    from relax_vk.core.options import ScopeOptions
+    from relax_vk.runtime import load
+    from relax_vk.tools.bisect import bisect_session
+
+    unchecked = relax_vk.build(mod, target, options=ScopeOptions(precision="fp16"), calibration=False).artifact(reuse=False)
+    result = bisect_session(load(unchecked, device=device), mod, random_inputs(mod))
     assert result.first_bad is not None and result.first_bad["op"] == "first_relu", result.table()
     # (an overflowing half store gives inf on pocl; lavapipe saturates it at 65504)
     assert result.first_bad["max_abs_err"] > result.first_bad["bound"]
@@ -144,9 +154,14 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main(["bisect", str(tmp_path / "missing.onnx"), "--device", "pocl"]) == 2
     overflow = str(tmp_path / "overflow.onnx")
     onnx.save(onnx_chain(scale=1e4), overflow)
-    assert main(["bisect", overflow, "--device", "lavapipe", "--backend", "vulkan", "--fp16", "--json"]) == 1
+    # (the overflow is kept float32 by the build's calibration: every op matches)
+    assert main(["bisect", overflow, "--device", "lavapipe", "--backend", "vulkan", "--fp16", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["first_bad"]["op"] == "first_relu" and out["first_bad"]["max_abs_err"] > out["first_bad"]["bound"]
+    assert out["first_bad"] is None and "first_relu" in [r["op"] for r in out["compared"]]
+    # an op past the tolerance: half texels' rounding against a tolerance of 1e-9
+    assert main(["bisect", path, "--device", "pocl", "--fp16", "--rtol", "1e-9", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["first_bad"]["op"] == "only" and out["first_bad"]["max_abs_err"] > out["first_bad"]["bound"]
 
 
 def test_cli_bisect_of_a_half_arithmetic_build(tmp_path, capsys):
@@ -178,7 +193,7 @@ def test_a_constant_reference_is_no_evidence_of_a_wrong_provenance(monkeypatch):
     monkeypatch.setattr(b, "device_outputs", lambda s: [{"op": "a", "tid": 0, "scope": "global", "kernel": "k", "fused": ["a"]}])
 
     class Session:
-        program = {"target": "opencl", "tensors": [{"shape": [2, 3], "dtype": "float32"}]}
+        program = {"target": "opencl", "tensors": [{"shape": [2, 3], "dtype": "float32"}], "steps": [{"op": "launch", "ops": ["a"]}]}
         device_name = "fake"
         tensors = program["tensors"]
         held = np.zeros((2, 3), np.float32)  # (what the kernel left: nothing written)
@@ -191,6 +206,8 @@ def test_a_constant_reference_is_no_evidence_of_a_wrong_provenance(monkeypatch):
 
     result = b.bisect_session(Session(), None, [])
     assert result.first_bad is not None and result.first_bad["op"] == "a" and "claimed_op" not in result.first_bad
+    # (the ops no kernel names are listed as not compared, with the reason, not left out)
+    assert {r["op"] for r in result.skipped} == {"zeros", "b"} and all("no kernel of the artifact names it" in r["why"] for r in result.skipped)
     Session.held = ref["b"]  # another op's values, not a constant: a wrong provenance, not a wrong kernel
     result = b.bisect_session(Session(), None, [])
     assert result.first_bad is None and result.compared[0]["claimed_op"] == "a" and result.compared[0]["op"] == "b"
