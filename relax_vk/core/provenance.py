@@ -48,6 +48,7 @@ Ops = Tuple[str, ...]
 #: op kinds that move data rather than compute a model op (what layout and scope passes insert)
 MOVEMENT = frozenset({"relax.layout_transform", "relax.to_vdevice", "relax.hint_on_device"})
 STRUCTURAL = frozenset({"Tuple", "TupleGetItem"})  # bindings that only group or pick values
+ALIASES = STRUCTURAL | {"Var", "DataflowVar"}  # bindings that compute nothing (a value named again)
 #: ops that only view their input (a packed layout carries most of them without a kernel)
 VIEWS = frozenset({"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims", "relax.strided_slice",
                    "relax.broadcast_to", "relax.flatten"})  # fmt: skip
@@ -285,11 +286,17 @@ def propagate(old: relax.Function, old_mod: tvm.IRModule, old_ops: Mapping[relax
     flat_ops: List[Ops] = [()] * len(after)
     index = {var: i for i, (var, *_rest) in enumerate(before)}
     outer_index = {outer: i for _, _, i, outer, *_rest in before}
+    kind_of = {var: kind for var, kind, *_rest in before}  # (a fused call's variable is no entry: its bindings are)
     matched: Dict[int, int] = {}
-    for j, (var, *_rest) in enumerate(after):
-        if var in index:  # the same variable: the same binding
+    for j, (var, kind, *_rest) in enumerate(after):
+        # the same variable: the same binding; unless it only named another binding's value (an
+        # alias, a tuple's field) and now holds a computation: CanonicalizeBindings moves an output
+        # variable onto the op it aliased, which the dataflow match below finds
+        if var in index and not (before[index[var]][1] in ALIASES and kind not in ALIASES):
             matched[j] = index[var]
-    kept_calls = {j: outer_index[outer] for j, (var, _, _, outer, *_rest) in enumerate(after) if j not in matched and var == outer and outer in outer_index}
+    kept_calls = {j: outer_index[outer] for j, (var, kind, _, outer, *_rest) in enumerate(after)
+                  if j not in matched and var == outer and outer in outer_index
+                  and not (kind_of.get(outer) in ALIASES and kind not in ALIASES)}  # fmt: skip
     for j, i in _dataflow_matches(before, after, old.params, new.params, dict(matched)).items():
         matched.setdefault(j, i)
     for j, i in matched.items():

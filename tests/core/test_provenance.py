@@ -64,3 +64,25 @@ def test_a_module_without_names_builds_without_provenance():
     compiled = build_for(mod)
     assert provenance(compiled.lowered["main"]) == []
     assert all("ops" not in s for s in compiled.artifact().program["steps"])
+
+
+def test_outputs_the_edges_cast_keep_their_ops_on_vulkan():
+    """An int64 ArgMax output and a float output a tuple also returns: on Vulkan the output edge casts
+    them (int32 kernels), and CanonicalizeBindings moved the output variables onto the ops they
+    aliased; the same variable was taken for the same binding, so the relu and argmax kernels named
+    no op (bisect compared 1 of 3, profile called them layout)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    import relax_vk
+    from relax_vk.frontends import from_onnx
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("ArgMax", ["r"], ["am"], axis=1, keepdims=0),
+         helper.make_node("Greater", ["x", "r"], ["gt"])], "g", [vi("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [vi("r", TensorProto.FLOAT, [1, 4, 8, 8]), vi("am", TensorProto.INT64, [1, 8, 8]), vi("gt", TensorProto.BOOL, [1, 4, 8, 8])])  # fmt: skip
+    mod = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    for target in ("opencl", "vulkan"):
+        steps = relax_vk.build(mod, target).artifact().program["steps"]
+        assert [s.get("ops") for s in steps if s["op"] == "launch"] == [["r"], ["am"], ["gt"]], target
