@@ -144,11 +144,18 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
     biases) is normal with variance ``1 / fan_in`` (``fan_in`` = the product of all but the first
     axis), as initialised networks are, so activations stay O(1) through deep models and float32
     comparisons at 1e-4 tolerances measure the kernels, not summation-order noise on values in the
-    thousands."""
+    thousands. Integers are in -8..7, within the rows of a table they index
+    (:func:`~relax_vk.passes.layout.index_ranges.index_ranges`)."""
     from ..codegen.run_time_shapes import RunTimeDims
 
     rng = np.random.default_rng(seed)
     dims = RunTimeDims(mod[func])
+    try:  # integers that index a table are drawn within it (the runtime refuses the others)
+        from ..passes.layout.index_ranges import index_ranges
+
+        ranges = index_ranges(mod[func], mod)
+    except Exception:  # noqa: BLE001 (a module the analysis cannot read: the plain draw)
+        ranges = {}
     arrays = []
     for i, p in enumerate(mod[func].params):
         ty = p.ty
@@ -159,7 +166,10 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
         elif str(ty.dtype) == "bool":
             arrays.append(rng.integers(0, 2, shape).astype("bool"))
         else:
-            arrays.append(rng.integers(-8, 8, shape).astype(str(ty.dtype)))
+            r = ranges.get(p.name)
+            pairs = (r if isinstance(r[0], (list, tuple)) else [r]) if r is not None else [[-8, 7]]
+            lo, hi = max(max(int(q[0]) for q in pairs), -8), min(min(int(q[1]) for q in pairs), 7)
+            arrays.append(rng.integers(lo, hi + 1, shape).astype(str(ty.dtype)) if lo <= hi else rng.integers(-8, 8, shape).astype(str(ty.dtype)))
     return arrays
 
 

@@ -914,7 +914,10 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
     undefined: ``x[:, -1]`` read memory before ``x``. Over a static axis the indices are wrapped
     here (``-1`` becomes ``n - 1``); over a run-time one the ``take`` wraps them itself (mode
     ``"wrap"``: an index in ``-n .. n - 1`` reads what PyTorch reads). An ``index_tensor`` (``x[i,
-    j]`` with index tensors) wraps each run-time index of a static axis the same way."""
+    j]`` with index tensors) wraps each run-time index of a static axis the same way, and so does a
+    ``take`` at run-time indices (``x[:, i - 1]``: 2.15 off, or memory before ``x`` read) unless
+    they are a model input selecting from a constant table (an ``Embedding``: PyTorch refuses a
+    negative id there, and so does the runtime's range check, :mod:`relax_vk.passes.layout.index_ranges`)."""
     import numpy as np
     from tvm.ir.expr import GenericConst
 
@@ -924,10 +927,10 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
             call = super().visit_call_(call)
             if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.index_tensor":
                 return self.wrapped_index_tensor(call)
-            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and isinstance(call.args[1], GenericConst)):
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take") or str(call.attrs.mode) != "fast":
                 return call
-            if str(call.attrs.mode) != "fast":
-                return call
+            if not isinstance(call.args[1], GenericConst):
+                return self.wrapped_take(call)
             indices = call.args[1].value.numpy()
             if not indices.size or indices.min() >= 0:
                 return call
@@ -938,6 +941,33 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
                 wrapped = np.where(indices < 0, indices + int(extent.value), indices).astype(indices.dtype)
                 return relax.op.take(call.args[0], relax.const(wrapped, str(indices.dtype)), axis=call.attrs.axis, mode="fast")
             return relax.op.take(call.args[0], call.args[1], axis=call.attrs.axis, mode="wrap")
+
+        def _an_input(self, expr) -> bool:
+            """Whether ``expr`` holds a model input's values (through casts and reshapes)."""
+            for _ in range(64):
+                if not isinstance(expr, relax.Var):
+                    return False
+                bound = self.lookup_binding(expr)
+                if bound is None:
+                    return True  # (a parameter)
+                if not (isinstance(bound, relax.Call) and isinstance(bound.op, tvm.ir.Op) and bound.op.name in ("relax.astype", "relax.reshape")):
+                    return False
+                expr = bound.args[0]
+            return False
+
+        def wrapped_take(self, call):
+            data, index = call.args
+            if isinstance(data, GenericConst) and self._an_input(index):
+                return call
+            if call.attrs.axis is None or not isinstance(getattr(index, "ty", None), relax.TensorType):
+                return call
+            extent = data.ty.shape.values[int(call.attrs.axis) % data.ty.ndim] if data.ty.shape is not None else None
+            if not isinstance(extent, tirx.IntImm):
+                return call
+            dtype = str(index.ty.dtype)
+            negative = self.builder_.emit(relax.op.less(index, relax.const(0, dtype)))
+            shifted = self.builder_.emit(relax.op.add(index, relax.const(int(extent.value), dtype)))
+            return relax.op.take(data, self.builder_.emit(relax.op.where(negative, shifted, index)), axis=call.attrs.axis, mode="fast")
 
         def wrapped_index_tensor(self, call):
             # x[i, j] with index tensors: an entry counted from the end (-2) read past the axis;
@@ -1038,13 +1068,21 @@ def _is_half(t) -> bool:
 
 
 def from_torch(module, example_inputs: Sequence, dynamic_shapes=None) -> tvm.IRModule:
-    """Relax module of ``module`` (put in eval mode) for ``example_inputs``; parameters become
+    """Relax module of a copy of ``module`` in eval mode (the caller's is left as it is: a later
+    change of its weights does not reach the module returned) for ``example_inputs``; parameters become
     constants. Half-precision models compute in float32 behind their float16 signature (module
     docstring). ``dynamic_shapes``: ``torch.export``'s own (``{"x": {3: Dim("W", min=8,
     max=1280)}}``): those axes stay run-time dims with the ranges torch.export derives (TVM's
     importer names them as torch does, ``s0``, ``s1``, ...; :mod:`relax_vk.core.dims`)."""
     torch = require("torch", "torch")
+    import copy
 
+    try:  # a snapshot: the module's constants are its tensors' memory (zero-copy), which a later
+        # load_state_dict or optimizer step would change under the built module; the caller's
+        # module also keeps its training mode
+        module = copy.deepcopy(module)
+    except Exception:  # noqa: BLE001 (a module deepcopy refuses: imported as it is)
+        pass
     try:
         module = module.eval()
     except (NotImplementedError, RuntimeError):  # a pt2e-converted graph module refuses eval(); it is exported for inference

@@ -232,7 +232,7 @@ def seeded_inputs(session, seed: int = 0) -> List[np.ndarray]:
     """Seeded random inputs of a session's program (the first standard normal, the others scaled
     by 1/sqrt(fan-in), as ``relax-vk run`` makes them; a bool input true where its draw is
     positive, half of it: cast as it was, every entry was true, a key padding mask that masks
-    every key)."""
+    every key; an input that indexes a table, within its rows)."""
     rng = np.random.default_rng(seed)
     arrays = []
     states = {s["tensor"] for s in session.program.get("states", [])}  # (the session holds those)
@@ -241,6 +241,12 @@ def seeded_inputs(session, seed: int = 0) -> List[np.ndarray]:
         fan_in = int(np.prod(t["shape"][1:])) if i > 0 and len(t["shape"]) > 1 else 1
         draw = rng.standard_normal(t["shape"]) / np.sqrt(fan_in)
         dtype = t.get("host_dtype", t["dtype"])
+        r = t.get("index_range")
+        if r is not None:  # indices of a table: drawn within it (the session refuses the others)
+            pairs = np.array(r if isinstance(r[0], list) else [r], dtype=np.int64)
+            lo, hi = pairs[:, 0], pairs[:, 1]  # (broadcast over the last axis where a range is per position)
+            arrays.append(np.floor(lo + rng.random(t["shape"]) * (hi - lo + 1)).astype(dtype))
+            continue
         arrays.append(draw > 0 if dtype == "bool" else draw.astype(dtype))
     return arrays
 

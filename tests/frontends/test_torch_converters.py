@@ -237,6 +237,58 @@ def test_indices_from_the_end_read_what_pytorch_reads(dims, target, device, requ
             np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+class _RunTimeIndices(torch.nn.Module):
+    """Indices the model computes or takes as an input, negative ones included, into an
+    activation; and an embedding table read at input ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(6, 4)
+
+    def forward(self, x, i, ids):
+        return x[:, i - 1], x[:, i], self.embed(ids)
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_run_time_indices_counted_from_the_end_read_what_pytorch_reads(target, device, request):
+    """``x[:, i - 1]`` at ``i = 0`` read column -1 of a "fast" take: 2.15 off, elsewhere memory
+    before ``x`` (1.7e30). A take at run-time indices into an activation now wraps a negative
+    index, and an input index takes -n .. n - 1 there; an embedding's ids stay 0 .. rows - 1,
+    refused past them as PyTorch refuses them."""
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    model = _RunTimeIndices().eval()
+    x, i, ids = torch.randn(2, 5, 4), torch.tensor([0, 3]), torch.tensor([[1, 5]])
+    session = load(relax_vk.build(from_torch(model, (x, i, ids)), target).artifact(), device=device)
+    for index in (torch.tensor([0, 3]), torch.tensor([-4, 5])):
+        direct = torch.clamp(index, max=4)  # (x[:, i] itself: 5 is past the axis)
+        got = session.run([x.numpy(), index.numpy() if index.max() < 5 else direct.numpy(), ids.numpy()])
+        with torch.no_grad():
+            want = model(x, index if index.max() < 5 else direct, ids)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="input ids: value -1 at"):
+        session.run([x.numpy(), i.numpy(), np.array([[1, -1]])])
+
+
+def test_the_callers_module_is_left_as_it_is_and_a_later_change_does_not_reach_the_import(pocl):
+    """from_torch's constants were the module's own tensors: a load_state_dict after the import
+    changed what a later build compiled (1.11 off), and the module was left in eval mode."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        want = model.eval()(x).numpy()
+    model.train()
+    mod = from_torch(model, (x,))
+    assert model.training
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    got = load(relax_vk.build(mod, "opencl").artifact(), device="pocl").run([x.numpy()])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 class _TimesFirst(torch.nn.Module):
     def forward(self, x):
         return (x[:, :1] * x).sum(-1)

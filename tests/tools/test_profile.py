@@ -96,3 +96,19 @@ def test_cli_json(tmp_path, capsys):
     assert doc["backend"] == "vulkan" and doc["repeat"] == 2
     assert abs(sum(r["ms"] for r in doc["ops"]) - doc["device_ms"]) <= 0.05 * doc["device_ms"]
     assert {r["name"] for r in doc["ops"] if r["kind"] == "op"} == {"first", "first_relu", "middle", "middle_relu", "last", "squash"}
+
+
+def test_seeded_inputs_that_index_a_table_are_drawn_within_it():
+    """run --check, profile and bisect without --inputs drew integers around 0, negative too; the
+    session refused its own draw for an embedding's ids ("value -1 ... is outside 0..99")."""
+    from relax_vk.tools.profile import seeded_inputs
+
+    class Session:
+        tensors = [{"shape": [3, 50], "dtype": "int64", "index_range": [0, 99]},
+                   {"shape": [40, 2], "dtype": "int32", "index_range": [[-2, 1], [-4, 3]]}, {"shape": [4], "dtype": "int64"}]  # fmt: skip
+        program = {"inputs": [0, 1, 2]}
+
+    ids, tuples, plain = seeded_inputs(Session())
+    assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() <= 99 and len(np.unique(ids)) > 10
+    assert tuples[:, 0].min() >= -2 and tuples[:, 0].max() <= 1 and tuples[:, 1].min() >= -4 and tuples[:, 1].max() <= 3
+    assert plain.dtype == np.int64
