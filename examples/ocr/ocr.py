@@ -175,6 +175,16 @@ def sessions(det_path: str, rec_path: str, device=None, engine: str = "relax_vk"
     return tuple((lambda s: lambda x: s.run([x])[0])(s) for s in made)
 
 
+def _built_for(path: str, api: str) -> bool:
+    """Whether ``path`` is an artifact built for ``api``."""
+    from relax_vk.serialization.artifact import Artifact, ArtifactError
+
+    try:
+        return os.path.exists(path) and Artifact.read_program(path).get("target") == api
+    except (ArtifactError, OSError):
+        return False
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("image", nargs="?", help="an image file (default: a rendered demo page)")
@@ -190,7 +200,8 @@ def main(argv=None) -> int:
     else:
         image = demo_page()
     det, rec = (os.path.join(args.models, n) for n in ("det.rvk", "rec.rvk"))
-    if args.engine == "relax_vk" and not (os.path.exists(det) and os.path.exists(rec)):
+    if args.engine == "relax_vk" and not all(_built_for(path, args.api) for path in (det, rec)):
+        # (missing, or built for the other API: --api vulkan after an OpenCL build ran OpenCL)
         print(f"building {det} and {rec} for {args.api} ...", file=sys.stderr)
         build(args.models, args.api)
     run_det, run_rec = sessions(det, rec, args.device, args.engine)

@@ -53,8 +53,9 @@ def _rows(api: str, spec: Optional[str]) -> List[dict]:
 
 def list_devices(api: str = "opencl") -> List[dict]:
     """Every device of ``api`` with its image limits, half-precision support and whether relax_vk
-    can use it (an OpenCL device must build an image-writing probe kernel)."""
-    return _rows(api, None)
+    can use it (an OpenCL device must build an image-writing probe kernel): the rows of ``relax-vk
+    devices --json``, each with its ``"api"``."""
+    return [dict({"api": api}, **r) for r in _rows(api, None)]
 
 
 def select_device(api: str = "opencl", spec: "str | Device | None" = None) -> Device:

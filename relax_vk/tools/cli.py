@@ -769,7 +769,7 @@ def _device_rows():
     rows, notes = [], []
     for api, label in (("opencl", "OpenCL"), ("vulkan", "Vulkan")):
         try:
-            rows += [dict({"api": api}, **r) for r in list_devices(api)]
+            rows += list_devices(api)
         except Exception as err:  # no library, no ICD loader, no platform, no adapter: say so, list the other API anyway
             notes.append(f"{label}: {err}")
     return rows, notes
@@ -934,7 +934,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Vulkan: wgpu's runtime checks in the shaders (default bounds; none: 5-7%% faster on the H100, "
                         "needs a driver with robust image access)")  # fmt: skip
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("generate", help="text generation (greedy, or sampled) with a Hugging Face decoder checkpoint (Llama, Mistral, Qwen2/3, Gemma 3, Phi-3) or its .rvk")
+    p = sub.add_parser("generate", help="text generation (greedy, or sampled) with a Hugging Face decoder checkpoint (Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) or its .rvk")
     _add_model_args(p)
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt-ids", metavar="ID,ID,...", help="the prompt's token ids")

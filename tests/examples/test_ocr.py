@@ -47,3 +47,15 @@ def test_ocr_reads_each_line_at_its_width_as_onnxruntime_does(pocl, tmp_path):
     # builds each new launch geometry: a size costs seconds here, not on a GPU)
     for h, w in ((96, 64),):
         det_both(np.random.default_rng(h + w).standard_normal((1, 3, h, w)).astype(np.float32), atol=1e-5)
+
+
+def test_artifacts_of_the_other_api_are_rebuilt_not_run(tmp_path):
+    """--api vulkan after an OpenCL build ran the OpenCL artifacts (and --device lavapipe failed on
+    them): main rebuilds unless both artifacts are for the API asked for."""
+    import relax_vk
+    from relax_vk.models import build_example
+
+    path = str(tmp_path / "det.rvk")
+    relax_vk.build(build_example("conv-relu-pool"), "opencl").artifact().write(path)
+    assert ocr._built_for(path, "opencl") and not ocr._built_for(path, "vulkan")
+    assert not ocr._built_for(str(tmp_path / "missing.rvk"), "opencl")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -432,6 +433,10 @@ def HalfArithmetic(policy: HalfPolicy) -> tvm.transform.Pass:
             out[gv] = half
             decided[gv.name_hint] = "float16"
         out["main"] = out["main"].with_attr(ARITH_ATTR, decided)
+        for pattern in policy.fp32_ops:  # (a pattern that names nothing keeps nothing float32: say so)
+            if not any(why.startswith(f"fp32_ops: {pattern!r}") for why in decided.values()):
+                warnings.warn(f"fp32_ops {pattern!r} names no kernel, model op or tensor of this model: nothing is kept in float32 by it "
+                              "(relax-vk profile and bisect name the model's ops)", stacklevel=2)  # fmt: skip
         return out
 
     return _pass

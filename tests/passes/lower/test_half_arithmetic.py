@@ -234,3 +234,10 @@ def test_a_norm_whose_float16_reduction_tvm_cannot_lower_stays_float32_and_runs(
     want = model(x).detach().numpy()
     got = load(artifact, device="lavapipe").run([x.numpy()])[0]
     assert np.abs(got - want).max() <= 1e-2 * np.abs(want).max()
+
+
+def test_an_fp32_op_pattern_that_names_nothing_is_said_so():
+    """--fp32-op 'layer4.*' on a model whose ops are blocks.N kept nothing float32, silently."""
+    mod = chain_model()
+    with pytest.warns(UserWarning, match=r"fp32_ops 'layer4\.\*' names no kernel, model op or tensor"):
+        relax_vk.build(mod, "vulkan", options=ScopeOptions(arithmetic="fp16", fp32_ops=("layer4.*",)), calibration=False)
