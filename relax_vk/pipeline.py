@@ -50,6 +50,7 @@ from .passes import (
     FoldSmallConstants,
     RecordIndexRanges,
     NarrowInt64Constants,
+    NaNSelfComparisons,
     CheckStaticShapes,
     HoistImageStorage,
     IsolateBroadcastReductions,
@@ -105,6 +106,7 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
     split += [SplitWideConcats()] if tgt is not None and tgt.kind.name == "vulkan" else []
     return [
         DeriveIdentifiers(),
+        NaNSelfComparisons(),
         *edges,
         relax.transform.DecomposeOpsForInference(),
         relax.transform.Normalize(),

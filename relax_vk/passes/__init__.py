@@ -10,7 +10,7 @@
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
+from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NaNSelfComparisons, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
 from .lower import (
     FoldScopeCopies,
     HoistImageStorage,
@@ -48,6 +48,7 @@ __all__ = [
     "FoldSmallConstants",
     "RecordIndexRanges",
     "NarrowInt64Constants",
+    "NaNSelfComparisons",
     "CheckStaticShapes",
     "ConvertToPackedLayout",
     # stages 2-4

@@ -532,6 +532,10 @@ class _Emitter:
             return f"({self.expr(a)} {_SHIFT_OPS[kind]} {self._shift_amount(b)})"
         if kind in _FLOAT_OPS and int(dtype.type_code) == 2:
             return self.helper_call(_FLOAT_OPS[kind], [a, b], a) if kind == "Mod" else f"(!({self.expr(a)} == {self.expr(b)}))"
+        if flag and kind in ("Mul", "Min"):  # (WGSL has no arithmetic on bool: a product of flags is their and)
+            return f"({self.expr(a)} && {self.expr(b)})"
+        if flag and kind in ("Add", "Max"):  # (a sum of flags as a flag: their or)
+            return f"({self.expr(a)} || {self.expr(b)})"
         return f"({self.expr(a)} {'!=' if flag and kind == 'BitwiseXor' else _BINARY_OPS[kind]} {self.expr(b)})"
 
     def _is_float(self, e) -> bool:
