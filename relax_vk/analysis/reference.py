@@ -151,7 +151,7 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
     rng = np.random.default_rng(seed)
     dims = RunTimeDims(mod[func])
     try:  # integers that index a table are drawn within it (the runtime refuses the others)
-        from ..passes.layout.index_ranges import index_ranges
+        from ..passes.layout.index_ranges import index_ranges, range_pairs
 
         ranges = index_ranges(mod[func], mod)
     except Exception:  # noqa: BLE001 (a module the analysis cannot read: the plain draw)
@@ -167,8 +167,8 @@ def random_inputs(mod: tvm.IRModule, func: str = "main", seed: int = 0) -> List[
             arrays.append(rng.integers(0, 2, shape).astype("bool"))
         else:
             r = ranges.get(p.name)
-            pairs = (r if isinstance(r[0], (list, tuple)) else [r]) if r is not None else [[-8, 7]]
-            lo, hi = max(max(int(q[0]) for q in pairs), -8), min(min(int(q[1]) for q in pairs), 7)
+            pairs = range_pairs(r) if r is not None else [[-8, 7]]
+            lo, hi = max(max(q[0] for q in pairs), -8), min(min(q[1] for q in pairs), 7)
             arrays.append(rng.integers(lo, hi + 1, shape).astype(str(ty.dtype)) if lo <= hi else rng.integers(-8, 8, shape).astype(str(ty.dtype)))
     return arrays
 

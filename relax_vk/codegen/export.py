@@ -18,7 +18,6 @@ name.
 
 from __future__ import annotations
 
-import collections.abc
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -35,7 +34,7 @@ from ..core.scope import PLACED_SCOPE_NAMES
 from ..core.states import states_of
 from ..passes.layout.derive_identifiers import source_name
 from ..passes.layout.edge_dtypes import EDGE_ATTR
-from ..passes.layout.index_ranges import INDEX_RANGE_ATTR
+from ..passes.layout.index_ranges import INDEX_RANGE_ATTR, range_pairs
 from ..passes.lower.half_arithmetic import ARITH_ATTR, KERNEL_ATTR, float_texel_functions
 from ..serialization.artifact import Artifact
 from ..storage import allocated_bytes, assign_storage
@@ -580,8 +579,8 @@ def export_program(
     ranges = main.attrs[INDEX_RANGE_ATTR] if main.attrs is not None and INDEX_RANGE_ATTR in main.attrs else {}
     for p, tid in zip(main.params, inputs):  # the values an input that indexes a table may hold (passes.layout.index_ranges)
         if p.name in ranges:
-            r = ranges[p.name]  # [lo, hi], or one such a position of the last axis (an index tuple's)
-            builder.tensors[tid]["index_range"] = [[int(v) for v in q] for q in r] if isinstance(r[0], collections.abc.Sequence) else [int(v) for v in r]
+            pairs = range_pairs(ranges[p.name])  # [lo, hi], or one such a position of the last axis (an index tuple's)
+            builder.tensors[tid]["index_range"] = pairs if len(pairs) > 1 else pairs[0]
     for i, tid in enumerate(outputs):
         if f"<output {i}>" in edges:
             builder.tensors[tid]["host_dtype"] = str(edges[f"<output {i}>"])

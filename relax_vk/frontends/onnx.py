@@ -116,7 +116,7 @@ def _load(path_or_model):
     return model, where
 
 
-def helper_dtype(value_info) -> str:
+def value_dtype(value_info) -> str:
     """The numpy dtype name of an ONNX value's element type."""
     from onnx import helper
 
@@ -448,7 +448,7 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
         raise UnsupportedError(f"{where}: --dim {', '.join(unused)}: no input has such a dim (inputs: "
                                f"{', '.join(f'{k}={list(v)}' for k, v in shapes.items())})")  # fmt: skip
     declared_inputs = [i.name for i in graph_inputs(model)]
-    declared_dtypes = {i.name: str(helper_dtype(i)) for i in graph_inputs(model)}
+    declared_dtypes = {i.name: value_dtype(i) for i in graph_inputs(model)}
     align_legacy_broadcasts(model)
     widen_int4_weights(model, where)
     rewrite_quantized(model)
@@ -456,13 +456,11 @@ def from_onnx(path_or_model, input_shapes: Optional[InputShapes] = None, dims: O
     drop_empty_resize_scales(model)
     rewrite_full_topk(model)
     read_inputs = _read_inputs(model)
-    from onnx import helper
-
     for node in model.graph.node:  # (TVM's converter produces one output: an AssertionError inside its importer)
         if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
             raise UnsupportedError(f"{where}: {onnx_node({'tvm_custom': {'name': node.name}}, 'MaxPool')}: "
                                    "its Indices output is not supported (export the pool without return_indices)")  # fmt: skip
-    dtypes = {i.name: str(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in graph_inputs(model)}
+    dtypes = {i.name: value_dtype(i) for i in graph_inputs(model)}
     try:
         # (what the Slice and Div converters prove their bounds over: the plain dims only. A stepped
         # dim's quotient is left out: a slice bounded by it is made exact after the import, where

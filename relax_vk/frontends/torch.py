@@ -964,10 +964,14 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
             extent = data.ty.shape.values[int(call.attrs.axis) % data.ty.ndim] if data.ty.shape is not None else None
             if not isinstance(extent, tirx.IntImm):
                 return call
+            return relax.op.take(data, self.wrapped(index, int(extent.value)), axis=call.attrs.axis, mode="fast")
+
+        def wrapped(self, index, extent: int) -> relax.Var:
+            """``where(index < 0, index + extent, index)``, bound: PyTorch's reading of a negative index."""
             dtype = str(index.ty.dtype)
             negative = self.builder_.emit(relax.op.less(index, relax.const(0, dtype)))
-            shifted = self.builder_.emit(relax.op.add(index, relax.const(int(extent.value), dtype)))
-            return relax.op.take(data, self.builder_.emit(relax.op.where(negative, shifted, index)), axis=call.attrs.axis, mode="fast")
+            shifted = self.builder_.emit(relax.op.add(index, relax.const(extent, dtype)))
+            return self.builder_.emit(relax.op.where(negative, shifted, index))
 
         def wrapped_index_tensor(self, call):
             # x[i, j] with index tensors: an entry counted from the end (-2) read past the axis;
@@ -983,10 +987,7 @@ def _wrapped_constant_indices(mod: tvm.IRModule) -> tvm.IRModule:
                 if known_safe or not isinstance(extent, tirx.IntImm) or not isinstance(getattr(index, "ty", None), relax.TensorType):
                     wrapped.append(index)
                     continue
-                dtype = str(index.ty.dtype)
-                negative = self.builder_.emit(relax.op.less(index, relax.const(0, dtype)))
-                shifted = self.builder_.emit(relax.op.add(index, relax.const(int(extent.value), dtype)))
-                wrapped.append(self.builder_.emit(relax.op.where(negative, shifted, index)))
+                wrapped.append(self.wrapped(index, int(extent.value)))
             return relax.op.index_tensor(data, relax.Tuple(wrapped))
 
     out = mod.clone()

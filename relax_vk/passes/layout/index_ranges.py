@@ -25,6 +25,7 @@ range by construction and are not checked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -146,15 +147,21 @@ class _Sources:
         return (x, wrap) if wrap is not None else None
 
 
+def range_pairs(r) -> List[List[int]]:
+    """An input's recorded range as ``[lo, hi]`` pairs: one (``[lo, hi]``), or one a position of
+    its last axis (``[[lo, hi], ...]``), whatever sequence type holds it (a list, TVM's Array)."""
+    return [[int(v) for v in q] for q in r] if isinstance(r[0], Sequence) else [[int(v) for v in r]]
+
+
 def _intersect(old, new):
     """Two ranges of one input (``[lo, hi]`` or ``[[lo, hi], ...]`` per position), intersected;
     None when their positions disagree."""
     if old is None:
         return new
-    per = lambda r: r if isinstance(r[0], list) else None  # noqa: E731
-    if per(old) is None and per(new) is None:
-        return [max(old[0], new[0]), min(old[1], new[1])]
-    a, b = per(old) or [old] * len(per(new)), per(new) or [new] * len(per(old))
+    a, b = range_pairs(old), range_pairs(new)
+    if len(a) == 1 and len(b) == 1:
+        return [max(a[0][0], b[0][0]), min(a[0][1], b[0][1])]
+    a, b = a * len(b) if len(a) == 1 else a, b * len(a) if len(b) == 1 else b
     if len(a) != len(b):
         return None
     return [[max(x[0], y[0]), min(x[1], y[1])] for x, y in zip(a, b)]
@@ -228,8 +235,9 @@ def index_ranges(func: relax.Function, mod: Optional[tvm.IRModule] = None) -> Di
         if found is None:
             continue
         param, wrap = found
-        if wrap is not None and (wrap if isinstance(wrap, list) else [wrap]) not in (extents, [extents[0]] * len(extents), extents[:1]):
-            continue
+        wraps = wrap if isinstance(wrap, list) else [wrap]
+        if wrap is not None and wraps != extents and not (uniform and wraps == extents[:1]):
+            continue  # (a wrap by other extents than the axes': the range is not these)
         new = [[(-e if wrap is not None or negatives else 0), e - 1] for e in extents]
         if uniform:
             new = new[0]
@@ -252,7 +260,7 @@ def RecordIndexRanges() -> tvm.transform.Pass:
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         for gvar, func in mod.functions_items():
             if isinstance(func, relax.Function) and gvar.name_hint == "main":
-                ranges = {name: r for name, r in index_ranges(func, mod).items() if all(p[0] <= p[1] for p in (r if isinstance(r[0], list) else [r]))}
+                ranges = {name: r for name, r in index_ranges(func, mod).items() if all(lo <= hi for lo, hi in range_pairs(r))}
                 if ranges:
                     mod = mod.clone()
                     mod[gvar] = func.with_attr(INDEX_RANGE_ATTR, ranges)
