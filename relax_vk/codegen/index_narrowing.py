@@ -116,6 +116,32 @@ def Int64ExtremesAsInt32() -> tvm.transform.Pass:
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="relax_vk.Int64ExtremesAsInt32")
 
 
+def _int32_division(node):
+    """An int64 division or remainder as the int32 one, cast back to int64."""
+    if str(node.ty.dtype) != "int64":
+        return node
+    a, b = (tirx.Cast("int32", v) for v in (node.a, node.b))
+    return tirx.Cast("int64", type(node)(a, b))
+
+
+def Int64DivisionsAsInt32() -> tvm.transform.Pass:
+    """Every int64 ``floordiv``/``floormod``/``div``/``mod`` left in a Vulkan kernel after
+    :class:`NarrowIndices` (a division of int64 *data*: ``x.long() % 3``) becomes the int32 one.
+    A Vulkan kernel holds int64 values in 32 bits (inputs outside int32 are refused at the edge), so
+    the quotient is the same; left int64, ``LowerIntrin`` wrote the division with an offset past
+    int32 (2147483649), which the WGSL emitter refused: a PyTorch ``(x.long() % 3).prod(2)`` did not
+    build for Vulkan. Other kernels are left as they are."""
+    import tvm_ffi
+    from tvm.ir.prim import expr as E
+
+    divisions = [(kind, _int32_division) for kind in (E.FloorDiv, E.FloorMod, E.Div, E.Mod)]
+
+    def transform(func: tirx.PrimFunc, _mod, _ctx) -> tirx.PrimFunc:
+        return tvm_ffi.structural_map(func, divisions) if _for_vulkan(func) else func
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="relax_vk.Int64DivisionsAsInt32")
+
+
 def NarrowIndices() -> tvm.transform.Pass:
     """The pass (module docstring). A kernel TVM's narrowing refuses (its check of an index
     constant past int32: ``InternalError``) is left as it is."""

@@ -28,7 +28,7 @@ from ..schedules.verify import COMPACTING
 from .bool_vectors import LowerBoolVectorCasts
 from .exact_floats import ExactFloatConstants
 from .float_bindings import InlineFloatBindings
-from .index_narrowing import Int64ExtremesAsInt32, NameNarrowedSubexpressions, NarrowIndices
+from .index_narrowing import Int64DivisionsAsInt32, Int64ExtremesAsInt32, NameNarrowedSubexpressions, NarrowIndices
 from .size_ratios import FoldSizeRatios
 from .launch_grid import FoldLaunchGrid
 from .texture_origins import PlaceTextures
@@ -41,14 +41,14 @@ def _finalize_device_passes():
     """TVM's device finalisation, preceded by the repair of scalarised texture stores
     (:mod:`relax_vk.codegen.texture_stores`), for Vulkan kernels and OpenCL kernels of a run-time
     size the narrowing of their int64 indices to int32 before ``LowerIntrin`` lowers their
-    divisions and their repeated
-    subexpressions named again after TVM's ``StmtSimplify`` wrote them out
+    divisions, their repeated subexpressions named again after TVM's ``StmtSimplify`` wrote them
+    out, and for Vulkan kernels the divisions of int64 data as int32's
     (:mod:`relax_vk.codegen.index_narrowing`), and for OpenCL kernels float constants written
     exactly (:mod:`relax_vk.codegen.exact_floats`)."""
     # (TVM's finalize_device_passes, LowerWarpMemory, StmtSimplify and LowerIntrin, with narrowed
     # kernels' repeated subexpressions named again before LowerIntrin expands them)
     return tvm.transform.Sequential([RepairTextureStores(), Int64ExtremesAsInt32(), NarrowIndices(), ExactFloatConstants(), tirx.transform.LowerWarpMemory(),
-                                     tirx.transform.StmtSimplify(), NameNarrowedSubexpressions(), tirx.transform.LowerIntrin()])  # fmt: skip
+                                     tirx.transform.StmtSimplify(), NameNarrowedSubexpressions(), Int64DivisionsAsInt32(), tirx.transform.LowerIntrin()])  # fmt: skip
 
 
 def lowering_passes(config) -> List[tvm.transform.Pass]:

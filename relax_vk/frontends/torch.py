@@ -601,6 +601,28 @@ def _layer_norm(node, importer):
     return bb.emit(relax.op.nn.layer_norm(x, gamma, beta, axes, 1e-5 if eps is None else float(eps)))
 
 
+def _accumulate(op: str):
+    """``cumsum`` / ``cumprod`` / ``prod`` in the dtype PyTorch gives the result: an integer or bool
+    input accumulates in int64 (``i32.cumsum(1)`` is int64 in PyTorch; TVM's converter kept int32,
+    and had no ``prod.dim_int``). The input is cast first, so sums past int32 stay exact."""
+
+    def convert(node, importer) -> relax.Var:
+        bb = importer.block_builder
+        x = importer.env[node.args[0]]
+        val = node.meta.get("val") if hasattr(node, "meta") else None
+        want = str(getattr(val, "dtype", "")).replace("torch.", "")
+        if want and isinstance(getattr(x, "ty", None), relax.TensorType) and str(x.ty.dtype) != want:
+            x = bb.emit(relax.op.astype(x, want))
+        if op in ("cumsum", "cumprod"):
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+            return bb.emit((relax.op.cumsum if op == "cumsum" else relax.op.cumprod)(x, int(dim)))
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
+        return bb.emit(relax.op.prod(x, None if dim is None else [int(dim)], keepdims=keepdim))
+
+    return convert
+
+
 _ARITHMETIC = {"add.Tensor": relax.op.add, "sub.Tensor": relax.op.subtract, "mul.Tensor": relax.op.multiply, "div.Tensor": relax.op.divide}
 
 
@@ -827,6 +849,10 @@ CONVERTERS = {
     "std.correction": _variance("std"),
     "var_mean.correction": _variance("var_mean"),
     "max.dim": _reduce_dim(largest=True),
+    "cumsum.default": _accumulate("cumsum"),
+    "cumprod.default": _accumulate("cumprod"),
+    "prod.default": _accumulate("prod"),
+    "prod.dim_int": _accumulate("prod"),
     "min.dim": _reduce_dim(largest=False),
 }
 

@@ -147,3 +147,22 @@ def test_int64_extremes_start_vulkan_reductions(op, lavapipe):
     model.ir_version = 8
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_array_equal(load(relax_vk.build(from_onnx(model), "vulkan").artifact(), device="lavapipe").run([x])[0], want)
+
+
+def test_int64_data_divisions_build_and_are_exact_on_vulkan(lavapipe):
+    """``(x.long() % 3).prod(2)``: TVM's simplifier moved the int64 cast inside the remainder and
+    ``LowerIntrin`` wrote it with an offset past int32 (2147483649), which the WGSL emitter refused;
+    divisions of int64 data are int32's now (Int64DivisionsAsInt32), exact for negative values too."""
+    torch = pytest.importorskip("torch")
+    from relax_vk.frontends import from_torch
+    from relax_vk.runtime import load
+
+    class Remainders(torch.nn.Module):
+        def forward(self, x):
+            v = (x * 10).long()
+            return (v % 3).prod(dim=2, keepdim=True), torch.div(v, 4, rounding_mode="floor").sum(1)
+
+    x = torch.randn(1, 5, 4, 4, generator=torch.Generator().manual_seed(0))
+    got = load(relax_vk.build(from_torch(Remainders(), (x,)), "vulkan").artifact(), device="lavapipe").run([x.numpy()])
+    for g, want in zip(got, Remainders()(x)):
+        np.testing.assert_array_equal(g, want.numpy())

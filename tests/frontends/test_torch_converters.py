@@ -455,3 +455,31 @@ def test_an_adaptive_pool_to_a_run_time_output_size_is_refused_by_op():
     dims = {2: torch.export.Dim("H", min=8, max=96), 3: torch.export.Dim("W", min=8, max=96)}
     with pytest.raises(UnsupportedError, match=r"adaptive_avg_pool2d \(node \w+\): an output size computed from run-time sizes is not supported"):
         from_torch(_HalfPool(F.adaptive_avg_pool2d).eval(), (torch.randn(1, 3, 32, 32),), dynamic_shapes={"x": dims})
+
+
+class _Accumulated(torch.nn.Module):
+    def __init__(self, past_int32: bool):
+        super().__init__()
+        self.past_int32 = past_int32
+
+    def forward(self, x):
+        i = (x * 10).int()
+        sums = (i.cumsum(1), i.prod(1), (x > 0).cumsum(-1), x.cumprod(2), (i[:, :3] % 3).prod(dim=2, keepdim=True))
+        return (*sums, (x.abs() * 2**30).int().cumsum(1)) if self.past_int32 else sums
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_integer_accumulations_are_int64_as_pytorchs(target, device, request):
+    """An int32 or bool ``cumsum`` / ``cumprod`` / ``prod`` is int64 in PyTorch: TVM's converter
+    kept int32 (a cumsum past 2**31 wrapped) and had no ``prod.dim_int``. On OpenCL a sum past int32
+    is exact; a Vulkan kernel computes int64 values in 32 bits (README), so there they stay within
+    int32."""
+    request.getfixturevalue(device)
+    x = torch.randn(1, 5, 4, 4, generator=torch.Generator().manual_seed(0))
+    model = _Accumulated(past_int32=target == "opencl")
+    got = load(relax_vk.build(from_torch(model, (x,)), target).artifact(), device=device).run([x.numpy()])
+    for g, want in zip(got, model(x)):
+        want = want.numpy()
+        assert g.dtype == want.dtype and g.shape == want.shape
+        np.testing.assert_allclose(g, want, rtol=1e-5)
