@@ -187,3 +187,23 @@ def test_half_texels_alone_keep_float32_texels_where_calibration_sees_an_overflo
     assert np.isfinite(got).all() and np.abs(got - want).max() <= BOUND * np.abs(want).max()
     unchecked = relax_vk.build(mod, api, options=options, calibration=False).artifact()
     assert not [t for t in unchecked.program["tensors"] if t["image"] and t["kind"] != "constant" and t.get("texel") is None]
+
+
+@pytest.mark.parametrize("api, device, arithmetic", [("opencl", "pocl", "fp32"), ("vulkan", "lavapipe", "fp32"), ("vulkan", "lavapipe", "fp16")])
+def test_an_input_past_half_in_the_calibration_keeps_its_packing_float32(api, device, arithmetic, request):
+    """An input of 1e5 packed into half texels came back inf on pocl and 0.67 off on lavapipe:
+    calibration read the ops' outputs, not the inputs. The ops reading an input the calibration
+    inputs take past float16's range, and the input's packing, keep float32 texels."""
+    torch = pytest.importorskip("torch")
+    from relax_vk.frontends import from_torch
+
+    request.getfixturevalue(device)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        model[0].weight.mul_(1e-3)
+    x = torch.randn(1, 3, 16, 16) * 1e5
+    artifact = relax_vk.build(from_torch(model, (x,)), api, options=ScopeOptions(precision="fp16", arithmetic=arithmetic), calibration=[x.numpy()]).artifact()
+    want = model(x).detach().numpy()
+    got = load(artifact, device=device).run([x.numpy()])[0]
+    assert np.isfinite(got).all() and np.abs(got - want).max() <= BOUND * np.abs(want).max()

@@ -337,6 +337,30 @@ def _call_sites(main: relax.Function) -> List[Tuple[str, str, List[str]]]:
     return out
 
 
+def input_key(index: int) -> str:
+    """The key under which calibration (:func:`relax_vk.analysis.fp16_range.overflowing_ops`)
+    reports the model's ``index``-th input as past float16's range."""
+    return f"<input {index}>"
+
+
+def _input_packings(main: relax.Function, overflow: Mapping[str, float]) -> Dict[str, str]:
+    """PrimFunc name -> why, for the kernels that read a model input (a ``main`` parameter) the
+    calibration inputs take past float16's range (``overflow`` holds :func:`input_key`): the
+    input's packing (a layout transform no model op names) would otherwise write it into half
+    texels (an input of 1e5: 0.67 off on lavapipe, inf on pocl)."""
+    over = {p: overflow[input_key(i)] for i, p in enumerate(main.params) if input_key(i) in overflow}
+    out: Dict[str, str] = {}
+    for block in main.body.blocks if over else ():
+        for b in block.bindings:
+            value = b.value
+            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.call_tir":
+                args = value.args[1].fields if isinstance(value.args[1], relax.Tuple) else [value.args[1]]
+                for a in args:
+                    if a in over:
+                        out.setdefault(value.args[0].name_hint, f"overflow: input {a.name} reaches {over[a]:.3g} (float16 ends at {HALF_MAX:g})")
+    return out
+
+
 def _large_constants(main: relax.Function) -> Dict[str, float]:
     """PrimFunc name -> the largest magnitude of a constant argument float16 does not hold
     (a static bound: such a weight overflows when read as half)."""
@@ -383,6 +407,8 @@ def HalfTexelOverflow(overflow: Mapping[str, float]) -> tvm.transform.Pass:
             reason = policy.keeps([name, f"{name}_kernel", var], ops)
             if reason is not None:
                 kept.setdefault(name, reason)
+        for name, reason in _input_packings(mod["main"], overflow).items():
+            kept.setdefault(name, reason)
         if not kept:
             return mod
         out = mod.clone()
@@ -416,6 +442,8 @@ def HalfArithmetic(policy: HalfPolicy) -> tvm.transform.Pass:
             reason = policy.keeps([name, f"{name}_kernel", var], ops)
             if reason is not None and name not in why:
                 why[name] = reason  # (a kernel two call sites share stays float32 if either asks)
+        for name, reason in _input_packings(main, policy.overflow).items():
+            why.setdefault(name, reason)
         out = mod.clone()
         decided: Dict[str, str] = {}
         kernels = {name for name, _, _ in _call_sites(main)}
