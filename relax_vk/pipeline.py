@@ -51,6 +51,7 @@ from .passes import (
     RecordIndexRanges,
     NarrowInt64Constants,
     NaNSelfComparisons,
+    BoolArithmetic,
     CheckStaticShapes,
     HoistImageStorage,
     IsolateBroadcastReductions,
@@ -107,6 +108,7 @@ def _convert_layout(c: _Context) -> List[tvm.transform.Pass]:
     return [
         DeriveIdentifiers(),
         NaNSelfComparisons(),
+        BoolArithmetic(),
         *edges,
         relax.transform.DecomposeOpsForInference(),
         relax.transform.Normalize(),

@@ -19,6 +19,8 @@ from tvm.ir.expr import GenericConst
 
 from ..core.provenance import model_op_names
 from ..legalize import LEGALIZE_MAP
+from ..passes.layout.bool_arithmetic import BoolArithmetic
+from ..passes.layout.self_comparisons import NaNSelfComparisons
 
 _IDENTITY_OPS = ("relax.to_vdevice", "relax.hint_on_device")
 
@@ -88,6 +90,8 @@ def build_on_cpu(mod: tvm.IRModule):
     """Legalize (with relax_vk's packed-op legalizers) and compile ``mod`` for llvm (hand-scheduled
     GPU kernels, llvm cannot compile them, run in their CPU forms)."""
     mod = _cpu_kernels(strip_scopes(mod))
+    # (as the GPU pipeline: TVM's llvm build folds x == x to true and refuses a product of bools)
+    mod = BoolArithmetic()(NaNSelfComparisons()(mod))
     mod = relax.transform.LegalizeOps(LEGALIZE_MAP)(mod)
     return tvm.compile(mod, target="llvm")
 

@@ -10,7 +10,7 @@
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NaNSelfComparisons, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
+from .layout import BoolArithmetic, ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NaNSelfComparisons, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
 from .lower import (
     FoldScopeCopies,
     HoistImageStorage,
@@ -49,6 +49,7 @@ __all__ = [
     "RecordIndexRanges",
     "NarrowInt64Constants",
     "NaNSelfComparisons",
+    "BoolArithmetic",
     "CheckStaticShapes",
     "ConvertToPackedLayout",
     # stages 2-4

@@ -9,8 +9,9 @@ from .fold_small_constants import FoldSmallConstants
 from .index_ranges import RecordIndexRanges
 from .int64_constants import NarrowInt64Constants
 from .self_comparisons import NaNSelfComparisons
+from .bool_arithmetic import BoolArithmetic
 from .split_large_weights import SplitLargeWeights
 from .split_wide_concats import SplitWideConcats
 from .static_shapes import CheckStaticShapes
 
-__all__ = ["DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "SplitWideConcats", "FoldSmallConstants", "RecordIndexRanges", "NarrowInt64Constants", "NaNSelfComparisons", "CheckStaticShapes", "ConvertToPackedLayout"]
+__all__ = ["BoolArithmetic", "DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "SplitWideConcats", "FoldSmallConstants", "RecordIndexRanges", "NarrowInt64Constants", "NaNSelfComparisons", "CheckStaticShapes", "ConvertToPackedLayout"]
