@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from typing import Sequence
 
 import tvm
@@ -1128,7 +1129,23 @@ def from_torch(module, example_inputs: Sequence, dynamic_shapes=None) -> tvm.IRM
             exported = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
     except Exception as err:
         raise UnsupportedError(f"torch.export cannot export {type(module).__name__}: {type(err).__name__}: {_first_line(err)}") from None
-    return from_exported(exported, type(module).__name__)
+    try:
+        return from_exported(exported, type(module).__name__)
+    except UnsupportedError as err:
+        _refuse_float64(module, example_inputs, err)
+        raise
+
+
+def _refuse_float64(module, example_inputs, err: Exception) -> None:
+    """Where the import of a model with a float64 parameter, buffer or input failed (TVM's
+    importer stops inside, e.g. on a float32 + float64 add), the error names that tensor: the
+    kernels compute float32 at most."""
+    named = [*(("parameter", n, t) for n, t in module.named_parameters()), *(("buffer", n, t) for n, t in module.named_buffers()),
+             *(("input", str(i), t) for i, t in enumerate(example_inputs))]  # fmt: skip
+    for kind, name, t in named:
+        if str(getattr(t, "dtype", "")) == "torch.float64":
+            raise UnsupportedError(f"{type(module).__name__}: {kind} {name} is float64, which relax_vk's kernels do not compute; "
+                                   f"convert the model and its inputs with .float() (or .half()) ({err})") from None  # fmt: skip
 
 
 def _from_half_torch(torch, module, example_inputs) -> tvm.IRModule:
@@ -1144,13 +1161,18 @@ def _from_half_torch(torch, module, example_inputs) -> tvm.IRModule:
     float_inputs = tuple(t.float() if _is_half(t) else t for t in example_inputs)
     mod = from_torch(copy.deepcopy(module).float(), float_inputs)
     main = mod["main"]
-    inputs = {p.name: str(t.dtype).replace("torch.", "") for p, t in zip(main.params, example_inputs) if _is_half(t)}
+    # (bfloat16 inputs and outputs are float32 ones: numpy, the runtime's arrays and the GPU
+    # APIs' buffers have no bfloat16; the values a bfloat16 tensor holds are float32's exactly)
+    inputs = {p.name: "float16" for p, t in zip(main.params, example_inputs) if str(t.dtype) == "torch.float16"}
     outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     out_dtypes = {}
     for i, ty in enumerate(result_fields(main)):
         declared = str(outs[i].dtype).replace("torch.", "") if outputs is not None and i < len(outs) else "float16"
-        if declared in _HALF and str(getattr(ty, "dtype", "")) == "float32":
+        if declared == "float16" and str(getattr(ty, "dtype", "")) == "float32":
             out_dtypes[i] = declared
+    if any(str(getattr(t, "dtype", "")) == "torch.bfloat16" for t in list(module.parameters()) + list(example_inputs)):
+        warnings.warn(f"{type(module).__name__}: a bfloat16 model computes in float32 and takes and returns float32 arrays "
+                      "(numpy and the GPU APIs have no bfloat16)", stacklevel=3)  # fmt: skip
     out = mod.clone()
     out["main"] = retype_abi(main, mod, inputs, out_dtypes)
     return out

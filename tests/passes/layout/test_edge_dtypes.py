@@ -47,6 +47,38 @@ def test_half_precision_torch_models_keep_their_signature(backend, device):
         np.testing.assert_allclose(out.astype("float32"), model(x).float().numpy(), rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("backend, device", BACKENDS)
+@pytest.mark.one_api("backend")
+def test_bfloat16_torch_models_take_and_return_float32(backend, device, request):
+    """A bfloat16 model's artifact was refused at load ("unknown dtype 'bfloat16'") and its Vulkan
+    build failed in the WGSL emitter: numpy and the GPU APIs have no bfloat16. It computes in
+    float32 behind a float32 signature, with a warning that says so."""
+    torch = pytest.importorskip("torch")
+    from relax_vk.frontends import from_torch
+
+    request.getfixturevalue(device)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU()).eval().to(torch.bfloat16)
+    x = torch.randn(1, 4, 8, 8).to(torch.bfloat16)
+    with pytest.warns(UserWarning, match="bfloat16 model computes in float32"):
+        mod = from_torch(model, (x,))
+    out = load(relax_vk.build(mod, target=backend).artifact(), device=device).run([x.float().numpy()])[0]
+    assert out.dtype == np.float32
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model.float()(x.float()).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_float64_model_tvm_cannot_import_is_refused_naming_the_tensor():
+    """``model.double()``: TVM's importer failed inside ("Binary operators must have the same
+    datatype"); the error names the float64 tensor and says what to do."""
+    torch = pytest.importorskip("torch")
+    from relax_vk.core.errors import UnsupportedError
+    from relax_vk.frontends import from_torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3)).double()
+    with pytest.raises(UnsupportedError, match=r"parameter 0\.weight is float64.*\.float\(\)"):
+        from_torch(model, (torch.randn(2, 4).double(),))
+
+
 def test_flags_cast_to_int8_inside_the_model_run_on_vulkan(lavapipe):
     """PyTorch's attention decomposition reduces bool flags cast to int8; WGSL holds no int8, so
     the cast becomes int32 (0 and 1 either way) and what reads it re-infers its dtype."""
