@@ -1219,4 +1219,26 @@ def load_pt2(path: str) -> tvm.IRModule:
                 "import ops PyTorch and TVM know; a torch.library op needs a TVM converter)"
             ) from None
         raise ModelLoadError(f"{path}: not a readable torch.export archive (.pt2): {type(err).__name__}: {_first_line(err)}") from None
+    half = _half_program_inputs(torch, exported)
+    if half is not None:  # (computed in float32 behind its half signature, as from_torch does)
+        return from_torch(exported.module(), half)
     return from_exported(exported, path)
+
+
+def _half_program_inputs(torch, exported):
+    """Zero example inputs of an exported program with float16 or bfloat16 parameters or inputs
+    and fixed input sizes, else None (TVM's importer failed on it: a float32 + float16 add)."""
+    tensors = [n.meta.get("val") for n in exported.graph.nodes if n.op == "placeholder"]
+    if not any(_is_half(t) for t in tensors):
+        return None
+    users = set(exported.graph_signature.user_inputs)
+    example = []
+    for node in exported.graph.nodes:
+        val = node.meta.get("val")
+        if node.op != "placeholder" or node.name not in users or not hasattr(val, "shape"):
+            continue
+        if not all(isinstance(d, int) for d in val.shape):
+            raise UnsupportedError("run-time dims of a half-precision program are not supported; "
+                                   "export it in float32 and build with ScopeOptions(precision='fp16')")  # fmt: skip
+        example.append(torch.zeros(tuple(val.shape), dtype=val.dtype))
+    return tuple(example)

@@ -44,6 +44,21 @@ def test_pt2_archive_and_names(tmp_path):
     assert load_model("rgb_stem")[1] == {"zoo": "rgb_stem"}
 
 
+def test_a_half_precision_pt2_archive_keeps_its_signature(tmp_path, lavapipe):
+    """A float16 program saved with torch.export.save failed in TVM's importer (a float32 + float16
+    add); it computes in float32 behind its float16 signature, as from_torch does."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval().half()
+    x = torch.randn(1, 3, 16, 16).half()
+    path = str(tmp_path / "half.pt2")
+    torch.export.save(torch.export.export(model, (x,)), path)
+    mod, _ = load_model(path)
+    out = load(relax_vk.build(mod, "vulkan").artifact(), device="lavapipe").run([x.numpy()])[0]
+    assert out.dtype == np.float16
+    with torch.no_grad():
+        np.testing.assert_allclose(out.astype("float32"), model(x).float().numpy(), rtol=2e-3, atol=2e-3)
+
+
 def test_bad_model_files_are_named(tmp_path):
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"this is not a protobuf")
