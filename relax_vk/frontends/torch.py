@@ -602,6 +602,32 @@ def _layer_norm(node, importer):
     return bb.emit(relax.op.nn.layer_norm(x, gamma, beta, axes, 1e-5 if eps is None else float(eps)))
 
 
+def _index_put(node, importer) -> relax.Var:
+    """``y[mask] = v`` (``index_put`` with one bool mask over the leading axes and one value, or
+    values broadcast to ``y``): ``where(mask, v, y)``, or ``y + where(mask, v, 0)`` with
+    ``accumulate``. TVM's converter takes only integer index tensors. Anything else is TVM's."""
+    indices = node.args[1] if len(node.args) > 1 else []
+    masks = [i for i in indices if i is not None]
+    mask_val = masks[0].meta.get("val") if len(masks) == 1 and hasattr(masks[0], "meta") else None
+    values_val = node.args[2].meta.get("val") if len(node.args) > 2 and hasattr(node.args[2], "meta") else None
+    if not (len(indices) == 1 and mask_val is not None and str(mask_val.dtype) == "torch.bool" and values_val is not None
+            and values_val.numel() == 1):  # fmt: skip
+        return _tvm_converter(importer, "index_put.default", node)
+    bb = importer.block_builder
+    data, mask, values = importer.env[node.args[0]], importer.env[masks[0]], importer.env[node.args[2]]
+    ndim, mask_ndim = data.ty.ndim, mask.ty.ndim
+    if mask_ndim < ndim:  # (a mask over the leading axes selects whole trailing slices)
+        mask = bb.emit(relax.op.reshape(mask, [*mask.ty.shape.values, *([1] * (ndim - mask_ndim))]))
+    values = bb.emit(relax.op.reshape(values, [])) if values.ty.ndim else values
+    if str(values.ty.dtype) != str(data.ty.dtype):
+        values = bb.emit(relax.op.astype(values, str(data.ty.dtype)))
+    accumulate = bool(node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False))
+    if accumulate:
+        zero = relax.const(0, str(data.ty.dtype))
+        return bb.emit(relax.op.add(data, bb.emit(relax.op.where(mask, values, zero))))
+    return bb.emit(relax.op.where(mask, values, data))
+
+
 def _accumulate(op: str):
     """``cumsum`` / ``cumprod`` / ``prod`` in the dtype PyTorch gives the result: an integer or bool
     input accumulates in int64 (``i32.cumsum(1)`` is int64 in PyTorch; TVM's converter kept int32,
@@ -851,6 +877,7 @@ CONVERTERS = {
     "var_mean.correction": _variance("var_mean"),
     "max.dim": _reduce_dim(largest=True),
     "cumsum.default": _accumulate("cumsum"),
+    "index_put.default": _index_put,
     "cumprod.default": _accumulate("cumprod"),
     "prod.default": _accumulate("prod"),
     "prod.dim_int": _accumulate("prod"),
@@ -888,6 +915,19 @@ def _unsupported_nodes(exported) -> list:
     return found
 
 
+def _failed_node(exported, converted) -> str:
+    """`` at OP (node NAME, model op PATH)`` for the first op call of ``exported`` the importer had
+    not converted when it failed (``converted``: its node table), else ``""``."""
+    from .op_names import torch_op_name
+
+    for node in exported.graph.nodes:
+        if node.op == "call_function" and node not in converted:
+            op = getattr(node.target, "__name__", str(node.target))
+            path = torch_op_name(node)
+            return f" at {op} (node {node.name}" + (f", model op {path})" if path and path != node.name else ")")
+    return ""
+
+
 def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
     """Relax module of a ``torch.export.ExportedProgram`` (see the module docstring)."""
     torch = require("torch", "torch")
@@ -920,7 +960,8 @@ def from_exported(exported, where: str = "the PyTorch model") -> tvm.IRModule:
         if missing:
             listed = "; ".join(f"{op} (node {node})" for op, node in missing[:5])
             raise UnsupportedError(f"{where}: TVM's PyTorch frontend cannot convert {listed}") from None
-        raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed: {type(err).__name__}: {_first_line(err)}") from None
+        at = _failed_node(decomposed, table)
+        raise UnsupportedError(f"{where}: TVM's PyTorch frontend failed{at}: {type(err).__name__}: {_first_line(err)}") from None
     mod = exact_open_slices(_wrapped_constant_indices(_without_assertions(mod, where)))
     check_nearest_picks(mod, where, "torch")
     refuse_fixed_reshapes(mod, where, "op")

@@ -483,3 +483,33 @@ def test_integer_accumulations_are_int64_as_pytorchs(target, device, request):
         want = want.numpy()
         assert g.dtype == want.dtype and g.shape == want.shape
         np.testing.assert_allclose(g, want, rtol=1e-5)
+
+
+class _MaskedWrites(torch.nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        y[x > 0.5] = 1.0
+        z = x.clone()
+        z[x[:, 0] > 0] = -3.0  # a mask over the leading axes: whole rows
+        return y, z * 2, torch.zeros_like(x).index_put_((x > 1,), torch.tensor(2.0), accumulate=True)
+
+
+@pytest.mark.one_api("target")
+@pytest.mark.parametrize("target, device", [("opencl", "pocl"), ("vulkan", "lavapipe")])
+def test_masked_writes_are_wheres(target, device, request):
+    """``y[mask] = v`` is ``index_put`` with a bool index, which TVM's converter refused ("IndexPut
+    requires each index tensor to have integer dtype")."""
+    request.getfixturevalue(device)
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
+    got = load(relax_vk.build(from_torch(_MaskedWrites(), (x,)), target).artifact(), device=device).run([x.numpy()])
+    for g, want in zip(got, _MaskedWrites()(x)):
+        np.testing.assert_array_equal(g, want.numpy())
+
+
+def test_an_import_failure_names_the_node_it_stopped_at():
+    class IndexAdd(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(4, 3).index_add(0, torch.tensor([0, 2, 2]), x)
+
+    with pytest.raises(UnsupportedError, match=r"failed at index_put\.default \(node index_put\)"):
+        from_torch(IndexAdd(), (torch.randn(3, 3),))
