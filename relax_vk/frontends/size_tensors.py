@@ -31,6 +31,16 @@ def _as(dtype: str, value):
     return tirx.Cast(dtype, value) if str(value.ty.dtype) != dtype else value
 
 
+def _kernel(tensors):
+    """The PrimFunc of ``tensors`` with no ``global_symbol`` of its own: ``create_prim_func``
+    names it ``main``, which clashed with the Relax ``main`` where nothing renamed it (the CPU
+    reference's llvm build: "duplicate global symbol: main" for a model with roll over a run-time
+    dim)."""
+    from tvm import te
+
+    return te.create_prim_func(tensors).without_attr("global_symbol")
+
+
 def size_tensor(bb, value, dtype: str = "int64"):
     """A 0-d ``dtype`` tensor holding the integer expression ``value`` of run-time dims (a
     kernel of its own, the dims its scalar arguments)."""
@@ -38,7 +48,7 @@ def size_tensor(bb, value, dtype: str = "int64"):
 
     dims = _scalar_dims((), [value])
     out = te.compute((), lambda: _as(dtype, value), name="size")
-    kernel = bb.add_func(te.create_prim_func([*dims, out]), "size_value")
+    kernel = bb.add_func(_kernel([*dims, out]), "size_value")
     return bb.emit(relax.call_tir(kernel, relax.Tuple(dims), relax.TensorType((), dtype)))
 
 
@@ -53,7 +63,7 @@ def sized_elementwise(bb, tensor, sizes, compute):
     dims = _scalar_dims(shape, sizes)
     values = [_as(dtype, size) for size in sizes]
     out = te.compute(shape, lambda *i: compute(data(*i), *values), name="with_size")
-    kernel = bb.add_func(te.create_prim_func([data, *dims, out]), "with_size")
+    kernel = bb.add_func(_kernel([data, *dims, out]), "with_size")
     return bb.emit(relax.call_tir(kernel, relax.Tuple([tensor, *dims]), relax.TensorType(shape, dtype)))
 
 

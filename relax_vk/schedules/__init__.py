@@ -30,6 +30,8 @@
 7. ``gpu.reduction``, ``gpu.general_reduction`` -- TVM's generic GPU reduction rules, for plain
    (unwindowed) reductions only, and not for sums of fewer than 16 terms in kernels of run-time
    size (those get a thread an output);
+   ``wide_reduction`` -- long reductions of any reducer (max, min) to few outputs, which those
+   rules decline: a workgroup an output, the terms split over its threads (:mod:`.wide_reduction`);
 8. ``run_time_sums`` -- other dot products in kernels of run-time size (attention scores over a
    run-time length): outputs side by side, each sum split over a warp's lanes (:mod:`.run_time_sums`);
 9. ``safe`` -- :func:`~relax_vk.schedules.fallback.schedule_safe`, which fits any kernel (and
@@ -61,6 +63,7 @@ from .matmul import token_matmul_rule
 from .pooling import schedule_pool
 from .row_norm import row_norm_rule
 from .winograd import winograd_rule
+from .wide_reduction import wide_reduction_rule
 
 
 def _dlight(rule):
@@ -103,6 +106,7 @@ RULES: List[Rule] = [
     ("adreno.fallback", _unless(has_trivial_reduction, _dlight(dl.adreno.Fallback()))),
     ("gpu.reduction", _unless(_upstream_declines, _dlight(dl.gpu.Reduction()))),
     ("gpu.general_reduction", _unless(_upstream_declines, _dlight(dl.gpu.GeneralReduction()))),
+    ("wide_reduction", _unless(has_trivial_reduction, wide_reduction_rule)),
     ("run_time_sums", _unless(has_trivial_reduction, run_time_sums_rule)),
 ]
 

@@ -360,3 +360,24 @@ def test_a_fixed_reshape_of_a_run_time_size_is_refused_by_node():
     with pytest.raises(UnsupportedError, match=r"reshapes \[T\S*, 2, 1, 10\], whose size is a run-time size, to the fixed shape \[5, 2, 10\]"):
         from_onnx(model, {"x": ("T", 2, 1, 10)}, dims={"T": (1, 40)})
     from_onnx(model, {"x": (5, 2, 1, 10)})  # (at the one size it holds: imports)
+
+
+def test_size_kernels_leave_main_to_the_model(lavapipe):
+    """``roll`` over a run-time dim imports a kernel of sizes (``with_size``), which TE named
+    ``main``: the CPU reference's llvm build refused "duplicate global symbol: main", so an fp16
+    build (its calibration), bisect and run --check of such a model stopped."""
+    from torch.export import Dim
+
+    from relax_vk.analysis.reference import run_on_cpu
+    from relax_vk.core.options import ScopeOptions
+
+    class Rolled(torch.nn.Module):
+        def forward(self, x):
+            return x.roll(1, 3) * 2
+
+    x = torch.randn(1, 3, 4, 16)
+    mod = from_torch(Rolled(), (x,), dynamic_shapes={"x": {3: Dim("W", min=4, max=32)}})
+    y = torch.randn(1, 3, 4, 9)
+    np.testing.assert_array_equal(run_on_cpu(mod, [y.numpy()])[0], Rolled()(y).numpy())
+    session = load(relax_vk.build(mod, "vulkan", options=ScopeOptions(precision="fp16")).artifact(), device="lavapipe")
+    np.testing.assert_allclose(session.run([y.numpy()])[0], Rolled()(y).numpy(), rtol=1e-3, atol=1e-3)
