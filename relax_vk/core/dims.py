@@ -298,4 +298,6 @@ def refuse_conditional_sizes(mod: tvm.IRModule) -> None:
                         op = getattr(getattr(b.value, "op", None), "name", type(b.value).__name__)
                         model_op = f", model op {names[b.var.name]}" if b.var.name in names else ""
                         raise UnsupportedError(f"{gvar.name_hint}: {op} ({b.var.name}{model_op}) gives a size that is a condition on the run-time dims "
-                                               f"{list(values)} (a ceil-mode pool over a run-time size, say): not supported")  # fmt: skip
+                                               f"{list(values)} (a ceil-mode pool over a run-time size, say): not supported; declaring the dims with a "
+                                               "step of the pool's stride (--dim H=8:640:2, dims={'H': (8, 640, 2)}, torch.export's 2 * Dim('h')) "
+                                               "gives the size one form")  # fmt: skip
