@@ -10,11 +10,12 @@
   through fusion, copy folding, per-call-site kernels and TVM's finalisation.
 """
 
-from .layout import BoolArithmetic, ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NaNSelfComparisons, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
+from .layout import BoolArithmetic, StepQuotients, ConvertToPackedLayout, DeriveIdentifiers, EdgeDtypes, CheckStaticShapes, FoldSmallConstants, NaNSelfComparisons, NarrowInt64Constants, RecordIndexRanges, SplitLargeWeights, SplitWideConcats
 from .lower import (
     FoldScopeCopies,
     HoistImageStorage,
     IsolateBroadcastReductions,
+    IsolateComputedSizes,
     FuseGathers,
     LegalizeWithScopes,
     NameKernelsForApi,
@@ -50,6 +51,7 @@ __all__ = [
     "NarrowInt64Constants",
     "NaNSelfComparisons",
     "BoolArithmetic",
+    "StepQuotients",
     "CheckStaticShapes",
     "ConvertToPackedLayout",
     # stages 2-4
@@ -64,6 +66,7 @@ __all__ = [
     # stage 5
     "LegalizeWithScopes",
     "IsolateBroadcastReductions",
+    "IsolateComputedSizes",
     "FuseGathers",
     "FoldScopeCopies",
     "SpecializeKernelScopes",

@@ -10,8 +10,9 @@ from .index_ranges import RecordIndexRanges
 from .int64_constants import NarrowInt64Constants
 from .self_comparisons import NaNSelfComparisons
 from .bool_arithmetic import BoolArithmetic
+from .step_quotients import StepQuotients
 from .split_large_weights import SplitLargeWeights
 from .split_wide_concats import SplitWideConcats
 from .static_shapes import CheckStaticShapes
 
-__all__ = ["BoolArithmetic", "DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "SplitWideConcats", "FoldSmallConstants", "RecordIndexRanges", "NarrowInt64Constants", "NaNSelfComparisons", "CheckStaticShapes", "ConvertToPackedLayout"]
+__all__ = ["BoolArithmetic", "StepQuotients", "DeriveIdentifiers", "EdgeDtypes", "SplitLargeWeights", "SplitWideConcats", "FoldSmallConstants", "RecordIndexRanges", "NarrowInt64Constants", "NaNSelfComparisons", "CheckStaticShapes", "ConvertToPackedLayout"]
