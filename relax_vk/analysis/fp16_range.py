@@ -33,6 +33,11 @@ MARGIN = 2.0
 _SEEN: Dict[tuple, Dict[str, float]] = {}  # the last few calibrations, by model and inputs
 
 
+def _peak(value: np.ndarray) -> float:
+    """The largest magnitude in ``value`` (``inf`` where any is not finite)."""
+    return float(np.max(np.abs(value))) if np.all(np.isfinite(value)) else float("inf")
+
+
 def _readers(mod: tvm.IRModule) -> Dict[str, set]:
     """Model op -> the model ops whose bindings read its values (in the imported ``main``); the
     model's ``i``-th input is the op :func:`~relax_vk.passes.lower.half_arithmetic.input_key` ``(i)``."""
@@ -71,14 +76,14 @@ def overflowing_ops(mod: tvm.IRModule, inputs: Optional[Sequence[np.ndarray]] = 
     for op, value in reference_outputs(mod, inputs, order).items():
         if not np.issubdtype(value.dtype, np.floating) or not value.size:
             continue
-        peak = float(np.max(np.abs(value))) if np.all(np.isfinite(value)) else float("inf")
+        peak = _peak(value)
         if peak > HALF_MAX / margin:
             found[op] = peak
     readers = _readers(mod)
     for i, value in enumerate(inputs):  # an input past the range is read as half by the ops reading it
         value = np.asarray(value)
         if np.issubdtype(value.dtype, np.floating) and value.size:
-            peak = float(np.max(np.abs(value))) if np.all(np.isfinite(value)) else float("inf")
+            peak = _peak(value)
             if peak > HALF_MAX / margin:
                 found[input_key(i)] = peak  # (its packing keeps float32 texels)
                 for reader in readers.get(input_key(i), ()):

@@ -80,10 +80,10 @@ def wide_reduction_rule(func: tirx.PrimFunc, target) -> Optional[tirx.PrimFunc]:
         inner = sch.get_loops(reduction)[-sum(1 for iv in ivs if iv.iter_type == tirx.IterVar.CommReduce):]
     else:
         loops = sch.get_loops(reduction)
-        spatial = [lp for lp, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.DataPar]
-        inner = [lp for lp, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.CommReduce]
         if len(loops) != len(ivs):
             return None
+        spatial = [lp for lp, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.DataPar]
+        inner = [lp for lp, iv in zip(loops, ivs) if iv.iter_type == tirx.IterVar.CommReduce]
         bx = sch.fuse(*spatial) if len(spatial) > 1 else (spatial[0] if spatial else sch.add_unit_loop(loops[0]))
         sch.bind(bx, "blockIdx.x")
     r = sch.fuse(*inner) if len(inner) > 1 else inner[0]

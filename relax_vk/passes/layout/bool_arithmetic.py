@@ -17,6 +17,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ...core.ir_utils import rewrite_functions
+
 _AS_LOGIC = {"relax.multiply": relax.op.logical_and, "relax.minimum": relax.op.logical_and,
              "relax.add": relax.op.logical_or, "relax.maximum": relax.op.logical_or}  # fmt: skip
 
@@ -40,13 +42,6 @@ def BoolArithmetic() -> tvm.transform.Pass:
     """Arithmetic of bool tensors as logic ops (module docstring)."""
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        out = mod
-        for gvar, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                new = _Rewrite(mod).visit_expr(func)
-                if not new.same_as(func):
-                    out = out.clone() if out is mod else out
-                    out[gvar] = new
-        return out
+        return rewrite_functions(_Rewrite(mod), mod)
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.BoolArithmetic")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ...core.ir_utils import rewrite_functions
+
 
 def _float(expr) -> bool:
     return isinstance(expr.ty, relax.TensorType) and str(expr.ty.dtype).startswith(("float", "bfloat"))
@@ -37,13 +39,6 @@ def NaNSelfComparisons() -> tvm.transform.Pass:
     """Self-comparisons of floats as ``isnan`` (module docstring)."""
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        out = mod
-        for gvar, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                new = _Rewrite(mod).visit_expr(func)
-                if not new.same_as(func):
-                    out = out.clone() if out is mod else out
-                    out[gvar] = new
-        return out
+        return rewrite_functions(_Rewrite(mod), mod)
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.NaNSelfComparisons")

@@ -105,11 +105,16 @@ class _Isolate(relax.PyExprMutator):
         super().visit_var_binding_(binding)
 
     def _apart(self, call: relax.Call) -> relax.Call:
-        gvar = call.args[0]
-        if gvar.name_hint not in self.copies:
-            func = self.builder_.get()[gvar].with_attr("op_pattern", OPAQUE)
-            self.copies[gvar.name_hint] = self.builder_.add_func(func, f"{gvar.name_hint}_apart")
-        return relax.Call(call.op, [self.copies[gvar.name_hint], *call.args[1:]], call.attrs, call.ty_args)
+        return opaque_copy(self.builder_, self.copies, call)
+
+
+def opaque_copy(builder: relax.BlockBuilder, copies: Dict[str, relax.GlobalVar], call: relax.Call) -> relax.Call:
+    """``call`` (a ``call_tir``) calling a copy of its PrimFunc marked ``kOpaque``, added to
+    ``builder`` once a PrimFunc (``copies``: PrimFunc name -> its copy)."""
+    gvar = call.args[0]
+    if gvar.name_hint not in copies:
+        copies[gvar.name_hint] = builder.add_func(builder.get()[gvar].with_attr("op_pattern", OPAQUE), f"{gvar.name_hint}_apart")
+    return relax.Call(call.op, [copies[gvar.name_hint], *call.args[1:]], call.attrs, call.ty_args)
 
 
 def IsolateBroadcastReductions() -> tvm.transform.Pass:

@@ -23,7 +23,8 @@ from tvm import relax, tirx
 from tvm.ir.expr import GenericConst
 from tvm.ir.prim import expr as E
 
-from .isolate_broadcast_reductions import OPAQUE
+from ...core.ir_utils import rewrite_functions
+from .isolate_broadcast_reductions import OPAQUE, opaque_copy
 
 
 def _computed_size(call: relax.Call) -> bool:
@@ -46,23 +47,13 @@ class _Isolate(relax.PyExprMutator):
         func = self.builder_.get()[gvar]
         if not isinstance(func, tirx.PrimFunc) or (func.attrs is not None and "op_pattern" in func.attrs and int(func.attrs["op_pattern"]) == OPAQUE):
             return call
-        if gvar.name_hint not in self.copies:
-            self.copies[gvar.name_hint] = self.builder_.add_func(func.with_attr("op_pattern", OPAQUE), f"{gvar.name_hint}_apart")
-        return relax.Call(call.op, [self.copies[gvar.name_hint], *call.args[1:]], call.attrs, call.ty_args)
+        return opaque_copy(self.builder_, self.copies, call)
 
 
 def IsolateComputedSizes() -> tvm.transform.Pass:
     """Kernels called with computed size arguments kept unfused (module docstring)."""
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        isolate = _Isolate(mod)
-        changed = False
-        for gvar, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                new = isolate.visit_expr(func)
-                if not new.same_as(func):
-                    isolate.builder_.update_func(gvar, new)
-                    changed = True
-        return isolate.builder_.get() if changed else mod
+        return rewrite_functions(_Isolate(mod), mod)
 
     return tvm.transform.module_pass(transform, opt_level=0, name="relax_vk.IsolateComputedSizes")
